@@ -1,0 +1,1 @@
+"""The `trinity` command line."""

@@ -1,0 +1,52 @@
+"""Options and output shared by the commands that read a run config."""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from ..config.compose import Request
+from ..config.errors import Issue
+from ..utils.atomic import write_text_atomic
+
+
+def add_config_options(parser: argparse.ArgumentParser) -> None:
+    """--config, overrides, --profile-dir, --strict."""
+    parser.add_argument("-c", "--config", type=Path, help="run config YAML (default: the packaged GRPO GSM8K example)")
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="hardware=NAME and Hydra overrides such as trainer.save_interval=50")
+    parser.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles (repeatable; also $TRINITY_PROFILE_PATH)")
+    parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
+
+
+def add_format_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] = ("yaml", "json")) -> None:
+    """--format."""
+    parser.add_argument("--format", choices=choices, default=choices[0], help=f"output format (default: {choices[0]})")
+
+
+def request_from(args: argparse.Namespace) -> Request:
+    """The config request the options describe."""
+    return Request(args.config, tuple(args.overrides), tuple(args.profile_dir))
+
+
+def print_issues(issues: Iterable[Issue]) -> None:
+    """Warnings and notes go to stderr so stdout stays machine-readable."""
+    for issue in issues:
+        print(issue.render(), file=sys.stderr)
+
+
+def dump(data: Any, fmt: str) -> str:
+    """`data` as YAML or JSON text."""
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+
+
+def emit(text: str, output: Path | None) -> None:
+    """Print `text`, or write it atomically to `output`."""
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        write_text_atomic(output, text)

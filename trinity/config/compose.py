@@ -1,0 +1,139 @@
+"""Compose the layers of a run config, lowest first, recording where every value came from.
+
+schema defaults -> conf/ base (Hydra compose) -> profile recommendations -> user file -> CLI overrides
+"""
+
+import copy
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import paths
+from .defaults import schema_defaults
+from .errors import ConfigError, Issue
+from .merge import deep_merge, leaves
+from .profiles import LoadedProfile, load_profile
+from .provenance import Contribution, Provenance
+from .sources.overrides import HARDWARE, Override, parse_overrides
+from .sources.yaml_file import YamlDoc, load_yaml
+
+DEFAULT_HARDWARE = "cpu"
+
+
+@dataclass(frozen=True)
+class Request:
+    """What the user asked for: a run file, overrides, extra profile folders."""
+
+    config: Optional[Path] = None
+    overrides: tuple[str, ...] = ()
+    profile_dirs: tuple[str, ...] = ()
+
+
+@dataclass
+class Composed:
+    """The merged tree (interpolations not yet resolved), its provenance and the chosen profile."""
+
+    tree: dict[str, Any]
+    provenance: Provenance
+    profile: LoadedProfile
+    user: YamlDoc
+
+
+def compose(request: Request) -> Composed:
+    """Merge every layer of `request` into one tree."""
+    parsed = parse_overrides(request.overrides)
+    user = load_yaml(request.config or paths.default_run_config(), what="run config")
+    _reject_hardware_keys(user)
+    dirs = paths.profile_dirs(request.profile_dirs)
+    profile = load_profile(parsed.hardware or DEFAULT_HARDWARE, dirs, parsed.hardware_source)
+    provenance = Provenance()
+    tree: dict[str, Any] = {}
+    base, base_doc = conf_base()
+    for layer, data, where in (
+        ("schema", schema_defaults(), lambda p: "schema default"),
+        ("conf", base, base_doc.where),
+        ("profile", profile.profile.recommended, lambda p: profile.where(("recommended", *p))),
+        ("file", user.data, user.where),
+    ):
+        tree = deep_merge(tree, data)
+        provenance.record_tree(layer, data, where)
+    for override in parsed.values:
+        tree = apply_override(tree, override, provenance)
+    return Composed(tree, provenance, profile, user)
+
+
+@lru_cache(maxsize=None)
+def conf_base() -> tuple[dict[str, Any], YamlDoc]:
+    """The `conf/` base composed once per process with Hydra's compose API."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+    from omegaconf import OmegaConf
+
+    conf_dir = paths.data_dir("conf")
+    with initialize_config_dir(config_dir=str(conf_dir), version_base=None):  # restores GlobalHydra on exit
+        cfg = hydra_compose(config_name="config")
+    return OmegaConf.to_container(cfg, resolve=False), load_yaml(conf_dir / "config.yaml", what="base config")
+
+
+def apply_override(tree: dict, override: Override, provenance: Provenance) -> dict:
+    """A new tree with one override applied (`~key` deletes, anything else sets)."""
+    if override.path[0] == HARDWARE:
+        raise _hardware_key_error(".".join(override.path), override.source)
+    tree = copy.deepcopy(tree)
+    parent, path = tree, []
+    for part in override.path[:-1]:
+        step = _step(parent, part)
+        path.append(step)
+        if not isinstance(_child(parent, step), (dict, list)):
+            parent[step] = {}
+        parent = parent[step]
+    last = _step(parent, override.path[-1])
+    full = (*path, last)
+    if override.delete:
+        _delete(parent, last, override)
+        provenance.add(full, Contribution("override", override.source, None))
+    else:
+        old = _child(parent, last)
+        merge = isinstance(old, dict) and isinstance(override.value, dict)
+        parent[last] = deep_merge(old, override.value) if merge else override.value
+        for sub_path, value in leaves(override.value):
+            provenance.add(full + sub_path, Contribution("override", override.source, value))
+    return tree
+
+
+def _step(parent: Any, part: str) -> Any:
+    # A numeric segment indexes a list: buffer.explorer_input.eval_tasksets.0.name=x
+    return int(part) if isinstance(parent, list) and part.isdigit() else part
+
+
+def _child(parent: Any, step: Any) -> Any:
+    try:
+        return parent[step]
+    except (KeyError, IndexError, TypeError):
+        return None
+
+
+def _delete(parent: Any, last: Any, override: Override) -> None:
+    try:
+        del parent[last]
+    except (KeyError, IndexError, TypeError):
+        raise ConfigError([Issue("cannot delete a key that is not set", key=".".join(override.path), source=override.source)]) from None
+
+
+def _reject_hardware_keys(user: YamlDoc) -> None:
+    if HARDWARE in user.data:
+        raise _hardware_key_error(HARDWARE, user.where((HARDWARE,)))
+
+
+def _hardware_key_error(key: str, source: str) -> ConfigError:
+    return ConfigError(
+        [
+            Issue(
+                "hardware facts come from a hardware profile, not from the run config",
+                key=key,
+                source=source,
+                hint="choose a profile with hardware=NAME; for a site variant write a profile with `extends: NAME`",
+            )
+        ]
+    )

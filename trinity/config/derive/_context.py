@@ -1,0 +1,66 @@
+"""What a derivation rule sees: the validated tree, the profile, provenance, and where to report."""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import Issue, Severity, dotted
+from ..merge import get_path
+from ..profiles import LoadedProfile
+from ..provenance import Contribution, Provenance
+
+
+def _path(key: str) -> tuple:
+    return tuple(int(part) if part.isdigit() else part for part in key.split("."))
+
+
+@dataclass
+class Context:
+    """Mutable working tree of one derivation pass; rules read and set keys by dotted name."""
+
+    data: dict[str, Any]
+    loaded: LoadedProfile
+    provenance: Provenance
+    issues: list[Issue] = field(default_factory=list)
+
+    @property
+    def facts(self):
+        return self.loaded.profile.facts
+
+    def get(self, key: str) -> Any:
+        """The current value of a dotted key."""
+        return get_path(self.data, _path(key))
+
+    def user_set(self, key: str) -> bool:
+        """Whether a file, override or stage (not a default) gave the key a value."""
+        return self.get(key) is not None and self.provenance.set_by(_path(key), "file", "override", "stage")
+
+    def where(self, key: str) -> str:
+        """Where the key's value was written (a rule's own output does not count)."""
+        path = _path(key)
+        for end in range(len(path), 0, -1):
+            written = [c for c in self.provenance.chain(path[:end]) if c.layer != "rule"]
+            if written:
+                return written[-1].source
+        return self.provenance.where(path)
+
+    def input(self, key: str) -> str:
+        """`key=value (source)` for a rule's inputs."""
+        return f"{key}={self.get(key)!r} ({self.where(key) or 'schema default'})"
+
+    def fact(self, name: str) -> str:
+        """`profile.facts.name=value (file:line:col)` for a rule's inputs."""
+        value = getattr(self.facts, name)
+        return f"{self.loaded.name}.{name}={value!r} ({self.loaded.where(('facts', name))})"
+
+    def set(self, key: str, value: Any, rule: str, inputs: tuple[str, ...]) -> None:
+        """Set a derived value and record which rule and inputs produced it."""
+        parent = self.data
+        parts = _path(key)
+        for part in parts[:-1]:
+            parent = parent.setdefault(part, {})
+        parent[parts[-1]] = value
+        self.provenance.add(parts, Contribution("rule", f"rule {rule}", value, inputs))
+
+    def report(self, severity: Severity, key: str, message: str, allowed: str = "", hint: str = "") -> None:
+        """Add an error, warning or note about `key`, located where its value came from."""
+        self.issues.append(Issue(message, key=dotted(_path(key)), source=self.where(key), allowed=allowed, hint=hint, severity=severity))

@@ -1,0 +1,103 @@
+"""Rules that split the cluster's devices between rollout and trainer (Trinity-RFT 0.6 semantics)."""
+
+from ._context import Context
+
+ENGINE_PARALLEL = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
+EXPLORING_MODES = ("both", "explore", "bench", "serve", "colocate")
+
+
+def gpu_per_node(ctx: Context) -> None:
+    """cluster.gpu_per_node defaults to the profile's devices_per_node and may not exceed it."""
+    per_node, limit = ctx.get("cluster.gpu_per_node"), ctx.facts.devices_per_node
+    if per_node is None:
+        ctx.set("cluster.gpu_per_node", limit, "gpu_per_node", (ctx.fact("devices_per_node"),))
+    elif per_node > limit:
+        ctx.report(
+            "error",
+            "cluster.gpu_per_node",
+            f"{per_node} devices per node, but a {ctx.loaded.name} node has {limit} ({ctx.loaded.where(('facts', 'devices_per_node'))})",
+            allowed=f"1..{limit}",
+            hint="lower cluster.gpu_per_node, raise cluster.node_num, or choose the right hardware profile",
+        )
+
+
+def cluster_counts(ctx: Context) -> None:
+    """total, rollout, explorer and trainer device counts; impossible splits are errors."""
+    mode, nodes, per_node = ctx.get("mode"), ctx.get("cluster.node_num"), ctx.get("cluster.gpu_per_node")
+    if per_node > ctx.facts.devices_per_node:
+        return  # already reported by gpu_per_node
+    total = nodes * per_node
+    rollout = _engine_devices(ctx, "explorer.rollout_model") if mode in EXPLORING_MODES else 0
+    auxiliary = sum(_engine_devices(ctx, f"explorer.auxiliary_models.{i}") for i in range(len(ctx.get("explorer.auxiliary_models"))))
+    explorer = rollout + auxiliary if mode in EXPLORING_MODES else 0
+    inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
+    counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
+    counts.update(_trainer_split(ctx, mode, total, explorer, per_node))
+    for name, value in counts.items():
+        _set_count(ctx, name, value, inputs)
+
+
+def _engine_devices(ctx: Context, key: str) -> int:
+    """Devices of all engines under `key`; an engine bigger than a node must fill whole nodes."""
+    engine = ctx.get(key)
+    per_engine = engine["tensor_parallel_size"] * engine["pipeline_parallel_size"] * engine["data_parallel_size"]
+    per_node = ctx.get("cluster.gpu_per_node")
+    if per_engine > per_node and per_engine % per_node:
+        ctx.report(
+            "error",
+            f"{key}.tensor_parallel_size",
+            f"one engine needs {per_engine} devices (TP x PP x DP); an engine larger than a node must span whole nodes of {per_node}",
+            allowed=f"devices per engine <= {per_node} or a multiple of {per_node}",
+            hint="change the parallel sizes so one engine fits a node or fills whole nodes",
+        )
+    return engine["engine_num"] * per_engine
+
+
+def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node: int) -> dict[str, int]:
+    if mode in ("explore", "bench", "serve"):
+        _check_fits(ctx, explorer, total)
+        return {"trainer_gpu_num": 0, "trainer_node_num": 0, "trainer_gpu_num_per_node": 0}
+    if mode in ("train", "colocate"):
+        _check_fits(ctx, explorer, total)
+        return {"trainer_gpu_num": total, "trainer_node_num": ctx.get("cluster.node_num"), "trainer_gpu_num_per_node": per_node}
+    trainer = total - explorer
+    if trainer <= 0:
+        ctx.report(
+            "error",
+            "explorer.rollout_model.engine_num",
+            f"no devices left for the trainer: {total} devices ({ctx.get('cluster.node_num')} node(s) x {per_node}) minus {explorer} for rollout",
+            allowed=f"rollout devices < {total}",
+            hint="lower explorer.rollout_model.engine_num or tensor_parallel_size, or raise cluster.node_num",
+        )
+        return {}
+    if trainer <= per_node:
+        return {"trainer_gpu_num": trainer, "trainer_node_num": 1, "trainer_gpu_num_per_node": trainer}
+    if trainer % per_node:
+        ctx.report(
+            "error",
+            "explorer.rollout_model.engine_num",
+            f"the trainer would get {trainer} devices ({total} - {explorer} for rollout): that neither fits one node of {per_node} nor fills whole nodes",
+            allowed=f"trainer devices <= {per_node} or a multiple of {per_node}",
+            hint="change the rollout size so the devices left over fit one node or fill whole nodes",
+        )
+        return {}
+    return {"trainer_gpu_num": trainer, "trainer_node_num": trainer // per_node, "trainer_gpu_num_per_node": per_node}
+
+
+def _check_fits(ctx: Context, explorer: int, total: int) -> None:
+    if explorer > total:
+        ctx.report(
+            "error",
+            "explorer.rollout_model.engine_num",
+            f"rollout needs {explorer} devices but the cluster has {total}",
+            allowed=f"<= {total}",
+            hint="lower explorer.rollout_model.engine_num or raise cluster.node_num",
+        )
+
+
+def _set_count(ctx: Context, name: str, value: int, inputs: tuple[str, ...]) -> None:
+    key = f"cluster.{name}"
+    if ctx.user_set(key) and ctx.get(key) != value:
+        ctx.report("error", key, f"is derived ({value}) and must not be set to {ctx.get(key)}", hint=f"remove {key}; set node_num, gpu_per_node or the engine sizes instead")
+    ctx.set(key, value, "cluster_counts", inputs)
+

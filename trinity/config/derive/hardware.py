@@ -1,0 +1,78 @@
+"""Rules that copy hardware facts into the run config: the `hardware` block, trainer device, backends."""
+
+from ..sources.yaml_file import display_path
+from ._context import Context
+
+
+def hardware_section(ctx: Context) -> None:
+    """`hardware:` = the profile's facts, its name and file."""
+    facts = ctx.facts.model_dump()
+    section = {**facts, "name": ctx.loaded.name, "source": display_path(ctx.loaded.chain[0])}
+    ctx.set("hardware", section, "hardware_section", (f"profile {ctx.loaded.name} ({section['source']})",))
+
+
+def trainer_device(ctx: Context) -> None:
+    """trainer.device = the profile's device_type; a contradicting user value is reported, not used."""
+    fact = ctx.facts.device_type
+    if ctx.user_set("trainer.device") and ctx.get("trainer.device") != fact:
+        ctx.report(
+            "warning",
+            "trainer.device",
+            f"{ctx.get('trainer.device')!r} contradicts hardware fact device_type={fact!r} of {ctx.loaded.name} "
+            f"({ctx.loaded.where(('facts', 'device_type'))}); using {fact!r}",
+            allowed=repr(fact),
+            hint="remove trainer.device: the hardware profile decides it",
+        )
+    ctx.set("trainer.device", fact, "trainer_device", (ctx.fact("device_type"),))
+
+
+def process_group_backend(ctx: Context) -> None:
+    """trainer.process_group_backend: gloo for CPU tensors plus the device's collective, e.g. cpu:gloo,npu:hccl."""
+    parts = {"cpu": "gloo", ctx.facts.device_type: ctx.facts.collective_backend}
+    value = ",".join(f"{device}:{backend}" for device, backend in parts.items())
+    ctx.set("trainer.process_group_backend", value, "process_group_backend", (ctx.fact("device_type"), ctx.fact("collective_backend")))
+
+
+def torch_compile(ctx: Context) -> None:
+    """trainer.use_torch_compile: the hardware's default when unset; `true` where it cannot work is an error."""
+    able = ctx.facts.torch_compile_training
+    if ctx.get("trainer.use_torch_compile") is None:
+        ctx.set("trainer.use_torch_compile", able, "torch_compile", (ctx.fact("torch_compile_training"),))
+    elif ctx.get("trainer.use_torch_compile") and not able:
+        reason = ctx.facts.reasons.get("torch_compile_training", "the hardware profile says it is unsupported")
+        ctx.report(
+            "error",
+            "trainer.use_torch_compile",
+            f"torch.compile cannot be used for training on {ctx.loaded.name}: {reason}",
+            allowed="false",
+            hint="set trainer.use_torch_compile: false, or remove it to take the hardware's default",
+        )
+
+
+def trainer_strategy(ctx: Context) -> None:
+    """trainer.trainer_strategy must be one the hardware runs."""
+    strategy, able = ctx.get("trainer.trainer_strategy"), ctx.facts.trainer_strategies
+    if strategy not in able:
+        reason = ctx.facts.reasons.get("trainer_strategies", "")
+        ctx.report(
+            "error",
+            "trainer.trainer_strategy",
+            f"{strategy!r} does not run on {ctx.loaded.name}" + (f": {reason}" if reason else ""),
+            allowed=", ".join(able),
+            hint=f"set trainer.trainer_strategy={able[0]}",
+        )
+
+
+def dtypes(ctx: Context) -> None:
+    """Every inference engine's dtype must be one the chip computes in."""
+    engines = [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]
+    engines += [(f"explorer.auxiliary_models.{i}", m) for i, m in enumerate(ctx.get("explorer.auxiliary_models"))]
+    for key, engine in engines:
+        if engine["dtype"] not in ctx.facts.dtypes:
+            ctx.report(
+                "error",
+                f"{key}.dtype",
+                f"{engine['dtype']} is not supported by {ctx.facts.chip} ({ctx.loaded.name})",
+                allowed=", ".join(ctx.facts.dtypes),
+                hint=f"set {key}.dtype={ctx.facts.dtypes[0]}",
+            )

@@ -1,0 +1,30 @@
+"""Rule for synchronizer.sync_method and the weight-sync world size."""
+
+from ..schema.synchronizer import COLLECTIVE_METHODS
+from ._context import Context
+
+KEY = "synchronizer.sync_method"
+
+
+def sync_method(ctx: Context) -> None:
+    """online -> the hardware's collective; another vendor's collective is corrected; mode rules apply."""
+    asked, backend, mode = ctx.get(KEY), ctx.facts.collective_backend, ctx.get("mode")
+    inputs = (ctx.input(KEY), ctx.fact("collective_backend"), ctx.input("mode"))
+    method = {"online": backend, "offline": "checkpoint"}.get(asked, asked)
+    if method in COLLECTIVE_METHODS and method != backend:
+        ctx.report(
+            "warning",
+            KEY,
+            f"{asked!r} is not the collective backend of {ctx.loaded.name}, which is {backend!r} "
+            f"({ctx.loaded.where(('facts', 'collective_backend'))}); using {backend!r}",
+            allowed=f"{backend}, online, checkpoint, memory",
+            hint="write sync_method: online to get the right collective on every hardware",
+        )
+        method = backend
+    if method in COLLECTIVE_METHODS and mode != "both":
+        method = "memory" if mode == "colocate" else "checkpoint"
+        ctx.report("note", KEY, f"a collective sync needs explorer and trainer running side by side; in mode {mode!r} it becomes {method!r}")
+    ctx.set(KEY, method, "sync_method", inputs)
+    rollout = ctx.get("cluster.rollout_gpu_num")
+    world = rollout + 1 if method in COLLECTIVE_METHODS and rollout is not None else None
+    ctx.set("synchronizer.weight_sync_world_size", world, "weight_sync_world_size", (ctx.input("cluster.rollout_gpu_num"), f"{KEY}={method!r}"))

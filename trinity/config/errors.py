@@ -1,0 +1,62 @@
+"""Config problems: one record per problem, collected into one report."""
+
+from dataclasses import dataclass
+from difflib import get_close_matches
+from typing import Iterable, Literal
+
+Severity = Literal["error", "warning", "note"]
+
+
+@dataclass(frozen=True)
+class Issue:
+    """One problem (or notice) about one key, with where its value came from."""
+
+    message: str
+    key: str = ""
+    source: str = ""
+    allowed: str = ""
+    hint: str = ""
+    severity: Severity = "error"
+
+    def render(self) -> str:
+        """The issue as the lines a user reads."""
+        head = ": ".join(part for part in (self.source, self.key, self.message) if part)
+        lines = [f"{self.severity}: {head}"]
+        if self.allowed:
+            lines.append(f"    allowed: {self.allowed}")
+        if self.hint:
+            lines.append(f"    hint: {self.hint}")
+        return "\n".join(lines)
+
+    def as_dict(self) -> dict:
+        """The issue as JSON-ready data."""
+        return {k: v for k, v in self.__dict__.items() if v}
+
+
+class ConfigError(Exception):
+    """Every error found in one pass; raised only when there is at least one."""
+
+    def __init__(self, issues: Iterable[Issue]):
+        self.issues = list(issues)
+        super().__init__(self.report())
+
+    def report(self) -> str:
+        """All issues, errors first, under one heading."""
+        errors = [i for i in self.issues if i.severity == "error"]
+        noun = "problem" if len(errors) == 1 else "problems"
+        body = "\n".join(i.render() for i in sorted(self.issues, key=lambda i: i.severity != "error"))
+        return f"trinity: {len(errors)} {noun} in the config\n{body}"
+
+
+def did_you_mean(word: str, candidates: Iterable[str]) -> str:
+    """A hint naming the closest candidate, or ''."""
+    close = get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    return f"did you mean '{close[0]}'?" if close else ""
+
+
+def dotted(path: tuple) -> str:
+    """('a', 0, 'b') -> 'a[0].b'."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out

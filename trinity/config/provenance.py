@@ -1,0 +1,59 @@
+"""Where each value came from: every layer that set a key, in order, and the rules that derived one."""
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Literal
+
+from .merge import leaves
+
+Layer = Literal["schema", "conf", "profile", "file", "override", "stage", "rule"]
+
+
+@dataclass(frozen=True)
+class Contribution:
+    """One layer's value for one key; rules also name the inputs they read."""
+
+    layer: Layer
+    source: str
+    value: Any
+    inputs: tuple[str, ...] = ()
+
+
+@dataclass
+class Provenance:
+    """Key path -> contributions, lowest layer first."""
+
+    by_path: dict[tuple, list[Contribution]] = field(default_factory=dict)
+
+    def record_tree(self, layer: Layer, tree: dict, where: Callable[[tuple], str]) -> None:
+        """Record every leaf of a layer's tree."""
+        for path, value in leaves(tree):
+            if path:
+                self.add(path, Contribution(layer, where(path), value))
+
+    def add(self, path: tuple, contribution: Contribution) -> None:
+        """Record one contribution."""
+        self.by_path.setdefault(path, []).append(contribution)
+
+    def chain(self, path: tuple) -> list[Contribution]:
+        """Every contribution to `path`, lowest layer first."""
+        return list(self.by_path.get(path, []))
+
+    def last(self, path: tuple) -> Contribution | None:
+        """The winning contribution for `path` or its nearest recorded parent."""
+        for end in range(len(path), 0, -1):
+            if self.by_path.get(path[:end]):
+                return self.by_path[path[:end]][-1]
+        return None
+
+    def where(self, path: tuple) -> str:
+        """Source of the value at `path`: a file position, an override, or a rule."""
+        last = self.last(path)
+        return last.source if last else ""
+
+    def set_by(self, path: tuple, *layers: Layer) -> bool:
+        """Whether any of `layers` set `path` itself."""
+        return any(c.layer in layers for c in self.by_path.get(path, []))
+
+    def copy(self) -> "Provenance":
+        """An independent copy (stages add to it without touching the root's)."""
+        return Provenance({path: list(chain) for path, chain in self.by_path.items()})

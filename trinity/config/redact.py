@@ -1,0 +1,28 @@
+"""Mask values whose key or variable name looks like a credential."""
+
+import re
+from typing import Any
+
+MASK = "***"
+_WORDS = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE"}
+_KEY_PAIRS = {"API", "ACCESS", "PRIVATE", "SECRET", "AUTH", "SIGNING"}
+
+
+def is_secret_name(name: str) -> bool:
+    """HF_TOKEN, WANDB_API_KEY, db_password, AWS_SECRET_ACCESS_KEY: yes; prompt_key, ray_resource_key: no."""
+    words = [w.upper() for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", str(name)) if w]
+    if _WORDS.intersection(words):
+        return True
+    # "KEY" alone is common in config (prompt_key); it marks a secret after API/ACCESS/... or as an env var.
+    if words and words[-1] == "KEY":
+        return (len(words) > 1 and words[-2] in _KEY_PAIRS) or (str(name).isupper() and len(words) > 1)
+    return False
+
+
+def redact(tree: Any) -> Any:
+    """A copy of `tree` with secret-looking values masked."""
+    if isinstance(tree, dict):
+        return {k: (MASK if is_secret_name(k) and v not in (None, "", {}) and not isinstance(v, dict) else redact(v)) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [redact(item) for item in tree]
+    return tree

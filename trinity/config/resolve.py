@@ -1,0 +1,89 @@
+"""The config pipeline: compose -> resolve interpolations -> validate -> derive -> validate."""
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .compose import Composed, Request, compose
+from .derive import derive
+from .errors import ConfigError, Issue
+from .interpolate import resolve_interpolations
+from .merge import deep_merge
+from .profiles import LoadedProfile
+from .provenance import Provenance
+from .schema import RunConfig
+from .schema.run import STAGE_SECTIONS
+from .validate import validate
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """The validated, derived, frozen run config, the profile it was resolved for, and how."""
+
+    config: RunConfig
+    profile: LoadedProfile
+    provenance: Provenance
+    issues: tuple[Issue, ...]  # warnings and notes; errors never get this far
+    stages: tuple[tuple[str, RunConfig], ...] = ()
+
+    def stage(self, name: str) -> RunConfig:
+        """The resolved config of one stage."""
+        for stage_name, config in self.stages:
+            if stage_name == name:
+                return config
+        known = ", ".join(n for n, _ in self.stages) or "none"
+        raise ConfigError([Issue(f"no stage named '{name}'", key="stages", allowed=known)])
+
+
+def resolve(request: Request, strict: bool = False) -> ResolvedConfig:
+    """Resolve a run config for its hardware; every problem is raised in one ConfigError."""
+    composed = compose(request)
+    config, issues = _resolve_tree(composed.tree, composed)
+    stages, stage_issues = _resolve_stages(composed)
+    issues += stage_issues
+    if strict:
+        issues = [_strict(i) for i in issues]
+    if any(i.severity == "error" for i in issues):
+        raise ConfigError(issues)
+    return ResolvedConfig(config, composed.profile, composed.provenance, tuple(issues), tuple(stages))
+
+
+def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional[Provenance] = None) -> tuple[RunConfig, list[Issue]]:
+    provenance = provenance or composed.provenance
+    plain = resolve_interpolations(tree, provenance.where)
+    typed = validate(RunConfig, plain, provenance.where)
+    data, issues = derive(typed.model_dump(), composed.profile, provenance)
+    if any(i.severity == "error" for i in issues):
+        raise ConfigError(issues)
+    return validate(RunConfig, data, provenance.where), issues
+
+
+def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Issue]]:
+    """Each stage deep-merged into the root config and resolved on its own."""
+    stages, issues, errors = [], [], []
+    for i, stage in enumerate(composed.tree.get("stages") or []):
+        if not isinstance(stage, dict):
+            continue  # the root validation already reported it
+        provenance = composed.provenance.copy()
+        sections = {k: v for k, v in stage.items() if k in STAGE_SECTIONS and v is not None}
+        provenance.record_tree("stage", sections, lambda p, i=i: composed.user.where(("stages", i, *p)))
+        tree = deep_merge({**composed.tree, "stages": []}, sections)
+        label = f"stage '{stage.get('stage_name', i)}'"
+        try:
+            config, found = _resolve_tree(tree, composed, provenance)
+            stages.append((stage.get("stage_name", str(i)), config))
+            issues += [_in_stage(issue, label) for issue in found]
+        except ConfigError as exc:
+            errors += [_in_stage(issue, label) for issue in exc.issues]
+    if errors:
+        raise ConfigError(errors + issues)
+    return stages, issues
+
+
+def _in_stage(issue: Issue, label: str) -> Issue:
+    return Issue(f"{issue.message} (in {label})", issue.key, issue.source, issue.allowed, issue.hint, issue.severity)
+
+
+def _strict(issue: Issue) -> Issue:
+    if issue.severity != "warning":
+        return issue
+    return Issue(issue.message, issue.key, issue.source, issue.allowed, issue.hint + " (an error under --strict)", "error")

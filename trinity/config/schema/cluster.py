@@ -1,0 +1,21 @@
+"""`cluster:` section: nodes, devices and the derived device split."""
+
+from typing import Optional
+
+from pydantic import Field, NonNegativeInt, PositiveInt
+
+from ._base import Section
+
+
+class ClusterConfig(Section):
+    ray_address: str = Field("auto", description="Ray cluster to join; 'auto' finds a running one or starts a local one.")
+    node_num: PositiveInt = Field(1, description="Nodes used by this run.")
+    gpu_per_node: Optional[PositiveInt] = Field(
+        None, description="Accelerators used per node (GPUs or NPUs); defaults to the profile's devices_per_node."
+    )
+    total_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: node_num x gpu_per_node.")
+    rollout_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: devices of the rollout engines.")
+    explorer_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: rollout plus auxiliary model devices.")
+    trainer_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: devices left to the trainer.")
+    trainer_node_num: Optional[NonNegativeInt] = Field(None, description="Derived: nodes the trainer spans.")
+    trainer_gpu_num_per_node: Optional[NonNegativeInt] = Field(None, description="Derived: trainer devices per node.")

@@ -1,0 +1,36 @@
+"""`explorer:` section: rollout engines and the runners that drive them."""
+
+from typing import Literal, Optional
+
+from pydantic import Field, PositiveInt
+
+from ._base import Section
+
+
+class InferenceModelConfig(Section):
+    model_path: Optional[str] = Field(None, description="Model served by these engines; defaults to model.model_path.")
+    engine_type: Literal["vllm"] = Field("vllm", description="Inference engine.")
+    engine_num: PositiveInt = Field(1, description="Independent engines.")
+    tensor_parallel_size: PositiveInt = Field(1, description="Devices one engine shards a layer over.")
+    pipeline_parallel_size: PositiveInt = Field(1, description="Pipeline stages per engine.")
+    data_parallel_size: PositiveInt = Field(1, description="Data-parallel replicas inside one engine.")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of device memory vLLM may take.")
+    enforce_eager: bool = Field(False, description="Disable CUDA/ACL graph capture.")
+    enable_prefix_caching: bool = Field(False, description="Reuse KV cache across prompts with a shared prefix.")
+    enable_chunked_prefill: bool = Field(False, description="Split long prefills into chunks.")
+    dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Weights and activations dtype.")
+    seed: int = Field(42, description="Sampling seed.")
+    max_model_len: Optional[PositiveInt] = Field(None, description="Context length; defaults to model.max_model_len.")
+    enable_thinking: bool = Field(False, description="Let the chat template emit thinking tokens.")
+
+
+class ExplorerConfig(Section):
+    name: str = Field("explorer", description="Name of the explorer actor.")
+    runner_per_model: PositiveInt = Field(8, description="Workflow runners per engine.")
+    max_timeout: PositiveInt = Field(1800, description="Seconds one task may take.")
+    max_retry_times: int = Field(2, ge=0, description="Retries of a failed task.")
+    eval_interval: PositiveInt = Field(100, description="Explore steps between evaluations.")
+    eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
+    rollout_model: InferenceModelConfig = Field(default_factory=InferenceModelConfig, description="Rollout engines.")
+    auxiliary_models: list[InferenceModelConfig] = Field(default_factory=list, description="Extra engines (judges, reward models).")
+    env_vars: dict[str, str] = Field(default_factory=dict, description="Extra environment of the rollout processes.")

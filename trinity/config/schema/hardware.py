@@ -1,0 +1,68 @@
+"""Hardware profile schema: facts about a machine, recommended run values, env vars by role."""
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from ._base import Section
+from .env import EnvConfig
+
+DeviceType = Literal["cuda", "npu", "cpu"]
+
+
+class HardwareFacts(Section):
+    """What the hardware is and can do; a run value contradicting a fact is reported."""
+
+    vendor: str = Field(..., description="Who makes the accelerator (nvidia, huawei, none).")
+    device_type: DeviceType = Field(..., description="torch device type of the trainer.")
+    chip: str = Field(..., description="Chip model as the vendor tool names it.")
+    ray_resource_key: str = Field(..., description="Ray resource a process asks for to get one device.")
+    ray_request: Literal["num_gpus", "resources", "none"] = Field(
+        ..., description="How Ray is asked for devices: num_gpus=n, resources={key: n}, or not at all."
+    )
+    collective_backend: str = Field(..., description="torch.distributed backend between devices.")
+    visible_devices_env: Optional[str] = Field(None, description="Variable Ray sets to the devices of an actor.")
+    noset_visible_devices_env: Optional[str] = Field(None, description="Variable that stops Ray from setting it.")
+    devices_per_node: PositiveInt = Field(..., description="Devices in one node.")
+    memory_gb_per_device: Optional[PositiveFloat] = Field(None, description="Device memory in GB.")
+    dtypes: list[Literal["bfloat16", "float16", "float32"]] = Field(..., min_length=1, description="Dtypes the chip computes in.")
+    torch_compile_training: bool = Field(..., description="Whether the trainer may use torch.compile.")
+    trainer_strategies: list[Literal["fsdp", "fsdp2", "megatron"]] = Field(..., min_length=1, description="Training strategies that run here.")
+    collective_timeout_env: list[str] = Field(
+        default_factory=list, description="Variables holding the collective timeout in seconds; raised to synchronizer.sync_timeout."
+    )
+    reasons: dict[str, str] = Field(default_factory=dict, description="Why a capability is missing, keyed by fact name.")
+
+
+class DetectRule(Section):
+    """How `hardware=auto` recognises this profile on a machine."""
+
+    names: list[str] = Field(default_factory=list, description="Regular expressions matched against device names.")
+    min_memory_gb: Optional[PositiveFloat] = Field(None, description="Smallest device memory this profile covers.")
+    max_memory_gb: Optional[PositiveFloat] = Field(None, description="Largest device memory this profile covers.")
+
+
+class EnvWhen(EnvConfig):
+    """Env vars that apply only when every `when` entry (dotted key: value) matches the run config."""
+
+    when: dict[str, Any] = Field(..., min_length=1, description="Dotted run-config keys and the values they must have.")
+
+
+class HardwareProfile(Section):
+    name: str = Field(..., description="Profile name, the file name without .yaml.")
+    description: str = Field("", description="One line for `trinity profile list`.")
+    extends: Optional[str] = Field(None, description="Profile this one starts from.")
+    facts: HardwareFacts = Field(..., description="What the hardware is and can do.")
+    recommended: dict[str, Any] = Field(
+        default_factory=dict, description="Run-config values applied under the user's file (same shape as the run config)."
+    )
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment variables by role.")
+    env_when: list[EnvWhen] = Field(default_factory=list, description="Env vars that depend on run-config values.")
+    detect: DetectRule = Field(default_factory=DetectRule, description="How hardware=auto recognises this hardware.")
+
+
+class HardwareSection(HardwareFacts):
+    """The `hardware:` block of a resolved run config: the profile's facts plus where they came from."""
+
+    name: str = Field(..., description="Selected profile.")
+    source: str = Field(..., description="Profile file, after `extends`.")

@@ -1,0 +1,57 @@
+"""The run config: the whole tree a Trinity run reads."""
+
+from typing import Any, Literal, Optional
+
+from pydantic import Field
+
+from ._base import Section
+from .algorithm import AlgorithmConfig
+from .buffer import BufferConfig
+from .cluster import ClusterConfig
+from .env import EnvConfig
+from .explorer import ExplorerConfig
+from .hardware import HardwareSection
+from .model import ModelConfig
+from .monitor import MonitorConfig
+from .synchronizer import SynchronizerConfig
+from .trainer import TrainerConfig
+
+Mode = Literal["both", "explore", "train", "bench", "serve", "colocate"]
+
+
+class StageConfig(Section):
+    """One stage: its sections deep-merge into the root config for the stage's duration."""
+
+    stage_name: str = Field(..., min_length=1, description="Name shown in logs and checkpoints.")
+    mode: Optional[Mode] = Field(None, description="Mode of this stage; defaults to the root mode.")
+    algorithm: Optional[dict[str, Any]] = Field(None, description="Merged into algorithm.")
+    model: Optional[dict[str, Any]] = Field(None, description="Merged into model.")
+    buffer: Optional[dict[str, Any]] = Field(None, description="Merged into buffer.")
+    explorer: Optional[dict[str, Any]] = Field(None, description="Merged into explorer.")
+    synchronizer: Optional[dict[str, Any]] = Field(None, description="Merged into synchronizer.")
+    trainer: Optional[dict[str, Any]] = Field(None, description="Merged into trainer.")
+    monitor: Optional[dict[str, Any]] = Field(None, description="Merged into monitor.")
+
+
+STAGE_SECTIONS = ("mode", "algorithm", "model", "buffer", "explorer", "synchronizer", "trainer", "monitor")
+
+
+class RunConfig(Section):
+    mode: Mode = Field("both", description="both: explore and train; explore/train alone; bench, serve, colocate.")
+    project: str = Field("Trinity-RFT", description="Project name in the monitor.")
+    group: str = Field("", description="Group name in the monitor.")
+    name: str = Field("rft", description="Run name.")
+    checkpoint_root_dir: str = Field("./checkpoints", description="Checkpoints go to <root>/<project>/<name>.")
+    continue_from_checkpoint: bool = Field(True, description="Resume from the newest checkpoint of this run.")
+    ray_namespace: Optional[str] = Field(None, description="Ray namespace; defaults to <project>/<name>.")
+    algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="RL algorithm.")
+    model: ModelConfig = Field(..., description="Policy model.")
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Nodes and devices.")
+    buffer: BufferConfig = Field(default_factory=BufferConfig, description="Data in and out.")
+    explorer: ExplorerConfig = Field(default_factory=ExplorerConfig, description="Rollout.")
+    synchronizer: SynchronizerConfig = Field(default_factory=SynchronizerConfig, description="Weight sync.")
+    trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Training.")
+    monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Metrics.")
+    stages: list[StageConfig] = Field(default_factory=list, description="Stages run in order; empty runs the root config once.")
+    hardware: Optional[HardwareSection] = Field(None, description="Set from the hardware profile; not written by users.")
+    env: EnvConfig = Field(default_factory=EnvConfig, description="Environment by role: profile, derived, then yours.")

@@ -1,0 +1,31 @@
+"""`trainer:` section: the verl trainer."""
+
+from typing import Literal, Optional
+
+from pydantic import Field, NonNegativeInt, PositiveInt
+
+from ._base import Section
+
+
+class TrainerConfig(Section):
+    name: str = Field("trainer", description="Name of the trainer actor.")
+    trainer_type: Literal["verl"] = Field("verl", description="Training framework.")
+    trainer_strategy: Literal["fsdp", "fsdp2", "megatron"] = Field("fsdp", description="Parallel training strategy.")
+    device: Optional[Literal["cuda", "npu", "cpu"]] = Field(None, description="Derived from the hardware profile.")
+    process_group_backend: Optional[str] = Field(
+        None, description="Derived: torch.distributed backend string of the FSDP group, e.g. cpu:gloo,npu:hccl."
+    )
+    use_torch_compile: Optional[bool] = Field(None, description="torch.compile the actor; unset takes the hardware's default.")
+    save_interval: NonNegativeInt = Field(0, description="Train steps between checkpoints; 0 saves only at the end.")
+    total_steps: Optional[PositiveInt] = Field(None, description="Stop training after this many steps.")
+    grad_clip: float = Field(1.0, gt=0, description="Gradient norm clip.")
+    use_dynamic_bsz: bool = Field(True, description="Pack micro-batches by token count.")
+    max_token_len_per_gpu: Optional[PositiveInt] = Field(
+        None, description="Token budget per device and micro-batch; defaults to 2 x max_model_len."
+    )
+    ulysses_sequence_parallel_size: PositiveInt = Field(1, description="Ulysses sequence-parallel degree.")
+    param_offload: bool = Field(False, description="Offload FSDP parameters to host memory.")
+    optimizer_offload: bool = Field(False, description="Offload optimizer state to host memory.")
+    enable_gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass.")
+    save_hf_checkpoint: Literal["last", "always", "never"] = Field("last", description="When to also save a Hugging Face checkpoint.")
+    max_actor_ckpt_to_keep: Optional[NonNegativeInt] = Field(None, description="Actor checkpoints kept; None keeps all.")

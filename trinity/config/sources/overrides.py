@@ -1,0 +1,77 @@
+"""Command-line overrides in Hydra's grammar: `key=value`, `+key=value`, `++key=value`, `~key`."""
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ..errors import ConfigError, Issue
+
+HARDWARE = "hardware"
+GRAMMAR_HINT = "Hydra override grammar: key=value, +key=value, ~key; quote values with spaces"
+
+
+@dataclass(frozen=True)
+class Override:
+    """One parsed override: the key path, its typed value, or a deletion."""
+
+    text: str
+    path: tuple[str, ...]
+    value: Any = None
+    delete: bool = False
+
+    @property
+    def source(self) -> str:
+        return f"override '{self.text}'"
+
+
+@dataclass(frozen=True)
+class ParsedOverrides:
+    hardware: Optional[str]
+    hardware_source: str
+    values: tuple[Override, ...]
+
+
+def parse_overrides(texts: tuple[str, ...]) -> ParsedOverrides:
+    """Split the hardware choice from value overrides; every malformed one is reported."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parser = OverridesParser.create()
+    issues: list[Issue] = []
+    hardware, hardware_source, values = None, "", []
+    for text in texts:
+        try:
+            parsed = parser.parse_override(text)
+        except Exception as exc:  # Hydra raises OverrideParseException and friends
+            issues.append(Issue(f"cannot parse override: {_first_line(exc)}", source=f"override '{text}'", hint=GRAMMAR_HINT))
+            continue
+        problem = _problem(parsed)
+        key = parsed.key_or_group
+        if problem:
+            issues.append(Issue(problem, key=key, source=f"override '{text}'", hint=GRAMMAR_HINT))
+        elif key == HARDWARE and not parsed.is_delete():
+            hardware, hardware_source = _hardware_choice(parsed, text, issues), f"override '{text}'"
+        else:
+            value = None if parsed.is_delete() else parsed.value()
+            values.append(Override(text, tuple(key.split(".")), value, parsed.is_delete()))
+    if issues:
+        raise ConfigError(issues)
+    return ParsedOverrides(hardware, hardware_source, tuple(values))
+
+
+def _problem(parsed: Any) -> str:
+    if parsed.is_sweep_override():
+        return "sweeps (a=1,2 or range/choice) are not supported: trinity resolves one config at a time"
+    if parsed.package is not None:
+        return "package overrides (key@package) are not supported"
+    return ""
+
+
+def _hardware_choice(parsed: Any, text: str, issues: list[Issue]) -> Optional[str]:
+    value = parsed.value()
+    if isinstance(value, str) and value:
+        return value
+    issues.append(Issue("expects a profile name", key=HARDWARE, source=f"override '{text}'", hint="e.g. hardware=ascend910b; see `trinity profile list`"))
+    return None
+
+
+def _first_line(exc: Exception) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

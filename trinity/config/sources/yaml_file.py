@@ -1,0 +1,86 @@
+"""Read a YAML file the way OmegaConf does, keeping the line and column of every key."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from omegaconf._utils import get_yaml_loader
+
+from ..errors import ConfigError, Issue
+
+Path_ = tuple  # a key path such as ('buffer', 'eval_tasksets', 0, 'name')
+
+
+@dataclass(frozen=True)
+class YamlDoc:
+    """A parsed YAML mapping and the file position of each key path in it."""
+
+    path: Path
+    data: dict[str, Any]
+    positions: dict[Path_, str] = field(default_factory=dict)
+
+    def where(self, key_path: Path_) -> str:
+        """`file:line:col` of the key, or of its nearest enclosing key."""
+        for end in range(len(key_path), -1, -1):
+            if key_path[:end] in self.positions:
+                return self.positions[key_path[:end]]
+        return display_path(self.path)
+
+
+def display_path(path: Path) -> str:
+    """The path relative to the working directory when it is below it."""
+    try:
+        return str(Path(path).resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def load_yaml(path: Path, what: str = "config file") -> YamlDoc:
+    """Parse `path` into data and positions; syntax problems become one ConfigError."""
+    shown = display_path(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError([Issue(f"{what} not found", source=shown, hint="check the path")]) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([Issue(f"cannot read {what}: {exc}", source=shown)]) from None
+    loader = get_yaml_loader()(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else {}
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError([_syntax_issue(shown, exc)]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([Issue(f"YAML error: {exc}", source=shown)]) from None
+    finally:
+        loader.dispose()
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([Issue(f"{what} must be a mapping of keys, not a {type(data).__name__}", source=f"{shown}:1:1")])
+    positions: dict[Path_, str] = {}
+    if node is not None:
+        _index(node, (), shown, positions)
+    return YamlDoc(Path(path), data, positions)
+
+
+def _syntax_issue(shown: str, exc: yaml.MarkedYAMLError) -> Issue:
+    mark = exc.problem_mark or exc.context_mark
+    where = f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark else shown
+    problem = " ".join(filter(None, [exc.context, exc.problem]))
+    hint = "keep one of them" if "duplicate key" in problem else "check indentation, colons, brackets and quotes"
+    return Issue(f"YAML syntax error: {problem}", source=where, hint=hint)
+
+
+def _index(node: yaml.Node, prefix: tuple, shown: str, out: dict) -> None:
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            path = prefix + (key_node.value,)
+            out[path] = f"{shown}:{key_node.start_mark.line + 1}:{key_node.start_mark.column + 1}"
+            _index(value_node, path, shown, out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            path = prefix + (i,)
+            out[path] = f"{shown}:{item.start_mark.line + 1}:{item.start_mark.column + 1}"
+            _index(item, path, shown, out)

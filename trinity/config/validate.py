@@ -1,0 +1,95 @@
+"""Pydantic validation that reports every error with its source, key, what is allowed and a hint."""
+
+import types
+import typing
+from typing import Any, Callable, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from .errors import ConfigError, Issue, did_you_mean, dotted
+
+M = TypeVar("M", bound=BaseModel)
+Locate = Callable[[tuple], str]
+
+
+def validate(model: type[M], data: Any, locate: Locate, prefix: tuple = ()) -> M:
+    """`model` built from `data`, or a ConfigError listing every problem."""
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(issues_from(exc, model, locate, prefix)) from None
+
+
+def issues_from(exc: ValidationError, model: type[BaseModel], locate: Locate, prefix: tuple = ()) -> list[Issue]:
+    """One Issue per pydantic error."""
+    return [_issue(err, model, locate, prefix) for err in exc.errors(include_url=False)]
+
+
+def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple) -> Issue:
+    loc = tuple(part for part in err["loc"] if not _is_tag(part))
+    key, where = dotted(prefix + loc), locate(prefix + loc)
+    kind, ctx = err["type"], err.get("ctx", {})
+    if kind == "extra_forbidden":
+        fields = _fields_at(model, loc[:-1])
+        return Issue(
+            "unknown key",
+            key=key,
+            source=where,
+            allowed=", ".join(fields),
+            hint=did_you_mean(str(loc[-1]), fields) or "remove it, or check the section it is in",
+        )
+    if kind == "missing":
+        return Issue("required, and no layer sets it", key=key, source=where, hint=f"set {key} in your run config or as {key}=VALUE")
+    got = err.get("input")
+    message = f"{err['msg'][0].lower()}{err['msg'][1:]}" + ("" if isinstance(got, (dict, list)) else f" (got {got!r})")
+    return Issue(message, key=key, source=where, allowed=_allowed(kind, ctx), hint=_hint(kind, got))
+
+
+def _allowed(kind: str, ctx: dict) -> str:
+    if "expected" in ctx:
+        return str(ctx["expected"])
+    bounds = {"gt": ">", "ge": ">=", "lt": "<", "le": "<=", "min_length": "length >=", "max_length": "length <="}
+    return ", ".join(f"{sign} {ctx[name]}" for name, sign in bounds.items() if name in ctx)
+
+
+def _hint(kind: str, got: Any) -> str:
+    if kind == "string_type" and isinstance(got, (int, float, bool)):
+        return f"quote it: '{got}'"
+    if kind.startswith(("int_", "float_", "bool_")) and isinstance(got, str) and "${" not in got:
+        return "write the value without quotes" if got.strip() else "give a value"
+    return ""
+
+
+def _is_tag(part: Any) -> bool:
+    # pydantic adds type tags such as 'function-after[...]' or 'literal[...]' to union locations
+    return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool"))
+
+
+def _fields_at(model: Any, loc: tuple) -> list[str]:
+    """Field names of the model found by walking `loc` from `model`."""
+    current = model
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(part, str) and _is_model(current) and part in current.model_fields:
+            current = current.model_fields[part].annotation
+    current = _unwrap(current)
+    return list(current.model_fields) if _is_model(current) else []
+
+
+def _unwrap(tp: Any) -> Any:
+    # Optional[X], list[X], dict[str, X] -> X
+    while True:
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        origin = typing.get_origin(tp)
+        if origin in (typing.Union, types.UnionType) and len(args) == 1:
+            tp = args[0]
+        elif origin in (list, tuple) and args:
+            tp = args[0]
+        elif origin is dict and len(args) == 2:
+            tp = args[1]
+        else:
+            return tp
+
+
+def _is_model(tp: Any) -> bool:
+    return isinstance(tp, type) and issubclass(tp, BaseModel)

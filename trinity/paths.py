@@ -1,0 +1,28 @@
+"""Where trinity's data lives: in the package of a wheel, or at the top of a checkout."""
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+PROFILE_PATH_ENV = "TRINITY_PROFILE_PATH"
+
+
+@lru_cache(maxsize=None)
+def data_dir(name: str) -> Path:
+    """`conf`, `profiles` or `examples`: inside the installed package, else beside it."""
+    for candidate in (_PACKAGE / name, _PACKAGE.parent / name):
+        if candidate.is_dir():
+            return candidate
+    raise FileNotFoundError(f"trinity data folder '{name}' is missing from {_PACKAGE} and {_PACKAGE.parent}")
+
+
+def default_run_config() -> Path:
+    """The run config used when --config is not given: the reference GRPO GSM8K example."""
+    return data_dir("examples") / "grpo_gsm8k" / "gsm8k.yaml"
+
+
+def profile_dirs(extra: tuple[str, ...] = ()) -> tuple[Path, ...]:
+    """Profile folders, highest priority first: --profile-dir flags, $TRINITY_PROFILE_PATH, built-in."""
+    from_env = [p for p in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep) if p]
+    return tuple(Path(p).expanduser() for p in (*extra, *from_env)) + (data_dir("profiles"),)
