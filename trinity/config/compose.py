@@ -65,15 +65,9 @@ def compose(request: Request) -> Composed:
 
 @lru_cache(maxsize=None)
 def conf_base() -> tuple[dict[str, Any], YamlDoc]:
-    """The `conf/` base composed once per process with Hydra's compose API."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import OmegaConf
-
-    conf_dir = paths.data_dir("conf")
-    with initialize_config_dir(config_dir=str(conf_dir), version_base=None):  # restores GlobalHydra on exit
-        cfg = hydra_compose(config_name="config")
-    return OmegaConf.to_container(cfg, resolve=False), load_yaml(conf_dir / "config.yaml", what="base config")
+    """The `conf/` base layer, read once per process."""
+    doc = load_yaml(paths.data_dir("conf") / "config.yaml", what="base config")
+    return doc.data, doc
 
 
 def apply_override(tree: dict, override: Override, provenance: Provenance) -> dict:

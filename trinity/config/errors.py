@@ -44,13 +44,21 @@ class ConfigError(Exception):
         """All issues, errors first, under one heading."""
         errors = [i for i in self.issues if i.severity == "error"]
         noun = "problem" if len(errors) == 1 else "problems"
-        body = "\n".join(i.render() for i in sorted(self.issues, key=lambda i: i.severity != "error"))
+        body = "\n".join(i.render() for i in sorted(self.issues, key=_order))
         return f"trinity: {len(errors)} {noun} in the config\n{body}"
+
+
+def _order(issue: Issue) -> tuple:
+    # errors first, then by file and position, so a report reads top to bottom like the file
+    file, _, rest = issue.source.partition(":")
+    line, _, col = rest.partition(":")
+    return (issue.severity != "error", file, int(line) if line.isdigit() else 0, int(col) if col.isdigit() else 0, issue.key)
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """A hint naming the closest candidate, or ''."""
-    close = get_close_matches(word, list(candidates), n=1, cutoff=0.6)
+    candidates = list(candidates)
+    close = get_close_matches(word, candidates, n=1, cutoff=0.6) or [c for c in candidates if word and c.startswith(word)]
     return f"did you mean '{close[0]}'?" if close else ""
 
 

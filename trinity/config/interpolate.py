@@ -1,4 +1,4 @@
-"""Resolve `${...}` interpolations (oc.env, references to other keys) leaf by leaf, reporting each failure."""
+"""Resolve `${...}` interpolations (oc.env, references to other keys) and find `???` values, reporting each failure."""
 
 from typing import Any, Callable
 
@@ -6,39 +6,64 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
 from .errors import ConfigError, Issue, dotted
+from .merge import MISSING, leaves
 
 
-def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) -> dict[str, Any]:
-    """A plain tree with every interpolation resolved; all failures in one ConfigError."""
+def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) -> tuple[dict[str, Any], list[Issue]]:
+    """A plain tree with every interpolation resolved, leaving out the leaves that failed, and their issues."""
+    pending = [path for path, value in leaves(tree) if isinstance(value, str) and ("${" in value or value == MISSING)]
+    if not pending:
+        return tree, []  # OmegaConf is only needed where there is something to resolve
+    try:
+        root = OmegaConf.create(tree)
+    except OmegaConfBaseException as exc:
+        raise ConfigError([_issue(exc, (), where)]) from None
     issues: list[Issue] = []
-    plain = _walk(OmegaConf.create(tree), (), where, issues)
-    if issues:
-        raise ConfigError(issues)
-    return plain
-
-
-def _walk(node: Any, path: tuple, where: Callable[[tuple], str], issues: list[Issue]) -> Any:
-    keys = range(len(node)) if isinstance(node, ListConfig) else list(node.keys())
-    out: Any = [] if isinstance(node, ListConfig) else {}
-    for key in keys:
-        sub = path + (key,)
+    out = _copy(tree)
+    for path in pending:
         try:
-            value = node[key]
+            _assign(out, path, _plain(_select(root, path)))
         except MissingMandatoryValue:
-            issues.append(Issue("is '???' (a value you must supply) and no layer sets it", key=dotted(sub), source=where(sub), hint=f"set it in your run config or as {dotted(sub)}=VALUE"))
-            continue
+            issues.append(Issue("is '???' (a value you must supply) and no layer sets it", key=dotted(path), source=where(path), hint=f"set it in your run config or as {dotted(path)}=VALUE"))
+            _remove(out, path)
         except OmegaConfBaseException as exc:
-            issues.append(_interpolation_issue(exc, sub, where))
-            continue
-        value = _walk(value, sub, where, issues) if isinstance(value, (DictConfig, ListConfig)) else value
-        if isinstance(out, list):
-            out.append(value)
-        else:
-            out[key] = value
-    return out
+            issues.append(_issue(exc, path, where))
+            _remove(out, path)
+    return out, issues
 
 
-def _interpolation_issue(exc: OmegaConfBaseException, path: tuple, where: Callable[[tuple], str]) -> Issue:
+def _select(node: Any, path: tuple) -> Any:
+    for part in path:
+        node = node[part]
+    return node
+
+
+def _plain(value: Any) -> Any:
+    return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
+
+
+def _copy(tree: Any) -> Any:
+    if isinstance(tree, dict):
+        return {k: _copy(v) for k, v in tree.items()}
+    return [_copy(v) for v in tree] if isinstance(tree, list) else tree
+
+
+def _assign(tree: Any, path: tuple, value: Any) -> None:
+    for part in path[:-1]:
+        tree = tree[part]
+    tree[path[-1]] = value
+
+
+def _remove(tree: Any, path: tuple) -> None:
+    for part in path[:-1]:
+        tree = tree[part]
+    if isinstance(tree, dict):
+        del tree[path[-1]]
+    else:
+        tree[path[-1]] = None
+
+
+def _issue(exc: OmegaConfBaseException, path: tuple, where: Callable[[tuple], str]) -> Issue:
     text = str(exc).splitlines()[0]
     if "Environment variable" in text and "not found" in text:
         var = text.split("'")[1] if "'" in text else "VAR"

@@ -49,8 +49,15 @@ def resolve(request: Request, strict: bool = False) -> ResolvedConfig:
 
 def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional[Provenance] = None) -> tuple[RunConfig, list[Issue]]:
     provenance = provenance or composed.provenance
-    plain = resolve_interpolations(tree, provenance.where)
-    typed = validate(RunConfig, plain, provenance.where)
+    plain, unresolved = resolve_interpolations(tree, provenance.where)
+    try:
+        typed = validate(RunConfig, plain, provenance.where)
+    except ConfigError as exc:
+        # A leaf that failed to resolve was left out; do not report it again as missing.
+        failed = {i.key for i in unresolved}
+        raise ConfigError(unresolved + [i for i in exc.issues if i.key not in failed]) from None
+    if unresolved:
+        raise ConfigError(unresolved)
     data, issues = derive(typed.model_dump(), composed.profile, provenance)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)

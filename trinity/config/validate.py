@@ -1,5 +1,6 @@
 """Pydantic validation that reports every error with its source, key, what is allowed and a hint."""
 
+import re
 import types
 import typing
 from typing import Any, Callable, TypeVar
@@ -42,7 +43,9 @@ def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple) -> 
         return Issue("required, and no layer sets it", key=key, source=where, hint=f"set {key} in your run config or as {key}=VALUE")
     got = err.get("input")
     message = f"{err['msg'][0].lower()}{err['msg'][1:]}" + ("" if isinstance(got, (dict, list)) else f" (got {got!r})")
-    return Issue(message, key=key, source=where, allowed=_allowed(kind, ctx), hint=_hint(kind, got))
+    allowed = _allowed(kind, ctx)
+    hint = did_you_mean(str(got), re.findall(r"'([^']*)'", allowed)) if kind == "literal_error" else _hint(kind, got)
+    return Issue(message, key=key, source=where, allowed=allowed, hint=hint)
 
 
 def _allowed(kind: str, ctx: dict) -> str:
@@ -55,9 +58,17 @@ def _allowed(kind: str, ctx: dict) -> str:
 def _hint(kind: str, got: Any) -> str:
     if kind == "string_type" and isinstance(got, (int, float, bool)):
         return f"quote it: '{got}'"
-    if kind.startswith(("int_", "float_", "bool_")) and isinstance(got, str) and "${" not in got:
-        return "write the value without quotes" if got.strip() else "give a value"
+    if kind.startswith(("int_", "float_")) and isinstance(got, str) and _is_number(got):
+        return "write the number without quotes"
     return ""
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
 
 
 def _is_tag(part: Any) -> bool:

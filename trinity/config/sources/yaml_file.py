@@ -10,6 +10,24 @@ from omegaconf._utils import get_yaml_loader
 from ..errors import ConfigError, Issue
 
 Path_ = tuple  # a key path such as ('buffer', 'eval_tasksets', 0, 'name')
+_OMEGACONF = get_yaml_loader()
+
+
+class _Loader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  # type: ignore[misc]
+    """OmegaConf's resolvers and constructors (1e-6 is a float, no timestamps) on libyaml's fast parser."""
+
+    yaml_implicit_resolvers = _OMEGACONF.yaml_implicit_resolvers
+    yaml_constructors = _OMEGACONF.yaml_constructors
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG and key_node.value in seen:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping", node.start_mark, f"found duplicate key {key_node.value}", key_node.start_mark
+                )
+            seen.add(key_node.value)
+        return super().construct_mapping(node, deep=deep)
 
 
 @dataclass(frozen=True)
@@ -45,7 +63,7 @@ def load_yaml(path: Path, what: str = "config file") -> YamlDoc:
         raise ConfigError([Issue(f"{what} not found", source=shown, hint="check the path")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Issue(f"cannot read {what}: {exc}", source=shown)]) from None
-    loader = get_yaml_loader()(text)
+    loader = _Loader(text)
     try:
         node = loader.get_single_node()
         data = loader.construct_document(node) if node is not None else {}
