@@ -12,6 +12,7 @@ from .profiles import LoadedProfile
 from .provenance import Provenance
 from .schema import RunConfig
 from .schema.run import STAGE_SECTIONS
+from .sources.yaml_file import display_path
 from .validate import validate
 
 
@@ -49,9 +50,13 @@ def resolve(request: Request, strict: bool = False) -> ResolvedConfig:
 
 def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional[Provenance] = None) -> tuple[RunConfig, list[Issue]]:
     provenance = provenance or composed.provenance
-    plain, unresolved = resolve_interpolations(tree, provenance.where)
+
+    def where(path: tuple) -> str:  # a key no layer wrote belongs in the user's file
+        return provenance.where(path) or display_path(composed.user.path)
+
+    plain, unresolved = resolve_interpolations(tree, where)
     try:
-        typed = validate(RunConfig, plain, provenance.where)
+        typed = validate(RunConfig, plain, where)
     except ConfigError as exc:
         # A leaf that failed to resolve was left out; do not report it again as missing.
         failed = {i.key for i in unresolved}
@@ -61,7 +66,7 @@ def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional
     data, issues = derive(typed.model_dump(), composed.profile, provenance)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
-    return validate(RunConfig, data, provenance.where), issues
+    return validate(RunConfig, data, where), issues
 
 
 def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Issue]]:

@@ -15,7 +15,7 @@ def gpu_per_node(ctx: Context) -> None:
         ctx.report(
             "error",
             "cluster.gpu_per_node",
-            f"{per_node} devices per node, but a {ctx.loaded.name} node has {limit} ({ctx.loaded.where(('facts', 'devices_per_node'))})",
+            f"{per_node} devices per node, but one {ctx.loaded.name} node has {limit} ({ctx.loaded.where(('facts', 'devices_per_node'))})",
             allowed=f"1..{limit}",
             hint="lower cluster.gpu_per_node, raise cluster.node_num, or choose the right hardware profile",
         )

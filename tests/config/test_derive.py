@@ -1,0 +1,212 @@
+"""Derivation rules, each through `trinity config render/validate`."""
+
+import pytest
+
+from tests.conftest import MINIMAL
+
+
+@pytest.fixture
+def render(cli, write):
+    """Render a run config given as YAML text on a profile with overrides; returns (Result, dict or None)."""
+
+    def _render(text: str, *args: str):
+        path = write("run.yaml", text if text.startswith("model:") else MINIMAL + text)
+        result = cli("config", "render", "-c", path, "--format", "json", *args)
+        return result, (result.json() if result.code == 0 else None)
+
+    return _render
+
+
+# --- sync method -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("profile,backend", [("ascend910b", "hccl"), ("a100", "nccl"), ("cpu", "gloo")])
+def test_online_becomes_the_hardware_collective(render, profile, backend):
+    result, cfg = render("synchronizer:\n  sync_method: online\n", f"hardware={profile}")
+    assert cfg["synchronizer"]["sync_method"] == backend and result.err == ""
+
+
+def test_online_is_the_default(render):
+    assert render("", "hardware=ascend910c")[1]["synchronizer"]["sync_method"] == "hccl"
+
+
+def test_other_vendor_collective_is_corrected_with_a_warning(render):
+    result, cfg = render("synchronizer:\n  sync_method: hccl\n", "hardware=a100")
+    assert cfg["synchronizer"]["sync_method"] == "nccl"
+    assert "warning: run.yaml:4:3: synchronizer.sync_method: 'hccl' is not the collective backend of a100, which is 'nccl'" in result.err
+    assert "write sync_method: online" in result.err
+
+
+def test_other_vendor_collective_is_an_error_under_strict(cli, write):
+    path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_method: nccl\n")
+    result = cli("config", "validate", "-c", path, "hardware=ascend910b", "--strict")
+    assert result.code == 2
+    assert "error: run.yaml:4:3: synchronizer.sync_method: 'nccl' is not the collective backend of ascend910b" in result.err
+    assert "(an error under --strict)" in result.err
+
+
+def test_offline_is_checkpoint(render):
+    cfg = render("synchronizer:\n  sync_method: offline\n", "hardware=a100")[1]
+    assert cfg["synchronizer"]["sync_method"] == "checkpoint" and cfg["synchronizer"]["weight_sync_world_size"] is None
+
+
+@pytest.mark.parametrize("mode,method", [("train", "checkpoint"), ("explore", "checkpoint"), ("colocate", "memory")])
+def test_collective_outside_both_mode_is_replaced_with_a_note(render, mode, method):
+    result, cfg = render(f"mode: {mode}\nsynchronizer:\n  sync_method: online\n", "hardware=a100")
+    assert cfg["synchronizer"]["sync_method"] == method
+    assert f"note: run.yaml:5:3: synchronizer.sync_method: a collective sync needs explorer and trainer running side by side; in mode '{mode}' it becomes '{method}'" in result.err
+
+
+def test_weight_sync_world_size_is_rollout_plus_one(render):
+    cfg = render("explorer:\n  rollout_model:\n    engine_num: 3\n    tensor_parallel_size: 2\n", "hardware=h100")[1]
+    assert cfg["cluster"]["rollout_gpu_num"] == 6 and cfg["synchronizer"]["weight_sync_world_size"] == 7
+
+
+# --- trainer device, backend, torch.compile, strategy, dtype ----------------------------
+
+def test_trainer_device_follows_the_profile_and_a_contradiction_warns(render):
+    result, cfg = render("trainer:\n  device: cuda\n", "hardware=ascend910b")
+    assert cfg["trainer"]["device"] == "npu"
+    assert "warning: run.yaml:4:3: trainer.device: 'cuda' contradicts hardware fact device_type='npu'" in result.err
+
+
+def test_torch_compile_defaults_to_the_hardware(render):
+    assert render("", "hardware=a100")[1]["trainer"]["use_torch_compile"] is True
+    assert render("", "hardware=ascend910b")[1]["trainer"]["use_torch_compile"] is False
+
+
+def test_torch_compile_on_npu_is_an_error_that_says_why(render):
+    result, _ = render("trainer:\n  use_torch_compile: true\n", "hardware=ascend910b")
+    assert result.code == 2
+    assert "error: run.yaml:4:3: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b: inductor has no NPU backend" in result.err
+    assert "allowed: false" in result.err and "hint: set trainer.use_torch_compile: false" in result.err
+
+
+def test_megatron_on_npu_is_reported_at_validate_time(render):
+    result, _ = render("trainer:\n  trainer_strategy: megatron\n", "hardware=ascend910c")
+    assert result.code == 2
+    assert "run.yaml:4:3: trainer.trainer_strategy: 'megatron' does not run on ascend910c: Megatron training on Ascend NPUs is not supported yet" in result.err
+    assert render("trainer:\n  trainer_strategy: megatron\n", "hardware=a100")[0].code == 0
+
+
+def test_dtype_the_chip_cannot_compute_in(render, write, tmp_path):
+    write("profiles/ascend910a.yaml", "extends: ascend910b\nfacts:\n  chip: Ascend910A\n  dtypes: [float16, float32]\n")
+    result, _ = render("", "hardware=ascend910a", "--profile-dir", tmp_path / "profiles")
+    assert result.code == 2
+    assert "explorer.rollout_model.dtype: bfloat16 is not supported by Ascend910A (ascend910a)" in result.err
+    assert "allowed: float16, float32" in result.err
+
+
+# --- cluster counts ---------------------------------------------------------------------
+
+def test_gpu_per_node_defaults_to_the_profile(render):
+    cluster = render("", "hardware=ascend910c")[1]["cluster"]
+    assert cluster["gpu_per_node"] == 16 and cluster["total_gpu_num"] == 16
+    assert cluster["rollout_gpu_num"] == 1 and cluster["trainer_gpu_num"] == 15
+
+
+def test_gpu_per_node_may_not_exceed_the_node(render):
+    result, _ = render("cluster:\n  gpu_per_node: 16\n", "hardware=a100")
+    assert result.code == 2
+    assert "error: run.yaml:4:3: cluster.gpu_per_node: 16 devices per node, but one a100 node has 8 (profiles/a100.yaml:" in result.err
+    assert "allowed: 1..8" in result.err
+
+
+def test_trainer_gets_whole_nodes(render):
+    cluster = render("cluster:\n  node_num: 3\nexplorer:\n  rollout_model:\n    engine_num: 2\n    tensor_parallel_size: 4\n", "hardware=a100")[1]["cluster"]
+    assert (cluster["total_gpu_num"], cluster["rollout_gpu_num"], cluster["trainer_gpu_num"]) == (24, 8, 16)
+    assert (cluster["trainer_node_num"], cluster["trainer_gpu_num_per_node"]) == (2, 8)
+
+
+def test_engine_larger_than_a_node_spans_whole_nodes(render):
+    cfg = render("cluster:\n  node_num: 3\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 16\n", "hardware=ascend910b")[1]
+    assert cfg["cluster"]["rollout_gpu_num"] == 16 and cfg["cluster"]["trainer_gpu_num"] == 8
+
+
+def test_engine_that_does_not_fill_whole_nodes_is_an_error(render):
+    result, _ = render("cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 12\n", "hardware=ascend910b")
+    assert result.code == 2
+    assert "explorer.rollout_model.tensor_parallel_size: one engine needs 12 devices (TP x PP x DP); an engine larger than a node must span whole nodes of 8" in result.err
+
+
+def test_trainer_left_with_nothing_is_an_error(render):
+    result, _ = render("cluster:\n  gpu_per_node: 4\nexplorer:\n  rollout_model:\n    engine_num: 4\n", "hardware=a100")
+    assert result.code == 2
+    assert "run.yaml:7:5: explorer.rollout_model.engine_num: no devices left for the trainer: 4 devices (1 node(s) x 4) minus 4 for rollout" in result.err
+
+
+def test_trainer_share_that_neither_fits_a_node_nor_fills_nodes(render):
+    result, _ = render("cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    engine_num: 4\n", "hardware=a100")
+    assert result.code == 2
+    assert "the trainer would get 12 devices (16 - 4 for rollout): that neither fits one node of 8 nor fills whole nodes" in result.err
+
+
+def test_auxiliary_models_count_as_explorer_devices(render):
+    cluster = render("explorer:\n  auxiliary_models:\n    - engine_num: 1\n      tensor_parallel_size: 2\n", "hardware=a100")[1]["cluster"]
+    assert (cluster["rollout_gpu_num"], cluster["explorer_gpu_num"], cluster["trainer_gpu_num"]) == (1, 3, 5)
+
+
+def test_train_mode_gives_every_device_to_the_trainer(render):
+    cluster = render("mode: train\ncluster:\n  node_num: 2\n", "hardware=a100")[1]["cluster"]
+    assert (cluster["rollout_gpu_num"], cluster["trainer_gpu_num"], cluster["trainer_node_num"]) == (0, 16, 2)
+
+
+def test_explore_mode_needs_rollout_to_fit(render):
+    cluster = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 8\n", "hardware=a100")[1]["cluster"]
+    assert (cluster["rollout_gpu_num"], cluster["trainer_gpu_num"]) == (8, 0)
+    result, _ = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 9\n", "hardware=a100")
+    assert "rollout needs 9 devices but the cluster has 8" in result.err
+
+
+def test_derived_counts_may_not_be_contradicted(render):
+    result, _ = render("cluster:\n  trainer_gpu_num: 3\n", "hardware=a100")
+    assert result.code == 2 and "run.yaml:4:3: cluster.trainer_gpu_num: is derived (7) and must not be set to 3" in result.err
+
+
+def test_npu_only_cluster_math_never_divides_by_zero(render):
+    for profile in ("ascend910b", "ascend910c"):
+        assert render("mode: train\n", f"hardware={profile}")[0].code == 0
+
+
+# --- model budget -----------------------------------------------------------------------
+
+def test_prompt_budget_and_rollout_model_are_filled(render):
+    cfg = render("model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n", "hardware=a100")[1]
+    assert cfg["model"]["max_prompt_tokens"] == 3072
+    assert cfg["explorer"]["rollout_model"]["model_path"] == "/m" and cfg["explorer"]["rollout_model"]["max_model_len"] == 4096
+
+
+def test_response_longer_than_context_is_an_error(render):
+    result, _ = render("model:\n  model_path: /m\n  max_model_len: 1024\n  max_response_tokens: 1024\n")
+    assert "model.max_response_tokens: 1024 leaves no room for a prompt in model.max_model_len=1024" in result.err
+
+
+# --- env --------------------------------------------------------------------------------
+
+def test_env_when_blocks_follow_the_config(render):
+    eager = render("explorer:\n  rollout_model:\n    enforce_eager: true\n", "hardware=ascend910b")[1]["env"]
+    graph = render("explorer:\n  rollout_model:\n    enforce_eager: false\n", "hardware=ascend910b")[1]["env"]
+    assert eager["rollout"]["TASK_QUEUE_ENABLE"] == "2" and graph["rollout"]["TASK_QUEUE_ENABLE"] == "1"
+    assert eager["trainer"]["TASK_QUEUE_ENABLE"] == "2"
+    colocate = render("mode: colocate\n", "hardware=ascend910b")[1]["env"]["common"]
+    assert colocate["HCCL_HOST_SOCKET_PORT_RANGE"] == "auto" and colocate["HCCL_NPU_SOCKET_PORT_RANGE"] == "auto"
+
+
+def test_collective_timeout_covers_the_sync_timeout(render):
+    env = render("synchronizer:\n  sync_timeout: 3600\n", "hardware=ascend910b")[1]["env"]["common"]
+    assert env["HCCL_EXEC_TIMEOUT"] == "3600"
+    short = render("synchronizer:\n  sync_timeout: 600\n", "hardware=ascend910b")[1]["env"]["common"]
+    assert short["HCCL_EXEC_TIMEOUT"] == "1800"  # the profile's value is already long enough
+
+
+def test_user_env_wins_and_a_short_timeout_warns(render):
+    text = "synchronizer:\n  sync_timeout: 3600\nenv:\n  common:\n    HCCL_EXEC_TIMEOUT: '600'\nexplorer:\n  env_vars:\n    VLLM_ASCEND_ENABLE_NZ: '1'\n"
+    result, cfg = render(text, "hardware=ascend910b")
+    assert cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "600" and cfg["env"]["rollout"]["VLLM_ASCEND_ENABLE_NZ"] == "1"
+    assert "warning: run.yaml:7:5: env.common.HCCL_EXEC_TIMEOUT: HCCL_EXEC_TIMEOUT=600 is shorter than synchronizer.sync_timeout=3600" in result.err
+
+
+def test_recommended_values_sit_under_the_users_file(render):
+    assert render("", "hardware=ascend910b")[1]["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.8
+    mine = render("explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.5\n", "hardware=ascend910b")[1]
+    assert mine["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.5
+    assert render("", "hardware=ascend910b", "explorer.rollout_model.gpu_memory_utilization=0.6")[1]["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.6

@@ -1,0 +1,66 @@
+"""Shared helpers: drive the real `trinity` CLI in-process or as a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from trinity.cli.main import main
+
+REPO = Path(__file__).resolve().parents[1]
+REFERENCE = REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
+PROFILES = ("a100", "ascend910b", "ascend910c", "cpu", "h100", "h200")
+MINIMAL = "model:\n  model_path: /models/tiny\n"
+
+
+@dataclass
+class Result:
+    code: int
+    out: str
+    err: str
+
+    def json(self):
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli(capsys, monkeypatch, tmp_path):
+    """Run `trinity ARGS...` in this process, from a clean temporary working directory."""
+    monkeypatch.chdir(tmp_path)
+    for var in ("TRINITY_PROFILE_PATH", "TRINITY_DEVICE", "TRINITY_CHECKPOINT_ROOT_DIR", "TRINITY_MODEL_PATH", "TRINITY_TASKSET_PATH"):
+        monkeypatch.delenv(var, raising=False)
+
+    def run(*args: str) -> Result:
+        try:
+            code = main([str(a) for a in args])
+        except SystemExit as exc:  # argparse usage errors
+            code = exc.code
+        captured = capsys.readouterr()
+        return Result(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def write(tmp_path):
+    """Write a YAML file (dedented) under the test's folder and return its path."""
+
+    def _write(name: str, text: str) -> Path:
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text))
+        return path
+
+    return _write
+
+
+def run_process(*args: str, cwd: Path, env: dict | None = None) -> Result:
+    """Run `python -m trinity ARGS...` as a separate process."""
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run([sys.executable, "-m", "trinity", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
+    return Result(proc.returncode, proc.stdout, proc.stderr)
