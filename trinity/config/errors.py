@@ -1,7 +1,7 @@
 """Config problems: one record per problem, collected into one report."""
 
 from dataclasses import dataclass
-from difflib import get_close_matches
+from difflib import SequenceMatcher, get_close_matches
 from typing import Iterable, Literal
 
 Severity = Literal["error", "warning", "note"]
@@ -58,8 +58,14 @@ def _order(issue: Issue) -> tuple:
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """A hint naming the closest candidate, or ''."""
     candidates = list(candidates)
-    close = get_close_matches(word, candidates, n=1, cutoff=0.6) or [c for c in candidates if word and c.startswith(word)]
-    return f"did you mean '{close[0]}'?" if close else ""
+    close = get_close_matches(word, candidates, n=3, cutoff=0.6)
+    best = [c for c in close if _ratio(word, c) == _ratio(word, close[0])] if close else []
+    best = sorted(best) or [c for c in candidates if word and c.startswith(word)][:1]
+    return f"did you mean {' or '.join(repr(c) for c in best)}?" if best else ""
+
+
+def _ratio(a: str, b: str) -> float:
+    return SequenceMatcher(None, a, b).ratio()
 
 
 def dotted(path: tuple) -> str:

@@ -23,12 +23,15 @@ class Provenance:
     """Key path -> contributions, lowest layer first."""
 
     by_path: dict[tuple, list[Contribution]] = field(default_factory=dict)
+    sections: dict[tuple, str] = field(default_factory=dict)  # where each mapping key was last written
 
     def record_tree(self, layer: Layer, tree: dict, where: Callable[[tuple], str]) -> None:
-        """Record every leaf of a layer's tree."""
+        """Record every leaf of a layer's tree, and where its sections were written."""
         for path, value in leaves(tree):
             if path:
                 self.add(path, Contribution(layer, where(path), value))
+        for path in _sections(tree):
+            self.sections[path] = where(path)
 
     def add(self, path: tuple, contribution: Contribution) -> None:
         """Record one contribution."""
@@ -47,6 +50,8 @@ class Provenance:
 
     def where(self, path: tuple) -> str:
         """Source of the value at `path`: a file position, an override, or a rule."""
+        if path in self.sections and not self.by_path.get(path):
+            return self.sections[path]
         last = self.last(path)
         return last.source if last else ""
 
@@ -56,4 +61,11 @@ class Provenance:
 
     def copy(self) -> "Provenance":
         """An independent copy (stages add to it without touching the root's)."""
-        return Provenance({path: list(chain) for path, chain in self.by_path.items()})
+        return Provenance({path: list(chain) for path, chain in self.by_path.items()}, dict(self.sections))
+
+
+def _sections(tree: dict, prefix: tuple = ()):
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            yield prefix + (key,)
+            yield from _sections(value, prefix + (key,))

@@ -1,0 +1,151 @@
+"""Bad input: one clear report, exit code 2, with file:line:col, key, what is allowed and a hint."""
+
+import pytest
+
+from tests.conftest import MINIMAL
+
+# (file text, extra CLI args, lines that must all appear in stderr)
+CORPUS = {
+    "top-level typo": (
+        MINIMAL + "trainr:\n  save_interval: 1\n",
+        [],
+        ["error: run.yaml:3:1: trainr: unknown key", "hint: did you mean 'trainer'?"],
+    ),
+    "nested typo": (
+        MINIMAL + "trainer:\n  save_intervall: 5\n",
+        [],
+        ["error: run.yaml:4:3: trainer.save_intervall: unknown key", "allowed: name, trainer_type,", "hint: did you mean 'save_interval'?"],
+    ),
+    "typo inside a list item": (
+        MINIMAL + "buffer:\n  explorer_input:\n    eval_tasksets:\n      - name: x\n        formt: {}\n",
+        [],
+        ["error: run.yaml:7:9: buffer.explorer_input.eval_tasksets[0].formt: unknown key", "hint: did you mean 'format'?"],
+    ),
+    "wrong type": (
+        MINIMAL + "trainer:\n  save_interval: often\n",
+        [],
+        ["error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as an integer (got 'often')"],
+    ),
+    "quoted number where a number is wanted": (
+        MINIMAL + "trainer:\n  grad_clip: '1.0x'\n",
+        [],
+        ["error: run.yaml:4:3: trainer.grad_clip: input should be a valid number"],
+    ),
+    "out of range": (
+        MINIMAL + "explorer:\n  rollout_model:\n    gpu_memory_utilization: 1.5\n",
+        [],
+        ["error: run.yaml:5:5: explorer.rollout_model.gpu_memory_utilization: input should be less than or equal to 1 (got 1.5)", "allowed: <= 1"],
+    ),
+    "value not among the allowed": (
+        MINIMAL + "mode: bothh\n",
+        [],
+        ["error: run.yaml:3:1: mode: input should be 'both', 'explore', 'train', 'bench', 'serve' or 'colocate' (got 'bothh')", "hint: did you mean 'both'?"],
+    ),
+    "env value that is not a string": (
+        MINIMAL + "env:\n  trainer:\n    OMP_NUM_THREADS: 4\n",
+        [],
+        ["error: run.yaml:5:5: env.trainer.OMP_NUM_THREADS: input should be a valid string (got 4)", "hint: quote it: '4'"],
+    ),
+    "missing env var without default": (
+        MINIMAL + "buffer:\n  trainer_input:\n    experience_buffer:\n      name: sft\n      path: ${oc.env:TRINITY_TEST_UNSET_VAR}\n",
+        [],
+        ["error: run.yaml:7:7: buffer.trainer_input.experience_buffer.path: environment variable TRINITY_TEST_UNSET_VAR is not set and has no default",
+         "hint: export TRINITY_TEST_UNSET_VAR=... before running, or give a default: ${oc.env:TRINITY_TEST_UNSET_VAR,DEFAULT}"],
+    ),
+    "??? left unset": (
+        "model:\n  model_path: ???\n",
+        [],
+        ["error: run.yaml:2:3: model.model_path: is '???' (a value you must supply) and no layer sets it"],
+    ),
+    "required key absent": (
+        "project: p\n",
+        [],
+        ["error: run.yaml: model.model_path: required, and no layer sets it", "hint: set model.model_path in your run config or as model.model_path=VALUE"],
+    ),
+    "hardware written in the run file": (
+        MINIMAL + "hardware:\n  devices_per_node: 4\n",
+        [],
+        ["error: run.yaml:3:1: hardware: hardware facts come from a hardware profile, not from the run config", "extends: NAME"],
+    ),
+    "hardware fact overridden on the command line": (
+        MINIMAL,
+        ["hardware.devices_per_node=4"],
+        ["error: override 'hardware.devices_per_node=4': hardware.devices_per_node: hardware facts come from a hardware profile"],
+    ),
+    "unknown profile": (
+        MINIMAL,
+        ["+hardware=ascend910"],
+        ["error: override '+hardware=ascend910': hardware: unknown hardware profile 'ascend910'",
+         "allowed: a100, ascend910b, ascend910c, cpu, h100, h200", "hint: did you mean 'ascend910b' or 'ascend910c'?"],
+    ),
+    "unknown key from an override": (
+        MINIMAL,
+        ["trainer.sav=1"],
+        ["error: override 'trainer.sav=1': trainer.sav: unknown key", "hint: did you mean 'save_interval'?"],
+    ),
+    "override that does not parse": (
+        MINIMAL,
+        ["trainer.save_interval=[1,"],
+        ["error: override 'trainer.save_interval=[1,': cannot parse override: no viable alternative at input '[1,'", "hint: Hydra override grammar"],
+    ),
+    "sweep override": (
+        MINIMAL,
+        ["trainer.save_interval=1,2"],
+        ["error: override 'trainer.save_interval=1,2': trainer.save_interval: sweeps (a=1,2 or range/choice) are not supported"],
+    ),
+    "deleting what is not there": (
+        MINIMAL,
+        ["~trainer.nothing_here"],
+        ["error: override '~trainer.nothing_here': trainer.nothing_here: cannot delete a key that is not set"],
+    ),
+    "yaml syntax error": (
+        MINIMAL + "trainer:\n  save_interval: [1,\n  grad_clip: 1\n",
+        [],
+        ["error: run.yaml:6:1: YAML syntax error:", "hint: check indentation, colons, brackets and quotes"],
+    ),
+    "duplicate key": (
+        MINIMAL + "name: a\nname: b\n",
+        [],
+        ["error: run.yaml:4:1: YAML syntax error: while constructing a mapping found duplicate key name", "hint: keep one of them"],
+    ),
+    "not a mapping": (
+        "- a\n- b\n",
+        [],
+        ["error: run.yaml:1:1: run config must be a mapping of keys, not a list"],
+    ),
+    "stage error is located in the stage": (
+        MINIMAL + "stages:\n  - stage_name: warmup\n    mode: train\n    trainer:\n      save_intervall: 3\n",
+        [],
+        ["error: run.yaml:7:7: trainer.save_intervall: unknown key (in stage 'warmup')", "hint: did you mean 'save_interval'?"],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(CORPUS))
+def test_bad_input_is_reported_precisely(cli, write, case):
+    text, args, expected = CORPUS[case]
+    path = write("run.yaml", text)
+    result = cli("config", "validate", "-c", path, *args)
+    assert result.code == 2, result.err
+    assert result.out == ""
+    assert "Traceback" not in result.err
+    for line in expected:
+        assert line in result.err, f"{line!r} not in:\n{result.err}"
+
+
+def test_every_problem_is_reported_at_once(cli, write):
+    path = write("run.yaml", MINIMAL + "mode: bothh\ntrainer:\n  save_intervall: 5\n  grad_clip: x\nname: ${oc.env:TRINITY_TEST_UNSET_VAR}\n")
+    result = cli("config", "validate", "-c", path)
+    assert result.err.startswith("trinity: 4 problems in the config\n")
+    lines = [line for line in result.err.splitlines() if line.startswith("error:")]
+    assert [line.split(": ")[1] for line in lines] == ["run.yaml:3:1", "run.yaml:5:3", "run.yaml:6:3", "run.yaml:7:1"]
+
+
+def test_missing_config_file(cli, tmp_path):
+    result = cli("config", "render", "-c", tmp_path / "nope.yaml")
+    assert result.code == 2 and "nope.yaml: run config not found" in result.err
+
+
+def test_usage_errors_exit_2(cli):
+    assert cli("config", "render", "--no-such-flag").code == 2
+    assert cli("config", "render", "--format", "xml").code == 2
