@@ -1,0 +1,66 @@
+"""Stages deep-merge into the root config (upstream replaced whole sections and lost values)."""
+
+from tests.conftest import MINIMAL
+
+STAGED = MINIMAL + """\
+algorithm:
+  algorithm_type: grpo
+  repeat_times: 8
+  optimizer:
+    lr: 1.0e-5
+buffer:
+  batch_size: 96
+stages:
+  - stage_name: sft_warmup
+    mode: train
+    algorithm:
+      algorithm_type: sft
+    buffer:
+      train_batch_size: 128
+  - stage_name: rft
+"""
+
+
+def test_stage_merges_into_the_root_without_losing_values(cli, write):
+    path = write("run.yaml", STAGED)
+    cfg = cli("config", "render", "-c", path, "hardware=a100", "--stage", "sft_warmup", "--format", "json").json()
+    assert cfg["algorithm"]["algorithm_type"] == "sft"
+    assert cfg["algorithm"]["repeat_times"] == 8 and cfg["algorithm"]["optimizer"]["lr"] == 1e-5  # kept from the root
+    assert cfg["buffer"]["batch_size"] == 96 and cfg["buffer"]["train_batch_size"] == 128
+    assert cfg["mode"] == "train" and cfg["stages"] == []
+
+
+def test_stage_is_derived_for_its_own_mode(cli, write):
+    path = write("run.yaml", STAGED)
+    result = cli("config", "render", "-c", path, "hardware=a100", "--stage", "sft_warmup", "--format", "json")
+    cfg = result.json()
+    assert cfg["synchronizer"]["sync_method"] == "checkpoint" and cfg["cluster"]["trainer_gpu_num"] == 8
+    assert "(in stage 'sft_warmup')" in result.err
+    rft = cli("config", "render", "-c", path, "hardware=a100", "--stage", "rft", "--format", "json").json()
+    assert rft["algorithm"]["algorithm_type"] == "grpo" and rft["synchronizer"]["sync_method"] == "nccl"
+
+
+def test_root_render_keeps_the_stages_as_written(cli, write):
+    path = write("run.yaml", STAGED)
+    cfg = cli("config", "render", "-c", path, "hardware=a100", "--format", "json").json()
+    assert [s["stage_name"] for s in cfg["stages"]] == ["sft_warmup", "rft"]
+    assert cfg["stages"][0]["algorithm"] == {"algorithm_type": "sft"}
+
+
+def test_validate_counts_stages(cli, write):
+    path = write("run.yaml", STAGED)
+    assert "2 stage(s)" in cli("config", "validate", "-c", path, "hardware=a100").out
+
+
+def test_unknown_stage_name(cli, write):
+    path = write("run.yaml", STAGED)
+    result = cli("config", "render", "-c", path, "--stage", "warmup")
+    assert result.code == 2 and "stages: no stage named 'warmup'" in result.err and "allowed: sft_warmup, rft" in result.err
+
+
+def test_stage_that_breaks_a_hardware_fact(cli, write):
+    path = write("run.yaml", STAGED + "    trainer:\n      use_torch_compile: true\n")
+    result = cli("config", "validate", "-c", path, "hardware=ascend910b")
+    assert result.code == 2
+    assert "run.yaml:19:7: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b" in result.err
+    assert "(in stage 'rft')" in result.err
