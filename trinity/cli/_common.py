@@ -41,7 +41,8 @@ def dump(data: Any, fmt: str) -> str:
     """`data` as YAML or JSON text."""
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+    dumper = yaml.CSafeDumper if yaml.__with_libyaml__ else yaml.SafeDumper
+    return yaml.dump(data, Dumper=dumper, sort_keys=False, allow_unicode=True, width=120)
 
 
 def emit(text: str, output: Path | None) -> None:

@@ -1,0 +1,61 @@
+"""The CLI as a separate process: exit codes, tracebacks, imports, side effects, `trinity run`."""
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import REFERENCE, run_process
+
+HEAVY = ("torch", "ray", "vllm", "verl", "transformers", "torch_npu")
+
+
+def test_python_dash_m_and_help(tmp_path):
+    result = run_process("--help", cwd=tmp_path)
+    assert result.code == 0 and "config" in result.out and "profile" in result.out and "run" in result.out
+
+
+def test_config_error_exits_2_without_traceback(tmp_path):
+    result = run_process("config", "validate", "--config", str(REFERENCE), "hardware=nope", cwd=tmp_path)
+    assert result.code == 2
+    assert "unknown hardware profile 'nope'" in result.err and "Traceback" not in result.err
+
+
+def test_debug_shows_the_traceback(tmp_path):
+    result = run_process("config", "validate", "--config", str(REFERENCE), "hardware=nope", "--debug", cwd=tmp_path)
+    assert result.code == 2 and "Traceback" in result.err and "unknown hardware profile 'nope'" in result.err
+
+
+def test_config_commands_import_no_heavy_packages(tmp_path):
+    probe = (
+        "import sys; from trinity.cli.main import main; "
+        f"main(['config', 'render', '--config', {str(REFERENCE)!r}, 'hardware=ascend910b', '-o', 'out.yaml']); "
+        "main(['config', 'validate', 'hardware=a100']); main(['profile', 'list']); "
+        f"print([m for m in sys.modules if m.split('.')[0] in {HEAVY!r}])"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_render_creates_no_files_or_folders(tmp_path):
+    run_process("config", "render", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path)
+    run_process("config", "validate", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # not even ./checkpoints
+
+
+def test_render_json_through_a_real_process(tmp_path):
+    result = run_process("config", "render", "--config", str(REFERENCE), "+hardware=ascend910b", "--format", "json", cwd=tmp_path)
+    cfg = json.loads(result.out)
+    assert result.code == 0 and cfg["synchronizer"]["sync_method"] == "hccl" and cfg["trainer"]["device"] == "npu"
+
+
+def test_run_says_plainly_that_launching_is_not_available(tmp_path):
+    result = run_process("run", "--config", str(REFERENCE), "hardware=a100", cwd=tmp_path)
+    assert result.code == 1
+    assert "launching is not available in this version" in result.err and "nothing was started" in result.err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_run_checks_the_config_first(tmp_path):
+    result = run_process("run", "--config", str(REFERENCE), "hardware=ascend910b", "trainer.use_torch_compile=true", cwd=tmp_path)
+    assert result.code == 2 and "torch.compile cannot be used for training on ascend910b" in result.err
