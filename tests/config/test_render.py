@@ -55,6 +55,7 @@ def test_reference_on_a100_gets_cuda_env_and_no_warning(cli):
     assert cfg["env"]["rollout"]["NCCL_CUMEM_ENABLE"] == "0"
     assert cfg["env"]["trainer"]["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
     assert cfg["trainer"]["process_group_backend"] == "cpu:gloo,cuda:nccl"
+    assert cfg["trainer"]["max_token_len_per_gpu"] == 8192  # a token count, not a credential
 
 
 def test_plain_and_plus_hardware_mean_the_same(cli):

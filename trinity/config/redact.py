@@ -4,14 +4,14 @@ import re
 from typing import Any
 
 MASK = "***"
-_WORDS = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE"}
+_WORDS = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "APIKEY"}
 _KEY_PAIRS = {"API", "ACCESS", "PRIVATE", "SECRET", "AUTH", "SIGNING"}
 
 
 def is_secret_name(name: str) -> bool:
-    """HF_TOKEN, WANDB_API_KEY, db_password, AWS_SECRET_ACCESS_KEY: yes; prompt_key, ray_resource_key: no."""
+    """HF_TOKEN, WANDB_API_KEY, db_password, AWS_SECRET_ACCESS_KEY: yes; prompt_key, max_token_len_per_gpu: no."""
     words = [w.upper() for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z])(?=[A-Z])", str(name)) if w]
-    if _WORDS.intersection(words):
+    if words and words[-1] in _WORDS:  # the name ends in what it holds: a token, not a token count
         return True
     # "KEY" alone is common in config (prompt_key); it marks a secret after API/ACCESS/... or as an env var.
     if words and words[-1] == "KEY":
