@@ -4,12 +4,14 @@ schema defaults -> conf/ base (Hydra compose) -> profile recommendations -> user
 """
 
 import copy
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional
 
 from .. import paths
+from ..platforms.detect import Probes
+from .auto import AUTO, auto_profile
 from .defaults import schema_defaults
 from .errors import ConfigError, Issue
 from .merge import deep_merge, leaves
@@ -18,16 +20,17 @@ from .provenance import Contribution, Provenance
 from .sources.overrides import HARDWARE, Override, parse_overrides
 from .sources.yaml_file import YamlDoc, load_yaml
 
-DEFAULT_HARDWARE = "cpu"
+DEFAULT_HARDWARE = AUTO
 
 
 @dataclass(frozen=True)
 class Request:
-    """What the user asked for: a run file, overrides, extra profile folders."""
+    """What the user asked for: a run file, overrides, extra profile folders; and how to look at the machine."""
 
     config: Optional[Path] = None
     overrides: tuple[str, ...] = ()
     profile_dirs: tuple[str, ...] = ()
+    probes: Probes = field(default_factory=Probes)
 
 
 @dataclass
@@ -38,6 +41,7 @@ class Composed:
     provenance: Provenance
     profile: LoadedProfile
     user: YamlDoc
+    selection: str  # how the profile was chosen
 
 
 def compose(request: Request) -> Composed:
@@ -46,7 +50,8 @@ def compose(request: Request) -> Composed:
     user = load_yaml(request.config or paths.default_run_config(), what="run config")
     _reject_hardware_keys(user)
     dirs = paths.profile_dirs(request.profile_dirs)
-    profile = load_profile(parsed.hardware or DEFAULT_HARDWARE, dirs, parsed.hardware_source)
+    name, selection = _choose(parsed.hardware or DEFAULT_HARDWARE, parsed.hardware_source, dirs, request.probes)
+    profile = load_profile(name, dirs, parsed.hardware_source)
     provenance = Provenance()
     tree: dict[str, Any] = {}
     base, base_doc = conf_base()
@@ -60,7 +65,14 @@ def compose(request: Request) -> Composed:
         provenance.record_tree(layer, data, where)
     for override in parsed.values:
         tree = apply_override(tree, override, provenance)
-    return Composed(tree, provenance, profile, user)
+    return Composed(tree, provenance, profile, user, selection)
+
+
+def _choose(name: str, source: str, dirs: tuple[Path, ...], probes: Probes) -> tuple[str, str]:
+    """(profile name, how it was chosen): named on the command line, or detected."""
+    if name == AUTO:
+        return auto_profile(dirs, probes, source)
+    return name, f"hardware={name} on the command line" if source else "default"
 
 
 @lru_cache(maxsize=None)

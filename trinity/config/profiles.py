@@ -5,6 +5,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..platforms import SHARED_FACTS, get_platform
 from .errors import ConfigError, Issue, did_you_mean
 from .merge import deep_merge
 from .schema import HardwareProfile
@@ -71,7 +72,28 @@ def _load(name: str, dirs: tuple[Path, ...], _stamp: tuple) -> LoadedProfile:
         positions.update(doc.positions)
     data["name"], data["extends"] = name, docs[0].data.get("extends")
     profile = validate(HardwareProfile, data, lambda p: _where(positions, p, docs[0]))
-    return LoadedProfile(profile, tuple(d.path for d in docs), positions)
+    loaded = LoadedProfile(profile, tuple(d.path for d in docs), positions)
+    _check_platform(loaded)
+    return loaded
+
+
+def _check_platform(loaded: LoadedProfile) -> None:
+    """Facts every device of a type shares must match that type's platform record."""
+    facts = loaded.profile.facts
+    platform = get_platform(facts.device_type)
+    issues = [
+        Issue(
+            f"{getattr(facts, name)!r} contradicts device_type {facts.device_type!r}, whose platform uses {getattr(platform, name)!r}",
+            key=f"facts.{name}",
+            source=loaded.where(("facts", name)),
+            allowed=repr(getattr(platform, name)),
+            hint="fix the fact, or the device_type if that is what is wrong",
+        )
+        for name in SHARED_FACTS
+        if getattr(facts, name) != getattr(platform, name)
+    ]
+    if issues:
+        raise ConfigError(issues)
 
 
 def _chain(name: str, files: dict[str, Path]) -> list[YamlDoc]:

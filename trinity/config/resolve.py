@@ -63,7 +63,7 @@ def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional
         raise ConfigError(unresolved + [i for i in exc.issues if i.key not in failed]) from None
     if unresolved:
         raise ConfigError(unresolved)
-    data, issues = derive(typed.model_dump(), composed.profile, provenance)
+    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
     return validate(RunConfig, data, where), issues

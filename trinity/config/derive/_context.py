@@ -20,6 +20,7 @@ class Context:
     data: dict[str, Any]
     loaded: LoadedProfile
     provenance: Provenance
+    selection: str = ""
     issues: list[Issue] = field(default_factory=list)
 
     @property

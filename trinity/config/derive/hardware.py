@@ -1,5 +1,6 @@
 """Rules that copy hardware facts into the run config: the `hardware` block, trainer device, backends."""
 
+from ...platforms import get_platform
 from ..sources.yaml_file import display_path
 from ._context import Context
 
@@ -7,7 +8,7 @@ from ._context import Context
 def hardware_section(ctx: Context) -> None:
     """`hardware:` = the profile's facts, its name and file."""
     facts = ctx.facts.model_dump()
-    section = {**facts, "name": ctx.loaded.name, "source": display_path(ctx.loaded.chain[0])}
+    section = {**facts, "name": ctx.loaded.name, "source": display_path(ctx.loaded.chain[0]), "selected_by": ctx.selection}
     ctx.set("hardware", section, "hardware_section", (f"profile {ctx.loaded.name} ({section['source']})",))
 
 
@@ -28,8 +29,7 @@ def trainer_device(ctx: Context) -> None:
 
 def process_group_backend(ctx: Context) -> None:
     """trainer.process_group_backend: gloo for CPU tensors plus the device's collective, e.g. cpu:gloo,npu:hccl."""
-    parts = {"cpu": "gloo", ctx.facts.device_type: ctx.facts.collective_backend}
-    value = ",".join(f"{device}:{backend}" for device, backend in parts.items())
+    value = get_platform(ctx.facts.device_type).process_group_backend()
     ctx.set("trainer.process_group_backend", value, "process_group_backend", (ctx.fact("device_type"), ctx.fact("collective_backend")))
 
 

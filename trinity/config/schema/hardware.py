@@ -66,3 +66,4 @@ class HardwareSection(HardwareFacts):
 
     name: str = Field(..., description="Selected profile.")
     source: str = Field(..., description="Profile file, after `extends`.")
+    selected_by: str = Field(..., description="How the profile was chosen: the override, or what hardware=auto detected.")

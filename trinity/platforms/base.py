@@ -1,0 +1,26 @@
+"""A platform: the facts of one device type, as plain attributes (heavy work stays elsewhere)."""
+
+from dataclasses import dataclass
+from typing import Optional
+
+
+@dataclass(frozen=True)
+class Platform:
+    """What every device of one type shares, whatever the SKU."""
+
+    device_type: str  # torch device type
+    collective_backend: str  # torch.distributed backend between devices
+    ray_resource_key: str  # Ray resource that stands for one device
+    ray_request: str  # how an actor asks Ray for devices: num_gpus, resources or none
+    visible_devices_env: Optional[str]  # set by Ray in each actor that asks for devices
+    noset_visible_devices_env: Optional[str]  # stops Ray from setting it
+    vendor_packages: tuple[str, ...] = ()  # distributions that drive this device
+
+    def process_group_backend(self) -> str:
+        """torch.distributed backend string of an FSDP group: gloo for CPU tensors plus the device's collective."""
+        parts = {"cpu": "gloo", self.device_type: self.collective_backend}
+        return ",".join(f"{device}:{backend}" for device, backend in parts.items())
+
+
+# Facts a hardware profile repeats and that must agree with its platform.
+SHARED_FACTS = ("collective_backend", "ray_resource_key", "ray_request", "visible_devices_env", "noset_visible_devices_env")

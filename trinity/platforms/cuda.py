@@ -1,0 +1,13 @@
+"""NVIDIA GPUs."""
+
+from .base import Platform
+
+CUDA = Platform(
+    device_type="cuda",
+    collective_backend="nccl",
+    ray_resource_key="GPU",
+    ray_request="num_gpus",  # Ray rejects resources={"GPU": n}
+    visible_devices_env="CUDA_VISIBLE_DEVICES",
+    noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
+    vendor_packages=("torch", "vllm"),
+)

@@ -1,0 +1,13 @@
+"""Huawei Ascend NPUs (torch_npu registers the `npu` device and the `hccl` backend)."""
+
+from .base import Platform
+
+NPU = Platform(
+    device_type="npu",
+    collective_backend="hccl",
+    ray_resource_key="NPU",
+    ray_request="resources",  # resources={"NPU": n}
+    visible_devices_env="ASCEND_RT_VISIBLE_DEVICES",
+    noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+    vendor_packages=("torch", "torch_npu", "vllm", "vllm-ascend"),
+)
