@@ -12,6 +12,10 @@ import pytest
 
 from trinity.cli.main import main
 
+# Real Ray in tests: no auth token files, no usage reporting.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
 PROFILES = ("a100", "ascend910b", "ascend910c", "cpu", "h100", "h200")

@@ -31,6 +31,15 @@ class Request:
     overrides: tuple[str, ...] = ()
     profile_dirs: tuple[str, ...] = ()
     probes: Probes = field(default_factory=Probes)
+    cluster: Optional["ClusterLayer"] = None  # what a live Ray cluster says, on the run path
+
+
+@dataclass(frozen=True)
+class ClusterLayer:
+    """Values read from a live Ray cluster: above the profile, below the user's file."""
+
+    gpu_per_node: int
+    source: str
 
 
 @dataclass
@@ -59,6 +68,7 @@ def compose(request: Request) -> Composed:
         ("schema", schema_defaults(), lambda p: "schema default"),
         ("conf", base, base_doc.where),
         ("profile", profile.profile.recommended, lambda p: profile.where(("recommended", *p))),
+        *_cluster_layer(request.cluster),
         ("file", user.data, user.where),
     ):
         tree = deep_merge(tree, data)
@@ -68,11 +78,17 @@ def compose(request: Request) -> Composed:
     return Composed(tree, provenance, profile, user, selection)
 
 
+def _cluster_layer(cluster: Optional[ClusterLayer]) -> tuple:
+    if cluster is None:
+        return ()
+    return (("cluster", {"cluster": {"gpu_per_node": cluster.gpu_per_node}}, lambda p: cluster.source),)
+
+
 def _choose(name: str, source: str, dirs: tuple[Path, ...], probes: Probes) -> tuple[str, str]:
     """(profile name, how it was chosen): named on the command line, or detected."""
     if name == AUTO:
         return auto_profile(dirs, probes, source)
-    return name, f"hardware={name} on the command line" if source else "default"
+    return name, f"hardware={name} on the command line"
 
 
 @lru_cache(maxsize=None)

@@ -5,7 +5,7 @@ from typing import Any, Callable, Literal
 
 from .merge import leaves
 
-Layer = Literal["schema", "conf", "profile", "file", "override", "stage", "rule"]
+Layer = Literal["schema", "conf", "profile", "cluster", "file", "override", "stage", "rule"]
 
 
 @dataclass(frozen=True)

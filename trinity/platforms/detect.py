@@ -58,6 +58,8 @@ class Probes:
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     version: Callable[[str], Optional[str]] = _version
     nvml: Callable[[], Optional[list[tuple[str, float]]]] = _nvml
+    exists: Callable[[str], bool] = os.path.exists
+    distributions: Callable[[], list[str]] = lambda: sorted({(d.metadata["Name"] or "").lower() for d in metadata.distributions()})
 
 
 @dataclass(frozen=True)

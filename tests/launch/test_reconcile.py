@@ -1,0 +1,88 @@
+"""The Ray cluster checked against the resolved config before any actor starts."""
+
+import pytest
+
+from tests.conftest import MINIMAL, REFERENCE
+from trinity.config.compose import Request
+from trinity.config.errors import ConfigError
+from trinity.launch.reconcile import Node, live_nodes, resolve_on_cluster
+
+
+EIGHT_ENGINES = "explorer:\n  rollout_model:\n    engine_num: 8\n"
+
+
+def nodes(*specs):
+    return [Node(f"node{i:04d}deadbeef", dict(spec)) for i, spec in enumerate(specs)]
+
+
+@pytest.fixture
+def run_file(tmp_path):
+    def _file(text=""):
+        path = tmp_path / "run.yaml"
+        path.write_text(MINIMAL + text)
+        return path
+
+    return _file
+
+
+def test_npu_profile_on_a_gpu_cluster_is_one_clear_error():
+    with pytest.raises(ConfigError) as err:
+        resolve_on_cluster(Request(REFERENCE, ("hardware=ascend910b",)), nodes({"CPU": 64, "GPU": 8}, {"CPU": 64, "GPU": 8}))
+    issue = err.value.issues[0]
+    assert "profile ascend910b needs Ray resource 'NPU', and no node of the cluster offers it" in issue.message
+    assert "GPU=8" in issue.message and "choose a profile with device_type cuda" in issue.hint
+    assert issue.source == "hardware=ascend910b on the command line"
+
+
+def test_profile_on_a_cluster_without_accelerators():
+    with pytest.raises(ConfigError) as err:
+        resolve_on_cluster(Request(REFERENCE, ("hardware=a100",)), nodes({"CPU": 16}))
+    assert "start each node's Ray with GPU resources, or choose hardware=cpu" in err.value.issues[0].hint
+
+
+def test_gpu_per_node_left_unset_comes_from_an_npu_only_cluster(run_file):
+    resolved = resolve_on_cluster(Request(run_file(), ("hardware=ascend910b",)), nodes({"CPU": 8}, {"CPU": 96, "NPU": 4}))
+    cluster = resolved.config.cluster
+    assert (cluster.gpu_per_node, cluster.total_gpu_num, cluster.trainer_gpu_num) == (4, 4, 3)
+    assert resolved.provenance.where(("cluster", "gpu_per_node")) == "Ray cluster (4 NPU per node)"
+
+
+def test_user_gpu_per_node_larger_than_the_nodes(run_file):
+    with pytest.raises(ConfigError) as err:
+        resolve_on_cluster(Request(REFERENCE, ("hardware=ascend910b",)), nodes({"NPU": 4}, {"NPU": 4}))
+    issue = err.value.issues[0]
+    assert issue.message == "the run needs 1 node(s) with 6 NPU each; the Ray cluster's nodes offer NPU: 4, 4"
+    assert issue.source.endswith("gsm8k.yaml:18:3") and issue.key == "cluster.gpu_per_node"
+
+
+def test_too_few_nodes(run_file):
+    with pytest.raises(ConfigError) as err:
+        resolve_on_cluster(Request(run_file(EIGHT_ENGINES + "cluster:\n  node_num: 3\n"), ("hardware=a100",)), nodes({"GPU": 8}, {"GPU": 8}))
+    assert "the run needs 3 node(s) with 8 GPU each; the Ray cluster's nodes offer GPU: 8, 8" in err.value.issues[0].message
+
+
+def test_cluster_with_more_devices_than_the_profile_says(run_file):
+    with pytest.raises(ConfigError) as err:
+        resolve_on_cluster(Request(run_file(), ("hardware=a100",)), nodes({"GPU": 16}))
+    issue = err.value.issues[0]
+    assert issue.source == "Ray cluster (16 GPU per node)" and "16 devices per node, but one a100 node has 8" in issue.message
+
+
+def test_real_multi_node_cluster(run_file):
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
+    try:
+        for _ in range(2):
+            cluster.add_node(num_cpus=1, resources={"NPU": 8})
+        ray.init(address=cluster.address, log_to_driver=False)
+        found = live_nodes()
+        resolved = resolve_on_cluster(Request(run_file(EIGHT_ENGINES + "cluster:\n  node_num: 2\n"), ("hardware=ascend910b",)), found)
+    finally:
+        ray.shutdown()
+        cluster.shutdown()
+    assert sorted(n.resources.get("NPU", 0) for n in found) == [0, 8, 8]
+    c = resolved.config.cluster
+    assert (c.gpu_per_node, c.total_gpu_num, c.rollout_gpu_num, c.trainer_gpu_num, c.trainer_node_num) == (8, 16, 8, 8, 1)
+    assert resolved.provenance.where(("cluster", "gpu_per_node")) == "Ray cluster (8 NPU per node)"
