@@ -4,7 +4,7 @@ import argparse
 import json
 
 from .. import paths
-from ..doctor import diagnose, render_text
+from ..platforms.doctor import diagnose, render_text
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
