@@ -45,7 +45,7 @@ def test_reference_on_ascend_gets_npu_env_and_a_vendor_warning(cli):
     assert "PYTORCH_NPU_ALLOC_CONF" not in env["rollout"]  # no expandable segments under vLLM sleep mode
     assert result.json()["trainer"]["process_group_backend"] == "cpu:gloo,npu:hccl"
     assert "gsm8k.yaml:62:3: synchronizer.sync_method: 'nccl' is not the collective backend of ascend910b" in result.err
-    assert "profiles/ascend910b.yaml:11:3" in result.err and "online" in result.err
+    assert "profiles/ascend910b.yaml:12:3" in result.err and "online" in result.err
 
 
 def test_reference_on_a100_gets_cuda_env_and_no_warning(cli):

@@ -4,6 +4,7 @@ import argparse
 import json
 from pathlib import Path
 
+from ..config.json_schema import SCHEMAS, dumps
 from ..config.redact import redact
 from ..config.resolve import resolve
 from ._common import add_config_options, add_format_option, dump, emit, print_issues, request_from
@@ -23,6 +24,9 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     add_config_options(check)
     add_format_option(check, ("text", "json"))
     check.set_defaults(run=validate_cmd)
+    schema = group.add_parser("schema", parents=[parent], help="print the JSON Schema of run-config files (for editors)")
+    schema.add_argument("-o", "--output", type=Path, help="write to this file (atomically) instead of stdout")
+    schema.set_defaults(run=schema_cmd, schema="run-config")
 
 
 def render_cmd(args: argparse.Namespace) -> int:
@@ -47,4 +51,10 @@ def validate_cmd(args: argparse.Namespace) -> int:
         print_issues(resolved.issues)
         stages = f", {len(resolved.stages)} stage(s)" if resolved.stages else ""
         print(f"valid for {hardware.name} ({hardware.device_type}){stages}: {warnings} warning(s)")
+    return 0
+
+
+def schema_cmd(args: argparse.Namespace) -> int:
+    """Print a JSON Schema generated from the pydantic models."""
+    emit(dumps(SCHEMAS[args.schema]()), args.output)
     return 0

@@ -2,10 +2,12 @@
 
 import argparse
 import json
+from pathlib import Path
 
 from .. import paths
 from ..config.profiles import available, load_profile
 from ..config.sources.yaml_file import display_path
+from .config_cmd import schema_cmd
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -15,6 +17,9 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     listing.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
     listing.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     listing.set_defaults(run=list_cmd)
+    schema = group.add_parser("schema", parents=[parent], help="print the JSON Schema of hardware-profile files (for editors)")
+    schema.add_argument("-o", "--output", type=Path, help="write to this file (atomically) instead of stdout")
+    schema.set_defaults(run=schema_cmd, schema="hardware-profile")
 
 
 def list_cmd(args: argparse.Namespace) -> int:
