@@ -5,6 +5,10 @@ import json
 from pathlib import Path
 
 from .. import paths
+from ..config.errors import dotted
+from ..config.lint import as_dict as lint_dict
+from ..config.lint import lint
+from ..config.merge import leaves
 from ..config.profiles import available, load_profile
 from ..config.sources.yaml_file import display_path
 from .config_cmd import schema_cmd
@@ -17,6 +21,16 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     listing.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
     listing.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
     listing.set_defaults(run=list_cmd)
+    show = group.add_parser("show", parents=[parent], help="a profile after `extends`, with the file and line of every value")
+    show.add_argument("name", metavar="NAME")
+    show.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
+    show.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    show.set_defaults(run=show_cmd)
+    check = group.add_parser("lint", parents=[parent], help="check profiles: schema, extends, env names, facts, Ray's names")
+    check.add_argument("targets", nargs="*", type=Path, metavar="PATH", help="profile files or folders (default: every profile in use)")
+    check.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
+    check.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    check.set_defaults(run=lint_cmd)
     schema = group.add_parser("schema", parents=[parent], help="print the JSON Schema of hardware-profile files (for editors)")
     schema.add_argument("-o", "--output", type=Path, help="write to this file (atomically) instead of stdout")
     schema.set_defaults(run=schema_cmd, schema="hardware-profile")
@@ -46,3 +60,32 @@ def list_cmd(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r['name']:<{width}}  {r['device_type']:<6}  {r['devices_per_node']:>8}  {r['description']}  [{r['source']}]")
     return 0
+
+
+def show_cmd(args: argparse.Namespace) -> int:
+    """Print one profile, every value with the file and line it came from."""
+    loaded = load_profile(args.name, paths.profile_dirs(tuple(args.profile_dir)))
+    data = loaded.profile.model_dump(mode="json")
+    rows = [(dotted(p), json.dumps(v), loaded.where(p)) for p, v in leaves(data) if p and not isinstance(v, (list, dict))]
+    if args.format == "json":
+        sources = {key: where for key, _, where in rows}
+        print(json.dumps({"name": loaded.name, "chain": [display_path(p) for p in loaded.chain], "profile": data, "sources": sources}, indent=2))
+        return 0
+    print(f"{loaded.name}: {' -> '.join(display_path(p) for p in loaded.chain)}")
+    width = min(72, max(len(key) + len(value) for key, value, _ in rows) + 2)
+    for key, value, where in rows:
+        print(f"{key}: {value}{' ' * max(2, width - len(key) - len(value))}# {where}")
+    return 0
+
+
+def lint_cmd(args: argparse.Namespace) -> int:
+    """Report every problem; exit 2 when there is an error."""
+    report = lint(tuple(args.targets), tuple(args.profile_dir))
+    if args.format == "json":
+        print(json.dumps({"checked": list(report.checked), "ok": report.ok, "problems": [lint_dict(i) for i in report.issues]}, indent=2))
+    else:
+        for issue in report.issues:
+            print(issue.render())
+        errors = sum(i.severity == "error" for i in report.issues)
+        print(f"checked {len(report.checked)} profile(s) ({', '.join(report.checked)}): {errors} error(s), {len(report.issues) - errors} warning(s)")
+    return 0 if report.ok else 2

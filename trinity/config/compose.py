@@ -68,6 +68,7 @@ def compose(request: Request) -> Composed:
         ("schema", schema_defaults(), lambda p: "schema default"),
         ("conf", base, base_doc.where),
         ("profile", profile.profile.recommended, lambda p: profile.where(("recommended", *p))),
+        ("profile", {"env": profile.profile.env.model_dump()}, profile.where),
         *_cluster_layer(request.cluster),
         ("file", user.data, user.where),
     ):

@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
-from .merge import leaves
+from .merge import MISSING, leaves
 
 Layer = Literal["schema", "conf", "profile", "cluster", "file", "override", "stage", "rule"]
 
@@ -28,7 +28,7 @@ class Provenance:
     def record_tree(self, layer: Layer, tree: dict, where: Callable[[tuple], str]) -> None:
         """Record every leaf of a layer's tree, and where its sections were written."""
         for path, value in leaves(tree):
-            if path:
+            if path and not (value == MISSING and self.by_path.get(path)):  # a later ??? does not override
                 self.add(path, Contribution(layer, where(path), value))
         for path in _sections(tree):
             self.sections[path] = where(path)

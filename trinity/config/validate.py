@@ -31,7 +31,7 @@ def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple) -> 
     key, where = dotted(prefix + loc), locate(prefix + loc)
     kind, ctx = err["type"], err.get("ctx", {})
     if kind == "extra_forbidden":
-        fields = _fields_at(model, loc[:-1])
+        fields = fields_at(model, loc[:-1])
         return Issue(
             "unknown key",
             key=key,
@@ -56,6 +56,8 @@ def _allowed(kind: str, ctx: dict) -> str:
 
 
 def _hint(kind: str, got: Any) -> str:
+    if kind == "string_pattern_mismatch":
+        return "environment variable names are letters, digits and _, and do not start with a digit"
     if kind == "string_type" and isinstance(got, (int, float, bool)):
         return f"quote it: '{got}'"
     if kind.startswith(("int_", "float_")) and isinstance(got, str) and _is_number(got):
@@ -76,8 +78,8 @@ def _is_tag(part: Any) -> bool:
     return isinstance(part, str) and ("[" in part or part in ("str", "int", "float", "bool"))
 
 
-def _fields_at(model: Any, loc: tuple) -> list[str]:
-    """Field names of the model found by walking `loc` from `model`."""
+def fields_at(model: Any, loc: tuple) -> list[str]:
+    """Field names of the model found by walking `loc` from `model` ([] where that is not a model)."""
     current = model
     for part in loc:
         current = _unwrap(current)

@@ -21,7 +21,9 @@ RULES = (
     cluster.gpu_per_node,
     cluster.cluster_counts,
     sync.sync_method,
-    env.env,
+    env.env_when,
+    env.collective_timeouts,
+    env.explorer_env_vars,
 )
 
 

@@ -1,10 +1,13 @@
 """`env:` section: environment variables each role's processes get."""
 
-from pydantic import Field
+from typing import Annotated
+
+from pydantic import Field, StringConstraints
 
 from ._base import Section
 
-EnvVars = dict[str, str]
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+EnvVars = dict[Annotated[str, StringConstraints(pattern=ENV_NAME_PATTERN)], str]
 
 
 class EnvConfig(Section):

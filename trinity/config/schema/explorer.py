@@ -5,6 +5,7 @@ from typing import Literal, Optional
 from pydantic import Field, PositiveInt
 
 from ._base import Section
+from .env import EnvVars
 
 
 class InferenceModelConfig(Section):
@@ -33,4 +34,4 @@ class ExplorerConfig(Section):
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
     rollout_model: InferenceModelConfig = Field(default_factory=InferenceModelConfig, description="Rollout engines.")
     auxiliary_models: list[InferenceModelConfig] = Field(default_factory=list, description="Extra engines (judges, reward models).")
-    env_vars: dict[str, str] = Field(default_factory=dict, description="Extra environment of the rollout processes.")
+    env_vars: EnvVars = Field(default_factory=dict, description="Extra environment of the rollout processes.")
