@@ -19,17 +19,17 @@ def test_every_key_and_list_item_has_a_position(tmp_path):
     path = tmp_path / "t.yaml"
     path.write_text(TRICKY)
     doc = load_yaml(path)
-    assert doc.positions[("lr",)].endswith("t.yaml:1:1")
-    assert doc.positions[("list", 0)].endswith("t.yaml:9:5")
-    assert doc.positions[("list", 0, "b")].endswith("t.yaml:10:5")
-    assert doc.positions[("list", 0, "b", 1)].endswith("t.yaml:10:12")
+    assert doc.where(("lr",)).endswith("t.yaml:1:1")
+    assert doc.where(("list", 0)).endswith("t.yaml:9:5")
+    assert doc.where(("list", 0, "b")).endswith("t.yaml:10:5")
+    assert doc.where(("list", 0, "b", 1)).endswith("t.yaml:10:12")
     assert doc.where(("list", 0, "b", "nope")).endswith("t.yaml:10:5")
 
 
 def test_reference_positions():
     doc = load_yaml(REFERENCE)
-    assert doc.positions[("synchronizer", "sync_method")].endswith("gsm8k.yaml:62:3")
-    assert doc.positions[("buffer", "explorer_input", "eval_tasksets", 0, "split")].endswith("gsm8k.yaml:39:7")
+    assert doc.where(("synchronizer", "sync_method")).endswith("gsm8k.yaml:62:3")
+    assert doc.where(("buffer", "explorer_input", "eval_tasksets", 0, "split")).endswith("gsm8k.yaml:39:7")
 
 
 def test_empty_file_is_an_empty_mapping(tmp_path):

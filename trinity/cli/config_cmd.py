@@ -10,7 +10,7 @@ from ..config.diff import render_text as diff_text
 from ..config.explain import explain
 from ..config.explain import render_text as explain_text
 from ..config.json_schema import SCHEMAS, dumps
-from ..config.redact import redact
+from ..config.redact import mask_override, redact
 from ..config.resolve import resolve
 from ..config.sources.yaml_file import load_yaml
 from ._common import add_config_options, add_format_option, dump, emit, print_issues, request_from
@@ -87,7 +87,7 @@ def diff_cmd(args: argparse.Namespace) -> int:
 
 
 def _label(config: Path | None, overrides: tuple | list) -> str:
-    return " ".join([str(config or "(default config)"), *overrides])
+    return " ".join([str(config or "(default config)"), *map(mask_override, overrides)])
 
 
 def validate_cmd(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from ..platforms import SHARED_FACTS, get_platform
 from .errors import ConfigError, Issue, did_you_mean
 from .merge import deep_merge
 from .schema import HardwareProfile
-from .sources.yaml_file import YamlDoc, display_path, load_yaml
+from .sources.yaml_file import Mark, YamlDoc, load_yaml, locate
 from .validate import validate
 
 
@@ -19,14 +19,11 @@ class LoadedProfile:
 
     profile: HardwareProfile
     chain: tuple[Path, ...]  # the profile's own file first, then what it extends
-    positions: dict[tuple, str]
+    positions: dict[tuple, Mark]
 
     def where(self, key_path: tuple) -> str:
         """`file:line:col` of a profile key (from whichever file in the chain set it)."""
-        for end in range(len(key_path), -1, -1):
-            if key_path[:end] in self.positions:
-                return self.positions[key_path[:end]]
-        return display_path(self.chain[0])
+        return locate(self.positions, key_path, self.chain[0])
 
     @property
     def name(self) -> str:
@@ -66,12 +63,12 @@ def _load(name: str, dirs: tuple[Path, ...], _stamp: tuple) -> LoadedProfile:
     files = available(dirs)
     docs = _chain(name, files)
     data: dict[str, Any] = {}
-    positions: dict[tuple, str] = {}
+    positions: dict[tuple, Mark] = {}
     for doc in reversed(docs):  # base first, the named profile last
         data = deep_merge(data, doc.data)
         positions.update(doc.positions)
     data["name"], data["extends"] = name, docs[0].data.get("extends")
-    profile = validate(HardwareProfile, data, lambda p: _where(positions, p, docs[0]))
+    profile = validate(HardwareProfile, data, lambda p: locate(positions, p, docs[0].path))
     loaded = LoadedProfile(profile, tuple(d.path for d in docs), positions)
     _check_platform(loaded)
     return loaded
@@ -118,10 +115,3 @@ def _check_name(doc: YamlDoc, stem: str) -> None:
     written = doc.data.get("name", stem)
     if written != stem:
         raise ConfigError([Issue(f"profile is named '{written}' but its file is {stem}.yaml", key="name", source=doc.where(("name",)), hint=f"rename one of them so both say '{stem}'")])
-
-
-def _where(positions: dict[tuple, str], path: tuple, doc: YamlDoc) -> str:
-    for end in range(len(path), -1, -1):
-        if path[:end] in positions:
-            return positions[path[:end]]
-    return display_path(doc.path)

@@ -26,3 +26,10 @@ def redact(tree: Any) -> Any:
     if isinstance(tree, list):
         return [redact(item) for item in tree]
     return tree
+
+
+def mask_override(text: str) -> str:
+    """`env.common.HF_TOKEN=hf_x` -> `env.common.HF_TOKEN=***`; other overrides unchanged."""
+    key, sep, value = text.partition("=")
+    last = key.lstrip("+~").rsplit(".", 1)[-1]
+    return f"{key}={MASK}" if sep and value and is_secret_name(last) else text

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from ..errors import ConfigError, Issue
+from ..redact import mask_override
 
 HARDWARE = "hardware"
 GRAMMAR_HINT = "Hydra override grammar: key=value, +key=value, ~key; quote values with spaces"
@@ -20,7 +21,7 @@ class Override:
 
     @property
     def source(self) -> str:
-        return f"override '{self.text}'"
+        return source_of(self.text)
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,11 @@ class ParsedOverrides:
     hardware: Optional[str]
     hardware_source: str
     values: tuple[Override, ...]
+
+
+def source_of(text: str) -> str:
+    """How an override is named in messages and provenance (credential values masked)."""
+    return f"override '{mask_override(text)}'"
 
 
 def parse_overrides(texts: tuple[str, ...]) -> ParsedOverrides:
@@ -41,14 +47,14 @@ def parse_overrides(texts: tuple[str, ...]) -> ParsedOverrides:
         try:
             parsed = parser.parse_override(text)
         except Exception as exc:  # Hydra raises OverrideParseException and friends
-            issues.append(Issue(f"cannot parse override: {_first_line(exc)}", source=f"override '{text}'", hint=GRAMMAR_HINT))
+            issues.append(Issue(f"cannot parse override: {_first_line(exc)}", source=source_of(text), hint=GRAMMAR_HINT))
             continue
         problem = _problem(parsed)
         key = parsed.key_or_group
         if problem:
-            issues.append(Issue(problem, key=key, source=f"override '{text}'", hint=GRAMMAR_HINT))
+            issues.append(Issue(problem, key=key, source=source_of(text), hint=GRAMMAR_HINT))
         elif key == HARDWARE and not parsed.is_delete():
-            hardware, hardware_source = _hardware_choice(parsed, text, issues), f"override '{text}'"
+            hardware, hardware_source = _hardware_choice(parsed, text, issues), source_of(text)
         else:
             value = None if parsed.is_delete() else parsed.value()
             values.append(Override(text, tuple(key.split(".")), value, parsed.is_delete()))
@@ -69,7 +75,7 @@ def _hardware_choice(parsed: Any, text: str, issues: list[Issue]) -> Optional[st
     value = parsed.value()
     if isinstance(value, str) and value:
         return value
-    issues.append(Issue("expects a profile name", key=HARDWARE, source=f"override '{text}'", hint="e.g. hardware=ascend910b; see `trinity profile list`"))
+    issues.append(Issue("expects a profile name", key=HARDWARE, source=source_of(text), hint="e.g. hardware=ascend910b; see `trinity profile list`"))
     return None
 
 

@@ -10,6 +10,7 @@ from omegaconf._utils import get_yaml_loader
 from ..errors import ConfigError, Issue
 
 Path_ = tuple  # a key path such as ('buffer', 'eval_tasksets', 0, 'name')
+Mark = tuple  # (file, line, column), shown relative to the working directory of the moment
 _OMEGACONF = get_yaml_loader()
 
 
@@ -36,14 +37,20 @@ class YamlDoc:
 
     path: Path
     data: dict[str, Any]
-    positions: dict[Path_, str] = field(default_factory=dict)
+    positions: dict[Path_, Mark] = field(default_factory=dict)
 
     def where(self, key_path: Path_) -> str:
         """`file:line:col` of the key, or of its nearest enclosing key."""
-        for end in range(len(key_path), -1, -1):
-            if key_path[:end] in self.positions:
-                return self.positions[key_path[:end]]
-        return display_path(self.path)
+        return locate(self.positions, key_path, self.path)
+
+
+def locate(positions: dict[Path_, Mark], key_path: Path_, default: Path) -> str:
+    """`file:line:col` of the key or its nearest enclosing key, else the file."""
+    for end in range(len(key_path), -1, -1):
+        if key_path[:end] in positions:
+            file, line, col = positions[key_path[:end]]
+            return f"{display_path(file)}:{line}:{col}"
+    return display_path(default)
 
 
 def display_path(path: Path) -> str:
@@ -77,9 +84,9 @@ def load_yaml(path: Path, what: str = "config file") -> YamlDoc:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([Issue(f"{what} must be a mapping of keys, not a {type(data).__name__}", source=f"{shown}:1:1")])
-    positions: dict[Path_, str] = {}
+    positions: dict[Path_, Mark] = {}
     if node is not None:
-        _index(node, (), shown, positions)
+        _index(node, (), Path(path), positions)
     return YamlDoc(Path(path), data, positions)
 
 
@@ -91,14 +98,14 @@ def _syntax_issue(shown: str, exc: yaml.MarkedYAMLError) -> Issue:
     return Issue(f"YAML syntax error: {problem}", source=where, hint=hint)
 
 
-def _index(node: yaml.Node, prefix: tuple, shown: str, out: dict) -> None:
+def _index(node: yaml.Node, prefix: tuple, file: Path, out: dict) -> None:
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             path = prefix + (key_node.value,)
-            out[path] = f"{shown}:{key_node.start_mark.line + 1}:{key_node.start_mark.column + 1}"
-            _index(value_node, path, shown, out)
+            out[path] = (file, key_node.start_mark.line + 1, key_node.start_mark.column + 1)
+            _index(value_node, path, file, out)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
             path = prefix + (i,)
-            out[path] = f"{shown}:{item.start_mark.line + 1}:{item.start_mark.column + 1}"
-            _index(item, path, shown, out)
+            out[path] = (file, item.start_mark.line + 1, item.start_mark.column + 1)
+            _index(item, path, file, out)

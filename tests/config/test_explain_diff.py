@@ -1,0 +1,86 @@
+"""`render --explain` and `config diff` through the CLI."""
+
+import json
+
+from tests.conftest import MINIMAL, REFERENCE
+
+
+def test_explain_shows_every_layer_lowest_first(cli):
+    result = cli("config", "render", "-c", REFERENCE, "--explain", "synchronizer.sync_method", "hardware=ascend910b")
+    lines = result.out.splitlines()
+    assert lines[0] == "synchronizer.sync_method = 'hccl'"
+    assert lines[1].split()[:3] == ["schema", "schema", "default"] and lines[1].endswith("'online'  (overridden)")
+    assert "file" in lines[2] and "gsm8k.yaml:62:3" in lines[2] and lines[2].endswith("'nccl'  (overridden)")
+    assert "rule sync_method" in lines[3] and "<- synchronizer.sync_method='nccl'" in lines[3]
+    assert "ascend910b.collective_backend='hccl' (" in lines[3] and "profiles/ascend910b.yaml:12:3)" in lines[3]
+
+
+def test_explain_every_layer_kind(cli, write):
+    path = write("run.yaml", MINIMAL + "explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.7\n")
+    args = ("config", "render", "-c", path, "hardware=ascend910b", "explorer.rollout_model.gpu_memory_utilization=0.6", "--format", "json")
+    chain = cli(*args, "--explain", "explorer.rollout_model.gpu_memory_utilization").json()["explain"][0]["chain"]
+    assert [step["layer"] for step in chain] == ["schema", "profile", "file", "override"]
+    assert chain[1]["source"].endswith("profiles/ascend910b.yaml:27:7") and chain[2]["source"] == "run.yaml:5:5"
+    assert chain[3]["source"] == "override 'explorer.rollout_model.gpu_memory_utilization=0.6'"
+    assert [step["overridden"] for step in chain] == [True, True, True, False]
+
+
+def test_explain_a_section_and_the_conf_layer(cli):
+    found = cli("config", "render", "-c", REFERENCE, "--explain", "checkpoint_root_dir", "cluster", "--format", "json").json()["explain"]
+    assert found[0]["chain"][1]["layer"] == "conf" and found[0]["chain"][1]["source"].endswith("conf/config.yaml:4:1")
+    assert found[0]["chain"][2]["value"] == "${oc.env:TRINITY_CHECKPOINT_ROOT_DIR,./checkpoints}"
+    assert {e["key"] for e in found[1:]} >= {"cluster.trainer_gpu_num", "cluster.gpu_per_node"}
+
+
+def test_explain_everything_and_unknown_keys(cli):
+    everything = cli("config", "render", "-c", REFERENCE, "--explain", "--format", "json").json()["explain"]
+    assert len(everything) > 100 and all(e["chain"] for e in everything)
+    result = cli("config", "render", "-c", REFERENCE, "--explain", "trainer.sav_interval")
+    assert result.code == 2 and "trainer.sav_interval: no such key in the resolved config" in result.err
+    assert "did you mean 'trainer.save_interval'?" in result.err
+
+
+def test_diff_two_profiles(cli):
+    result = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=ascend910b")
+    assert result.code == 1
+    assert "~ synchronizer.sync_method: 'nccl' -> 'hccl'" in result.out and "~ trainer.device: 'cuda' -> 'npu'" in result.out
+    assert "- env.rollout.NCCL_CUMEM_ENABLE: '0'" in result.out and "+ env.rollout.VLLM_ASCEND_ENABLE_NZ: '0'" in result.out
+    report = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=ascend910b", "--format", "json").json()
+    assert report["same"] is False and {"key": "trainer.device", "left": "cuda", "right": "npu"} in report["changes"]
+
+
+def test_diff_of_identical_configs_exits_0(cli):
+    result = cli("config", "diff", "-c", REFERENCE, "hardware=h100", "--vs", "hardware=h100")
+    assert result.code == 0 and result.out.count("\n") == 2
+
+
+def test_diff_two_files(cli, write):
+    other = write("other.yaml", REFERENCE.read_text().replace("engine_num: 4", "engine_num: 2"))
+    result = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs-config", other, "--format", "json")
+    changes = {c["key"]: (c["left"], c["right"]) for c in result.json()["changes"]}
+    assert changes["explorer.rollout_model.engine_num"] == (4, 2) and changes["cluster.trainer_gpu_num"] == (2, 4)
+
+
+def test_diff_against_a_saved_render(cli, tmp_path):
+    saved = tmp_path / "resolved.json"
+    cli("config", "render", "-c", REFERENCE, "hardware=a100", "--format", "json", "-o", saved)
+    assert cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--saved", saved).code == 0
+    result = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "trainer.save_interval=10", "--saved", saved)
+    assert result.code == 1 and "~ trainer.save_interval: 100 -> 10" in result.out
+
+
+def test_planted_secret_never_appears(cli, write):
+    path = write("run.yaml", MINIMAL + "env:\n  common:\n    HF_TOKEN: hf_PLANTED\nmonitor:\n  monitor_args:\n    api_key: PLANTED_KEY\n")
+    outputs = []
+    for fmt in ("yaml", "json"):
+        outputs.append(cli("config", "render", "-c", path, "--format", fmt))
+        outputs.append(cli("config", "render", "-c", path, "--explain", "--format", fmt if fmt == "json" else "yaml"))
+        outputs.append(cli("config", "render", "-c", path, "--explain", "env", "monitor"))
+    for fmt in ("text", "json"):
+        outputs.append(cli("config", "diff", "-c", path, "--vs", "env.common.HF_TOKEN=hf_OTHER_PLANTED", "--format", fmt))
+        outputs.append(cli("config", "validate", "-c", path, "--format", fmt))
+    for result in outputs:
+        assert "PLANTED" not in result.out + result.err
+    shown = cli("config", "render", "-c", path, "--explain", "env.common.HF_TOKEN", "--show-secrets")
+    assert "hf_PLANTED" in shown.out
+    assert json.loads(cli("config", "render", "-c", path, "--format", "json", "--show-secrets").out)["env"]["common"]["HF_TOKEN"] == "hf_PLANTED"
