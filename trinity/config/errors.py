@@ -29,8 +29,8 @@ class Issue:
         return "\n".join(lines)
 
     def as_dict(self) -> dict:
-        """The issue as JSON-ready data."""
-        return {k: v for k, v in self.__dict__.items() if v}
+        """The issue as JSON-ready data (every field, empty ones too, so readers need no defaults)."""
+        return dict(self.__dict__)
 
 
 class ConfigError(Exception):

@@ -106,4 +106,4 @@ def _ray_names(loaded: LoadedProfile) -> list[Issue]:
 def as_dict(issue: Issue) -> dict[str, Any]:
     """An issue with its source split into file, line and column, for CI annotations."""
     file, line, col = (issue.source.split(":") + ["", ""])[:3] if issue.source.count(":") == 2 else (issue.source, "", "")
-    return {**issue.as_dict(), "severity": issue.severity, "file": file, "line": int(line) if line.isdigit() else None, "col": int(col) if col.isdigit() else None}
+    return {**issue.as_dict(), "file": file, "line": int(line) if line.isdigit() else None, "col": int(col) if col.isdigit() else None}

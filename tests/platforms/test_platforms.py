@@ -1,0 +1,31 @@
+"""Platform records agree with the Ray that is installed, and with every shipped profile."""
+
+import pytest
+
+from trinity import paths
+from trinity.config.profiles import available, load_profile
+from trinity.platforms import PLATFORMS, SHARED_FACTS, accelerator_keys
+
+
+def test_records_match_rays_accelerator_managers():
+    pytest.importorskip("ray")
+    from ray._private.accelerators import get_accelerator_manager_for_resource
+
+    for platform in PLATFORMS.values():
+        if platform.ray_request == "none":
+            continue
+        manager = get_accelerator_manager_for_resource(platform.ray_resource_key)
+        assert manager.get_resource_name() == platform.ray_resource_key
+        assert manager.get_visible_accelerator_ids_env_var() == platform.visible_devices_env
+
+
+def test_every_shipped_profile_agrees_with_its_platform():
+    dirs = paths.profile_dirs()
+    for name in available(dirs):
+        facts = load_profile(name, dirs).profile.facts
+        platform = PLATFORMS[facts.device_type]
+        assert all(getattr(facts, f) == getattr(platform, f) for f in SHARED_FACTS), name
+
+
+def test_accelerator_keys():
+    assert accelerator_keys() == {"GPU", "NPU"}
