@@ -1,28 +1,94 @@
-"""`trinity run`: resolve the run config; launching arrives with the launcher."""
+"""`trinity run`: resolve, plan, check against the cluster, launch the role actors, verify, tear down."""
 
 import argparse
+import json
+import signal
 import sys
+from dataclasses import asdict
 
+from ..config.errors import ConfigError, Issue
 from ..config.resolve import resolve
+from ..launch.feasibility import check
+from ..launch.launcher import Launch, cpus_needed, join, run_identity, start_local
+from ..launch.plan import build_plan
+from ..launch.reconcile import live_nodes, resolve_on_cluster
+from ..launch.show import placements_text, plan_text
 from ._common import add_config_options, print_issues, request_from
 
-NOT_YET = (
-    "trinity run: the config is valid for {hardware}, but launching is not available in this version: "
-    "the Ray launcher (placement groups, role actors) is not built yet, so nothing was started. "
-    "`trinity config render` shows exactly what a run would use."
+NO_RUNTIME = (
+    "trinity run: every role actor started where the plan put it and reported its devices and environment. "
+    "The training runtime (vLLM rollout, verl trainer) is not part of this version, so nothing was trained; "
+    "the actors and placement groups have been removed."
 )
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add `run`."""
-    run = commands.add_parser("run", parents=[parent], help="resolve the run config and launch it")
+    run = commands.add_parser("run", parents=[parent], help="plan the run, check it against the Ray cluster, and launch it")
     add_config_options(run)
+    run.add_argument("--dry-run", action="store_true", help="print the launch plan; with $RAY_ADDRESS or cluster.ray_address also check it fits; create nothing")
+    run.add_argument("--format", choices=("text", "json"), default="text", help="plan output format (default: text)")
+    run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for each placement group and for the actors (default: 60)")
     run.set_defaults(run=run_cmd)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
-    """Validate, then say plainly that launching is not available."""
-    resolved = resolve(request_from(args), strict=args.strict)
-    print_issues(resolved.issues)
-    print(NOT_YET.format(hardware=resolved.config.hardware.name), file=sys.stderr)
-    return 1
+    """Dry run: print the plan (checked against the cluster when one is named). Run: launch, verify, tear down."""
+    request = request_from(args)
+    identity = run_identity(request)
+    if args.dry_run and not identity.address:
+        resolved = resolve(request, strict=args.strict)
+        print_issues(resolved.issues)
+        return _show(args, build_plan(resolved.config), None)
+    import ray
+
+    signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's kill tears down like Ctrl-C
+    try:
+        if not join(identity):
+            if args.dry_run:
+                raise ConfigError([Issue("no running Ray cluster to check the plan against", source="$RAY_ADDRESS or cluster.ray_address")])
+            standalone = resolve(request, strict=args.strict)  # no cluster to ask: the config must stand on its own
+            start_local(identity, cpus_needed(build_plan(standalone.config)))
+        nodes = live_nodes()
+        resolved = resolve_on_cluster(request, nodes, strict=args.strict)
+        print_issues(resolved.issues)
+        plan = build_plan(resolved.config)
+        feasibility = check(plan, nodes)
+        if args.dry_run or not feasibility.ok:
+            return _show(args, plan, feasibility)
+        return _launch(args, plan, feasibility)
+    finally:
+        ray.shutdown()
+
+
+def _show(args: argparse.Namespace, plan, feasibility) -> int:
+    """Print the plan; a plan that does not fit is an error (exit 2) with the explanation."""
+    if args.format == "json":
+        extra = {"feasibility": {"ok": feasibility.ok, "lines": list(feasibility.lines)}} if feasibility else {}
+        print(json.dumps(plan.as_dict() | extra, indent=2))
+    else:
+        print(plan_text(plan, feasibility), end="")
+    if feasibility and not feasibility.ok:
+        raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(feasibility.lines))])
+    return 0
+
+
+def _launch(args: argparse.Namespace, plan, feasibility) -> int:
+    """Create the groups, start the actors, check where they landed, remove everything."""
+    if args.format == "text":
+        print(plan_text(plan, feasibility))
+    with Launch(plan, args.timeout) as launch:
+        launch.create_groups()
+        launch.start_actors()
+        placements = launch.placements()
+    if args.format == "json":
+        print(json.dumps({"plan": plan.as_dict(), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))
+    else:
+        print(placements_text(placements), end="")
+    bad = [p for p in placements if p.problem]
+    print(NO_RUNTIME if not bad else f"trinity run: {len(bad)} actor(s) did not land as planned", file=sys.stderr)
+    return 1 if bad else 0
+
+
+def _interrupt(*_) -> None:
+    raise KeyboardInterrupt

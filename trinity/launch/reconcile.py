@@ -4,11 +4,12 @@ Upstream read only the `GPU` key and divided by it: an NPU-only cluster crashed.
 comes from the hardware profile, and every mismatch is one clear error.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
-from ..config.compose import ClusterLayer, Request
+from ..config.compose import ClusterLayer, Request, compose
 from ..config.errors import ConfigError, Issue
+from ..config.merge import get_path
 from ..config.resolve import ResolvedConfig, resolve
 from ..platforms import PLATFORMS, accelerator_keys
 
@@ -17,48 +18,48 @@ USER_LAYERS = ("conf", "file", "override", "stage")
 
 @dataclass(frozen=True)
 class Node:
-    """One alive Ray node and what it offers."""
+    """One alive Ray node: what it has, and what is free now (None: all of it)."""
 
     node_id: str
     resources: dict[str, float]
+    available: Optional[dict[str, float]] = None
+
+    @property
+    def free(self) -> dict[str, float]:
+        return self.resources if self.available is None else self.available
 
 
-def nodes_from_ray(ray_nodes: list[dict]) -> list[Node]:
-    """Alive nodes from `ray.nodes()`."""
-    return [Node(n["NodeID"], dict(n.get("Resources", {}))) for n in ray_nodes if n.get("Alive")]
+def nodes_from_ray(ray_nodes: list[dict], available: Optional[dict[str, dict]] = None) -> list[Node]:
+    """Alive nodes from `ray.nodes()`, with free resources per node id when known."""
+    free = available or {}
+    return [Node(n["NodeID"], dict(n.get("Resources", {})), free.get(n["NodeID"])) for n in ray_nodes if n.get("Alive")]
 
 
 def live_nodes() -> list[Node]:
     """Alive nodes of the Ray cluster this driver is connected to (ray.init must have run)."""
     import ray
+    from ray._private.state import available_resources_per_node  # the per-node view Ray's autoscaler uses
 
-    return nodes_from_ray(ray.nodes())
+    return nodes_from_ray(ray.nodes(), available_resources_per_node())
 
 
 def resolve_on_cluster(request: Request, nodes: list[Node], strict: bool = False) -> ResolvedConfig:
-    """Resolve, then reconcile with the cluster: gpu_per_node left unset is taken from it; mismatches are errors."""
+    """Resolve against a live cluster: a gpu_per_node you left unset comes from it; mismatches are errors."""
+    composed = compose(request)  # the profile and what the user wrote, before any derivation
+    key = composed.profile.profile.facts.ray_resource_key
+    counts = _counts(key, nodes, composed.profile.name, composed.selection)
+    if not composed.provenance.set_by(("cluster", "gpu_per_node"), *USER_LAYERS):
+        wanted = get_path(composed.tree, ("cluster", "node_num"))
+        per_node = counts[wanted - 1] if isinstance(wanted, int) and 0 < wanted <= len(counts) else counts[-1]
+        request = replace(request, cluster=ClusterLayer(per_node, f"Ray cluster ({per_node} {key} per node)"))
     resolved = resolve(request, strict)
-    per_node = cluster_gpu_per_node(resolved, nodes)
-    if per_node is not None:  # the cluster, not the profile, says how many devices a node has
-        key = resolved.config.hardware.ray_resource_key
-        layer = ClusterLayer(per_node, f"Ray cluster ({per_node} {key} per node)")
-        resolved = resolve(Request(request.config, request.overrides, request.profile_dirs, request.probes, layer), strict)
-    check_fits(resolved, nodes)
+    check_fits(resolved, counts)
     return resolved
 
 
-def cluster_gpu_per_node(resolved: ResolvedConfig, nodes: list[Node]) -> Optional[int]:
-    """Devices per node the cluster offers on node_num nodes, when the user left gpu_per_node to the profile."""
-    counts = _counts(resolved, nodes)
-    if resolved.provenance.set_by(("cluster", "gpu_per_node"), *USER_LAYERS):
-        return None
-    wanted = resolved.config.cluster.node_num
-    return counts[wanted - 1] if len(counts) >= wanted else counts[-1]
-
-
-def check_fits(resolved: ResolvedConfig, nodes: list[Node]) -> None:
+def check_fits(resolved: ResolvedConfig, counts: list[int]) -> None:
     """node_num nodes must each offer gpu_per_node devices."""
-    config, counts = resolved.config, _counts(resolved, nodes)
+    config = resolved.config
     key, per_node, wanted = config.hardware.ray_resource_key, config.cluster.gpu_per_node, config.cluster.node_num
     able = [c for c in counts if c >= per_node]
     if len(able) < wanted:
@@ -76,31 +77,29 @@ def check_fits(resolved: ResolvedConfig, nodes: list[Node]) -> None:
         )
 
 
-def _counts(resolved: ResolvedConfig, nodes: list[Node]) -> list[int]:
+def _counts(key: str, nodes: list[Node], profile: str, selection: str) -> list[int]:
     """Device counts of the nodes that have any, largest first; none at all is an error."""
-    key = resolved.config.hardware.ray_resource_key
     counts = sorted((int(n.resources.get(key, 0)) for n in nodes if n.resources.get(key, 0) >= 1), reverse=True)
     if not counts:
-        raise _no_devices(resolved, nodes)
+        raise _no_devices(key, nodes, profile, selection)
     return counts
 
 
-def _no_devices(resolved: ResolvedConfig, nodes: list[Node]) -> ConfigError:
-    hardware = resolved.config.hardware
+def _no_devices(key: str, nodes: list[Node], profile: str, selection: str) -> ConfigError:
     offered = sorted({k for n in nodes for k in n.resources if k in accelerator_keys()})
     types = [p.device_type for p in PLATFORMS.values() if p.ray_resource_key in offered]
     hint = (
         f"this cluster has {', '.join(offered)}: choose a profile with device_type {' or '.join(types)} (hardware=auto on one of its nodes picks one)"
         if offered
-        else f"start each node's Ray with {hardware.ray_resource_key} resources, or choose hardware=cpu"
+        else f"start each node's Ray with {key} resources, or choose hardware=cpu"
     )
     summary = "; ".join(f"{n.node_id[:8]}: {_resources(n)}" for n in nodes) or "no alive nodes"
     return ConfigError(
         [
             Issue(
-                f"profile {hardware.name} needs Ray resource {hardware.ray_resource_key!r}, and no node of the cluster offers it ({summary})",
+                f"profile {profile} needs Ray resource {key!r}, and no node of the cluster offers it ({summary})",
                 key="hardware",
-                source=hardware.selected_by,
+                source=selection,
                 hint=hint,
             )
         ]

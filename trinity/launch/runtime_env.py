@@ -6,6 +6,8 @@ from typing import Mapping, Optional
 from ..config.schema import RunConfig
 from ..utils.device import DEVICE_ENV, HARDWARE_ENV
 
+EXPORTED = "exported in the driver's environment"
+
 # Which `env` block a role gets besides `common`; the other roles (explorer, synchronizer) get common only.
 ROLE_ENV = {"trainer": "trainer", "rollout": "rollout", "explorer": None, "synchronizer": None}
 
@@ -21,7 +23,7 @@ def role_env(config: RunConfig, role: str, exported: Optional[Mapping[str, str]]
         values.update({name: (value, f"env.{block}") for name, value in getattr(config.env, block).items()})
     for name in values:
         if name in exported and exported[name] != values[name][0]:
-            values[name] = (exported[name], "exported in the driver's environment")
+            values[name] = (exported[name], EXPORTED)
     values[DEVICE_ENV] = (config.hardware.device_type, f"hardware {config.hardware.name}")
     values[HARDWARE_ENV] = (config.hardware.name, f"hardware {config.hardware.name}")
     return values

@@ -1,0 +1,115 @@
+"""The launch plan as data: groups, bundles, Ray options and env per actor, for every mode."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import MINIMAL, REFERENCE
+from trinity.config.compose import Request
+from trinity.config.resolve import resolve
+from trinity.launch.plan import build_plan
+
+
+def plan_for(*overrides, config=REFERENCE, exported=None):
+    return build_plan(resolve(Request(config, overrides)).config, exported or {})
+
+
+def test_reference_on_ascend(cli):
+    plan = cli("run", "--config", REFERENCE, "hardware=ascend910b", "--dry-run", "--format", "json").json()
+    groups = {g["name"]: g for g in plan["placement_groups"]}
+    assert groups["trainer_node0"] == {"name": "trainer_node0", "strategy": "STRICT_PACK", "bundles": [{"NPU": 1, "CPU": 1}] * 2}
+    assert groups["rollout"] == {"name": "rollout", "strategy": "PACK", "bundles": [{"NPU": 1, "CPU": 1}] * 4}
+    actors = {a["name"]: a for a in plan["actors"]}
+    assert actors["rollout.engine0"]["options"] == {"num_cpus": 1, "resources": {"NPU": 1}}
+    assert actors["rollout.engine0"]["placement_group"] == "rollout" and actors["rollout.engine3"]["bundle_index"] == 3
+    assert actors["trainer_node0.rank1"]["env"]["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
+    assert actors["explorer"]["options"] == {"num_cpus": 1} and actors["explorer"]["placement_group"] is None
+    assert all(a["env"]["TRINITY_DEVICE"] == "npu" and a["env"]["TRINITY_HARDWARE"] == "ascend910b" for a in plan["actors"])
+
+
+def test_reference_on_a100_asks_with_num_gpus():
+    plan = plan_for("hardware=a100")
+    engine = next(a for a in plan.actors if a.name == "rollout.engine0")
+    assert engine.options == {"num_cpus": 1, "num_gpus": 1}  # resources={"GPU": n} is rejected by Ray
+    assert plan.group("rollout").bundles[0] == {"GPU": 1, "CPU": 1}
+    assert engine.env["NCCL_CUMEM_ENABLE"] == "0"
+
+
+def test_cpu_profile_uses_cpu_slots():
+    plan = plan_for("hardware=cpu")
+    assert plan.group("rollout").bundles[0] == {"CPU": 1}
+    assert {tuple(a.options) for a in plan.actors} == {("num_cpus",)}
+
+
+def test_engine_larger_than_a_node_gets_one_bundle_per_node():
+    plan = plan_for("hardware=ascend910b", "cluster.node_num=3", "~cluster.gpu_per_node", "explorer.rollout_model.engine_num=1", "explorer.rollout_model.tensor_parallel_size=16")
+    assert plan.group("rollout").bundles == ({"NPU": 8, "CPU": 8}, {"NPU": 8, "CPU": 8})
+    parts = [a for a in plan.actors if a.role == "rollout"]
+    assert [(a.name, a.bundle_index, a.devices) for a in parts] == [("rollout.engine0.part0", 0, 8), ("rollout.engine0.part1", 1, 8)]
+
+
+def test_trainer_gets_one_strict_pack_group_per_node():
+    plan = plan_for("hardware=a100", "cluster.node_num=3", "~cluster.gpu_per_node", "explorer.rollout_model.engine_num=8")
+    trainer_groups = [g for g in plan.placement_groups if g.name.startswith("trainer")]
+    assert [(g.name, g.strategy, len(g.bundles)) for g in trainer_groups] == [("trainer_node0", "STRICT_PACK", 8), ("trainer_node1", "STRICT_PACK", 8)]
+    assert plan.placement_groups[-1].name == "rollout"  # trainer groups are created first, whole nodes before packing
+    ranks = [a.name for a in plan.actors if a.role == "trainer"]
+    assert ranks[0] == "trainer_node0.rank0" and ranks[-1] == "trainer_node1.rank15"
+
+
+def test_train_mode_has_no_rollout_or_explorer():
+    plan = plan_for("hardware=a100", "mode=train")
+    assert [g.name for g in plan.placement_groups] == ["trainer_node0"]
+    assert {a.role for a in plan.actors} == {"trainer"}
+
+
+def test_explore_mode_has_no_trainer():
+    plan = plan_for("hardware=ascend910b", "mode=explore")
+    assert [g.name for g in plan.placement_groups] == ["rollout"] and {a.role for a in plan.actors} == {"rollout", "explorer"}
+
+
+def test_auxiliary_models_get_their_own_group(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(MINIMAL + "explorer:\n  auxiliary_models:\n    - engine_num: 1\n      tensor_parallel_size: 2\n")
+    plan = plan_for("hardware=a100", config=path)
+    assert plan.group("auxiliary0").bundles == ({"GPU": 2, "CPU": 2},)
+    assert any(a.name == "auxiliary0.engine0" and a.options == {"num_cpus": 2, "num_gpus": 2} for a in plan.actors)
+
+
+def test_colocate_shares_each_device():
+    plan = plan_for("hardware=ascend910b", "mode=colocate")
+    assert [g.name for g in plan.placement_groups] == ["trainer_node0"]
+    assert plan.group("trainer_node0").bundles[0] == {"NPU": 1, "CPU": 2}
+    engine = next(a for a in plan.actors if a.name == "rollout.engine0")
+    assert engine.placement_group == "trainer_node0" and engine.options == {"num_cpus": 1, "resources": {"NPU": 0.5}}
+
+
+def test_an_exported_variable_wins_and_is_marked():
+    plan = plan_for("hardware=ascend910b", exported={"HCCL_CONNECT_TIMEOUT": "3600"})
+    trainer = next(a for a in plan.actors if a.role == "trainer")
+    assert trainer.env["HCCL_CONNECT_TIMEOUT"] == "3600" and trainer.env_exported == ("HCCL_CONNECT_TIMEOUT",)
+
+
+def test_dry_run_text(cli):
+    out = cli("run", "--config", REFERENCE, "hardware=ascend910b", "--dry-run").out
+    assert "launch plan for ascend910b (npu, Ray resource NPU)" in out
+    assert "trainer_node0  STRICT_PACK  2 x {NPU: 1, CPU: 1}" in out and "rollout        PACK         4 x {NPU: 1, CPU: 1}" in out
+    assert "rollout.engine0      rollout       rollout[0]        num_cpus=1, resources={'NPU': 1}" in out
+
+
+def test_dry_run_imports_no_ray_without_a_cluster(tmp_path):
+    probe = f"import sys; from trinity.cli.main import main; main(['run', '--config', {str(REFERENCE)!r}, 'hardware=a100', '--dry-run']); print('ray' in sys.modules)"
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "False"
+
+
+@pytest.mark.parametrize("profile", ["ascend910b", "a100", "h200", "cpu"])
+def test_plan_json_is_the_contract(cli, profile):
+    plan = json.loads(cli("run", "--config", REFERENCE, f"hardware={profile}", "--dry-run", "--format", "json").out)
+    for group in plan["placement_groups"]:
+        assert set(group) == {"name", "strategy", "bundles"} and group["strategy"] in ("PACK", "STRICT_PACK")
+    for actor in plan["actors"]:
+        assert {"name", "role", "placement_group", "bundle_index", "options", "env"} <= set(actor)

@@ -1,0 +1,169 @@
+"""Ray side of `trinity run`: connect or start Ray, create the plan's groups with a timeout, start
+the role actors, check them against the plan, and always tear everything down."""
+
+import math
+import os
+import time
+from dataclasses import dataclass
+from typing import Optional
+
+from ..config.compose import Request, compose
+from ..config.errors import ConfigError, Issue
+from ..config.interpolate import resolve_interpolations
+from ..config.merge import get_path
+from .feasibility import check
+from .plan import LaunchPlan
+from .reconcile import live_nodes
+
+
+@dataclass(frozen=True)
+class Placement:
+    """What one actor reported, and whether it matches the plan."""
+
+    actor: str
+    node_id: str
+    visible_devices: Optional[str]
+    device: str
+    problem: str = ""
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """What the driver needs before it can resolve against a cluster: where Ray is, and the namespace."""
+
+    address: Optional[str]  # None: a running local Ray, else start one
+    namespace: str
+
+
+def run_identity(request: Request) -> RunIdentity:
+    """$RAY_ADDRESS, else cluster.ray_address unless 'auto'; the namespace from ray_namespace or project/name."""
+    composed = compose(request)
+    plain, issues = resolve_interpolations(composed.tree, composed.provenance.where)
+    if issues:
+        raise ConfigError(issues)
+    ray_address = get_path(plain, ("cluster", "ray_address"), "auto")
+    address = os.environ.get("RAY_ADDRESS") or (None if ray_address == "auto" else str(ray_address))
+    return RunIdentity(address, plain.get("ray_namespace") or f"{plain.get('project', 'Trinity-RFT')}/{plain.get('name', 'rft')}")
+
+
+def join(identity: RunIdentity) -> bool:
+    """Join the named cluster, or a Ray already running on this machine; False when there is none."""
+    import ray
+
+    try:
+        ray.init(address=identity.address or "auto", namespace=identity.namespace, log_to_driver=False)
+        return True
+    except ConnectionError:
+        if identity.address:
+            raise ConfigError([Issue(f"cannot reach the Ray cluster at {identity.address}", key="cluster.ray_address", source="$RAY_ADDRESS or cluster.ray_address", hint="check the address, or unset it to start a local Ray")]) from None
+        return False
+
+
+def start_local(identity: RunIdentity, cpus: int) -> None:
+    """The embedded default: a local Ray with CPU slots enough for the plan (the cpu profile's devices)."""
+    import ray
+
+    ray.init(namespace=identity.namespace, num_cpus=max(os.cpu_count() or 1, cpus), include_dashboard=False, log_to_driver=False)
+
+
+def cpus_needed(plan: LaunchPlan) -> int:
+    """CPUs the plan asks for, groups and free actors together."""
+    in_groups = sum(pg.total().get("CPU", 0) for pg in plan.placement_groups)
+    loose = sum(a.options.get("num_cpus", 0) for a in plan.actors if a.placement_group is None)
+    return math.ceil(in_groups + loose)
+
+
+class Launch:
+    """Owns every group and actor it creates; leaving the `with` block removes them all."""
+
+    def __init__(self, plan: LaunchPlan, timeout_s: float):
+        self.plan, self.timeout_s = plan, timeout_s
+        self.groups: dict[str, object] = {}
+        self.actors: dict[str, object] = {}
+
+    def __enter__(self) -> "Launch":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.teardown()
+
+    def create_groups(self) -> None:
+        """Create each group in plan order and wait for it; a group not ready in time is removed and explained."""
+        import ray
+        from ray.util.placement_group import placement_group
+
+        for spec in self.plan.placement_groups:
+            group = placement_group([dict(b) for b in spec.bundles], strategy=spec.strategy, name=spec.name)
+            self.groups[spec.name] = group
+            ready, _ = ray.wait([group.ready()], timeout=self.timeout_s)
+            if not ready:
+                explanation = check(self._pending_plan(spec.name), live_nodes())
+                raise ConfigError(
+                    [Issue(f"placement group {spec.name} was not placed within {self.timeout_s:g} s; it was removed", key="placement", source="Ray cluster", hint="; ".join(explanation.lines))]
+                )
+
+    def start_actors(self) -> None:
+        """Start every role actor in its group and bundle, with its env."""
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from .role_actor import RoleActor
+
+        remote = ray.remote(RoleActor)
+        for spec in self.plan.actors:
+            strategy = None
+            if spec.placement_group:
+                strategy = PlacementGroupSchedulingStrategy(self.groups[spec.placement_group], placement_group_bundle_index=spec.bundle_index)
+            options = {**spec.options, "runtime_env": {"env_vars": spec.env}, **({"scheduling_strategy": strategy} if strategy else {})}
+            self.actors[spec.name] = remote.options(**options).remote(spec.name, spec.role, self.plan.visible_devices_env)
+
+    def placements(self) -> list[Placement]:
+        """Every actor's report, checked against the plan: node of its bundle, number of visible devices, device."""
+        import ray
+        from ray.util import placement_group_table
+
+        reports = ray.get([actor.report.remote() for actor in self.actors.values()], timeout=self.timeout_s)
+        nodes = {name: placement_group_table(group)["bundles_to_node_id"] for name, group in self.groups.items()}
+        return [self._judge(spec, report, nodes) for spec, report in zip(self.plan.actors, reports)]
+
+    def _judge(self, spec, report: dict, nodes: dict) -> Placement:
+        problems = []
+        if spec.placement_group and nodes[spec.placement_group][spec.bundle_index] != report["node_id"]:
+            problems.append("not on its bundle's node")
+        visible = report["visible_devices"]
+        if self.plan.visible_devices_env and spec.devices and len((visible or "").split(",")) != math.ceil(spec.devices):
+            problems.append(f"sees {visible!r}, planned {spec.devices:g} device(s)")
+        if report["device"] != self.plan.device_type:
+            problems.append(f"decided device {report['device']!r}")
+        return Placement(spec.name, report["node_id"], visible, report["device"], "; ".join(problems))
+
+    def teardown(self) -> None:
+        """Kill every actor and remove every group this launch created; wait until Ray has freed them."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        for actor in self.actors.values():
+            ray.kill(actor)
+        for group in self.groups.values():
+            remove_placement_group(group)
+        _wait_removed(list(self.groups.values()), self.timeout_s)
+        self.actors.clear()
+        self.groups.clear()
+
+    def _pending_plan(self, name: str) -> LaunchPlan:
+        """The plan reduced to the group that did not fit, checked against what is free now (after removing it)."""
+        from ray.util.placement_group import remove_placement_group
+
+        remove_placement_group(self.groups.pop(name))
+        spec = self.plan.group(name)
+        return LaunchPlan(self.plan.hardware, self.plan.resource_key, self.plan.visible_devices_env, self.plan.namespace, self.plan.device_type, (spec,), ())
+
+
+def _wait_removed(groups: list, timeout_s: float) -> None:
+    """Removal is asynchronous in Ray; a launch right after this one must see the devices free."""
+    from ray.util import placement_group_table
+
+    deadline = time.monotonic() + timeout_s
+    while groups and time.monotonic() < deadline:
+        groups = [g for g in groups if placement_group_table(g).get("state") != "REMOVED"]
+        time.sleep(0.05 if groups else 0)

@@ -1,0 +1,142 @@
+"""The launch plan: placement groups and role actors as plain data, built from the resolved config.
+
+Nothing here imports Ray. The launcher turns each actor's `options` into `.options(**options,
+scheduling_strategy=<its group and bundle>, runtime_env={"env_vars": env})`.
+"""
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping, Optional
+
+from ..config.schema import RunConfig
+from .runtime_env import EXPORTED, role_env
+
+CPUS_PER_DEVICE = 1
+COLOCATE_SHARE = 0.5  # in colocate mode the trainer and a rollout engine each take half of a device
+
+
+@dataclass(frozen=True)
+class PlacementGroupSpec:
+    name: str
+    strategy: str  # PACK or STRICT_PACK
+    bundles: tuple[dict[str, float], ...]
+
+    def total(self) -> dict[str, float]:
+        """Resources of all bundles together."""
+        out: dict[str, float] = {}
+        for bundle in self.bundles:
+            for key, value in bundle.items():
+                out[key] = out.get(key, 0) + value
+        return out
+
+
+@dataclass(frozen=True)
+class ActorSpec:
+    name: str
+    role: str  # explorer, rollout, trainer, synchronizer
+    placement_group: Optional[str]
+    bundle_index: Optional[int]
+    options: dict[str, Any]  # keyword arguments of Ray's .options()
+    env: dict[str, str]  # runtime_env env vars
+    env_exported: tuple[str, ...] = ()  # variables whose value came from the driver's environment
+    devices: float = 0  # devices the actor holds (for checks and display)
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    hardware: str
+    resource_key: str
+    visible_devices_env: Optional[str]
+    namespace: str
+    device_type: str
+    placement_groups: tuple[PlacementGroupSpec, ...] = ()
+    actors: tuple[ActorSpec, ...] = field(default_factory=tuple)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The plan as JSON-ready data (the `--dry-run --format json` contract)."""
+        data = asdict(self)
+        for actor in data["actors"]:
+            actor["env_exported"] = list(actor["env_exported"])
+        return data
+
+    def group(self, name: str) -> PlacementGroupSpec:
+        return next(pg for pg in self.placement_groups if pg.name == name)
+
+
+def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) -> LaunchPlan:
+    """Placement groups (trainer first: STRICT_PACK per node; rollout: PACK) and every role actor."""
+    hw, cluster = config.hardware, config.cluster
+    builder = _Builder(config, exported)
+    colocate = config.mode == "colocate"
+    if cluster.trainer_gpu_num:
+        share, processes = (COLOCATE_SHARE, 2) if colocate else (1, 1)
+        for node in range(cluster.trainer_node_num):
+            builder.group(f"trainer_node{node}", "STRICT_PACK", [builder.bundle(1, processes * CPUS_PER_DEVICE)] * cluster.trainer_gpu_num_per_node)
+            for i in range(cluster.trainer_gpu_num_per_node):
+                rank = node * cluster.trainer_gpu_num_per_node + i
+                builder.actor(f"trainer_node{node}.rank{rank}", "trainer", f"trainer_node{node}", i, share, CPUS_PER_DEVICE)
+    if cluster.rollout_gpu_num:
+        engines = [("rollout", config.explorer.rollout_model)] + [(f"auxiliary{m}", a) for m, a in enumerate(config.explorer.auxiliary_models)]
+        if colocate:
+            builder.colocated_engines(config.explorer.rollout_model)
+        else:
+            for name, model in engines:
+                builder.engines(name, model)
+    if config.mode != "train":
+        builder.actor("explorer", "explorer", None, None, 0, 1)
+    if config.mode == "both":
+        builder.actor("synchronizer", "synchronizer", None, None, 0, 1)
+    namespace = config.ray_namespace or f"{config.project}/{config.name}"
+    return LaunchPlan(hw.name, hw.ray_resource_key, hw.visible_devices_env, namespace, hw.device_type, tuple(builder.groups), tuple(builder.actors))
+
+
+class _Builder:
+    """Accumulates groups and actors; knows how this hardware asks Ray for devices."""
+
+    def __init__(self, config: RunConfig, exported: Optional[Mapping[str, str]]):
+        self.config, self.hw, self.exported = config, config.hardware, exported
+        self.groups: list[PlacementGroupSpec] = []
+        self.actors: list[ActorSpec] = []
+
+    def bundle(self, devices: float, cpus: float) -> dict[str, float]:
+        """A bundle's resources; without an accelerator (ray_request none) the CPUs are the devices."""
+        return {**self._ask(devices), "CPU": cpus} if self.hw.ray_request != "none" else {"CPU": cpus}
+
+    def _ask(self, devices: float) -> dict[str, float]:
+        return {self.hw.ray_resource_key: devices} if devices and self.hw.ray_request != "none" else {}
+
+    def options(self, devices: float, cpus: float) -> dict[str, Any]:
+        """Ray's .options() for this hardware: num_gpus=n for GPU, resources={key: n} otherwise (Ray rejects resources={"GPU": n})."""
+        ask = self._ask(devices)
+        if ask and self.hw.ray_request == "num_gpus":
+            return {"num_cpus": cpus, "num_gpus": devices}
+        return {"num_cpus": cpus, **({"resources": ask} if ask else {})}
+
+    def group(self, name: str, strategy: str, bundles: list[dict[str, float]]) -> None:
+        self.groups.append(PlacementGroupSpec(name, strategy, tuple(dict(b) for b in bundles)))
+
+    def actor(self, name: str, role: str, group: Optional[str], index: Optional[int], devices: float, cpus: float) -> None:
+        env = role_env(self.config, role, self.exported)
+        exported = tuple(k for k, (_, origin) in env.items() if origin == EXPORTED)
+        self.actors.append(ActorSpec(name, role, group, index, self.options(devices, cpus), {k: v for k, (v, _) in env.items()}, exported, devices))
+
+    def engines(self, name: str, model) -> None:
+        """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it."""
+        per_engine = model.tensor_parallel_size * model.pipeline_parallel_size * model.data_parallel_size
+        per_node = self.config.cluster.gpu_per_node
+        parts = per_engine // per_node if per_engine > per_node else 1  # whole nodes (checked when resolving)
+        size = per_engine // parts
+        self.group(name, "PACK", [self.bundle(size, size * CPUS_PER_DEVICE)] * (model.engine_num * parts))
+        for engine in range(model.engine_num):
+            for part in range(parts):
+                suffix = f".part{part}" if parts > 1 else ""
+                self.actor(f"{name}.engine{engine}{suffix}", "rollout", name, engine * parts + part, size, size * CPUS_PER_DEVICE)
+
+    def colocated_engines(self, model) -> None:
+        """Colocate: each rollout engine takes the other half of consecutive trainer bundles."""
+        per_engine = model.tensor_parallel_size * model.pipeline_parallel_size * model.data_parallel_size
+        per_node = self.config.cluster.trainer_gpu_num_per_node
+        for engine in range(model.engine_num):
+            for part in range(per_engine):
+                slot = engine * per_engine + part
+                suffix = f".part{part}" if per_engine > 1 else ""
+                self.actor(f"rollout.engine{engine}{suffix}", "rollout", f"trainer_node{slot // per_node}", slot % per_node, COLOCATE_SHARE, CPUS_PER_DEVICE)
