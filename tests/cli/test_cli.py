@@ -1,6 +1,7 @@
 """The CLI as a separate process: exit codes, tracebacks, imports, side effects, `trinity run`."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -49,11 +50,12 @@ def test_render_json_through_a_real_process(tmp_path):
     assert result.code == 0 and cfg["synchronizer"]["sync_method"] == "hccl" and cfg["trainer"]["device"] == "npu"
 
 
-def test_run_says_plainly_that_launching_is_not_available(tmp_path):
-    result = run_process("run", "--config", str(REFERENCE), "hardware=a100", cwd=tmp_path)
-    assert result.code == 1
-    assert "launching is not available in this version" in result.err and "nothing was started" in result.err
-    assert list(tmp_path.iterdir()) == []
+def test_run_on_the_embedded_default_starts_a_local_ray(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    proc = subprocess.run([sys.executable, "-m", "trinity", "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "launch plan for cpu (cpu, Ray resource CPU)" in proc.stdout and proc.stdout.count(" ok\n") == 8
+    assert "nothing was trained" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_run_checks_the_config_first(tmp_path):

@@ -1,7 +1,9 @@
 """Can the plan be placed on these nodes? Ray never says no (an unplaceable group stays PENDING
 forever), so this answers first, group by group, in the order the launcher creates them."""
 
+import bisect
 from dataclasses import dataclass, field
+from typing import Optional
 
 from .plan import LaunchPlan, PlacementGroupSpec
 from .reconcile import Node
@@ -14,88 +16,97 @@ class Feasibility:
     placement: dict[str, tuple[str, ...]] = field(default_factory=dict)  # group -> node id of each bundle
 
 
+class _Pool:
+    """Free resources per node, kept sorted by the device key so a best fit is a binary search."""
+
+    def __init__(self, nodes: list[Node], key: str):
+        self.key = key
+        self.free = {n.node_id: dict(n.free) for n in nodes}
+        self.order = sorted((res.get(key, 0), node) for node, res in self.free.items())
+
+    def best_fit(self, need: dict[str, float]) -> Optional[str]:
+        """The node with the least room for the device key that still fits `need`."""
+        start = bisect.bisect_left(self.order, (need.get(self.key, 0) - 1e-9, ""))
+        return next((node for _, node in self.order[start:] if self.fits(need, node)), None)
+
+    def fits(self, need: dict[str, float], node: str) -> bool:
+        res = self.free[node]
+        return all(res.get(k, 0) + 1e-9 >= v for k, v in need.items())
+
+    def take(self, need: dict[str, float], node: str) -> None:
+        res = self.free[node]
+        del self.order[bisect.bisect_left(self.order, (res.get(self.key, 0), node))]
+        for k, v in need.items():
+            res[k] = res.get(k, 0) - v
+        bisect.insort(self.order, (res.get(self.key, 0), node))
+
+    def listing(self, key: str) -> str:
+        """Free amounts, largest first: '8 and 8 and 0', or the first four of many."""
+        if key == self.key:  # already sorted: no pass over every node for each group
+            amounts = [amount for amount, _ in self.order[: -5 : -1]]
+        else:
+            amounts = sorted((res.get(key, 0) for res in self.free.values()), reverse=True)[:4]
+        shown = " and ".join(f"{a:g}" for a in amounts)
+        return shown if len(self.free) <= 4 else f"{', '.join(f'{a:g}' for a in amounts)} ... ({len(self.free)} nodes)"
+
+
 def check(plan: LaunchPlan, nodes: list[Node]) -> Feasibility:
     """Place every group (STRICT_PACK on one node; PACK on as few nodes as it can), then the free actors."""
-    free = {n.node_id: dict(n.free) for n in nodes}
+    pool = _Pool(nodes, plan.resource_key)
     lines, placement, ok = [], {}, True
     for group in plan.placement_groups:
-        before = _listing(free, plan.resource_key)
-        place = _strict_pack if group.strategy == "STRICT_PACK" else _pack
-        where = place(group, free)
+        before = pool.listing(plan.resource_key)
+        where = (_strict_pack if group.strategy == "STRICT_PACK" else _pack)(group, pool)
         if where is None:
             ok = False
-            lines.append(_failure(group, before, free, plan.resource_key))
+            lines.append(_failure(group, before, pool, plan.resource_key))
         else:
             placement[group.name] = tuple(where)
             lines.append(_success(group, before, where, plan.resource_key))
     loose = [a for a in plan.actors if a.placement_group is None]
-    if loose:
-        need = {"CPU": sum(a.options.get("num_cpus", 0) for a in loose)}
-        if _place_one(need, free) is None:
-            ok = False
-            lines.append(f"{', '.join(a.name for a in loose)} need{'s' if len(loose) == 1 else ''} {_fmt(need)} outside the groups; the nodes have {_listing(free, 'CPU')} CPU free: does not fit")
+    need = {"CPU": sum(a.options.get("num_cpus", 0) for a in loose)}
+    if loose and not any(pool.fits(need, node) for node in pool.free):
+        ok = False
+        names = ", ".join(a.name for a in loose)
+        lines.append(f"{names} need{'s' if len(loose) == 1 else ''} {_fmt(need)} outside the groups; the nodes have {pool.listing('CPU')} CPU free: does not fit")
     return Feasibility(ok, tuple(lines), placement)
 
 
-def _strict_pack(group: PlacementGroupSpec, free: dict[str, dict]) -> list[str] | None:
+def _strict_pack(group: PlacementGroupSpec, pool: _Pool) -> Optional[list[str]]:
     need = group.total()
-    node = _place_one(need, free)
-    return None if node is None else [node] * len(group.bundles)
+    node = pool.best_fit(need)
+    if node is None:
+        return None
+    pool.take(need, node)
+    return [node] * len(group.bundles)
 
 
-def _pack(group: PlacementGroupSpec, free: dict[str, dict]) -> list[str] | None:
-    trial = {node: dict(res) for node, res in free.items()}
-    used: list[str] = []
-    where = []
+def _pack(group: PlacementGroupSpec, pool: _Pool) -> Optional[list[str]]:
+    """Fill one node before opening the next; all or nothing, as Ray places a group."""
+    where: list[str] = []
     for bundle in group.bundles:
-        node = next((n for n in used if _fits(bundle, trial[n])), None) or _place_one(bundle, trial, take=False)
+        node = where[-1] if where and pool.fits(bundle, where[-1]) else pool.best_fit(bundle)
         if node is None:
+            for placed, taken in zip(where, group.bundles):  # give back what this group took
+                pool.take({k: -v for k, v in taken.items()}, placed)
             return None
-        _take(bundle, trial[node])
-        used += [] if node in used else [node]
+        pool.take(bundle, node)
         where.append(node)
-    free.update(trial)
     return where
 
 
-def _place_one(need: dict[str, float], free: dict[str, dict], take: bool = True) -> str | None:
-    """The node with the least room left that still fits `need` (best fit), or None."""
-    fitting = [n for n, res in free.items() if _fits(need, res)]
-    if not fitting:
-        return None
-    node = min(fitting, key=lambda n: sum(free[n].get(k, 0) - v for k, v in need.items()))
-    if take:
-        _take(need, free[node])
-    return node
-
-
-def _fits(need: dict[str, float], res: dict[str, float]) -> bool:
-    return all(res.get(k, 0) + 1e-9 >= v for k, v in need.items())
-
-
-def _take(need: dict[str, float], res: dict[str, float]) -> None:
-    for key, value in need.items():
-        res[key] = res.get(key, 0) - value
-
-
 def _success(group: PlacementGroupSpec, before: str, where: list[str], key: str) -> str:
-    total = group.total()
     nodes = len(set(where))
-    return f"{group.name} needs {_fmt(total)} in {group.strategy}; nodes have {before} {key} free: fits on {nodes} node{'s' if nodes > 1 else ''}"
+    return f"{group.name} needs {_fmt(group.total())} in {group.strategy}; nodes have {before} {key} free: fits on {nodes} node{'s' if nodes > 1 else ''}"
 
 
-def _failure(group: PlacementGroupSpec, before: str, free: dict[str, dict], key: str) -> str:
+def _failure(group: PlacementGroupSpec, before: str, pool: _Pool, key: str) -> str:
     total = group.total()
     if group.strategy == "STRICT_PACK":
-        largest = max((res.get(key, 0) for res in free.values()), default=0)
+        largest = max((res.get(key, 0) for res in pool.free.values()), default=0)
         return f"{group.name} needs {_fmt(total)} on one node ({group.strategy}); the largest free is {largest:g} {key}: does not fit"
     return f"{group.name} needs {_fmt(total)} in {group.strategy} ({len(group.bundles)} bundles of {_fmt(group.bundles[0])}); nodes have {before} {key} free: does not fit"
 
 
 def _fmt(resources: dict[str, float]) -> str:
     return " + ".join(f"{v:g} {k}" for k, v in resources.items())
-
-
-def _listing(free: dict[str, dict], key: str) -> str:
-    amounts = sorted((res.get(key, 0) for res in free.values()), reverse=True)
-    return " and ".join(f"{a:g}" for a in amounts) if len(amounts) <= 4 else f"{', '.join(f'{a:g}' for a in amounts[:4])} ... ({len(amounts)} nodes)"

@@ -96,6 +96,7 @@ class _Builder:
         self.config, self.hw, self.exported = config, config.hardware, exported
         self.groups: list[PlacementGroupSpec] = []
         self.actors: list[ActorSpec] = []
+        self.envs: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}  # role -> (env, exported names)
 
     def bundle(self, devices: float, cpus: float) -> dict[str, float]:
         """A bundle's resources; without an accelerator (ray_request none) the CPUs are the devices."""
@@ -115,9 +116,11 @@ class _Builder:
         self.groups.append(PlacementGroupSpec(name, strategy, tuple(dict(b) for b in bundles)))
 
     def actor(self, name: str, role: str, group: Optional[str], index: Optional[int], devices: float, cpus: float) -> None:
-        env = role_env(self.config, role, self.exported)
-        exported = tuple(k for k, (_, origin) in env.items() if origin == EXPORTED)
-        self.actors.append(ActorSpec(name, role, group, index, self.options(devices, cpus), {k: v for k, (v, _) in env.items()}, exported, devices))
+        if role not in self.envs:
+            env = role_env(self.config, role, self.exported)
+            self.envs[role] = ({k: v for k, (v, _) in env.items()}, tuple(k for k, (_, origin) in env.items() if origin == EXPORTED))
+        env, exported = self.envs[role]
+        self.actors.append(ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices))  # one env dict per role, shared
 
     def engines(self, name: str, model) -> None:
         """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it."""
