@@ -2,8 +2,10 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 from tests.conftest import REFERENCE, run_process
 
@@ -51,8 +53,13 @@ def test_render_json_through_a_real_process(tmp_path):
 
 
 def test_run_on_the_embedded_default_starts_a_local_ray(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    proc = subprocess.run([sys.executable, "-m", "trinity", "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    # A Ray temp dir of its own, so no other Ray on this machine is found and joined (short: socket paths).
+    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp}
+    try:
+        proc = subprocess.run([sys.executable, "-m", "trinity", "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
     assert proc.returncode == 0, proc.stderr
     assert "launch plan for cpu (cpu, Ray resource CPU)" in proc.stdout and proc.stdout.count(" ok\n") == 8
     assert "nothing was trained" in proc.stderr and "Traceback" not in proc.stderr

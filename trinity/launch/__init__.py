@@ -1,1 +1,1 @@
-"""What the driver hands to Ray: actor environments and the cluster check (the launcher builds on these)."""
+"""From a resolved config to Ray: the launch plan as data, its check against the cluster, and the launcher."""

@@ -12,7 +12,7 @@ from ..config.errors import ConfigError, Issue
 from ..config.interpolate import resolve_interpolations
 from ..config.merge import get_path
 from .feasibility import check
-from .plan import LaunchPlan
+from .plan import LaunchPlan, run_namespace
 from .reconcile import live_nodes
 
 
@@ -43,7 +43,7 @@ def run_identity(request: Request) -> RunIdentity:
         raise ConfigError(issues)
     ray_address = get_path(plain, ("cluster", "ray_address"), "auto")
     address = os.environ.get("RAY_ADDRESS") or (None if ray_address == "auto" else str(ray_address))
-    return RunIdentity(address, plain.get("ray_namespace") or f"{plain.get('project', 'Trinity-RFT')}/{plain.get('name', 'rft')}")
+    return RunIdentity(address, run_namespace(plain.get("ray_namespace"), plain["project"], plain["name"]))
 
 
 def join(identity: RunIdentity) -> bool:

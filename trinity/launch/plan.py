@@ -75,18 +75,23 @@ def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) 
                 rank = node * cluster.trainer_gpu_num_per_node + i
                 builder.actor(f"trainer_node{node}.rank{rank}", "trainer", f"trainer_node{node}", i, share, CPUS_PER_DEVICE)
     if cluster.rollout_gpu_num:
-        engines = [("rollout", config.explorer.rollout_model)] + [(f"auxiliary{m}", a) for m, a in enumerate(config.explorer.auxiliary_models)]
         if colocate:
             builder.colocated_engines(config.explorer.rollout_model)
         else:
-            for name, model in engines:
-                builder.engines(name, model)
+            builder.engines("rollout", config.explorer.rollout_model)
+        for m, model in enumerate(config.explorer.auxiliary_models):
+            builder.engines(f"auxiliary{m}", model)
     if config.mode != "train":
         builder.actor("explorer", "explorer", None, None, 0, 1)
     if config.mode == "both":
         builder.actor("synchronizer", "synchronizer", None, None, 0, 1)
-    namespace = config.ray_namespace or f"{config.project}/{config.name}"
+    namespace = run_namespace(config.ray_namespace, config.project, config.name)
     return LaunchPlan(hw.name, hw.ray_resource_key, hw.visible_devices_env, namespace, hw.device_type, tuple(builder.groups), tuple(builder.actors))
+
+
+def run_namespace(ray_namespace: Optional[str], project: str, name: str) -> str:
+    """The Ray namespace of a run: ray_namespace, else <project>/<name>."""
+    return ray_namespace or f"{project}/{name}"
 
 
 class _Builder:
