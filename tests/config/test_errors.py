@@ -93,6 +93,11 @@ CORPUS = {
         ["trainer.save_interval=1,2"],
         ["error: override 'trainer.save_interval=1,2': trainer.save_interval: sweeps (a=1,2 or range/choice) are not supported"],
     ),
+    "list index out of range": (
+        MINIMAL + "buffer:\n  explorer_input:\n    eval_tasksets:\n      - name: x\n",
+        ["buffer.explorer_input.eval_tasksets.3.name=y"],
+        ["error: override 'buffer.explorer_input.eval_tasksets.3.name=y': buffer.explorer_input.eval_tasksets.3.name: '3' is not an item of a list of 1", "allowed: 0..0"],
+    ),
     "deleting what is not there": (
         MINIMAL,
         ["~trainer.nothing_here"],

@@ -1,6 +1,7 @@
 """Compose the layers of a run config, lowest first, recording where every value came from.
 
-schema defaults -> conf/ base (Hydra compose) -> profile recommendations -> user file -> CLI overrides
+schema defaults -> conf/ base -> profile (recommended values, env) -> live cluster (run path)
+-> user file -> CLI overrides (Hydra's override grammar)
 """
 
 import copy
@@ -63,10 +64,10 @@ def compose(request: Request) -> Composed:
     profile = load_profile(name, dirs, parsed.hardware_source)
     provenance = Provenance()
     tree: dict[str, Any] = {}
-    base, base_doc = conf_base()
+    base = conf_base()
     for layer, data, where in (
         ("schema", schema_defaults(), lambda p: "schema default"),
-        ("conf", base, base_doc.where),
+        ("conf", base.data, base.where),
         ("profile", profile.profile.recommended, lambda p: profile.where(("recommended", *p))),
         ("profile", {"env": profile.profile.env.model_dump()}, profile.where),
         *_cluster_layer(request.cluster),
@@ -93,10 +94,9 @@ def _choose(name: str, source: str, dirs: tuple[Path, ...], probes: Probes) -> t
 
 
 @lru_cache(maxsize=None)
-def conf_base() -> tuple[dict[str, Any], YamlDoc]:
+def conf_base() -> YamlDoc:
     """The `conf/` base layer, read once per process."""
-    doc = load_yaml(paths.data_dir("conf") / "config.yaml", what="base config")
-    return doc.data, doc
+    return load_yaml(paths.data_dir("conf") / "config.yaml", what="base config")
 
 
 def apply_override(tree: dict, override: Override, provenance: Provenance) -> dict:
@@ -106,12 +106,12 @@ def apply_override(tree: dict, override: Override, provenance: Provenance) -> di
     tree = copy.deepcopy(tree)
     parent, path = tree, []
     for part in override.path[:-1]:
-        step = _step(parent, part)
+        step = _step(parent, part, override)
         path.append(step)
         if not isinstance(_child(parent, step), (dict, list)):
             parent[step] = {}
         parent = parent[step]
-    last = _step(parent, override.path[-1])
+    last = _step(parent, override.path[-1], override)
     full = (*path, last)
     if override.delete:
         _delete(parent, last, override)
@@ -125,9 +125,13 @@ def apply_override(tree: dict, override: Override, provenance: Provenance) -> di
     return tree
 
 
-def _step(parent: Any, part: str) -> Any:
+def _step(parent: Any, part: str, override: Override) -> Any:
     # A numeric segment indexes a list: buffer.explorer_input.eval_tasksets.0.name=x
-    return int(part) if isinstance(parent, list) and part.isdigit() else part
+    if not isinstance(parent, list):
+        return part
+    if not part.isdigit() or int(part) >= len(parent):
+        raise ConfigError([Issue(f"{part!r} is not an item of a list of {len(parent)}", key=".".join(override.path), source=override.source, allowed=f"0..{len(parent) - 1}" if parent else "none: the list is empty")])
+    return int(part)
 
 
 def _child(parent: Any, step: Any) -> Any:
