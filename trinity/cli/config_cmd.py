@@ -5,10 +5,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..config.diff import diff
-from ..config.diff import render_text as diff_text
-from ..config.explain import explain
-from ..config.explain import render_text as explain_text
 from ..config.json_schema import SCHEMAS, dumps
 from ..config.redact import mask_override, redact
 from ..config.resolve import resolve
@@ -50,6 +46,9 @@ def render_cmd(args: argparse.Namespace) -> int:
     resolved = resolve(request_from(args), strict=args.strict)
     print_issues(resolved.issues)
     if args.explain is not None:
+        from ..config.explain import explain
+        from ..config.explain import render_text as explain_text
+
         found = explain(resolved, keys, args.show_secrets)
         text = dump({"explain": [e.as_dict() for e in found]}, "json") if args.format == "json" else explain_text(found)
         emit(text, args.output)
@@ -69,6 +68,9 @@ def _split_explain(args: argparse.Namespace) -> list[str]:
 
 def diff_cmd(args: argparse.Namespace) -> int:
     """Print the differences; exit 0 when there are none, 1 when there are."""
+    from ..config.diff import diff
+    from ..config.diff import render_text as diff_text
+
     left_request = request_from(args)
     right = resolve(replace(left_request, config=args.vs_config or args.config, overrides=(*args.overrides, *args.vs)), strict=args.strict)
     if args.saved:

@@ -4,7 +4,6 @@ import argparse
 import json
 
 from .. import paths
-from ..platforms.doctor import diagnose, render_text
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -17,6 +16,8 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 
 def doctor_cmd(args: argparse.Namespace) -> int:
     """Print the report; exit 1 when it found an error-level problem."""
+    from ..platforms.doctor import diagnose, render_text
+
     report = diagnose(dirs=paths.profile_dirs(tuple(args.profile_dir)))
     print(json.dumps(report, indent=2) if args.format == "json" else render_text(report), end="" if args.format == "text" else "\n")
     return 1 if any(p["severity"] == "error" for p in report["problems"]) else 0

@@ -6,8 +6,6 @@ from pathlib import Path
 
 from .. import paths
 from ..config.errors import dotted
-from ..config.lint import as_dict as lint_dict
-from ..config.lint import lint
 from ..config.merge import leaves
 from ..config.profiles import available, load_profile
 from ..config.sources.yaml_file import display_path
@@ -80,6 +78,9 @@ def show_cmd(args: argparse.Namespace) -> int:
 
 def lint_cmd(args: argparse.Namespace) -> int:
     """Report every problem; exit 2 when there is an error."""
+    from ..config.lint import as_dict as lint_dict
+    from ..config.lint import lint
+
     report = lint(tuple(args.targets), tuple(args.profile_dir))
     if args.format == "json":
         print(json.dumps({"checked": list(report.checked), "ok": report.ok, "problems": [lint_dict(i) for i in report.issues]}, indent=2))

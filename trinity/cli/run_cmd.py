@@ -7,12 +7,6 @@ import sys
 from dataclasses import asdict
 
 from ..config.errors import ConfigError, Issue
-from ..config.resolve import resolve
-from ..launch.feasibility import check
-from ..launch.launcher import Launch, cpus_needed, join, run_identity, start_local
-from ..launch.plan import build_plan
-from ..launch.reconcile import live_nodes, resolve_on_cluster
-from ..launch.show import placements_text, plan_text
 from ._common import add_config_options, print_issues, request_from
 
 NO_RUNTIME = (
@@ -34,6 +28,12 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 
 def run_cmd(args: argparse.Namespace) -> int:
     """Dry run: print the plan (checked against the cluster when one is named). Run: launch, verify, tear down."""
+    from ..config.resolve import resolve
+    from ..launch.feasibility import check
+    from ..launch.launcher import cpus_needed, join, run_identity, start_local
+    from ..launch.plan import build_plan
+    from ..launch.reconcile import live_nodes, resolve_on_cluster
+
     request = request_from(args)
     identity = run_identity(request)
     if args.dry_run and not identity.address:
@@ -63,6 +63,8 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, plan, feasibility) -> int:
     """Print the plan; a plan that does not fit is an error (exit 2) with the explanation."""
+    from ..launch.show import plan_text
+
     if args.format == "json":
         extra = {"feasibility": {"ok": feasibility.ok, "lines": list(feasibility.lines)}} if feasibility else {}
         print(json.dumps(plan.as_dict() | extra, indent=2))
@@ -75,6 +77,9 @@ def _show(args: argparse.Namespace, plan, feasibility) -> int:
 
 def _launch(args: argparse.Namespace, plan, feasibility) -> int:
     """Create the groups, start the actors, check where they landed, remove everything."""
+    from ..launch.launcher import Launch
+    from ..launch.show import placements_text, plan_text
+
     if args.format == "text":
         print(plan_text(plan, feasibility))
     with Launch(plan, args.timeout) as launch:

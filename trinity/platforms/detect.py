@@ -3,17 +3,19 @@
 Every look goes through `Probes`, so tests can present any machine.
 """
 
-import glob
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
-from importlib import metadata
 from typing import Callable, Mapping, Optional
+
+# subprocess, glob and importlib.metadata are imported where used: `trinity config render` with a
+# named profile never probes, and these imports are a tenth of its time budget.
 
 
 def _run(cmd: list[str]) -> Optional[str]:
     """stdout of a command, or None when it is missing, fails or hangs."""
+    import subprocess
+
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.SubprocessError):
@@ -22,10 +24,24 @@ def _run(cmd: list[str]) -> Optional[str]:
 
 
 def _version(dist: str) -> Optional[str]:
+    from importlib import metadata
+
     try:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
+
+
+def _glob(pattern: str) -> list[str]:
+    import glob
+
+    return glob.glob(pattern)
+
+
+def _distributions() -> list[str]:
+    from importlib import metadata
+
+    return sorted({(d.metadata["Name"] or "").lower() for d in metadata.distributions()})
 
 
 def _nvml() -> Optional[list[tuple[str, float]]]:
@@ -53,13 +69,13 @@ def _text(value) -> str:
 class Probes:
     """The ways detection looks at a machine; replace any of them to present another machine."""
 
-    glob: Callable[[str], list[str]] = glob.glob
+    glob: Callable[[str], list[str]] = _glob
     run: Callable[[list[str]], Optional[str]] = _run
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
     version: Callable[[str], Optional[str]] = _version
     nvml: Callable[[], Optional[list[tuple[str, float]]]] = _nvml
     exists: Callable[[str], bool] = os.path.exists
-    distributions: Callable[[], list[str]] = lambda: sorted({(d.metadata["Name"] or "").lower() for d in metadata.distributions()})
+    distributions: Callable[[], list[str]] = _distributions
 
 
 @dataclass(frozen=True)
