@@ -29,8 +29,7 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 def run_cmd(args: argparse.Namespace) -> int:
     """Dry run: print the plan (checked against the cluster when one is named). Run: launch, verify, tear down."""
     from ..config.resolve import resolve
-    from ..launch.feasibility import check
-    from ..launch.launcher import cpus_needed, join, run_identity, start_local
+    from ..launch.launcher import check_live, cpus_needed, join, run_identity, start_local
     from ..launch.plan import build_plan
     from ..launch.reconcile import live_nodes, resolve_on_cluster
 
@@ -53,7 +52,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         resolved = resolve_on_cluster(request, nodes, strict=args.strict)
         print_issues(resolved.issues)
         plan = build_plan(resolved.config)
-        feasibility = check(plan, nodes)
+        feasibility = check_live(plan)
         if args.dry_run or not feasibility.ok:
             return _show(args, plan, feasibility)
         return _launch(args, plan, feasibility)

@@ -13,7 +13,7 @@ from ..config.interpolate import resolve_interpolations
 from ..config.merge import get_path
 from .feasibility import check
 from .plan import LaunchPlan, run_namespace
-from .reconcile import live_nodes
+from .reconcile import Node, live_nodes
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,20 @@ def start_local(identity: RunIdentity, cpus: int) -> None:
     import ray
 
     ray.init(namespace=identity.namespace, num_cpus=max(os.cpu_count() or 1, cpus), include_dashboard=False, log_to_driver=False)
+
+
+def check_live(plan: LaunchPlan, settle_s: float = 5.0):
+    """Feasibility against the cluster's free resources. Ray's view of what is free trails a release
+    (say, of the run that just ended) by a heartbeat or two, so a plan that would fit the nodes'
+    totals is re-checked for a few seconds before it is called infeasible."""
+    nodes = live_nodes()
+    result = check(plan, nodes)
+    deadline = time.monotonic() + settle_s
+    while not result.ok and time.monotonic() < deadline and check(plan, [Node(n.node_id, n.resources) for n in nodes]).ok:
+        time.sleep(0.25)
+        nodes = live_nodes()
+        result = check(plan, nodes)
+    return result
 
 
 def cpus_needed(plan: LaunchPlan) -> int:
