@@ -43,9 +43,7 @@ def run_cmd(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's kill tears down like Ctrl-C
     try:
-        if not join(identity):
-            if args.dry_run:
-                raise ConfigError([Issue("no running Ray cluster to check the plan against", source="$RAY_ADDRESS or cluster.ray_address")])
+        if not join(identity):  # no cluster named or running here (a dry run always names one by now)
             standalone = resolve(request, strict=args.strict)  # no cluster to ask: the config must stand on its own
             start_local(identity, cpus_needed(build_plan(standalone.config)))
         nodes = live_nodes()
