@@ -9,7 +9,16 @@ from ..config.json_schema import SCHEMAS, dumps
 from ..config.redact import mask_override, redact
 from ..config.resolve import resolve
 from ..config.sources.yaml_file import load_yaml
-from ._common import add_config_options, add_format_option, dump, emit, print_issues, request_from
+from ._common import (
+    TEXT_OR_JSON,
+    add_config_options,
+    add_format_option,
+    add_output_option,
+    dump,
+    emit,
+    print_issues,
+    request_from,
+)
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
@@ -20,12 +29,12 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     add_format_option(render)
     render.add_argument("--stage", metavar="NAME", help="render one stage merged into the root config")
     render.add_argument("--show-secrets", action="store_true", help="do not mask values of keys named like TOKEN, KEY, SECRET, PASSWORD")
-    render.add_argument("-o", "--output", type=Path, help="write to this file (atomically) instead of stdout")
+    add_output_option(render)
     render.add_argument("--explain", nargs="*", metavar="KEY", help="show where each value (or each KEY, or each key under a section) came from")
     render.set_defaults(run=render_cmd)
     check = group.add_parser("validate", parents=[parent], help="check a run config against a hardware profile")
     add_config_options(check)
-    add_format_option(check, ("text", "json"))
+    add_format_option(check, TEXT_OR_JSON)
     check.set_defaults(run=validate_cmd)
     compare = group.add_parser("diff", parents=[parent], help="compare two resolved configs key by key (exit 1 when they differ)")
     add_config_options(compare)
@@ -33,10 +42,10 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     compare.add_argument("--vs-config", type=Path, metavar="FILE", help="run config of the right-hand side (default: the left's)")
     compare.add_argument("--saved", type=Path, metavar="FILE", help="a saved render (YAML or JSON) to compare with this resolution")
     compare.add_argument("--show-secrets", action="store_true", help="compare and show credential-like values")
-    add_format_option(compare, ("text", "json"))
+    add_format_option(compare, TEXT_OR_JSON)
     compare.set_defaults(run=diff_cmd)
     schema = group.add_parser("schema", parents=[parent], help="print the JSON Schema of run-config files (for editors)")
-    schema.add_argument("-o", "--output", type=Path, help="write to this file (atomically) instead of stdout")
+    add_output_option(schema)
     schema.set_defaults(run=schema_cmd, schema="run-config")
 
 

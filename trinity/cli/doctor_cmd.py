@@ -4,13 +4,14 @@ import argparse
 import json
 
 from .. import paths
+from ._common import TEXT_OR_JSON, add_format_option, add_profile_dir_option
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add `doctor`."""
     doctor = commands.add_parser("doctor", parents=[parent], help="check this machine's devices, CANN/CUDA and packages")
-    doctor.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
-    doctor.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    add_profile_dir_option(doctor)
+    add_format_option(doctor, TEXT_OR_JSON)
     doctor.set_defaults(run=doctor_cmd)
 
 

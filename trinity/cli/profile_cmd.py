@@ -9,6 +9,12 @@ from ..config.errors import dotted
 from ..config.merge import leaves
 from ..config.profiles import available, load_profile
 from ..config.sources.yaml_file import display_path
+from ._common import (
+    TEXT_OR_JSON,
+    add_format_option,
+    add_output_option,
+    add_profile_dir_option,
+)
 from .config_cmd import schema_cmd
 
 
@@ -16,21 +22,21 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     """Add `profile list`."""
     group = commands.add_parser("profile", help="hardware profiles").add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = group.add_parser("list", parents=[parent], help="list the available hardware profiles")
-    listing.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
-    listing.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    add_profile_dir_option(listing)
+    add_format_option(listing, TEXT_OR_JSON)
     listing.set_defaults(run=list_cmd)
     show = group.add_parser("show", parents=[parent], help="a profile after `extends`, with the file and line of every value")
     show.add_argument("name", metavar="NAME")
-    show.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
-    show.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    add_profile_dir_option(show)
+    add_format_option(show, TEXT_OR_JSON)
     show.set_defaults(run=show_cmd)
     check = group.add_parser("lint", parents=[parent], help="check profiles: schema, extends, env names, facts, Ray's names")
     check.add_argument("targets", nargs="*", type=Path, metavar="PATH", help="profile files or folders (default: every profile in use)")
-    check.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles")
-    check.add_argument("--format", choices=("text", "json"), default="text", help="output format (default: text)")
+    add_profile_dir_option(check)
+    add_format_option(check, TEXT_OR_JSON)
     check.set_defaults(run=lint_cmd)
     schema = group.add_parser("schema", parents=[parent], help="print the JSON Schema of hardware-profile files (for editors)")
-    schema.add_argument("-o", "--output", type=Path, help="write to this file (atomically) instead of stdout")
+    add_output_option(schema)
     schema.set_defaults(run=schema_cmd, schema="hardware-profile")
 
 

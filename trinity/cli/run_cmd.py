@@ -7,7 +7,13 @@ import sys
 from dataclasses import asdict
 
 from ..config.errors import ConfigError, Issue
-from ._common import add_config_options, print_issues, request_from
+from ._common import (
+    TEXT_OR_JSON,
+    add_config_options,
+    add_format_option,
+    print_issues,
+    request_from,
+)
 
 NO_RUNTIME = (
     "trinity run: every role actor started where the plan put it and reported its devices and environment. "
@@ -21,7 +27,7 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     run = commands.add_parser("run", parents=[parent], help="plan the run, check it against the Ray cluster, and launch it")
     add_config_options(run)
     run.add_argument("--dry-run", action="store_true", help="print the launch plan; with $RAY_ADDRESS or cluster.ray_address also check it fits; create nothing")
-    run.add_argument("--format", choices=("text", "json"), default="text", help="plan output format (default: text)")
+    add_format_option(run, TEXT_OR_JSON)
     run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for each placement group and for the actors (default: 60)")
     run.set_defaults(run=run_cmd)
 
@@ -29,7 +35,13 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 def run_cmd(args: argparse.Namespace) -> int:
     """Dry run: print the plan (checked against the cluster when one is named). Run: launch, verify, tear down."""
     from ..config.resolve import resolve
-    from ..launch.launcher import check_live, cpus_needed, join, run_identity, start_local
+    from ..launch.launcher import (
+        check_live,
+        cpus_needed,
+        join,
+        run_identity,
+        start_local,
+    )
     from ..launch.plan import build_plan
     from ..launch.reconcile import live_nodes, resolve_on_cluster
 
