@@ -4,7 +4,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import dotted
-from .merge import leaves
+from .merge import flat
 
 ABSENT = "(absent)"
 
@@ -22,18 +22,13 @@ class Change:
 
 def diff(left: dict, right: dict) -> list[Change]:
     """Every key whose value differs, is only on the left, or only on the right."""
-    flat_left, flat_right = _flat(left), _flat(right)
+    flat_left, flat_right = flat(left), flat(right)
     keys = list(flat_left) + [k for k in flat_right if k not in flat_left]
     return [
         Change(dotted(k), flat_left.get(k, ABSENT), flat_right.get(k, ABSENT))
         for k in keys
         if flat_left.get(k, ABSENT) != flat_right.get(k, ABSENT)
     ]
-
-
-def _flat(tree: dict) -> dict[tuple, Any]:
-    # Scalars and empty containers; a list is compared item by item.
-    return {p: v for p, v in leaves(tree) if p and not (isinstance(v, (list, dict)) and v)}
 
 
 def render_text(changes: list[Change], left: str, right: str) -> str:

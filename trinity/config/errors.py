@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 from difflib import SequenceMatcher, get_close_matches
-from typing import Iterable, Literal
+from typing import Iterable, Literal, Optional
 
 Severity = Literal["error", "warning", "note"]
 
@@ -50,9 +50,16 @@ class ConfigError(Exception):
 
 def _order(issue: Issue) -> tuple:
     # errors first, then by file and position, so a report reads top to bottom like the file
-    file, _, rest = issue.source.partition(":")
-    line, _, col = rest.partition(":")
-    return (issue.severity != "error", file, int(line) if line.isdigit() else 0, int(col) if col.isdigit() else 0, issue.key)
+    file, line, col = split_source(issue.source)
+    return (issue.severity != "error", file, line or 0, col or 0, issue.key)
+
+
+def split_source(source: str) -> tuple[str, Optional[int], Optional[int]]:
+    """'file:line:col' -> (file, line, col); other sources (an override, a rule) -> (source, None, None)."""
+    parts = source.rsplit(":", 2)
+    if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+        return parts[0], int(parts[1]), int(parts[2])
+    return source, None, None
 
 
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
@@ -66,6 +73,12 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
 
 def _ratio(a: str, b: str) -> float:
     return SequenceMatcher(None, a, b).ratio()
+
+
+def undotted(key: str) -> tuple:
+    """'a[0].b' or 'a.0.b' -> ('a', 0, 'b')."""
+    parts = key.replace("[", ".").replace("]", "").split(".")
+    return tuple(int(p) if p.isdigit() else p for p in parts if p)
 
 
 def dotted(path: tuple) -> str:

@@ -3,8 +3,8 @@
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .errors import ConfigError, Issue, did_you_mean, dotted
-from .merge import leaves
+from .errors import ConfigError, Issue, did_you_mean, dotted, undotted
+from .merge import flat
 from .redact import MASK, is_secret_name
 from .resolve import ResolvedConfig
 
@@ -34,8 +34,8 @@ class Explanation:
 def explain(resolved: ResolvedConfig, keys: Iterable[str] = (), show_secrets: bool = False) -> list[Explanation]:
     """Explanations of the given keys (a section means every key under it), or of every key."""
     data = resolved.config.model_dump(mode="json")
-    paths = [p for p, v in leaves(data) if p and not (isinstance(v, (list, dict)) and v)]
-    wanted = [_path(k) for k in keys]
+    paths = list(flat(data))
+    wanted = [undotted(k) for k in keys]
     unknown = [k for k, w in zip(keys, wanted) if not any(p[: len(w)] == w for p in paths)]
     if unknown:
         names = sorted({dotted(p) for p in paths})
@@ -61,11 +61,6 @@ def _default_source(resolved: ResolvedConfig, path: tuple) -> str:
         if resolved.provenance.chain(path[:end]):
             return f"schema default (in {dotted(path[:end])}, {resolved.provenance.where(path[:end])})"
     return "schema default"
-
-
-def _path(key: str) -> tuple:
-    key = key.replace("[", ".").replace("]", "")
-    return tuple(int(p) if p.isdigit() else p for p in key.split(".") if p)
 
 
 def _value(data: Any, path: tuple) -> Any:

@@ -1,5 +1,6 @@
 """Resolve `${...}` interpolations (oc.env, references to other keys) and find `???` values, reporting each failure."""
 
+import copy
 from typing import Any, Callable
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -19,7 +20,7 @@ def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) 
     except OmegaConfBaseException as exc:
         raise ConfigError([_issue(exc, (), where)]) from None
     issues: list[Issue] = []
-    out = _copy(tree)
+    out = copy.deepcopy(tree)
     for path in pending:
         try:
             _assign(out, path, _plain(_select(root, path)))
@@ -40,12 +41,6 @@ def _select(node: Any, path: tuple) -> Any:
 
 def _plain(value: Any) -> Any:
     return OmegaConf.to_container(value, resolve=True) if isinstance(value, (DictConfig, ListConfig)) else value
-
-
-def _copy(tree: Any) -> Any:
-    if isinstance(tree, dict):
-        return {k: _copy(v) for k, v in tree.items()}
-    return [_copy(v) for v in tree] if isinstance(tree, list) else tree
 
 
 def _assign(tree: Any, path: tuple, value: Any) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 from .. import paths
 from ..platforms.ray_constants import ray_accelerators
 from .compose import Request
-from .errors import ConfigError, Issue
+from .errors import ConfigError, Issue, split_source
 from .profiles import LoadedProfile, available, load_profile
 from .resolve import resolve
 from .schema import RunConfig
@@ -105,5 +105,5 @@ def _ray_names(loaded: LoadedProfile) -> list[Issue]:
 
 def as_dict(issue: Issue) -> dict[str, Any]:
     """An issue with its source split into file, line and column, for CI annotations."""
-    file, line, col = (issue.source.split(":") + ["", ""])[:3] if issue.source.count(":") == 2 else (issue.source, "", "")
-    return {**issue.as_dict(), "file": file, "line": int(line) if line.isdigit() else None, "col": int(col) if col.isdigit() else None}
+    file, line, col = split_source(issue.source)
+    return {**issue.as_dict(), "file": file, "line": line, "col": col}

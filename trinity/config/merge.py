@@ -31,6 +31,11 @@ def leaves(tree: Any, prefix: tuple = ()):
                 yield from leaves(item, prefix + (i,))
 
 
+def flat(tree: Any) -> dict[tuple, Any]:
+    """Path -> value for every scalar and empty container; lists go item by item."""
+    return {p: v for p, v in leaves(tree) if p and not (isinstance(v, (list, dict)) and v)}
+
+
 def get_path(tree: Any, path: tuple, default: Any = None) -> Any:
     """The value at `path`, or `default` when any step is absent."""
     for part in path:

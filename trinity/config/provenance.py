@@ -6,6 +6,7 @@ from typing import Any, Callable, Literal
 from .merge import MISSING, leaves
 
 Layer = Literal["schema", "conf", "profile", "cluster", "file", "override", "stage", "rule"]
+WRITTEN: tuple[Layer, ...] = ("conf", "file", "override", "stage")  # layers a person wrote (not defaults, profiles or rules)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The config pipeline: compose -> resolve interpolations -> validate -> derive -> validate."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from .compose import Composed, Request, compose
@@ -92,10 +92,10 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
 
 
 def _in_stage(issue: Issue, label: str) -> Issue:
-    return Issue(f"{issue.message} (in {label})", issue.key, issue.source, issue.allowed, issue.hint, issue.severity)
+    return replace(issue, message=f"{issue.message} (in {label})")
 
 
 def _strict(issue: Issue) -> Issue:
     if issue.severity != "warning":
         return issue
-    return Issue(issue.message, issue.key, issue.source, issue.allowed, issue.hint + " (an error under --strict)", "error")
+    return replace(issue, hint=issue.hint + " (an error under --strict)", severity="error")

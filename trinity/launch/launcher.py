@@ -4,7 +4,7 @@ the role actors, check them against the plan, and always tear everything down.""
 import math
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..config.compose import Request, compose
@@ -169,8 +169,7 @@ class Launch:
         from ray.util.placement_group import remove_placement_group
 
         remove_placement_group(self.groups.pop(name))
-        spec = self.plan.group(name)
-        return LaunchPlan(self.plan.hardware, self.plan.resource_key, self.plan.visible_devices_env, self.plan.namespace, self.plan.device_type, (spec,), ())
+        return replace(self.plan, placement_groups=(self.plan.group(name),), actors=())
 
 
 def _wait_removed(groups: list, timeout_s: float) -> None:

@@ -53,10 +53,7 @@ class LaunchPlan:
 
     def as_dict(self) -> dict[str, Any]:
         """The plan as JSON-ready data (the `--dry-run --format json` contract)."""
-        data = asdict(self)
-        for actor in data["actors"]:
-            actor["env_exported"] = list(actor["env_exported"])
-        return data
+        return asdict(self)
 
     def group(self, name: str) -> PlacementGroupSpec:
         return next(pg for pg in self.placement_groups if pg.name == name)

@@ -10,10 +10,9 @@ from typing import Optional
 from ..config.compose import ClusterLayer, Request, compose
 from ..config.errors import ConfigError, Issue
 from ..config.merge import get_path
+from ..config.provenance import WRITTEN
 from ..config.resolve import ResolvedConfig, resolve
 from ..platforms import PLATFORMS, accelerator_keys
-
-USER_LAYERS = ("conf", "file", "override", "stage")
 
 
 @dataclass(frozen=True)
@@ -38,7 +37,9 @@ def nodes_from_ray(ray_nodes: list[dict], available: Optional[dict[str, dict]] =
 def live_nodes() -> list[Node]:
     """Alive nodes of the Ray cluster this driver is connected to (ray.init must have run)."""
     import ray
-    from ray._private.state import available_resources_per_node  # the per-node view Ray's autoscaler uses
+    from ray._private.state import (
+        available_resources_per_node,  # the per-node view Ray's autoscaler uses
+    )
 
     return nodes_from_ray(ray.nodes(), available_resources_per_node())
 
@@ -48,7 +49,7 @@ def resolve_on_cluster(request: Request, nodes: list[Node], strict: bool = False
     composed = compose(request)  # the profile and what the user wrote, before any derivation
     key = composed.profile.profile.facts.ray_resource_key
     counts = _counts(key, nodes, composed.profile.name, composed.selection)
-    if not composed.provenance.set_by(("cluster", "gpu_per_node"), *USER_LAYERS):
+    if not composed.provenance.set_by(("cluster", "gpu_per_node"), *WRITTEN):
         wanted = get_path(composed.tree, ("cluster", "node_num"))
         per_node = counts[wanted - 1] if isinstance(wanted, int) and 0 < wanted <= len(counts) else counts[-1]
         request = replace(request, cluster=ClusterLayer(per_node, f"Ray cluster ({per_node} {key} per node)"))

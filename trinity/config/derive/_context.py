@@ -3,14 +3,10 @@
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import Issue, Severity, dotted
+from ..errors import Issue, Severity, dotted, undotted
 from ..merge import get_path
 from ..profiles import LoadedProfile
-from ..provenance import Contribution, Provenance
-
-
-def _path(key: str) -> tuple:
-    return tuple(int(part) if part.isdigit() else part for part in key.split("."))
+from ..provenance import WRITTEN, Contribution, Provenance
 
 
 @dataclass
@@ -29,15 +25,15 @@ class Context:
 
     def get(self, key: str) -> Any:
         """The current value of a dotted key."""
-        return get_path(self.data, _path(key))
+        return get_path(self.data, undotted(key))
 
     def user_set(self, key: str) -> bool:
-        """Whether a file, override or stage (not a default) gave the key a value."""
-        return self.get(key) is not None and self.provenance.set_by(_path(key), "file", "override", "stage")
+        """Whether a person gave the key a value (conf, file, override, stage), not a default or a profile."""
+        return self.get(key) is not None and self.provenance.set_by(undotted(key), *WRITTEN)
 
     def where(self, key: str) -> str:
         """Where the key's value was written (a rule's own output does not count)."""
-        path = _path(key)
+        path = undotted(key)
         for end in range(len(path), 0, -1):
             written = [c for c in self.provenance.chain(path[:end]) if c.layer != "rule"]
             if written:
@@ -56,7 +52,7 @@ class Context:
     def set(self, key: str, value: Any, rule: str, inputs: tuple[str, ...]) -> None:
         """Set a derived value and record which rule and inputs produced it."""
         parent = self.data
-        parts = _path(key)
+        parts = undotted(key)
         for part in parts[:-1]:
             parent = parent.setdefault(part, {})
         parent[parts[-1]] = value
@@ -64,4 +60,4 @@ class Context:
 
     def report(self, severity: Severity, key: str, message: str, allowed: str = "", hint: str = "") -> None:
         """Add an error, warning or note about `key`, located where its value came from."""
-        self.issues.append(Issue(message, key=dotted(_path(key)), source=self.where(key), allowed=allowed, hint=hint, severity=severity))
+        self.issues.append(Issue(message, key=dotted(undotted(key)), source=self.where(key), allowed=allowed, hint=hint, severity=severity))
