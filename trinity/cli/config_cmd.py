@@ -22,7 +22,7 @@ from ._common import (
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    """Add `config render` and `config validate`."""
+    """Add `config render`, `validate`, `diff` and `schema`."""
     group = commands.add_parser("config", help="inspect and check run configs").add_subparsers(dest="action", required=True, metavar="ACTION")
     render = group.add_parser("render", parents=[parent], help="print the resolved run config for a hardware profile")
     add_config_options(render)

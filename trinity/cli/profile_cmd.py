@@ -1,4 +1,4 @@
-"""`trinity profile list`: the hardware profiles this installation can use."""
+"""`trinity profile list|show|lint|schema`: the hardware profiles this installation can use, and their checks."""
 
 import argparse
 import json
@@ -19,7 +19,7 @@ from .config_cmd import schema_cmd
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
-    """Add `profile list`."""
+    """Add `profile list`, `show`, `lint` and `schema`."""
     group = commands.add_parser("profile", help="hardware profiles").add_subparsers(dest="action", required=True, metavar="ACTION")
     listing = group.add_parser("list", parents=[parent], help="list the available hardware profiles")
     add_profile_dir_option(listing)
