@@ -29,3 +29,11 @@ def test_every_shipped_profile_agrees_with_its_platform():
 
 def test_accelerator_keys():
     assert accelerator_keys() == {"GPU", "NPU"}
+
+
+def test_verl_platform_names_are_verls_own():
+    """nvidia and huawei are verl's built-in names; cpu is registered by the module the record names."""
+    names = {p.device_type: p.verl_platform for p in PLATFORMS.values()}
+    assert names == {"cuda": "nvidia", "npu": "huawei", "cpu": "cpu"}
+    assert PLATFORMS["cpu"].verl_modules == ("trinity.runtime.verl.cpu_platform",)
+    assert PLATFORMS["cuda"].verl_modules == PLATFORMS["npu"].verl_modules == ()

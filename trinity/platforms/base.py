@@ -15,6 +15,8 @@ class Platform:
     visible_devices_env: Optional[str]  # set by Ray in each actor that asks for devices
     noset_visible_devices_env: Optional[str]  # stops Ray from setting it
     vendor_packages: tuple[str, ...] = ()  # distributions that drive this device
+    verl_platform: str = ""  # name in verl's platform registry (VERL_PLATFORM); chosen by us, never by verl's detection
+    verl_modules: tuple[str, ...] = ()  # modules verl imports first (VERL_USE_EXTERNAL_MODULES) to register that platform
 
     def process_group_backend(self) -> str:
         """torch.distributed backend string of an FSDP group: gloo for CPU tensors plus the device's collective."""

@@ -10,4 +10,6 @@ CPU = Platform(
     visible_devices_env=None,
     noset_visible_devices_env=None,
     vendor_packages=("torch",),
+    verl_platform="cpu",
+    verl_modules=("trinity.runtime.verl.cpu_platform",),  # verl has no CPU platform of its own
 )

@@ -10,4 +10,5 @@ CUDA = Platform(
     visible_devices_env="CUDA_VISIBLE_DEVICES",
     noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
     vendor_packages=("torch", "vllm"),
+    verl_platform="nvidia",
 )

@@ -10,4 +10,5 @@ NPU = Platform(
     visible_devices_env="ASCEND_RT_VISIBLE_DEVICES",
     noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
     vendor_packages=("torch", "torch_npu", "vllm", "vllm-ascend"),
+    verl_platform="huawei",
 )
