@@ -18,8 +18,8 @@ def data_dir(name: str) -> Path:
 
 
 def default_run_config() -> Path:
-    """The run config used when --config is not given: the reference GRPO GSM8K example."""
-    return data_dir("examples") / "grpo_gsm8k" / "gsm8k.yaml"
+    """The run config used when --config is not given: the embedded arithmetic demo."""
+    return data_dir("examples") / "arith" / "arith.yaml"
 
 
 def profile_dirs(extra: tuple[str, ...] = ()) -> tuple[Path, ...]:

@@ -23,7 +23,7 @@ def render(cli, write):
 
 @pytest.mark.parametrize("profile,backend", [("ascend910b", "hccl"), ("a100", "nccl"), ("cpu", "gloo")])
 def test_online_becomes_the_hardware_collective(render, profile, backend):
-    result, cfg = render("synchronizer:\n  sync_method: online\n", f"hardware={profile}")
+    result, cfg = render("algorithm:\n  repeat_times: 4\nsynchronizer:\n  sync_method: online\n", f"hardware={profile}")
     assert cfg["synchronizer"]["sync_method"] == backend and result.err == ""
 
 

@@ -64,7 +64,7 @@ def test_too_few_nodes(run_file):
 def test_cluster_with_more_devices_than_the_profile_says(run_file):
     with pytest.raises(ConfigError) as err:
         resolve_on_cluster(Request(run_file(), ("hardware=a100",)), nodes({"GPU": 16}))
-    issue = err.value.issues[0]
+    issue = next(i for i in err.value.issues if i.severity == "error")
     assert issue.source == "Ray cluster (16 GPU per node)" and "16 devices per node, but one a100 node has 8" in issue.message
 
 

@@ -5,6 +5,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
+from ..config.errors import ConfigError
 from ..config.json_schema import SCHEMAS, dumps
 from ..config.redact import mask_override, redact
 from ..config.resolve import resolve
@@ -102,8 +103,13 @@ def _label(config: Path | None, overrides: tuple | list) -> str:
 
 
 def validate_cmd(args: argparse.Namespace) -> int:
-    """Resolve and report; exit 0 when valid."""
+    """Resolve, check the data sets are on disk, and report; exit 0 when valid."""
+    from ..config.local_inputs import data_issues
+
     resolved = resolve(request_from(args), strict=args.strict)
+    missing = data_issues(resolved)
+    if missing:
+        raise ConfigError([*missing, *resolved.issues])
     hardware = resolved.config.hardware
     warnings = sum(i.severity == "warning" for i in resolved.issues)
     if args.format == "json":

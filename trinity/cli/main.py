@@ -47,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         print(exc.report(), file=sys.stderr)
         return EXIT_CONFIG_ERROR
-    except KeyboardInterrupt:
-        return 130
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (exit_code 143); teardown already ran
+        return getattr(exc, "exit_code", 130)
     except Exception as exc:  # a bug of ours: say so briefly, unless --debug asks for the trace
         if args.debug:
             raise

@@ -1,4 +1,4 @@
-"""`trinity run`: resolve, plan, check against the cluster, launch the role actors, verify, tear down."""
+"""`trinity run`: resolve, check before Ray, plan, place every role, train stage by stage, summarise, tear down."""
 
 import argparse
 import json
@@ -15,94 +15,163 @@ from ._common import (
     request_from,
 )
 
-NO_RUNTIME = (
-    "trinity run: every role actor started where the plan put it and reported its devices and environment. "
-    "The training runtime (vLLM rollout, verl trainer) is not part of this version, so nothing was trained; "
-    "the actors and placement groups have been removed."
-)
+PLACED_ONLY = "trinity run --placement-only: every role actor started where the plan put it and reported its devices and environment; nothing was trained, and the actors and placement groups have been removed."
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add `run`."""
-    run = commands.add_parser("run", parents=[parent], help="plan the run, check it against the Ray cluster, and launch it")
+    run = commands.add_parser("run", parents=[parent], help="train: plan the run, check it against the Ray cluster, launch every role, and run each stage")
     add_config_options(run)
     run.add_argument("--dry-run", action="store_true", help="print the launch plan; with $RAY_ADDRESS or cluster.ray_address also check it fits; create nothing")
+    run.add_argument("--placement-only", action="store_true", help="start every role where the plan puts it, check placement and environment, tear down; train nothing")
     add_format_option(run, TEXT_OR_JSON)
-    run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for each placement group and for the actors (default: 60)")
+    run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for each placement group and for the actors to start (default: 60)")
+    run.add_argument("--quiet", action="store_true", help="no progress bar or lines (the summary and errors are still printed)")
+    run.add_argument("--force", action="store_true", help="resume even when the saved config differs in a key that changes the run")
     run.set_defaults(run=run_cmd)
 
 
 def run_cmd(args: argparse.Namespace) -> int:
-    """Dry run: print the plan (checked against the cluster when one is named). Run: launch, verify, tear down."""
+    """Dry run: print the plan. Placement only: launch, verify, tear down. Otherwise train every stage."""
     from ..config.resolve import resolve
-    from ..launch.launcher import (
-        check_live,
-        cpus_needed,
-        join,
-        run_identity,
-        start_local,
-    )
+    from ..launch.launcher import cpus_needed, join, run_identity, start_local
     from ..launch.plan import build_plan
     from ..launch.reconcile import live_nodes, resolve_on_cluster
 
     request = request_from(args)
+    if args.config is None and not args.dry_run:
+        _ensure_demo(args)
     identity = run_identity(request)
     if args.dry_run and not identity.address:
         resolved = resolve(request, strict=args.strict)
         print_issues(resolved.issues)
-        return _show(args, build_plan(resolved.config), None)
+        return _show(args, [(n, build_plan(c), None) for n, c in _stages(resolved)])
+    standalone = resolve(request, strict=args.strict)  # before Ray: a config that cannot run ends here
+    if not args.placement_only:
+        from ..runtime.preflight import check
+
+        check(standalone)
     import ray
 
-    signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's kill tears down like Ctrl-C
+    signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
     try:
         if not join(identity):  # no cluster named or running here (a dry run always names one by now)
-            standalone = resolve(request, strict=args.strict)  # no cluster to ask: the config must stand on its own
-            start_local(identity, cpus_needed(build_plan(standalone.config)))
-        nodes = live_nodes()
-        resolved = resolve_on_cluster(request, nodes, strict=args.strict)
+            start_local(identity, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
+        resolved = resolve_on_cluster(request, live_nodes(), strict=args.strict)
         print_issues(resolved.issues)
-        plan = build_plan(resolved.config)
-        feasibility = check_live(plan)
-        if args.dry_run or not feasibility.ok:
-            return _show(args, plan, feasibility)
-        return _launch(args, plan, feasibility)
+        if args.dry_run:
+            from ..launch.launcher import check_live
+
+            return _show(args, [(n, plan, check_live(plan)) for n, plan in ((n, build_plan(c)) for n, c in _stages(resolved))])
+        if args.placement_only:
+            return _placement_only(args, resolved.config)
+        return _train(args, resolved)
     finally:
         ray.shutdown()
 
 
-def _show(args: argparse.Namespace, plan, feasibility) -> int:
-    """Print the plan; a plan that does not fit is an error (exit 2) with the explanation."""
+def _stages(resolved) -> list:
+    return list(resolved.stages) or [(None, resolved.config)]
+
+
+def _ensure_demo(args: argparse.Namespace) -> None:
+    from .. import demo
+
+    folder = demo.demo_dir()
+    if not (folder / "model").exists() and not args.quiet:
+        print(f"trinity run: building the demo's model, tokenizer and problems in {folder} (once, no download)", file=sys.stderr)
+    demo.ensure(folder)
+
+
+def _show(args: argparse.Namespace, plans: list) -> int:
+    """Print each stage's plan; a plan that does not fit is an error (exit 2) with the explanation."""
     from ..launch.show import plan_text
 
     if args.format == "json":
-        extra = {"feasibility": {"ok": feasibility.ok, "lines": list(feasibility.lines)}} if feasibility else {}
-        print(json.dumps(plan.as_dict() | extra, indent=2))
+        docs = [plan.as_dict() | ({"feasibility": {"ok": f.ok, "lines": list(f.lines)}} if f else {}) for _, plan, f in plans]
+        print(json.dumps(docs[0] if len(docs) == 1 else {"stages": [{"stage": n} | d for (n, _, _), d in zip(plans, docs)]}, indent=2))
     else:
-        print(plan_text(plan, feasibility), end="")
-    if feasibility and not feasibility.ok:
-        raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(feasibility.lines))])
+        for name, plan, feasibility in plans:
+            print((f"stage {name}: " if name else "") + plan_text(plan, feasibility), end="" if len(plans) == 1 else "\n")
+    bad = [line for _, _, f in plans if f and not f.ok for line in f.lines]
+    if bad:
+        raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(bad))])
     return 0
 
 
-def _launch(args: argparse.Namespace, plan, feasibility) -> int:
-    """Create the groups, start the actors, check where they landed, remove everything."""
-    from ..launch.launcher import Launch
+def _placement_only(args: argparse.Namespace, config) -> int:
+    """Create the groups, start every role (constructed lightly), check where each landed, remove everything."""
+    from ..launch.launcher import Launch, check_live
+    from ..launch.plan import build_plan
     from ..launch.show import placements_text, plan_text
+    from ..runtime.factory import role_factory
+    from ..runtime.run import run_dir_of
 
+    plan = build_plan(config)
+    feasibility = check_live(plan)
+    if not feasibility.ok:
+        return _show(args, [(None, plan, feasibility)])
     if args.format == "text":
         print(plan_text(plan, feasibility))
     with Launch(plan, args.timeout) as launch:
         launch.create_groups()
-        launch.start_actors()
+        launch.start_actors(role_factory(config, run_dir_of(config).root))
         placements = launch.placements()
     if args.format == "json":
         print(json.dumps({"plan": plan.as_dict(), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))
     else:
         print(placements_text(placements), end="")
     bad = [p for p in placements if p.problem]
-    print(NO_RUNTIME if not bad else f"trinity run: {len(bad)} actor(s) did not land as planned", file=sys.stderr)
+    print(PLACED_ONLY if not bad else f"trinity run: {len(bad)} actor(s) did not land as planned", file=sys.stderr)
     return 1 if bad else 0
 
 
-def _interrupt(*_) -> None:
-    raise KeyboardInterrupt
+def _train(args: argparse.Namespace, resolved) -> int:
+    """Every stage in order; the summary table (or JSON) at the end; a failed role is exit 1 with its error."""
+    from ..runtime.progress import summary_table
+    from ..runtime.run import RunOptions, run_dir_of, train
+    from ..runtime.stage import RoleFailed
+
+    show = _Shown(args.format, args.quiet)
+    try:
+        summaries = train(resolved, RunOptions(args.timeout, args.quiet, args.force), show)
+    except RoleFailed as exc:
+        print(f"trinity run: {exc}; every actor and placement group was removed", file=sys.stderr)
+        return 1
+    run_dir = run_dir_of(resolved.config).root
+    if args.format == "json":
+        print(json.dumps({"run_dir": str(run_dir), "stages": [asdict(s) for s in summaries], "launches": show.launches}, indent=2, default=str))
+    else:
+        print(summary_table(summaries) + f"run directory: {run_dir}")
+    return 0
+
+
+class _Shown:
+    """What `trinity run` prints of each stage's launch: the plan and placements as text, or kept for the JSON report."""
+
+    def __init__(self, fmt: str, quiet: bool):
+        self.fmt, self.quiet, self.launches = fmt, quiet, []
+
+    def plan(self, stage: str, plan, feasibility) -> None:
+        from ..launch.show import plan_text
+
+        self.launches.append({"stage": stage, "plan": plan.as_dict(), "feasibility": list(feasibility.lines)})
+        if self.fmt == "text" and not self.quiet:
+            print(f"stage {stage}: " + plan_text(plan, feasibility), file=sys.stderr)
+
+    def placements(self, placements) -> None:
+        from ..launch.show import placements_text
+
+        self.launches[-1]["placements"] = [asdict(p) for p in placements]
+        if self.fmt == "text" and not self.quiet:
+            print(placements_text(placements), file=sys.stderr)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM: stop like Ctrl-C, exit 143."""
+
+    exit_code = 143
+
+
+def _terminate(*_) -> None:
+    raise Terminated

@@ -25,6 +25,7 @@ class ResolvedConfig:
     provenance: Provenance
     issues: tuple[Issue, ...]  # warnings and notes; errors never get this far
     stages: tuple[tuple[str, RunConfig], ...] = ()
+    stage_provenance: tuple[Provenance, ...] = ()  # where each stage's values came from, in stage order
 
     def stage(self, name: str) -> RunConfig:
         """The resolved config of one stage."""
@@ -39,13 +40,13 @@ def resolve(request: Request, strict: bool = False) -> ResolvedConfig:
     """Resolve a run config for its hardware; every problem is raised in one ConfigError."""
     composed = compose(request)
     config, issues = _resolve_tree(composed.tree, composed)
-    stages, stage_issues = _resolve_stages(composed)
+    stages, stage_provenance, stage_issues = _resolve_stages(composed)
     issues += stage_issues
     if strict:
         issues = [_strict(i) for i in issues]
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
-    return ResolvedConfig(config, composed.profile, composed.provenance, tuple(issues), tuple(stages))
+    return ResolvedConfig(config, composed.profile, composed.provenance, tuple(issues), tuple(stages), tuple(stage_provenance))
 
 
 def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional[Provenance] = None) -> tuple[RunConfig, list[Issue]]:
@@ -69,9 +70,9 @@ def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional
     return validate(RunConfig, data, where), issues
 
 
-def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Issue]]:
+def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:
     """Each stage deep-merged into the root config and resolved on its own."""
-    stages, issues, errors = [], [], []
+    stages, provenances, issues, errors = [], [], [], []
     for i, stage in enumerate(composed.tree.get("stages") or []):
         if not isinstance(stage, dict):
             continue  # the root validation already reported it
@@ -83,12 +84,13 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
         try:
             config, found = _resolve_tree(tree, composed, provenance)
             stages.append((stage.get("stage_name", str(i)), config))
+            provenances.append(provenance)
             issues += [_in_stage(issue, label) for issue in found]
         except ConfigError as exc:
             errors += [_in_stage(issue, label) for issue in exc.issues]
     if errors:
         raise ConfigError(errors + issues)
-    return stages, issues
+    return stages, provenances, issues
 
 
 def _in_stage(issue: Issue, label: str) -> Issue:

@@ -5,15 +5,18 @@ import math
 import os
 import time
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Callable, Optional
 
 from ..config.compose import Request, compose
 from ..config.errors import ConfigError, Issue
 from ..config.interpolate import resolve_interpolations
 from ..config.merge import get_path
 from .feasibility import check
-from .plan import LaunchPlan, run_namespace
+from .plan import ActorSpec, LaunchPlan, run_namespace
 from .reconcile import Node, live_nodes
+
+
+LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
 
 
 @dataclass(frozen=True)
@@ -47,9 +50,11 @@ def run_identity(request: Request) -> RunIdentity:
 
 
 def join(identity: RunIdentity) -> bool:
-    """Join the named cluster, or a Ray already running on this machine; False when there is none."""
+    """Join the named cluster, or a Ray already running on this machine; False when there is none (or 'local' asks for a new one)."""
     import ray
 
+    if identity.address == LOCAL:
+        return False
     try:
         ray.init(address=identity.address or "auto", namespace=identity.namespace, log_to_driver=False)
         return True
@@ -116,20 +121,19 @@ class Launch:
                     [Issue(f"placement group {spec.name} was not placed within {self.timeout_s:g} s; it was removed", key="placement", source="Ray cluster", hint="; ".join(explanation.lines))]
                 )
 
-    def start_actors(self) -> None:
-        """Start every role actor in its group and bundle, with its env."""
+    def start_actors(self, make: Callable[[ActorSpec], tuple[type, tuple]]) -> dict[str, object]:
+        """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and arguments."""
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from .role_actor import RoleActor
-
-        remote = ray.remote(RoleActor)
         for spec in self.plan.actors:
             strategy = None
             if spec.placement_group:
                 strategy = PlacementGroupSchedulingStrategy(self.groups[spec.placement_group], placement_group_bundle_index=spec.bundle_index)
             options = {**spec.options, "runtime_env": {"env_vars": spec.env}, **({"scheduling_strategy": strategy} if strategy else {})}
-            self.actors[spec.name] = remote.options(**options).remote(spec.name, spec.role, self.plan.visible_devices_env)
+            cls, args = make(spec)
+            self.actors[spec.name] = ray.remote(cls).options(**options).remote(spec.name, spec.role, self.plan.visible_devices_env, *args)
+        return self.actors
 
     def placements(self) -> list[Placement]:
         """Every actor's report, checked against the plan: node of its bundle, number of visible devices, device."""

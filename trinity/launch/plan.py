@@ -12,6 +12,7 @@ from .runtime_env import EXPORTED, role_env
 
 CPUS_PER_DEVICE = 1
 COLOCATE_SHARE = 0.5  # in colocate mode the trainer and a rollout engine each take half of a device
+BUFFERED_MODES = ("both", "explore", "train", "colocate")  # modes whose experiences go through the buffer actor
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class ActorSpec:
     env: dict[str, str]  # runtime_env env vars
     env_exported: tuple[str, ...] = ()  # variables whose value came from the driver's environment
     devices: float = 0  # devices the actor holds (for checks and display)
+    rank: int = 0  # trainer rank, or rollout slot (engine x parts + part); 0 for the single roles
 
 
 @dataclass(frozen=True)
@@ -70,7 +72,7 @@ def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) 
             builder.group(f"trainer_node{node}", "STRICT_PACK", [builder.bundle(1, processes * CPUS_PER_DEVICE)] * cluster.trainer_gpu_num_per_node)
             for i in range(cluster.trainer_gpu_num_per_node):
                 rank = node * cluster.trainer_gpu_num_per_node + i
-                builder.actor(f"trainer_node{node}.rank{rank}", "trainer", f"trainer_node{node}", i, share, CPUS_PER_DEVICE)
+                builder.actor(f"trainer_node{node}.rank{rank}", "trainer", f"trainer_node{node}", i, share, CPUS_PER_DEVICE, rank)
     if cluster.rollout_gpu_num:
         if colocate:
             builder.colocated_engines(config.explorer.rollout_model)
@@ -82,6 +84,8 @@ def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) 
         builder.actor("explorer", "explorer", None, None, 0, 1)
     if config.mode == "both":
         builder.actor("synchronizer", "synchronizer", None, None, 0, 1)
+    if config.mode in BUFFERED_MODES:
+        builder.actor("buffer", "buffer", None, None, 0, 0)  # stores and forwards: no CPU slot of its own
     namespace = run_namespace(config.ray_namespace, config.project, config.name)
     return LaunchPlan(hw.name, hw.ray_resource_key, hw.visible_devices_env, namespace, hw.device_type, tuple(builder.groups), tuple(builder.actors))
 
@@ -117,12 +121,12 @@ class _Builder:
     def group(self, name: str, strategy: str, bundles: list[dict[str, float]]) -> None:
         self.groups.append(PlacementGroupSpec(name, strategy, tuple(dict(b) for b in bundles)))
 
-    def actor(self, name: str, role: str, group: Optional[str], index: Optional[int], devices: float, cpus: float) -> None:
+    def actor(self, name: str, role: str, group: Optional[str], index: Optional[int], devices: float, cpus: float, rank: int = 0) -> None:
         if role not in self.envs:
             env = role_env(self.config, role, self.exported)
             self.envs[role] = ({k: v for k, (v, _) in env.items()}, tuple(k for k, (_, origin) in env.items() if origin == EXPORTED))
         env, exported = self.envs[role]
-        self.actors.append(ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices))  # one env dict per role, shared
+        self.actors.append(ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices, rank))  # one env dict per role, shared
 
     def engines(self, name: str, model) -> None:
         """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it."""
@@ -134,7 +138,7 @@ class _Builder:
         for engine in range(model.engine_num):
             for part in range(parts):
                 suffix = f".part{part}" if parts > 1 else ""
-                self.actor(f"{name}.engine{engine}{suffix}", "rollout", name, engine * parts + part, size, size * CPUS_PER_DEVICE)
+                self.actor(f"{name}.engine{engine}{suffix}", "rollout", name, engine * parts + part, size, size * CPUS_PER_DEVICE, engine * parts + part)
 
     def colocated_engines(self, model) -> None:
         """Colocate: each rollout engine takes the other half of consecutive trainer bundles."""
@@ -144,4 +148,4 @@ class _Builder:
             for part in range(per_engine):
                 slot = engine * per_engine + part
                 suffix = f".part{part}" if per_engine > 1 else ""
-                self.actor(f"rollout.engine{engine}{suffix}", "rollout", f"trainer_node{slot // per_node}", slot % per_node, COLOCATE_SHARE, CPUS_PER_DEVICE)
+                self.actor(f"rollout.engine{engine}{suffix}", "rollout", f"trainer_node{slot // per_node}", slot % per_node, COLOCATE_SHARE, CPUS_PER_DEVICE, slot)

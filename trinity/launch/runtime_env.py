@@ -4,12 +4,13 @@ import os
 from typing import Mapping, Optional
 
 from ..config.schema import RunConfig
+from ..platforms import get_platform
 from ..utils.device import DEVICE_ENV, HARDWARE_ENV
 
 EXPORTED = "exported in the driver's environment"
 
 # Which `env` block a role gets besides `common`; the other roles (explorer, synchronizer) get common only.
-ROLE_ENV = {"trainer": "trainer", "rollout": "rollout", "explorer": None, "synchronizer": None}
+ROLE_ENV = {"trainer": "trainer", "rollout": "rollout", "explorer": None, "synchronizer": None, "buffer": None}
 
 
 def role_env(config: RunConfig, role: str, exported: Optional[Mapping[str, str]] = None) -> dict[str, tuple[str, str]]:
@@ -24,6 +25,9 @@ def role_env(config: RunConfig, role: str, exported: Optional[Mapping[str, str]]
     for name in values:
         if name in exported and exported[name] != values[name][0]:
             values[name] = (exported[name], EXPORTED)
+    if role == "trainer":  # verl's platform is ours to choose: its detection answers "cpu" in an actor Ray hid devices from
+        for name, value in get_platform(config.hardware.device_type).verl_env().items():
+            values[name] = (value, f"platform {config.hardware.device_type}")
     values[DEVICE_ENV] = (config.hardware.device_type, f"hardware {config.hardware.name}")
     values[HARDWARE_ENV] = (config.hardware.name, f"hardware {config.hardware.name}")
     return values

@@ -18,6 +18,13 @@ class Platform:
     verl_platform: str = ""  # name in verl's platform registry (VERL_PLATFORM); chosen by us, never by verl's detection
     verl_modules: tuple[str, ...] = ()  # modules verl imports first (VERL_USE_EXTERNAL_MODULES) to register that platform
 
+    def verl_env(self) -> dict[str, str]:
+        """Variables that make verl take this platform instead of detecting one."""
+        env = {"VERL_PLATFORM": self.verl_platform}
+        if self.verl_modules:
+            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(self.verl_modules)
+        return env
+
     def process_group_backend(self) -> str:
         """torch.distributed backend string of an FSDP group: gloo for CPU tensors plus the device's collective."""
         parts = {"cpu": "gloo", self.device_type: self.collective_backend}

@@ -3,6 +3,7 @@
 import os
 import tempfile
 from pathlib import Path
+from typing import Callable
 
 
 def write_text_atomic(path: Path, text: str) -> None:
@@ -29,3 +30,31 @@ def _mode(path: Path) -> int:
         umask = os.umask(0)
         os.umask(umask)
         return 0o666 & ~umask
+
+
+def replace_atomically(path: Path, write: Callable[[Path], None]) -> None:
+    """Have `write` fill a temporary file beside `path`, then rename it over `path`."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(Path(tmp))
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def publish_dir(build: Callable[[Path], None], final: Path) -> None:
+    """Have `build` fill a temporary folder beside `final`, then rename it to `final` (readers never see half of it)."""
+    import shutil
+
+    final = Path(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        build(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

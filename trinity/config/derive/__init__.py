@@ -5,7 +5,7 @@ from typing import Any
 from ..errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
-from . import cluster, env, hardware, model, sync
+from . import algorithm, buffer, cluster, env, hardware, model, sync
 from ._context import Context
 
 # Order matters: counts need gpu_per_node; the sync world size needs the counts; env needs the sync timeout.
@@ -16,8 +16,15 @@ RULES = (
     hardware.torch_compile,
     hardware.trainer_strategy,
     hardware.dtypes,
+    hardware.rollout_engines,
+    hardware.attn_implementation,
+    algorithm.algorithm_preset,
+    buffer.taskset_workflows,
+    buffer.taskset_repeat_times,
+    buffer.train_batch_size,
     model.model_budget,
     model.rollout_model,
+    model.token_budget,
     cluster.gpu_per_node,
     cluster.cluster_counts,
     sync.sync_method,

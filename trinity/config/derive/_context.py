@@ -54,7 +54,7 @@ class Context:
         parent = self.data
         parts = undotted(key)
         for part in parts[:-1]:
-            parent = parent.setdefault(part, {})
+            parent = parent[part] if isinstance(parent, list) else parent.setdefault(part, {})
         parent[parts[-1]] = value
         self.provenance.add(parts, Contribution("rule", f"rule {rule}", value, inputs))
 

@@ -64,15 +64,53 @@ def trainer_strategy(ctx: Context) -> None:
 
 
 def dtypes(ctx: Context) -> None:
-    """Every inference engine's dtype must be one the chip computes in."""
-    engines = [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]
-    engines += [(f"explorer.auxiliary_models.{i}", m) for i, m in enumerate(ctx.get("explorer.auxiliary_models"))]
-    for key, engine in engines:
-        if engine["dtype"] not in ctx.facts.dtypes:
+    """Every inference engine's dtype and the trainer's must be one the chip computes in."""
+    keys = [f"{key}.dtype" for key, _ in _engines(ctx)] + ["trainer.param_dtype"]
+    for key in keys:
+        if ctx.get(key) not in ctx.facts.dtypes:
             ctx.report(
                 "error",
-                f"{key}.dtype",
-                f"{engine['dtype']} is not supported by {ctx.facts.chip} ({ctx.loaded.name})",
+                key,
+                f"{ctx.get(key)} is not supported by {ctx.facts.chip} ({ctx.loaded.name})",
                 allowed=", ".join(ctx.facts.dtypes),
-                hint=f"set {key}.dtype={ctx.facts.dtypes[0]}",
+                hint=f"set {key}={ctx.facts.dtypes[0]}",
             )
+
+
+# Devices one engine of each type can drive: the transformers engine has no tensor or pipeline parallelism.
+ENGINE_MAX_DEVICES = {"transformers": 1}
+
+
+def rollout_engines(ctx: Context) -> None:
+    """Every engine's type must run on the hardware, and fit the devices that type can drive."""
+    for key, engine in _engines(ctx):
+        kind = engine["engine_type"]
+        if kind not in ctx.facts.rollout_engines:
+            reason = ctx.facts.reasons.get("rollout_engines", "")
+            ctx.report(
+                "error",
+                f"{key}.engine_type",
+                f"{kind!r} does not run on {ctx.loaded.name}" + (f": {reason}" if reason else ""),
+                allowed=", ".join(ctx.facts.rollout_engines),
+                hint=f"set {key}.engine_type={ctx.facts.rollout_engines[0]}, or remove it to take the profile's",
+            )
+        devices = engine["tensor_parallel_size"] * engine["pipeline_parallel_size"] * engine["data_parallel_size"]
+        limit = ENGINE_MAX_DEVICES.get(kind)
+        if limit is not None and devices > limit:
+            ctx.report(
+                "error",
+                f"{key}.tensor_parallel_size",
+                f"one {kind} engine drives {limit} device; TP x PP x DP = {devices}",
+                allowed=f"tensor_parallel_size x pipeline_parallel_size x data_parallel_size = {limit}",
+                hint=f"raise {key}.engine_num instead, or use an engine type with tensor parallelism",
+            )
+
+
+def attn_implementation(ctx: Context) -> None:
+    """trainer.attn_implementation = the profile's attention kernel (flash-attn does not exist everywhere)."""
+    ctx.set("trainer.attn_implementation", ctx.facts.attn_implementation, "attn_implementation", (ctx.fact("attn_implementation"),))
+
+
+def _engines(ctx: Context) -> list[tuple[str, dict]]:
+    engines = [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]
+    return engines + [(f"explorer.auxiliary_models.{i}", m) for i, m in enumerate(ctx.get("explorer.auxiliary_models"))]

@@ -26,3 +26,10 @@ def rollout_model(ctx: Context) -> None:
         target = f"explorer.rollout_model.{key}"
         if ctx.get(target) is None and ctx.get(source) is not None:
             ctx.set(target, ctx.get(source), "rollout_model", (ctx.input(source),))
+
+
+def token_budget(ctx: Context) -> None:
+    """trainer.max_token_len_per_gpu defaults to 2 x max_model_len (two full sequences per micro-batch)."""
+    length = ctx.get("model.max_model_len")
+    if ctx.get("trainer.max_token_len_per_gpu") is None and length is not None:
+        ctx.set("trainer.max_token_len_per_gpu", 2 * length, "token_budget", (ctx.input("model.max_model_len"),))

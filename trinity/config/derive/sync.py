@@ -1,5 +1,6 @@
 """Rule for synchronizer.sync_method and the weight-sync world size."""
 
+from ..algorithms import ALGORITHMS
 from ..schema.synchronizer import COLLECTIVE_METHODS
 from ._context import Context
 
@@ -23,7 +24,9 @@ def sync_method(ctx: Context) -> None:
         method = backend
     if method in COLLECTIVE_METHODS and mode != "both":
         method = "memory" if mode == "colocate" else "checkpoint"
-        ctx.report("note", KEY, f"a collective sync needs explorer and trainer running side by side; in mode {mode!r} it becomes {method!r}")
+        preset = ALGORITHMS.get(ctx.get("algorithm.algorithm_type"))
+        if preset is None or preset.needs_rollout:  # SFT syncs nothing: no note about how it would
+            ctx.report("note", KEY, f"a collective sync needs explorer and trainer running side by side; in mode {mode!r} it becomes {method!r}")
     ctx.set(KEY, method, "sync_method", inputs)
     rollout = ctx.get("cluster.rollout_gpu_num")
     world = rollout + 1 if method in COLLECTIVE_METHODS and rollout is not None else None

@@ -1,10 +1,12 @@
-"""`algorithm:` section: the RL algorithm and its optimizer."""
+"""`algorithm:` section: the RL algorithm, its loss functions and their arguments, and the optimizer."""
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, PositiveInt
 
 from ._base import Section
+
+LossAggMode = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm"]
 
 
 class OptimizerConfig(Section):
@@ -18,10 +20,17 @@ class OptimizerConfig(Section):
 
 
 class AlgorithmConfig(Section):
-    algorithm_type: str = Field("ppo", description="Algorithm name as registered upstream (ppo, grpo, sft, dpo, ...).")
+    # Upstream's default is 'ppo', which needs a critic model that trinity's runtime does not have yet.
+    algorithm_type: str = Field("grpo", description="Algorithm preset (grpo, sft, ...); it fills the loss functions you leave unset.")
     repeat_times: PositiveInt = Field(1, description="Rollouts per task (group size for GRPO).")
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="Actor optimizer.")
     sample_strategy: Optional[str] = Field(None, description="Experience sampling strategy; None is the algorithm's default.")
     advantage_fn: Optional[str] = Field(None, description="Advantage function; None is the algorithm's default.")
-    kl_loss_fn: Optional[str] = Field(None, description="KL loss; None is the algorithm's default.")
+    advantage_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the advantage function (checked against it).")
+    policy_loss_fn: Optional[str] = Field(None, description="Policy loss; None is the algorithm's default.")
+    policy_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the policy loss, e.g. clip_range.")
+    kl_loss_fn: Optional[str] = Field(None, description="KL loss against the reference model; None is the algorithm's default, 'none' turns it off.")
+    kl_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the KL loss, e.g. kl_coef.")
     entropy_loss_fn: Optional[str] = Field(None, description="Entropy loss; None is the algorithm's default.")
+    entropy_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the entropy loss, e.g. entropy_coef.")
+    loss_agg_mode: Optional[LossAggMode] = Field(None, description="How token losses are aggregated; None is token-mean.")

@@ -8,7 +8,7 @@ from ._base import Section
 
 
 class ClusterConfig(Section):
-    ray_address: str = Field("auto", description="Ray cluster to join; 'auto' finds a running one or starts a local one.")
+    ray_address: str = Field("auto", description="Ray cluster to join; 'auto' finds a running one or starts a local one; 'local' always starts a local one.")
     node_num: PositiveInt = Field(1, description="Nodes used by this run.")
     gpu_per_node: Optional[PositiveInt] = Field(
         None, description="Accelerators used per node (GPUs or NPUs); defaults to the profile's devices_per_node."

@@ -10,7 +10,9 @@ from .env import EnvVars
 
 class InferenceModelConfig(Section):
     model_path: Optional[str] = Field(None, description="Model served by these engines; defaults to model.model_path.")
-    engine_type: Literal["vllm"] = Field("vllm", description="Inference engine.")
+    engine_type: Literal["vllm", "transformers"] = Field(
+        "vllm", description="Inference engine: vllm (GPU/NPU), or transformers (Hugging Face generate, any torch device)."
+    )
     engine_num: PositiveInt = Field(1, description="Independent engines.")
     tensor_parallel_size: PositiveInt = Field(1, description="Devices one engine shards a layer over.")
     pipeline_parallel_size: PositiveInt = Field(1, description="Pipeline stages per engine.")

@@ -28,6 +28,10 @@ class HardwareFacts(Section):
     dtypes: list[Literal["bfloat16", "float16", "float32"]] = Field(..., min_length=1, description="Dtypes the chip computes in.")
     torch_compile_training: bool = Field(..., description="Whether the trainer may use torch.compile.")
     trainer_strategies: list[Literal["fsdp", "fsdp2", "megatron"]] = Field(..., min_length=1, description="Training strategies that run here.")
+    rollout_engines: list[Literal["vllm", "transformers"]] = Field(
+        default_factory=lambda: ["vllm", "transformers"], min_length=1, description="Rollout engines that run here."
+    )
+    attn_implementation: str = Field("flash_attention_2", description="Attention kernel the trainer's model uses (a Hugging Face attn_implementation).")
     collective_timeout_env: list[str] = Field(
         default_factory=list, description="Variables holding the collective timeout in seconds; raised to synchronizer.sync_timeout."
     )

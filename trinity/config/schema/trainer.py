@@ -10,11 +10,13 @@ from ._base import Section
 class TrainerConfig(Section):
     name: str = Field("trainer", description="Name of the trainer actor.")
     trainer_type: Literal["verl"] = Field("verl", description="Training framework.")
-    trainer_strategy: Literal["fsdp", "fsdp2", "megatron"] = Field("fsdp", description="Parallel training strategy.")
+    trainer_strategy: Literal["fsdp", "fsdp2", "megatron"] = Field("fsdp2", description="Parallel training strategy (upstream's default).")
     device: Optional[Literal["cuda", "npu", "cpu"]] = Field(None, description="Derived from the hardware profile.")
     process_group_backend: Optional[str] = Field(
         None, description="Derived: torch.distributed backend string of the FSDP group, e.g. cpu:gloo,npu:hccl."
     )
+    attn_implementation: Optional[str] = Field(None, description="Derived from the hardware profile: the model's attention kernel.")
+    param_dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Dtype the trainer computes in (FSDP mixed precision).")
     use_torch_compile: Optional[bool] = Field(None, description="torch.compile the actor; unset takes the hardware's default.")
     save_interval: NonNegativeInt = Field(0, description="Train steps between checkpoints; 0 saves only at the end.")
     total_steps: Optional[PositiveInt] = Field(None, description="Stop training after this many steps.")

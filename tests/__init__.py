@@ -1,0 +1,1 @@
+"""The test suite (a package, so `tests.conftest` is ours: verl installs a top-level `tests` package too)."""

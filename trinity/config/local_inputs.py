@@ -1,0 +1,77 @@
+"""What a run reads from this machine's disk: its tasksets, SFT data sets and model.
+
+trinity downloads nothing: a hub name such as `openai/gsm8k` that is not a local path is caught
+here, in a second, by `trinity config validate` and before `trinity run` starts Ray, instead of
+inside a role ten minutes later. `render` and `run --dry-run` only describe, so they do not look.
+"""
+
+import re
+from pathlib import Path
+
+from .algorithms import ALGORITHMS
+from .derive.cluster import EXPLORING_MODES
+from .errors import Issue, dotted
+from .resolve import ResolvedConfig
+from .schema import RunConfig
+
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, as the Hugging Face hub names data sets
+DOWNLOAD_HINT = (
+    "download it once where the run can read it, e.g. "
+    "python -c \"import datasets; datasets.load_dataset('{name}').save_to_disk('data/{stem}')\", "
+    "then set path: data/{stem} (or the variable its ${{oc.env:...}} names)"
+)
+
+
+def data_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """An error for every data set the run (or one of its stages) reads that is not on disk."""
+    issues: list[Issue] = []
+    staged = [(f" (in stage '{n}')", c, p) for (n, c), p in zip(resolved.stages, resolved.stage_provenance)]
+    for label, config, provenance in staged or [("", resolved.config, resolved.provenance)]:  # stages replace the root run
+        for key, path, subset in _data_inputs(config):
+            if path and not Path(path).exists():
+                issue = _missing(key, path, subset, provenance.where(key), label)
+                if issue not in issues:
+                    issues.append(issue)
+    return issues
+
+
+def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
+    """An error when the policy model is not a local folder with a config.json (checked by `run` only)."""
+    path = Path(config.model.model_path)
+    if (path / "config.json").is_file():
+        return []
+    return [
+        Issue(
+            f"{config.model.model_path!r} is not a local model folder (no config.json); trinity downloads nothing",
+            key="model.model_path",
+            source=resolved.provenance.where(("model", "model_path")),
+            hint=f"download it once, e.g. huggingface-cli download {config.model.model_path} --local-dir models/{path.name}, then set model.model_path: models/{path.name}",
+        )
+    ]
+
+
+def _data_inputs(config: RunConfig) -> list[tuple[tuple, str, str]]:
+    """(key of the path, the path, its subset) of every data set the config reads."""
+    found = []
+    explorer_input = config.buffer.explorer_input
+    if config.mode in EXPLORING_MODES:
+        named = [(("taskset",), explorer_input.taskset)] if explorer_input.taskset else []
+        named += [(("tasksets", i), t) for i, t in enumerate(explorer_input.tasksets)]
+        named += [(("eval_tasksets", i), t) for i, t in enumerate(explorer_input.eval_tasksets)]
+        found += [(("buffer", "explorer_input", *key, "path"), t.path, t.subset_name) for key, t in named]
+    experiences = config.buffer.trainer_input.experience_buffer
+    preset = ALGORITHMS.get(config.algorithm.algorithm_type)
+    if experiences and preset and not preset.needs_rollout and experiences.storage_type == "file":
+        found.append((("buffer", "trainer_input", "experience_buffer", "path"), experiences.path, experiences.subset_name))
+    return found
+
+
+def _missing(key: tuple, path: str, subset: str, where: str, label: str) -> Issue:
+    message = f"{path!r} is not on this machine{label}; trinity reads data sets from local disk and downloads nothing"
+    if HUB_ID.match(path):
+        stem = path.rsplit("/", 1)[-1]
+        name = f"{path}', '{subset}" if subset else path
+        hint = DOWNLOAD_HINT.format(name=name, stem=stem)
+    else:
+        hint = f"check the path; a relative one is read from the folder trinity runs in ({Path.cwd()})"
+    return Issue(message, key=dotted(key), source=where, hint=hint)

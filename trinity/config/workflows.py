@@ -1,0 +1,19 @@
+"""The workflows a taskset can name: built-in names, or `module:Class` for your own.
+
+Names map to import paths as data, so the config layer can check them without importing the runtime.
+"""
+
+import re
+
+WORKFLOWS = {
+    "math_workflow": "trinity.runtime.workflows.math:MathWorkflow",
+    "arith_workflow": "trinity.runtime.workflows.arith:ArithWorkflow",
+}
+IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+def workflow_path(name: str) -> str:
+    """The import path of a workflow name; '' when it is neither built in nor `module:Class`."""
+    if name in WORKFLOWS:
+        return WORKFLOWS[name]
+    return name if IMPORT_PATH.match(name) else ""

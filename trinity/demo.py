@@ -1,0 +1,76 @@
+"""The embedded demo's assets, built here with no download: a character tokenizer trained with
+`tokenizers`, a tiny Qwen2 model from a config, and 2-digit addition problems with a held-out split.
+
+`trinity run` without --config builds them on first use under $TRINITY_DEMO_DIR (default
+./trinity-demo) and then runs examples/arith/arith.yaml on them.
+"""
+
+import json
+import os
+import random
+from pathlib import Path
+
+DIR_ENV = "TRINITY_DEMO_DIR"
+DEFAULT_DIR = "./trinity-demo"
+HELD_OUT = 200  # problems never seen in SFT or GRPO
+SPECIALS = ("<pad>", "<eos>", "<unk>")
+MODEL_SHAPE = dict(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=32)
+
+
+def demo_dir() -> Path:
+    """Where the demo's assets live: $TRINITY_DEMO_DIR, else ./trinity-demo."""
+    return Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
+
+
+def ensure(folder: Path, seed: int = 0) -> bool:
+    """Build the assets unless a complete set is there; returns whether it built them."""
+    if (folder / "model" / "model.safetensors").exists() and (folder / "data" / "test.jsonl").exists():
+        return False
+    build(folder, seed)
+    return True
+
+
+def problems(seed: int) -> tuple[list[dict], list[dict]]:
+    """(train, held-out) rows of `a+b=` for a, b in 0..99; the answer is the response."""
+    rows = [{"prompt": f"{a}+{b}=", "response": str(a + b)} for a in range(100) for b in range(100)]
+    random.Random(seed).shuffle(rows)
+    return rows[HELD_OUT:], rows[:HELD_OUT]
+
+
+def build(folder: Path, seed: int = 0) -> None:
+    """Write data/{train,test}.jsonl and model/ (tokenizer, config, weights), each folder published whole."""
+    from .utils.atomic import publish_dir
+
+    train, test = problems(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+
+    def data(tmp: Path) -> None:
+        for name, rows in (("train", train), ("test", test)):
+            (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+
+    for name, fill in (("data", data), ("model", lambda tmp: _model(tmp, train, seed))):
+        if not (folder / name).exists():
+            publish_dir(fill, folder / name)
+
+
+def _model(folder: Path, rows: list[dict], seed: int) -> None:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = _tokenizer(rows)
+    tokenizer.save_pretrained(folder)
+    config = Qwen2Config(vocab_size=len(tokenizer), tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None, **MODEL_SHAPE)
+    torch.manual_seed(seed)
+    Qwen2ForCausalLM(config).save_pretrained(folder)
+
+
+def _tokenizer(rows: list[dict]):
+    """One token per character, its vocabulary learned from the problems."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    raw = Tokenizer(models.WordLevel(unk_token="<unk>"))
+    raw.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
+    raw.decoder = decoders.Fuse()
+    raw.train_from_iterator((r["prompt"] + r["response"] for r in rows), trainers.WordLevelTrainer(special_tokens=list(SPECIALS)))
+    return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")

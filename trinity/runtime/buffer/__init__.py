@@ -1,0 +1,1 @@
+"""Where experiences wait between the explorer and the trainer, each consumed exactly once."""

@@ -1,0 +1,71 @@
+"""The experience buffer as a Ray actor: the explorer puts, trainer rank 0 takes, each once."""
+
+import asyncio
+from pathlib import Path
+from typing import Any, Optional
+
+from ..experience import Experience
+from ..roles import Role
+from . import stores
+
+POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process puts wake the waiter at once
+
+
+class ExperienceBuffer(Role):
+    """One storage type behind put/get; `get` waits for enough experiences, up to a timeout."""
+
+    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], storage: Any, run_dir: str):
+        super().__init__(name, role, visible_devices_env, log_dir)
+        self.storage, self.run_dir = storage, Path(run_dir)
+        self.store = None
+        self.changed = asyncio.Event()
+
+    def setup(self, sft: Optional[dict] = None) -> dict:
+        """Open the store; `sft` = {tokenizer path, seed} makes it serve a data set's samples instead."""
+        storage = self.storage
+        if sft is not None:
+            self.store = _data_set(storage, sft)
+        elif storage.storage_type == "file":
+            self.store = stores.JsonlFile(Path(storage.path) if storage.path else self.run_dir / f"{storage.name}.jsonl")
+        elif storage.storage_type == "sql" or (storage.path or "").startswith(stores.SQLITE_PREFIX):
+            store = stores.SqliteStore(stores.sqlite_path(storage.path or f"{stores.SQLITE_PREFIX}{storage.name}.db", self.run_dir))
+            self.store = store if storage.storage_type == "sql" else stores.MemoryQueue(store)
+        else:
+            self.store = stores.MemoryQueue()
+        return {"storage": storage.storage_type, "store": type(self.store).__name__, "samples": len(getattr(self.store, "samples", ()))}
+
+    def put(self, experiences: list[Experience]) -> int:
+        """Store experiences; returns how many were stored."""
+        self.store.add(experiences)
+        self.changed.set()
+        return len(experiences)
+
+    async def get(self, n: int, step: int, timeout_s: float) -> list[Experience]:
+        """`n` experiences for train step `step`; raises TimeoutError when they do not come in time."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while True:
+            taken = self.store.take(n, step)
+            if taken:
+                return taken
+            left = deadline - loop.time()
+            if left <= 0:
+                raise TimeoutError(f"the buffer had fewer than {n} experiences for step {step} after {timeout_s:g} s")
+            self.changed.clear()
+            try:
+                await asyncio.wait_for(self.changed.wait(), timeout=min(POLL_S, left))
+            except asyncio.TimeoutError:
+                pass
+
+    def rewind(self, after_step: Optional[int]) -> int:
+        """Give back what train steps after `after_step` consumed (a resume from that step's checkpoint)."""
+        return self.store.rewind(after_step)
+
+
+def _data_set(storage: Any, sft: dict) -> stores.DataSet:
+    from transformers import AutoTokenizer
+
+    from ..data.tasksets import load_rows
+
+    rows = load_rows(storage.path, storage.split, storage.subset_name)
+    return stores.DataSet(rows, storage.format, AutoTokenizer.from_pretrained(sft["tokenizer"]), sft["seed"])

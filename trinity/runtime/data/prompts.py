@@ -1,0 +1,55 @@
+"""Rows to prompts and SFT samples, by the taskset's `format` keys and the model's chat template."""
+
+from typing import Any, Optional
+
+
+class FormatError(KeyError):
+    """A row lacks a column the format names."""
+
+
+def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False) -> str:
+    """The text the model continues: plaintext as written, messages through the chat template."""
+    if fmt.prompt_type == "plaintext":
+        body = _column(row, fmt.prompt_key)
+        text = f"{fmt.system_prompt}\n{body}" if fmt.system_prompt else str(body)
+    else:
+        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking)
+    return text + (fmt.reply_prefix or "")
+
+
+def sft_pair(row: dict, fmt: Any, tokenizer: Any) -> tuple[str, str]:
+    """(prompt, response) of one SFT sample: the last assistant message is the response."""
+    if fmt.prompt_type == "plaintext":
+        return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
+    messages = _column(row, fmt.messages_key) if fmt.messages_key in row else None
+    if messages and messages[-1].get("role") == "assistant":
+        return _chat(_with_system(messages[:-1], fmt.system_prompt), tokenizer) + (fmt.reply_prefix or ""), messages[-1]["content"]
+    return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
+
+
+def _prompt_messages(row: dict, fmt: Any) -> list[dict]:
+    if fmt.messages_key in row:
+        messages = list(row[fmt.messages_key])
+        if messages and messages[-1].get("role") == "assistant":
+            messages = messages[:-1]  # the reference answer is not part of the prompt
+    else:
+        messages = [{"role": "user", "content": str(_column(row, fmt.prompt_key))}]
+    return _with_system(messages, fmt.system_prompt)
+
+
+def _with_system(messages: list[dict], system: Optional[str]) -> list[dict]:
+    if system and not (messages and messages[0].get("role") == "system"):
+        return [{"role": "system", "content": system}, *messages]
+    return messages
+
+
+def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool = False) -> str:
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
+    return "\n".join(m["content"] for m in messages)  # a tokenizer without a template: the contents, in order
+
+
+def _column(row: dict, key: str) -> Any:
+    if key not in row:
+        raise FormatError(f"row has no column {key!r} (columns: {', '.join(map(str, row))}); set the taskset's format keys")
+    return row[key]

@@ -1,0 +1,164 @@
+"""The explorer: runs each task's workflow over the rollout engines and writes experiences.
+
+Tasks go round-robin to the engines; up to `runner_per_model` workflows per engine run at once,
+and the engine generates concurrent requests together. A task that fails is retried
+`max_retry_times` times, then skipped with its error in the metrics; one that outlives
+`max_timeout` is abandoned.
+"""
+
+import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .experience import Experience
+from .roles import Role
+
+
+@dataclass
+class _TaskSet:
+    name: str
+    workflow: type
+    tasks: list  # Task
+    sampling: Any  # rollout.base.Sampling
+
+
+class Explorer(Role):
+    """Drives workflows; the constructor is light, `setup` loads tasksets and the tokenizer."""
+
+    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], config: Any):
+        super().__init__(name, role, visible_devices_env, log_dir)
+        self.config = config
+
+    def setup(self, engines: list, buffer: Any, model_path: str) -> dict:
+        """Load the tasksets and the tokenizer; returns the number of tasks of each."""
+        from transformers import AutoTokenizer
+
+        self.engines, self.buffer = engines, buffer
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        explorer_input = self.config.buffer.explorer_input
+        train = [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t]
+        self.train = [self._load(t, False) for t in train]
+        self.evals = [self._load(t, True) for t in explorer_input.eval_tasksets]
+        self.pool = ThreadPoolExecutor(max_workers=max(1, self.config.explorer.runner_per_model * len(engines)))
+        return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
+
+    def _load(self, storage: Any, is_eval: bool) -> _TaskSet:
+        from .data.tasksets import load_rows
+        from .rollout.base import Sampling
+        from .workflows import Task, load
+
+        explorer_input = self.config.buffer.explorer_input
+        rows = load_rows(storage.path, storage.split, storage.subset_name)
+        kind = "eval" if is_eval else "train"
+        tasks = [Task(f"{storage.name}/{kind}/{i}", row, storage.format, storage.repeat_times, storage.workflow_args, storage.reward_fn_args, is_eval) for i, row in enumerate(rows)]
+        args = storage.rollout_args
+        max_tokens = args.max_tokens or self.config.model.max_response_tokens or 16
+        sampling = Sampling(args.temperature, args.top_p, args.top_k, max_tokens, self.config.model.min_response_tokens)
+        return _TaskSet(storage.name, load(storage.default_workflow_type or explorer_input.default_workflow_type), tasks, sampling)
+
+    def steps_per_epoch(self) -> int:
+        """Explore steps in one pass over the training tasks."""
+        total = sum(len(ts.tasks) for ts in self.train)
+        return max(1, -(-total // self.config.buffer.batch_size))
+
+    def explore_step(self, step: int) -> dict:
+        """Run the workflows of step `step`'s tasks, write their experiences; returns the step's metrics."""
+        started = time.perf_counter()
+        batch = self._batch(step)
+        exps, failed = self._run(batch, step)
+        for exp in exps:
+            exp.step = step
+        if exps:
+            import ray
+
+            ray.get(self.buffer.put.remote(exps))
+        seconds = time.perf_counter() - started
+        return _summary(exps, seconds, failed) | {"tasks": len(batch)}
+
+    def _batch(self, step: int) -> list:
+        """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
+        everything = [(ts, task) for ts in self.train for task in ts.tasks]
+        size = self.config.buffer.batch_size
+        start = (step - 1) * size
+        return [everything[i % len(everything)] for i in range(start, start + size)]
+
+    def evaluate(self, step: int) -> list[dict]:
+        """Every eval taskset once; returns one metrics record per taskset (accuracy and reward)."""
+        out = []
+        for ts in self.evals:
+            started = time.perf_counter()
+            exps, failed = self._run([(ts, t) for t in ts.tasks], step)
+            accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
+            out.append({"taskset": ts.name, "accuracy": accuracy, "tasks": len(ts.tasks), "failed": failed} | _summary(exps, time.perf_counter() - started, failed))
+        return out
+
+    def _run(self, batch: list, step: int) -> tuple[list[Experience], int]:
+        engines = itertools.cycle(self.engines)
+        futures = [self.pool.submit(self._attempt, ts, task, engine) for (ts, task), engine in zip(batch, engines)]
+        exps, failed = [], 0
+        for future in futures:
+            try:
+                exps += future.result(timeout=self.config.explorer.max_timeout)
+            except (FutureTimeout, TaskFailed) as exc:
+                failed += 1
+                self.log.warning("step %d: a task was skipped: %s", step, exc)
+        return exps, failed
+
+    def _attempt(self, ts: _TaskSet, task: Any, engine: Any) -> list[Experience]:
+        client = _Client(engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model.enable_thinking)
+        errors = []
+        for _ in range(self.config.explorer.max_retry_times + 1):
+            try:
+                return ts.workflow(task, client).run()
+            except Exception as exc:  # a workflow is user code: any error is retried, then reported
+                if _is_engine_death(exc):
+                    raise
+                errors.append(f"{type(exc).__name__}: {exc}")
+        raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
+
+
+class TaskFailed(RuntimeError):
+    """A task that failed every retry."""
+
+
+def _is_engine_death(exc: Exception) -> bool:
+    import ray
+
+    return isinstance(exc, ray.exceptions.RayActorError)
+
+
+class _Client:
+    """The model client a workflow sees: prompt formatting and generation on one engine."""
+
+    def __init__(self, engine: Any, tokenizer: Any, sampling: Any, enable_thinking: bool):
+        self.engine, self.tokenizer, self.sampling, self.enable_thinking = engine, tokenizer, sampling, enable_thinking
+
+    def prompt(self, task: Any) -> str:
+        from .data.prompts import prompt_text
+
+        return prompt_text(task.row, task.format, self.tokenizer, self.enable_thinking)
+
+    def generate(self, prompt: str, n: int) -> list:
+        import ray
+
+        from .workflows import Completion
+
+        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        version, samples = ray.get(self.engine.generate.remote(ids, n, self.sampling))
+        return [Completion(ids, s.response_ids, s.logprobs, s.text, version) for s in samples]
+
+
+def _summary(exps: list[Experience], seconds: float, failed: int) -> dict:
+    tokens = sum(len(e.response_ids) for e in exps)
+    versions = [e.weight_version for e in exps]
+    return {
+        "reward_mean": sum(e.reward for e in exps) / len(exps) if exps else 0.0,
+        "response_length_mean": tokens / len(exps) if exps else 0.0,
+        "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,
+        "weight_version": max(versions) if versions else None,
+        "experiences": len(exps),
+        "failed_tasks": failed,
+        "seconds": seconds,
+    }

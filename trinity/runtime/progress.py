@@ -1,0 +1,84 @@
+"""Progress of a long run: a live bar per stage on a terminal, plain lines otherwise, and a summary."""
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Optional, TextIO
+
+PLAIN_EVERY_S = 10.0  # without a terminal: a line at most this often (and at the end of each stage)
+
+
+class Progress:
+    """step/total, reward, tokens/s and sync time of the running stage."""
+
+    def __init__(self, stage: str, total: int, quiet: bool = False, stream: Optional[TextIO] = None):
+        self.stage, self.total, self.quiet = stage, total, quiet
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.fields: dict[str, str] = {}
+        self.step = 0
+        self.started = self.last_line = time.monotonic()
+
+    def update(self, step: int, **values: Optional[float]) -> None:
+        """Record the latest numbers and redraw (or print a line when it is time)."""
+        self.step = max(self.step, step)
+        self.fields.update({k: _fmt(v) for k, v in values.items() if v is not None})
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write("\r" + self._line(bar=True) + "\033[K")
+            self.stream.flush()
+        elif time.monotonic() - self.last_line >= PLAIN_EVERY_S or step == self.total:
+            self._print()
+
+    def close(self) -> None:
+        """End the stage's bar with a newline (or its final plain line)."""
+        if self.quiet:
+            return
+        if self.tty:
+            self.stream.write("\r" + self._line(bar=True) + "\033[K\n")
+        elif self.step != self.total:
+            self._print()
+        self.stream.flush()
+
+    def _print(self) -> None:
+        self.stream.write(self._line(bar=False) + "\n")
+        self.stream.flush()
+        self.last_line = time.monotonic()
+
+    def _line(self, bar: bool) -> str:
+        done = self.step / self.total if self.total else 1.0
+        drawn = f"[{'#' * int(done * 20):<20}] " if bar else ""
+        extra = "  ".join(f"{k} {v}" for k, v in self.fields.items())
+        return f"{self.stage}: {drawn}step {self.step}/{self.total}  {extra}  {time.monotonic() - self.started:.0f}s".rstrip()
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)
+
+
+@dataclass
+class StageSummary:
+    """What one stage did, for the closing table."""
+
+    name: str
+    mode: str
+    steps: int = 0
+    seconds: float = 0.0
+    reward: Optional[float] = None
+    eval_first: dict[str, float] = field(default_factory=dict)
+    eval_last: dict[str, float] = field(default_factory=dict)
+    checkpoint: str = ""
+    note: str = ""
+
+
+def summary_table(stages: list[StageSummary]) -> str:
+    """One row per stage: steps, time, last reward, eval accuracy at its start and end, last checkpoint."""
+    head = ["STAGE", "MODE", "STEPS", "TIME", "REWARD", "EVAL START -> END", "CHECKPOINT"]
+    rows = [head]
+    for s in stages:
+        evals = "; ".join(f"{k} {s.eval_first.get(k, float('nan')):.3f} -> {v:.3f}" for k, v in s.eval_last.items()) or "-"
+        reward = f"{s.reward:.3f}" if s.reward is not None else "-"
+        rows.append([s.name, s.mode, str(s.steps), f"{s.seconds:.0f}s", reward, evals, s.checkpoint or s.note or "-"])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"

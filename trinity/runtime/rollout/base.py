@@ -1,0 +1,149 @@
+"""A rollout engine: batches concurrent generate calls, loads new weights between batches, and
+joins the weight-sync group. Engine types plug in by implementing `_load`, `_generate` and `_params`."""
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, Iterable, Optional
+
+from ..roles import Role
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling arguments of one request (a taskset's rollout_args)."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    max_tokens: int = 16
+    min_tokens: int = 0
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One generated response: its tokens, their log-probs under the sampling temperature, its text."""
+
+    response_ids: list[int]
+    logprobs: list[float]
+    text: str
+
+
+@dataclass(frozen=True)
+class WeightSpec:
+    """Name, shape and dtype of one tensor the trainer sends, in the order it sends them."""
+
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    n: int
+    sampling: Sampling
+    future: asyncio.Future
+
+
+class RolloutEngine(Role):
+    """Base of every engine type. The constructor is light; `setup` loads the model."""
+
+    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], config: Any, index: int):
+        super().__init__(name, role, visible_devices_env, log_dir)
+        self.config, self.index = config, index
+        self.version = 0
+        self._pending: list[_Request] = []
+        self._drainer: Optional[asyncio.Task] = None
+        self._weights_lock = asyncio.Lock()  # a batch never sees half-loaded weights
+        self._group = None
+
+    async def setup(self, model_path: str, version: int) -> dict:
+        """Load the model (a checkpoint's, when resuming); returns what was loaded."""
+        self.version = version
+        await asyncio.to_thread(self._load, model_path)
+        return {"engine": self.name, "model_path": model_path, "weight_version": version}
+
+    async def generate(self, prompt_ids: list[int], n: int, sampling: Sampling) -> tuple[int, list[Sample]]:
+        """(weight version, `n` samples continuing `prompt_ids`); concurrent calls are generated together."""
+        future = asyncio.get_running_loop().create_future()
+        self._pending.append(_Request(prompt_ids, n, sampling, future))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = asyncio.create_task(self._drain())
+        return await future
+
+    async def _drain(self) -> None:
+        while self._pending:
+            batch, self._pending = self._pending, []
+            try:
+                async with self._weights_lock:
+                    results = await asyncio.to_thread(self._generate, [(r.prompt_ids, r.n, r.sampling) for r in batch])
+                    version = self.version
+            except Exception as exc:  # every waiting caller gets the engine's error
+                for request in batch:
+                    request.future.set_exception(exc)
+                continue
+            for request, samples in zip(batch, results):
+                request.future.set_result((version, samples))
+
+    def weight_version(self) -> int:
+        """The trainer step whose weights this engine holds."""
+        return self.version
+
+    async def join_sync_group(self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float) -> None:
+        """Join the weight-sync group as `rank`."""
+        from ..sync import group
+
+        self._group = await asyncio.to_thread(group.join, backend, host, port, rank, world_size, timeout_s)
+
+    async def receive_weights(self, specs: list[WeightSpec], version: int) -> int:
+        """Receive every tensor the trainer broadcasts, in `specs` order, into the model."""
+        from ..sync import group
+
+        async with self._weights_lock:
+            await asyncio.to_thread(self._receive, specs, group)
+            self.version = version
+        return version
+
+    async def load_weights(self, weights: Any, version: int) -> int:
+        """Load (name, tensor) pairs from the object store (memory sync) or a safetensors file (checkpoint sync)."""
+        async with self._weights_lock:
+            await asyncio.to_thread(self._load_named, _named(weights))
+            self.version = version
+        return version
+
+    def _receive(self, specs: list[WeightSpec], group_module) -> None:
+        import torch
+
+        params = self._params()
+        for spec in specs:
+            buffer = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=self._device())
+            group_module.broadcast(self._group, buffer)
+            params[spec.name].data.copy_(buffer)
+
+    def _load_named(self, weights: Iterable[tuple[str, Any]]) -> None:
+        params = self._params()
+        for name, tensor in weights:
+            params[name].data.copy_(tensor)
+
+    # --- what an engine type implements -----------------------------------------------------------
+
+    def _load(self, model_path: str) -> None:
+        raise NotImplementedError
+
+    def _generate(self, requests: list[tuple[list[int], int, Sampling]]) -> list[list[Sample]]:
+        raise NotImplementedError
+
+    def _params(self) -> dict[str, Any]:
+        """Name -> tensor of every weight the trainer may send (Hugging Face names)."""
+        raise NotImplementedError
+
+    def _device(self) -> str:
+        return self.config.hardware.device_type
+
+
+def _named(weights: Any) -> Iterable[tuple[str, Any]]:
+    if isinstance(weights, str):  # a safetensors file
+        from safetensors.torch import load_file
+
+        return load_file(weights).items()
+    return weights.items() if isinstance(weights, dict) else weights

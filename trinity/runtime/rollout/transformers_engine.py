@@ -1,0 +1,77 @@
+"""`engine_type: transformers`: Hugging Face `generate` on any torch device, log-probs included.
+
+Requests that arrive while a batch is generating are generated together in the next batch;
+requests with the same sampling arguments share one `generate` call.
+"""
+
+from typing import Any
+
+from .base import RolloutEngine, Sample, Sampling
+
+MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batches
+
+
+class TransformersEngine(RolloutEngine):
+    """A Hugging Face causal LM behind the engine interface."""
+
+    def _load(self, model_path: str) -> None:
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        rollout = self.config.explorer.rollout_model
+        torch.manual_seed(rollout.seed + self.index)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        dtype = getattr(torch, rollout.dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self._device()).eval()
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+
+    def _params(self) -> dict[str, Any]:
+        return self.model.state_dict(keep_vars=True)  # tied weights appear under both names, as the trainer sends them
+
+    def _generate(self, requests: list[tuple[list[int], int, Sampling]]) -> list[list[Sample]]:
+        by_sampling: dict[Sampling, list[int]] = {}
+        for i, (_, _, sampling) in enumerate(requests):
+            by_sampling.setdefault(sampling, []).append(i)
+        results: list[list[Sample]] = [[] for _ in requests]
+        for sampling, indices in by_sampling.items():
+            rows = [(i, requests[i][0]) for i in indices for _ in range(requests[i][1])]
+            for start in range(0, len(rows), MAX_SEQUENCES):
+                chunk = rows[start : start + MAX_SEQUENCES]
+                for (i, _), sample in zip(chunk, self._sample([ids for _, ids in chunk], sampling)):
+                    results[i].append(sample)
+        return results
+
+    def _sample(self, prompts: list[list[int]], sampling: Sampling) -> list[Sample]:
+        import torch
+
+        width = max(len(p) for p in prompts)
+        ids = torch.tensor([[self.pad_id] * (width - len(p)) + p for p in prompts], device=self._device())
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self._device())
+        greedy = sampling.temperature == 0
+        with torch.no_grad():
+            out = self.model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=not greedy,
+                temperature=None if greedy else sampling.temperature,
+                top_p=None if greedy else sampling.top_p,
+                top_k=None if greedy or sampling.top_k < 0 else sampling.top_k,
+                max_new_tokens=sampling.max_tokens,
+                min_new_tokens=sampling.min_tokens or None,
+                pad_token_id=self.pad_id,
+                eos_token_id=self.tokenizer.eos_token_id,
+                return_dict_in_generate=True,
+                output_logits=True,
+            )
+        tokens = out.sequences[:, width:]
+        temperature = 1.0 if greedy else sampling.temperature
+        logprobs = torch.stack(
+            [torch.log_softmax(step.float() / temperature, dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1) for t, step in enumerate(out.logits)], dim=1
+        )
+        return [self._trim(row.tolist(), lp.tolist()) for row, lp in zip(tokens, logprobs)]
+
+    def _trim(self, tokens: list[int], logprobs: list[float]) -> Sample:
+        """Cut after the end-of-sequence token (kept: the model learns to stop) and drop padding."""
+        eos = self.tokenizer.eos_token_id
+        end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+        return Sample(tokens[:end], logprobs[:end], self.tokenizer.decode(tokens[:end], skip_special_tokens=True))

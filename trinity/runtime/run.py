@@ -1,0 +1,123 @@
+"""A whole run: the run directory and its lock, resume, then each stage in order on Ray.
+
+Each stage starts from the previous stage's last checkpoint; a resumed run skips the stages its
+checkpoints say are done and continues the one that is not from its last complete checkpoint.
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from ..config.diff import diff
+from ..config.errors import ConfigError, Issue
+from ..config.redact import redact
+from .metrics import MetricsLog
+from .progress import StageSummary
+from .run_dir import LOCKS, Checkpoint, RunDir
+from .stage import RoleFailed, Stage, StageStart
+
+# A resumed run must be the same run: these keys change what it trains (the rest, e.g. intervals, may change).
+RUN_CHANGING = ("model.", "algorithm.", "buffer.batch_size", "buffer.train_batch_size", "buffer.explorer_input.", "buffer.trainer_input.", "hardware.name", "stages", "trainer.trainer_strategy")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    timeout_s: float
+    quiet: bool = False
+    force: bool = False
+
+
+def run_dir_of(config: Any) -> RunDir:
+    """`checkpoint_root_dir/project/name`."""
+    return RunDir(Path(config.checkpoint_root_dir) / config.project / config.name)
+
+
+def train(resolved: Any, options: RunOptions, show: Any) -> list[StageSummary]:
+    """Run every stage in order; `show` prints each stage's plan and placements."""
+    config = resolved.config
+    stages = list(resolved.stages) or [(None, config)]
+    run_dir = run_dir_of(config)
+    with run_dir.lock(_lock_mode({c.mode for _, c in stages})):
+        latest = _resume_point(run_dir, config, options.force)
+        run_dir.write_config(config.model_dump(mode="json"))
+        metrics = MetricsLog(run_dir.metrics, config.monitor, f"{config.project}/{config.name}", run_dir.root / "tensorboard")
+        try:
+            return _stages(stages, run_dir, metrics, latest, options, show)
+        finally:
+            metrics.close()
+
+
+def _lock_mode(modes: set) -> str:
+    names = {n for m in modes for n in LOCKS.get(m, (m,))}
+    return "both" if {"explore", "train"} <= names else next(iter(modes))
+
+
+def _stages(stages: list, run_dir: RunDir, metrics: MetricsLog, latest: Optional[Checkpoint], options: RunOptions, show: Any) -> list[StageSummary]:
+    summaries, model_path, offset = [], stages[0][1].model.model_path, 0
+    done = {c.stage_index: c for c in run_dir.complete_checkpoints() if c.stage_done}
+    for index, (name, config) in enumerate(stages):
+        if index in done and (latest is None or latest.stage_index >= index):
+            model_path, offset = str(done[index].path), done[index].global_step
+            summaries.append(StageSummary(name or "run", config.mode, note=f"done earlier ({done[index].path.name})"))
+            continue
+        resume = latest if latest and latest.stage_index == index and not latest.stage_done else None
+        stage = Stage(config, name, index, run_dir, metrics, StageStart(model_path, offset, resume), options.quiet, options.timeout_s)
+        summaries.append(_launch(stage, options, show))
+        if stage.last_checkpoint:
+            model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
+    return summaries
+
+
+def _launch(stage: Stage, options: RunOptions, show: Any) -> StageSummary:
+    """Place the stage's actors, check where they landed, set them up, run, checkpoint; always tear down."""
+    from ..launch.launcher import Launch, check_live
+    from ..launch.plan import build_plan
+    from .factory import role_factory
+
+    plan = build_plan(stage.config)
+    feasibility = check_live(plan)
+    show.plan(stage.summary.name, plan, feasibility)
+    if not feasibility.ok:
+        raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(feasibility.lines))])
+    with Launch(plan, options.timeout_s) as launch:
+        launch.create_groups()
+        actors = launch.start_actors(role_factory(stage.config, stage.run_dir.root))
+        placements = _placements(launch)
+        show.placements(placements)
+        misplaced = [p for p in placements if p.problem]
+        if misplaced:
+            raise RoleFailed(f"{len(misplaced)} actor(s) did not land as planned: " + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced))
+        stage.setup(actors)
+        summary = stage.run()
+        stage.finish()
+    return summary
+
+
+def _placements(launch: Any) -> list:
+    import ray
+
+    try:
+        return launch.placements()
+    except ray.exceptions.RayError as exc:  # an actor that cannot even start (a missing package on a node, say)
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        raise RoleFailed(f"a role actor failed to start: {lines[-1] if lines else type(exc).__name__}") from None
+
+
+def _resume_point(run_dir: RunDir, config: Any, force: bool) -> Optional[Checkpoint]:
+    """The checkpoint to continue from, after checking the saved config describes the same run."""
+    latest = run_dir.latest()
+    if latest is None:
+        return None
+    if not config.continue_from_checkpoint:
+        raise ConfigError(
+            [Issue(f"{run_dir.root} already holds checkpoints (last: {latest.path.name}) and continue_from_checkpoint is false; nothing is overwritten", key="continue_from_checkpoint", hint="set continue_from_checkpoint: true to resume, or choose another project/name")]
+        )
+    saved = run_dir.saved_config()
+    if saved is not None and not force:
+        changes = [c for c in diff(redact(saved), redact(config.model_dump(mode="json"))) if c.key.startswith(RUN_CHANGING)]
+        if changes:
+            listed = "; ".join(f"{c.key}: {c.left!r} -> {c.right!r}" for c in changes[:8])
+            raise ConfigError(
+                [Issue(f"resuming {latest.path.name} with a config that changes the run: {listed}", key="continue_from_checkpoint", source=str(run_dir.config), hint="rerun with --force to resume anyway, or choose another name to start a new run")]
+            )
+    return latest

@@ -1,0 +1,125 @@
+"""The run directory `checkpoint_root_dir/project/name/`: the resolved config with its hash,
+metrics.jsonl, checkpoints/global_step_N/ (Hugging Face files plus the trainer's state, published
+by renaming a finished temporary folder), logs/ per role, and a lock per mode."""
+
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import yaml
+
+from ..config.errors import ConfigError, Issue
+from ..utils.atomic import publish_dir, write_text_atomic
+
+STATE = "state.json"
+# Which locks each mode holds: `both` excludes every other run of the same project/name;
+# an `explore` run and a `train` run may share a run directory (checkpoint sync between them).
+LOCKS = {"both": ("explore", "train"), "colocate": ("explore", "train"), "explore": ("explore",), "train": ("train",), "bench": ("bench",)}
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A complete checkpoint: its folder and what state.json says of it."""
+
+    path: Path
+    global_step: int
+    stage: str
+    stage_index: int
+    stage_step: int
+    stage_total: int
+
+    @property
+    def stage_done(self) -> bool:
+        return self.stage_step >= self.stage_total
+
+
+class RunDir:
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.checkpoints = self.root / "checkpoints"
+        self.logs = self.root / "logs"
+        self.metrics = self.root / "metrics.jsonl"
+        self.config = self.root / "config.yaml"
+
+    @contextmanager
+    def lock(self, mode: str) -> Iterator[None]:
+        """Hold this mode's locks for the block; the OS drops them if the process dies."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        handles = []
+        try:
+            for name in LOCKS.get(mode, (mode,)):
+                handle = (self.root / f"{name}.lock").open("a+")
+                try:
+                    fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    handle.seek(0)
+                    holder = handle.read().strip() or "another process"
+                    handle.close()
+                    raise ConfigError([Issue(f"{self.root} is in use by a live run ({name} lock held by {holder})", key="name", hint="wait for it to end, or choose another project/name")]) from None
+                handle.seek(0)
+                handle.truncate()
+                handle.write(f"pid {os.getpid()} on {os.uname().nodename}")
+                handle.flush()
+                handles.append(handle)
+            yield
+        finally:
+            for handle in handles:
+                handle.close()
+
+    def write_config(self, data: dict) -> str:
+        """Write the resolved config atomically with its sha256 in the first line; returns the hash."""
+        digest = config_hash(data)
+        text = f"# sha256: {digest}\n" + yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=120)
+        self.root.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(self.config, text)
+        return digest
+
+    def saved_config(self) -> Optional[dict]:
+        """The config an earlier run of this directory saved, if any."""
+        return yaml.safe_load(self.config.read_text(encoding="utf-8")) if self.config.exists() else None
+
+    def complete_checkpoints(self) -> list[Checkpoint]:
+        """Every checkpoint whose state.json was published, oldest first (a half-written one has none)."""
+        found = []
+        for folder in self.checkpoints.glob("global_step_*"):
+            state = folder / STATE
+            if state.is_file():
+                data = json.loads(state.read_text(encoding="utf-8"))
+                found.append(Checkpoint(folder, data["global_step"], data["stage"], data["stage_index"], data["stage_step"], data["stage_total"]))
+        return sorted(found, key=lambda c: c.global_step)
+
+    def latest(self) -> Optional[Checkpoint]:
+        """The last complete checkpoint."""
+        found = self.complete_checkpoints()
+        return found[-1] if found else None
+
+    def save_checkpoint(self, checkpoint: Checkpoint, fill: Callable[[Path], None], keep: Optional[int]) -> Checkpoint:
+        """Publish a checkpoint: `fill` writes its files into a temporary folder, state.json goes last."""
+
+        def build(folder: Path) -> None:
+            fill(folder)
+            state = {"global_step": checkpoint.global_step, "stage": checkpoint.stage, "stage_index": checkpoint.stage_index, "stage_step": checkpoint.stage_step, "stage_total": checkpoint.stage_total}
+            write_text_atomic(folder / STATE, json.dumps(state, indent=2))
+
+        target = self.checkpoints / f"global_step_{checkpoint.global_step}"
+        if target.exists():
+            shutil.rmtree(target)  # an incomplete folder of that step, left by a crash
+        publish_dir(build, target)
+        self._prune(keep)
+        return Checkpoint(target, *[getattr(checkpoint, f) for f in ("global_step", "stage", "stage_index", "stage_step", "stage_total")])
+
+    def _prune(self, keep: Optional[int]) -> None:
+        if keep:
+            for old in self.complete_checkpoints()[:-keep]:
+                shutil.rmtree(old.path, ignore_errors=True)
+
+
+def config_hash(data: dict) -> str:
+    """sha256 of the config's canonical JSON."""
+    return hashlib.sha256(json.dumps(data, sort_keys=True, separators=(",", ":")).encode()).hexdigest()

@@ -1,0 +1,85 @@
+"""Our side of the GRPO and SFT wiring: experiences to the tensors verl's actor consumes.
+
+RL batches are left-right padded (prompts padded on the left, responses on the right), with the
+rollout engine's log-probs as the old policy's (upstream's `bypass_old_logprobs`), the reward on a
+response's last token, and advantages from verl's GRPO estimator over groups of one task's
+rollouts. SFT batches are packed sequences with a loss mask over the response tokens.
+"""
+
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..experience import Experience
+
+
+def padded(exps: list[Experience], pad_id: int) -> dict[str, torch.Tensor]:
+    """prompts (left-padded), responses (right-padded), input_ids, attention_mask, position_ids, response_mask."""
+    width_p = max(len(e.prompt_ids) for e in exps)
+    width_r = max(len(e.response_ids) for e in exps)
+    prompts = torch.tensor([[pad_id] * (width_p - len(e.prompt_ids)) + e.prompt_ids for e in exps])
+    responses = torch.tensor([e.response_ids + [pad_id] * (width_r - len(e.response_ids)) for e in exps])
+    prompt_mask = torch.tensor([[0] * (width_p - len(e.prompt_ids)) + [1] * len(e.prompt_ids) for e in exps])
+    response_mask = torch.tensor([[1] * len(e.response_ids) + [0] * (width_r - len(e.response_ids)) for e in exps])
+    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+    return {
+        "prompts": prompts,
+        "responses": responses,
+        "input_ids": torch.cat([prompts, responses], dim=1),
+        "attention_mask": attention_mask,
+        "position_ids": torch.clamp(attention_mask.cumsum(dim=1) - 1, min=0),
+        "response_mask": response_mask,
+    }
+
+
+def token_rewards(exps: list[Experience], response_mask: torch.Tensor) -> torch.Tensor:
+    """Each experience's reward on its last response token, zeros elsewhere."""
+    rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
+    last = response_mask.sum(dim=1) - 1
+    rewards[torch.arange(len(exps)), last] = torch.tensor([e.reward for e in exps], dtype=torch.float32)
+    return rewards
+
+
+def old_logprobs(exps: list[Experience], width: int) -> torch.Tensor:
+    """The rollout engine's log-probs, right-padded with zeros."""
+    return torch.tensor([e.logprobs + [0.0] * (width - len(e.logprobs)) for e in exps], dtype=torch.float32)
+
+
+def group_advantages(exps: list[Experience], algorithm: Any) -> list[float]:
+    """One advantage per experience from verl's GRPO estimator, grouping the rollouts of each task."""
+    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
+
+    args = algorithm.advantage_fn_args or {}
+    mask = padded(exps, 0)["response_mask"]
+    index = np.array([e.group for e in exps], dtype=object)
+    advantages, _ = compute_grpo_outcome_advantage(
+        token_rewards(exps, mask), mask.float(), index, epsilon=args.get("epsilon", 1e-6), norm_adv_by_std_in_grpo=args.get("norm_adv_by_std", True)
+    )
+    return advantages[:, 0].tolist()  # the outcome advantage is the same on every token of a response
+
+
+def rl_tensors(exps: list[Experience], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
+    """Padded sequences, the engine's log-probs as the old policy's, and each advantage on every response token."""
+    tensors = padded(exps, pad_id)
+    tensors["old_log_probs"] = old_logprobs(exps, tensors["responses"].shape[1])
+    tensors["advantages"] = torch.tensor(advantages, dtype=torch.float32)[:, None] * tensors["response_mask"]
+    return tensors
+
+
+def sft_batch(exps: list[Experience]) -> dict[str, torch.Tensor]:
+    """Packed (nested) sequences with a loss mask over each response, as verl's sft_loss reads them."""
+    sequences = [e.prompt_ids + e.response_ids for e in exps]
+    offsets = torch.tensor([0, *np.cumsum([len(s) for s in sequences])])
+    mask = [[0] * len(e.prompt_ids) + [1] * len(e.response_ids) for e in exps]
+    return {
+        "input_ids": torch.nested.nested_tensor_from_jagged(torch.tensor([t for s in sequences for t in s]), offsets=offsets),
+        "position_ids": torch.nested.nested_tensor_from_jagged(torch.cat([torch.arange(len(s)) for s in sequences]), offsets=offsets),
+        "loss_mask": torch.nested.nested_tensor_from_jagged(torch.tensor([m for row in mask for m in row]), offsets=offsets),
+    }
+
+
+def shards(exps: list[Experience], world_size: int) -> list[list[Experience]]:
+    """Split a batch over the trainer ranks in contiguous, equal parts."""
+    size = len(exps) // world_size
+    return [exps[r * size : (r + 1) * size] for r in range(world_size)]

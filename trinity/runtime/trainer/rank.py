@@ -1,0 +1,204 @@
+"""One trainer rank: verl's ActorRolloutRefWorker (FSDP2) in a process group we initialise.
+
+Rank 0 takes each batch from the buffer, computes advantages over whole groups, and scatters
+equal shards; every rank then runs verl's update. Saving and weight sync gather full tensors on
+every rank (an FSDP collective); rank 0 writes or sends them.
+"""
+
+import os
+import time
+from functools import partial
+from pathlib import Path
+from typing import Any, Optional
+
+from ..roles import Role
+from . import batch as batches
+
+HF_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "chat_template.jinja")
+
+
+class TrainerRank(Role):
+    """A verl actor worker on one device; the constructor is light, `setup` builds the model."""
+
+    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], config: Any, rank: int, world_size: int):
+        super().__init__(name, role, visible_devices_env, log_dir)
+        self.config, self.rank, self.world_size = config, rank, world_size
+        self.worker = self.ref = self.buffer = self.sync_group = None
+
+    def rendezvous(self) -> tuple[str, int]:
+        """Address and a free port on this node for the trainer's process group (asked of rank 0)."""
+        import ray
+
+        from ..sync.group import free_port
+
+        return ray.util.get_node_ip_address(), free_port()
+
+    def setup(self, host: str, port: int, model_path: str, total_steps: int, buffer: Any, resume: Optional[str] = None) -> dict:
+        """Join the trainer group, build verl's worker(s), load `resume` (a checkpoint's trainer state)."""
+        import torch.distributed as dist
+
+        os.environ.update(RANK=str(self.rank), WORLD_SIZE=str(self.world_size), MASTER_ADDR=host, MASTER_PORT=str(port), LOCAL_RANK="0")
+        started = time.perf_counter()
+        if not dist.is_initialized():
+            dist.init_process_group(self.config.trainer.process_group_backend, init_method=f"tcp://{host}:{port}", rank=self.rank, world_size=self.world_size)
+        from verl.workers.engine_workers import ActorRolloutRefWorker
+
+        from ..verl.config import build
+
+        section = build(self.config, model_path, total_steps)
+        self.log.info("verl actor config: %s", dict(section.actor))
+        self.worker = ActorRolloutRefWorker(section, role="actor")
+        self.worker.init_model()
+        if section.actor.use_kl_loss:
+            self.ref = ActorRolloutRefWorker(section, role="ref")
+            self.ref.init_model()
+        if self.config.algorithm.policy_loss_fn == "sft":
+            from verl.workers.utils.losses import sft_loss
+
+            self.worker.actor.set_loss_fn(partial(sft_loss, config=None))
+        if resume:
+            self.worker.load_checkpoint(str(Path(resume) / "trainer_state"))
+        self.buffer, self.model_path = buffer, model_path
+        return {"rank": self.rank, "seconds": time.perf_counter() - started}
+
+    def train_step(self, step: int) -> Optional[dict]:
+        """One update on `train_batch_size` experiences; rank 0 returns loss, grad_norm, lr."""
+        pairs = self._my_shard(step)
+        output = self.worker.update_actor(self._tensors(pairs))
+        if self.rank != 0:
+            return None
+        from verl.utils import tensordict_utils as tu
+
+        metrics = tu.get(output, "metrics")
+        return {"loss": _mean(metrics.get("loss")), "grad_norm": _mean(metrics.get("grad_norm")), "lr": _last(metrics.get("lr")), "experiences": len(pairs) * self.world_size}
+
+    def _my_shard(self, step: int) -> list:
+        """(experience, advantage) pairs of this rank; advantages need whole groups, so rank 0 computes them first."""
+        import ray
+        import torch.distributed as dist
+
+        shards = [None] * self.world_size
+        if self.rank == 0:
+            exps = ray.get(self.buffer.get.remote(self.config.buffer.train_batch_size, step, self.config.synchronizer.sync_timeout))
+            advantages = batches.group_advantages(exps, self.config.algorithm) if self._rl() else [0.0] * len(exps)
+            shards = batches.shards(list(zip(exps, advantages)), self.world_size)
+        if self.world_size == 1:
+            return shards[0]
+        mine = [None]
+        dist.scatter_object_list(mine, shards if self.rank == 0 else None, src=0)
+        return mine[0]
+
+    def _rl(self) -> bool:
+        return self.config.algorithm.policy_loss_fn != "sft"
+
+    def _tensors(self, pairs: list) -> Any:
+        from tensordict import TensorDict
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        exps = [e for e, _ in pairs]
+        total = len(exps) * self.world_size
+        meta = dict(global_batch_size=total, mini_batch_size=total, epochs=1, seed=self.config.explorer.rollout_model.seed, dataloader_kwargs={"shuffle": False}, compute_loss=True, temperature=self._temperature())
+        if not self._rl():
+            td = TensorDict(batches.sft_batch(exps), batch_size=[len(exps)])
+            tu.assign_non_tensor(td, **meta)
+            return td
+        tensors = batches.rl_tensors(exps, [a for _, a in pairs], self._pad_id())
+        if self.ref is not None:
+            tensors["ref_log_prob"] = self._ref_logprobs(tensors)
+        td = left_right_2_no_padding(TensorDict(tensors, batch_size=[len(exps)]))
+        tu.assign_non_tensor(td, calculate_entropy=self.worker.config.actor.entropy_coeff != 0, **meta)
+        return td
+
+    def _ref_logprobs(self, tensors: dict) -> Any:
+        from tensordict import TensorDict
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+
+        keys = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
+        td = left_right_2_no_padding(TensorDict({k: tensors[k].clone() for k in keys}, batch_size=[tensors["input_ids"].shape[0]]))
+        tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False, temperature=self._temperature())
+        out = self.ref.compute_ref_log_prob(td)
+        return no_padding_2_padding(tu.get(out, "log_probs"), td).float()
+
+    def _temperature(self) -> float:
+        tasksets = [t for t in [self.config.buffer.explorer_input.taskset, *self.config.buffer.explorer_input.tasksets] if t]
+        return tasksets[0].rollout_args.temperature if tasksets and self._rl() else 1.0
+
+    def _pad_id(self) -> int:
+        tokenizer = self.worker.actor.model_config.tokenizer
+        return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    # --- weights out: checkpoints and sync ------------------------------------------------------------
+
+    def full_weights(self) -> Optional[dict]:
+        """Every weight as a full CPU tensor on rank 0 (None elsewhere); all ranks must call it."""
+        params, _ = self.worker.actor.engine.get_per_tensor_param()
+        named = {name: tensor.detach().to("cpu").contiguous() for name, tensor in params}
+        return named if self.rank == 0 else None
+
+    def save(self, folder: str, step: int, hf: bool) -> None:
+        """verl's trainer state (model, optimizer, schedule) per rank; on rank 0 also Hugging Face files."""
+        self.worker.save_checkpoint(str(Path(folder) / "trainer_state"), global_step=step)
+        weights = self.full_weights() if hf else None
+        if self.rank == 0 and hf:
+            self._write_hf(Path(folder), weights)
+
+    def _write_hf(self, folder: Path, weights: dict) -> None:
+        import shutil
+
+        from ..weights import save_safetensors
+
+        save_safetensors(weights, folder / "model.safetensors")
+        for name in HF_FILES:
+            source = Path(self.model_path) / name
+            if source.exists():
+                shutil.copy2(source, folder / name)
+
+    def write_weights(self, path: str, version: int) -> None:
+        """Rank 0 writes the weights to `path` (atomically), then `<path stem>.json` naming their version."""
+        import json
+
+        from ...utils.atomic import replace_atomically, write_text_atomic
+        from ..weights import save_safetensors
+
+        weights = self.full_weights()
+        if self.rank == 0:
+            target = Path(path)
+            replace_atomically(target, lambda tmp: save_safetensors(weights, tmp))
+            write_text_atomic(target.with_suffix(".json"), json.dumps({"version": version}))
+
+    def weight_specs(self) -> list:
+        """Name, shape and dtype of each weight, in the order `broadcast_weights` sends them."""
+        from ..rollout.base import WeightSpec
+
+        params, _ = self.worker.actor.engine.get_per_tensor_param()
+        return [WeightSpec(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in params]
+
+    def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None:
+        """Rank 0 hosts the weight-sync group and is its sender."""
+        from ..sync import group
+
+        self.sync_group = group.join(backend, host, port, 0, world_size, timeout_s)
+
+    def broadcast_weights(self) -> float:
+        """Gather each weight and (rank 0) broadcast it to the engines; returns seconds spent."""
+        from ..sync import group
+
+        started = time.perf_counter()
+        params, _ = self.worker.actor.engine.get_per_tensor_param()
+        for _, tensor in params:
+            if self.rank == 0:
+                group.broadcast(self.sync_group, tensor.detach().contiguous())
+        return time.perf_counter() - started
+
+
+def _mean(values: Any) -> Optional[float]:
+    values = values if isinstance(values, list) else [values]
+    values = [float(v) for v in values if v is not None]
+    return sum(values) / len(values) if values else None
+
+
+def _last(values: Any) -> Optional[float]:
+    values = values if isinstance(values, list) else [values]
+    return float(values[-1]) if values and values[-1] is not None else None

@@ -1,0 +1,22 @@
+"""Workflows turn a task into scored experiences; `load` finds one by the name a taskset gives."""
+
+import importlib
+
+from ...config.workflows import workflow_path
+from .base import Completion, ModelClient, Task, Workflow
+
+
+def load(name: str) -> type[Workflow]:
+    """The workflow class named `name` (built in, or `module:Class`)."""
+    path = workflow_path(name)
+    module_name, _, attr = path.partition(":")
+    try:
+        cls = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"workflow {name!r}: cannot import {path!r}: {exc}") from exc
+    if not (isinstance(cls, type) and issubclass(cls, Workflow)):
+        raise ValueError(f"workflow {name!r}: {path} is not a subclass of trinity.runtime.workflows.Workflow")
+    return cls
+
+
+__all__ = ["Completion", "ModelClient", "Task", "Workflow", "load"]

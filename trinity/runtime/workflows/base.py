@@ -1,0 +1,65 @@
+"""What a workflow is: one task in, scored experiences out, through a model client."""
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from ..experience import Experience
+
+
+@dataclass(frozen=True)
+class Task:
+    """One row of a taskset, with what its workflow needs to know about it."""
+
+    uid: str  # unique within the run: the GRPO group of its rollouts
+    row: dict
+    format: Any  # the taskset's FormatConfig
+    repeat_times: int
+    workflow_args: dict = field(default_factory=dict)
+    reward_fn_args: dict = field(default_factory=dict)
+    is_eval: bool = False
+
+
+@dataclass(frozen=True)
+class Completion:
+    """One sampled response."""
+
+    prompt_ids: list[int]
+    response_ids: list[int]
+    logprobs: list[float]
+    text: str
+    weight_version: int
+
+
+class ModelClient(Protocol):
+    """How a workflow asks the rollout engines for text."""
+
+    tokenizer: Any
+
+    def prompt(self, task: Task) -> str:
+        """The task's prompt text, by its format and the model's chat template."""
+
+    def generate(self, prompt: str, n: int) -> list[Completion]:
+        """`n` samples continuing `prompt`, with the taskset's sampling arguments."""
+
+
+class Workflow:
+    """Base of every workflow: subclasses implement `run`."""
+
+    def __init__(self, task: Task, model: ModelClient):
+        self.task, self.model = task, model
+
+    def run(self) -> list[Experience]:
+        """Generate, score, and return one experience per rollout."""
+        raise NotImplementedError
+
+    def experience(self, completion: Completion, reward: float, **metrics: float) -> Experience:
+        """An experience of this task from one completion."""
+        return Experience(
+            prompt_ids=completion.prompt_ids,
+            response_ids=completion.response_ids,
+            logprobs=completion.logprobs,
+            reward=float(reward),
+            group=self.task.uid,
+            weight_version=completion.weight_version,
+            metrics={"accuracy": float(metrics.pop("accuracy", reward)), **metrics},
+        )
