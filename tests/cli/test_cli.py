@@ -1,11 +1,8 @@
 """The CLI as a separate process: exit codes, tracebacks, imports, side effects, `trinity run`."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 from tests.conftest import REFERENCE, run_process
 
@@ -52,19 +49,6 @@ def test_render_json_through_a_real_process(tmp_path):
     result = run_process("config", "render", "--config", str(REFERENCE), "+hardware=ascend910b", "--format", "json", cwd=tmp_path)
     cfg = json.loads(result.out)
     assert result.code == 0 and cfg["synchronizer"]["sync_method"] == "hccl" and cfg["trainer"]["device"] == "npu"
-
-
-def test_run_on_the_embedded_default_starts_a_local_ray(tmp_path):
-    # A Ray temp dir of its own, so no other Ray on this machine is found and joined (short: socket paths).
-    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")
-    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp}
-    try:
-        proc = subprocess.run([sys.executable, "-m", "trinity", "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    finally:
-        shutil.rmtree(ray_tmp, ignore_errors=True)
-    assert proc.returncode == 0, proc.stderr
-    assert "launch plan for cpu (cpu, Ray resource CPU)" in proc.stdout and proc.stdout.count(" ok\n") == 8
-    assert "nothing was trained" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_run_checks_the_config_first(tmp_path):

@@ -29,7 +29,7 @@ def run(cli, write, cluster, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
 
     def _run(text: str, *args: str):
-        return cli("run", "-c", write("run.yaml", MINIMAL + text), "--format", "json", "--timeout", "60", *args)
+        return cli("run", "--placement-only", "-c", write("run.yaml", MINIMAL + text), "--format", "json", "--timeout", "60", *args)
 
     return _run
 

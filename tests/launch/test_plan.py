@@ -62,12 +62,12 @@ def test_trainer_gets_one_strict_pack_group_per_node():
 def test_train_mode_has_no_rollout_or_explorer():
     plan = plan_for("hardware=a100", "mode=train")
     assert [g.name for g in plan.placement_groups] == ["trainer_node0"]
-    assert {a.role for a in plan.actors} == {"trainer"}
+    assert {a.role for a in plan.actors} == {"trainer", "buffer"}
 
 
 def test_explore_mode_has_no_trainer():
     plan = plan_for("hardware=ascend910b", "mode=explore")
-    assert [g.name for g in plan.placement_groups] == ["rollout"] and {a.role for a in plan.actors} == {"rollout", "explorer"}
+    assert [g.name for g in plan.placement_groups] == ["rollout"] and {a.role for a in plan.actors} == {"rollout", "explorer", "buffer"}
 
 
 def test_auxiliary_models_get_their_own_group(tmp_path):

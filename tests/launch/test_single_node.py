@@ -23,12 +23,12 @@ def node():
 @pytest.mark.parametrize("profile,device,visible_env", [("ascend910b", "npu", "ASCEND_RT_VISIBLE_DEVICES"), ("a100", "cuda", "CUDA_VISIBLE_DEVICES")])
 def test_reference_config_launches(cli, node, monkeypatch, profile, device, visible_env):
     monkeypatch.setenv("RAY_ADDRESS", node.address)
-    result = cli("run", "--config", REFERENCE, f"hardware={profile}", "--format", "json")
+    result = cli("run", "--placement-only", "--config", REFERENCE, f"hardware={profile}", "--format", "json")
     assert result.code == 0, result.err
     report = result.json()
     assert report["plan"]["visible_devices_env"] == visible_env
     found = {p["actor"]: p for p in report["placements"]}
-    assert set(found) == {"trainer_node0.rank0", "trainer_node0.rank1", *(f"rollout.engine{i}" for i in range(4)), "explorer", "synchronizer"}
+    assert set(found) == {"trainer_node0.rank0", "trainer_node0.rank1", *(f"rollout.engine{i}" for i in range(4)), "explorer", "synchronizer", "buffer"}
     assert all(p["problem"] == "" and p["device"] == device for p in found.values())
     devices = [found[name]["visible_devices"] for name in found if name.startswith(("rollout", "trainer"))]
     assert len(set(devices)) == 6  # six distinct devices: 4 rollout + 2 trainer
@@ -37,7 +37,7 @@ def test_reference_config_launches(cli, node, monkeypatch, profile, device, visi
 
 def test_text_run_shows_plan_and_placements(cli, node, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", node.address)
-    result = cli("run", "--config", REFERENCE, "hardware=ascend910b", "explorer.rollout_model.engine_num=1")
+    result = cli("run", "--placement-only", "--config", REFERENCE, "hardware=ascend910b", "explorer.rollout_model.engine_num=1")
     assert result.code == 0, result.err
     assert "fits the cluster:" in result.out and "rollout.engine0" in result.out
-    assert result.out.count(" ok\n") == 8  # 1 rollout engine, 5 trainer ranks (6 - 1), explorer, synchronizer
+    assert result.out.count(" ok\n") == 9  # 1 rollout engine, 5 trainer ranks (6 - 1), explorer, synchronizer, buffer

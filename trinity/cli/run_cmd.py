@@ -46,19 +46,20 @@ def run_cmd(args: argparse.Namespace) -> int:
         resolved = resolve(request, strict=args.strict)
         print_issues(resolved.issues)
         return _show(args, [(n, build_plan(c), None) for n, c in _stages(resolved)])
-    standalone = resolve(request, strict=args.strict)  # before Ray: a config that cannot run ends here
-    if not args.placement_only:
-        from ..runtime.preflight import check
-
-        check(standalone)
+    training = not (args.dry_run or args.placement_only)
+    standalone = _standalone(request, args.strict)
+    checked = training and standalone is not None and _preflight(standalone)  # before Ray: a config that cannot run here ends in seconds
     import ray
 
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
     try:
         if not join(identity):  # no cluster named or running here (a dry run always names one by now)
+            standalone = standalone or resolve(request, strict=args.strict)  # no cluster to ask: the config must stand on its own
             start_local(identity, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
         resolved = resolve_on_cluster(request, live_nodes(), strict=args.strict)
         print_issues(resolved.issues)
+        if training and not checked:
+            _preflight(resolved)
         if args.dry_run:
             from ..launch.launcher import check_live
 
@@ -68,6 +69,23 @@ def run_cmd(args: argparse.Namespace) -> int:
         return _train(args, resolved)
     finally:
         ray.shutdown()
+
+
+def _preflight(resolved) -> bool:
+    from ..runtime.preflight import check
+
+    check(resolved)
+    return True
+
+
+def _standalone(request, strict: bool):
+    """The config resolved without a cluster, or None when only the cluster's device counts make it valid."""
+    from ..config.resolve import resolve
+
+    try:
+        return resolve(request, strict=strict)
+    except ConfigError:
+        return None  # resolve_on_cluster reports it, with the cluster's numbers
 
 
 def _stages(resolved) -> list:
@@ -104,8 +122,7 @@ def _placement_only(args: argparse.Namespace, config) -> int:
     from ..launch.launcher import Launch, check_live
     from ..launch.plan import build_plan
     from ..launch.show import placements_text, plan_text
-    from ..runtime.factory import role_factory
-    from ..runtime.run import run_dir_of
+    from ..runtime.roles import Role
 
     plan = build_plan(config)
     feasibility = check_live(plan)
@@ -115,7 +132,7 @@ def _placement_only(args: argparse.Namespace, config) -> int:
         print(plan_text(plan, feasibility))
     with Launch(plan, args.timeout) as launch:
         launch.create_groups()
-        launch.start_actors(role_factory(config, run_dir_of(config).root))
+        launch.start_actors(lambda spec: (Role, ()))  # every role's base process: it reports placement and environment only
         placements = launch.placements()
     if args.format == "json":
         print(json.dumps({"plan": plan.as_dict(), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))

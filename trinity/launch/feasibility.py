@@ -63,7 +63,7 @@ def check(plan: LaunchPlan, nodes: list[Node]) -> Feasibility:
         else:
             placement[group.name] = tuple(where)
             lines.append(_success(group, before, where, plan.resource_key))
-    loose = [a for a in plan.actors if a.placement_group is None]
+    loose = [a for a in plan.actors if a.placement_group is None and a.options.get("num_cpus", 0)]  # an actor of 0 CPUs fits anywhere
     need = {"CPU": sum(a.options.get("num_cpus", 0) for a in loose)}
     if loose and not any(pool.fits(need, node) for node in pool.free):
         ok = False

@@ -28,7 +28,7 @@ class Progress:
         if self.tty:
             self.stream.write("\r" + self._line(bar=True) + "\033[K")
             self.stream.flush()
-        elif time.monotonic() - self.last_line >= PLAIN_EVERY_S or step == self.total:
+        elif time.monotonic() - self.last_line >= PLAIN_EVERY_S:
             self._print()
 
     def close(self) -> None:
@@ -37,7 +37,7 @@ class Progress:
             return
         if self.tty:
             self.stream.write("\r" + self._line(bar=True) + "\033[K\n")
-        elif self.step != self.total:
+        else:
             self._print()
         self.stream.flush()
 

@@ -1,6 +1,6 @@
 """Rule that fills the algorithm's loss functions from its preset and checks each function's arguments."""
 
-from ..algorithms import ALGORITHMS, FUNCTIONS
+from ..algorithms import ALGORITHMS, FUNCTIONS, NoArgs
 from ..errors import ConfigError, did_you_mean, dotted
 from ..validate import validate
 from ._context import Context
@@ -37,6 +37,9 @@ def _function(ctx: Context, kind: str, default: str) -> None:
         ctx.report("error", key, f"unknown {kind} {name!r}", allowed=", ".join(known), hint=did_you_mean(name, known) or f"remove {key} to take the preset's")
         return
     args_key = f"{key}_args"
+    if known[name] is NoArgs and ctx.get(args_key):
+        ctx.report("error", args_key, f"{kind} {name!r} takes no arguments", allowed="{}", hint=f"remove {args_key}")
+        return
     try:
         args = validate(known[name], ctx.get(args_key) or {}, lambda path: ctx.where(dotted(path)), prefix=("algorithm", f"{kind}_args"))
     except ConfigError as exc:

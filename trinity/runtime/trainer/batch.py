@@ -79,7 +79,7 @@ def sft_batch(exps: list[Experience]) -> dict[str, torch.Tensor]:
     }
 
 
-def shards(exps: list[Experience], world_size: int) -> list[list[Experience]]:
+def shards(items: list, world_size: int) -> list[list]:
     """Split a batch over the trainer ranks in contiguous, equal parts."""
-    size = len(exps) // world_size
-    return [exps[r * size : (r + 1) * size] for r in range(world_size)]
+    size = len(items) // world_size
+    return [items[r * size : (r + 1) * size] for r in range(world_size)]

@@ -40,7 +40,7 @@ def overrides(config: Any, model_path: str, total_steps: int) -> list[str]:
         f"{actor}.fsdp_config.optimizer_offload": trainer.optimizer_offload,
         f"{actor}.fsdp_config.model_dtype": "fp32",
         f"+{actor}.fsdp_config.mixed_precision": f"{{param_dtype: {dtype}, reduce_dtype: fp32, buffer_dtype: fp32}}",
-        f"+actor_rollout_ref.ref.fsdp_config.mixed_precision": f"{{param_dtype: {dtype}, reduce_dtype: fp32, buffer_dtype: fp32}}",
+        "+actor_rollout_ref.ref.fsdp_config.mixed_precision": f"{{param_dtype: {dtype}, reduce_dtype: fp32, buffer_dtype: fp32}}",
         f"{actor}.ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
         f"{actor}.ppo_mini_batch_size": config.buffer.train_batch_size,
         f"{actor}.use_dynamic_bsz": trainer.use_dynamic_bsz,

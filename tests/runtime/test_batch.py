@@ -1,0 +1,88 @@
+"""Our side of the GRPO and SFT wiring, against hand-computed values."""
+
+import math
+
+import pytest
+import torch
+
+from trinity.config.compose import Request
+from trinity.config.resolve import resolve
+from trinity.runtime.experience import Experience
+from trinity.runtime.trainer import batch
+
+from tests.conftest import MINIMAL
+
+pytest.importorskip("verl")
+
+
+@pytest.fixture
+def algorithm(write):
+    def _algorithm(*overrides):
+        return resolve(Request(write("run.yaml", MINIMAL), ("hardware=cpu", *overrides))).config.algorithm
+
+    return _algorithm
+
+
+def exp(prompt, response, reward=0.0, group="g", logprobs=None):
+    return Experience(prompt, response, logprobs or [-1.0] * len(response), reward, group)
+
+
+def test_padding_masks_and_positions():
+    t = batch.padded([exp([5, 6], [8, 1]), exp([7], [9, 9, 1])], pad_id=0)
+    assert t["prompts"].tolist() == [[5, 6], [0, 7]]  # prompts padded on the left
+    assert t["responses"].tolist() == [[8, 1, 0], [9, 9, 1]]  # responses on the right
+    assert t["attention_mask"].tolist() == [[1, 1, 1, 1, 0], [0, 1, 1, 1, 1]]
+    assert t["position_ids"].tolist() == [[0, 1, 2, 3, 3], [0, 0, 1, 2, 3]]
+    assert t["response_mask"].tolist() == [[1, 1, 0], [1, 1, 1]]
+    assert t["input_ids"].tolist() == [[5, 6, 8, 1, 0], [0, 7, 9, 9, 1]]
+
+
+def test_reward_sits_on_the_last_response_token():
+    exps = [exp([1], [2, 3], reward=1.0), exp([1], [4], reward=0.5)]
+    rewards = batch.token_rewards(exps, batch.padded(exps, 0)["response_mask"])
+    assert rewards.tolist() == [[0.0, 1.0], [0.5, 0.0]]
+
+
+def test_grpo_advantages_normalise_within_each_task(algorithm):
+    rewards = {"a": [1, 0, 0, 1], "b": [1, 1]}
+    exps = [exp([1], [2], r, g) for g, rs in rewards.items() for r in rs] + [exp([1], [2], 1.0, "alone")]
+    advantages = batch.group_advantages(exps, algorithm("algorithm.repeat_times=4"))
+    spread = 0.5 / math.sqrt(1 / 3)  # (r - mean) / std with the unbiased std of [1, 0, 0, 1]
+    assert advantages[:4] == pytest.approx([spread, -spread, -spread, spread], rel=1e-5)
+    assert advantages[4:6] == pytest.approx([0.0, 0.0])  # all equal: nothing to learn from this task
+    assert advantages[6] == pytest.approx(1.0, rel=1e-5)  # verl: a lone rollout keeps its reward
+
+
+def test_without_std_normalisation_it_is_the_centred_reward(algorithm):
+    exps = [exp([1], [2], r, "a") for r in (1, 0, 0, 0)]
+    advantages = batch.group_advantages(exps, algorithm("algorithm.repeat_times=4", "+algorithm.advantage_fn_args.norm_adv_by_std=false"))
+    assert advantages == pytest.approx([0.75, -0.25, -0.25, -0.25])
+
+
+def test_advantage_covers_every_response_token_and_no_padding():
+    exps = [exp([1], [2, 3, 4], 1.0, "a", [-0.5, -0.25, -0.125]), exp([1], [5], 0.0, "a", [-2.0])]
+    t = batch.rl_tensors(exps, [0.7, -0.7], pad_id=0)
+    assert torch.allclose(t["advantages"], torch.tensor([[0.7, 0.7, 0.7], [-0.7, 0.0, 0.0]]))
+    assert t["old_log_probs"].tolist() == [[-0.5, -0.25, -0.125], [-2.0, 0.0, 0.0]]
+
+
+def test_token_mean_aggregation_counts_response_tokens_only():
+    from verl.trainer.ppo.core_algos import agg_loss
+
+    exps = [exp([1], [2, 3, 4]), exp([1], [5])]
+    mask = batch.padded(exps, 0)["response_mask"]
+    losses = torch.tensor([[1.0, 2.0, 3.0], [10.0, 99.0, 99.0]])
+    assert agg_loss(losses, mask, "token-mean").item() == pytest.approx((1 + 2 + 3 + 10) / 4)
+    assert agg_loss(losses, mask, "seq-mean-token-mean").item() == pytest.approx((2.0 + 10.0) / 2)
+
+
+def test_sft_loss_mask_marks_the_response():
+    t = batch.sft_batch([exp([5, 6], [8, 1]), exp([7], [9, 1])])
+    assert t["loss_mask"].values().tolist() == [0, 0, 1, 1, 0, 1, 1]
+    assert t["input_ids"].values().tolist() == [5, 6, 8, 1, 7, 9, 1]
+    assert t["position_ids"].values().tolist() == [0, 1, 2, 3, 0, 1, 2]
+
+
+def test_shards_are_equal_and_contiguous():
+    assert batch.shards(list(range(8)), 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert batch.shards(list(range(6)), 1) == [list(range(6))]
