@@ -68,3 +68,14 @@ def run_process(*args: str, cwd: Path, env: dict | None = None) -> Result:
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "trinity", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture(scope="session")
+def demo_assets(tmp_path_factory):
+    """The embedded demo's tokenizer, tiny model and problems, built once per test session."""
+    pytest.importorskip("transformers")
+    from trinity import demo
+
+    folder = tmp_path_factory.mktemp("demo")
+    demo.build(folder)
+    return folder

@@ -106,9 +106,14 @@ def build(config: Any, model_path: str, total_steps: int) -> Any:
 
 
 def _validate(section: Any) -> None:
+    from hydra.errors import InstantiationException
     from verl.utils.config import omega_conf_to_dataclass
 
     try:
         omega_conf_to_dataclass(section.actor)
-    except (ValueError, AssertionError, TypeError) as exc:
-        raise ConfigError([Issue(f"verl rejected the trainer configuration built from this run config: {exc}", key="trainer", source="verl 0.9.1 actor config", hint="check trainer.* and algorithm.* (the values verl received are in logs/trainer*.log)")]) from None
+    except (ValueError, AssertionError, TypeError, InstantiationException) as exc:
+        cause = exc.__cause__ or exc
+        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else f"{type(cause).__name__} in {str(exc).splitlines()[0]}"
+        raise ConfigError(
+            [Issue(f"verl rejected the trainer configuration built from this run config: {reason}", key="trainer", source="verl's FSDPActorConfig", hint="check trainer.* and algorithm.*; the values verl received are in the run's logs/trainer_node*.log")]
+        ) from None

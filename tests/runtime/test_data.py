@@ -1,0 +1,70 @@
+"""Tasksets from local JSONL, JSON, Parquet and `datasets` folders; prompts and SFT pairs from rows."""
+
+import json
+
+import pytest
+
+from trinity.config.schema.buffer import FormatConfig
+from trinity.runtime.data.prompts import FormatError, prompt_text, sft_pair
+from trinity.runtime.data.tasksets import DataError, load_rows
+
+ROWS = [{"question": "1+1?", "answer": "#### 2"}, {"question": "2+2?", "answer": "#### 4"}]
+
+
+def test_jsonl_json_and_parquet_by_split(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    (tmp_path / "train.jsonl").write_text("".join(json.dumps(r) + "\n" for r in ROWS))
+    (tmp_path / "test.json").write_text(json.dumps({"question": ["3+3?"], "answer": ["#### 6"]}))  # column layout
+    pq.write_table(pa.Table.from_pylist(ROWS[:1]), tmp_path / "validation-00000.parquet")
+    assert load_rows(str(tmp_path), "train") == ROWS
+    assert load_rows(str(tmp_path), "test") == [{"question": "3+3?", "answer": "#### 6"}]
+    assert load_rows(str(tmp_path), "validation") == ROWS[:1]
+    assert load_rows(str(tmp_path / "train.jsonl")) == ROWS  # a file is read whatever the split
+
+
+def test_subset_folder_and_missing_split(tmp_path):
+    (tmp_path / "main").mkdir()
+    (tmp_path / "main" / "train.jsonl").write_text(json.dumps(ROWS[0]) + "\n")
+    assert load_rows(str(tmp_path), "train", subset="main") == ROWS[:1]
+    with pytest.raises(DataError, match=r"no file for split 'test'.*data files here: train.jsonl"):
+        load_rows(str(tmp_path / "main"), "test")
+    with pytest.raises(DataError, match="no such file or folder"):
+        load_rows(str(tmp_path / "absent"))
+
+
+def test_a_datasets_folder_saved_with_save_to_disk(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS), "test": datasets.Dataset.from_list(ROWS[1:])}).save_to_disk(str(tmp_path / "gsm8k"))
+    assert load_rows(str(tmp_path / "gsm8k"), "test") == ROWS[1:]
+    with pytest.raises(DataError, match="no split 'dev'; splits: train, test"):
+        load_rows(str(tmp_path / "gsm8k"), "dev")
+
+
+class PlainTokenizer:
+    """No chat template: messages are joined (the demo's tokenizer is like this)."""
+
+    chat_template = None
+
+
+def test_plaintext_prompt_with_system_prompt_and_reply_prefix():
+    fmt = FormatConfig(prompt_key="question", system_prompt="Answer briefly.", reply_prefix="A:")
+    assert prompt_text(ROWS[0], fmt, PlainTokenizer()) == "Answer briefly.\n1+1?A:"
+
+
+def test_messages_go_through_the_chat_template():
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models
+
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")))
+    tokenizer.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+    fmt = FormatConfig(prompt_type="messages", prompt_key="question", system_prompt="Be exact.")
+    assert prompt_text(ROWS[0], fmt, tokenizer) == "<system>Be exact.<user>1+1?<assistant>"
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    assert sft_pair(chat, FormatConfig(prompt_type="messages"), tokenizer) == ("<user>hi<assistant>", "hello")
+
+
+def test_a_missing_column_names_the_columns_there_are():
+    with pytest.raises(FormatError, match="row has no column 'prompt' \\(columns: question, answer\\)"):
+        prompt_text(ROWS[0], FormatConfig(), PlainTokenizer())

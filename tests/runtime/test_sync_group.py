@@ -1,0 +1,35 @@
+"""The weight-sync group forms beside a trainer's own process group and broadcasts from trainer rank 0."""
+
+import multiprocessing
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+
+def member(rank, world, port, out):
+    import torch.distributed as dist
+
+    from trinity.runtime.sync import group
+
+    if rank == 0:  # trainer rank 0 already holds its FSDP group, as in a run
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{group.free_port()}", rank=0, world_size=1)
+    pg = group.join("gloo", "127.0.0.1", port, rank, world, 60)
+    tensor = torch.arange(6, dtype=torch.float32).reshape(2, 3) if rank == 0 else torch.zeros(2, 3)
+    group.broadcast(pg, tensor)
+    out.put((rank, tensor.tolist()))
+
+
+def test_broadcast_reaches_every_engine():
+    from trinity.runtime.sync.group import free_port
+
+    ctx = multiprocessing.get_context("spawn")
+    out, port, world = ctx.Queue(), free_port(), 3
+    procs = [ctx.Process(target=member, args=(rank, world, port, out)) for rank in range(world)]
+    for p in procs:
+        p.start()
+    results = dict(out.get(timeout=120) for _ in range(world))
+    for p in procs:
+        p.join(30)
+    assert all(p.exitcode == 0 for p in procs)
+    assert results == {r: [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] for r in range(world)}
