@@ -54,13 +54,15 @@ def _lock_mode(modes: set) -> str:
 
 def _stages(stages: list, run_dir: RunDir, metrics: MetricsLog, latest: Optional[Checkpoint], options: RunOptions, show: Any) -> list[StageSummary]:
     summaries, model_path, offset = [], stages[0][1].model.model_path, 0
-    done = {c.stage_index: c for c in run_dir.complete_checkpoints() if c.stage_done}
     for index, (name, config) in enumerate(stages):
-        if index in done and (latest is None or latest.stage_index >= index):
+        own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
+        done = {index: own[-1]} if own and own[-1].stage_done else {}
+        latest = own[-1] if own else None
+        if index in done:
             model_path, offset = str(done[index].path), done[index].global_step
             summaries.append(StageSummary(name or "run", config.mode, note=f"done earlier ({done[index].path.name})"))
             continue
-        resume = latest if latest and latest.stage_index == index and not latest.stage_done else None
+        resume = latest if latest and not latest.stage_done else None
         stage = Stage(config, name, index, run_dir, metrics, StageStart(model_path, offset, resume), options.quiet, options.timeout_s)
         summaries.append(_launch(stage, options, show))
         if stage.last_checkpoint:

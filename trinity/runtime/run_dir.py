@@ -8,7 +8,7 @@ import json
 import os
 import shutil
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -33,10 +33,14 @@ class Checkpoint:
     stage_index: int
     stage_step: int
     stage_total: int
+    mode: str = "both"  # an `explore` run and a `train` run may share the directory; each resumes only its own
 
     @property
     def stage_done(self) -> bool:
         return self.stage_step >= self.stage_total
+
+
+FIELDS = tuple(f.name for f in fields(Checkpoint) if f.name != "path")  # what state.json holds
 
 
 class RunDir:
@@ -91,7 +95,7 @@ class RunDir:
             state = folder / STATE
             if state.is_file():
                 data = json.loads(state.read_text(encoding="utf-8"))
-                found.append(Checkpoint(folder, data["global_step"], data["stage"], data["stage_index"], data["stage_step"], data["stage_total"]))
+                found.append(Checkpoint(folder, **{k: data[k] for k in FIELDS}))
         return sorted(found, key=lambda c: c.global_step)
 
     def latest(self) -> Optional[Checkpoint]:
@@ -104,15 +108,14 @@ class RunDir:
 
         def build(folder: Path) -> None:
             fill(folder)
-            state = {"global_step": checkpoint.global_step, "stage": checkpoint.stage, "stage_index": checkpoint.stage_index, "stage_step": checkpoint.stage_step, "stage_total": checkpoint.stage_total}
-            write_text_atomic(folder / STATE, json.dumps(state, indent=2))
+            write_text_atomic(folder / STATE, json.dumps({k: getattr(checkpoint, k) for k in FIELDS}, indent=2))
 
         target = self.checkpoints / f"global_step_{checkpoint.global_step}"
         if target.exists():
             shutil.rmtree(target)  # an incomplete folder of that step, left by a crash
         publish_dir(build, target)
         self._prune(keep)
-        return Checkpoint(target, *[getattr(checkpoint, f) for f in ("global_step", "stage", "stage_index", "stage_step", "stage_total")])
+        return replace(checkpoint, path=target)
 
     def _prune(self, keep: Optional[int]) -> None:
         if keep:

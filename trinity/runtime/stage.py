@@ -249,7 +249,7 @@ class Stage:
         def fill(folder: Path) -> None:
             self.call("checkpoint", [r.save.remote(str(folder), self.start.offset + step, hf) for r in self.ranks])
 
-        draft = Checkpoint(Path(), self.start.offset + step, self.name or "", self.index, step, self.total)
+        draft = Checkpoint(Path(), self.start.offset + step, self.name or "", self.index, step, self.total, self.config.mode)
         saved = self.run_dir.save_checkpoint(draft, fill, self.config.trainer.max_actor_ckpt_to_keep)
         self.summary.checkpoint = str(saved.path)
         return saved
