@@ -23,6 +23,13 @@ class Platform:
         parts = {"cpu": "gloo", self.device_type: self.collective_backend}
         return ",".join(f"{device}:{backend}" for device, backend in parts.items())
 
+    def verl_env(self) -> dict[str, str]:
+        """Env vars that make verl use this platform in a process that imports it afterwards."""
+        env = {"VERL_PLATFORM": self.verl_platform}
+        if self.verl_modules:
+            env["VERL_USE_EXTERNAL_MODULES"] = ",".join(self.verl_modules)
+        return env
+
 
 # Facts a hardware profile repeats and that must agree with its platform.
 SHARED_FACTS = ("collective_backend", "ray_resource_key", "ray_request", "visible_devices_env", "noset_visible_devices_env")
