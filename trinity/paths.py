@@ -22,6 +22,13 @@ def default_run_config() -> Path:
     return data_dir("examples") / "arith" / "arith.yaml"
 
 
+def profile_files(folder: Path) -> dict[str, Path]:
+    """Profile name -> file in one folder: its `*.yaml` files, except those starting with `_`."""
+    if not folder.is_dir():
+        return {}
+    return {p.stem: p for p in sorted(folder.glob("*.yaml")) if not p.name.startswith("_")}
+
+
 def profile_dirs(extra: tuple[str, ...] = ()) -> tuple[Path, ...]:
     """Profile folders, highest priority first: --profile-dir flags, $TRINITY_PROFILE_PATH, built-in."""
     from_env = [p for p in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep) if p]

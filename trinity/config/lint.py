@@ -45,7 +45,7 @@ def _jobs(targets: tuple[Path, ...], extra_dirs: tuple[str, ...]) -> list[tuple[
             raise ConfigError([Issue("no such profile file or folder", source=str(target))])
         folder = target if target.is_dir() else target.parent
         dirs = paths.profile_dirs((str(folder), *extra_dirs))
-        names = [p.stem for p in sorted(folder.glob("*.yaml")) if not p.name.startswith("_")] if target.is_dir() else [target.stem]
+        names = list(paths.profile_files(folder)) if target.is_dir() else [target.stem]
         jobs += [(name, dirs) for name in names]
     return jobs
 

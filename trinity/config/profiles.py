@@ -5,6 +5,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..paths import profile_files
 from ..platforms import SHARED_FACTS, get_platform
 from .errors import ConfigError, Issue, did_you_mean
 from .merge import deep_merge
@@ -34,8 +35,7 @@ def available(dirs: tuple[Path, ...]) -> dict[str, Path]:
     """Profile name -> file; a folder earlier in `dirs` shadows a later one."""
     found: dict[str, Path] = {}
     for folder in reversed(dirs):
-        if folder.is_dir():
-            found.update({p.stem: p for p in sorted(folder.glob("*.yaml")) if not p.name.startswith("_")})
+        found.update(profile_files(folder))
     return dict(sorted(found.items()))
 
 
@@ -44,7 +44,7 @@ def load_profile(name: str, dirs: tuple[Path, ...], source: str = "") -> LoadedP
     names = available(dirs)
     if name not in names:
         raise unknown_profile(name, list(names), source)
-    return _load(name, dirs, _stamp(names))
+    return _load(name, dirs, stamp(names))
 
 
 def unknown_profile(name: str, names: list[str], source: str = "") -> ConfigError:
@@ -53,8 +53,8 @@ def unknown_profile(name: str, names: list[str], source: str = "") -> ConfigErro
     return ConfigError([Issue(f"unknown hardware profile '{name}'", key="hardware", source=source, allowed=", ".join(names), hint=hint)])
 
 
-def _stamp(files: dict[str, Path]) -> tuple:
-    # Cache key that changes when a profile file is added, removed or edited.
+def stamp(files: dict[str, Path]) -> tuple:
+    """A cache key that changes when a profile file is added, removed or edited."""
     return tuple((str(p), p.stat().st_mtime_ns) for p in files.values())
 
 
