@@ -24,6 +24,7 @@ def test_wheel_contains_the_data(wheel):
     assert "trinity/conf/config.yaml" in names
     assert {"trinity/profiles/ascend910b.yaml", "trinity/profiles/a100.yaml", "trinity/profiles/cpu.yaml"} <= set(names)
     assert "trinity/examples/grpo_gsm8k/gsm8k.yaml" in names
+    assert "trinity/config/memory/models.csv" in names and "trinity/profiles/ascend910b4.yaml" in names
 
 
 def test_installed_wheel_finds_its_data_outside_the_checkout(wheel, tmp_path):

@@ -16,6 +16,7 @@ from ._common import (
     add_output_option,
     dump,
     emit,
+    fit_checked,
     print_issues,
     request_from,
 )
@@ -102,15 +103,18 @@ def _label(config: Path | None, overrides: tuple | list) -> str:
 
 
 def validate_cmd(args: argparse.Namespace) -> int:
-    """Resolve and report; exit 0 when valid."""
+    """Resolve, check the memory fit, and report; exit 0 when valid."""
     resolved = resolve(request_from(args), strict=args.strict)
+    plans, issues = fit_checked(resolved, args.strict)
     hardware = resolved.config.hardware
-    warnings = sum(i.severity == "warning" for i in resolved.issues)
+    warnings = sum(i.severity == "warning" for i in issues)
     if args.format == "json":
-        report = {"valid": True, "hardware": hardware.name, "issues": [i.as_dict() for i in resolved.issues]}
+        from ..config.memory.report import plans_dict
+
+        report = {"valid": True, "hardware": hardware.name, "issues": [i.as_dict() for i in issues], "memory": plans_dict(plans)}
         print(json.dumps(report, indent=2))
     else:
-        print_issues(resolved.issues)
+        print_issues(issues)
         stages = f", {len(resolved.stages)} stage(s)" if resolved.stages else ""
         print(f"valid for {hardware.name} ({hardware.device_type}){stages}: {warnings} warning(s)")
     return 0

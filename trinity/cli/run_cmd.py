@@ -6,11 +6,13 @@ import signal
 import sys
 from dataclasses import asdict
 
+from ..config.compose import Request
 from ..config.errors import ConfigError, Issue
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,
     add_format_option,
+    fit_checked,
     print_issues,
     request_from,
 )
@@ -49,8 +51,9 @@ def run_cmd(args: argparse.Namespace) -> int:
     identity = run_identity(request)
     if args.dry_run and not identity.address:
         resolved = resolve(request, strict=args.strict)
-        print_issues(resolved.issues)
+        print_issues(fit_checked(resolved, args.strict)[1])
         return _show(args, build_plan(resolved.config), None)
+    _fits_before_ray(request, args.strict)
     import ray
 
     signal.signal(signal.SIGTERM, _interrupt)  # a scheduler's kill tears down like Ctrl-C
@@ -60,7 +63,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             start_local(identity, cpus_needed(build_plan(standalone.config)))
         nodes = live_nodes()
         resolved = resolve_on_cluster(request, nodes, strict=args.strict)
-        print_issues(resolved.issues)
+        print_issues(fit_checked(resolved, args.strict)[1])
         plan = build_plan(resolved.config)
         feasibility = check_live(plan)
         if args.dry_run or not feasibility.ok:
@@ -68,6 +71,22 @@ def run_cmd(args: argparse.Namespace) -> int:
         return _launch(args, plan, feasibility)
     finally:
         ray.shutdown()
+
+
+def _fits_before_ray(request: Request, strict: bool) -> None:
+    """A run whose roles cannot fit their devices stops before Ray is touched.
+
+    A config that resolves only with the cluster's device count is checked after joining it. The
+    cluster can only lower gpu_per_node, which leaves the trainer fewer devices, so what does not
+    fit here does not fit there either.
+    """
+    from ..config.resolve import resolve
+
+    try:
+        resolved = resolve(request, strict=strict)
+    except ConfigError:
+        return
+    fit_checked(resolved, strict)
 
 
 def _show(args: argparse.Namespace, plan, feasibility) -> int:
