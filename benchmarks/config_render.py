@@ -65,6 +65,16 @@ def in_process(repeat: int) -> dict:
     return {"pairs": len(pairs), "first_ms": times[0] * 1e3, "median_after_first_ms": statistics.median(times[1:]) * 1e3}
 
 
+def print_report(report: dict, json_path: Path | None) -> None:
+    """One line per number; with --json also the numbers as a file (written atomically)."""
+    for key, value in report.items():
+        print(f"{key:32} {value}")
+    if json_path:
+        from trinity.utils.atomic import write_text_atomic
+
+        write_text_atomic(json_path, json.dumps(report, indent=2) + "\n")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -83,12 +93,7 @@ def main() -> None:
         "resolve_median_after_first_ms": round(resolved["median_after_first_ms"], 2),
         "resolve_goal_ms": 20,
     }
-    for key, value in report.items():
-        print(f"{key:32} {value}")
-    if args.json:
-        from trinity.utils.atomic import write_text_atomic
-
-        write_text_atomic(args.json, json.dumps(report, indent=2) + "\n")
+    print_report(report, args.json)
 
 
 if __name__ == "__main__":

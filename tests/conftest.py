@@ -18,7 +18,7 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
-PROFILES = ("a100", "ascend910b", "ascend910c", "cpu", "h100", "h200")
+PROFILES = ("a100", "ascend910b", "ascend910b4", "ascend910c", "cpu", "h100", "h200")
 MINIMAL = "model:\n  model_path: /models/tiny\n"
 
 

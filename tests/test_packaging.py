@@ -27,6 +27,8 @@ def test_wheel_contains_the_data(wheel):
     plugin = {f"hydra_plugins/trinity_profiles/{f}" for f in ("__init__.py", "plugin.py", "resolvers.py", "_facts.py", "verl.yaml")}
     assert plugin <= set(names)
     assert "hydra_plugins/__init__.py" not in names  # a namespace package, shared with other Hydra plugins
+    assert "trinity/config/memory/models.csv" in names and "trinity/profiles/ascend910b4.yaml" in names
+    assert "trinity/examples/arith/arith.yaml" in names
 
 
 def test_installed_wheel_finds_its_data_outside_the_checkout(wheel, tmp_path):

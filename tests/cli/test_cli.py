@@ -32,6 +32,7 @@ def test_config_commands_import_no_heavy_packages(tmp_path):
         "main(['config', 'validate', 'hardware=a100']); main(['profile', 'list']); main(['profile', 'lint']); "
         "main(['profile', 'show', 'ascend910c']); main(['config', 'diff', 'hardware=a100', '--vs', 'hardware=ascend910b']); "
         "main(['config', 'render', '--explain', 'trainer']); main(['config', 'schema']); "
+        "main(['plan', 'memory', 'hardware=ascend910b4']); main(['plan', 'memory', 'hardware=h200', '--format', 'json']); "
         f"print([m for m in sys.modules if m.split('.')[0] in {HEAVY!r}])"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)

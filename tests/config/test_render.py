@@ -9,6 +9,7 @@ from tests.conftest import MINIMAL, PROFILES, REFERENCE
 
 CONTRACT = {
     "ascend910b": dict(device_type="npu", key="NPU", backend="hccl", sync="hccl", device="npu"),
+    "ascend910b4": dict(device_type="npu", key="NPU", backend="hccl", sync="hccl", device="npu"),
     "ascend910c": dict(device_type="npu", key="NPU", backend="hccl", sync="hccl", device="npu"),
     "a100": dict(device_type="cuda", key="GPU", backend="nccl", sync="nccl", device="cuda"),
     "h100": dict(device_type="cuda", key="GPU", backend="nccl", sync="nccl", device="cuda"),

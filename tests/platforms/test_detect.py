@@ -15,6 +15,7 @@ from trinity.platforms.detect import detect
 
 MACHINES = {
     "ascend910b": fake_machine(npu_chip="Ascend 910B3"),
+    "ascend910b4": fake_machine(npu_chip="Ascend 910B4"),
     "ascend910c": fake_machine(npu_chip="Ascend910_9391", npus=16),
     "a100": fake_machine(gpu="NVIDIA A100-SXM4-80GB"),
     "h100": fake_machine(gpu="NVIDIA H100 80GB HBM3", via="nvml"),

@@ -4,13 +4,19 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import yaml
 
 from ..config.compose import Request
-from ..config.errors import Issue
+from ..config.errors import ConfigError, Issue
 from ..utils.atomic import write_text_atomic
+
+if TYPE_CHECKING:
+    from ..config.memory import MemoryPlan
+    from ..config.resolve import ResolvedConfig
+
+Plans = list[tuple[str, "MemoryPlan"]]
 
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
@@ -64,3 +70,24 @@ def emit(text: str, output: Path | None) -> None:
         sys.stdout.write(text)
     else:
         write_text_atomic(output, text)
+
+
+def with_memory_fit(resolved: "ResolvedConfig", strict: bool) -> tuple[Plans, list[Issue]]:
+    """The memory plans of a resolved config, and its issues with the memory fit's added."""
+    from ..config.memory import memory_check
+
+    plans, found = memory_check(resolved, strict)
+    return plans, [*resolved.issues, *found]
+
+
+def raise_errors(issues: list[Issue]) -> None:
+    """Raise every issue when one of them is an error."""
+    if any(i.severity == "error" for i in issues):
+        raise ConfigError(issues)
+
+
+def fit_checked(resolved: "ResolvedConfig", strict: bool) -> tuple[Plans, list[Issue]]:
+    """with_memory_fit, raising every issue when a role does not fit: nothing starts after this."""
+    plans, issues = with_memory_fit(resolved, strict)
+    raise_errors(issues)
+    return plans, issues

@@ -5,7 +5,6 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..config.errors import ConfigError
 from ..config.json_schema import SCHEMAS, dumps
 from ..config.redact import mask_override, redact
 from ..config.resolve import resolve
@@ -18,7 +17,9 @@ from ._common import (
     dump,
     emit,
     print_issues,
+    raise_errors,
     request_from,
+    with_memory_fit,
 )
 
 
@@ -103,20 +104,22 @@ def _label(config: Path | None, overrides: tuple | list) -> str:
 
 
 def validate_cmd(args: argparse.Namespace) -> int:
-    """Resolve, check the data sets are on disk, and report; exit 0 when valid."""
+    """Resolve, check the memory fit and that the data sets are on disk, and report; exit 0 when valid."""
     from ..config.local_inputs import data_issues
 
     resolved = resolve(request_from(args), strict=args.strict)
-    missing = data_issues(resolved)
-    if missing:
-        raise ConfigError([*missing, *resolved.issues])
+    plans, issues = with_memory_fit(resolved, args.strict)
+    issues = [*data_issues(resolved), *issues]
+    raise_errors(issues)
     hardware = resolved.config.hardware
-    warnings = sum(i.severity == "warning" for i in resolved.issues)
+    warnings = sum(i.severity == "warning" for i in issues)
     if args.format == "json":
-        report = {"valid": True, "hardware": hardware.name, "issues": [i.as_dict() for i in resolved.issues]}
+        from ..config.memory.report import plans_dict
+
+        report = {"valid": True, "hardware": hardware.name, "issues": [i.as_dict() for i in issues], "memory": plans_dict(plans)}
         print(json.dumps(report, indent=2))
     else:
-        print_issues(resolved.issues)
+        print_issues(issues)
         stages = f", {len(resolved.stages)} stage(s)" if resolved.stages else ""
         print(f"valid for {hardware.name} ({hardware.device_type}){stages}: {warnings} warning(s)")
     return 0

@@ -10,7 +10,7 @@ import traceback
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 from ..config.errors import ConfigError  # noqa: E402
-from . import config_cmd, doctor_cmd, profile_cmd, run_cmd  # noqa: E402
+from . import config_cmd, doctor_cmd, plan_cmd, profile_cmd, run_cmd  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
 
@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     parent.add_argument("--debug", action="store_true", help="show Python tracebacks")
     parser = argparse.ArgumentParser(prog="trinity", description="Hardware-aware front end of the Trinity RL fine-tuning framework.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run_cmd, config_cmd, profile_cmd, doctor_cmd):
+    for module in (run_cmd, config_cmd, plan_cmd, profile_cmd, doctor_cmd):
         module.register(commands, parent)
     return parser
 

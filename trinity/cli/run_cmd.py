@@ -11,6 +11,7 @@ from ._common import (
     TEXT_OR_JSON,
     add_config_options,
     add_format_option,
+    fit_checked,
     print_issues,
     request_from,
 )
@@ -44,11 +45,13 @@ def run_cmd(args: argparse.Namespace) -> int:
     identity = run_identity(request)
     if args.dry_run and not identity.address:
         resolved = resolve(request, strict=args.strict)
-        print_issues(resolved.issues)
+        print_issues(fit_checked(resolved, args.strict)[1])
         return _show(args, [(n, build_plan(c), None) for n, c in _stages(resolved)])
     training = not (args.dry_run or args.placement_only)
     standalone = _standalone(request, args.strict)
-    checked = training and standalone is not None and _preflight(standalone)  # before Ray: a config that cannot run here ends in seconds
+    if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends in seconds
+        fit_checked(standalone, args.strict)
+    checked = training and standalone is not None and _preflight(standalone)
     import ray
 
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
@@ -57,7 +60,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             standalone = standalone or resolve(request, strict=args.strict)  # no cluster to ask: the config must stand on its own
             start_local(identity, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
         resolved = resolve_on_cluster(request, live_nodes(), strict=args.strict)
-        print_issues(resolved.issues)
+        print_issues(fit_checked(resolved, args.strict)[1])
         if training and not checked:
             _preflight(resolved)
         if args.dry_run:
@@ -79,7 +82,11 @@ def _preflight(resolved) -> bool:
 
 
 def _standalone(request, strict: bool):
-    """The config resolved without a cluster, or None when only the cluster's device counts make it valid."""
+    """The config resolved without a cluster, or None when only the cluster's device counts make it valid.
+
+    What does not fit a device here does not fit on the cluster either: the cluster can only lower
+    gpu_per_node, which leaves the trainer fewer devices.
+    """
     from ..config.resolve import resolve
 
     try:

@@ -56,6 +56,14 @@ class Provenance:
         last = self.last(path)
         return last.source if last else ""
 
+    def written_where(self, path: tuple) -> str:
+        """Where the value at `path`, or its nearest written parent, was written (a rule's own output does not count)."""
+        for end in range(len(path), 0, -1):
+            written = [c for c in self.by_path.get(path[:end], []) if c.layer != "rule"]
+            if written:
+                return written[-1].source
+        return self.where(path)
+
     def set_by(self, path: tuple, *layers: Layer) -> bool:
         """Whether any of `layers` set `path` itself."""
         return any(c.layer in layers for c in self.by_path.get(path, []))

@@ -43,7 +43,7 @@ def resolve(request: Request, strict: bool = False) -> ResolvedConfig:
     stages, stage_provenance, stage_issues = _resolve_stages(composed)
     issues += stage_issues
     if strict:
-        issues = [_strict(i) for i in issues]
+        issues = [as_strict(i) for i in issues]
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
     return ResolvedConfig(config, composed.profile, composed.provenance, tuple(issues), tuple(stages), tuple(stage_provenance))
@@ -85,19 +85,21 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
             config, found = _resolve_tree(tree, composed, provenance)
             stages.append((stage.get("stage_name", str(i)), config))
             provenances.append(provenance)
-            issues += [_in_stage(issue, label) for issue in found]
+            issues += [in_stage(issue, label) for issue in found]
         except ConfigError as exc:
-            errors += [_in_stage(issue, label) for issue in exc.issues]
+            errors += [in_stage(issue, label) for issue in exc.issues]
     if errors:
         raise ConfigError(errors + issues)
     return stages, provenances, issues
 
 
-def _in_stage(issue: Issue, label: str) -> Issue:
+def in_stage(issue: Issue, label: str) -> Issue:
+    """The issue, its message saying which stage it is about."""
     return replace(issue, message=f"{issue.message} (in {label})")
 
 
-def _strict(issue: Issue) -> Issue:
+def as_strict(issue: Issue) -> Issue:
+    """Under --strict a warning is an error."""
     if issue.severity != "warning":
         return issue
     return replace(issue, hint=issue.hint + " (an error under --strict)", severity="error")

@@ -33,12 +33,7 @@ class Context:
 
     def where(self, key: str) -> str:
         """Where the key's value was written (a rule's own output does not count)."""
-        path = undotted(key)
-        for end in range(len(path), 0, -1):
-            written = [c for c in self.provenance.chain(path[:end]) if c.layer != "rule"]
-            if written:
-                return written[-1].source
-        return self.provenance.where(path)
+        return self.provenance.written_where(undotted(key))
 
     def input(self, key: str) -> str:
         """`key=value (source)` for a rule's inputs."""

@@ -1,0 +1,118 @@
+"""The trainer and rollout formulas: hand-computed cases, invariants, and activations measured with torch on CPU."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.cpu_torch import torch_cpu  # noqa: F401 (fixture)
+from trinity.config.memory.catalog import known_models
+from trinity.config.memory.estimate import DEVICE_RUNTIME, GIB
+from trinity.config.memory.rollout import EngineSetup, engine_estimate, kv_cache_wanted, sequences_that_fit
+from trinity.config.memory.shape import ModelShape
+from trinity.config.memory.trainer import TrainerSetup, activation_bytes, activation_bytes_per_layer_token, idle_bytes, trainer_estimate
+
+QWEN15 = known_models()["Qwen/Qwen2.5-1.5B-Instruct"][0]  # L=28, h=1536, i=8960, 12 heads, 2 KV heads of 128, tied
+QWEN3_06 = known_models()["Qwen/Qwen3-0.6B"][0]
+
+
+def engine(**changes) -> EngineSetup:
+    return EngineSetup(QWEN15, "bfloat16", 1, 1, 2048, sequences=64, budget=int(0.7 * 64 * GIB))._replace(**changes)
+
+
+def test_kv_cache_per_token_by_hand():
+    assert engine().kv_bytes_per_token == 2 * 28 * 2 * 128 * 2 == 28_672
+    assert engine(tensor_parallel=2).kv_bytes_per_token == 2 * 28 * 1 * 128 * 2  # 2 KV heads over 2 devices
+    assert engine(tensor_parallel=4).kv_bytes_per_token == 2 * 28 * 1 * 128 * 2  # fewer KV heads than devices: replicated
+    assert engine(pipeline_parallel=2, dtype="float32").kv_bytes_per_token == 2 * 14 * 2 * 128 * 4
+
+
+def test_rollout_budget_and_sequences_by_hand():
+    setup = engine()
+    weights = QWEN15.params * 2  # bf16, one device
+    workspace = 8192 * 2 * (2 * 1536 + 1536 + 2 * 256 + 2 * 8960) + 8 * 256 * 151936
+    one = 2048 * 28_672
+    assert engine_estimate(setup).peak == weights + workspace + DEVICE_RUNTIME + one
+    assert kv_cache_wanted(setup) == 64 * one
+    assert sequences_that_fit(setup) == (setup.budget - weights - workspace - DEVICE_RUNTIME) // one
+    assert kv_cache_wanted(engine(sequences=10_000)) == 256 * one  # vLLM runs at most max_num_seqs at once
+
+
+def test_trainer_by_hand_without_reference_and_with_checkpointing_off():
+    setup = TrainerSetup(QWEN15, devices=2, tokens=4096, checkpointing=False)
+    p, h, layer = QWEN15.params, 1536, QWEN15.layer_params
+    per_layer = 16 * h + 4 * (1536 + 256) + 8 * 8960
+    update = 4 * p // 2 + 4 * (QWEN15.root_params + 2 * layer) + 4096 * (28 * per_layer + 8 * h) + 8 * 4096 * 151936
+    assert trainer_estimate(setup).peak == 4 * p // 2 + 8 * p // 2 + DEVICE_RUNTIME + update
+    assert trainer_estimate(setup).peak_phase == "actor update"
+
+
+def test_offload_flags_change_what_is_kept_between_updates_not_the_peak():
+    setup = TrainerSetup(QWEN15, devices=4, tokens=4096, reference=True)
+    offloaded = setup._replace(param_offload=True, optimizer_offload=True)
+    assert trainer_estimate(offloaded).peak == trainer_estimate(setup).peak  # verl reloads both for each update
+    assert idle_bytes(setup) == 12 * QWEN15.params // 4 + DEVICE_RUNTIME
+    assert idle_bytes(offloaded) == DEVICE_RUNTIME
+
+
+def test_a_critic_adds_its_states_and_its_own_update_phase():
+    setup = TrainerSetup(QWEN15, devices=2, tokens=2048)
+    critic = trainer_estimate(setup._replace(critic=QWEN15))
+    assert "critic update" in critic.phases
+    assert critic.resident - trainer_estimate(setup).resident == 12 * QWEN15.params // 2  # tied: the body is the whole model
+
+
+shapes = st.builds(
+    ModelShape,
+    model_type=st.just("qwen2"),
+    layers=st.integers(1, 96),
+    hidden=st.integers(64, 16384),
+    intermediate=st.integers(64, 65536),
+    heads=st.integers(1, 128),
+    kv_heads=st.integers(1, 16),
+    head_dim=st.sampled_from([64, 128, 256]),
+    vocab=st.integers(1000, 300_000),
+    tied=st.booleans(),
+    qk_norm=st.booleans(),
+)
+setups = st.builds(
+    TrainerSetup, actor=shapes, devices=st.integers(1, 512), tokens=st.integers(1, 65536), checkpointing=st.booleans(), reference=st.booleans(),
+    param_offload=st.booleans(), optimizer_offload=st.booleans(),
+)
+
+
+@settings(max_examples=100)
+@given(setup=setups, more=st.integers(1, 64), critic=st.booleans())
+def test_more_devices_or_fewer_tokens_never_need_more(setup, more, critic):
+    setup = setup._replace(critic=setup.actor if critic else None)  # a critic is the actor's model
+    need = trainer_estimate(setup).peak
+    assert trainer_estimate(setup._replace(devices=setup.devices + more)).peak <= need
+    assert trainer_estimate(setup._replace(tokens=max(1, setup.tokens // 2))).peak <= need
+    if setup.actor.layers > 1:  # one layer checkpointed keeps its input besides recomputing it
+        assert trainer_estimate(setup._replace(checkpointing=True)).peak <= need
+    assert need >= max(item.bytes for item in trainer_estimate(setup).items)
+
+
+@settings(max_examples=100)
+@given(shape=shapes, tp=st.sampled_from([1, 2, 4, 8]), length=st.integers(1, 131072))
+def test_more_tensor_parallelism_never_needs_more_per_device(shape, tp, length):
+    setup = EngineSetup(shape, "bfloat16", tp, 1, length, sequences=8, budget=GIB)
+    assert engine_estimate(setup._replace(tensor_parallel=2 * tp)).peak <= engine_estimate(setup).peak
+
+
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3", "llama"])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_activation_formula_matches_what_autograd_keeps(kind, checkpointing, torch_cpu):
+    """Measured: what autograd keeps for backward after a bf16 forward with sdpa attention (tests/cpu_torch.py)."""
+    config = dict(model_type=kind, hidden_size=256, intermediate_size=704, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2, head_dim=48, vocab_size=512)
+    tokens = 256
+    measured = torch_cpu.ask("saved", config=config, tokens=tokens, checkpointing=checkpointing)
+    shape = ModelShape(kind, 3, 256, 704, 8, 2, 48, 512, False, qk_norm=kind == "qwen3")
+    formula = activation_bytes(shape, tokens, checkpointing)
+    if checkpointing:  # the forward keeps layer inputs only; the recomputed layer shows up in backward
+        formula -= tokens * activation_bytes_per_layer_token(shape)
+    assert abs(measured - formula) / measured < 0.03, (measured, formula)
+
+
+def test_qwen3_q_and_k_norms_cost_more_per_layer():
+    plain = activation_bytes_per_layer_token(QWEN3_06._replace(qk_norm=False))
+    assert activation_bytes_per_layer_token(QWEN3_06) - plain == 6 * (QWEN3_06.q_dim + QWEN3_06.kv_dim)

@@ -1,0 +1,120 @@
+"""The memory plan of a resolved run config: every check, the models it read, what it could not check."""
+
+from typing import Callable, NamedTuple, Optional
+
+from ..schema import RunConfig
+from ..schema.explorer import InferenceModelConfig
+from .catalog import FoundShape, NoShape, find_shape
+from .checks import Check, engine_check, engine_setup, sequences_check, shared_device_check, trainer_check, trainer_setup
+from .estimate import GIB
+from .rollout import EngineSetup
+from .trainer import TrainerSetup
+
+
+class Unchecked(NamedTuple):
+    """A part of the plan that was not checked, and why."""
+
+    key: str
+    reason: str
+    hint: str = ""
+    source: str = ""  # where to point the user; empty: where the key's value was written
+
+
+class MemoryPlan(NamedTuple):
+    """Every check of one run config, the models it read, and what it could not check."""
+
+    hardware: str
+    device_memory: Optional[int]
+    models: tuple[FoundShape, ...] = ()
+    checks: tuple[Check, ...] = ()
+    unchecked: tuple[Unchecked, ...] = ()
+
+    @property
+    def fits(self) -> bool:
+        """No hard check is over its capacity."""
+        return not any(c.hard and c.status == "does not fit" for c in self.checks)
+
+
+class _Plan:
+    """The plan being built for one config."""
+
+    def __init__(self, config: RunConfig, memory: int):
+        self.config, self.memory = config, memory
+        self.models: dict[str, FoundShape] = {}
+        self.checks: list[Check] = []
+        self.unchecked: list[Unchecked] = []
+
+    def shape(self, path: Optional[str], key: str) -> Optional[FoundShape]:
+        found = find_shape(path) if path else NoShape("", "no model is named")
+        if isinstance(found, NoShape):
+            self.unchecked.append(Unchecked(key, f"memory fit not checked: {found.reason}", "give the model's local folder (with its config.json) to have it checked"))
+            return None
+        self.models.setdefault(found.name, found)
+        return found
+
+    def add(self, check: Check, knobs: Callable[[], tuple]) -> None:
+        """Add a check; one that is not comfortable gets the changes that would make it fit."""
+        self.checks.append(check if check.status == "fits" else check._replace(knobs=knobs()))
+
+
+def plan_memory(config: RunConfig) -> MemoryPlan:
+    """The memory plan of one resolved run config (the root's or a stage's)."""
+    hw = config.hardware
+    if hw is None or hw.memory_gb_per_device is None:
+        name = hw.name if hw else "the"
+        reason = f"memory fit not checked: the {name} profile states no device memory (facts.memory_gb_per_device)"
+        unchecked = Unchecked("hardware.memory_gb_per_device", reason, "add it to the profile's facts to have memory checked", hw.source if hw else "")
+        return MemoryPlan(name, None, unchecked=(unchecked,))
+    plan = _Plan(config, int(hw.memory_gb_per_device * GIB))
+    trainer = _trainer(plan)
+    _engines(plan, trainer)
+    return MemoryPlan(hw.name, plan.memory, tuple(plan.models.values()), tuple(plan.checks), tuple(plan.unchecked))
+
+
+def _trainer(plan: _Plan) -> Optional[TrainerSetup]:
+    config = plan.config
+    if not config.cluster.trainer_gpu_num:
+        return None
+    found = plan.shape(config.model.model_path, "model.model_path")
+    setup = found and trainer_setup(config, found.shape, config.cluster.trainer_gpu_num)
+    if found and setup is None:
+        plan.unchecked.append(Unchecked("model.max_model_len", "memory fit of the trainer not checked: its tokens per micro-batch are unknown", "set model.max_model_len or trainer.max_token_len_per_gpu"))
+    if setup:
+        plan.add(trainer_check(config, setup, plan.memory, found.name), lambda: _knobs().trainer_knobs(config, setup, plan.memory))
+    return setup or None
+
+
+def _engines(plan: _Plan, trainer: Optional[TrainerSetup]) -> None:
+    config = plan.config
+    if not config.cluster.explorer_gpu_num:
+        return
+    engines = [("explorer.rollout_model", config.explorer.rollout_model)]
+    engines += [(f"explorer.auxiliary_models[{i}]", m) for i, m in enumerate(config.explorer.auxiliary_models)]
+    for key, engine in engines:
+        if engine.engine_type != "vllm":
+            continue  # the estimate knows vLLM's memory only
+        found = plan.shape(engine.model_path, f"{key}.model_path")
+        setup = found and engine_setup(config, engine, found.shape, plan.memory)
+        if found and setup is None:
+            plan.unchecked.append(Unchecked(f"{key}.max_model_len", f"memory fit of {key} not checked: its max_model_len is unknown", "set model.max_model_len"))
+        if setup:
+            _engine(plan, key, engine, setup, found.name, trainer)
+
+
+def _engine(plan: _Plan, key: str, engine: InferenceModelConfig, setup: EngineSetup, name: str, trainer: Optional[TrainerSetup]) -> None:
+    config, memory = plan.config, plan.memory
+    start = engine_check(key, engine, setup, memory, name)
+    plan.add(start, lambda: _knobs().engine_knobs(config, key, engine, setup, memory))
+    if start.status == "does not fit":
+        return  # vLLM does not start: how many sequences would fit says nothing more
+    plan.checks.append(sequences_check(config, key, engine, setup, name))
+    if config.mode == "colocate" and trainer is not None and key == "explorer.rollout_model":
+        shared = shared_device_check(key, engine, setup, trainer, memory)
+        plan.add(shared, lambda: _knobs().colocate_knobs(key, engine, setup, trainer, memory))
+
+
+def _knobs():
+    # Searching for changes that fit is needed only when a check does not fit comfortably.
+    from . import knobs
+
+    return knobs

@@ -1,0 +1,85 @@
+"""Rollout memory per device: one vLLM engine, sharded over tensor_parallel x pipeline_parallel devices.
+
+vLLM takes `gpu_memory_utilization` x device memory (its budget) at start, puts the weights and the
+peak activations of a profiling forward pass in it, and gives the rest to the KV cache. It refuses
+to start when that rest cannot hold one sequence of `max_model_len` tokens; when it holds fewer
+sequences than the explorer sends at once, it queues the others. Sources: vLLM's docs on
+`gpu_memory_utilization` and its KV-cache sizing (`determine_available_memory`), verl 0.9.1
+`trainer/config/rollout/rollout.yaml` for the engine defaults the estimate assumes.
+
+Per device, with d the dtype's bytes, t = tensor_parallel_size, p = pipeline_parallel_size:
+    weights       P x d / (t x p)
+    KV cache      2 x (L / p) x ceil(kv_heads / t) x head_dim x d bytes per token
+                  (KV heads are replicated when there are fewer than t)
+    workspace     one layer's forward over max_num_batched_tokens B: B x d x (2h + (q + 2kv + 2i) / t),
+                  plus fp32 logits and probabilities of max_num_seqs S sequences: 8 x S x V
+    runtime       DEVICE_RUNTIME (context, graphs, communicators)
+Sequences at once: the explorer's runners per engine x repeat_times (each runner asks for
+repeat_times samples of one task), at most max_num_seqs.
+"""
+
+from math import ceil
+from typing import NamedTuple
+
+from .estimate import DEVICE_RUNTIME, Estimate, Item
+from .shape import ModelShape
+
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+MAX_NUM_SEQS = 256  # verl rollout.yaml max_num_seqs (vLLM's default too)
+MAX_NUM_BATCHED_TOKENS = 8192  # verl rollout.yaml max_num_batched_tokens
+
+
+class EngineSetup(NamedTuple):
+    """What decides one engine's memory on one of its devices."""
+
+    shape: ModelShape
+    dtype: str
+    tensor_parallel: int
+    pipeline_parallel: int
+    max_model_len: int
+    sequences: int  # the explorer sends this many at once
+    budget: int  # gpu_memory_utilization x device memory, bytes
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV-cache bytes of one token on one device."""
+        s, t = self.shape, self.tensor_parallel
+        layers = ceil(s.layers / self.pipeline_parallel)
+        return 2 * layers * ceil(s.kv_heads / t) * s.head_dim * DTYPE_BYTES[self.dtype]
+
+    @property
+    def concurrent(self) -> int:
+        """Sequences vLLM runs at once."""
+        return min(self.sequences, MAX_NUM_SEQS)
+
+
+def engine_estimate(setup: EngineSetup) -> Estimate:
+    """Weights, workspace, runtime and the KV cache of one full-length sequence, on one device."""
+    one_sequence = Item(f"KV cache for one sequence of {setup.max_model_len} tokens", setup.max_model_len * setup.kv_bytes_per_token)
+    return Estimate((*_fixed(setup), one_sequence))
+
+
+def kv_cache_wanted(setup: EngineSetup) -> int:
+    """KV-cache bytes for every sequence vLLM runs at once, each at max_model_len."""
+    return setup.concurrent * setup.max_model_len * setup.kv_bytes_per_token
+
+
+def kv_cache_room(setup: EngineSetup) -> int:
+    """What the budget leaves for the KV cache after weights, workspace and runtime."""
+    return setup.budget - sum(item.bytes for item in _fixed(setup))
+
+
+def sequences_that_fit(setup: EngineSetup) -> int:
+    """Full-length sequences the KV cache holds at once."""
+    return max(0, kv_cache_room(setup) // (setup.max_model_len * setup.kv_bytes_per_token))
+
+
+def _fixed(setup: EngineSetup) -> tuple[Item, ...]:
+    s, d = setup.shape, DTYPE_BYTES[setup.dtype]
+    t, shards = setup.tensor_parallel, setup.tensor_parallel * setup.pipeline_parallel
+    per_token = 2 * s.hidden + (s.q_dim + 2 * s.kv_dim + 2 * s.intermediate) // t
+    return (
+        Item(f"weights ({setup.dtype}, 1/{shards} shard)", s.params * d // shards),
+        Item(f"workspace ({MAX_NUM_BATCHED_TOKENS} batched tokens, {MAX_NUM_SEQS} sequences)", MAX_NUM_BATCHED_TOKENS * d * per_token + 8 * MAX_NUM_SEQS * s.vocab),
+        Item("device runtime (context, graphs, communicators)", DEVICE_RUNTIME),
+    )
