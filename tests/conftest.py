@@ -79,3 +79,14 @@ def demo_assets(tmp_path_factory):
     folder = tmp_path_factory.mktemp("demo")
     demo.build(folder)
     return folder
+
+
+@pytest.fixture
+def local_gsm8k(cli, monkeypatch, tmp_path):
+    """A local GSM8K-shaped data set where the reference config's $TRINITY_TASKSET_PATH points (trinity downloads nothing)."""
+    folder = tmp_path / "gsm8k"
+    folder.mkdir()
+    for split in ("train", "test"):
+        (folder / f"{split}.jsonl").write_text(json.dumps({"question": "What is 1+1?", "answer": "1+1=2\n#### 2"}) + "\n")
+    monkeypatch.setenv("TRINITY_TASKSET_PATH", str(folder))
+    return folder

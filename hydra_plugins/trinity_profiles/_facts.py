@@ -58,10 +58,11 @@ def hardware_value(profile: str, key: str) -> Any:
 def verl_env(profile: str) -> dict[str, str]:
     """verl's one Ray runtime env: the variables every role of the profile shares, and the verl platform to use."""
     config = resolved(profile).config
-    envs = {role: {name: value for name, (value, _) in role_env(config, role).items()} for role in ROLES}
+    platform = get_platform(config.hardware.device_type).verl_env()  # every verl process gets these, trainer or not
+    envs = {role: {name: value for name, (value, _) in role_env(config, role).items() if name not in platform} for role in ROLES}
     shared = {name: value for name, value in envs["trainer"].items() if envs["rollout"].get(name) == value}
     _report_left_out(profile, {role: {n: v for n, v in env.items() if n not in shared} for role, env in envs.items()})
-    return {**shared, **get_platform(config.hardware.device_type).verl_env()}
+    return {**shared, **platform}
 
 
 def _report_left_out(profile: str, left: dict[str, dict[str, str]]) -> None:

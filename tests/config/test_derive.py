@@ -4,7 +4,7 @@ import re
 
 import pytest
 
-from tests.conftest import MINIMAL
+from tests.conftest import MINIMAL, REPO
 
 
 @pytest.fixture
@@ -212,3 +212,32 @@ def test_recommended_values_sit_under_the_users_file(render):
     mine = render("explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.5\n", "hardware=ascend910b")[1]
     assert mine["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.5
     assert render("", "hardware=ascend910b", "explorer.rollout_model.gpu_memory_utilization=0.6")[1]["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.6
+
+
+# --- rollout engines ----------------------------------------------------------------------------
+
+def test_cpu_profile_runs_the_transformers_engine(render):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", "hardware=cpu")
+    assert result.code == 0 and cfg["explorer"]["rollout_model"]["engine_type"] == "transformers"
+    assert cfg["trainer"]["attn_implementation"] == "sdpa" and cfg["trainer"]["param_dtype"] == "float32"
+
+
+def test_vllm_on_the_cpu_profile_says_why_not(cli, write):
+    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "explorer:\n  rollout_model:\n    engine_type: vllm\n"), "hardware=cpu")
+    assert result.code == 2 and "explorer.rollout_model.engine_type: 'vllm' does not run on cpu: vLLM has no CPU build usable here" in result.err
+    assert "allowed: transformers" in result.err
+
+
+def test_transformers_engine_has_no_tensor_parallelism(cli):
+    result = cli("config", "validate", "-c", REPO / "examples/gsm8k_sft_then_grpo/gsm8k_staged.yaml", "hardware=cpu")
+    assert result.code == 2 and "gsm8k_staged.yaml:43:5: explorer.rollout_model.tensor_parallel_size: one transformers engine drives 1 device; TP x PP x DP = 2" in result.err
+
+
+def test_accelerator_profiles_keep_flash_attention_and_vllm(render):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", "hardware=a100")
+    assert result.code == 0 and cfg["explorer"]["rollout_model"]["engine_type"] == "vllm" and cfg["trainer"]["attn_implementation"] == "flash_attention_2"
+
+
+def test_fsdp1_on_the_cpu_profile_is_refused_with_the_reason(cli, write):
+    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: fsdp\n"), "hardware=cpu")
+    assert result.code == 2 and "'fsdp' does not run on cpu: FSDP1 syncs module states through an accelerator" in result.err and "allowed: fsdp2" in result.err

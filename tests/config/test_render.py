@@ -73,8 +73,8 @@ def test_yaml_is_the_default_format_and_parses(cli):
 
 
 def test_default_config_and_hardware(cli):
-    cfg = cli("config", "render", "--format", "json").json()
-    assert cfg["name"] == "qwen3-0.6B-gsm8k" and cfg["hardware"]["name"] == "cpu"
+    cfg = cli("config", "render", "--format", "json").json()  # the embedded demo, on the hardware detected here
+    assert (cfg["project"], cfg["name"]) == ("trinity-demo", "arith") and cfg["hardware"]["name"] == "cpu"
 
 
 def test_overrides_in_hydra_grammar(cli):
@@ -124,7 +124,7 @@ def test_secrets_are_masked_unless_asked(cli, write):
     path = write(
         "run.yaml",
         MINIMAL + "env:\n  common:\n    HF_TOKEN: hf_planted_secret\nmonitor:\n  monitor_type: wandb\n  monitor_args:\n    api_key: wandb_planted\n"
-        "buffer:\n  explorer_input:\n    taskset:\n      name: t\n      format:\n        prompt_key: question\n",
+        "buffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n    taskset:\n      name: t\n      format:\n        prompt_key: question\n",
     )
     for fmt in ("yaml", "json"):
         result = cli("config", "render", "-c", path, "--format", fmt)

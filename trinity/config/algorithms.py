@@ -54,6 +54,7 @@ class Preset:
     functions: dict[str, str]
     unsupported: str = ""
     needs_rollout: bool = True  # False: trains on a data set (SFT), no explorer needed
+    critic: bool = False  # trains a value model beside the policy
     loss_agg_mode: str = "token-mean"
 
 
@@ -63,5 +64,6 @@ ALGORITHMS: dict[str, Preset] = {
     "ppo": Preset(
         {"advantage_fn": "none", "policy_loss_fn": "ppo", "kl_loss_fn": "k2", "entropy_loss_fn": "default"},
         unsupported="PPO needs a critic model, which trinity's runtime does not have yet",
+        critic=True,
     ),
 }

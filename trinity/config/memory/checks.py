@@ -9,6 +9,7 @@ while vLLM generates.
 from math import ceil
 from typing import NamedTuple, Optional
 
+from ..algorithms import ALGORITHMS
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .estimate import DEVICE_RUNTIME, GIB, Estimate, Item
@@ -17,9 +18,6 @@ from .shape import ModelShape
 from .trainer import MICRO_BATCH_SIZE, TrainerSetup, idle_bytes, trainer_estimate
 
 TIGHT = 0.9  # above this share of its capacity a check is tight
-NO_REFERENCE = ("sft",)  # algorithms that train without a reference model
-ALWAYS_REFERENCE = ("dpo",)  # algorithms whose loss needs one whatever the KL setting
-WITH_CRITIC = ("ppo",)
 
 
 class Knob(NamedTuple):
@@ -82,7 +80,7 @@ def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> Optiona
         tokens=tokens,
         checkpointing=config.trainer.enable_gradient_checkpointing,
         reference=needs_reference(config),
-        critic=shape if config.algorithm.algorithm_type in WITH_CRITIC else None,
+        critic=shape if ALGORITHMS[config.algorithm.algorithm_type].critic else None,
         param_offload=config.trainer.param_offload,
         optimizer_offload=config.trainer.optimizer_offload,
     )
@@ -97,11 +95,8 @@ def trainer_tokens(config: RunConfig) -> Optional[int]:
 
 
 def needs_reference(config: RunConfig) -> bool:
-    """Whether the algorithm keeps a reference model (its KL loss, or its loss itself, needs one)."""
-    algorithm = config.algorithm
-    if algorithm.algorithm_type in NO_REFERENCE:
-        return False
-    return algorithm.algorithm_type in ALWAYS_REFERENCE or algorithm.kl_loss_fn != "none"
+    """Whether the trainer keeps a reference model: its KL loss needs one (the preset fills kl_loss_fn, 'none' for SFT)."""
+    return config.algorithm.kl_loss_fn not in (None, "none")
 
 
 def trainer_capacity(config: RunConfig, memory: int) -> tuple[int, str]:
