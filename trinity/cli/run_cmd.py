@@ -59,6 +59,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         if not join(identity):  # no cluster named or running here (a dry run always names one by now)
             standalone = standalone or resolve(request, strict=args.strict)  # no cluster to ask: the config must stand on its own
             start_local(identity, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
+        signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
         resolved = resolve_on_cluster(request, live_nodes(), strict=args.strict)
         print_issues(fit_checked(resolved, args.strict)[1])
         if training and not checked:
