@@ -70,6 +70,7 @@ class StageSummary:
     eval_last: dict[str, float] = field(default_factory=dict)
     checkpoint: str = ""
     note: str = ""
+    peak_rss_mb: dict[str, float] = field(default_factory=dict)  # each role's peak resident memory
 
 
 def summary_table(stages: list[StageSummary]) -> str:

@@ -195,7 +195,7 @@ class Stage:
             self.progress.fields.update(reward=f"{result['reward_mean']:.3g}", tok_s=f"{result['tokens_per_s']:.3g}")
 
     def _trained(self, step: int, result: dict) -> None:
-        values = {k: result.get(k) for k in ("loss", "grad_norm", "lr", "experiences")}
+        values = {k: result.get(k) for k in ("loss", "grad_norm", "lr", "experiences", "seconds")}
         self.metrics.write("trainer", self.start.offset + step, self.name, **values)
         self.progress.update(step, loss=result.get("loss"))
         every = self.config.trainer.save_interval
@@ -239,9 +239,11 @@ class Stage:
         return published
 
     def finish(self) -> None:
-        """Save the stage's last checkpoint (its weights start the next stage)."""
+        """Save the stage's last checkpoint (its weights start the next stage); note each role's peak memory."""
         if self.ranks:
             self.last_checkpoint = self._checkpoint(self.total)
+        names = list(self.actors)
+        self.summary.peak_rss_mb = dict(zip(names, self.call("resources", [a.peak_rss_mb.remote() for a in self.actors.values()])))
 
     def _checkpoint(self, step: int) -> Checkpoint:
         hf = self.config.trainer.save_hf_checkpoint != "never"

@@ -78,6 +78,7 @@ class DataSet:
 
         self.samples = [self._encode(*sft_pair(row, fmt, tokenizer), tokenizer) for row in rows]
         self.seed = seed
+        self.orders: dict[int, list[int]] = {}
 
     @staticmethod
     def _encode(prompt: str, response: str, tokenizer: Any) -> Experience:
@@ -93,9 +94,10 @@ class DataSet:
         return [self.samples[self._order(i // size)[i % size]] for i in range((step - 1) * n, step * n)]
 
     def _order(self, epoch: int) -> list[int]:
-        order = list(range(len(self.samples)))
-        random.Random(self.seed + epoch).shuffle(order)
-        return order
+        if epoch not in self.orders:
+            self.orders = {epoch: list(range(len(self.samples)))}  # one epoch's order at a time
+            random.Random(self.seed + epoch).shuffle(self.orders[epoch])
+        return self.orders[epoch]
 
     def rewind(self, after_step: Optional[int]) -> int:
         return 0

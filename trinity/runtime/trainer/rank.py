@@ -62,15 +62,16 @@ class TrainerRank(Role):
         return {"rank": self.rank, "seconds": time.perf_counter() - started}
 
     def train_step(self, step: int) -> Optional[dict]:
-        """One update on `train_batch_size` experiences; rank 0 returns loss, grad_norm, lr."""
+        """One update on `train_batch_size` experiences; rank 0 returns loss, grad_norm, lr and the update's seconds."""
         pairs = self._my_shard(step)
+        started = time.perf_counter()
         output = self.worker.update_actor(self._tensors(pairs))
         if self.rank != 0:
             return None
         from verl.utils import tensordict_utils as tu
 
         metrics = tu.get(output, "metrics")
-        return {"loss": _mean(metrics.get("loss")), "grad_norm": _mean(metrics.get("grad_norm")), "lr": _last(metrics.get("lr")), "experiences": len(pairs) * self.world_size}
+        return {"loss": _mean(metrics.get("loss")), "grad_norm": _mean(metrics.get("grad_norm")), "lr": _last(metrics.get("lr")), "experiences": len(pairs) * self.world_size, "seconds": time.perf_counter() - started}
 
     def _my_shard(self, step: int) -> list:
         """(experience, advantage) pairs of this rank; advantages need whole groups, so rank 0 computes them first."""
