@@ -39,7 +39,7 @@ def train(resolved: Any, options: RunOptions, show: Any) -> list[StageSummary]:
     run_dir = run_dir_of(config)
     with run_dir.lock(_lock_mode({c.mode for _, c in stages})):
         latest = _resume_point(run_dir, config, options.force)
-        run_dir.write_config(config.model_dump(mode="json"))
+        run_dir.write_config(redact(config.model_dump(mode="json")))  # credentials never reach the disk
         metrics = MetricsLog(run_dir.metrics, config.monitor, f"{config.project}/{config.name}", run_dir.root / "tensorboard")
         try:
             return _stages(stages, run_dir, metrics, latest, options, show)
@@ -116,7 +116,7 @@ def _resume_point(run_dir: RunDir, config: Any, force: bool) -> Optional[Checkpo
         )
     saved = run_dir.saved_config()
     if saved is not None and not force:
-        changes = [c for c in diff(redact(saved), redact(config.model_dump(mode="json"))) if c.key.startswith(RUN_CHANGING)]
+        changes = [c for c in diff(saved, redact(config.model_dump(mode="json"))) if c.key.startswith(RUN_CHANGING)]
         if changes:
             listed = "; ".join(f"{c.key}: {c.left!r} -> {c.right!r}" for c in changes[:8])
             raise ConfigError(

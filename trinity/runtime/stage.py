@@ -301,16 +301,23 @@ class Stage:
     def _who_failed(self, exc: Exception) -> str:
         import ray
 
-        dead = []
-        for name, actor in self.actors.items():
-            try:
-                ray.get(actor.peak_rss_mb.remote(), timeout=5)
-            except Exception:  # whatever stops an actor answering: it is the one to name
-                dead.append(name)
+        pings = {name: actor.peak_rss_mb.remote() for name, actor in self.actors.items()}
+        ready, _ = ray.wait(list(pings.values()), num_returns=len(pings), timeout=5)
+        dead = [name for name, ref in pings.items() if ref not in ready or not _answers(ref)]
         cause = getattr(exc, "cause", None) or exc
         detail = str(cause).strip().splitlines()
         where = f"{', '.join(dead)} died" if dead else "a role failed"
         return f"{where}: {type(cause).__name__}: {detail[-1] if detail else ''}"
+
+
+def _answers(ref: Any) -> bool:
+    import ray
+
+    try:
+        ray.get(ref)
+        return True
+    except ray.exceptions.RayError:  # whatever stops an actor answering: it is the one to name
+        return False
 
 
 def _done(ref: Any) -> bool:
