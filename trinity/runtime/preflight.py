@@ -12,10 +12,16 @@ from ..config.local_inputs import data_issues, model_issues
 from ..platforms import get_platform
 
 
+MODES = ("both", "colocate", "explore", "train", "bench")  # what the stage runner drives
+
+
 def check(resolved: Any) -> None:
     """Raise one ConfigError listing every problem found."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
     issues = data_issues(resolved) + model_issues(stages[0], resolved)
+    for config in stages:
+        if config.mode not in MODES:
+            issues.append(Issue(f"mode {config.mode!r} is not run by this version of trinity", key="mode", source=resolved.provenance.where(("mode",)), allowed=", ".join(MODES)))
     for config in stages:
         issues += [i for i in _engine_issues(config, resolved) if i not in issues]
     if issues:

@@ -113,7 +113,7 @@ class Stage:
         started = time.monotonic()
         self.progress = Progress(self.summary.name, self.total, self.quiet)
         self.progress.update(self.start.done)
-        loop = {"both": self._both, "explore": self._explore_only, "train": self._train_only, "bench": self._bench}[self.config.mode]
+        loop = {"both": self._both, "colocate": self._both, "explore": self._explore_only, "train": self._train_only, "bench": self._bench}[self.config.mode]
         loop()
         self.progress.close()
         self.summary.steps = self.total

@@ -1,0 +1,48 @@
+"""What `trinity run` refuses before Ray starts: in seconds, exit 2, with the place to fix it, and no Ray."""
+
+import os
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from tests.conftest import REFERENCE
+
+
+@pytest.fixture
+def run(tmp_path, demo_assets):
+    def _run(*args, env=None):
+        ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # empty afterwards: Ray never started
+        full = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp, "TRINITY_DEMO_DIR": str(demo_assets), **(env or {})}
+        proc = subprocess.run([sys.executable, "-m", "trinity", "run", *args], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=300)
+        started = os.listdir(ray_tmp)
+        subprocess.run(["rm", "-rf", ray_tmp])
+        return proc, started
+
+    return _run
+
+
+def test_a_taskset_that_is_not_here(run):
+    proc, started = run("-c", str(REFERENCE), "hardware=cpu", "explorer.rollout_model.tensor_parallel_size=1")
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert "gsm8k.yaml:26:7: buffer.explorer_input.taskset.path: 'openai/gsm8k' is not on this machine" in proc.stderr
+
+
+def test_a_model_that_is_not_here(run, local_gsm8k):
+    proc, started = run("-c", str(REFERENCE), "hardware=cpu", env={"TRINITY_TASKSET_PATH": str(local_gsm8k)})
+    assert proc.returncode == 2 and started == []
+    assert "model.model_path: 'Qwen/Qwen2.5-1.5B-Instruct' is not a local model folder (no config.json); trinity downloads nothing" in proc.stderr
+
+
+def test_an_engine_type_this_version_does_not_have(run, local_gsm8k, demo_assets):
+    env = {"TRINITY_TASKSET_PATH": str(local_gsm8k), "TRINITY_MODEL_PATH": str(demo_assets / "model")}
+    proc, started = run("-c", str(REFERENCE), "hardware=a100", env=env)
+    assert proc.returncode == 2 and started == []
+    assert "explorer.rollout_model.engine_type: engine type 'vllm' has no rollout engine in this version of trinity" in proc.stderr
+    assert "allowed: transformers" in proc.stderr
+
+
+def test_a_trainer_value_verl_would_refuse_is_ours_to_refuse_first(run):
+    proc, started = run("trainer.trainer_strategy=megatron", "hardware=cpu")
+    assert proc.returncode == 2 and started == [] and "'megatron' does not run on cpu" in proc.stderr
