@@ -51,6 +51,9 @@ class Explorer(Role):
 
         explorer_input = self.config.buffer.explorer_input
         rows = load_rows(storage.path, storage.split, storage.subset_name)
+        if not rows:
+            raise ValueError(f"taskset {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
+        _check_columns(storage, rows[0])
         kind = "eval" if is_eval else "train"
         tasks = [Task(f"{storage.name}/{kind}/{i}", row, storage.format, storage.repeat_times, storage.workflow_args, storage.reward_fn_args, is_eval) for i, row in enumerate(rows)]
         args = storage.rollout_args
@@ -97,14 +100,16 @@ class Explorer(Role):
     def _run(self, batch: list, step: int) -> tuple[list[Experience], int]:
         engines = itertools.cycle(self.engines)
         futures = [self.pool.submit(self._attempt, ts, task, engine) for (ts, task), engine in zip(batch, engines)]
-        exps, failed = [], 0
+        exps, errors = [], []
         for future in futures:
             try:
                 exps += future.result(timeout=self.config.explorer.max_timeout)
             except (FutureTimeout, TaskFailed) as exc:
-                failed += 1
-                self.log.warning("step %d: a task was skipped: %s", step, exc)
-        return exps, failed
+                errors.append(str(exc) or f"a task ran past explorer.max_timeout={self.config.explorer.max_timeout} s")
+                self.log.warning("step %d: a task was skipped: %s", step, errors[-1])
+        if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
+            raise TaskFailed(f"every task of step {step} failed; the last: {errors[-1]}")
+        return exps, len(errors)
 
     def _attempt(self, ts: _TaskSet, task: Any, engine: Any) -> list[Experience]:
         client = _Client(engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model.enable_thinking)
@@ -117,6 +122,15 @@ class Explorer(Role):
                     raise
                 errors.append(f"{type(exc).__name__}: {exc}")
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
+
+
+def _check_columns(storage: Any, row: dict) -> None:
+    """A taskset whose format names a column its rows lack fails at setup, not task by task."""
+    fmt = storage.format
+    wanted = [fmt.messages_key] if fmt.prompt_type != "plaintext" and fmt.messages_key in row else [fmt.prompt_key]
+    missing = [key for key in wanted if key not in row]
+    if missing:
+        raise ValueError(f"taskset {storage.name}: rows have no column {missing[0]!r} (columns: {', '.join(map(str, row))}); set its format.prompt_key")
 
 
 class TaskFailed(RuntimeError):

@@ -116,9 +116,14 @@ class RolloutEngine(Role):
 
         params = self._params()
         for spec in specs:
-            buffer = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=self._device())
+            target = params[spec.name].data
+            dtype = getattr(torch, spec.dtype)
+            if target.dtype == dtype and target.is_contiguous():  # straight into the weight: no buffer, no copy
+                group_module.broadcast(self._group, target)
+                continue
+            buffer = torch.empty(spec.shape, dtype=dtype, device=self._device())
             group_module.broadcast(self._group, buffer)
-            params[spec.name].data.copy_(buffer)
+            target.copy_(buffer)
 
     def _load_named(self, weights: Iterable[tuple[str, Any]]) -> None:
         params = self._params()
