@@ -82,11 +82,25 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
     assert {"explorer.log", "trainer_node0.rank0.log"} <= set(os.listdir(run / "logs"))
 
 
-def test_the_checkpoint_is_a_hugging_face_model(env, tmp_path):
-    assert trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1").returncode == 0
+def test_checkpoints_are_hugging_face_models_that_bench_evaluates(env, tmp_path):
+    assert trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", "trainer.save_interval=1").returncode == 0
     probe = "import sys; from transformers import AutoModelForCausalLM as M; m = M.from_pretrained(sys.argv[1]); print(sum(p.numel() for p in m.parameters()))"
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / RUN / "checkpoints" / "global_step_1")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and int(out.stdout.split()[-1]) > 500_000
+    bench = trinity(env, tmp_path, *GRPO_ONLY, "mode=bench")
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    evals = [(e["step"], e["stage"]) for e in lines(tmp_path / RUN, "eval") if e["time"] > os.path.getmtime(tmp_path / RUN / "checkpoints" / "global_step_2" / "state.json")]
+    assert evals == [(1, None), (2, None)]  # every saved checkpoint, in order
+
+
+@pytest.mark.parametrize("method,extra", [("memory", ()), ("checkpoint", ("algorithm.kl_loss_fn=low_var_kl",))])
+def test_memory_and_checkpoint_sync_in_one_run(env, tmp_path, method, extra):
+    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", f"synchronizer.sync_method={method}", *extra)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    syncs = lines(tmp_path / RUN, "synchronizer")
+    assert [(s["method"], s["weight_version"]) for s in syncs] == [(method, 1), (method, 2)]
+    assert [r["weight_version"] for r in lines(tmp_path / RUN, "explorer")] == [0, 1]
+    assert not list((tmp_path / RUN / "sync").glob("*")) if method == "checkpoint" else True  # sync files are removed once loaded
 
 
 def test_a_second_run_of_a_finished_run_does_nothing_and_says_so(env, tmp_path):

@@ -1,0 +1,46 @@
+"""Resuming is refused when the saved config describes another run, unless forced."""
+
+import pytest
+
+from trinity.config.compose import Request
+from trinity.config.errors import ConfigError
+from trinity.config.resolve import resolve
+from trinity.runtime.run import _resume_point
+from trinity.runtime.run_dir import Checkpoint, RunDir
+
+
+@pytest.fixture
+def finished(tmp_path):
+    """A run directory holding a complete checkpoint and the config that made it."""
+    run = RunDir(tmp_path)
+    config = resolve(Request(None, ("hardware=cpu",))).stage("grpo")
+    run.write_config(config.model_dump(mode="json"))
+    run.save_checkpoint(Checkpoint(tmp_path, 5, "grpo", 1, 5, 9), lambda folder: None, keep=None)
+    return run
+
+
+def config(*overrides):
+    return resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
+
+
+def test_the_same_run_resumes_from_its_last_checkpoint(finished):
+    assert _resume_point(finished, config(), force=False).global_step == 5
+    assert _resume_point(finished, config("trainer.save_interval=7"), force=False).global_step == 5  # not a key that changes the run
+
+
+def test_a_changed_run_is_refused_with_the_keys(finished):
+    with pytest.raises(ConfigError) as err:
+        _resume_point(finished, config("algorithm.optimizer.lr=0.5", "buffer.batch_size=4"), force=False)
+    message = err.value.issues[0].message
+    assert "resuming global_step_5 with a config that changes the run" in message
+    assert "algorithm.optimizer.lr: 0.0001 -> 0.5" in message and "buffer.batch_size: 16 -> 4" in message
+    assert "--force" in err.value.issues[0].hint
+
+
+def test_force_resumes_anyway(finished):
+    assert _resume_point(finished, config("algorithm.optimizer.lr=0.5"), force=True).global_step == 5
+
+
+def test_nothing_is_overwritten_when_resuming_is_off(finished):
+    with pytest.raises(ConfigError, match="already holds checkpoints .last: global_step_5. and continue_from_checkpoint is false"):
+        _resume_point(finished, config("continue_from_checkpoint=false"), force=False)
