@@ -7,6 +7,8 @@ from typing import Any, Iterable, Optional
 
 from ..roles import Role
 
+GATHER_S = 0.002
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -72,6 +74,7 @@ class RolloutEngine(Role):
         return await future
 
     async def _drain(self) -> None:
+        await asyncio.sleep(GATHER_S)  # the explorer sends a step's requests together: let them arrive, then generate once
         while self._pending:
             batch, self._pending = self._pending, []
             try:

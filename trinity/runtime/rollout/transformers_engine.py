@@ -68,10 +68,12 @@ class TransformersEngine(RolloutEngine):
         logprobs = torch.stack(
             [torch.log_softmax(step.float() / temperature, dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1) for t, step in enumerate(out.logits)], dim=1
         )
-        return [self._trim(row.tolist(), lp.tolist()) for row, lp in zip(tokens, logprobs)]
+        rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
+        texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
+        return [Sample(r, lp, text) for (r, lp), text in zip(rows, texts)]
 
-    def _trim(self, tokens: list[int], logprobs: list[float]) -> Sample:
+    def _trim(self, tokens: list[int], logprobs: list[float]) -> tuple[list[int], list[float]]:
         """Cut after the end-of-sequence token (kept: the model learns to stop) and drop padding."""
         eos = self.tokenizer.eos_token_id
         end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
-        return Sample(tokens[:end], logprobs[:end], self.tokenizer.decode(tokens[:end], skip_special_tokens=True))
+        return tokens[:end], logprobs[:end]
