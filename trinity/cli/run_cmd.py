@@ -83,17 +83,23 @@ def _preflight(resolved) -> bool:
 
 
 def _standalone(request, strict: bool):
-    """The config resolved without a cluster, or None when only the cluster's device counts make it valid.
+    """The config resolved without a cluster, or None when only the cluster's device counts can make it valid.
 
-    What does not fit a device here does not fit on the cluster either: the cluster can only lower
-    gpu_per_node, which leaves the trainer fewer devices.
+    A live cluster changes only the device split (gpu_per_node left unset), so an error about any
+    other key stops the run here, before Ray. What does not fit a device here does not fit on the
+    cluster either: the cluster can only lower gpu_per_node, which leaves the trainer fewer devices.
     """
     from ..config.resolve import resolve
 
     try:
         return resolve(request, strict=strict)
-    except ConfigError:
+    except ConfigError as exc:
+        if any(i.severity == "error" and not i.key.startswith(DEVICE_SPLIT_KEYS) for i in exc.issues):
+            raise
         return None  # resolve_on_cluster reports it, with the cluster's numbers
+
+
+DEVICE_SPLIT_KEYS = ("cluster.", "explorer.rollout_model.", "explorer.auxiliary_models")  # what the cluster's device count decides
 
 
 def _stages(resolved) -> list:
