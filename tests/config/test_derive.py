@@ -175,11 +175,135 @@ def test_prompt_budget_and_rollout_model_are_filled(render):
     cfg = render("model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n", "hardware=a100")[1]
     assert cfg["model"]["max_prompt_tokens"] == 3072
     assert cfg["explorer"]["rollout_model"]["model_path"] == "/m" and cfg["explorer"]["rollout_model"]["max_model_len"] == 4096
+    assert cfg["model"]["critic_model_path"] == "/m"  # upstream's default
 
 
 def test_response_longer_than_context_is_an_error(render):
     result, _ = render("model:\n  model_path: /m\n  max_model_len: 1024\n  max_response_tokens: 1024\n")
     assert "model.max_response_tokens: 1024 leaves no room for a prompt in model.max_model_len=1024" in result.err
+
+
+
+@pytest.mark.parametrize(
+    "written,want",
+    [
+        ("  max_model_len: 4096\n", (4096, 2048, 2048)),  # upstream halves the context
+        ("  max_model_len: 4096\n  max_prompt_tokens: 1000\n", (4096, 1000, 3096)),
+        ("  max_prompt_tokens: 1000\n  max_response_tokens: 500\n", (1500, 1000, 500)),
+        ("  max_response_tokens: 500\n", (None, None, 500)),  # nothing to divide
+    ],
+)
+def test_the_token_budget_fills_what_is_unset_as_upstream_does(render, written, want):
+    model = render("model:\n  model_path: /m\n" + written, "hardware=a100")[1]["model"]
+    assert (model["max_model_len"], model["max_prompt_tokens"], model["max_response_tokens"]) == want
+
+
+def test_prompt_plus_response_longer_than_the_context_is_an_error(render):
+    result, _ = render("model:\n  model_path: /m\n  max_model_len: 1000\n  max_prompt_tokens: 600\n  max_response_tokens: 600\n")
+    assert result.code == 2 and "run.yaml:4:3: model.max_prompt_tokens: 600 + max_response_tokens 600 exceed model.max_model_len=1000" in result.err
+
+
+def test_min_response_tokens_is_lowered_below_the_maximum_with_a_warning(render):
+    result, cfg = render("model:\n  model_path: /m\n  max_model_len: 16\n  max_response_tokens: 4\n  min_response_tokens: 4\n", "hardware=a100")
+    assert cfg["model"]["min_response_tokens"] == 3
+    assert "warning: run.yaml:5:3: model.min_response_tokens: 4 is not below model.max_response_tokens=4; using 3" in result.err
+
+
+def test_the_token_budget_per_device_follows_sequence_parallelism(render):
+    cfg = render("model:\n  model_path: /m\n  max_model_len: 3000\ntrainer:\n  ulysses_sequence_parallel_size: 4\n", "hardware=a100")[1]
+    assert cfg["trainer"]["max_token_len_per_gpu"] == 1500  # ceil(2 x 3000 / 4), upstream's rule
+
+
+def test_enable_thinking_reaches_the_rollout_model(render):
+    cfg = render("model:\n  model_path: /m\n  enable_thinking: false\n", "hardware=a100")[1]
+    assert cfg["explorer"]["rollout_model"]["enable_thinking"] is False
+
+
+# --- tasksets and buffers -----------------------------------------------------------------
+
+TASKSETS = """\
+model:
+  model_path: /m
+  max_response_tokens: 64
+  temperature: 0.7
+algorithm:
+  repeat_times: 4
+buffer:
+  explorer_input:
+    taskset: {path: /d}
+    eval_tasksets: [{path: /d}, {path: /d, default_workflow_type: arith_workflow, rollout_args: {temperature: 0}}]
+    default_workflow_type: math_workflow
+    default_eval_workflow_type: arith_workflow
+    default_reward_fn_type: exact
+  trainer_input:
+    experience_buffer: {path: /e}
+"""
+
+
+def test_unnamed_tasksets_and_buffers_get_upstreams_names(render):
+    cfg = render(TASKSETS, "hardware=a100")[1]["buffer"]
+    assert cfg["explorer_input"]["taskset"]["name"] == "taskset_0"
+    assert [t["name"] for t in cfg["explorer_input"]["eval_tasksets"]] == ["eval_taskset_0", "eval_taskset_1"]
+    assert cfg["trainer_input"]["experience_buffer"]["name"] == "experience_buffer"
+    assert cfg["trainer_input"]["experience_buffer"]["storage_type"] == "queue"  # upstream's default
+
+
+def test_tasksets_take_the_inputs_workflow_evaluation_first(render):
+    cfg = render(TASKSETS, "hardware=a100")[1]["buffer"]["explorer_input"]
+    assert cfg["taskset"]["default_workflow_type"] == "math_workflow"
+    assert [t["default_workflow_type"] for t in cfg["eval_tasksets"]] == ["arith_workflow", "arith_workflow"]
+    assert {t["default_reward_fn_type"] for t in [cfg["taskset"], *cfg["eval_tasksets"]]} == {"exact"}
+
+
+def test_sampling_defaults_come_from_the_model(render):
+    cfg = render(TASKSETS, "hardware=a100")[1]["buffer"]["explorer_input"]
+    train, first, greedy = cfg["taskset"]["rollout_args"], cfg["eval_tasksets"][0]["rollout_args"], cfg["eval_tasksets"][1]["rollout_args"]
+    assert (train["temperature"], train["top_p"], train["max_tokens"]) == (0.7, 1.0, 64)
+    assert (first["temperature"], greedy["temperature"]) == (0.7, 0)  # a taskset's own value wins
+    assert (cfg["taskset"]["repeat_times"], cfg["eval_tasksets"][0]["repeat_times"]) == (4, 1)
+
+
+def test_explain_names_the_model_as_the_source_of_a_tasksets_temperature(cli, write):
+    result = cli("config", "render", "-c", write("run.yaml", TASKSETS), "hardware=a100", "--explain", "buffer.explorer_input.taskset.rollout_args.temperature")
+    assert result.code == 0 and "rule rollout_args" in result.out and "model.temperature=0.7 (run.yaml:4:3)" in result.out
+
+
+def test_an_unknown_default_workflow_is_reported_once_where_it_is_written(render):
+    result, _ = render(TASKSETS.replace("default_workflow_type: math_workflow", "default_workflow_type: mathh_workflow"), "hardware=a100")
+    assert result.code == 2 and result.err.count("unknown workflow 'mathh_workflow'") == 1
+    assert "run.yaml:11:5: buffer.explorer_input.default_workflow_type: unknown workflow 'mathh_workflow'" in result.err
+
+
+# --- intervals and checkpoints ------------------------------------------------------------
+
+def test_eval_interval_is_rounded_to_a_multiple_of_the_sync_interval(render):
+    result, cfg = render("algorithm:\n  repeat_times: 4\nexplorer:\n  eval_interval: 10\nsynchronizer:\n  sync_interval: 4\n", "hardware=a100")
+    assert cfg["explorer"]["eval_interval"] == 8
+    assert "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.sync_interval=4; using 8" in result.err
+
+
+@pytest.mark.parametrize("keep,want", [(0, None), (3, 3)])
+def test_checkpoints_kept_follow_upstreams_key(render, keep, want):
+    cfg = render(f"trainer:\n  max_checkpoints_to_keep: {keep}\n", "hardware=a100")[1]
+    assert cfg["trainer"]["max_actor_ckpt_to_keep"] == want
+
+
+def test_the_runtimes_checkpoint_count_is_derived_not_set(render):
+    result, _ = render("trainer:\n  max_actor_ckpt_to_keep: 2\n", "hardware=a100")
+    assert result.code == 2 and "trainer.max_actor_ckpt_to_keep: is derived from trainer.max_checkpoints_to_keep (None) and must not be set to 2" in result.err
+
+
+# --- the verl passthrough's shape ------------------------------------------------------------
+
+def test_trainer_config_takes_verls_actor_rollout_ref_sections(render):
+    result, cfg = render("trainer:\n  trainer_config:\n    actor: {entropy_checkpointing: true}\n    actor_rollout_ref:\n      ref: {log_prob_use_dynamic_bsz: false}\n", "hardware=a100")
+    assert result.code == 0 and cfg["trainer"]["trainer_config"]["actor"] == {"entropy_checkpointing": True}
+
+
+@pytest.mark.parametrize("section,why", [("critic", "trinity has no critic model yet"), ("trainer", "trinity passes verl's actor_rollout_ref sections only")])
+def test_trainer_config_sections_trinity_would_drop_are_errors(render, section, why):
+    result, _ = render(f"trainer:\n  trainer_config:\n    {section}:\n      x: 1\n", "hardware=a100")
+    assert result.code == 2 and f"run.yaml:5:5: trainer.trainer_config.{section}: not a verl section trinity passes on: {why}" in result.err
 
 
 # --- env --------------------------------------------------------------------------------

@@ -49,7 +49,7 @@ class PlainTokenizer:
 
 
 def test_plaintext_prompt_with_system_prompt_and_reply_prefix():
-    fmt = FormatConfig(prompt_key="question", system_prompt="Answer briefly.", reply_prefix="A:")
+    fmt = FormatConfig(prompt_type="plaintext", prompt_key="question", system_prompt="Answer briefly.", reply_prefix="A:")
     assert prompt_text(ROWS[0], fmt, PlainTokenizer()) == "Answer briefly.\n1+1?A:"
 
 
@@ -62,7 +62,7 @@ def test_messages_go_through_the_chat_template():
     fmt = FormatConfig(prompt_type="messages", prompt_key="question", system_prompt="Be exact.")
     assert prompt_text(ROWS[0], fmt, tokenizer) == "<system>Be exact.<user>1+1?<assistant>"
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
-    assert sft_pair(chat, FormatConfig(prompt_type="messages"), tokenizer) == ("<user>hi<assistant>", "hello")
+    assert sft_pair(chat, FormatConfig(prompt_type="messages", messages_key="messages"), tokenizer) == ("<user>hi<assistant>", "hello")
 
 
 def test_a_missing_column_names_the_columns_there_are():

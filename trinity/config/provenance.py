@@ -60,6 +60,8 @@ class Provenance:
         """Where the value at `path`, or its nearest written parent, was written (a rule's own output does not count)."""
         for end in range(len(path), 0, -1):
             written = [c for c in self.by_path.get(path[:end], []) if c.layer != "rule"]
+            if path[:end] in self.sections and (not written or written[-1].layer == "schema"):
+                return self.sections[path[:end]]  # a mapping written where the schema has a null leaf
             if written:
                 return written[-1].source
         return self.where(path)

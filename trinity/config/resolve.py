@@ -13,6 +13,7 @@ from .provenance import Provenance
 from .schema import RunConfig
 from .schema.run import STAGE_SECTIONS
 from .sources.yaml_file import display_path
+from .upstream import refusal
 from .validate import validate
 
 
@@ -57,7 +58,7 @@ def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional
 
     plain, unresolved = resolve_interpolations(tree, where)
     try:
-        typed = validate(RunConfig, plain, where)
+        typed = validate(RunConfig, plain, where, known=refusal)
     except ConfigError as exc:
         # A leaf that failed to resolve was left out; do not report it again as missing.
         failed = {i.key for i in unresolved}
@@ -67,7 +68,7 @@ def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional
     data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
-    return validate(RunConfig, data, where), issues
+    return validate(RunConfig, data, where, known=refusal), issues
 
 
 def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:

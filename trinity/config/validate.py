@@ -3,7 +3,7 @@
 import re
 import types
 import typing
-from typing import Any, Callable, TypeVar
+from typing import Any, Callable, Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -11,25 +11,31 @@ from .errors import ConfigError, Issue, did_you_mean, dotted
 
 M = TypeVar("M", bound=BaseModel)
 Locate = Callable[[tuple], str]
+# (key path, dotted key, source) -> the error for a key the schema lacks but knows of, or None
+Known = Callable[[tuple, str, str], Optional[Issue]]
 
 
-def validate(model: type[M], data: Any, locate: Locate, prefix: tuple = ()) -> M:
+def validate(model: type[M], data: Any, locate: Locate, prefix: tuple = (), known: Optional[Known] = None) -> M:
     """`model` built from `data`, or a ConfigError listing every problem."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(issues_from(exc, model, locate, prefix)) from None
+        raise ConfigError(issues_from(exc, model, locate, prefix, known)) from None
 
 
-def issues_from(exc: ValidationError, model: type[BaseModel], locate: Locate, prefix: tuple = ()) -> list[Issue]:
+def issues_from(exc: ValidationError, model: type[BaseModel], locate: Locate, prefix: tuple = (), known: Optional[Known] = None) -> list[Issue]:
     """One Issue per pydantic error."""
-    return [_issue(err, model, locate, prefix) for err in exc.errors(include_url=False)]
+    return [_issue(err, model, locate, prefix, known) for err in exc.errors(include_url=False)]
 
 
-def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple) -> Issue:
+def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple, known: Optional[Known]) -> Issue:
     loc = tuple(part for part in err["loc"] if not _is_tag(part))
     key, where = dotted(prefix + loc), locate(prefix + loc)
     kind, ctx = err["type"], err.get("ctx", {})
+    if kind == "extra_forbidden" and known is not None:
+        issue = known(prefix + loc, key, where)
+        if issue is not None:
+            return issue
     if kind == "extra_forbidden":
         fields = fields_at(model, loc[:-1])
         return Issue(

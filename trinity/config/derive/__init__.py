@@ -5,10 +5,11 @@ from typing import Any
 from ..errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
-from . import algorithm, buffer, cluster, env, hardware, model, sync
+from . import algorithm, buffer, cluster, env, hardware, model, sync, trainer
 from ._context import Context
 
-# Order matters: counts need gpu_per_node; the sync world size needs the counts; env needs the sync timeout.
+# Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
+# the counts; env needs the sync timeout.
 RULES = (
     hardware.hardware_section,
     hardware.trainer_device,
@@ -19,15 +20,24 @@ RULES = (
     hardware.rollout_engines,
     hardware.attn_implementation,
     algorithm.algorithm_preset,
+    algorithm.lr_scheduler,
+    algorithm.gradient_clip,
+    buffer.buffer_names,
     buffer.taskset_workflows,
     buffer.taskset_repeat_times,
     buffer.train_batch_size,
     model.model_budget,
+    model.min_response,
+    buffer.rollout_args,
+    model.critic_model,
     model.rollout_model,
     model.token_budget,
     cluster.gpu_per_node,
     cluster.cluster_counts,
     sync.sync_method,
+    sync.eval_interval,
+    trainer.checkpoints_kept,
+    trainer.trainer_config,
     env.env_when,
     env.collective_timeouts,
     env.explorer_env_vars,

@@ -1,4 +1,4 @@
-"""Rules for the data path: each taskset's workflow and repeat count, and the trainer's batch size."""
+"""Rules for the data path: each taskset's name, workflow, sampling and repeat count, and the trainer's batch size."""
 
 from ..workflows import WORKFLOWS, workflow_path
 from ..errors import did_you_mean
@@ -6,6 +6,7 @@ from ._context import Context
 from .cluster import EXPLORING_MODES
 
 INPUT = "buffer.explorer_input"
+EXPERIENCES = "buffer.trainer_input.experience_buffer"
 
 
 def tasksets(ctx: Context) -> list[tuple[str, dict, bool]]:
@@ -15,22 +16,48 @@ def tasksets(ctx: Context) -> list[tuple[str, dict, bool]]:
     return found + [(f"{INPUT}.eval_tasksets.{i}", t, True) for i, t in enumerate(ctx.get(f"{INPUT}.eval_tasksets"))]
 
 
+def buffer_names(ctx: Context) -> None:
+    """Unnamed tasksets are taskset_<i> / eval_taskset_<i>, an unnamed experience buffer experience_buffer (upstream's names)."""
+    counters = {False: 0, True: 0}
+    for key, taskset, is_eval in tasksets(ctx):
+        index, counters[is_eval] = counters[is_eval], counters[is_eval] + 1
+        if not taskset.get("name"):
+            ctx.set(f"{key}.name", f"{'eval_' if is_eval else ''}taskset_{index}", "buffer_names", (f"{key} is unnamed",))
+    if ctx.get(EXPERIENCES) and not ctx.get(f"{EXPERIENCES}.name"):
+        ctx.set(f"{EXPERIENCES}.name", "experience_buffer", "buffer_names", (f"{EXPERIENCES} is unnamed",))
+
+
 def taskset_workflows(ctx: Context) -> None:
-    """Each taskset's workflow (its own, else the input's default) must be known when the run explores."""
+    """Each taskset's workflow: its own, else (evaluation) default_eval_workflow_type, else default_workflow_type; known when the run explores."""
+    sources = _fill_defaults(ctx)
     if ctx.get("mode") not in EXPLORING_MODES:
         return
-    fallback, reported = ctx.get(f"{INPUT}.default_workflow_type"), set()
+    reported = set()
     for key, taskset, _ in tasksets(ctx):
-        name = taskset.get("default_workflow_type") or fallback
+        name = taskset.get("default_workflow_type")
         if name is None:
             ctx.report("error", f"{key}.default_workflow_type", "no workflow for this taskset", allowed=", ".join(WORKFLOWS) + ", or module:Class", hint=f"set {INPUT}.default_workflow_type")
         elif not workflow_path(name):
-            hint = did_you_mean(name, WORKFLOWS) or "name a built-in workflow, or your own class as module:Class"
-            where = f"{key}.default_workflow_type" if taskset.get("default_workflow_type") else f"{INPUT}.default_workflow_type"
+            where = sources.get(key, f"{key}.default_workflow_type")
             if where in reported:
                 continue  # several tasksets falling back to one bad default: one error
             reported.add(where)
+            hint = did_you_mean(name, WORKFLOWS) or "name a built-in workflow, or your own class as module:Class"
             ctx.report("error", where, f"unknown workflow {name!r}", allowed=", ".join(WORKFLOWS) + ", or module:Class", hint=hint)
+
+
+def _fill_defaults(ctx: Context) -> dict[str, str]:
+    """Fill each taskset's workflow and reward function from the input's defaults; taskset key -> where its workflow came from."""
+    sources = {}
+    for key, taskset, is_eval in tasksets(ctx):
+        workflow = ("default_eval_workflow_type",) * is_eval + ("default_workflow_type",)
+        for field, fallbacks in (("default_workflow_type", workflow), ("default_reward_fn_type", ("default_reward_fn_type",))):
+            source = next((f"{INPUT}.{name}" for name in fallbacks if ctx.get(f"{INPUT}.{name}") is not None), None)
+            if taskset.get(field) is None and source is not None:
+                ctx.set(f"{key}.{field}", ctx.get(source), "taskset_defaults", (ctx.input(source),))
+                if field == "default_workflow_type":
+                    sources[key] = source
+    return sources
 
 
 def taskset_repeat_times(ctx: Context) -> None:
@@ -41,8 +68,20 @@ def taskset_repeat_times(ctx: Context) -> None:
             ctx.set(f"{key}.repeat_times", value, "taskset_repeat_times", inputs)
 
 
+def rollout_args(ctx: Context) -> None:
+    """A taskset's temperature and top_p default to model.*, its max_tokens to model.max_response_tokens (upstream's rule)."""
+    pairs = (("temperature", "model.temperature"), ("top_p", "model.top_p"), ("max_tokens", "model.max_response_tokens"))
+    for key, taskset, _ in tasksets(ctx):
+        for field, source in pairs:
+            if taskset["rollout_args"].get(field) is None and ctx.get(source) is not None:
+                ctx.set(f"{key}.rollout_args.{field}", ctx.get(source), "rollout_args", (ctx.input(source),))
+
+
 def train_batch_size(ctx: Context) -> None:
-    """buffer.train_batch_size (experiences per train step) = batch_size x repeat_times when left at 0."""
+    """buffer.train_batch_size (experiences per train step) = batch_size x repeat_times when left at 0.
+
+    Trinity-RFT refuses 0 in mode train and for SFT; here the same product is used there too.
+    """
     if ctx.get("buffer.train_batch_size") == 0:
         value = ctx.get("buffer.batch_size") * ctx.get("algorithm.repeat_times")
         ctx.set("buffer.train_batch_size", value, "train_batch_size", (ctx.input("buffer.batch_size"), ctx.input("algorithm.repeat_times")))

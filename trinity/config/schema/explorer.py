@@ -19,12 +19,12 @@ class InferenceModelConfig(Section):
     data_parallel_size: PositiveInt = Field(1, description="Data-parallel replicas inside one engine.")
     gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of device memory vLLM may take.")
     enforce_eager: bool = Field(False, description="Disable CUDA/ACL graph capture.")
-    enable_prefix_caching: bool = Field(False, description="Reuse KV cache across prompts with a shared prefix.")
-    enable_chunked_prefill: bool = Field(False, description="Split long prefills into chunks.")
+    enable_prefix_caching: bool = Field(True, description="Reuse KV cache across prompts with a shared prefix.")
+    enable_chunked_prefill: bool = Field(True, description="Split long prefills into chunks.")
     dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Weights and activations dtype.")
     seed: int = Field(42, description="Sampling seed.")
     max_model_len: Optional[PositiveInt] = Field(None, description="Context length; defaults to model.max_model_len.")
-    enable_thinking: bool = Field(False, description="Let the chat template emit thinking tokens.")
+    enable_thinking: Optional[bool] = Field(None, description="Let the chat template emit thinking tokens; defaults to model.enable_thinking.")
 
 
 class ExplorerConfig(Section):

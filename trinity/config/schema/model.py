@@ -1,4 +1,4 @@
-"""`model:` section: the policy model and its token budget."""
+"""`model:` section: the policy model, its token budget and its sampling defaults."""
 
 from typing import Optional
 
@@ -10,8 +10,10 @@ from ._base import Section
 class ModelConfig(Section):
     model_path: str = Field(..., min_length=1, description="Local path or hub name of the policy model.")
     critic_model_path: Optional[str] = Field(None, description="Critic model; defaults to model_path.")
-    max_model_len: Optional[PositiveInt] = Field(None, description="Context length of prompt plus response.")
+    max_model_len: Optional[PositiveInt] = Field(None, description="Context length of prompt plus response; derived as their sum when both are set.")
     max_prompt_tokens: Optional[PositiveInt] = Field(None, description="Longest prompt; derived as max_model_len - max_response_tokens.")
-    max_response_tokens: Optional[PositiveInt] = Field(None, description="Longest generated response.")
-    min_response_tokens: int = Field(1, ge=0, description="Shortest generated response.")
-    custom_chat_template: Optional[str] = Field(None, description="Jinja chat template replacing the tokenizer's.")
+    max_response_tokens: Optional[PositiveInt] = Field(None, description="Longest generated response; derived as max_model_len - max_prompt_tokens.")
+    min_response_tokens: int = Field(0, ge=0, description="Shortest generated response; lowered below max_response_tokens.")
+    temperature: float = Field(1.0, ge=0, description="Sampling temperature of task sets that set none.")
+    top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass of task sets that set none.")
+    enable_thinking: Optional[bool] = Field(None, description="Let the chat template emit thinking tokens; None leaves it to the template.")

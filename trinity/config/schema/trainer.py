@@ -1,6 +1,6 @@
 """`trainer:` section: the verl trainer."""
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
@@ -20,14 +20,20 @@ class TrainerConfig(Section):
     use_torch_compile: Optional[bool] = Field(None, description="torch.compile the actor; unset takes the hardware's default.")
     save_interval: NonNegativeInt = Field(0, description="Train steps between checkpoints; 0 saves only at the end.")
     total_steps: Optional[PositiveInt] = Field(None, description="Stop training after this many steps.")
-    grad_clip: float = Field(1.0, gt=0, description="Gradient norm clip.")
+    grad_clip: float = Field(1.0, gt=0, description="Gradient norm clip; the same value as algorithm.optimizer.clip_grad.")
     use_dynamic_bsz: bool = Field(True, description="Pack micro-batches by token count.")
     max_token_len_per_gpu: Optional[PositiveInt] = Field(
         None, description="Token budget per device and micro-batch; defaults to 2 x max_model_len."
     )
     ulysses_sequence_parallel_size: PositiveInt = Field(1, description="Ulysses sequence-parallel degree.")
+    use_remove_padding: bool = Field(True, description="Pack sequences without padding in the actor's forward pass.")
     param_offload: bool = Field(False, description="Offload FSDP parameters to host memory.")
     optimizer_offload: bool = Field(False, description="Offload optimizer state to host memory.")
+    offload_policy: bool = Field(False, description="FSDP2's CPU offload policy (parameters, gradients and optimizer on the host).")
     enable_gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass.")
     save_hf_checkpoint: Literal["last", "always", "never"] = Field("last", description="When to also save a Hugging Face checkpoint.")
-    max_actor_ckpt_to_keep: Optional[NonNegativeInt] = Field(None, description="Actor checkpoints kept; None keeps all.")
+    max_checkpoints_to_keep: NonNegativeInt = Field(0, description="Checkpoints kept; 0 keeps all.")
+    max_actor_ckpt_to_keep: Optional[NonNegativeInt] = Field(None, description="Derived from max_checkpoints_to_keep: checkpoints kept, None keeps all.")
+    trainer_config: dict[str, Any] = Field(
+        default_factory=dict, description="verl keys passed through (actor_rollout_ref: model, actor, ref, rollout), checked by verl's own config classes before a run."
+    )

@@ -2,8 +2,10 @@
 
 Every trainer knob comes from the ResolvedConfig: strategy, device, torch.compile, attention,
 dtype, offload, batch and token budgets, the optimizer and schedule, and the algorithm's loss
-functions with their arguments. verl's defaults fill the rest. A value verl rejects becomes a
-ConfigError in our format before any trainer starts.
+functions with their arguments. `trainer.trainer_config` (Trinity-RFT's verl passthrough) is merged
+over that, except the keys trinity sets itself, and verl's dataclasses check every section it
+touches. verl's defaults fill the rest. A value verl rejects becomes a ConfigError in our format
+before any trainer starts.
 """
 
 import os
@@ -13,69 +15,103 @@ from ...config.errors import ConfigError, Issue
 
 VERL_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_TYPES = {"k1": "k1", "k2": "k2", "k3": "k3", "low_var_kl": "low_var_kl", "abs": "abs", "mse": "mse"}
+LOSS_MODES = {"ppo": "vanilla", "sft": "vanilla", "gspo": "gspo", "cispo": "cispo"}  # sft: the rank sets verl's SFT loss
+OPTIMIZERS = {"adam": "AdamW", "adamw": "AdamW", "sgd": "SGD"}  # Trinity-RFT's names for verl's FSDP optimizer
+PASSTHROUGH = "trainer.trainer_config"
+SECTIONS = ("model", "actor", "ref", "rollout")
+ARR = "actor_rollout_ref"
 
 
 def overrides(config: Any, model_path: str, total_steps: int) -> list[str]:
     """Hydra overrides of verl's `ppo_trainer` config for the trainer of `config`."""
+    return [f"{key}={_hydra(value)}" for key, (value, _) in _settings(config, model_path, total_steps).items()]
+
+
+def _settings(config: Any, model_path: str, total_steps: int) -> dict[str, tuple[Any, str]]:
+    """verl key -> (value, the trinity key it comes from)."""
     trainer, algo, optim = config.trainer, config.algorithm, config.algorithm.optimizer
-    policy = algo.policy_loss_fn_args or {}
-    clip = policy.get("clip_range", 0.2)
     kl_on = algo.kl_loss_fn not in (None, "none")
     tokens = trainer.max_token_len_per_gpu or 16384  # verl's default when no max_model_len says otherwise
-    dtype = VERL_DTYPE[trainer.param_dtype]
-    actor = "actor_rollout_ref.actor"
+    precision = f"{{param_dtype: {VERL_DTYPE[trainer.param_dtype]}, reduce_dtype: fp32, buffer_dtype: fp32}}"
+    batch, seed, actor = config.buffer.train_batch_size, config.explorer.rollout_model.seed, f"{ARR}.actor"
     out = {
-        "trainer.device": trainer.device,
-        "actor_rollout_ref.model.path": model_path,
-        "actor_rollout_ref.model.use_remove_padding": True,
-        "actor_rollout_ref.model.enable_gradient_checkpointing": trainer.enable_gradient_checkpointing,
-        "+actor_rollout_ref.model.override_config.attn_implementation": trainer.attn_implementation,
-        f"{actor}.strategy": trainer.trainer_strategy,
-        "actor_rollout_ref.ref.strategy": trainer.trainer_strategy,
-        f"{actor}.use_torch_compile": trainer.use_torch_compile,
-        f"{actor}.fsdp_config.use_torch_compile": trainer.use_torch_compile,
-        "actor_rollout_ref.ref.use_torch_compile": trainer.use_torch_compile,
-        "actor_rollout_ref.ref.fsdp_config.use_torch_compile": trainer.use_torch_compile,
-        f"{actor}.fsdp_config.param_offload": trainer.param_offload,
-        f"{actor}.fsdp_config.optimizer_offload": trainer.optimizer_offload,
-        f"{actor}.fsdp_config.model_dtype": "fp32",
-        f"+{actor}.fsdp_config.mixed_precision": f"{{param_dtype: {dtype}, reduce_dtype: fp32, buffer_dtype: fp32}}",
-        "+actor_rollout_ref.ref.fsdp_config.mixed_precision": f"{{param_dtype: {dtype}, reduce_dtype: fp32, buffer_dtype: fp32}}",
-        f"{actor}.ulysses_sequence_parallel_size": trainer.ulysses_sequence_parallel_size,
-        f"{actor}.ppo_mini_batch_size": config.buffer.train_batch_size,
-        f"{actor}.use_dynamic_bsz": trainer.use_dynamic_bsz,
-        f"{actor}.ppo_max_token_len_per_gpu": tokens,
-        f"{actor}.ppo_micro_batch_size_per_gpu": config.buffer.train_batch_size,
-        "actor_rollout_ref.rollout.log_prob_use_dynamic_bsz": trainer.use_dynamic_bsz,
-        "actor_rollout_ref.rollout.log_prob_max_token_len_per_gpu": tokens,
-        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu": config.buffer.train_batch_size,
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu": config.buffer.train_batch_size,
-        "actor_rollout_ref.rollout.name": "hf",  # verl needs a name; our engines do the rollout
-        f"{actor}.grad_clip": trainer.grad_clip,
-        f"{actor}.optim.lr": optim.lr,
-        f"{actor}.optim.weight_decay": optim.weight_decay,
-        f"{actor}.optim.betas": f"[{optim.betas[0]},{optim.betas[1]}]",
-        f"{actor}.optim.lr_warmup_steps": optim.lr_warmup_steps,
-        f"{actor}.optim.lr_warmup_steps_ratio": optim.lr_warmup_steps_ratio,
-        f"{actor}.optim.min_lr_ratio": optim.min_lr_ratio if optim.min_lr_ratio is not None else 0.0,
-        f"{actor}.optim.lr_scheduler_type": optim.warmup_style,
-        f"{actor}.optim.total_training_steps": total_steps,
-        f"{actor}.optim.clip_grad": trainer.grad_clip,
-        f"{actor}.policy_loss.loss_mode": "vanilla",
-        f"{actor}.clip_ratio": clip,
-        f"{actor}.clip_ratio_low": policy.get("clip_range_low") or clip,
-        f"{actor}.clip_ratio_high": policy.get("clip_range_high") or clip,
-        f"{actor}.loss_agg_mode": algo.loss_agg_mode or "token-mean",
-        f"{actor}.entropy_coeff": (algo.entropy_loss_fn_args or {}).get("entropy_coef", 0.0) if algo.entropy_loss_fn != "none" else 0.0,
-        f"{actor}.use_kl_loss": kl_on,
-        f"{actor}.kl_loss_coef": (algo.kl_loss_fn_args or {}).get("kl_coef", 0.0) if kl_on else 0.0,
-        f"{actor}.kl_loss_type": KL_TYPES.get(algo.kl_loss_fn, "low_var_kl"),
-        f"{actor}.ppo_epochs": 1,
-        f"{actor}.shuffle": False,
-        f"{actor}.data_loader_seed": config.explorer.rollout_model.seed,
-        f"{actor}.fsdp_config.seed": config.explorer.rollout_model.seed,
+        "trainer.device": (trainer.device, "trainer.device"),
+        f"{ARR}.model.path": (model_path, "model.model_path"),
+        f"{ARR}.model.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
+        f"{ARR}.model.enable_gradient_checkpointing": (trainer.enable_gradient_checkpointing, "trainer.enable_gradient_checkpointing"),
+        f"+{ARR}.model.override_config.attn_implementation": (trainer.attn_implementation, "trainer.attn_implementation"),
+        f"{ARR}.rollout.name": ("hf", "explorer.rollout_model.engine_type"),  # verl needs a name; our engines do the rollout
+        f"{ARR}.rollout.log_prob_use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
+        f"{ARR}.rollout.log_prob_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
+        f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
+        f"{ARR}.ref.log_prob_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
+        f"+{ARR}.ref.fsdp_config.mixed_precision": (precision, "trainer.param_dtype"),
+        f"{actor}.fsdp_config.model_dtype": ("fp32", "trainer.param_dtype"),
+        f"+{actor}.fsdp_config.mixed_precision": (precision, "trainer.param_dtype"),
+        f"{actor}.fsdp_config.param_offload": (trainer.param_offload, "trainer.param_offload"),
+        f"{actor}.fsdp_config.optimizer_offload": (trainer.optimizer_offload, "trainer.optimizer_offload"),
+        f"{actor}.fsdp_config.offload_policy": (trainer.offload_policy, "trainer.offload_policy"),
+        f"{actor}.fsdp_config.seed": (seed, "explorer.rollout_model.seed"),
+        f"{actor}.ulysses_sequence_parallel_size": (trainer.ulysses_sequence_parallel_size, "trainer.ulysses_sequence_parallel_size"),
+        f"{actor}.ppo_mini_batch_size": (batch, "buffer.train_batch_size"),
+        f"{actor}.ppo_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
+        f"{actor}.use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
+        f"{actor}.ppo_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
+        f"{actor}.grad_clip": (trainer.grad_clip, "trainer.grad_clip"),
+        f"{actor}.ppo_epochs": (1, "the runtime (one update per batch)"),
+        f"{actor}.shuffle": (False, "the runtime (one update per batch)"),
+        f"{actor}.data_loader_seed": (seed, "explorer.rollout_model.seed"),
+        **_compile(trainer),
+        **_optimizer(optim, total_steps),
+        **_losses(algo, kl_on),
     }
-    return [f"{key}={_hydra(value)}" for key, value in out.items()]
+    return out
+
+
+def _compile(trainer: Any) -> dict[str, tuple[Any, str]]:
+    keys = ("actor.strategy", "ref.strategy")
+    out = {f"{ARR}.{key}": (trainer.trainer_strategy, "trainer.trainer_strategy") for key in keys}
+    compiled = ("actor.use_torch_compile", "actor.fsdp_config.use_torch_compile", "ref.use_torch_compile", "ref.fsdp_config.use_torch_compile")
+    return out | {f"{ARR}.{key}": (trainer.use_torch_compile, "trainer.use_torch_compile") for key in compiled}
+
+
+def _optimizer(optim: Any, total_steps: int) -> dict[str, tuple[Any, str]]:
+    prefix, source = f"{ARR}.actor.optim", "algorithm.optimizer"
+    values = {
+        "lr": optim.lr,
+        "weight_decay": optim.weight_decay,
+        "betas": f"[{optim.betas[0]},{optim.betas[1]}]",
+        "lr_warmup_steps": optim.lr_warmup_steps,
+        "lr_warmup_steps_ratio": optim.lr_warmup_steps_ratio,
+        "min_lr_ratio": optim.min_lr_ratio,
+        "lr_scheduler_type": optim.lr_scheduler_type,
+        "optimizer": OPTIMIZERS[optim.optimizer_type],
+        "clip_grad": optim.clip_grad,
+    }
+    out = {f"{prefix}.{key}": (value, f"{source}.{key}") for key, value in values.items()}
+    out[f"{prefix}.optimizer"] = (values["optimizer"], f"{source}.optimizer_type")
+    return out | {f"{prefix}.total_training_steps": (total_steps, "trainer.total_steps")}
+
+
+def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
+    policy, actor = algo.policy_loss_fn_args or {}, f"{ARR}.actor"
+    clip = policy.get("clip_range")
+    low = policy.get("clip_range_low") if policy.get("clip_range_low") is not None else clip
+    high = policy.get("clip_range_high") if policy.get("clip_range_high") is not None else clip
+    entropy = (algo.entropy_loss_fn_args or {}).get("entropy_coef", 0.0) if algo.entropy_loss_fn != "none" else 0.0
+    args = "algorithm.policy_loss_fn_args"
+    return {
+        f"{actor}.policy_loss.loss_mode": (LOSS_MODES.get(algo.policy_loss_fn, "vanilla"), "algorithm.policy_loss_fn"),
+        f"{actor}.clip_ratio": (clip if clip is not None else low or 0.2, f"{args}.clip_range"),
+        f"{actor}.clip_ratio_low": (low or 0.2, f"{args}.clip_range_low"),
+        f"{actor}.clip_ratio_high": (high or 0.2, f"{args}.clip_range_high"),
+        f"{actor}.clip_ratio_c": (policy.get("clip_ratio_c", 3.0), f"{args}.clip_ratio_c"),
+        f"{actor}.loss_agg_mode": (algo.loss_agg_mode or "token-mean", "algorithm.loss_agg_mode"),
+        f"{actor}.entropy_coeff": (entropy, "algorithm.entropy_loss_fn_args.entropy_coef"),
+        f"{actor}.use_kl_loss": (kl_on, "algorithm.kl_loss_fn"),
+        f"{actor}.kl_loss_coef": ((algo.kl_loss_fn_args or {}).get("kl_coef", 0.0) if kl_on else 0.0, "algorithm.kl_loss_fn_args.kl_coef"),
+        f"{actor}.kl_loss_type": (KL_TYPES.get(algo.kl_loss_fn, "low_var_kl"), "algorithm.kl_loss_fn"),
+    }
 
 
 def _hydra(value: Any) -> str:
@@ -85,7 +121,7 @@ def _hydra(value: Any) -> str:
 
 
 def build(config: Any, model_path: str, total_steps: int) -> Any:
-    """verl's `actor_rollout_ref` DictConfig, after verl's dataclasses accepted its actor section."""
+    """verl's `actor_rollout_ref` DictConfig with the passthrough merged, after verl's dataclasses accepted it."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
@@ -94,26 +130,99 @@ def build(config: Any, model_path: str, total_steps: int) -> Any:
     folder = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()
+    settings = _settings(config, model_path, total_steps)
     try:
         with initialize_config_dir(config_dir=folder, version_base=None):
-            composed = compose("ppo_trainer", overrides=overrides(config, model_path, total_steps))
+            composed = compose("ppo_trainer", overrides=[f"{key}={_hydra(value)}" for key, (value, _) in settings.items()])
     finally:
         GlobalHydra.instance().clear()
         if saved is not None:
             GlobalHydra.instance().initialize(saved)
-    _validate(composed.actor_rollout_ref)
+    touched = _merge_passthrough(composed.actor_rollout_ref, config.trainer.trainer_config, settings)
+    _validate(composed.actor_rollout_ref, touched)
     return composed.actor_rollout_ref
 
 
-def _validate(section: Any) -> None:
+def passthrough_sections(trainer_config: dict) -> dict[str, dict]:
+    """trainer_config's verl sections, written flat (actor: ...) or under actor_rollout_ref, as Trinity-RFT reads them."""
+    sections = {k: v for k, v in (trainer_config.get(ARR) or {}).items() if k in SECTIONS}
+    return sections | {k: v for k, v in trainer_config.items() if k in SECTIONS}
+
+
+def _merge_passthrough(section: Any, trainer_config: dict, settings: dict[str, tuple[Any, str]]) -> set[str]:
+    """Merge the passthrough into verl's config; a key trinity sets from the run config is an error naming that key."""
+    from omegaconf import OmegaConf, open_dict
+
+    sections = passthrough_sections(trainer_config)
+    ours = {key.lstrip("+").removeprefix(f"{ARR}."): source for key, (_, source) in settings.items()}
+    clashes = [_clash(path, ours[path], _written(trainer_config, path)) for path in _leaves(sections) if path in ours]
+    if clashes:
+        raise ConfigError(clashes)
+    with open_dict(section):
+        for name, values in sections.items():
+            section[name] = OmegaConf.merge(section[name], values)
+    return set(sections)
+
+
+def _leaves(tree: dict, prefix: str = "") -> list[str]:
+    out = []
+    for key, value in tree.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        out += _leaves(value, path) if isinstance(value, dict) and value else [path]
+    return out
+
+
+def _written(trainer_config: dict, path: str) -> str:
+    """The key as the user wrote it: flat, or under actor_rollout_ref."""
+    return path if path.split(".")[0] in trainer_config else f"{ARR}.{path}"
+
+
+def _clash(path: str, source: str, written: str) -> Issue:
+    return Issue(
+        f"verl's {ARR}.{path} is set by trinity from {source}",
+        key=f"{PASSTHROUGH}.{written}",
+        source="the run config",
+        hint=f"set {source} instead, and remove {PASSTHROUGH}.{written}",
+    )
+
+
+def _validate(section: Any, touched: set[str] = frozenset()) -> None:
+    """The actor and every section the passthrough touched through verl's own dataclass; each refusal becomes an Issue."""
+    names = ("actor", *sorted(touched - {"actor"}))
+    issues = [issue for name in names if (issue := _refusal(section, name, name in touched)) is not None]
+    if issues:
+        raise ConfigError(issues)
+
+
+def _as_verl_reads(section: Any, name: str) -> Any:
+    """A section as verl's worker converts it: the ref's log-prob keys become actor keys first (engine_workers.init_model)."""
+    if name != "ref":
+        return section[name]
+    from omegaconf import OmegaConf, open_dict
+
+    ref = OmegaConf.create(OmegaConf.to_container(section.ref))
+    with open_dict(ref):
+        ref.ppo_mini_batch_size = section.actor.ppo_mini_batch_size
+        for old, new in (("log_prob_micro_batch_size", "ppo_micro_batch_size"), ("log_prob_micro_batch_size_per_gpu", "ppo_micro_batch_size_per_gpu"), ("log_prob_use_dynamic_bsz", "use_dynamic_bsz"), ("log_prob_max_token_len_per_gpu", "ppo_max_token_len_per_gpu")):
+            ref[new] = ref.pop(old, None)
+    return ref
+
+
+def _refusal(section: Any, name: str, touched: bool) -> Any:
     from hydra.errors import InstantiationException
+    from omegaconf.errors import OmegaConfBaseException
     from verl.utils.config import omega_conf_to_dataclass
 
     try:
-        omega_conf_to_dataclass(section.actor)
-    except (ValueError, AssertionError, TypeError, InstantiationException) as exc:
+        omega_conf_to_dataclass(_as_verl_reads(section, name))
+    except (ValueError, AssertionError, TypeError, InstantiationException, OmegaConfBaseException) as exc:
         cause = exc.__cause__ or exc
         reason = str(cause).strip().splitlines()[0] if str(cause).strip() else f"{type(cause).__name__} in {str(exc).splitlines()[0]}"
-        raise ConfigError(
-            [Issue(f"verl rejected the trainer configuration built from this run config: {reason}", key="trainer", source="verl's FSDPActorConfig", hint="check trainer.* and algorithm.*; the values verl received are in the run's logs/trainer_node*.log")]
-        ) from None
+        target = section[name].get("_target_", name).rsplit(".", 1)[-1]
+        return Issue(
+            f"verl rejected the trainer configuration built from this run config: {reason}",
+            key=f"{PASSTHROUGH}.{name}" if touched else "trainer",
+            source=f"verl's {target}",
+            hint=f"check trainer.*, algorithm.* and {PASSTHROUGH}; the values verl received are in the run's logs/trainer_node*.log",
+        )
+    return None

@@ -1,0 +1,77 @@
+"""Trinity-RFT 0.6.0's config keys and their fate in trinity (`conf/upstream_fields.yaml`).
+
+A key our schema does not have is reported as unknown only when Trinity-RFT does not know it either:
+a key upstream has is refused as "not supported by trinity yet", or as one upstream fills itself, and
+a key trinity dropped names its replacement. The table is read only when such a key turns up.
+"""
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Optional
+
+import yaml
+
+from ..paths import data_dir
+from .errors import Issue
+
+FATES = ("supported", "not yet", "internal")
+NOT_YET = "known Trinity-RFT key, not supported by trinity yet"
+INTERNAL = "known Trinity-RFT key that Trinity-RFT fills itself; not a setting"
+REMOVED = "no longer a key: Trinity-RFT 0.6 dropped it, and so did trinity"
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What trinity does with one upstream key (or section)."""
+
+    key: str
+    fate: str  # one of FATES, or 'removed' for a key trinity dropped
+    why: str = ""
+    use: str = ""
+
+
+@lru_cache(maxsize=None)
+def table() -> dict[str, Fate]:
+    """Every entry of conf/upstream_fields.yaml by its dotted key, removed keys included."""
+    with open(data_dir("conf") / "upstream_fields.yaml", encoding="utf-8") as stream:
+        data = yaml.load(stream, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    entries = {key: _fate(key, value) for key, value in data["fields"].items()}
+    entries.update({key: Fate(key, "removed", use=value["use"]) for key, value in data["removed"].items()})
+    return entries
+
+
+def _fate(key: str, value) -> Fate:
+    if isinstance(value, str):
+        return Fate(key, value)
+    return Fate(key, value["fate"], value.get("why", ""), value.get("use", ""))
+
+
+def pattern(path: tuple) -> str:
+    """('buffer', 'explorer_input', 'tasksets', 0, 'name') -> 'buffer.explorer_input.tasksets[].name'."""
+    out = ""
+    for part in path:
+        out += "[]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def fate_of(path: tuple) -> Optional[Fate]:
+    """The entry for a key: its own, its nearest enclosing section's, or (for a section) the one its keys share."""
+    key, entries = pattern(path), table()
+    for end in range(len(path), 0, -1):
+        found = entries.get(pattern(path[:end]))
+        if found is not None:
+            return found
+    inside = {entries[k].fate for k in entries if k.startswith((key + ".", key + "[]", key + "{}"))}
+    return Fate(key, inside.pop()) if len(inside) == 1 else None
+
+
+def refusal(path: tuple, key: str, source: str) -> Optional[Issue]:
+    """The error for a key our schema lacks when Trinity-RFT knows it (or trinity once had it); None otherwise."""
+    found = fate_of(path)
+    if found is None or found.fate == "supported":
+        return None
+    if found.fate == "not yet":
+        return Issue(NOT_YET, key=key, source=source, hint=found.why or "remove it")
+    if found.fate == "internal":
+        return Issue(INTERNAL, key=key, source=source, hint=f"remove it; {found.use}" if found.use else "remove it")
+    return Issue(REMOVED, key=key, source=source, hint=f"use {found.use}")
