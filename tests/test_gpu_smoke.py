@@ -22,3 +22,16 @@ def test_smoke_script_cpu_path(tmp_path):
 def test_smoke_script_refuses_to_pass_without_a_device(tmp_path):
     proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_smoke.py")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 1 and "no accelerator found" in json.loads(proc.stdout)["error"]
+
+
+def test_smoke_train_step_runs_the_demo_and_reports_each_step(tmp_path):
+    """--train through the CPU path with the transformers engine (the GPU run uses vllm, which cannot be installed here)."""
+    pytest.importorskip("verl")
+    command = [sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--allow-cpu", "--train", "--engine", "transformers", "--sft-steps", "1", "--steps", "2"]
+    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    train = json.loads(proc.stdout)["train"]
+    assert train["exit_code"] == 0 and "explorer.rollout_model.engine_type=transformers" in train["command"]
+    assert [s["step"] for s in train["steps"]] == [2, 3]
+    for step in train["steps"]:
+        assert 0 <= step["reward"] <= 1 and step["tokens_per_s"] > 0 and step["sync_s"] > 0 and step["sync_method"] == "gloo"
