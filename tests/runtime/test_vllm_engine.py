@@ -3,7 +3,6 @@ here): what it hands vLLM, requests and weight updates that never overlap, weigh
 group into every worker of a TP engine, checkpoint loads, sleep and wake-up, headless parts."""
 
 import asyncio
-import threading
 from types import SimpleNamespace
 
 import pytest
@@ -15,7 +14,7 @@ from tests.fakes_vllm import FakeAsyncLLM, fake_vllm_api  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout import engine_class, vllm_args, vllm_engine, vllm_fields  # noqa: E402
-from trinity.runtime.rollout.base import Sampling, WeightSpec  # noqa: E402
+from trinity.runtime.rollout.base import Sampling  # noqa: E402
 from trinity.runtime.rollout.vllm_engine import VllmEngine  # noqa: E402
 
 

@@ -18,13 +18,13 @@ def test_gpu_run_without_vllm_names_the_gpu_extra(cli, local_gsm8k):
     result = run(cli, "hardware=a100")
     assert result.code == 2
     assert "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import" in result.err
-    assert "hint: pip install 'trinity[gpu]' on every node" in result.err
+    assert "hint: install the gpu extra on every node: pip install '.[gpu]' in trinity's checkout" in result.err
 
 
 def test_npu_run_needs_the_ascend_plugin_too(cli, local_gsm8k):
     result = run(cli, "hardware=ascend910b")
     assert result.code == 2 and "engine type 'vllm' on ascend910b needs vllm, vllm_ascend, which this Python cannot import" in result.err
-    assert "pip install 'trinity[npu]'" in result.err
+    assert "install the npu extra on every node: pip install '.[npu]'" in result.err
 
 
 def fake_vllm_source(root, fields: str):

@@ -57,7 +57,7 @@ def _vllm_issues(config: Any, resolved: Any) -> list[Issue]:
     platform = get_platform(config.hardware.device_type)
     missing = [m for m in platform.vllm_modules if importlib.util.find_spec(m) is None]
     if missing:
-        hint = f"pip install 'trinity[{platform.install_extra}]' on every node (README: versions that work together), or set {key}=transformers"
+        hint = f"install the {platform.install_extra} extra on every node: pip install '.[{platform.install_extra}]' in trinity's checkout (README: versions that work together); or set {key}=transformers"
         return [Issue(f"engine type 'vllm' on {config.hardware.name} needs {', '.join(missing)}, which this Python cannot import", key=key, source=where, hint=hint)]
     problem = vllm_args.layout_problem(config)
     if problem:
