@@ -77,7 +77,7 @@ def ray_check(config) -> dict:
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     hardware = config.hardware
     ask = {"num_gpus": 1} if hardware.ray_request == "num_gpus" else {"resources": {hardware.ray_resource_key: 1}} if hardware.ray_request == "resources" else {}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # its own, even where another Ray runs
     try:
 
         @ray.remote(num_cpus=0)

@@ -82,7 +82,7 @@ def train_check(engine: str = "vllm", sft_steps: int = 30, steps: int = 5, share
 
 SHARED_RAY = """
 import json, os, sys, ray
-context = ray.init(**json.loads(sys.argv[1]), num_cpus=max(4, os.cpu_count() or 4), include_dashboard=False, log_to_driver=False)
+context = ray.init(address="local", **json.loads(sys.argv[1]), num_cpus=max(4, os.cpu_count() or 4), include_dashboard=False, log_to_driver=False)
 print(context.address_info["gcs_address"], flush=True)
 sys.stdin.read()
 """
