@@ -4,7 +4,10 @@ with the backend trinity derives for it. On an NVIDIA machine:
     python scripts/gpu_smoke.py
 
 prints one JSON object and exits 0 when every step passed. `--allow-cpu` runs the same steps on a
-machine without an accelerator (gloo), which is how CI keeps this script working.
+machine without an accelerator (gloo), which is how CI keeps this script working. `--train` then runs
+the embedded demo with `engine_type: vllm` for a few steps (vLLM must be installed: the `gpu` extra;
+this script installs nothing) and reports reward, tokens/s and sync seconds per step
+(`--engine transformers` runs the same step without vLLM).
 """
 
 import argparse
@@ -20,7 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.platforms.detect import detect  # noqa: E402
+from trinity.platforms.doctor import diagnose  # noqa: E402
 from trinity.utils import device  # noqa: E402
+
+from smoke_train import train_check  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[1] / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
 
@@ -70,8 +76,8 @@ def ray_check(config) -> dict:
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     hardware = config.hardware
-    ask = {"num_gpus": 1} if hardware.ray_request == "num_gpus" else {}
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    ask = {"num_gpus": 1} if hardware.ray_request == "num_gpus" else {"resources": {hardware.ray_resource_key: 1}} if hardware.ray_request == "resources" else {}
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # its own, even where another Ray runs
     try:
 
         @ray.remote(num_cpus=0)
@@ -85,9 +91,14 @@ def ray_check(config) -> dict:
         ray.shutdown()
 
 
-def main() -> int:
+def main(expect: str = "") -> int:
+    """Every step; `expect` names the device type the machine must have (npu_smoke.py passes npu)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--allow-cpu", action="store_true", help="run on a machine without an accelerator")
+    parser.add_argument("--train", action="store_true", help="also train the demo for a few steps through trinity run")
+    parser.add_argument("--engine", default="vllm", choices=["vllm", "transformers"], help="rollout engine of --train (default: vllm)")
+    parser.add_argument("--steps", type=int, default=5, help="GRPO steps of --train (default: 5)")
+    parser.add_argument("--sft-steps", type=int, default=30, help="SFT warm-up steps before them (default: 30)")
     args = parser.parse_args()
     found = detect()
     resolved = resolve(Request(REFERENCE, ("hardware=auto",)))
@@ -102,14 +113,21 @@ def main() -> int:
         "process_group_backend": device.get_process_group_backend(),
         "sync_method": resolved.config.synchronizer.sync_method,
     }
+    report["doctor"] = [f"{p['severity']}: {p['message']}" for p in diagnose()["problems"]]
     if found.device_type == "cpu" and not args.allow_cpu:
         report["error"] = "no accelerator found; pass --allow-cpu to run the CPU path"
         print(json.dumps(report, indent=2))
         return 1
+    if expect and found.device_type not in (expect, "cpu"):
+        report["error"] = f"this machine has {found.device_type} devices, not {expect}"
+        print(json.dumps(report, indent=2))
+        return 1
     report["distributed"] = distributed_check(device.get_process_group_backend(), device.get_device_name())
     report["ray"] = ray_check(resolved.config)
+    if args.train:
+        report["train"] = train_check(args.engine, args.sft_steps, args.steps, share_with=hardware if found.count == 1 else None)
     print(json.dumps(report, indent=2))
-    return 0
+    return 0 if report.get("train", {}).get("exit_code", 0) == 0 else 1
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ def problems(machine):
 
 
 def test_healthy_npu_node():
-    report = diagnose(fake_machine(npu_chip="Ascend 910B3", env=CANN_ENV, files=CANN_FILES, versions={"torch": "2.5.1+cpu", "torch_npu": "2.5.1", "vllm": "0.9.1", "vllm-ascend": "0.9.1"}), paths.profile_dirs())
+    report = diagnose(fake_machine(npu_chip="Ascend 910B3", env=CANN_ENV, files=CANN_FILES, versions={"torch": "2.10.0+cpu", "torch_npu": "2.10.0.post4", "vllm": "0.23.0", "vllm-ascend": "0.23.0.post1"}), paths.profile_dirs())
     assert report["problems"] == []
     assert report["hardware_auto"]["profile"] == "ascend910b" and report["cann"]["toolkit_loaded"]
     assert report["devices"] == {"type": "npu", "count": 8, "names": ["Ascend 910B3"], "memory_gb": None, "evidence": ["npu-smi info -m"]}

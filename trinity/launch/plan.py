@@ -90,6 +90,16 @@ def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) 
     return LaunchPlan(hw.name, hw.ray_resource_key, hw.visible_devices_env, namespace, hw.device_type, tuple(builder.groups), tuple(builder.actors))
 
 
+def engine_parts(model, gpu_per_node: int, colocate: bool) -> tuple[int, int]:
+    """(actors one engine spans, devices each holds): one actor per node it spans (whole nodes, checked
+    when resolving); in colocate one actor per device, beside a trainer rank."""
+    per_engine = model.tensor_parallel_size * model.pipeline_parallel_size * model.data_parallel_size
+    if colocate:
+        return per_engine, 1
+    parts = per_engine // gpu_per_node if per_engine > gpu_per_node else 1
+    return parts, per_engine // parts
+
+
 def run_namespace(ray_namespace: Optional[str], project: str, name: str) -> str:
     """The Ray namespace of a run: ray_namespace, else <project>/<name>."""
     return ray_namespace or f"{project}/{name}"
@@ -130,10 +140,7 @@ class _Builder:
 
     def engines(self, name: str, model) -> None:
         """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it."""
-        per_engine = model.tensor_parallel_size * model.pipeline_parallel_size * model.data_parallel_size
-        per_node = self.config.cluster.gpu_per_node
-        parts = per_engine // per_node if per_engine > per_node else 1  # whole nodes (checked when resolving)
-        size = per_engine // parts
+        parts, size = engine_parts(model, self.config.cluster.gpu_per_node, colocate=False)
         self.group(name, "PACK", [self.bundle(size, size * CPUS_PER_DEVICE)] * (model.engine_num * parts))
         for engine in range(model.engine_num):
             for part in range(parts):
@@ -142,7 +149,7 @@ class _Builder:
 
     def colocated_engines(self, model) -> None:
         """Colocate: each rollout engine takes the other half of consecutive trainer bundles."""
-        per_engine = model.tensor_parallel_size * model.pipeline_parallel_size * model.data_parallel_size
+        per_engine, _ = engine_parts(model, self.config.cluster.gpu_per_node, colocate=True)
         per_node = self.config.cluster.trainer_gpu_num_per_node
         for engine in range(model.engine_num):
             for part in range(per_engine):

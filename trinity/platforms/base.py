@@ -17,6 +17,8 @@ class Platform:
     vendor_packages: tuple[str, ...] = ()  # distributions that drive this device
     verl_platform: str = ""  # name in verl's platform registry (VERL_PLATFORM); chosen by us, never by verl's detection
     verl_modules: tuple[str, ...] = ()  # modules verl imports first (VERL_USE_EXTERNAL_MODULES) to register that platform
+    vllm_modules: tuple[str, ...] = ()  # what engine_type vllm needs installed here (a platform plugin is loaded by vLLM, never by us)
+    install_extra: str = "cpu"  # the pyproject extra that installs the packages of this device
 
     def verl_env(self) -> dict[str, str]:
         """Variables that make verl take this platform instead of detecting one."""

@@ -11,4 +11,6 @@ CUDA = Platform(
     noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
     vendor_packages=("torch", "vllm"),
     verl_platform="nvidia",
+    vllm_modules=("vllm",),
+    install_extra="gpu",
 )

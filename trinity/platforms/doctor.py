@@ -7,6 +7,7 @@ from typing import Any, Optional
 from ..config.auto import auto_profile
 from ..config.errors import ConfigError
 from .detect import Detection, Probes, detect
+from .versions import pair_problems
 
 PACKAGES = ("torch", "torch_npu", "vllm", "vllm-ascend", "verl", "ray", "nvidia-ml-py")
 CANN_HOME_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
@@ -25,8 +26,13 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
         "packages": packages,
         "problems": [],
     }
-    report["problems"] = _problems(found, packages, cann, probes)
+    report["problems"] = _problems(found, packages, cann, probes) + _version_pairs(packages)
     return report
+
+
+def _version_pairs(packages: dict[str, Optional[str]]) -> list[dict[str, str]]:
+    """Installed versions that do not belong together (README: versions that work together)."""
+    return [{"severity": s, "message": m, "hint": h} for s, m, h in pair_problems(packages)]
 
 
 def _auto(dirs: tuple[Path, ...], probes: Probes) -> dict[str, str]:

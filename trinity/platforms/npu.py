@@ -11,4 +11,6 @@ NPU = Platform(
     noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
     vendor_packages=("torch", "torch_npu", "vllm", "vllm-ascend"),
     verl_platform="huawei",
+    vllm_modules=("vllm", "vllm_ascend"),  # vllm_ascend registers itself through vllm.platform_plugins
+    install_extra="npu",
 )

@@ -44,7 +44,34 @@ def _engine_issues(config: Any, resolved: Any) -> list[Issue]:
     if kind not in ENGINES:
         where = resolved.provenance.where(("explorer", "rollout_model", "engine_type"))
         issues.append(Issue(f"engine type {kind!r} has no rollout engine in this version of trinity", key="explorer.rollout_model.engine_type", source=where, allowed=", ".join(ENGINES), hint="set explorer.rollout_model.engine_type=transformers (Hugging Face generate on any torch device)"))
+    if kind == "vllm":
+        issues += _vllm_issues(config, resolved)
     if config.explorer.auxiliary_models:
         where = resolved.provenance.where(("explorer", "auxiliary_models"))
         issues.append(Issue("auxiliary models are planned and placed, but no workflow of this version uses them", key="explorer.auxiliary_models", source=where, hint="remove explorer.auxiliary_models"))
     return issues
+
+
+def _vllm_issues(config: Any, resolved: Any) -> list[Issue]:
+    """vLLM (and the platform's plugin) installed here, an engine layout vLLM can run, and engine
+    arguments the installed vLLM takes; vLLM's files are read, never imported, in the driver."""
+    import importlib.util
+
+    from .rollout import vllm_args, vllm_fields
+
+    key, where = "explorer.rollout_model.engine_type", resolved.provenance.where(("explorer", "rollout_model", "engine_type"))
+    platform = get_platform(config.hardware.device_type)
+    missing = [m for m in platform.vllm_modules if importlib.util.find_spec(m) is None]
+    if missing:
+        hint = f"install the {platform.install_extra} extra on every node: pip install '.[{platform.install_extra}]' in trinity's checkout (README: versions that work together); or set {key}=transformers"
+        return [Issue(f"engine type 'vllm' on {config.hardware.name} needs {', '.join(missing)}, which this Python cannot import", key=key, source=where, hint=hint)]
+    problem = vllm_args.layout_problem(config)
+    if problem:
+        return [Issue(problem, key="explorer.rollout_model.data_parallel_size", source=where, hint="set data_parallel_size: 1 and raise engine_num instead")]
+    fields = vllm_fields.installed()
+    topo = vllm_args.topology(config, 0)
+    kwargs = vllm_args.engine_kwargs(config, str(config.model.model_path), topo, ("127.0.0.1", 1) if topo.parts > 1 else None)
+    refused = fields.problems(kwargs) if fields else []
+    if refused:
+        return [Issue(f"the installed vLLM does not take the engine arguments trinity builds: {'; '.join(refused)}", key=key, source=where, hint=f"install vllm=={vllm_fields.PINNED}, the version trinity is tested against")]
+    return []

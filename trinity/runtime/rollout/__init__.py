@@ -4,6 +4,7 @@ import importlib
 
 ENGINES = {
     "transformers": "trinity.runtime.rollout.transformers_engine:TransformersEngine",
+    "vllm": "trinity.runtime.rollout.vllm_engine:VllmEngine",
 }
 
 

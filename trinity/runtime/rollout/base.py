@@ -110,7 +110,7 @@ class RolloutEngine(Role):
     async def load_weights(self, weights: Any, version: int) -> int:
         """Load (name, tensor) pairs from the object store (memory sync) or a safetensors file (checkpoint sync)."""
         async with self._weights_lock:
-            await asyncio.to_thread(self._load_named, _named(weights))
+            await asyncio.to_thread(self._load_named, named_weights(weights))
             self.version = version
         return version
 
@@ -133,6 +133,12 @@ class RolloutEngine(Role):
         for name, tensor in weights:
             params[name].data.copy_(tensor)
 
+    async def sleep(self, level: int = 1) -> None:
+        """Free device memory for a trainer sharing the devices (colocate); an engine that cannot keeps it."""
+
+    async def wake_up(self) -> None:
+        """Take the device memory back after `sleep`."""
+
     # --- what an engine type implements -----------------------------------------------------------
 
     def _load(self, model_path: str) -> None:
@@ -149,7 +155,8 @@ class RolloutEngine(Role):
         return self.config.hardware.device_type
 
 
-def _named(weights: Any) -> Iterable[tuple[str, Any]]:
+def named_weights(weights: Any) -> Iterable[tuple[str, Any]]:
+    """(name, tensor) pairs of a safetensors file's path, a dict, or pairs already."""
     if isinstance(weights, str):  # a safetensors file
         from safetensors.torch import load_file
 

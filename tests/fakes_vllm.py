@@ -1,0 +1,124 @@
+"""Fakes of vLLM's AsyncLLM, AsyncEngineArgs, SamplingParams and workers: vLLM cannot be installed here.
+
+They stand in only for vLLM itself. The engine actor, its argument building, the worker extension
+(mixed into the fake worker as vLLM mixes it into its own), the weight-sync group and torch are real.
+"""
+
+import asyncio
+import threading
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any, Optional
+
+import torch
+
+from trinity.runtime.rollout.vllm_worker import WeightSyncWorker
+
+
+class FakeModel(torch.nn.Module):
+    """A real torch module with vLLM's `load_weights(iterable of (name, tensor))` contract."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(4, 3)
+        self.head = torch.nn.Linear(3, 4, bias=False)
+        self.loaded: list[str] = []
+
+    def load_weights(self, weights) -> set:
+        params = dict(self.named_parameters())
+        for name, tensor in weights:
+            params[name].data.copy_(tensor)
+            self.loaded.append(name)
+        return set(params)
+
+
+class FakeVllmWorker:
+    """The attributes of a vLLM worker the extension uses: rank, device, parallel_config, get_model."""
+
+    def __init__(self, rank: int, world_size: int, data_parallel_rank: int = 0):
+        self.rank, self.device = rank, torch.device("cpu")
+        self.parallel_config = SimpleNamespace(world_size=world_size, data_parallel_rank=data_parallel_rank)
+        self.model = FakeModel()
+
+    def get_model(self) -> FakeModel:
+        return self.model
+
+
+class Worker(FakeVllmWorker, WeightSyncWorker):
+    """What `worker_extension_cls` makes: vLLM's worker class with our extension among its bases."""
+
+
+@dataclass
+class FakeSamplingParams:
+    n: int
+    temperature: float
+    top_p: float
+    top_k: int
+    max_tokens: int
+    min_tokens: int
+    logprobs: Optional[int]
+    output_kind: Any
+
+
+@dataclass
+class FakeEngineArgs:
+    """Keeps the keyword arguments it was given (vLLM's would build a VllmConfig from them)."""
+
+    kwargs: dict = field(default_factory=dict)
+
+    def __init__(self, **kwargs):
+        self.kwargs = kwargs
+
+
+class FakeAsyncLLM:
+    """A stand-in for vLLM's AsyncLLM: answers generate with scripted tokens; runs collective_rpc on its
+    workers at once (each in a thread, as each vLLM worker is a process of its own); sleeps and wakes."""
+
+    instances: list = []
+
+    def __init__(self, args: FakeEngineArgs):
+        self.args = args.kwargs
+        workers = self.args["tensor_parallel_size"] * self.args["pipeline_parallel_size"]
+        self.workers = [Worker(r, workers) for r in range(workers)]
+        self.calls: list = []
+        self.gate: Optional[asyncio.Event] = None  # when set by a test, generate waits for it
+        FakeAsyncLLM.instances.append(self)
+
+    @classmethod
+    def from_engine_args(cls, args: FakeEngineArgs) -> "FakeAsyncLLM":
+        return cls(args)
+
+    async def generate(self, prompt, params, request_id):
+        self.calls.append(("generate", prompt["prompt_token_ids"], params))
+        if self.gate is not None:
+            await self.gate.wait()
+        outputs = [SimpleNamespace(token_ids=[7, 8, 2], logprobs=[{7: SimpleNamespace(logprob=-0.5)}, {8: SimpleNamespace(logprob=-1.0)}, {2: SimpleNamespace(logprob=-0.25)}], text=f"s{i}") for i in range(params.n)]
+        yield SimpleNamespace(outputs=outputs, finished=True)
+
+    async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        self.calls.append(("collective_rpc", method, args))
+        results: list = [None] * len(self.workers)
+
+        def call(i, worker):
+            results[i] = getattr(worker, method)(*args, **(kwargs or {}))
+
+        threads = [threading.Thread(target=call, args=(i, w)) for i, w in enumerate(self.workers)]
+        await asyncio.to_thread(lambda: [t.start() for t in threads] and [t.join() for t in threads])
+        return results
+
+    async def reset_prefix_cache(self):
+        self.calls.append(("reset_prefix_cache",))
+        return True
+
+    async def sleep(self, level=1):
+        self.calls.append(("sleep", level))
+
+    async def wake_up(self, tags=None):
+        self.calls.append(("wake_up",))
+
+
+def fake_vllm_api() -> SimpleNamespace:
+    """What `vllm_engine.vllm_api()` returns, with the fakes in vLLM's place."""
+    return SimpleNamespace(
+        AsyncEngineArgs=FakeEngineArgs, AsyncLLM=FakeAsyncLLM, SamplingParams=FakeSamplingParams, RequestOutputKind=SimpleNamespace(FINAL_ONLY="final_only"), MultiprocExecutor=None
+    )

@@ -1,0 +1,141 @@
+"""The vLLM engine actor through its interface, with fakes of vLLM's AsyncLLM (vLLM cannot be installed
+here): what it hands vLLM, requests and weight updates that never overlap, weight sync over a real gloo
+group into every worker of a TP engine, checkpoint loads, sleep and wake-up, headless parts."""
+
+import asyncio
+from types import SimpleNamespace
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.conftest import REFERENCE  # noqa: E402
+from tests.fakes_vllm import FakeAsyncLLM, fake_vllm_api  # noqa: E402
+from trinity.config.compose import Request  # noqa: E402
+from trinity.config.resolve import resolve  # noqa: E402
+from trinity.runtime.rollout import engine_class, vllm_args, vllm_engine, vllm_fields  # noqa: E402
+from trinity.runtime.rollout.base import Sampling  # noqa: E402
+from trinity.runtime.rollout.vllm_engine import VllmEngine  # noqa: E402
+
+
+def config(profile="a100", *extra):
+    return resolve(Request(REFERENCE, (f"hardware={profile}", *extra))).config
+
+
+def engine(cfg, slot=0, name="rollout.engine0"):
+    return VllmEngine(name, "rollout", None, None, cfg, slot)
+
+
+@pytest.fixture(autouse=True)
+def fake_vllm(monkeypatch):
+    FakeAsyncLLM.instances.clear()
+    monkeypatch.setattr(vllm_engine, "vllm_api", fake_vllm_api)
+
+
+def started(cfg, slot=0, version=3):
+    e = engine(cfg, slot)
+    asyncio.run(e.setup("/models/m", version))
+    return e
+
+
+def test_engine_type_vllm_is_this_class():
+    assert engine_class("vllm") is VllmEngine
+
+
+@pytest.mark.parametrize("profile", ["a100", "ascend910b"])
+def test_vllm_gets_the_arguments_of_the_resolved_config(profile):
+    cfg = config(profile, "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2")
+    e = started(cfg, slot=1)
+    given = e.llm.args
+    assert given == vllm_args.engine_kwargs(cfg, "/models/m", vllm_args.topology(cfg, 1))
+    assert vllm_fields.snapshot().problems(given) == []
+    assert (given["tensor_parallel_size"], given["distributed_executor_backend"], given["seed"]) == (2, "mp", 43)
+    assert given["gpu_memory_utilization"] == 0.7 and given["enforce_eager"] is True and given["max_model_len"] == 2048
+
+
+def test_generate_returns_samples_with_the_sampled_tokens_logprobs():
+    e = started(config())
+    version, samples = asyncio.run(e.generate([1, 2, 3], 2, Sampling(temperature=0.7, top_k=-1, max_tokens=5)))
+    assert version == 3 and [s.text for s in samples] == ["s0", "s1"]
+    assert samples[0].response_ids == [7, 8, 2] and samples[0].logprobs == [-0.5, -1.0, -0.25]
+    _, ids, params = e.llm.calls[0]
+    assert ids == [1, 2, 3] and (params.n, params.top_k, params.logprobs, params.max_tokens, params.temperature) == (2, 0, 0, 5, 0.7)
+    assert params.output_kind == "final_only"
+
+
+def test_a_weight_update_waits_for_requests_in_flight_and_holds_new_ones():
+    e = started(config())
+
+    async def scenario():
+        e.llm.gate = asyncio.Event()
+        first = asyncio.create_task(e.generate([1], 1, Sampling()))
+        await asyncio.sleep(0.05)
+        update = asyncio.create_task(e.load_weights({"head.weight": torch.zeros(4, 3)}, 9))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(e.generate([2], 1, Sampling()))
+        await asyncio.sleep(0.05)
+        assert not update.done() and len([c for c in e.llm.calls if c[0] == "generate"]) == 1  # the second waits for the update
+        e.llm.gate.set()
+        return await first, await update, await second
+
+    (v1, _), loaded, (v2, _) = asyncio.run(scenario())
+    assert (v1, loaded, v2) == (3, 9, 9)
+    kinds = [c[0] for c in e.llm.calls]
+    assert kinds == ["generate", "collective_rpc", "reset_prefix_cache", "generate"]
+    assert all(torch.equal(w.model.head.weight, torch.zeros(4, 3)) for w in e.llm.workers)
+
+
+def test_a_checkpoint_file_is_loaded_by_every_worker(tmp_path):
+    from safetensors.torch import save_file
+
+    e = started(config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2"))
+    save_file({"embed.weight": torch.ones(4, 3)}, str(tmp_path / "w.safetensors"))
+    assert asyncio.run(e.load_weights(str(tmp_path / "w.safetensors"), 5)) == 5 and e.weight_version() == 5
+    assert [w.model.loaded for w in e.llm.workers] == [["embed.weight"]] * 2
+
+
+def test_every_worker_of_a_tp_engine_joins_the_weight_sync_group_with_its_own_rank(monkeypatch):
+    """Engine 1 of two TP-2 engines: its workers take ranks 3 and 4 of a world of 5 (trainer rank 0 sends).
+    The group itself is real in tests/runtime/test_vllm_worker.py; here each worker's join is recorded."""
+    from trinity.runtime.sync import group
+
+    joined = []
+    monkeypatch.setattr(group, "join", lambda backend, host, port, rank, world, timeout: joined.append((backend, rank, world)) or object())
+    cfg = config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2")
+    assert cfg.synchronizer.weight_sync_world_size == 5
+    e = started(cfg, slot=1, version=0)
+    asyncio.run(e.join_sync_group("nccl", "10.0.0.1", 1234, 2, 5, 60))  # the synchronizer's rank for the actor at position 1
+    assert e.llm.calls == [("collective_rpc", "trinity_join", ("nccl", "10.0.0.1", 1234, 3, 5, 60))]
+    assert sorted(joined) == [("nccl", 3, 5), ("nccl", 4, 5)]
+
+
+def test_colocated_engine_sleeps_and_wakes_before_it_generates():
+    cfg = config("a100", "mode=colocate")
+    e = started(cfg)
+    assert e.llm.args["enable_sleep_mode"] is True
+    asyncio.run(e.sleep())
+    asyncio.run(e.generate([1], 1, Sampling()))
+    assert [c[0] for c in e.llm.calls] == ["sleep", "wake_up", "generate"]
+
+
+def test_an_engine_that_does_not_share_devices_never_sleeps():
+    e = started(config())
+    asyncio.run(e.sleep())
+    assert e.llm.calls == [] and e.llm.args["enable_sleep_mode"] is False
+
+
+def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it():
+    cfg = config("ascend910b", "cluster.node_num=2", "cluster.gpu_per_node=8", "mode=explore", "explorer.rollout_model.tensor_parallel_size=16", "explorer.rollout_model.engine_num=1")
+    part = engine(cfg, slot=1, name="rollout.engine0.part1")
+    part.topology = vllm_args.topology(cfg, 1)
+    asked = []
+
+    async def head_generate(*args):
+        asked.append(args)
+        return 7, []
+
+    part.head = SimpleNamespace(generate=SimpleNamespace(remote=head_generate))
+    assert asyncio.run(part.generate([1], 2, Sampling())) == (7, [])
+    assert asked == [([1], 2, Sampling())]
+    assert asyncio.run(part.join_sync_group("hccl", "h", 1, 2, 17, 5)) is None
+    assert asyncio.run(part.receive_weights([], 6)) == 6 and part.weight_version() == 6

@@ -1,0 +1,66 @@
+"""`trinity run` with engine_type vllm checks, before Ray starts and without importing vLLM, that vLLM
+(and on NPUs its vllm-ascend plugin) is installed, that the layout is one vLLM can run, and that the
+installed vLLM takes the engine arguments trinity builds. Config commands never look for vLLM."""
+
+import sys
+import textwrap
+
+from tests.conftest import REFERENCE
+
+
+def run(cli, *overrides):
+    result = cli("run", "--config", REFERENCE, *overrides)
+    assert "vllm" not in sys.modules and "vllm_ascend" not in sys.modules
+    return result
+
+
+def test_gpu_run_without_vllm_names_the_gpu_extra(cli, local_gsm8k):
+    result = run(cli, "hardware=a100")
+    assert result.code == 2
+    assert "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import" in result.err
+    assert "hint: install the gpu extra on every node: pip install '.[gpu]' in trinity's checkout" in result.err
+
+
+def test_npu_run_needs_the_ascend_plugin_too(cli, local_gsm8k):
+    result = run(cli, "hardware=ascend910b")
+    assert result.code == 2 and "engine type 'vllm' on ascend910b needs vllm, vllm_ascend, which this Python cannot import" in result.err
+    assert "install the npu extra on every node: pip install '.[npu]'" in result.err
+
+
+def fake_vllm_source(root, fields: str):
+    """A fake installed vLLM: only the source files trinity reads (it never imports them)."""
+    (root / "vllm" / "engine").mkdir(parents=True)
+    (root / "vllm" / "__init__.py").write_text("raise ImportError('a fake vLLM: trinity must not import it')\n")
+    (root / "vllm" / "engine" / "arg_utils.py").write_text(textwrap.dedent(fields))
+    (root / "vllm_ascend").mkdir()
+    (root / "vllm_ascend" / "__init__.py").write_text("raise ImportError('a fake plugin')\n")
+
+
+def test_an_installed_vllm_that_lacks_a_field_is_named(cli, local_gsm8k, tmp_path, monkeypatch):
+    from trinity.runtime.rollout import vllm_fields
+
+    snapshot = vllm_fields.snapshot().fields
+    lines = "".join(f"    {name}: {annotation} = None\n" for name, annotation in snapshot.items() if name != "logprobs_mode")
+    fake_vllm_source(tmp_path / "site", "class EngineArgs:\n" + lines)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    result = run(cli, "hardware=ascend910b")
+    assert result.code == 2
+    assert "the installed vLLM does not take the engine arguments trinity builds: vLLM unknown's EngineArgs has no field 'logprobs_mode'" in result.err
+    assert "install vllm==0.23.0" in result.err and "needs vllm" not in result.err
+
+
+def test_an_engine_over_two_nodes_cannot_be_data_parallel(cli, local_gsm8k, tmp_path, monkeypatch):
+    fake_vllm_source(tmp_path / "site", "class EngineArgs:\n    model: str = 'm'\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    result = run(cli, "hardware=ascend910b", "mode=explore", "cluster.node_num=2", "explorer.rollout_model.engine_num=1", "explorer.rollout_model.tensor_parallel_size=6", "explorer.rollout_model.data_parallel_size=2")
+    assert result.code == 2 and "runs as one vLLM multi-node engine, which takes no data_parallel_size (2)" in result.err
+
+
+def test_config_commands_never_look_for_vllm(cli, local_gsm8k, monkeypatch):
+    import importlib.util
+
+    looked = []
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: looked.append(name) or real(name, *a))
+    assert cli("config", "validate", "-c", REFERENCE, "hardware=a100").code == 0
+    assert not [n for n in looked if n.startswith("vllm")]

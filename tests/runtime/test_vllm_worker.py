@@ -1,0 +1,62 @@
+"""The worker extension vLLM mixes into its workers, in processes of their own over a real gloo group:
+two engines of TP 2 beside trainer rank 0, each worker a rank of its own, every worker given every tensor."""
+
+import multiprocessing
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+SENT = {"embed.weight": [[float(i + 3 * j) for i in range(3)] for j in range(4)], "head.weight": [[2.0] * 3] * 4}
+
+
+def worker(first_rank, tp_rank, port, world, out):
+
+    from tests.fakes_vllm import Worker
+    from trinity.runtime.rollout.base import WeightSpec
+
+    w = Worker(tp_rank, 2)
+    rank = w.trinity_join("gloo", "127.0.0.1", port, first_rank, world, 60)
+    count = w.trinity_receive([WeightSpec(name, (4, 3), "float32") for name in SENT])
+    out.put((rank, count, {name: p.tolist() for name, p in w.get_model().named_parameters()}, w.get_model().loaded))
+
+
+def trainer(port, world, out):
+    import torch
+
+    from trinity.runtime.sync import group
+
+    pg = group.join("gloo", "127.0.0.1", port, 0, world, 60)
+    for values in SENT.values():
+        group.broadcast(pg, torch.tensor(values))
+    out.put(("trainer", 0, None, None))
+
+
+def test_two_tp2_engines_receive_the_trainers_broadcast_on_ranks_1_to_4(tmp_path):
+    from trinity.runtime.rollout.vllm_args import Topology
+    from trinity.runtime.sync.group import free_port
+
+    ctx = multiprocessing.get_context("spawn")
+    out, port, world = ctx.Queue(), free_port(), 5
+    procs = [ctx.Process(target=trainer, args=(port, world, out))]
+    for position in (1, 2):  # what the synchronizer passes each engine actor: its position + 1
+        first = Topology(position - 1, 0, 1, 2, 2).first_sync_rank(position)
+        procs += [ctx.Process(target=worker, args=(first, tp, port, world, out)) for tp in (0, 1)]
+    for p in procs:
+        p.start()
+    results = [out.get(timeout=180) for _ in procs]
+    for p in procs:
+        p.join(30)
+    assert all(p.exitcode == 0 for p in procs)
+    ranks = sorted(r for r, *_ in results if r != "trainer")
+    assert ranks == [1, 2, 3, 4]
+    for rank, count, params, loaded in results:
+        if rank != "trainer":
+            assert count == 2 and params == SENT and loaded == list(SENT)
+
+
+def test_rank_within_an_engine_counts_data_parallel_replicas():
+    from tests.fakes_vllm import Worker
+
+    replica1 = Worker(rank=1, world_size=2, data_parallel_rank=1)
+    assert replica1.trinity_sync_rank(5) == 5 + 2 + 1

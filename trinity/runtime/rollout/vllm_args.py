@@ -1,0 +1,97 @@
+"""vLLM's engine arguments and process layout for one rollout actor, as pure data from the resolved config.
+
+Nothing here imports vLLM: the preflight of `trinity run` and the tests check these arguments against
+the EngineArgs fields of vLLM's source (`vllm_fields`), and the engine hands them to AsyncEngineArgs.
+
+How vLLM's workers map onto the actors of the launch plan:
+- An engine that fits one actor (the plan gives it all its devices in one bundle) runs vLLM's
+  multiprocessing executor inside that actor: one worker process per device the actor holds, on the
+  devices Ray made visible to it. The executor is always named: inside a placement group vLLM would
+  pick its Ray executor by itself and wait forever for bundles the plan has already handed out.
+- An engine that spans several actors (`rollout.engineN.partK`: one per node it spans, or one per
+  device in colocate mode) is one vLLM multi-node engine: each part is a "node" of the
+  multiprocessing executor (nnodes = parts, node_rank = K) with its own devices. Part 0 is the head:
+  it runs the engine (scheduler, generate, collective_rpc) and publishes its address; the other parts
+  run headless workers and pass the generate calls they receive to the head.
+- Weight sync: every vLLM worker is one rank of the weight-sync group (world size = rollout devices
+  + 1, derived by the config layer). Engine E's workers take ranks 1 + E x devices_per_engine onward,
+  in vLLM's own worker order; the head asks all of them to join through collective_rpc.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from ...launch.plan import engine_parts
+
+WORKER_EXTENSION = "trinity.runtime.rollout.vllm_worker.WeightSyncWorker"
+# Log-probs of the distribution each token was sampled from (after temperature, top-k, top-p): what the
+# trainer recomputes; vLLM's default reports the raw logits' log-probs instead.
+LOGPROBS_MODE = "processed_logprobs"
+# Set before vLLM is imported. Workers are spawned: forking a Ray worker process copies its threads.
+ENGINE_ENV = {"VLLM_WORKER_MULTIPROC_METHOD": "spawn"}
+
+
+@dataclass(frozen=True)
+class Topology:
+    """Where one rollout actor sits in its engine."""
+
+    engine: int  # engine index
+    part: int  # this actor's part of the engine; 0 is the head
+    parts: int  # actors the engine spans
+    devices: int  # devices this actor's vLLM workers use
+    per_engine: int  # devices (and vLLM workers) of the whole engine
+
+    @property
+    def is_head(self) -> bool:
+        """Whether this actor runs the engine itself."""
+        return self.part == 0
+
+    def first_sync_rank(self, position_rank: int) -> int:
+        """First weight-sync rank of this engine's workers; `position_rank` is what the synchronizer
+        passes an engine actor (its position among the rollout actors + 1, one rank per actor)."""
+        return 1 + (position_rank - 1) // self.parts * self.per_engine
+
+
+def topology(config: Any, slot: int) -> Topology:
+    """The topology of the rollout actor at `slot` (the plan's engine x parts + part)."""
+    parts, devices = engine_parts(config.explorer.rollout_model, config.cluster.gpu_per_node, config.mode == "colocate")
+    return Topology(slot // parts, slot % parts, parts, devices, parts * devices)
+
+
+def engine_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tuple[str, int]] = None) -> dict[str, Any]:
+    """AsyncEngineArgs keyword arguments for this actor; `head` is the head part's (address, port) when the engine spans actors."""
+    rollout = config.explorer.rollout_model
+    kwargs = {
+        "model": model_path,
+        "tokenizer": model_path,
+        "dtype": rollout.dtype,
+        "seed": rollout.seed + topo.engine,  # every part of an engine samples alike; engines differ
+        "tensor_parallel_size": rollout.tensor_parallel_size,
+        "pipeline_parallel_size": rollout.pipeline_parallel_size,
+        "data_parallel_size": rollout.data_parallel_size,
+        "gpu_memory_utilization": rollout.gpu_memory_utilization,
+        "enforce_eager": rollout.enforce_eager,
+        "enable_prefix_caching": rollout.enable_prefix_caching,
+        "enable_chunked_prefill": rollout.enable_chunked_prefill,
+        "distributed_executor_backend": "mp" if topo.per_engine > 1 else "uni",
+        "worker_extension_cls": WORKER_EXTENSION,
+        "enable_sleep_mode": config.mode == "colocate",  # trainer and engine share each device
+        "logprobs_mode": LOGPROBS_MODE,
+        "disable_log_stats": True,
+    }
+    if rollout.max_model_len:
+        kwargs["max_model_len"] = rollout.max_model_len
+    if topo.parts > 1:
+        if head is None:
+            raise ValueError("an engine spanning several actors needs its head's address")
+        kwargs.update(nnodes=topo.parts, node_rank=topo.part, master_addr=head[0], master_port=head[1])
+    return kwargs
+
+
+def layout_problem(config: Any) -> Optional[str]:
+    """Why vLLM cannot run this engine layout, or None."""
+    rollout = config.explorer.rollout_model
+    parts, _ = engine_parts(rollout, config.cluster.gpu_per_node, config.mode == "colocate")
+    if parts > 1 and rollout.data_parallel_size > 1:
+        return f"an engine spanning {parts} actors runs as one vLLM multi-node engine, which takes no data_parallel_size ({rollout.data_parallel_size})"
+    return None

@@ -1,0 +1,237 @@
+"""`engine_type: vllm`: vLLM's AsyncLLM behind the rollout engine interface, on NVIDIA GPUs and
+(through the vllm-ascend platform plugin, which vLLM loads by itself) on Ascend NPUs.
+
+vLLM batches concurrent requests itself (continuous batching), so `generate` hands each request
+straight to it instead of the base class's batches. A weight update waits for the requests in
+flight, holds new ones back, and resets the prefix cache, so every request sees one version.
+How vLLM's workers map onto the plan's actors and onto the weight-sync group: see `vllm_args`.
+vLLM is imported in `setup`, after Ray has set the role's env; the engine arguments come from
+the resolved config only.
+"""
+
+import asyncio
+import os
+import time
+import uuid
+from contextlib import asynccontextmanager
+from types import SimpleNamespace
+from typing import Any, Optional
+
+from .base import RolloutEngine, Sample, Sampling, named_weights
+from .vllm_args import ENGINE_ENV, Topology, engine_kwargs, topology
+
+HEAD_WAIT_S = 600  # how long a part waits for its head to publish its address
+
+
+class VllmEngine(RolloutEngine):
+    """One vLLM engine (its head part), or the headless workers of one of its parts."""
+
+    def __init__(self, *args: Any):
+        super().__init__(*args)
+        self.llm: Any = None  # vLLM's AsyncLLM (head only)
+        self.head: Any = None  # the head's actor handle (other parts only)
+        self.workers: Any = None  # vLLM's executor of this part's workers (other parts only)
+        self.topology: Optional[Topology] = None
+        self.asleep = False
+        self._inflight, self._updating = 0, False
+        self._turn = asyncio.Condition()
+
+    # --- starting -----------------------------------------------------------------------------------
+
+    async def setup(self, model_path: str, version: int) -> dict:
+        """Start vLLM on this actor's devices: the engine on the head part, headless workers elsewhere."""
+        self.version = version
+        self.topology = topo = topology(self.config, self.index)
+        self.vllm = vllm_api()
+        started = time.perf_counter()
+        if topo.parts == 1:
+            self.llm = self._start_engine(engine_kwargs(self.config, model_path, topo))
+        elif topo.is_head:
+            address = _head_address()
+            _publish(self._key(model_path, version), (address, _current_actor()))
+            self.llm = self._start_engine(engine_kwargs(self.config, model_path, topo, address))
+        else:
+            address, self.head = await asyncio.to_thread(_wait_for, self._key(model_path, version), HEAD_WAIT_S)
+            kwargs = engine_kwargs(self.config, model_path, topo, address)
+            self.workers = await asyncio.to_thread(self._start_workers, kwargs)
+        self.log.info("vLLM %s part %d/%d ready in %.1f s", self.name, topo.part, topo.parts, time.perf_counter() - started)
+        return {"engine": self.name, "model_path": model_path, "weight_version": version, "part": topo.part, "parts": topo.parts}
+
+    def _start_engine(self, kwargs: dict) -> Any:
+        self.log.info("vLLM engine arguments: %s", kwargs)
+        return self.vllm.AsyncLLM.from_engine_args(self.vllm.AsyncEngineArgs(**kwargs))
+
+    def _start_workers(self, kwargs: dict) -> Any:
+        """This part's workers; they take their orders from the head's engine."""
+        self.log.info("vLLM headless worker arguments: %s", kwargs)
+        config = self.vllm.AsyncEngineArgs(**kwargs).create_engine_config(headless=True)
+        return self.vllm.MultiprocExecutor(config)
+
+    def _key(self, model_path: str, version: int) -> str:
+        """Where the head of this engine publishes itself, unique to this launch of this run."""
+        import ray
+
+        engine = self.name.rsplit(".part", 1)[0]
+        return f"trinity/{ray.get_runtime_context().get_job_id()}/{engine}/{model_path}/{version}"
+
+    # --- generating ------------------------------------------------------------------------------------
+
+    async def generate(self, prompt_ids: list[int], n: int, sampling: Sampling) -> tuple[int, list[Sample]]:
+        """(weight version, `n` samples continuing `prompt_ids`); a headless part asks its head."""
+        if self.llm is None:
+            return await self.head.generate.remote(prompt_ids, n, sampling)
+        await self._awake()
+        async with self._request():
+            version, final = self.version, None
+            async for output in self.llm.generate({"prompt_token_ids": prompt_ids}, self._params(n, sampling), request_id=uuid.uuid4().hex):
+                final = output
+            return version, [_sample(c) for c in final.outputs]
+
+    def _params(self, n: int, sampling: Sampling) -> Any:
+        return self.vllm.SamplingParams(
+            n=n,
+            temperature=sampling.temperature,
+            top_p=sampling.top_p,
+            top_k=max(sampling.top_k, 0),  # vLLM: 0 turns top-k off
+            max_tokens=sampling.max_tokens,
+            min_tokens=sampling.min_tokens,
+            logprobs=0,  # the sampled token's own log-prob
+            output_kind=self.vllm.RequestOutputKind.FINAL_ONLY,
+        )
+
+    # --- weights -----------------------------------------------------------------------------------------
+
+    async def join_sync_group(self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float) -> None:
+        """Every worker of the engine joins as a rank of its own (the head asks them all; other parts' workers are among them)."""
+        if self.llm is None:
+            return
+        first = self.topology.first_sync_rank(rank)
+        ranks = await self.llm.collective_rpc("trinity_join", timeout=timeout_s, args=(backend, host, port, first, world_size, timeout_s))
+        self.log.info("weight-sync ranks of %s: %s of %d", self.name, ranks, world_size)
+
+    async def receive_weights(self, specs: list, version: int) -> int:
+        """Every worker receives the trainer's broadcast, tensor by tensor, into its shard of the model."""
+        return await self._update("trinity_receive", specs, version)
+
+    async def load_weights(self, weights: Any, version: int) -> int:
+        """A safetensors file (checkpoint sync) or name -> tensor (memory sync), loaded by every worker."""
+        return await self._update("trinity_load", weights if isinstance(weights, str) else list(named_weights(weights)), version)
+
+    async def _update(self, method: str, payload: Any, version: int) -> int:
+        if self.llm is None:  # the head's workers include this part's
+            self.version = version
+            return version
+        await self._awake()
+        async with self._exclusive():
+            await self.llm.collective_rpc(method, args=(payload,))
+            await self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
+            self.version = version
+        return version
+
+    # --- sharing the devices with the trainer (colocate) ------------------------------------------------------
+
+    async def sleep(self, level: int = 1) -> None:
+        """Hand the device memory to the trainer: weights to host memory (level 1) and the KV cache freed."""
+        if self.llm is None or self.config.mode != "colocate":
+            return
+        async with self._exclusive():
+            if not self.asleep:
+                await self.llm.sleep(level)
+                self.asleep = True
+
+    async def wake_up(self) -> None:
+        """Take the device memory back; generate and weight updates do this themselves."""
+        await self._awake()
+
+    async def _awake(self) -> None:
+        if not self.asleep:
+            return
+        async with self._exclusive():
+            if self.asleep:
+                await self.llm.wake_up()
+                self.asleep = False
+
+    # --- requests and updates never overlap -------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _request(self):
+        async with self._turn:
+            await self._turn.wait_for(lambda: not self._updating)
+            self._inflight += 1
+        try:
+            yield
+        finally:
+            async with self._turn:
+                self._inflight -= 1
+                self._turn.notify_all()
+
+    @asynccontextmanager
+    async def _exclusive(self):
+        """Wait for the requests in flight; new ones wait until this block ends."""
+        async with self._turn:
+            await self._turn.wait_for(lambda: not self._updating)
+            self._updating = True
+            await self._turn.wait_for(lambda: self._inflight == 0)
+        try:
+            yield
+        finally:
+            async with self._turn:
+                self._updating = False
+                self._turn.notify_all()
+
+
+def vllm_api() -> SimpleNamespace:
+    """The vLLM classes the engine uses, imported now (Ray set the role's env when the process started)."""
+    for name, value in ENGINE_ENV.items():
+        os.environ.setdefault(name, value)
+    from vllm import AsyncEngineArgs, SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+    from vllm.v1.engine.async_llm import AsyncLLM
+    from vllm.v1.executor.multiproc_executor import MultiprocExecutor
+
+    return SimpleNamespace(AsyncEngineArgs=AsyncEngineArgs, AsyncLLM=AsyncLLM, SamplingParams=SamplingParams, RequestOutputKind=RequestOutputKind, MultiprocExecutor=MultiprocExecutor)
+
+
+def _sample(completion: Any) -> Sample:
+    """A vLLM CompletionOutput as a Sample; its end-of-sequence token, when generated, is kept."""
+    ids = list(completion.token_ids)
+    logprobs = [entry[token].logprob for token, entry in zip(ids, completion.logprobs)]
+    return Sample(ids, logprobs, completion.text)
+
+
+def _head_address() -> tuple[str, int]:
+    """This node's address (as Ray knows it) and a free port for vLLM's multi-node process group."""
+    import ray
+
+    from ..sync.group import free_port
+
+    host = ray.util.get_node_ip_address()
+    os.environ.setdefault("VLLM_HOST_IP", host)  # the address vLLM's message queues announce
+    return host, free_port()
+
+
+def _current_actor() -> Any:
+    import ray
+
+    return ray.get_runtime_context().current_actor
+
+
+def _publish(key: str, value: Any) -> None:
+    import ray.cloudpickle as pickle
+    from ray.experimental import internal_kv
+
+    internal_kv._internal_kv_put(key, pickle.dumps(value), overwrite=True)
+
+
+def _wait_for(key: str, timeout_s: float) -> Any:
+    """What the head published under `key`; a TimeoutError naming it after `timeout_s`."""
+    import ray.cloudpickle as pickle
+    from ray.experimental import internal_kv
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = internal_kv._internal_kv_get(key)
+        if value is not None:
+            return pickle.loads(value)
+        time.sleep(0.2)
+    raise TimeoutError(f"the head of this vLLM engine did not publish its address ({key}) within {timeout_s:g} s")
