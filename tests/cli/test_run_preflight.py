@@ -35,12 +35,12 @@ def test_a_model_that_is_not_here(run, local_gsm8k):
     assert "model.model_path: 'Qwen/Qwen2.5-1.5B-Instruct' is not a local model folder (no config.json); trinity downloads nothing" in proc.stderr
 
 
-def test_an_engine_type_this_version_does_not_have(run, local_gsm8k, demo_assets):
+def test_a_vllm_engine_where_vllm_is_not_installed(run, local_gsm8k, demo_assets):
     env = {"TRINITY_TASKSET_PATH": str(local_gsm8k), "TRINITY_MODEL_PATH": str(demo_assets / "model")}
     proc, started = run("-c", str(REFERENCE), "hardware=a100", env=env)
     assert proc.returncode == 2 and started == []
-    assert "explorer.rollout_model.engine_type: engine type 'vllm' has no rollout engine in this version of trinity" in proc.stderr
-    assert "allowed: transformers" in proc.stderr
+    assert "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import" in proc.stderr
+    assert "pip install '.[gpu]'" in proc.stderr
 
 
 def test_a_trainer_value_verl_would_refuse_is_ours_to_refuse_first(run):
