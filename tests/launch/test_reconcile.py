@@ -4,7 +4,7 @@ import pytest
 
 from tests.conftest import MINIMAL, REFERENCE
 from trinity.config.compose import Request
-from trinity.config.errors import ConfigError
+from trinity.errors import ConfigError
 from trinity.launch.reconcile import Node, live_nodes, resolve_on_cluster
 
 

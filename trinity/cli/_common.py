@@ -9,7 +9,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..config.compose import Request
-from ..config.errors import Issue
+from ..errors import Issue
 from ..utils.atomic import write_text_atomic
 
 

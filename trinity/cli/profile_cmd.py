@@ -5,10 +5,10 @@ import json
 from pathlib import Path
 
 from .. import paths
-from ..config.errors import dotted
 from ..config.merge import leaves
 from ..config.profiles import available, load_profile
 from ..config.sources.yaml_file import display_path
+from ..errors import dotted
 from ._common import (
     TEXT_OR_JSON,
     add_format_option,

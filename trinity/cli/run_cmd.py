@@ -6,7 +6,7 @@ import signal
 import sys
 from dataclasses import asdict
 
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,

@@ -11,10 +11,10 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import paths
+from ..errors import ConfigError, Issue
 from ..platforms.detect import Probes
 from .auto import AUTO, auto_profile
 from .defaults import schema_defaults
-from .errors import ConfigError, Issue
 from .merge import deep_merge, leaves
 from .profiles import LoadedProfile, load_profile
 from .provenance import Contribution, Provenance

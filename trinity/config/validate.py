@@ -7,7 +7,7 @@ from typing import Any, Callable, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, Issue, did_you_mean, dotted
+from ..errors import ConfigError, Issue, did_you_mean, dotted
 
 M = TypeVar("M", bound=BaseModel)
 Locate = Callable[[tuple], str]

@@ -7,7 +7,7 @@ from typing import Any
 import yaml
 from omegaconf._utils import get_yaml_loader
 
-from ..errors import ConfigError, Issue
+from ...errors import ConfigError, Issue
 
 Path_ = tuple  # a key path such as ('buffer', 'eval_tasksets', 0, 'name')
 Mark = tuple  # (file, line, column), shown relative to the working directory of the moment
