@@ -4,6 +4,11 @@ import pytest
 
 from tests.conftest import MINIMAL
 
+# The classic "billion laughs": 9 levels of 9-element lists, 9**8 (43 million) strings once expanded.
+BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{name}: &{name} [{','.join([f'*{prev}'] * 9)}]\n" for prev, name in zip("abcdefgh", "bcdefghi")
+)
+
 # (file text, extra CLI args, lines that must all appear in stderr)
 CORPUS = {
     "top-level typo": (
@@ -117,6 +122,26 @@ CORPUS = {
         "- a\n- b\n",
         [],
         ["error: run.yaml:1:1: run config must be a mapping of keys, not a list"],
+    ),
+    "alias bomb (billion laughs)": (
+        MINIMAL + BOMB,
+        [],
+        ["error: run.yaml:7:8: YAML aliases expand to more than 10,000 nodes at *d (an alias bomb?)", "hint: write the values out"],
+    ),
+    "recursive alias": (
+        MINIMAL + "a: &x [*x]\n",
+        [],
+        ["error: run.yaml:3:8: YAML alias *x refers to the collection that contains it (a recursive alias)"],
+    ),
+    "recursive alias in a mapping": (
+        MINIMAL + "trainer: &t\n  save_interval: 1\n  again: *t\n",
+        [],
+        ["error: run.yaml:5:10: YAML alias *t refers to the collection that contains it (a recursive alias)"],
+    ),
+    "nesting deeper than any config": (
+        MINIMAL + "x: " + "[" * 60 + "]" * 60 + "\n",
+        [],
+        ["error: run.yaml:3:53: YAML nested more than 50 levels deep"],
     ),
     "stage error is located in the stage": (
         MINIMAL + "stages:\n  - stage_name: warmup\n    mode: train\n    trainer:\n      save_intervall: 3\n",
