@@ -143,6 +143,21 @@ CORPUS = {
         [],
         ["error: run.yaml:3:53: YAML nested more than 50 levels deep"],
     ),
+    "unknown section from an override": (
+        MINIMAL,
+        ["nonexist.key=3"],
+        ["error: override 'nonexist.key=3': nonexist: unknown key", "allowed: mode, project,"],
+    ),
+    "misspelled section from an override": (
+        MINIMAL,
+        ["trainr.save_interval=3"],
+        ["error: override 'trainr.save_interval=3': trainr: unknown key", "hint: did you mean 'trainer'?"],
+    ),
+    "unknown section added by an override's mapping": (
+        MINIMAL,
+        ["+trainr={save_interval: 3}"],
+        ["error: override '+trainr={save_interval: 3}': trainr: unknown key", "hint: did you mean 'trainer'?"],
+    ),
     "stage error is located in the stage": (
         MINIMAL + "stages:\n  - stage_name: warmup\n    mode: train\n    trainer:\n      save_intervall: 3\n",
         [],
