@@ -4,10 +4,11 @@
 import os
 
 import pytest
+import ray
 
-from tests.conftest import REFERENCE
+from tests.conftest import MINIMAL, REFERENCE
+from trinity.launch.launcher import Launch
 
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")
@@ -41,3 +42,24 @@ def test_text_run_shows_plan_and_placements(cli, node, monkeypatch):
     assert result.code == 0, result.err
     assert "fits the cluster:" in result.out and "rollout.engine0" in result.out
     assert result.out.count(" ok\n") == 8  # 1 rollout engine, 5 trainer ranks (6 - 1), explorer, synchronizer
+
+
+def test_a_real_run_masks_credentials_and_the_actors_still_get_them(cli, node, write, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", node.address)
+    inside = []  # what each actor's process holds in HF_TOKEN, asked before the launch tears down
+    placements = Launch.placements
+
+    def ask_then_check(self):
+        inside.append({name: ray.get(actor.__ray_call__.remote(lambda _: os.environ.get("HF_TOKEN"))) for name, actor in self.actors.items()})
+        return placements(self)
+
+    monkeypatch.setattr(Launch, "placements", ask_then_check)
+    path = write("run.yaml", MINIMAL + "explorer:\n  env_vars:\n    HF_TOKEN: hf_PLANTED\n")
+    text = cli("run", "-c", path, "hardware=ascend910b")
+    as_json = cli("run", "-c", path, "hardware=ascend910b", "--format", "json")
+    assert text.code == 0 and as_json.code == 0, text.err + as_json.err
+    assert " HF_TOKEN=*** TRINITY_DEVICE=npu" in text.out and text.out.count(" ok\n") == 10
+    assert {a["env"]["HF_TOKEN"] for a in as_json.json()["plan"]["actors"] if a["role"] == "rollout"} == {"***"}
+    assert "PLANTED" not in text.out + text.err + as_json.out + as_json.err
+    for run in inside:
+        assert run["rollout.engine0"] == "hf_PLANTED" and run["trainer_node0.rank0"] is None

@@ -29,6 +29,7 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     run.add_argument("--dry-run", action="store_true", help="print the launch plan; with $RAY_ADDRESS or cluster.ray_address also check it fits; create nothing")
     add_format_option(run, TEXT_OR_JSON)
     run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for each placement group and for the actors (default: 60)")
+    run.add_argument("--show-secrets", action="store_true", help="print credential-like env values (the actors get them either way)")
     run.set_defaults(run=run_cmd)
 
 
@@ -72,13 +73,13 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace, plan, feasibility) -> int:
     """Print the plan; a plan that does not fit is an error (exit 2) with the explanation."""
-    from ..launch.show import plan_text
+    from ..launch.show import plan_data, plan_text
 
     if args.format == "json":
         extra = {"feasibility": {"ok": feasibility.ok, "lines": list(feasibility.lines)}} if feasibility else {}
-        print(json.dumps(plan.as_dict() | extra, indent=2))
+        print(json.dumps(plan_data(plan, args.show_secrets) | extra, indent=2))
     else:
-        print(plan_text(plan, feasibility), end="")
+        print(plan_text(plan, feasibility, args.show_secrets), end="")
     if feasibility and not feasibility.ok:
         raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(feasibility.lines))])
     return 0
@@ -87,16 +88,16 @@ def _show(args: argparse.Namespace, plan, feasibility) -> int:
 def _launch(args: argparse.Namespace, plan, feasibility) -> int:
     """Create the groups, start the actors, check where they landed, remove everything."""
     from ..launch.launcher import Launch
-    from ..launch.show import placements_text, plan_text
+    from ..launch.show import placements_text, plan_data, plan_text
 
     if args.format == "text":
-        print(plan_text(plan, feasibility))
+        print(plan_text(plan, feasibility, args.show_secrets))
     with Launch(plan, args.timeout) as launch:
         launch.create_groups()
         launch.start_actors()
         placements = launch.placements()
     if args.format == "json":
-        print(json.dumps({"plan": plan.as_dict(), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))
+        print(json.dumps({"plan": plan_data(plan, args.show_secrets), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))
     else:
         print(placements_text(placements), end="")
     bad = [p for p in placements if p.problem]
