@@ -5,10 +5,10 @@ checks them against the plan."""
 import os
 
 import pytest
+import ray
 
 from tests.conftest import MINIMAL
 
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")

@@ -69,7 +69,8 @@ def test_cluster_with_more_devices_than_the_profile_says(run_file):
 
 
 def test_real_multi_node_cluster(run_file):
-    ray = pytest.importorskip("ray")
+    import ray
+
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
