@@ -156,7 +156,7 @@ def test_explore_mode_needs_rollout_to_fit(render):
     cluster = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 8\n", "hardware=a100")[1]["cluster"]
     assert (cluster["rollout_gpu_num"], cluster["trainer_gpu_num"]) == (8, 0)
     result, _ = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 9\n", "hardware=a100")
-    assert "rollout needs 9 devices but the cluster has 8" in result.err
+    assert result.code == 2 and "error: run.yaml:6:5: explorer.rollout_model.engine_num: rollout needs 9 devices but the cluster has 8" in result.err
 
 
 def test_derived_counts_may_not_be_contradicted(render):
@@ -177,9 +177,14 @@ def test_prompt_budget_and_rollout_model_are_filled(render):
     assert cfg["explorer"]["rollout_model"]["model_path"] == "/m" and cfg["explorer"]["rollout_model"]["max_model_len"] == 4096
 
 
+def test_a_prompt_budget_you_set_is_kept(render):
+    result, cfg = render("model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n  max_prompt_tokens: 100\n", "hardware=a100")
+    assert result.code == 0 and cfg["model"]["max_prompt_tokens"] == 100
+
+
 def test_response_longer_than_context_is_an_error(render):
     result, _ = render("model:\n  model_path: /m\n  max_model_len: 1024\n  max_response_tokens: 1024\n")
-    assert "model.max_response_tokens: 1024 leaves no room for a prompt in model.max_model_len=1024" in result.err
+    assert result.code == 2 and "error: run.yaml:4:3: model.max_response_tokens: 1024 leaves no room for a prompt in model.max_model_len=1024" in result.err
 
 
 # --- env --------------------------------------------------------------------------------
@@ -191,6 +196,14 @@ def test_env_when_blocks_follow_the_config(render):
     assert eager["trainer"]["TASK_QUEUE_ENABLE"] == "2"
     colocate = render("mode: colocate\n", "hardware=ascend910b")[1]["env"]["common"]
     assert colocate["HCCL_HOST_SOCKET_PORT_RANGE"] == "auto" and colocate["HCCL_NPU_SOCKET_PORT_RANGE"] == "auto"
+
+
+def test_an_env_when_block_never_replaces_what_you_wrote(render, cli, write):
+    text = "explorer:\n  rollout_model:\n    enforce_eager: false\nenv:\n  rollout:\n    TASK_QUEUE_ENABLE: '7'\n"
+    result, cfg = render(text, "hardware=ascend910b")
+    assert result.code == 0 and cfg["env"]["rollout"]["TASK_QUEUE_ENABLE"] == "7"
+    explained = cli("config", "render", "-c", write("run.yaml", MINIMAL + text), "hardware=ascend910b", "--explain", "env.rollout.TASK_QUEUE_ENABLE")
+    assert explained.code == 0 and explained.out.startswith("env.rollout.TASK_QUEUE_ENABLE = '7'\n") and "env_when" not in explained.out
 
 
 def test_collective_timeout_covers_the_sync_timeout(render):

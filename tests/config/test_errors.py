@@ -31,6 +31,11 @@ CORPUS = {
         [],
         ["error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as an integer (got 'often')"],
     ),
+    "quoted number where a whole number is wanted": (
+        MINIMAL + "trainer:\n  save_interval: '1.5'\n",
+        [],
+        ["error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as an integer (got '1.5')", "hint: write the number without quotes"],
+    ),
     "quoted number where a number is wanted": (
         MINIMAL + "trainer:\n  grad_clip: '1.0x'\n",
         [],
@@ -174,6 +179,8 @@ def test_bad_input_is_reported_precisely(cli, write, case):
     assert result.code == 2, result.err
     assert result.out == ""
     assert "Traceback" not in result.err
+    if case == "wrong type":  # 'often' is no number: the unquote hint would mislead
+        assert "write the number without quotes" not in result.err
     for line in expected:
         assert line in result.err, f"{line!r} not in:\n{result.err}"
 

@@ -93,7 +93,9 @@ def test_an_exported_variable_wins_and_is_marked():
 
 
 def test_dry_run_text(cli):
-    out = cli("run", "--config", REFERENCE, "hardware=ascend910b", "--dry-run").out
+    result = cli("run", "--config", REFERENCE, "hardware=ascend910b", "--dry-run")
+    assert result.code == 0, result.err
+    out = result.out
     assert "launch plan for ascend910b (npu, Ray resource NPU)" in out
     assert "trainer_node0  STRICT_PACK  2 x {NPU: 1, CPU: 1}" in out and "rollout        PACK         4 x {NPU: 1, CPU: 1}" in out
     assert "rollout.engine0      rollout       rollout[0]        num_cpus=1, resources={'NPU': 1}" in out
@@ -106,10 +108,15 @@ def test_dry_run_imports_no_ray_without_a_cluster(tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "False"
 
 
-@pytest.mark.parametrize("profile", ["ascend910b", "a100", "h200", "cpu"])
-def test_plan_json_is_the_contract(cli, profile):
-    plan = json.loads(cli("run", "--config", REFERENCE, f"hardware={profile}", "--dry-run", "--format", "json").out)
-    for group in plan["placement_groups"]:
-        assert set(group) == {"name", "strategy", "bundles"} and group["strategy"] in ("PACK", "STRICT_PACK")
+@pytest.mark.parametrize("profile,bundle", [("ascend910b", {"NPU": 1, "CPU": 1}), ("a100", {"GPU": 1, "CPU": 1}), ("h200", {"GPU": 1, "CPU": 1}), ("cpu", {"CPU": 1})])
+def test_plan_json_is_the_contract(cli, profile, bundle):
+    result = cli("run", "--config", REFERENCE, f"hardware={profile}", "--dry-run", "--format", "json")
+    assert result.code == 0, result.err
+    plan = result.json()
+    # the trainer takes whole nodes first (STRICT_PACK); rollout is never confined to one node (PACK)
+    assert [(g["name"], g["strategy"]) for g in plan["placement_groups"]] == [("trainer_node0", "STRICT_PACK"), ("rollout", "PACK")]
+    assert all(set(g) == {"name", "strategy", "bundles"} and set(map(json.dumps, g["bundles"])) == {json.dumps(bundle)} for g in plan["placement_groups"])
+    sizes = {g["name"]: len(g["bundles"]) for g in plan["placement_groups"]}
     for actor in plan["actors"]:
         assert {"name", "role", "placement_group", "bundle_index", "options", "env"} <= set(actor)
+        assert actor["placement_group"] is None or 0 <= actor["bundle_index"] < sizes[actor["placement_group"]]

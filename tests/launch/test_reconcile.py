@@ -47,6 +47,15 @@ def test_gpu_per_node_left_unset_comes_from_an_npu_only_cluster(run_file):
     assert resolved.provenance.where(("cluster", "gpu_per_node")) == "Ray cluster (4 NPU per node)"
 
 
+def test_gpu_per_node_left_unset_is_what_node_num_nodes_all_offer(run_file):
+    # nodes of 8, 8 and 4: two nodes may use 8 each; three must settle for 4
+    three = resolve_on_cluster(Request(run_file("mode: train\ncluster:\n  node_num: 3\n"), ("hardware=ascend910b",)), nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}))
+    two = resolve_on_cluster(Request(run_file("mode: train\ncluster:\n  node_num: 2\n"), ("hardware=ascend910b",)), nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}))
+    assert (three.config.cluster.gpu_per_node, three.config.cluster.total_gpu_num) == (4, 12)
+    assert three.provenance.where(("cluster", "gpu_per_node")) == "Ray cluster (4 NPU per node)"
+    assert (two.config.cluster.gpu_per_node, two.config.cluster.total_gpu_num) == (8, 16)
+
+
 def test_user_gpu_per_node_larger_than_the_nodes(run_file):
     with pytest.raises(ConfigError) as err:
         resolve_on_cluster(Request(REFERENCE, ("hardware=ascend910b",)), nodes({"NPU": 4}, {"NPU": 4}))
