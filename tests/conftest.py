@@ -9,12 +9,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from trinity.cli.main import main
 
 # Real Ray in tests: no auth token files, no usage reporting.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+# Property tests: 150 examples each; scripts/mutation.sh runs every surviving mutant against them, so it asks for fewer.
+settings.register_profile("trinity", max_examples=150, deadline=None)
+settings.register_profile("mutation", max_examples=25, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "trinity"))
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml"

@@ -61,7 +61,7 @@ def possible(s) -> bool:
     return whole and trainer > 0 and (trainer <= per_node or trainer % per_node == 0)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=shapes())
 def test_every_device_is_counted_once(run_file, s):
     try:

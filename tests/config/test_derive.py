@@ -225,3 +225,51 @@ def test_recommended_values_sit_under_the_users_file(render):
     mine = render("explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.5\n", "hardware=ascend910b")[1]
     assert mine["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.5
     assert render("", "hardware=ascend910b", "explorer.rollout_model.gpu_memory_utilization=0.6")[1]["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.6
+
+
+# --- edges the mutation run found untested -------------------------------------------------
+
+def test_a_response_budget_without_a_context_length_derives_nothing(render):
+    result, cfg = render("model:\n  model_path: /m\n  max_response_tokens: 512\n", "hardware=a100")
+    assert result.code == 0 and cfg["model"]["max_prompt_tokens"] is None and cfg["explorer"]["rollout_model"]["max_model_len"] is None
+
+
+def test_a_rollout_model_path_you_set_is_kept(render):
+    result, cfg = render("explorer:\n  rollout_model:\n    model_path: /models/served\n", "hardware=a100")
+    assert result.code == 0 and cfg["explorer"]["rollout_model"]["model_path"] == "/models/served" and cfg["model"]["model_path"] == "/models/tiny"
+
+
+def test_a_collective_timeout_equal_to_the_sync_timeout_is_enough(render, cli, write):
+    mine, cfg = render("synchronizer:\n  sync_timeout: 1800\nenv:\n  common:\n    HCCL_EXEC_TIMEOUT: '1800'\n", "hardware=ascend910b")
+    assert mine.code == 0 and mine.err == "" and cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "1800"
+    named, cfg = render("env:\n  common:\n    HCCL_EXEC_TIMEOUT: auto\n", "hardware=ascend910b")
+    assert named.code == 0 and named.err == "" and cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "auto"  # not a number: yours, unchecked
+    # the profile's 1800 already covers a sync timeout of 1800: no rule rewrites it
+    path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_timeout: 1800\n")
+    explained = cli("config", "render", "-c", path, "hardware=ascend910b", "--explain", "env.common.HCCL_EXEC_TIMEOUT")
+    assert explained.code == 0 and explained.out.startswith("env.common.HCCL_EXEC_TIMEOUT = '1800'\n") and "rule" not in explained.out
+
+
+BARE_PROFILE = """name: bare
+description: a chip that says no without saying why
+facts:
+  vendor: none
+  device_type: cpu
+  chip: bare
+  ray_resource_key: CPU
+  ray_request: none
+  collective_backend: gloo
+  devices_per_node: 8
+  dtypes: [bfloat16, float32]
+  torch_compile_training: false
+  trainer_strategies: [fsdp2]
+"""
+
+
+def test_a_refusal_without_a_reason_in_the_profile(cli, write, tmp_path):
+    write("profiles/bare.yaml", BARE_PROFILE)
+    path = write("run.yaml", MINIMAL + "trainer:\n  use_torch_compile: true\n  trainer_strategy: fsdp\n")
+    result = cli("config", "validate", "-c", path, "hardware=bare", "--profile-dir", tmp_path / "profiles")
+    assert result.code == 2
+    assert "error: run.yaml:4:3: trainer.use_torch_compile: torch.compile cannot be used for training on bare: the hardware profile says it is unsupported\n" in result.err
+    assert "error: run.yaml:5:3: trainer.trainer_strategy: 'fsdp' does not run on bare\n    allowed: fsdp2\n" in result.err

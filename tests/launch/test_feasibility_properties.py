@@ -48,7 +48,6 @@ def placed_per_node(plan, result) -> dict[str, dict[str, float]]:
     return used
 
 
-@settings(max_examples=300, deadline=None)
 @given(nodes=clusters(), plan=plans())
 def test_placement_respects_every_node_and_every_group(nodes, plan):
     result = check(plan, nodes)
@@ -68,7 +67,6 @@ def test_placement_respects_every_node_and_every_group(nodes, plan):
     assert len(result.lines) == len(plan.placement_groups)
 
 
-@settings(max_examples=200, deadline=None)
 @given(nodes=clusters(), plan=plans())
 def test_a_group_that_does_not_fit_takes_nothing(nodes, plan):
     # Checking the plan with its failing groups removed must place the rest exactly the same way.
@@ -99,7 +97,7 @@ def shapes(draw):
     }
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=shapes())
 def test_a_derived_plan_fits_its_cluster_and_never_splits_an_engine_on_a_node(run_file, s):
     overrides = (

@@ -120,3 +120,40 @@ def test_plan_json_is_the_contract(cli, profile, bundle):
     for actor in plan["actors"]:
         assert {"name", "role", "placement_group", "bundle_index", "options", "env"} <= set(actor)
         assert actor["placement_group"] is None or 0 <= actor["bundle_index"] < sizes[actor["placement_group"]]
+
+
+def actor_rows(plan: dict) -> list[tuple]:
+    return [(a["name"], a["placement_group"], a["bundle_index"], a["options"], a["devices"]) for a in plan["actors"]]
+
+
+def test_every_actor_of_a_colocated_plan(cli, write):
+    # colocate: each rollout engine takes the other half of consecutive trainer bundles, part by part
+    path = write("run.yaml", MINIMAL + "mode: colocate\nray_namespace: myns\nexplorer:\n  rollout_model:\n    engine_num: 2\n    tensor_parallel_size: 2\n")
+    result = cli("run", "-c", path, "hardware=ascend910b", "--dry-run", "--format", "json")
+    assert result.code == 0, result.err
+    plan = result.json()
+    assert (plan["namespace"], plan["visible_devices_env"], plan["device_type"]) == ("myns", "ASCEND_RT_VISIBLE_DEVICES", "npu")
+    assert plan["placement_groups"] == [{"name": "trainer_node0", "strategy": "STRICT_PACK", "bundles": [{"NPU": 1, "CPU": 2}] * 8}]
+    half = {"num_cpus": 1, "resources": {"NPU": 0.5}}
+    assert actor_rows(plan) == [
+        *[(f"trainer_node0.rank{r}", "trainer_node0", r, half, 0.5) for r in range(8)],
+        ("rollout.engine0.part0", "trainer_node0", 0, half, 0.5),
+        ("rollout.engine0.part1", "trainer_node0", 1, half, 0.5),
+        ("rollout.engine1.part0", "trainer_node0", 2, half, 0.5),
+        ("rollout.engine1.part1", "trainer_node0", 3, half, 0.5),
+        ("explorer", None, None, {"num_cpus": 1}, 0),
+    ]
+
+
+def test_every_actor_of_a_plan_in_both_mode(cli, write):
+    result = cli("run", "-c", write("run.yaml", MINIMAL), "hardware=ascend910b", "--dry-run", "--format", "json")
+    assert result.code == 0, result.err
+    plan = result.json()
+    one = {"num_cpus": 1, "resources": {"NPU": 1}}
+    assert plan["namespace"] == "Trinity-RFT/rft"  # <project>/<name> without ray_namespace
+    assert actor_rows(plan) == [
+        *[(f"trainer_node0.rank{r}", "trainer_node0", r, one, 1) for r in range(7)],
+        ("rollout.engine0", "rollout", 0, one, 1),
+        ("explorer", None, None, {"num_cpus": 1}, 0),
+        ("synchronizer", None, None, {"num_cpus": 1}, 0),
+    ]
