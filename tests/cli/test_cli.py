@@ -56,19 +56,23 @@ def test_render_json_through_a_real_process(tmp_path):
     assert result.code == 0 and cfg["synchronizer"]["sync_method"] == "hccl" and cfg["trainer"]["device"] == "npu"
 
 
-def test_run_on_the_embedded_default_starts_a_local_ray(tmp_path):
-    # A Ray temp dir of its own, so no other Ray on this machine is found and joined (short: socket paths).
-    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")
+def run_alone(*args: str, cwd) -> subprocess.CompletedProcess:
+    """`python -m trinity ARGS` with a Ray temp dir of its own, so no other Ray on this machine is found and joined."""
+    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths live under it
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp}
     try:
-        proc = subprocess.run([sys.executable, "-m", "trinity", "run"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        return subprocess.run([sys.executable, "-m", "trinity", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
     finally:
         shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def test_run_on_the_embedded_default_starts_a_local_ray(tmp_path):
+    proc = run_alone("run", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "launch plan for cpu (cpu, Ray resource CPU)" in proc.stdout and proc.stdout.count(" ok\n") == 8
     assert "nothing was trained" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_run_checks_the_config_first(tmp_path):
-    result = run_process("run", "--config", str(REFERENCE), "hardware=ascend910b", "trainer.use_torch_compile=true", cwd=tmp_path)
-    assert result.code == 2 and "torch.compile cannot be used for training on ascend910b" in result.err
+    proc = run_alone("run", "--config", str(REFERENCE), "hardware=ascend910b", "trainer.use_torch_compile=true", cwd=tmp_path)
+    assert proc.returncode == 2 and "torch.compile cannot be used for training on ascend910b" in proc.stderr and "Traceback" not in proc.stderr

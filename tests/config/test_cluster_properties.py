@@ -2,23 +2,14 @@
 through the real resolution pipeline: every device is accounted for exactly once, the trainer
 fits one node or fills whole nodes, and a config is refused exactly when the split is impossible."""
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import MINIMAL
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.errors import ConfigError
 
 PER_NODE = {"a100": 8, "ascend910b": 8, "ascend910c": 16, "cpu": 8}
-
-
-@pytest.fixture(scope="module")
-def run_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("cluster") / "run.yaml"
-    path.write_text(MINIMAL)
-    return path
 
 
 @st.composite
@@ -35,7 +26,7 @@ def shapes(draw):
     }
 
 
-def resolve_shape(run_file, s):
+def resolve_shape(minimal_file, s):
     overrides = (
         f"hardware={s['profile']}",
         f"mode={s['mode']}",
@@ -45,7 +36,7 @@ def resolve_shape(run_file, s):
         f"explorer.rollout_model.tensor_parallel_size={s['tp']}",
         f"explorer.rollout_model.pipeline_parallel_size={s['pp']}",
     )
-    return resolve(Request(run_file, overrides))
+    return resolve(Request(minimal_file, overrides))
 
 
 def possible(s) -> bool:
@@ -63,9 +54,9 @@ def possible(s) -> bool:
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=shapes())
-def test_every_device_is_counted_once(run_file, s):
+def test_every_device_is_counted_once(minimal_file, s):
     try:
-        cluster = resolve_shape(run_file, s).config.cluster
+        cluster = resolve_shape(minimal_file, s).config.cluster
     except ConfigError as exc:
         assert not possible(s), exc.report()
         assert all("engine_num" in i.key or "tensor_parallel_size" in i.key for i in exc.issues if i.severity == "error"), exc.report()

@@ -3,11 +3,9 @@ invented, no node is given more than it has free, a STRICT_PACK group sits on on
 that does not fit takes nothing, and an engine is never split into two bundles on one node.
 A plan derived for a cluster fits that cluster whenever its engines tile the nodes."""
 
-import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import MINIMAL
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.errors import ConfigError
@@ -78,13 +76,6 @@ def test_a_group_that_does_not_fit_takes_nothing(nodes, plan):
 
 # --- plans derived from configs, on the cluster they were derived for ----------------------
 
-@pytest.fixture(scope="module")
-def run_file(tmp_path_factory):
-    path = tmp_path_factory.mktemp("feasible") / "run.yaml"
-    path.write_text(MINIMAL)
-    return path
-
-
 @st.composite
 def shapes(draw):
     per_node = draw(st.sampled_from([2, 4, 8]))
@@ -99,13 +90,13 @@ def shapes(draw):
 
 @settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(s=shapes())
-def test_a_derived_plan_fits_its_cluster_and_never_splits_an_engine_on_a_node(run_file, s):
+def test_a_derived_plan_fits_its_cluster_and_never_splits_an_engine_on_a_node(minimal_file, s):
     overrides = (
         "hardware=ascend910b", f"mode={s['mode']}", f"cluster.node_num={s['node_num']}", f"cluster.gpu_per_node={s['per_node']}",
         f"explorer.rollout_model.engine_num={s['engine_num']}", f"explorer.rollout_model.tensor_parallel_size={s['tp']}",
     )
     try:
-        plan = build_plan(resolve(Request(run_file, overrides)).config)
+        plan = build_plan(resolve(Request(minimal_file, overrides)).config)
     except ConfigError:
         assume(False)  # the split itself is impossible (tests/config/test_cluster_properties.py)
     cpus = 2 * s["per_node"] + 2  # colocated bundles hold two processes; explorer and synchronizer run loose

@@ -13,7 +13,7 @@ import pytest
 import ray
 from ray.util import placement_group_table
 
-from tests.conftest import MINIMAL
+from tests.conftest import MINIMAL, ray_cluster
 from trinity.launch.launcher import Launch
 
 # A second driver: holds both nodes whole until its stdin closes.
@@ -30,14 +30,8 @@ sys.stdin.read()
 
 @pytest.fixture(scope="module")
 def cluster():
-    from ray.cluster_utils import Cluster
-
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    for _ in range(2):
-        c.add_node(num_cpus=4, resources={"NPU": 8})
-    c.wait_for_nodes()
-    yield c
-    c.shutdown()
+    with ray_cluster({"num_cpus": 0}, *[{"num_cpus": 4, "resources": {"NPU": 8}}] * 2) as c:
+        yield c
 
 
 @pytest.fixture

@@ -6,19 +6,14 @@ import os
 import pytest
 import ray
 
-from tests.conftest import MINIMAL, REFERENCE
+from tests.conftest import MINIMAL, REFERENCE, ray_cluster
 from trinity.launch.launcher import Launch
-
 
 
 @pytest.fixture(scope="module")
 def node():
-    from ray.cluster_utils import Cluster
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 12, "num_gpus": 8, "resources": {"NPU": 8}})
-    yield c
-    c.shutdown()
+    with ray_cluster({"num_cpus": 12, "num_gpus": 8, "resources": {"NPU": 8}}) as c:
+        yield c
 
 
 @pytest.mark.parametrize("profile,device,visible_env", [("ascend910b", "npu", "ASCEND_RT_VISIBLE_DEVICES"), ("a100", "cuda", "CUDA_VISIBLE_DEVICES")])
