@@ -57,7 +57,9 @@ def test_render_json_through_a_real_process(tmp_path):
 
 
 def run_alone(*args: str, cwd) -> subprocess.CompletedProcess:
-    """`python -m trinity ARGS` with a Ray temp dir of its own, so no other Ray on this machine is found and joined."""
+    """`python -m trinity ARGS` with a Ray temp dir of its own, so the cluster a `ray start` recorded in /tmp/ray
+    is not joined. Ray's `auto` still joins any other Ray process it finds running here: these tests need a
+    machine where no one else runs Ray (CI does)."""
     ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths live under it
     env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp}
     try:
