@@ -6,7 +6,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "trinity"
-RANK = {"errors": 0, "paths": 0, "platforms": 1, "utils": 2, "config": 3, "launch": 4, "runtime": 5, "cli": 6, "__main__": 7}
+# demo (the embedded demo's assets) sits with the runtime: only the cli imports it.
+RANK = {"errors": 0, "paths": 0, "platforms": 1, "utils": 2, "config": 3, "launch": 4, "runtime": 5, "demo": 5, "cli": 6, "__main__": 7}
 
 
 def _layer(parts: tuple[str, ...]) -> str:
