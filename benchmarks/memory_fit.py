@@ -54,7 +54,7 @@ def in_process(repeat: int) -> dict:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as the CLI does
     from trinity import paths
     from trinity.config.compose import Request
-    from trinity.config.errors import ConfigError
+    from trinity.errors import ConfigError
     from trinity.config.profiles import available
     from trinity.config.resolve import resolve
 

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.platforms.detect import detect  # noqa: E402
-from trinity.platforms.doctor import diagnose  # noqa: E402
+from trinity.cli.doctor import diagnose  # noqa: E402
 from trinity.utils import device  # noqa: E402
 
 from smoke_train import train_check  # noqa: E402

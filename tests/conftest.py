@@ -5,16 +5,23 @@ import os
 import subprocess
 import sys
 import textwrap
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from trinity.cli.main import main
 
 # Real Ray in tests: no auth token files, no usage reporting.
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+
+# Property tests: 150 examples each; scripts/mutation.sh runs every surviving mutant against them, so it asks for fewer.
+settings.register_profile("trinity", max_examples=150, deadline=None)
+settings.register_profile("mutation", max_examples=25, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "trinity"))
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
@@ -61,6 +68,29 @@ def write(tmp_path):
         return path
 
     return _write
+
+
+@pytest.fixture(scope="module")
+def minimal_file(tmp_path_factory):
+    """A run config with nothing but a model path, for tests that vary everything by overrides."""
+    path = tmp_path_factory.mktemp("minimal") / "run.yaml"
+    path.write_text(MINIMAL)
+    return path
+
+
+@contextmanager
+def ray_cluster(head: dict, *nodes: dict):
+    """A real Ray cluster of simulated nodes on this machine (ray.cluster_utils.Cluster), shut down on exit."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args=head)
+    try:
+        for node in nodes:
+            cluster.add_node(**node)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        cluster.shutdown()
 
 
 def run_process(*args: str, cwd: Path, env: dict | None = None) -> Result:

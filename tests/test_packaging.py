@@ -9,7 +9,6 @@ import pytest
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory):
-    pytest.importorskip("hatchling")
     out = tmp_path_factory.mktemp("wheel")
     repo = __import__("pathlib").Path(__file__).resolve().parents[1]
     subprocess.run(

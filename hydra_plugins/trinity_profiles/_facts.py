@@ -11,7 +11,7 @@ from hydra.errors import ConfigCompositionException
 
 from trinity import paths
 from trinity.config.compose import Request
-from trinity.config.errors import ConfigError, undotted
+from trinity.errors import ConfigError, undotted
 from trinity.config.explain import explain
 from trinity.config.merge import get_path
 from trinity.config.profiles import available, stamp

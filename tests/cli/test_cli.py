@@ -41,8 +41,10 @@ def test_config_commands_import_no_heavy_packages(tmp_path):
 
 
 def test_render_creates_no_files_or_folders(tmp_path):
-    run_process("config", "render", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path)
-    run_process("config", "validate", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path)
+    render = run_process("config", "render", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path)
+    validate = run_process("config", "validate", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path)
+    assert render.code == 0 and "sync_method: hccl" in render.out, render.err
+    assert validate.code == 0 and validate.out == "valid for ascend910b (npu): 1 warning(s)\n", validate.err
     assert list(tmp_path.iterdir()) == []  # not even ./checkpoints
 
 
@@ -53,5 +55,5 @@ def test_render_json_through_a_real_process(tmp_path):
 
 
 def test_run_checks_the_config_first(tmp_path):
-    result = run_process("run", "--config", str(REFERENCE), "hardware=ascend910b", "trainer.use_torch_compile=true", cwd=tmp_path)
-    assert result.code == 2 and "torch.compile cannot be used for training on ascend910b" in result.err
+    proc = run_alone("run", "--config", str(REFERENCE), "hardware=ascend910b", "trainer.use_torch_compile=true", cwd=tmp_path)
+    assert proc.returncode == 2 and "torch.compile cannot be used for training on ascend910b" in proc.stderr and "Traceback" not in proc.stderr

@@ -156,7 +156,7 @@ def test_explore_mode_needs_rollout_to_fit(render):
     cluster = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 8\n", "hardware=a100")[1]["cluster"]
     assert (cluster["rollout_gpu_num"], cluster["trainer_gpu_num"]) == (8, 0)
     result, _ = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 9\n", "hardware=a100")
-    assert "rollout needs 9 devices but the cluster has 8" in result.err
+    assert result.code == 2 and "error: run.yaml:6:5: explorer.rollout_model.engine_num: rollout needs 9 devices but the cluster has 8" in result.err
 
 
 def test_derived_counts_may_not_be_contradicted(render):
@@ -178,9 +178,14 @@ def test_prompt_budget_and_rollout_model_are_filled(render):
     assert cfg["model"]["critic_model_path"] == "/m"  # upstream's default
 
 
+def test_a_prompt_budget_you_set_is_kept(render):
+    result, cfg = render("model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n  max_prompt_tokens: 100\n", "hardware=a100")
+    assert result.code == 0 and cfg["model"]["max_prompt_tokens"] == 100
+
+
 def test_response_longer_than_context_is_an_error(render):
     result, _ = render("model:\n  model_path: /m\n  max_model_len: 1024\n  max_response_tokens: 1024\n")
-    assert "model.max_response_tokens: 1024 leaves no room for a prompt in model.max_model_len=1024" in result.err
+    assert result.code == 2 and "error: run.yaml:4:3: model.max_response_tokens: 1024 leaves no room for a prompt in model.max_model_len=1024" in result.err
 
 
 
@@ -317,6 +322,14 @@ def test_env_when_blocks_follow_the_config(render):
     assert colocate["HCCL_HOST_SOCKET_PORT_RANGE"] == "auto" and colocate["HCCL_NPU_SOCKET_PORT_RANGE"] == "auto"
 
 
+def test_an_env_when_block_never_replaces_what_you_wrote(render, cli, write):
+    text = "explorer:\n  rollout_model:\n    enforce_eager: false\nenv:\n  rollout:\n    TASK_QUEUE_ENABLE: '7'\n"
+    result, cfg = render(text, "hardware=ascend910b")
+    assert result.code == 0 and cfg["env"]["rollout"]["TASK_QUEUE_ENABLE"] == "7"
+    explained = cli("config", "render", "-c", write("run.yaml", MINIMAL + text), "hardware=ascend910b", "--explain", "env.rollout.TASK_QUEUE_ENABLE")
+    assert explained.code == 0 and explained.out.startswith("env.rollout.TASK_QUEUE_ENABLE = '7'\n") and "env_when" not in explained.out
+
+
 def test_collective_timeout_covers_the_sync_timeout(render):
     env = render("synchronizer:\n  sync_timeout: 3600\n", "hardware=ascend910b")[1]["env"]["common"]
     assert env["HCCL_EXEC_TIMEOUT"] == "3600"
@@ -365,3 +378,49 @@ def test_accelerator_profiles_keep_flash_attention_and_vllm(render):
 def test_fsdp1_on_the_cpu_profile_is_refused_with_the_reason(cli, write):
     result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: fsdp\n"), "hardware=cpu")
     assert result.code == 2 and "'fsdp' does not run on cpu: FSDP1 syncs module states through an accelerator" in result.err and "allowed: fsdp2" in result.err
+# --- edges the mutation run found untested -------------------------------------------------
+
+def test_a_response_budget_without_a_context_length_derives_nothing(render):
+    result, cfg = render("model:\n  model_path: /m\n  max_response_tokens: 512\n", "hardware=a100")
+    assert result.code == 0 and cfg["model"]["max_prompt_tokens"] is None and cfg["explorer"]["rollout_model"]["max_model_len"] is None
+
+
+def test_a_rollout_model_path_you_set_is_kept(render):
+    result, cfg = render("explorer:\n  rollout_model:\n    model_path: /models/served\n", "hardware=a100")
+    assert result.code == 0 and cfg["explorer"]["rollout_model"]["model_path"] == "/models/served" and cfg["model"]["model_path"] == "/models/tiny"
+
+
+def test_a_collective_timeout_equal_to_the_sync_timeout_is_enough(render, cli, write):
+    mine, cfg = render("synchronizer:\n  sync_timeout: 1800\nenv:\n  common:\n    HCCL_EXEC_TIMEOUT: '1800'\n", "hardware=ascend910b")
+    assert mine.code == 0 and mine.err == "" and cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "1800"
+    named, cfg = render("env:\n  common:\n    HCCL_EXEC_TIMEOUT: auto\n", "hardware=ascend910b")
+    assert named.code == 0 and named.err == "" and cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "auto"  # not a number: yours, unchecked
+    # the profile's 1800 already covers a sync timeout of 1800: no rule rewrites it
+    path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_timeout: 1800\n")
+    explained = cli("config", "render", "-c", path, "hardware=ascend910b", "--explain", "env.common.HCCL_EXEC_TIMEOUT")
+    assert explained.code == 0 and explained.out.startswith("env.common.HCCL_EXEC_TIMEOUT = '1800'\n") and "rule" not in explained.out
+
+
+BARE_PROFILE = """name: bare
+description: a chip that says no without saying why
+facts:
+  vendor: none
+  device_type: cpu
+  chip: bare
+  ray_resource_key: CPU
+  ray_request: none
+  collective_backend: gloo
+  devices_per_node: 8
+  dtypes: [bfloat16, float32]
+  torch_compile_training: false
+  trainer_strategies: [fsdp2]
+"""
+
+
+def test_a_refusal_without_a_reason_in_the_profile(cli, write, tmp_path):
+    write("profiles/bare.yaml", BARE_PROFILE)
+    path = write("run.yaml", MINIMAL + "trainer:\n  use_torch_compile: true\n  trainer_strategy: fsdp\n")
+    result = cli("config", "validate", "-c", path, "hardware=bare", "--profile-dir", tmp_path / "profiles")
+    assert result.code == 2
+    assert "error: run.yaml:4:3: trainer.use_torch_compile: torch.compile cannot be used for training on bare: the hardware profile says it is unsupported\n" in result.err
+    assert "error: run.yaml:5:3: trainer.trainer_strategy: 'fsdp' does not run on bare\n    allowed: fsdp2\n" in result.err

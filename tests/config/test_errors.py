@@ -4,6 +4,11 @@ import pytest
 
 from tests.conftest import MINIMAL
 
+# The classic "billion laughs": 9 levels of 9-element lists, 9**8 (43 million) strings once expanded.
+BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
+    f"{name}: &{name} [{','.join([f'*{prev}'] * 9)}]\n" for prev, name in zip("abcdefgh", "bcdefghi")
+)
+
 # (file text, extra CLI args, lines that must all appear in stderr)
 CORPUS = {
     "top-level typo": (
@@ -25,6 +30,11 @@ CORPUS = {
         MINIMAL + "trainer:\n  save_interval: often\n",
         [],
         ["error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as an integer (got 'often')"],
+    ),
+    "quoted number where a whole number is wanted": (
+        MINIMAL + "trainer:\n  save_interval: '1.5'\n",
+        [],
+        ["error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as an integer (got '1.5')", "hint: write the number without quotes"],
     ),
     "quoted number where a number is wanted": (
         MINIMAL + "trainer:\n  grad_clip: '1.0x'\n",
@@ -118,6 +128,41 @@ CORPUS = {
         [],
         ["error: run.yaml:1:1: run config must be a mapping of keys, not a list"],
     ),
+    "alias bomb (billion laughs)": (
+        MINIMAL + BOMB,
+        [],
+        ["error: run.yaml:7:8: YAML aliases expand to more than 10,000 nodes at *d (an alias bomb?)", "hint: write the values out"],
+    ),
+    "recursive alias": (
+        MINIMAL + "a: &x [*x]\n",
+        [],
+        ["error: run.yaml:3:8: YAML alias *x refers to the collection that contains it (a recursive alias)"],
+    ),
+    "recursive alias in a mapping": (
+        MINIMAL + "trainer: &t\n  save_interval: 1\n  again: *t\n",
+        [],
+        ["error: run.yaml:5:10: YAML alias *t refers to the collection that contains it (a recursive alias)"],
+    ),
+    "nesting deeper than any config": (
+        MINIMAL + "x: " + "[" * 60 + "]" * 60 + "\n",
+        [],
+        ["error: run.yaml:3:53: YAML nested more than 50 levels deep"],
+    ),
+    "unknown section from an override": (
+        MINIMAL,
+        ["nonexist.key=3"],
+        ["error: override 'nonexist.key=3': nonexist: unknown key", "allowed: mode, project,"],
+    ),
+    "misspelled section from an override": (
+        MINIMAL,
+        ["trainr.save_interval=3"],
+        ["error: override 'trainr.save_interval=3': trainr: unknown key", "hint: did you mean 'trainer'?"],
+    ),
+    "unknown section added by an override's mapping": (
+        MINIMAL,
+        ["+trainr={save_interval: 3}"],
+        ["error: override '+trainr={save_interval: 3}': trainr: unknown key", "hint: did you mean 'trainer'?"],
+    ),
     "stage error is located in the stage": (
         MINIMAL + "stages:\n  - stage_name: warmup\n    mode: train\n    trainer:\n      save_intervall: 3\n",
         [],
@@ -134,6 +179,8 @@ def test_bad_input_is_reported_precisely(cli, write, case):
     assert result.code == 2, result.err
     assert result.out == ""
     assert "Traceback" not in result.err
+    if case == "wrong type":  # 'often' is no number: the unquote hint would mislead
+        assert "write the number without quotes" not in result.err
     for line in expected:
         assert line in result.err, f"{line!r} not in:\n{result.err}"
 

@@ -69,18 +69,53 @@ def test_diff_against_a_saved_render(cli, tmp_path):
     assert result.code == 1 and "~ trainer.save_interval: 100 -> 10" in result.out
 
 
-def test_planted_secret_never_appears(cli, write):
-    path = write("run.yaml", MINIMAL + "env:\n  common:\n    HF_TOKEN: hf_PLANTED\nmonitor:\n  monitor_args:\n    api_key: PLANTED_KEY\n")
-    outputs = []
+PLANTED = MINIMAL + "env:\n  common:\n    HF_TOKEN: hf_PLANTED\nexplorer:\n  env_vars:\n    WANDB_API_KEY: PLANTED_WANDB\nmonitor:\n  monitor_args:\n    api_key: PLANTED_KEY\n"
+SITE_PROFILE = "extends: cpu\ndescription: with a token\nenv:\n  common:\n    HF_TOKEN: hf_PLANTED_IN_PROFILE\n"
+
+
+def planted_commands(path):
+    """(arguments, exit code, text the output must hold) for every command that prints a config, a plan or a profile."""
+    commands = []
     for fmt in ("yaml", "json"):
-        outputs.append(cli("config", "render", "-c", path, "--format", fmt))
-        outputs.append(cli("config", "render", "-c", path, "--explain", "--format", fmt if fmt == "json" else "yaml"))
-        outputs.append(cli("config", "render", "-c", path, "--explain", "env", "monitor"))
+        commands.append((("config", "render", "-c", path, "--format", fmt), 0, "***"))
+        commands.append((("config", "render", "-c", path, "--explain", "--format", fmt), 0, "***"))
+    commands.append((("config", "render", "-c", path, "--explain", "env", "monitor"), 0, "env.common.HF_TOKEN = '***'"))
     for fmt in ("text", "json"):
-        outputs.append(cli("config", "diff", "-c", path, "--vs", "env.common.HF_TOKEN=hf_OTHER_PLANTED", "--format", fmt))
-        outputs.append(cli("config", "validate", "-c", path, "--format", fmt))
-    for result in outputs:
-        assert "PLANTED" not in result.out + result.err
+        commands.append((("config", "diff", "-c", path, "--vs", "env.common.HF_TOKEN=hf_OTHER_PLANTED", "--format", fmt), 0, "HF_TOKEN=***"))
+        commands.append((("config", "validate", "-c", path, "--format", fmt), 0, "cpu"))
+        commands.append((("run", "-c", path, "--dry-run", "--format", fmt), 0, "HF_TOKEN"))
+        commands.append((("profile", "show", "site", "--profile-dir", "site", "--format", fmt), 0, "***"))
+    return commands
+
+
+def test_planted_secret_never_appears(cli, write):
+    path = write("run.yaml", PLANTED)
+    write("site/site.yaml", SITE_PROFILE)
+    for args, code, promised in planted_commands(path):
+        result = cli(*args)
+        assert result.code == code, (args, result.err)
+        assert promised in result.out + result.err, (args, result.out)
+        assert "PLANTED" not in result.out + result.err, (args, result.out + result.err)
+
+
+def test_secrets_are_shown_when_asked(cli, write):
+    path = write("run.yaml", PLANTED)
+    write("site/site.yaml", SITE_PROFILE)
     shown = cli("config", "render", "-c", path, "--explain", "env.common.HF_TOKEN", "--show-secrets")
-    assert "hf_PLANTED" in shown.out
-    assert json.loads(cli("config", "render", "-c", path, "--format", "json", "--show-secrets").out)["env"]["common"]["HF_TOKEN"] == "hf_PLANTED"
+    assert shown.code == 0 and "hf_PLANTED" in shown.out
+    rendered = cli("config", "render", "-c", path, "--format", "json", "--show-secrets")
+    assert rendered.code == 0 and rendered.json()["env"]["common"]["HF_TOKEN"] == "hf_PLANTED"
+    plan = cli("run", "-c", path, "--dry-run", "--format", "json", "--show-secrets")
+    assert plan.code == 0 and {a["env"]["WANDB_API_KEY"] for a in plan.json()["actors"] if a["role"] == "rollout"} == {"PLANTED_WANDB"}
+    text = cli("run", "-c", path, "--dry-run", "--show-secrets")
+    assert text.code == 0 and "HF_TOKEN=hf_PLANTED" in text.out and "WANDB_API_KEY=PLANTED_WANDB" in text.out
+    profile = cli("profile", "show", "site", "--profile-dir", "site", "--show-secrets")
+    assert profile.code == 0 and 'env.common.HF_TOKEN: "hf_PLANTED_IN_PROFILE"' in profile.out
+
+
+def test_a_credential_of_the_wrong_type_is_not_echoed(cli, write):
+    path = write("run.yaml", MINIMAL + "env:\n  common:\n    HF_TOKEN: 1234567890\n")
+    result = cli("config", "validate", "-c", path)
+    assert result.code == 2
+    assert "error: run.yaml:5:5: env.common.HF_TOKEN: input should be a valid string (got '***')" in result.err and "hint: quote it: '***'" in result.err
+    assert "1234567890" not in result.err

@@ -57,7 +57,6 @@ def test_missing_target(cli, tmp_path):
 
 
 def test_names_are_checked_against_the_installed_ray(cli, write, monkeypatch):
-    pytest.importorskip("ray")
     renamed = RayAccelerator("GPU", "CUDA_DEVICES_RENAMED", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES", "ray/_private/accelerators/nvidia_gpu.py")
     monkeypatch.setattr(lint_module, "ray_accelerators", lambda: {**ray_accelerators(), "GPU": [renamed]})
     result = cli("profile", "lint", write("site/p.yaml", GOOD))

@@ -154,14 +154,18 @@ def test_failed_render_leaves_the_output_untouched(cli, write, tmp_path):
     assert target.read_text() == "old content\n"
 
 
-def test_render_and_validate_create_nothing(cli, tmp_path):
+def test_render_validate_and_diff_create_nothing(cli, tmp_path):
     before = sorted(tmp_path.rglob("*"))
-    cli("config", "render", "--config", REFERENCE, "hardware=ascend910b")
-    cli("config", "validate", "--config", REFERENCE, "hardware=ascend910b")
+    render = cli("config", "render", "--config", REFERENCE, "hardware=ascend910b")
+    validate = cli("config", "validate", "--config", REFERENCE, "hardware=ascend910b")
+    diff = cli("config", "diff", "--config", REFERENCE, "hardware=ascend910b", "--vs", "hardware=a100")
+    assert render.code == 0 and "device_type: npu" in render.out, render.err
+    assert validate.code == 0 and validate.out == "valid for ascend910b (npu): 1 warning(s)\n", validate.err
+    assert diff.code == 1 and "~ trainer.device: 'npu' -> 'cuda'" in diff.out, diff.err
     assert sorted(tmp_path.rglob("*")) == before
 
 
 def test_json_output_is_one_object_on_stdout(cli):
     result = cli("config", "render", "--config", REFERENCE, "hardware=ascend910b", "--format", "json")
-    assert isinstance(json.loads(result.out), dict)
+    assert result.code == 0 and json.loads(result.out)["hardware"]["name"] == "ascend910b"
     assert "warning:" in result.err and "warning" not in result.out

@@ -18,7 +18,7 @@ from pydantic_core import PydanticUndefined
 from tests.conftest import MINIMAL, REPO
 from trinity.config import upstream
 from trinity.config.compose import Request
-from trinity.config.errors import ConfigError
+from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
 from trinity.config.schema import RunConfig
 

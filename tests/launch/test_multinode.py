@@ -2,26 +2,16 @@
 nodes with 4 NPU and 4 GPU each. Every actor reports its node and visible devices; the launcher
 checks them against the plan."""
 
-import os
-
 import pytest
+import ray
 
-from tests.conftest import MINIMAL
-
-ray = pytest.importorskip("ray")
+from tests.conftest import MINIMAL, ray_cluster
 
 
 @pytest.fixture(scope="module")
 def cluster():
-    from ray.cluster_utils import Cluster
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 4})
-    for _ in range(3):
-        c.add_node(num_cpus=8, num_gpus=4, resources={"NPU": 4})
-    c.wait_for_nodes()
-    yield c
-    c.shutdown()
+    with ray_cluster({"num_cpus": 4}, *[{"num_cpus": 8, "num_gpus": 4, "resources": {"NPU": 4}}] * 3) as c:
+        yield c
 
 
 @pytest.fixture

@@ -93,7 +93,9 @@ def test_an_exported_variable_wins_and_is_marked():
 
 
 def test_dry_run_text(cli):
-    out = cli("run", "--config", REFERENCE, "hardware=ascend910b", "--dry-run").out
+    result = cli("run", "--config", REFERENCE, "hardware=ascend910b", "--dry-run")
+    assert result.code == 0, result.err
+    out = result.out
     assert "launch plan for ascend910b (npu, Ray resource NPU)" in out
     assert "trainer_node0  STRICT_PACK  2 x {NPU: 1, CPU: 1}" in out and "rollout        PACK         4 x {NPU: 1, CPU: 1}" in out
     assert "rollout.engine0      rollout       rollout[0]        num_cpus=1, resources={'NPU': 1}" in out
@@ -106,10 +108,52 @@ def test_dry_run_imports_no_ray_without_a_cluster(tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "False"
 
 
-@pytest.mark.parametrize("profile", ["ascend910b", "a100", "h200", "cpu"])
-def test_plan_json_is_the_contract(cli, profile):
-    plan = json.loads(cli("run", "--config", REFERENCE, f"hardware={profile}", "--dry-run", "--format", "json").out)
-    for group in plan["placement_groups"]:
-        assert set(group) == {"name", "strategy", "bundles"} and group["strategy"] in ("PACK", "STRICT_PACK")
+@pytest.mark.parametrize("profile,bundle", [("ascend910b", {"NPU": 1, "CPU": 1}), ("a100", {"GPU": 1, "CPU": 1}), ("h200", {"GPU": 1, "CPU": 1}), ("cpu", {"CPU": 1})])
+def test_plan_json_is_the_contract(cli, profile, bundle):
+    result = cli("run", "--config", REFERENCE, f"hardware={profile}", "--dry-run", "--format", "json")
+    assert result.code == 0, result.err
+    plan = result.json()
+    # the trainer takes whole nodes first (STRICT_PACK); rollout is never confined to one node (PACK)
+    assert [(g["name"], g["strategy"]) for g in plan["placement_groups"]] == [("trainer_node0", "STRICT_PACK"), ("rollout", "PACK")]
+    assert all(set(g) == {"name", "strategy", "bundles"} and set(map(json.dumps, g["bundles"])) == {json.dumps(bundle)} for g in plan["placement_groups"])
+    sizes = {g["name"]: len(g["bundles"]) for g in plan["placement_groups"]}
     for actor in plan["actors"]:
         assert {"name", "role", "placement_group", "bundle_index", "options", "env"} <= set(actor)
+        assert actor["placement_group"] is None or 0 <= actor["bundle_index"] < sizes[actor["placement_group"]]
+
+
+def actor_rows(plan: dict) -> list[tuple]:
+    return [(a["name"], a["placement_group"], a["bundle_index"], a["options"], a["devices"]) for a in plan["actors"]]
+
+
+def test_every_actor_of_a_colocated_plan(cli, write):
+    # colocate: each rollout engine takes the other half of consecutive trainer bundles, part by part
+    path = write("run.yaml", MINIMAL + "mode: colocate\nray_namespace: myns\nexplorer:\n  rollout_model:\n    engine_num: 2\n    tensor_parallel_size: 2\n")
+    result = cli("run", "-c", path, "hardware=ascend910b", "--dry-run", "--format", "json")
+    assert result.code == 0, result.err
+    plan = result.json()
+    assert (plan["namespace"], plan["visible_devices_env"], plan["device_type"]) == ("myns", "ASCEND_RT_VISIBLE_DEVICES", "npu")
+    assert plan["placement_groups"] == [{"name": "trainer_node0", "strategy": "STRICT_PACK", "bundles": [{"NPU": 1, "CPU": 2}] * 8}]
+    half = {"num_cpus": 1, "resources": {"NPU": 0.5}}
+    assert actor_rows(plan) == [
+        *[(f"trainer_node0.rank{r}", "trainer_node0", r, half, 0.5) for r in range(8)],
+        ("rollout.engine0.part0", "trainer_node0", 0, half, 0.5),
+        ("rollout.engine0.part1", "trainer_node0", 1, half, 0.5),
+        ("rollout.engine1.part0", "trainer_node0", 2, half, 0.5),
+        ("rollout.engine1.part1", "trainer_node0", 3, half, 0.5),
+        ("explorer", None, None, {"num_cpus": 1}, 0),
+    ]
+
+
+def test_every_actor_of_a_plan_in_both_mode(cli, write):
+    result = cli("run", "-c", write("run.yaml", MINIMAL), "hardware=ascend910b", "--dry-run", "--format", "json")
+    assert result.code == 0, result.err
+    plan = result.json()
+    one = {"num_cpus": 1, "resources": {"NPU": 1}}
+    assert plan["namespace"] == "Trinity-RFT/rft"  # <project>/<name> without ray_namespace
+    assert actor_rows(plan) == [
+        *[(f"trainer_node0.rank{r}", "trainer_node0", r, one, 1) for r in range(7)],
+        ("rollout.engine0", "rollout", 0, one, 1),
+        ("explorer", None, None, {"num_cpus": 1}, 0),
+        ("synchronizer", None, None, {"num_cpus": 1}, 0),
+    ]

@@ -7,13 +7,13 @@ CUDA_VISIBLE_DEVICES to actors that ask, exactly as on a real node.
 import os
 
 import pytest
+import ray
 
 from tests.conftest import REFERENCE
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.launch.runtime_env import runtime_env
 
-ray = pytest.importorskip("ray")
 
 
 @pytest.fixture(scope="module")

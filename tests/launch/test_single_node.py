@@ -4,20 +4,16 @@
 import os
 
 import pytest
+import ray
 
-from tests.conftest import REFERENCE
-
-ray = pytest.importorskip("ray")
+from tests.conftest import MINIMAL, REFERENCE, ray_cluster
+from trinity.launch.launcher import Launch
 
 
 @pytest.fixture(scope="module")
 def node():
-    from ray.cluster_utils import Cluster
-
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
-    c = Cluster(initialize_head=True, head_node_args={"num_cpus": 12, "num_gpus": 8, "resources": {"NPU": 8}})
-    yield c
-    c.shutdown()
+    with ray_cluster({"num_cpus": 12, "num_gpus": 8, "resources": {"NPU": 8}}) as c:
+        yield c
 
 
 @pytest.mark.parametrize("profile,device,visible_env", [("ascend910b", "npu", "ASCEND_RT_VISIBLE_DEVICES"), ("a100", "cuda", "CUDA_VISIBLE_DEVICES")])
@@ -41,3 +37,24 @@ def test_text_run_shows_plan_and_placements(cli, node, monkeypatch):
     assert result.code == 0, result.err
     assert "fits the cluster:" in result.out and "rollout.engine0" in result.out
     assert result.out.count(" ok\n") == 9  # 1 rollout engine, 5 trainer ranks (6 - 1), explorer, synchronizer, buffer
+
+
+def test_a_real_run_masks_credentials_and_the_actors_still_get_them(cli, node, write, monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", node.address)
+    inside = []  # what each actor's process holds in HF_TOKEN, asked before the launch tears down
+    placements = Launch.placements
+
+    def ask_then_check(self):
+        inside.append({name: ray.get(actor.__ray_call__.remote(lambda _: os.environ.get("HF_TOKEN"))) for name, actor in self.actors.items()})
+        return placements(self)
+
+    monkeypatch.setattr(Launch, "placements", ask_then_check)
+    path = write("run.yaml", MINIMAL + "explorer:\n  env_vars:\n    HF_TOKEN: hf_PLANTED\n")
+    text = cli("run", "--placement-only", "-c", path, "hardware=ascend910b")
+    as_json = cli("run", "--placement-only", "-c", path, "hardware=ascend910b", "--format", "json")
+    assert text.code == 0 and as_json.code == 0, text.err + as_json.err
+    assert " HF_TOKEN=*** TRINITY_DEVICE=npu" in text.out and text.out.count(" ok\n") == 11
+    assert {a["env"]["HF_TOKEN"] for a in as_json.json()["plan"]["actors"] if a["role"] == "rollout"} == {"***"}
+    assert "PLANTED" not in text.out + text.err + as_json.out + as_json.err
+    for run in inside:
+        assert run["rollout.engine0"] == "hf_PLANTED" and run["trainer_node0.rank0"] is None

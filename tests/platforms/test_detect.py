@@ -10,7 +10,7 @@ from tests.fakes import fake_machine
 from trinity import paths
 from trinity.config.auto import auto_profile
 from trinity.config.compose import Request
-from trinity.config.errors import ConfigError
+from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
 from trinity.platforms.detect import detect
 

@@ -1,14 +1,11 @@
 """Platform records agree with the Ray that is installed, and with every shipped profile."""
 
-import pytest
-
 from trinity import paths
 from trinity.config.profiles import available, load_profile
 from trinity.platforms import PLATFORMS, SHARED_FACTS, accelerator_keys
 
 
 def test_records_match_rays_accelerator_managers():
-    pytest.importorskip("ray")
     from ray._private.accelerators import get_accelerator_manager_for_resource
 
     for platform in PLATFORMS.values():

@@ -10,7 +10,7 @@ from hypothesis import given, strategies as st
 from tests.conftest import REPO
 from tests.fakes import fake_machine
 from trinity import paths
-from trinity.platforms.doctor import diagnose
+from trinity.cli.doctor import diagnose
 from trinity.platforms.versions import CANN, KNOWN, VLLM, pair_problems, release
 
 

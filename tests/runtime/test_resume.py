@@ -3,7 +3,7 @@
 import pytest
 
 from trinity.config.compose import Request
-from trinity.config.errors import ConfigError
+from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
 from trinity.runtime.run import _resume_point
 from trinity.runtime.run_dir import Checkpoint, RunDir

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from trinity.config.errors import ConfigError
+from trinity.errors import ConfigError
 from trinity.runtime.run_dir import Checkpoint, RunDir, config_hash
 
 

@@ -3,7 +3,7 @@
 import pytest
 
 from trinity.config.compose import Request
-from trinity.config.errors import ConfigError
+from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
 from trinity.runtime.factory import role_factory
 from trinity.runtime.trainer.rank import TrainerRank

@@ -5,7 +5,7 @@ import pytest
 from tests.conftest import REFERENCE
 from tests.fakes import fake_machine
 from trinity.config.compose import Request
-from trinity.config.errors import ConfigError
+from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
 from trinity.utils import device
 

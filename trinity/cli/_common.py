@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import yaml
 
 from ..config.compose import Request
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from ..utils.atomic import write_text_atomic
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 
 def doctor_cmd(args: argparse.Namespace) -> int:
     """Print the report; exit 1 when it found an error-level problem."""
-    from ..platforms.doctor import diagnose, render_text
+    from .doctor import diagnose, render_text
 
     report = diagnose(dirs=paths.profile_dirs(tuple(args.profile_dir)))
     print(json.dumps(report, indent=2) if args.format == "json" else render_text(report), end="" if args.format == "text" else "\n")

@@ -9,7 +9,7 @@ import traceback
 # distribution's metadata: ~40 ms of a ~350 ms `trinity config render` (benchmarks/).
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
-from ..config.errors import ConfigError  # noqa: E402
+from ..errors import ConfigError  # noqa: E402
 from . import config_cmd, doctor_cmd, plan_cmd, profile_cmd, run_cmd  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2

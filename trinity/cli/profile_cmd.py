@@ -5,10 +5,11 @@ import json
 from pathlib import Path
 
 from .. import paths
-from ..config.errors import dotted
 from ..config.merge import leaves
 from ..config.profiles import available, load_profile
+from ..config.redact import redact
 from ..config.sources.yaml_file import display_path
+from ..errors import dotted
 from ._common import (
     TEXT_OR_JSON,
     add_format_option,
@@ -29,6 +30,7 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     show.add_argument("name", metavar="NAME")
     add_profile_dir_option(show)
     add_format_option(show, TEXT_OR_JSON)
+    show.add_argument("--show-secrets", action="store_true", help="do not mask values of env vars named like TOKEN, KEY, SECRET, PASSWORD")
     show.set_defaults(run=show_cmd)
     check = group.add_parser("lint", parents=[parent], help="check profiles: schema, extends, env names, facts, Ray's names")
     check.add_argument("targets", nargs="*", type=Path, metavar="PATH", help="profile files or folders (default: every profile in use)")
@@ -70,6 +72,7 @@ def show_cmd(args: argparse.Namespace) -> int:
     """Print one profile, every value with the file and line it came from."""
     loaded = load_profile(args.name, paths.profile_dirs(tuple(args.profile_dir)))
     data = loaded.profile.model_dump(mode="json")
+    data = data if args.show_secrets else redact(data)
     rows = [(dotted(p), json.dumps(v), loaded.where(p)) for p, v in leaves(data) if p and not isinstance(v, (list, dict))]
     if args.format == "json":
         sources = {key: where for key, _, where in rows}

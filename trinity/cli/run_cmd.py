@@ -6,7 +6,7 @@ import signal
 import sys
 from dataclasses import asdict
 
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,
@@ -29,6 +29,7 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
     run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for each placement group and for the actors to start (default: 60)")
     run.add_argument("--quiet", action="store_true", help="no progress bar or lines (the summary and errors are still printed)")
     run.add_argument("--force", action="store_true", help="resume even when the saved config differs in a key that changes the run")
+    run.add_argument("--show-secrets", action="store_true", help="print credential-like env values (the actors get them either way)")
     run.set_defaults(run=run_cmd)
 
 
@@ -117,14 +118,14 @@ def _ensure_demo(args: argparse.Namespace) -> None:
 
 def _show(args: argparse.Namespace, plans: list) -> int:
     """Print each stage's plan; a plan that does not fit is an error (exit 2) with the explanation."""
-    from ..launch.show import plan_text
+    from ..launch.show import plan_data, plan_text
 
     if args.format == "json":
-        docs = [plan.as_dict() | ({"feasibility": {"ok": f.ok, "lines": list(f.lines)}} if f else {}) for _, plan, f in plans]
+        docs = [plan_data(plan, args.show_secrets) | ({"feasibility": {"ok": f.ok, "lines": list(f.lines)}} if f else {}) for _, plan, f in plans]
         print(json.dumps(docs[0] if len(docs) == 1 else {"stages": [{"stage": n} | d for (n, _, _), d in zip(plans, docs)]}, indent=2))
     else:
         for name, plan, feasibility in plans:
-            print((f"stage {name}: " if name else "") + plan_text(plan, feasibility), end="" if len(plans) == 1 else "\n")
+            print((f"stage {name}: " if name else "") + plan_text(plan, feasibility, args.show_secrets), end="" if len(plans) == 1 else "\n")
     bad = [line for _, _, f in plans if f and not f.ok for line in f.lines]
     if bad:
         raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(bad))])
@@ -135,7 +136,7 @@ def _placement_only(args: argparse.Namespace, config) -> int:
     """Create the groups, start every role (constructed lightly), check where each landed, remove everything."""
     from ..launch.launcher import Launch, check_live
     from ..launch.plan import build_plan
-    from ..launch.show import placements_text, plan_text
+    from ..launch.show import placements_text, plan_data, plan_text
     from ..runtime.roles import Role
 
     plan = build_plan(config)
@@ -143,13 +144,13 @@ def _placement_only(args: argparse.Namespace, config) -> int:
     if not feasibility.ok:
         return _show(args, [(None, plan, feasibility)])
     if args.format == "text":
-        print(plan_text(plan, feasibility))
+        print(plan_text(plan, feasibility, args.show_secrets))
     with Launch(plan, args.timeout) as launch:
         launch.create_groups()
         launch.start_actors(lambda spec: (Role, ()))  # every role's base process: it reports placement and environment only
         placements = launch.placements()
     if args.format == "json":
-        print(json.dumps({"plan": plan.as_dict(), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))
+        print(json.dumps({"plan": plan_data(plan, args.show_secrets), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))
     else:
         print(placements_text(placements), end="")
     bad = [p for p in placements if p.problem]
@@ -163,7 +164,7 @@ def _train(args: argparse.Namespace, resolved) -> int:
     from ..runtime.run import RunOptions, run_dir_of, train
     from ..runtime.stage import RoleFailed
 
-    show = _Shown(args.format, args.quiet)
+    show = _Shown(args.format, args.quiet, args.show_secrets)
     try:
         summaries = train(resolved, RunOptions(args.timeout, args.quiet, args.force), show)
     except RoleFailed as exc:
@@ -180,15 +181,15 @@ def _train(args: argparse.Namespace, resolved) -> int:
 class _Shown:
     """What `trinity run` prints of each stage's launch: the plan and placements as text, or kept for the JSON report."""
 
-    def __init__(self, fmt: str, quiet: bool):
-        self.fmt, self.quiet, self.launches = fmt, quiet, []
+    def __init__(self, fmt: str, quiet: bool, show_secrets: bool):
+        self.fmt, self.quiet, self.show_secrets, self.launches = fmt, quiet, show_secrets, []
 
     def plan(self, stage: str, plan, feasibility) -> None:
-        from ..launch.show import plan_text
+        from ..launch.show import plan_data, plan_text
 
-        self.launches.append({"stage": stage, "plan": plan.as_dict(), "feasibility": list(feasibility.lines)})
+        self.launches.append({"stage": stage, "plan": plan_data(plan, self.show_secrets), "feasibility": list(feasibility.lines)})
         if self.fmt == "text" and not self.quiet:
-            print(f"stage {stage}: " + plan_text(plan, feasibility), file=sys.stderr)
+            print(f"stage {stage}: " + plan_text(plan, feasibility, self.show_secrets), file=sys.stderr)
 
     def placements(self, placements) -> None:
         from ..launch.show import placements_text

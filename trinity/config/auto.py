@@ -3,8 +3,8 @@
 import re
 from pathlib import Path
 
+from ..errors import ConfigError, Issue
 from ..platforms.detect import Detection, Probes, detect
-from .errors import ConfigError, Issue
 from .profiles import LoadedProfile, available, load_profile
 
 AUTO = "auto"

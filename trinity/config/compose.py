@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .. import paths
+from ..errors import ConfigError, Issue
 from ..platforms.detect import Probes
 from .auto import AUTO, auto_profile
 from .defaults import schema_defaults
-from .errors import ConfigError, Issue
-from .merge import deep_merge, leaves
+from .merge import deep_merge, get_path, leaves
 from .profiles import LoadedProfile, load_profile
 from .provenance import Contribution, Provenance
 from .sources.overrides import HARDWARE, Override, parse_overrides
@@ -103,7 +103,7 @@ def apply_override(tree: dict, override: Override, provenance: Provenance) -> di
     """A new tree with one override applied (`~key` deletes, anything else sets)."""
     if override.path[0] == HARDWARE:
         raise _hardware_key_error(".".join(override.path), override.source)
-    tree = copy.deepcopy(tree)
+    before, tree = tree, copy.deepcopy(tree)
     parent, path = tree, []
     for part in override.path[:-1]:
         step = _step(parent, part, override)
@@ -122,7 +122,14 @@ def apply_override(tree: dict, override: Override, provenance: Provenance) -> di
         parent[last] = deep_merge(old, override.value) if merge else override.value
         for sub_path, value in leaves(override.value):
             provenance.add(full + sub_path, Contribution("override", override.source, value))
+        provenance.record_sections(_new_sections(before, full, override.value), override.source)
     return tree
+
+
+def _new_sections(before: dict, full: tuple, value: Any) -> list[tuple]:
+    """Sections the override brings into the tree (`nonexist` of `nonexist.key=3`): a problem there is the override's."""
+    inside = {leaf[:end] for leaf, _ in leaves(value, full) for end in range(1, len(leaf))}
+    return [path for path in inside if not isinstance(get_path(before, path), (dict, list))]
 
 
 def _step(parent: Any, part: str, override: Override) -> Any:

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import dotted
+from ..errors import dotted
 from .merge import flat
 
 ABSENT = "(absent)"

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from .errors import ConfigError, Issue, did_you_mean, dotted, undotted
+from ..errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from .merge import flat
 from .redact import MASK, is_secret_name
 from .resolve import ResolvedConfig

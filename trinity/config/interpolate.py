@@ -6,7 +6,7 @@ from typing import Any, Callable
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
 
-from .errors import ConfigError, Issue, dotted
+from ..errors import ConfigError, Issue, dotted
 from .merge import MISSING, leaves
 
 

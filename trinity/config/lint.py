@@ -5,9 +5,9 @@ from pathlib import Path
 from typing import Any
 
 from .. import paths
+from ..errors import ConfigError, Issue, split_source
 from ..platforms.ray_constants import ray_accelerators
 from .compose import Request
-from .errors import ConfigError, Issue, split_source
 from .profiles import LoadedProfile, available, load_profile
 from .resolve import resolve
 from .schema import RunConfig

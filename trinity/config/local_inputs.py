@@ -10,7 +10,7 @@ from pathlib import Path
 
 from .algorithms import ALGORITHMS
 from .derive.cluster import EXPLORING_MODES
-from .errors import Issue, dotted
+from ..errors import Issue, dotted
 from .resolve import ResolvedConfig
 from .schema import RunConfig
 

@@ -5,9 +5,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from ..errors import ConfigError, Issue, did_you_mean
 from ..paths import profile_files
 from ..platforms import SHARED_FACTS, get_platform
-from .errors import ConfigError, Issue, did_you_mean
 from .merge import deep_merge
 from .schema import HardwareProfile
 from .sources.yaml_file import Mark, YamlDoc, load_yaml, locate

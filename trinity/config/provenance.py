@@ -34,6 +34,11 @@ class Provenance:
         for path in _sections(tree):
             self.sections[path] = where(path)
 
+    def record_sections(self, paths: list[tuple], source: str) -> None:
+        """Record where sections were written that no recorded tree holds (those an override creates)."""
+        for path in paths:
+            self.sections[path] = source
+
     def add(self, path: tuple, contribution: Contribution) -> None:
         """Record one contribution."""
         self.by_path.setdefault(path, []).append(contribution)

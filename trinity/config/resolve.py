@@ -3,9 +3,9 @@
 from dataclasses import dataclass, replace
 from typing import Any, Optional
 
+from ..errors import ConfigError, Issue
 from .compose import Composed, Request, compose
 from .derive import derive
-from .errors import ConfigError, Issue
 from .interpolate import resolve_interpolations
 from .merge import deep_merge
 from .profiles import LoadedProfile

@@ -12,7 +12,7 @@ from typing import Optional
 import yaml
 
 from ..paths import data_dir
-from .errors import Issue
+from ..errors import Issue
 
 FATES = ("supported", "not yet", "internal")
 NOT_YET = "known Trinity-RFT key, not supported by trinity yet"

@@ -7,7 +7,8 @@ from typing import Any, Callable, Optional, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from .errors import ConfigError, Issue, did_you_mean, dotted
+from ..errors import ConfigError, Issue, did_you_mean, dotted
+from .redact import MASK, is_secret_name
 
 M = TypeVar("M", bound=BaseModel)
 Locate = Callable[[tuple], str]
@@ -48,9 +49,10 @@ def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple, kno
     if kind == "missing":
         return Issue("required, and no layer sets it", key=key, source=where, hint=f"set {key} in your run config or as {key}=VALUE")
     got = err.get("input")
-    message = f"{err['msg'][0].lower()}{err['msg'][1:]}" + ("" if isinstance(got, (dict, list)) else f" (got {got!r})")
+    shown = MASK if loc and is_secret_name(str(loc[-1])) else got  # a wrong credential is still a credential
+    message = f"{err['msg'][0].lower()}{err['msg'][1:]}" + ("" if isinstance(got, (dict, list)) else f" (got {shown!r})")
     allowed = _allowed(kind, ctx)
-    hint = did_you_mean(str(got), re.findall(r"'([^']*)'", allowed)) if kind == "literal_error" else _hint(kind, got)
+    hint = did_you_mean(str(shown), re.findall(r"'([^']*)'", allowed)) if kind == "literal_error" else _hint(kind, got, shown)
     return Issue(message, key=key, source=where, allowed=allowed, hint=hint)
 
 
@@ -61,11 +63,11 @@ def _allowed(kind: str, ctx: dict) -> str:
     return ", ".join(f"{sign} {ctx[name]}" for name, sign in bounds.items() if name in ctx)
 
 
-def _hint(kind: str, got: Any) -> str:
+def _hint(kind: str, got: Any, shown: Any) -> str:
     if kind == "string_pattern_mismatch":
         return "environment variable names are letters, digits and _, and do not start with a digit"
     if kind == "string_type" and isinstance(got, (int, float, bool)):
-        return f"quote it: '{got}'"
+        return f"quote it: '{shown}'"
     if kind.startswith(("int_", "float_")) and isinstance(got, str) and _is_number(got):
         return "write the number without quotes"
     return ""

@@ -3,7 +3,7 @@ forever), so this answers first, group by group, in the order the launcher creat
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterable, Optional
 
 from .plan import LaunchPlan, PlacementGroupSpec
 from .reconcile import Node
@@ -59,7 +59,7 @@ def check(plan: LaunchPlan, nodes: list[Node]) -> Feasibility:
         where = (_strict_pack if group.strategy == "STRICT_PACK" else _pack)(group, pool)
         if where is None:
             ok = False
-            lines.append(_failure(group, before, pool, plan.resource_key))
+            lines.append(_failure(group, pool))
         else:
             placement[group.name] = tuple(where)
             lines.append(_success(group, before, where, plan.resource_key))
@@ -68,7 +68,7 @@ def check(plan: LaunchPlan, nodes: list[Node]) -> Feasibility:
     if loose and not any(pool.fits(need, node) for node in pool.free):
         ok = False
         names = ", ".join(a.name for a in loose)
-        lines.append(f"{names} need{'s' if len(loose) == 1 else ''} {_fmt(need)} outside the groups; the nodes have {pool.listing('CPU')} CPU free: does not fit")
+        lines.append(f"{names} need{'s' if len(loose) == 1 else ''} {_fmt(need)} outside the groups; the nodes have {_free(pool, ['CPU'])}: does not fit")
     return Feasibility(ok, tuple(lines), placement)
 
 
@@ -100,12 +100,37 @@ def _success(group: PlacementGroupSpec, before: str, where: list[str], key: str)
     return f"{group.name} needs {_fmt(group.total())} in {group.strategy}; nodes have {before} {key} free: fits on {nodes} node{'s' if nodes > 1 else ''}"
 
 
-def _failure(group: PlacementGroupSpec, before: str, pool: _Pool, key: str) -> str:
+def _failure(group: PlacementGroupSpec, pool: _Pool) -> str:
+    """What the group needs and, for each resource that is short, how much of it each node has free."""
     total = group.total()
     if group.strategy == "STRICT_PACK":
-        largest = max((res.get(key, 0) for res in pool.free.values()), default=0)
-        return f"{group.name} needs {_fmt(total)} on one node ({group.strategy}); the largest free is {largest:g} {key}: does not fit"
-    return f"{group.name} needs {_fmt(total)} in {group.strategy} ({len(group.bundles)} bundles of {_fmt(group.bundles[0])}); nodes have {before} {key} free: does not fit"
+        short = [k for k in total if _largest(pool, k) + 1e-9 < total[k]]
+        head = f"{group.name} needs {_fmt(total)} on one node ({group.strategy})"
+        if short:
+            return f"{head}; the largest free is {' and '.join(f'{_largest(pool, k):g} {k}' for k in short)}: does not fit"
+        return f"{head}; no node has all of it free at once ({_free(pool, total)}): does not fit"
+    head = f"{group.name} needs {_fmt(total)} in {group.strategy} ({len(group.bundles)} bundles of {_fmt(group.bundles[0])})"
+    short = [k for k in total if _bundles_fitting(pool, group, k) < len(group.bundles)]
+    if short:
+        return f"{head}; nodes have {_free(pool, short)}: does not fit"
+    return f"{head}; nodes have {_free(pool, total)}, but not together on enough nodes: does not fit"
+
+
+def _largest(pool: _Pool, key: str) -> float:
+    return max((res.get(key, 0) for res in pool.free.values()), default=0)
+
+
+def _bundles_fitting(pool: _Pool, group: PlacementGroupSpec, key: str) -> int:
+    """How many of the group's bundles the nodes could hold if `key` were the only resource."""
+    per_bundle = max(b.get(key, 0) for b in group.bundles)
+    if per_bundle <= 0:
+        return len(group.bundles)
+    return int(sum((res.get(key, 0) + 1e-9) // per_bundle for res in pool.free.values()))
+
+
+def _free(pool: _Pool, keys: Iterable[str]) -> str:
+    """'4 and 0 CPU free', or '8 and 0 NPU, 0 and 8 CPU free'."""
+    return ", ".join(f"{pool.listing(k)} {k}" for k in keys) + " free"
 
 
 def _fmt(resources: dict[str, float]) -> str:

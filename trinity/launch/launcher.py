@@ -8,9 +8,9 @@ from dataclasses import dataclass, replace
 from typing import Callable, Optional
 
 from ..config.compose import Request, compose
-from ..config.errors import ConfigError, Issue
 from ..config.interpolate import resolve_interpolations
 from ..config.merge import get_path
+from ..errors import ConfigError, Issue
 from .feasibility import check
 from .plan import ActorSpec, LaunchPlan, run_namespace
 from .reconcile import Node, live_nodes

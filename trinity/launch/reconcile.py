@@ -8,10 +8,10 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from ..config.compose import ClusterLayer, Request, compose
-from ..config.errors import ConfigError, Issue
 from ..config.merge import get_path
 from ..config.provenance import WRITTEN
 from ..config.resolve import ResolvedConfig, resolve
+from ..errors import ConfigError, Issue
 from ..platforms import PLATFORMS, accelerator_keys
 
 

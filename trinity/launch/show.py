@@ -1,14 +1,21 @@
 """The launch plan, its feasibility and the actors' placements, for a person."""
 
-from typing import Optional
+from typing import Any, Optional
 
+from ..config.redact import redact
 from .feasibility import Feasibility
 from .launcher import Placement
 from .plan import LaunchPlan
 
 
-def plan_text(plan: LaunchPlan, feasibility: Optional[Feasibility] = None) -> str:
-    """Groups, actors and each role's environment as aligned tables."""
+def plan_data(plan: LaunchPlan, show_secrets: bool = False) -> dict[str, Any]:
+    """The plan as JSON-ready data, credential-like env values masked unless `show_secrets` (the actors get them all)."""
+    data = plan.as_dict()
+    return data if show_secrets else redact(data)
+
+
+def plan_text(plan: LaunchPlan, feasibility: Optional[Feasibility] = None, show_secrets: bool = False) -> str:
+    """Groups, actors and each role's environment as aligned tables; credential-like values masked unless `show_secrets`."""
     lines = [f"launch plan for {plan.hardware} ({plan.device_type}, Ray resource {plan.resource_key}), namespace {plan.namespace}", "", "placement groups:"]
     lines += _table(["NAME", "STRATEGY", "BUNDLES"], [[g.name, g.strategy, _bundles(g.bundles)] for g in plan.placement_groups])
     lines += ["", "actors:"]
@@ -20,7 +27,8 @@ def plan_text(plan: LaunchPlan, feasibility: Optional[Feasibility] = None) -> st
         if actor.role in seen:
             continue
         seen.add(actor.role)
-        shown = " ".join(f"{k}={v}" + (" (exported)" if k in actor.env_exported else "") for k, v in actor.env.items())
+        env = actor.env if show_secrets else redact(actor.env)
+        shown = " ".join(f"{k}={v}" + (" (exported)" if k in actor.env_exported else "") for k, v in env.items())
         lines.append(f"  {actor.role}: {shown}")
     if feasibility:
         lines += ["", "fits the cluster:" if feasibility.ok else "does NOT fit the cluster:"] + [f"  {line}" for line in feasibility.lines]

@@ -1,6 +1,6 @@
 """The platform registry: one record per device type; errors list the valid names."""
 
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from .base import SHARED_FACTS, Platform
 from .cpu import CPU
 from .cuda import CUDA

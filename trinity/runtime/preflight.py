@@ -7,7 +7,7 @@ verl refuses ends the run before ten minutes of start-up rather than after.
 import os
 from typing import Any
 
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from ..config.local_inputs import data_issues, model_issues
 from ..platforms import get_platform
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config.diff import diff
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from ..config.redact import redact
 from .metrics import MetricsLog
 from .progress import StageSummary

@@ -14,7 +14,7 @@ from typing import Callable, Iterator, Optional
 
 import yaml
 
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from ..utils.atomic import publish_dir, write_text_atomic
 
 STATE = "state.json"

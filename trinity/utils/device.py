@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional
 
-from ..config.errors import ConfigError, Issue
+from ..errors import ConfigError, Issue
 from ..platforms import PLATFORMS, Platform
 from ..platforms.detect import Probes, detect
 

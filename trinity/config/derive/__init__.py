@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from ..errors import Issue
+from ...errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
 from . import algorithm, buffer, cluster, env, hardware, model, sync, trainer

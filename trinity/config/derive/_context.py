@@ -3,7 +3,7 @@
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import Issue, Severity, dotted, undotted
+from ...errors import Issue, Severity, dotted, undotted
 from ..merge import get_path
 from ..profiles import LoadedProfile
 from ..provenance import WRITTEN, Contribution, Provenance

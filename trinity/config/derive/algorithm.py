@@ -3,7 +3,7 @@
 from dataclasses import replace
 
 from ..algorithms import ALGORITHMS, FUNCTIONS, ONLY_DEFAULT, UNSUPPORTED, NoArgs
-from ..errors import ConfigError, Issue, did_you_mean, dotted, undotted
+from ...errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from ..validate import validate
 from ._context import Context
 

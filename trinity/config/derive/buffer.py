@@ -1,7 +1,7 @@
 """Rules for the data path: each taskset's name, workflow, sampling and repeat count, and the trainer's batch size."""
 
 from ..workflows import WORKFLOWS, workflow_path
-from ..errors import did_you_mean
+from ...errors import did_you_mean
 from ._context import Context
 from .cluster import EXPLORING_MODES
 

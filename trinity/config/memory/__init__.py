@@ -10,7 +10,7 @@ per role against what its device gives it, `knobs` finds changes that would make
 Each stage that runs is checked on its own; without stages, the root config is.
 """
 
-from ..errors import Issue, undotted
+from ...errors import Issue, undotted
 from ..resolve import ResolvedConfig, as_strict, in_stage
 from .issues import plan_issues
 from .plan import MemoryPlan, plan_memory

@@ -2,7 +2,7 @@
 
 from typing import Callable
 
-from ..errors import Issue
+from ...errors import Issue
 from .checks import TIGHT, Check, Knob
 from .estimate import GIB
 from .plan import MemoryPlan

@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from ..errors import ConfigError, Issue
+from ...errors import ConfigError, Issue
 from ..redact import mask_override
 
 HARDWARE = "hardware"

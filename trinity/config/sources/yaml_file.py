@@ -2,12 +2,13 @@
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import yaml
 from omegaconf._utils import get_yaml_loader
 
-from ..errors import ConfigError, Issue
+from ...errors import ConfigError, Issue
+from .yaml_limits import MAX_DEPTH, depth_issue, needs_scan, scan_issue
 
 Path_ = tuple  # a key path such as ('buffer', 'eval_tasksets', 0, 'name')
 Mark = tuple  # (file, line, column), shown relative to the working directory of the moment
@@ -70,24 +71,42 @@ def load_yaml(path: Path, what: str = "config file") -> YamlDoc:
         raise ConfigError([Issue(f"{what} not found", source=shown, hint="check the path")]) from None
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([Issue(f"cannot read {what}: {exc}", source=shown)]) from None
-    loader = _Loader(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else {}
-    except yaml.MarkedYAMLError as exc:
-        raise ConfigError([_syntax_issue(shown, exc)]) from None
-    except yaml.YAMLError as exc:
-        raise ConfigError([Issue(f"YAML error: {exc}", source=shown)]) from None
-    finally:
-        loader.dispose()
+    node, data = _parse(text, shown)
     if data is None:
         data = {}
     if not isinstance(data, dict):
         raise ConfigError([Issue(f"{what} must be a mapping of keys, not a {type(data).__name__}", source=f"{shown}:1:1")])
     positions: dict[Path_, Mark] = {}
     if node is not None:
-        _index(node, (), Path(path), positions)
+        _index(node, (), Path(path), positions)  # after construction, which folds `<<: *base` merges into their mappings
     return YamlDoc(Path(path), data, positions)
+
+
+def _parse(text: str, shown: str) -> tuple[Optional[yaml.Node], Any]:
+    """The node graph and the data of one YAML document; every YAML problem is one ConfigError."""
+    try:
+        if needs_scan(text):  # an extra pass over the events, before anything expands or recurses
+            _refuse_hostile(text, shown)
+        loader = _Loader(text)
+        try:
+            node = loader.get_single_node()
+            return node, (loader.construct_document(node) if node is not None else {})
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        raise ConfigError([_syntax_issue(shown, exc)]) from None
+    except yaml.YAMLError as exc:
+        raise ConfigError([Issue(f"YAML error: {exc}", source=shown)]) from None
+
+
+def _refuse_hostile(text: str, shown: str) -> None:
+    loader = _Loader(text)
+    try:
+        issue = scan_issue(loader, shown)
+    finally:
+        loader.dispose()
+    if issue:
+        raise ConfigError([issue])
 
 
 def _syntax_issue(shown: str, exc: yaml.MarkedYAMLError) -> Issue:
@@ -99,6 +118,8 @@ def _syntax_issue(shown: str, exc: yaml.MarkedYAMLError) -> Issue:
 
 
 def _index(node: yaml.Node, prefix: tuple, file: Path, out: dict) -> None:
+    if len(prefix) >= MAX_DEPTH and isinstance(node, yaml.CollectionNode):  # every later walk recurses: stop before Python's stack does
+        raise ConfigError([depth_issue(f"{display_path(file)}:{node.start_mark.line + 1}:{node.start_mark.column + 1}")])
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             path = prefix + (key_node.value,)

@@ -11,7 +11,7 @@ before any trainer starts.
 import os
 from typing import Any
 
-from ...config.errors import ConfigError, Issue
+from ...errors import ConfigError, Issue
 
 VERL_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_TYPES = {"k1": "k1", "k2": "k2", "k3": "k3", "low_var_kl": "low_var_kl", "abs": "abs", "mse": "mse"}

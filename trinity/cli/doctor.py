@@ -5,9 +5,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config.auto import auto_profile
-from ..config.errors import ConfigError
-from .detect import Detection, Probes, detect
-from .versions import pair_problems
+from ..errors import ConfigError
+from ..platforms.detect import Detection, Probes, detect
+from ..platforms.versions import pair_problems
 
 PACKAGES = ("torch", "torch_npu", "vllm", "vllm-ascend", "verl", "ray", "nvidia-ml-py")
 CANN_HOME_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")

@@ -1,4 +1,5 @@
-"""Config problems: one record per problem, collected into one report."""
+"""Problems with what a user gave us (config, profile, override, cluster): one record per problem,
+collected into one report. Below every layer, so platforms, config, launch and cli all raise them."""
 
 from dataclasses import dataclass
 from difflib import SequenceMatcher, get_close_matches

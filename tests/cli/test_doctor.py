@@ -2,7 +2,7 @@
 
 from tests.fakes import fake_machine
 from trinity import paths
-from trinity.platforms.doctor import diagnose, render_text
+from trinity.cli.doctor import diagnose, render_text
 
 CANN_ENV = {"ASCEND_TOOLKIT_HOME": "/usr/local/Ascend/ascend-toolkit/latest", "LD_LIBRARY_PATH": "/usr/local/Ascend/ascend-toolkit/latest/lib64", "ATB_HOME_PATH": "/x"}
 CANN_FILES = ("/usr/local/Ascend/ascend-toolkit/latest/lib64/libhccl.so", "/usr/local/Ascend/ascend-toolkit/set_env.sh", "/usr/local/Ascend/nnal/atb/set_env.sh")
