@@ -93,8 +93,12 @@ def test_sft_outside_train_mode_is_refused(cli, write):
 
 
 def test_grpo_with_one_rollout_per_task_warns(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL), "hardware=cpu")
-    assert result.code == 0 and "warning: " in result.err and "with 1 per task every advantage is 0" in result.err
+    taskset = "buffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n    taskset: {name: t, path: /data/t}\n"
+    result = cli("config", "render", "-c", write("run.yaml", MINIMAL + taskset), "hardware=cpu")
+    assert result.code == 0 and "warning: schema default: algorithm.repeat_times: GRPO compares the rollouts" in result.err
+    per_taskset = cli("config", "render", "-c", write("run2.yaml", MINIMAL + taskset.replace("path: /data/t", "path: /data/t, repeat_times: 4")), "hardware=cpu")
+    assert per_taskset.code == 0 and "GRPO compares" not in per_taskset.err  # the taskset's own count is what rolls out
+    assert "GRPO compares" not in cli("config", "render", "-c", write("run3.yaml", MINIMAL), "hardware=cpu").err  # no tasks: nothing to warn about
 
 
 def test_train_batch_size_is_batch_times_repeats(render):

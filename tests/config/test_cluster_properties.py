@@ -9,7 +9,7 @@ from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.errors import ConfigError
 
-PER_NODE = {"a100": 8, "ascend910b": 8, "ascend910c": 16, "cpu": 8}
+PER_NODE = {"a100": 8, "ascend910b": 8, "ascend910c": 16}  # cpu runs one-device transformers engines: no TP to split
 
 
 @st.composite

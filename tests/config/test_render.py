@@ -154,8 +154,8 @@ def test_failed_render_leaves_the_output_untouched(cli, write, tmp_path):
     assert target.read_text() == "old content\n"
 
 
-def test_render_validate_and_diff_create_nothing(cli, tmp_path):
-    before = sorted(tmp_path.rglob("*"))
+def test_render_validate_and_diff_create_nothing(cli, tmp_path, local_gsm8k):
+    before = sorted(tmp_path.rglob("*"))  # validate reads the local data set the fixture made here
     render = cli("config", "render", "--config", REFERENCE, "hardware=ascend910b")
     validate = cli("config", "validate", "--config", REFERENCE, "hardware=ascend910b")
     diff = cli("config", "diff", "--config", REFERENCE, "hardware=ascend910b", "--vs", "hardware=a100")

@@ -37,7 +37,7 @@ def cluster():
 @pytest.fixture
 def run(cli, write, cluster, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
-    return lambda text, *args: cli("run", "-c", write("run.yaml", MINIMAL + text), "hardware=ascend910b", *args)
+    return lambda text, *args: cli("run", "--placement-only", "-c", write("run.yaml", MINIMAL + text), "hardware=ascend910b", *args)
 
 
 def test_feasibility_names_the_short_resource(run):

@@ -142,6 +142,7 @@ def test_every_actor_of_a_colocated_plan(cli, write):
         ("rollout.engine1.part0", "trainer_node0", 2, half, 0.5),
         ("rollout.engine1.part1", "trainer_node0", 3, half, 0.5),
         ("explorer", None, None, {"num_cpus": 1}, 0),
+        ("buffer", None, None, {"num_cpus": 0}, 0),
     ]
 
 
@@ -156,4 +157,5 @@ def test_every_actor_of_a_plan_in_both_mode(cli, write):
         ("rollout.engine0", "rollout", 0, one, 1),
         ("explorer", None, None, {"num_cpus": 1}, 0),
         ("synchronizer", None, None, {"num_cpus": 1}, 0),
+        ("buffer", None, None, {"num_cpus": 0}, 0),
     ]

@@ -80,7 +80,11 @@ def _loss_agg_mode(ctx: Context, args_key: str, values: dict) -> None:
 
 
 def _check_groups(ctx: Context) -> None:
-    if ctx.get("algorithm.advantage_fn") == "grpo" and ctx.get("algorithm.repeat_times") < 2:
+    """GRPO learns nothing from groups of one: warn when a training taskset would roll out each task once."""
+    explorer_input = ctx.get("buffer.explorer_input")
+    training = [t for t in [explorer_input.get("taskset"), *explorer_input.get("tasksets", [])] if t]
+    once = [t for t in training if (t.get("repeat_times") or ctx.get("algorithm.repeat_times")) < 2]
+    if ctx.get("algorithm.advantage_fn") == "grpo" and once:
         ctx.report(
             "warning",
             "algorithm.repeat_times",
