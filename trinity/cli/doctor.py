@@ -1,24 +1,22 @@
 """`trinity doctor`: what this machine has and what would break a run on it, without importing vendor packages."""
 
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 from ..config.auto import auto_profile
 from ..errors import ConfigError
-from ..platforms.detect import Detection, Probes, detect
+from ..platforms.detect import Probes, detect
+from ..platforms.health import cann_state, problems
 from ..platforms.versions import pair_problems
 
 PACKAGES = ("torch", "torch_npu", "vllm", "vllm-ascend", "verl", "ray", "nvidia-ml-py")
-CANN_HOME_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
-CANN_ROOTS = ("/usr/local/Ascend", "~/Ascend")
 
 
 def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str, Any]:
     """The whole report as data."""
     found = detect(probes)
     packages = {name: probes.version(name) for name in PACKAGES}
-    cann = _cann(probes)
+    cann = cann_state(probes)
     report = {
         "devices": {"type": found.device_type, "count": found.count, "names": sorted(set(found.names)), "memory_gb": found.memory_gb, "evidence": list(found.evidence)},
         "hardware_auto": _auto(dirs, probes),
@@ -26,7 +24,7 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
         "packages": packages,
         "problems": [],
     }
-    report["problems"] = _problems(found, packages, cann, probes) + _version_pairs(packages)
+    report["problems"] = problems(found, packages, cann, probes) + _version_pairs(packages)
     return report
 
 
@@ -41,62 +39,6 @@ def _auto(dirs: tuple[Path, ...], probes: Probes) -> dict[str, str]:
         return {"profile": name, "because": how}
     except ConfigError as exc:
         return {"profile": "", "because": exc.issues[0].message}
-
-
-def _cann(probes: Probes) -> dict[str, Any]:
-    home = next((probes.env[v] for v in CANN_HOME_VARS if probes.env.get(v)), "")
-    libs = [p for p in probes.env.get("LD_LIBRARY_PATH", "").split(":") if p]
-    return {
-        "toolkit_home": home,
-        "toolkit_loaded": bool(home) and any(probes.exists(os.path.join(p, "libhccl.so")) for p in libs),
-        "atb_loaded": bool(probes.env.get("ATB_HOME_PATH")),
-        "source_lines": _source_lines(probes, home),
-    }
-
-
-def _source_lines(probes: Probes, home: str) -> list[str]:
-    """`source` lines for the CANN toolkit and ATB (vLLM) scripts found here, else the default install paths."""
-    roots = [str(Path(home).parent.parent)] if home else []
-    roots += [os.path.expanduser(r) for r in CANN_ROOTS]
-    found = []
-    for script in ("ascend-toolkit/set_env.sh", "nnal/atb/set_env.sh"):
-        hits = [f"{root}/{script}" for root in roots if probes.exists(f"{root}/{script}")]
-        found.append(f"source {hits[0]}" if hits else f"source /usr/local/Ascend/{script}  # not found here: install CANN")
-    return found
-
-
-def _problems(found: Detection, packages: dict[str, Optional[str]], cann: dict[str, Any], probes: Probes) -> list[dict[str, str]]:
-    problems = []
-
-    def add(severity: str, message: str, hint: str = "") -> None:
-        problems.append({"severity": severity, "message": message, "hint": hint})
-
-    torch, torch_npu = packages["torch"] or "", packages["torch_npu"]
-    sources = "; ".join(cann["source_lines"])
-    if torch_npu and _cuda_torch(torch, probes):
-        add("error", f"torch_npu {torch_npu} is installed beside a CUDA build of torch {torch}", "NPU hosts need a CPU build of torch plus torch_npu: pip install torch==<version>+cpu")
-    if torch_npu and not cann["toolkit_loaded"]:
-        add("error", "torch_npu is installed but CANN is not loaded: `import torch` fails looking for libhccl.so", f"{sources}; or export TORCH_DEVICE_BACKEND_AUTOLOAD=0 to import torch without the NPU")
-    if found.device_type == "npu" and not cann["toolkit_loaded"]:
-        add("warning", "NPUs found but the CANN environment is not loaded", sources)
-    if found.device_type == "npu" and not cann["atb_loaded"]:
-        add("warning", "the ATB library vLLM needs on Ascend is not loaded", cann["source_lines"][1])
-    if found.device_type == "npu" and packages["vllm"] and not packages["vllm-ascend"]:
-        add("warning", "vllm is installed without vllm-ascend: vLLM cannot use the NPUs", "pip install vllm-ascend matching your vllm")
-    if packages["vllm-ascend"] and not torch_npu:
-        add("warning", "vllm-ascend is installed without torch_npu", "pip install torch_npu matching your torch")
-    if found.device_type == "cuda" and "+cpu" in torch:
-        add("warning", f"NVIDIA GPUs found but torch {torch} is a CPU build", "install a CUDA build of torch")
-    if found.device_type == "cuda" and not packages["nvidia-ml-py"] and "nvidia-smi" not in found.evidence:
-        add("note", "neither NVML (nvidia-ml-py) nor nvidia-smi answered; the GPU model is unknown", "pip install nvidia-ml-py")
-    return problems
-
-
-def _cuda_torch(version: str, probes: Probes) -> bool:
-    # A PyPI torch without a local tag on Linux is the CUDA build; its CUDA libraries come as nvidia-* wheels.
-    if "+cu" in version:
-        return True
-    return "+cpu" not in version and any(d.startswith("nvidia-cuda-runtime") for d in probes.distributions())
 
 
 def render_text(report: dict[str, Any]) -> str:
