@@ -5,6 +5,7 @@ verl refuses ends the run before ten minutes of start-up rather than after.
 """
 
 import os
+import warnings
 from typing import Any
 
 from ..errors import ConfigError, Issue
@@ -29,9 +30,11 @@ def check(resolved: Any) -> None:
     os.environ.update(get_platform(resolved.config.hardware.device_type).verl_env())  # before verl is imported here
     for config in stages:
         if config.mode != "explore" and config.mode != "bench":
-            from .verl.config import build
+            with warnings.catch_warnings():  # verl warns at import about every optional engine it lacks (torchtitan, megatron, ...)
+                warnings.simplefilter("ignore", UserWarning)
+                from .verl.config import build
 
-            build(config, str(config.model.model_path), 1)
+                build(config, str(config.model.model_path), 1)
 
 
 def _engine_issues(config: Any, resolved: Any) -> list[Issue]:
