@@ -1,5 +1,7 @@
 """YAML positions, parsed exactly as OmegaConf parses."""
 
+import re
+
 from omegaconf import OmegaConf
 
 from tests.conftest import MINIMAL, REFERENCE
@@ -85,7 +87,8 @@ def test_deep_nesting_in_a_large_file_is_refused_before_the_parser_recurses(cli,
     # 30,000 levels overflow libyaml's C stack (a segfault); the event scan runs for any file past 32 KiB.
     path = write("run.yaml", MINIMAL + "x: " + "[" * 30_000 + "]" * 30_000 + "\n")
     result = cli("config", "validate", "-c", path)
-    assert result.code == 2 and "error: run.yaml:3:53: YAML nested more than 50 levels deep" in result.err
+    # Our scan stops at level 51 (column 53); a newer libyaml's scanner reads ahead and stops at its own 1,000-level bound first.
+    assert result.code == 2 and re.search(r"error: run\.yaml:3:(53|1003): YAML nested more than 50 levels deep\n", result.err), result.err
 
 
 def test_an_alias_bound_is_exact(cli, write):

@@ -113,6 +113,8 @@ def _syntax_issue(shown: str, exc: yaml.MarkedYAMLError) -> Issue:
     mark = exc.problem_mark or exc.context_mark
     where = f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark else shown
     problem = " ".join(filter(None, [exc.context, exc.problem]))
+    if "maximum nesting depth" in problem:  # libyaml >= 0.2.6 (PyYAML 6.0.4 wheels) stops at 1,000 levels before our scan sees an event
+        return depth_issue(where)
     hint = "keep one of them" if "duplicate key" in problem else "check indentation, colons, brackets and quotes"
     return Issue(f"YAML syntax error: {problem}", source=where, hint=hint)
 
