@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -108,6 +109,21 @@ def demo_assets(tmp_path_factory):
 
     folder = tmp_path_factory.mktemp("demo")
     demo.build(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def remote_code_model(demo_assets, tmp_path_factory):
+    """The demo model as a model type transformers does not know: its class is the folder's own code (auto_map)."""
+    folder = tmp_path_factory.mktemp("remote") / "model"
+    shutil.copytree(demo_assets / "model", folder)
+    (folder / "configuration_tiny.py").write_text("from transformers import Qwen2Config\n\n\nclass TinyConfig(Qwen2Config):\n    model_type = 'trinity_tiny'\n")
+    (folder / "modeling_tiny.py").write_text(
+        "from transformers import Qwen2ForCausalLM\n\nfrom .configuration_tiny import TinyConfig\n\n\nclass TinyForCausalLM(Qwen2ForCausalLM):\n    config_class = TinyConfig\n"
+    )
+    config = json.loads((folder / "config.json").read_text())
+    config |= {"model_type": "trinity_tiny", "architectures": ["TinyForCausalLM"], "auto_map": {"AutoConfig": "configuration_tiny.TinyConfig", "AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM"}}
+    (folder / "config.json").write_text(json.dumps(config))
     return folder
 
 

@@ -58,6 +58,7 @@ class FakeSamplingParams:
     min_tokens: int
     logprobs: Optional[int]
     output_kind: Any
+    repetition_penalty: float = 1.0  # vLLM's default: none
 
 
 @dataclass

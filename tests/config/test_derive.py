@@ -224,6 +224,18 @@ def test_enable_thinking_reaches_the_rollout_model(render):
     assert cfg["explorer"]["rollout_model"]["enable_thinking"] is False
 
 
+def test_prompt_settings_reach_the_rollout_model_unless_it_has_its_own(render):
+    cfg = render("model:\n  model_path: /m\n  repetition_penalty: 1.2\n  enable_prompt_truncation: false\n", "hardware=a100")[1]
+    assert (cfg["explorer"]["rollout_model"]["repetition_penalty"], cfg["explorer"]["rollout_model"]["enable_prompt_truncation"]) == (1.2, False)
+    own = render("model:\n  model_path: /m\n  repetition_penalty: 1.2\nexplorer:\n  rollout_model:\n    repetition_penalty: 1.05\n", "hardware=a100")[1]
+    assert (own["explorer"]["rollout_model"]["repetition_penalty"], own["explorer"]["rollout_model"]["enable_prompt_truncation"]) == (1.05, True)
+
+
+def test_a_repetition_penalty_must_be_positive(render):
+    result, _ = render("model:\n  model_path: /m\n  repetition_penalty: 0\n", "hardware=a100")
+    assert result.code == 2 and "error: run.yaml:3:3: model.repetition_penalty: input should be greater than 0 (got 0)\n    allowed: > 0.0\n" in result.err
+
+
 # --- tasksets and buffers -----------------------------------------------------------------
 
 TASKSETS = """\

@@ -65,6 +65,23 @@ def test_messages_go_through_the_chat_template():
     assert sft_pair(chat, FormatConfig(prompt_type="messages", messages_key="messages"), tokenizer) == ("<user>hi<assistant>", "hello")
 
 
+def test_a_data_sets_template_beats_the_models_which_beats_the_tokenizers():
+    transformers = pytest.importorskip("transformers")
+    from tokenizers import Tokenizer, models
+
+    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")))
+    tokenizer.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+    model = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"
+    own = FormatConfig(prompt_type="messages", prompt_key="question", chat_template="Q: {{ messages[-1].content }} A:")
+    assert prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer) == "<user>1+1?"
+    assert prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer, template=model) == "[user] 1+1?\n[assistant] "
+    assert prompt_text(ROWS[0], own, tokenizer, template=model) == "Q: 1+1? A:"
+    chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
+    assert sft_pair(chat, FormatConfig(prompt_type="messages", messages_key="messages"), tokenizer, model) == ("[user] hi\n[assistant] ", "hello")
+    tokenizer.chat_template = None  # like the demo's: a given template still applies
+    assert prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer, template=model) == "[user] 1+1?\n[assistant] "
+
+
 def test_a_missing_column_names_the_columns_there_are():
     with pytest.raises(FormatError, match="row has no column 'prompt' \\(columns: question, answer\\)"):
         prompt_text(ROWS[0], FormatConfig(), PlainTokenizer())

@@ -37,6 +37,17 @@ def test_a_changed_run_is_refused_with_the_keys(finished):
     assert "--force" in err.value.issues[0].hint
 
 
+def test_a_run_saved_before_a_key_existed_resumes(tmp_path):
+    run = RunDir(tmp_path)
+    older = config().model_dump(mode="json")
+    del older["model"]["repetition_penalty"], older["explorer"]["rollout_model"]["chat_template"]  # keys a newer trinity added
+    run.write_config(older)
+    run.save_checkpoint(Checkpoint(tmp_path, 5, "grpo", 1, 5, 9), lambda folder: None, keep=None)
+    assert _resume_point(run, config(), force=False).global_step == 5
+    with pytest.raises(ConfigError, match="model.max_response_tokens: 4 -> 3"):  # keys both configs have still count
+        _resume_point(run, config("model.max_response_tokens=3"), force=False)
+
+
 def test_force_resumes_anyway(finished):
     assert _resume_point(finished, config("algorithm.optimizer.lr=0.5"), force=True).global_step == 5
 

@@ -57,3 +57,37 @@ def test_new_weights_change_answers_and_version(engine):
     version, samples = asyncio.run(engine.generate(prompt(engine, "7+8="), 1, Sampling(temperature=0, max_tokens=2)))
     assert version == 9 and engine.weight_version() == 9
     assert samples[0].logprobs == pytest.approx([-torch.log(torch.tensor(float(len(engine.tokenizer)))).item()] * len(samples[0].logprobs), abs=1e-5)  # zero weights: uniform
+
+
+def penalised(logits, seen, penalty):
+    """The repetition penalty by its definition (CTRL): a seen token's logit is divided by it when positive, multiplied when not."""
+    out = logits.clone()
+    index = torch.tensor(sorted(set(seen)))
+    out[index] = torch.where(out[index] > 0, out[index] / penalty, out[index] * penalty)
+    return out
+
+
+@pytest.mark.parametrize("temperature", [0, 0.7])
+def test_the_repetition_penalty_shapes_sampling_and_the_logprobs_report_it(engine, temperature):
+    ids = prompt(engine, "99+99=")
+    _, [sample] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=temperature, max_tokens=4, repetition_penalty=3.0)))
+    if temperature == 0:  # on this prompt the demo model's greedy answer changes with the penalty
+        _, [plain] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=0, max_tokens=4)))
+        assert plain.response_ids != sample.response_ids
+    with torch.no_grad():
+        logits = engine.model(torch.tensor([ids + sample.response_ids])).logits[0, len(ids) - 1 : -1]
+    for t, token in enumerate(sample.response_ids):
+        scores = penalised(logits[t], ids + sample.response_ids[:t], 3.0) / (temperature or 1.0)
+        if temperature == 0:
+            assert token == int(scores.argmax()), f"step {t}: greedy did not pick the penalised argmax"
+        assert sample.logprobs[t] == pytest.approx(torch.log_softmax(scores, dim=-1)[token].item(), abs=1e-4)
+
+
+def test_a_model_with_its_own_code_loads_when_trusted(remote_code_model, monkeypatch, demo_assets):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    config = resolve(Request(None, ("hardware=cpu", "model.trust_remote_code=true"))).stage("grpo")
+    trusted = TransformersEngine("rollout.engine0", "rollout", None, None, config, 0)
+    asyncio.run(trusted.setup(str(remote_code_model), 0))
+    assert type(trusted.model).__name__ == "TinyForCausalLM"
+    _, [sample] = asyncio.run(trusted.generate(prompt(trusted, "1+1="), 1, Sampling(max_tokens=2)))
+    assert 1 <= len(sample.response_ids) <= 2

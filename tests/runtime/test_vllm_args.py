@@ -54,6 +54,12 @@ def test_every_profile_and_layout_gives_arguments_the_pinned_vllm_takes(profile,
         assert kwargs["distributed_executor_backend"] == ("mp" if topo.per_engine > 1 else "uni")  # never Ray's: our bundles are taken
 
 
+@pytest.mark.parametrize("trust", [True, False])
+def test_trusting_a_models_code_reaches_every_engine(trust):
+    config = resolved("a100", f"model.trust_remote_code={str(trust).lower()}")
+    assert [kwargs["trust_remote_code"] for _, _, kwargs in actor_kwargs(config)] == [trust] * 4  # the reference config: 4 engines
+
+
 def test_an_engine_over_two_nodes_is_one_vllm_engine_of_two_nodes():
     config = resolved("ascend910b", *LAYOUTS["engine over two nodes"])
     found = {name: (topo, kwargs) for name, topo, kwargs in actor_kwargs(config)}

@@ -55,11 +55,11 @@ def test_vllm_gets_the_arguments_of_the_resolved_config(profile):
 
 def test_generate_returns_samples_with_the_sampled_tokens_logprobs():
     e = started(config())
-    version, samples = asyncio.run(e.generate([1, 2, 3], 2, Sampling(temperature=0.7, top_k=-1, max_tokens=5)))
+    version, samples = asyncio.run(e.generate([1, 2, 3], 2, Sampling(temperature=0.7, top_k=-1, max_tokens=5, repetition_penalty=1.3)))
     assert version == 3 and [s.text for s in samples] == ["s0", "s1"]
     assert samples[0].response_ids == [7, 8, 2] and samples[0].logprobs == [-0.5, -1.0, -0.25]
     _, ids, params = e.llm.calls[0]
-    assert ids == [1, 2, 3] and (params.n, params.top_k, params.logprobs, params.max_tokens, params.temperature) == (2, 0, 0, 5, 0.7)
+    assert ids == [1, 2, 3] and (params.n, params.top_k, params.logprobs, params.max_tokens, params.temperature, params.repetition_penalty) == (2, 0, 0, 5, 0.7, 1.3)
     assert params.output_kind == "final_only"
 
 

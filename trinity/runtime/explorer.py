@@ -36,7 +36,7 @@ class Explorer(Role):
         from transformers import AutoTokenizer
 
         self.engines, self.buffer = engines, buffer
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=self.config.model.trust_remote_code)
         explorer_input = self.config.buffer.explorer_input
         train = [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t]
         self.train = [self._load(t, False) for t in train]
@@ -58,7 +58,7 @@ class Explorer(Role):
         tasks = [Task(f"{storage.name}/{kind}/{i}", row, storage.format, storage.repeat_times, storage.workflow_args, storage.reward_fn_args, is_eval) for i, row in enumerate(rows)]
         args = storage.rollout_args
         max_tokens = args.max_tokens or self.config.model.max_response_tokens or 16
-        sampling = Sampling(args.temperature, args.top_p, args.top_k, max_tokens, self.config.model.min_response_tokens)
+        sampling = Sampling(args.temperature, args.top_p, args.top_k, max_tokens, self.config.model.min_response_tokens, self.config.explorer.rollout_model.repetition_penalty)
         return _TaskSet(storage.name, load(storage.default_workflow_type or explorer_input.default_workflow_type), tasks, sampling)
 
     def steps_per_epoch(self) -> int:
@@ -77,8 +77,10 @@ class Explorer(Role):
             import ray
 
             ray.get(self.buffer.put.remote(exps))
-        seconds = time.perf_counter() - started
-        return _summary(exps, seconds, failed) | {"tasks": len(batch)}
+        result = _summary(exps, time.perf_counter() - started, failed)
+        if result["truncated_prompts"]:
+            self.log.warning("step %d: %d rollouts had their prompt cut to model.max_prompt_tokens=%s", step, result["truncated_prompts"], self.config.model.max_prompt_tokens)
+        return result | {"tasks": len(batch)}
 
     def _batch(self, step: int) -> list:
         """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
@@ -112,7 +114,7 @@ class Explorer(Role):
         return exps, len(errors)
 
     def _attempt(self, ts: _TaskSet, task: Any, engine: Any) -> list[Experience]:
-        client = _Client(engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model.enable_thinking)
+        client = _Client(engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens)
         errors = []
         for _ in range(self.config.explorer.max_retry_times + 1):
             try:
@@ -146,22 +148,30 @@ def _is_engine_death(exc: Exception) -> bool:
 class _Client:
     """The model client a workflow sees: prompt formatting and generation on one engine."""
 
-    def __init__(self, engine: Any, tokenizer: Any, sampling: Any, enable_thinking: bool):
-        self.engine, self.tokenizer, self.sampling, self.enable_thinking = engine, tokenizer, sampling, enable_thinking
+    def __init__(self, engine: Any, tokenizer: Any, sampling: Any, rollout: Any, max_prompt_tokens: Optional[int]):
+        self.engine, self.tokenizer, self.sampling, self.rollout = engine, tokenizer, sampling, rollout
+        self.max_prompt_tokens = max_prompt_tokens if rollout.enable_prompt_truncation else None  # None: prompts go whole
 
     def prompt(self, task: Any) -> str:
         from .data.prompts import prompt_text
 
-        return prompt_text(task.row, task.format, self.tokenizer, self.enable_thinking)
+        return prompt_text(task.row, task.format, self.tokenizer, self.rollout.enable_thinking, self.rollout.chat_template)
 
     def generate(self, prompt: str, n: int) -> list:
         import ray
 
         from .workflows import Completion
 
-        ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        ids, truncated = fit_prompt(self.tokenizer(prompt, add_special_tokens=False)["input_ids"], self.max_prompt_tokens)
         version, samples = ray.get(self.engine.generate.remote(ids, n, self.sampling))
-        return [Completion(ids, s.response_ids, s.logprobs, s.text, version) for s in samples]
+        return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
+
+
+def fit_prompt(ids: list[int], limit: Optional[int]) -> tuple[list[int], bool]:
+    """(the prompt's last `limit` tokens, whether any were cut); a None limit keeps it whole."""
+    if limit is None or len(ids) <= limit:
+        return ids, False
+    return ids[-limit:], True  # the end holds the question and the chat template's cue to answer
 
 
 def _summary(exps: list[Experience], seconds: float, failed: int) -> dict:
@@ -174,5 +184,6 @@ def _summary(exps: list[Experience], seconds: float, failed: int) -> dict:
         "weight_version": max(versions) if versions else None,
         "experiences": len(exps),
         "failed_tasks": failed,
+        "truncated_prompts": sum(1 for e in exps if e.metrics.get("prompt_truncated")),
         "seconds": seconds,
     }

@@ -4,8 +4,10 @@ Run in the driver in seconds, so a wrong path, an engine this version lacks, or 
 verl refuses ends the run before ten minutes of start-up rather than after.
 """
 
+import json
 import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, Issue
@@ -19,7 +21,7 @@ MODES = ("both", "colocate", "explore", "train", "bench")  # what the stage runn
 def check(resolved: Any) -> None:
     """Raise one ConfigError listing every problem found."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
-    issues = data_issues(resolved) + model_issues(stages[0], resolved)
+    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages[0], resolved))
     for config in stages:
         if config.mode not in MODES:
             issues.append(Issue(f"mode {config.mode!r} is not run by this version of trinity", key="mode", source=resolved.provenance.where(("mode",)), allowed=", ".join(MODES)))
@@ -35,6 +37,27 @@ def check(resolved: Any) -> None:
                 from .verl.config import build
 
                 build(config, str(config.model.model_path), 1)
+
+
+def _remote_code_issues(config: Any, resolved: Any) -> list[Issue]:
+    """A model whose class only its own folder's code defines needs model.trust_remote_code; transformers
+    would refuse it in every role after start-up."""
+    meta = json.loads((Path(config.model.model_path) / "config.json").read_text())
+    code = meta.get("auto_map", {}).get("AutoModelForCausalLM")
+    if config.model.trust_remote_code or code is None:
+        return []
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    if meta.get("model_type") in CONFIG_MAPPING_NAMES:
+        return []  # a model type transformers knows is loaded with transformers' own class
+    return [
+        Issue(
+            f"{config.model.model_path!r} is a {meta.get('model_type')!r} model defined by its own code ({code}), which runs only with model.trust_remote_code",
+            key="model.model_path",
+            source=resolved.provenance.where(("model", "model_path")),
+            hint="read the .py files in the model folder; if you trust them, set model.trust_remote_code: true",
+        )
+    ]
 
 
 def _engine_issues(config: Any, resolved: Any) -> list[Issue]:

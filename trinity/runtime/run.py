@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..config.diff import diff
+from ..config.diff import ABSENT, diff
 from ..errors import ConfigError, Issue
 from ..config.redact import redact
 from .metrics import MetricsLog
@@ -116,7 +116,8 @@ def _resume_point(run_dir: RunDir, config: Any, force: bool) -> Optional[Checkpo
         )
     saved = run_dir.saved_config()
     if saved is not None and not force:
-        changes = [c for c in diff(saved, redact(config.model_dump(mode="json"))) if c.key.startswith(RUN_CHANGING)]
+        # a key the saved config lacks came with a newer trinity: the run that saved it had no such setting to change
+        changes = [c for c in diff(saved, redact(config.model_dump(mode="json"))) if c.key.startswith(RUN_CHANGING) and c.left != ABSENT]
         if changes:
             listed = "; ".join(f"{c.key}: {c.left!r} -> {c.right!r}" for c in changes[:8])
             raise ConfigError(

@@ -72,7 +72,7 @@ class Stage:
         weights = str(resume.path) if resume and (resume.path / "model.safetensors").exists() else self.start.model_path
         version = self.start.offset + self.start.done
         if self.buffer:
-            sft = {"tokenizer": self.start.model_path, "seed": self.config.explorer.rollout_model.seed} if not self._rl() else None
+            sft = {"tokenizer": self.start.model_path, "seed": self.config.explorer.rollout_model.seed, "model": self.config.model} if not self._rl() else None
             info = self.call("buffer", [self.buffer.setup.remote(sft)])[0]
             if resume:
                 self.call("buffer", [self.buffer.rewind.remote(self.start.done)])
@@ -186,7 +186,7 @@ class Stage:
     # --- one step's bookkeeping ------------------------------------------------------------------------------
 
     def _explored(self, step: int, result: dict) -> None:
-        values = {k: result[k] for k in ("reward_mean", "response_length_mean", "tokens_per_s", "weight_version", "experiences", "failed_tasks", "seconds")}
+        values = {k: result[k] for k in ("reward_mean", "response_length_mean", "tokens_per_s", "weight_version", "experiences", "failed_tasks", "truncated_prompts", "seconds")}
         self.metrics.write("explorer", self.start.offset + step, self.name, **values)
         self.summary.reward = result["reward_mean"]
         if self.config.mode != "both":

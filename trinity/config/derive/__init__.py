@@ -5,7 +5,7 @@ from typing import Any
 from ...errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
-from . import algorithm, buffer, cluster, env, hardware, model, sync, trainer
+from . import algorithm, buffer, chat_template, cluster, env, hardware, model, sync, trainer
 from ._context import Context
 
 # Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
@@ -30,6 +30,7 @@ RULES = (
     model.min_response,
     buffer.rollout_args,
     model.critic_model,
+    chat_template.chat_template,
     model.rollout_model,
     model.token_budget,
     cluster.gpu_per_node,

@@ -45,8 +45,9 @@ def critic_model(ctx: Context) -> None:
 
 
 def rollout_model(ctx: Context) -> None:
-    """The rollout engines serve model.model_path with model.max_model_len and model.enable_thinking unless told otherwise."""
-    for key, source in (("model_path", "model.model_path"), ("max_model_len", LEN), ("enable_thinking", "model.enable_thinking")):
+    """The rollout engines take the model's path, context length and prompt settings unless told otherwise."""
+    for key in ("model_path", "max_model_len", "enable_thinking", "repetition_penalty", "enable_prompt_truncation", "chat_template"):
+        source = "model.custom_chat_template" if key == "chat_template" else f"model.{key}"
         target = f"explorer.rollout_model.{key}"
         if ctx.get(target) is None and ctx.get(source) is not None:
             ctx.set(target, ctx.get(source), "rollout_model", (ctx.input(source),))

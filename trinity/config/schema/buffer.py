@@ -16,6 +16,7 @@ class FormatConfig(Section):
     rejected_key: str = Field("rejected", description="Column holding the rejected response (DPO).")
     system_prompt: Optional[str] = Field(None, description="System prompt prepended to every task.")
     reply_prefix: Optional[str] = Field(None, description="Text the assistant reply starts with.")
+    chat_template: Optional[str] = Field(None, description="Jinja2 chat template of this data set's rows; defaults to the model's.")
 
 
 class GenerationConfig(Section):

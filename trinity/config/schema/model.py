@@ -17,3 +17,8 @@ class ModelConfig(Section):
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of task sets that set none.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass of task sets that set none.")
     enable_thinking: Optional[bool] = Field(None, description="Let the chat template emit thinking tokens; None leaves it to the template.")
+    custom_chat_template: Optional[str] = Field(None, description="Jinja2 chat template for prompts and SFT samples, instead of the tokenizer's.")
+    chat_template_path: Optional[str] = Field(None, description="File holding the chat template; overrides custom_chat_template.")
+    trust_remote_code: bool = Field(False, description="Run the Python code a model folder ships (auto_map in its config.json); only code you have read.")
+    repetition_penalty: float = Field(1.0, gt=0, description="Penalty on tokens already in the prompt or the response; 1.0 is none, above 1 discourages repeats.")
+    enable_prompt_truncation: bool = Field(True, description="Keep only the last max_prompt_tokens tokens of a longer prompt; false sends every prompt whole.")

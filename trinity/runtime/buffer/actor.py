@@ -21,7 +21,7 @@ class ExperienceBuffer(Role):
         self.changed = asyncio.Event()
 
     def setup(self, sft: Optional[dict] = None) -> dict:
-        """Open the store; `sft` = {tokenizer path, seed} makes it serve a data set's samples instead."""
+        """Open the store; `sft` = {tokenizer path, seed, model section} makes it serve a data set's samples instead."""
         storage = self.storage
         if sft is not None:
             self.store = _data_set(storage, sft)
@@ -68,4 +68,6 @@ def _data_set(storage: Any, sft: dict) -> stores.DataSet:
     from ..data.tasksets import load_rows
 
     rows = load_rows(storage.path, storage.split, storage.subset_name)
-    return stores.DataSet(rows, storage.format, AutoTokenizer.from_pretrained(sft["tokenizer"]), sft["seed"])
+    model = sft["model"]
+    tokenizer = AutoTokenizer.from_pretrained(sft["tokenizer"], trust_remote_code=model.trust_remote_code)
+    return stores.DataSet(rows, storage.format, tokenizer, sft["seed"], model.custom_chat_template)

@@ -73,10 +73,10 @@ class JsonlFile:
 class DataSet:
     """SFT samples: (prompt, response) token ids of a local data set, one shuffled pass per epoch."""
 
-    def __init__(self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int):
+    def __init__(self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: Optional[str] = None):
         from ..data.prompts import sft_pair
 
-        self.samples = [self._encode(*sft_pair(row, fmt, tokenizer), tokenizer) for row in rows]
+        self.samples = [self._encode(*sft_pair(row, fmt, tokenizer, template), tokenizer) for row in rows]
         self.seed = seed
         self.orders: dict[int, list[int]] = {}
 

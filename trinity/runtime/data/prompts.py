@@ -1,4 +1,5 @@
-"""Rows to prompts and SFT samples, by the taskset's `format` keys and the model's chat template."""
+"""Rows to prompts and SFT samples, by the taskset's `format` keys and a chat template: the data set's
+own (`format.chat_template`), else the model's (`template`), else the tokenizer's."""
 
 from typing import Any, Optional
 
@@ -7,24 +8,25 @@ class FormatError(KeyError):
     """A row lacks a column the format names."""
 
 
-def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False) -> str:
+def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False, template: Optional[str] = None) -> str:
     """The text the model continues: plaintext as written, messages through the chat template."""
     if fmt.prompt_type == "plaintext":
         body = _column(row, fmt.prompt_key)
         text = f"{fmt.system_prompt}\n{body}" if fmt.system_prompt else str(body)
     else:
-        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking)
+        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking, fmt.chat_template or template)
     return text + (fmt.reply_prefix or "")
 
 
-def sft_pair(row: dict, fmt: Any, tokenizer: Any) -> tuple[str, str]:
+def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: Optional[str] = None) -> tuple[str, str]:
     """(prompt, response) of one SFT sample: the last assistant message is the response."""
     if fmt.prompt_type == "plaintext":
         return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
     messages = _column(row, fmt.messages_key) if fmt.messages_key in row else None
     if messages and messages[-1].get("role") == "assistant":
-        return _chat(_with_system(messages[:-1], fmt.system_prompt), tokenizer) + (fmt.reply_prefix or ""), messages[-1]["content"]
-    return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
+        prompt = _chat(_with_system(messages[:-1], fmt.system_prompt), tokenizer, False, fmt.chat_template or template)
+        return prompt + (fmt.reply_prefix or ""), messages[-1]["content"]
+    return prompt_text(row, fmt, tokenizer, template=template), str(_column(row, fmt.response_key))
 
 
 def _prompt_messages(row: dict, fmt: Any) -> list[dict]:
@@ -43,9 +45,9 @@ def _with_system(messages: list[dict], system: Optional[str]) -> list[dict]:
     return messages
 
 
-def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool = False) -> str:
-    if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
+def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool, template: Optional[str]) -> str:
+    if template or getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
     return "\n".join(m["content"] for m in messages)  # a tokenizer without a template: the contents, in order
 
 

@@ -19,6 +19,7 @@ class Sampling:
     top_k: int = -1
     max_tokens: int = 16
     min_tokens: int = 0
+    repetition_penalty: float = 1.0  # on tokens already in the prompt or response; 1.0 is none
 
 
 @dataclass(frozen=True)

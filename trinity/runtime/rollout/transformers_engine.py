@@ -20,9 +20,10 @@ class TransformersEngine(RolloutEngine):
 
         rollout = self.config.explorer.rollout_model
         torch.manual_seed(rollout.seed + self.index)
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path)
+        remote = self.config.model.trust_remote_code
+        self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=remote)
         dtype = getattr(torch, rollout.dtype)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype).to(self._device()).eval()
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, trust_remote_code=remote).to(self._device()).eval()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
 
     def _params(self) -> dict[str, Any]:
@@ -58,16 +59,14 @@ class TransformersEngine(RolloutEngine):
                 top_k=None if greedy or sampling.top_k < 0 else sampling.top_k,
                 max_new_tokens=sampling.max_tokens,
                 min_new_tokens=sampling.min_tokens or None,
+                repetition_penalty=None if sampling.repetition_penalty == 1.0 else sampling.repetition_penalty,
                 pad_token_id=self.pad_id,
                 eos_token_id=self.tokenizer.eos_token_id,
                 return_dict_in_generate=True,
                 output_logits=True,
             )
         tokens = out.sequences[:, width:]
-        temperature = 1.0 if greedy else sampling.temperature
-        logprobs = torch.stack(
-            [torch.log_softmax(step.float() / temperature, dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1) for t, step in enumerate(out.logits)], dim=1
-        )
+        logprobs = _logprobs(out, width, sampling)
         rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
         return [Sample(r, lp, text) for (r, lp), text in zip(rows, texts)]
@@ -77,3 +76,21 @@ class TransformersEngine(RolloutEngine):
         eos = self.tokenizer.eos_token_id
         end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
         return tokens[:end], logprobs[:end]
+
+
+def _logprobs(out: Any, width: int, sampling: Sampling) -> Any:
+    """Each sampled token's log-prob under what it was sampled from: the repetition penalty (over
+    the sequence so far, as generate applied it) and the temperature, before top-k/top-p (vLLM's
+    processed_logprobs)."""
+    import torch
+    from transformers import RepetitionPenaltyLogitsProcessor
+
+    penalty = RepetitionPenaltyLogitsProcessor(sampling.repetition_penalty) if sampling.repetition_penalty != 1.0 else None
+    temperature = sampling.temperature or 1.0
+    steps = []
+    for t, logits in enumerate(out.logits):
+        scores = logits.float()
+        if penalty is not None:
+            scores = penalty(out.sequences[:, : width + t], scores)
+        steps.append(torch.log_softmax(scores / temperature, dim=-1).gather(1, out.sequences[:, width + t : width + t + 1]).squeeze(1))
+    return torch.stack(steps, dim=1)

@@ -64,6 +64,7 @@ def engine_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[t
     kwargs = {
         "model": model_path,
         "tokenizer": model_path,
+        "trust_remote_code": config.model.trust_remote_code,
         "dtype": rollout.dtype,
         "seed": rollout.seed + topo.engine,  # every part of an engine samples alike; engines differ
         "tensor_parallel_size": rollout.tensor_parallel_size,

@@ -95,6 +95,7 @@ class VllmEngine(RolloutEngine):
             top_k=max(sampling.top_k, 0),  # vLLM: 0 turns top-k off
             max_tokens=sampling.max_tokens,
             min_tokens=sampling.min_tokens,
+            repetition_penalty=sampling.repetition_penalty,
             logprobs=0,  # the sampled token's own log-prob
             output_kind=self.vllm.RequestOutputKind.FINAL_ONLY,
         )

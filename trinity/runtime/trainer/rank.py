@@ -151,10 +151,9 @@ class TrainerRank(Role):
         from ..weights import save_safetensors
 
         save_safetensors(weights, folder / "model.safetensors")
-        for name in HF_FILES:
-            source = Path(self.model_path) / name
-            if source.exists():
-                shutil.copy2(source, folder / name)
+        for source in [Path(self.model_path) / name for name in HF_FILES] + sorted(Path(self.model_path).glob("*.py")):
+            if source.exists():  # a model's own code (auto_map) travels with it: a checkpoint loads like the original
+                shutil.copy2(source, folder / source.name)
 
     def write_weights(self, path: str, version: int) -> None:
         """Rank 0 writes the weights to `path` (atomically), then `<path stem>.json` naming their version."""

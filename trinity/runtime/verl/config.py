@@ -37,6 +37,7 @@ def _settings(config: Any, model_path: str, total_steps: int) -> dict[str, tuple
     out = {
         "trainer.device": (trainer.device, "trainer.device"),
         f"{ARR}.model.path": (model_path, "model.model_path"),
+        f"{ARR}.model.trust_remote_code": (config.model.trust_remote_code, "model.trust_remote_code"),
         f"{ARR}.model.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
         f"{ARR}.model.enable_gradient_checkpointing": (trainer.enable_gradient_checkpointing, "trainer.enable_gradient_checkpointing"),
         f"+{ARR}.model.override_config.attn_implementation": (trainer.attn_implementation, "trainer.attn_implementation"),

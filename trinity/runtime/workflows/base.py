@@ -28,6 +28,7 @@ class Completion:
     logprobs: list[float]
     text: str
     weight_version: int
+    prompt_truncated: bool = False  # the prompt was cut to model.max_prompt_tokens
 
 
 class ModelClient(Protocol):
@@ -61,5 +62,5 @@ class Workflow:
             reward=float(reward),
             group=self.task.uid,
             weight_version=completion.weight_version,
-            metrics={"accuracy": float(metrics.pop("accuracy", reward)), **metrics},
+            metrics={"accuracy": float(metrics.pop("accuracy", reward)), **metrics} | ({"prompt_truncated": 1.0} if completion.prompt_truncated else {}),
         )

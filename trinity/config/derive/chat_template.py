@@ -1,0 +1,62 @@
+"""The chat template prompts go through: model.chat_template_path overrides model.custom_chat_template
+(upstream's rule), the rollout engines take the model's, and a data set's format.chat_template overrides
+both for its rows. Every template is parsed here, so a typo fails before Ray, not at the first prompt."""
+
+from pathlib import Path
+from typing import Optional
+
+from ._context import Context
+from .buffer import EXPERIENCES, tasksets
+
+CUSTOM, PATH = "model.custom_chat_template", "model.chat_template_path"
+HF_TAGS = ("generation", "endgeneration")  # transformers' own tags around assistant turns
+
+
+def chat_template(ctx: Context) -> None:
+    """Read model.chat_template_path into model.custom_chat_template; refuse a template that does not parse."""
+    path = ctx.get(PATH)
+    if path is not None and _read(ctx, Path(path)):
+        if ctx.user_set(CUSTOM):
+            ctx.report("warning", CUSTOM, "is overridden by model.chat_template_path", hint="set only one of them")
+    for key in _inline_keys(ctx):
+        problem = syntax_error(ctx.get(key))
+        if problem:
+            ctx.report("error", key, f"chat template does not parse: {problem}", allowed="a Jinja2 template, as in a tokenizer's chat_template", hint="test it with tokenizer.apply_chat_template(messages, chat_template=...)")
+
+
+def _read(ctx: Context, path: Path) -> bool:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        ctx.report("error", PATH, f"cannot read the chat template {str(path)!r}: {exc.strerror if isinstance(exc, OSError) else exc}", allowed="a readable Jinja2 file", hint="paths are relative to the directory trinity runs in")
+        return False
+    problem = syntax_error(text)
+    if problem:
+        ctx.report("error", PATH, f"chat template {str(path)!r} does not parse: {problem}", allowed="a Jinja2 template, as in a tokenizer's chat_template")
+        return False
+    ctx.set(CUSTOM, text, "chat_template", (ctx.input(PATH),))
+    return True
+
+
+def _inline_keys(ctx: Context) -> list[str]:
+    """Template keys written in the config (a file's text was checked as it was read)."""
+    keys = [] if ctx.get(PATH) is not None else [CUSTOM]
+    keys += ["explorer.rollout_model.chat_template", *(f"{key}.format.chat_template" for key, _, _ in tasksets(ctx))]
+    keys += [f"{EXPERIENCES}.format.chat_template"] if ctx.get(EXPERIENCES) else []
+    return [key for key in keys if ctx.get(key) is not None]
+
+
+def syntax_error(text: str) -> Optional[str]:
+    """`line N: message` when the Jinja2 template does not parse; None when it does (or Jinja2 is absent)."""
+    try:
+        from jinja2 import TemplateSyntaxError
+        from jinja2.sandbox import ImmutableSandboxedEnvironment
+    except ImportError:  # the runtime's transformers needs it anyway; without it there is nothing to check with
+        return None
+    try:
+        ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols"]).parse(text)
+    except TemplateSyntaxError as exc:
+        if any(f"unknown tag '{tag}'" in exc.message for tag in HF_TAGS):
+            return None
+        return f"line {exc.lineno}: {exc.message}"
+    return None
