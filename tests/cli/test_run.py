@@ -105,10 +105,13 @@ def test_memory_and_checkpoint_sync_in_one_run(env, tmp_path, method, extra):
 
 def test_long_prompts_keep_their_end_and_are_counted(env, tmp_path):
     # the demo's prompts are 4 to 6 tokens: a budget of 3 cuts every one of them
-    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1", "model.max_prompt_tokens=3", "model.repetition_penalty=1.2")
+    kept = "buffer.trainer_input.experience_buffer.storage_type=file"  # the experiences stay readable in the run directory
+    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1", "model.max_prompt_tokens=3", "model.repetition_penalty=1.2", kept)
     assert proc.returncode == 0, proc.stderr[-3000:]
     [explorer] = lines(tmp_path / RUN, "explorer")
     assert explorer["truncated_prompts"] == explorer["experiences"] == 16 and explorer["failed_tasks"] == 0
+    experiences = [json.loads(line) for line in (tmp_path / RUN / "arith_experiences.jsonl").read_text().splitlines()]
+    assert len(experiences) == 16 and all(len(e["prompt_ids"]) == 3 for e in experiences)
     assert "16 rollouts had their prompt cut to model.max_prompt_tokens=3" in (tmp_path / RUN / "logs" / "explorer.log").read_text()
     assert "    repetition_penalty: 1.2\n" in (tmp_path / RUN / "config.yaml").read_text()  # the engines' own, derived from model's
 

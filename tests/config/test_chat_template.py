@@ -64,3 +64,5 @@ def test_transformers_generation_tags_and_loop_controls_parse(render):
     text = "{% for m in messages %}{% if loop.index > 9 %}{% break %}{% endif %}{% generation %}{{ m.content }}{% endgeneration %}{% endfor %}"
     result, cfg = render(f"  custom_chat_template: '{text}'\n")
     assert result.code == 0 and cfg["model"]["custom_chat_template"] == text
+    broken, _ = render("  custom_chat_template: '{% generation %}{{ x }}{% endgeneration %}{{ y '\n")  # checked past the tag
+    assert broken.code == 2 and "chat template does not parse: line 1: unexpected end of template" in broken.err

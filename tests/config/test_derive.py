@@ -291,6 +291,14 @@ def test_an_unknown_default_workflow_is_reported_once_where_it_is_written(render
     assert "run.yaml:11:5: buffer.explorer_input.default_workflow_type: unknown workflow 'mathh_workflow'" in result.err
 
 
+def test_a_taskset_without_a_workflow_is_an_error_unless_its_rows_name_theirs(render):
+    text = "algorithm:\n  repeat_times: 4\nbuffer:\n  explorer_input:\n    taskset: {path: /d}\n"
+    result, _ = render(text, "hardware=a100")
+    assert result.code == 2 and "error: run.yaml:7:5: buffer.explorer_input.taskset.default_workflow_type: no workflow for this taskset" in result.err
+    result, cfg = render(text.replace("{path: /d}", "{path: /d, format: {workflow_key: wf}}"), "hardware=a100")
+    assert result.code == 0 and cfg["buffer"]["explorer_input"]["taskset"]["format"]["workflow_key"] == "wf"
+
+
 # --- intervals and checkpoints ------------------------------------------------------------
 
 def test_eval_interval_is_rounded_to_a_multiple_of_the_sync_interval(render):

@@ -82,7 +82,7 @@ def _kind(text: str) -> tuple[str, bool]:
     """Upstream's type string -> (base kind, optional)."""
     optional = text.startswith("typing.Optional[")
     inner = text.removeprefix("typing.Optional[").removesuffix("]") if optional else text
-    for base, pattern in (("bool", "bool"), ("int", "int"), ("float", "float"), ("str", "str|enum|SyncMethod"), ("list", "List"), ("dict", "Dict|dict"), ("any", "Any")):
+    for base, pattern in (("list", "List"), ("dict", "Dict|dict"), ("bool", "bool"), ("int", "int"), ("float", "float"), ("str", "str|enum|SyncMethod"), ("any", "Any")):
         if re.search(rf"\b({pattern})\b", inner):
             return base, optional
     return inner, optional
@@ -196,10 +196,10 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
 
 
 def test_a_not_yet_key_in_a_stage_is_named_in_the_stage(cli, write):
-    text = BASE + "    buffer:\n      explorer_input:\n        taskset:\n          format: {system_prompt_key: sys}\n"
+    text = BASE + "    buffer:\n      explorer_input:\n        taskset:\n          format: {tools_key: tools}\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
-    assert "run.yaml:20:20: buffer.explorer_input.taskset.format.system_prompt_key: known Trinity-RFT key, not supported by trinity yet (in stage 'only')" in result.err
+    assert "run.yaml:20:20: buffer.explorer_input.taskset.format.tools_key: known Trinity-RFT key, not supported by trinity yet (in stage 'only')" in result.err
 
 
 def test_a_key_trinity_dropped_names_its_replacement(cli, write):

@@ -1,5 +1,8 @@
 """Each experience is consumed exactly once, also across a restart that rewinds to a checkpoint."""
 
+import json
+
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -96,3 +99,20 @@ def test_every_experience_is_trained_exactly_once(tmp_path_factory, ops):
     consumed = [r for s in sorted(trained) for r in trained[s]]
     waiting = rewards(queue.take(produced - len(consumed), step + 1)) if produced > len(consumed) else []
     assert sorted(consumed + waiting) == list(range(produced))
+
+
+def test_sft_samples_go_through_the_models_chat_template(demo_assets, tmp_path):
+    pytest.importorskip("transformers")
+    from transformers import AutoTokenizer
+
+    from trinity.config.schema.buffer import ExperienceBufferConfig
+    from trinity.config.schema.model import ModelConfig
+    from trinity.runtime.buffer.actor import _data_set
+
+    data = tmp_path / "chat.jsonl"
+    data.write_text(json.dumps({"messages": [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}]}) + "\n")
+    storage = ExperienceBufferConfig(name="sft", storage_type="file", path=str(data), format={"prompt_type": "messages", "messages_key": "messages"})
+    model = ModelConfig(model_path=str(demo_assets / "model"), custom_chat_template="{{ messages[-1].content }}=?")
+    [sample] = _data_set(storage, {"tokenizer": model.model_path, "seed": 0, "model": model}).samples
+    tokenizer = AutoTokenizer.from_pretrained(model.model_path)
+    assert sample.prompt_ids == tokenizer("1+1==?", add_special_tokens=False)["input_ids"]

@@ -82,6 +82,15 @@ def test_a_data_sets_template_beats_the_models_which_beats_the_tokenizers():
     assert prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer, template=model) == "[user] 1+1?\n[assistant] "
 
 
+def test_a_rows_own_system_prompt_wins_over_the_tasksets():
+    fmt = FormatConfig(prompt_type="plaintext", prompt_key="question", system_prompt="Answer briefly.", system_prompt_key="sys")
+    assert prompt_text({"question": "1+1?", "sys": "Show your work."}, fmt, PlainTokenizer()) == "Show your work.\n1+1?"
+    assert prompt_text({"question": "1+1?", "sys": ""}, fmt, PlainTokenizer()) == "Answer briefly.\n1+1?"  # an empty one: the taskset's
+    chat = FormatConfig(prompt_type="messages", prompt_key="question", system_prompt_key="sys")
+    assert prompt_text({"question": "1+1?", "sys": "Be exact."}, chat, PlainTokenizer()) == "Be exact.\n1+1?"  # messages, joined without a template
+    assert sft_pair({"question": "1+1?", "answer": "2", "sys": "Be exact."}, chat.model_copy(update={"response_key": "answer"}), PlainTokenizer()) == ("Be exact.\n1+1?", "2")
+
+
 def test_a_missing_column_names_the_columns_there_are():
     with pytest.raises(FormatError, match="row has no column 'prompt' \\(columns: question, answer\\)"):
         prompt_text(ROWS[0], FormatConfig(), PlainTokenizer())

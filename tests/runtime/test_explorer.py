@@ -1,9 +1,13 @@
-"""The explorer's prompt budget: a long prompt keeps its end, a short one is untouched."""
+"""The explorer's prompt budget (a long prompt keeps its end) and what it reads from a taskset's rows."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trinity.runtime.explorer import fit_prompt
+from trinity.config.compose import Request
+from trinity.config.resolve import resolve
+from trinity.config.schema.buffer import TasksetConfig
+from trinity.runtime.explorer import Explorer, _check_columns, _Client, _row_workflows, fit_prompt
 
 IDS = st.lists(st.integers(0, 50), max_size=40)
 
@@ -18,3 +22,62 @@ def test_a_prompt_keeps_its_last_tokens_within_the_budget(ids, limit):
 @given(IDS)
 def test_without_a_budget_every_prompt_goes_whole(ids):
     assert fit_prompt(ids, None) == (ids, False)
+
+
+def taskset(**fmt):
+    return TasksetConfig(name="mixed", path="/d", format=fmt)
+
+
+def test_each_row_runs_the_workflow_its_column_names_else_the_default():
+    rows = [{"q": "1", "wf": "math_workflow"}, {"q": "2", "wf": None}, {"q": "3", "wf": "arith_workflow"}]
+    classes = _row_workflows(taskset(workflow_key="wf"), rows, "arith_workflow")
+    assert [c.__name__ for c in classes] == ["MathWorkflow", "ArithWorkflow", "ArithWorkflow"]
+    assert [c.__name__ for c in _row_workflows(taskset(), rows, "math_workflow")] == ["MathWorkflow"] * 3  # no workflow_key: the column is only data
+
+
+def test_a_row_naming_an_unknown_workflow_or_none_at_all_is_named():
+    with pytest.raises(ValueError, match="taskset mixed: row 1: unknown workflow 'maths_workflow'; built in: math_workflow, arith_workflow"):
+        _row_workflows(taskset(workflow_key="wf"), [{"wf": "math_workflow"}, {"wf": "maths_workflow"}], None)
+    with pytest.raises(ValueError, match="taskset mixed: row 0 names no workflow in column 'wf', and the taskset has no default_workflow_type"):
+        _row_workflows(taskset(workflow_key="wf"), [{"wf": ""}], None)
+
+
+@pytest.mark.parametrize("key", ["system_prompt_key", "workflow_key"])
+def test_a_format_column_the_rows_lack_fails_at_setup(key):
+    with pytest.raises(ValueError, match=f"taskset mixed: rows have no column 'sys' \\(columns: prompt\\); set its format.{key}"):
+        _check_columns(taskset(**{key: "sys"}), {"prompt": "1+1="})
+
+
+@pytest.fixture
+def explorer(demo_assets, monkeypatch):
+    """An explorer set up in this process on the demo's taskset (GRPO only), with these overrides."""
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+
+    def _explorer(*overrides):
+        config = resolve(Request(None, ("hardware=cpu", "~stages", *overrides))).config
+        role = Explorer("explorer", "explorer", None, None, config)
+        role.setup([], None, str(demo_assets / "model"))
+        return role
+
+    return _explorer
+
+
+def client(role, ts):
+    return _Client(None, role.tokenizer, ts.sampling, role.config.explorer.rollout_model, role.config.model.max_prompt_tokens)
+
+
+def test_a_taskset_samples_with_the_engines_repetition_penalty(explorer):
+    assert explorer("model.repetition_penalty=1.3").train[0].sampling.repetition_penalty == 1.3
+    assert explorer("explorer.rollout_model.repetition_penalty=1.1").train[0].sampling.repetition_penalty == 1.1
+
+
+def test_chat_prompts_go_through_the_rollout_models_template(explorer):
+    role = explorer("buffer.explorer_input.taskset.format.prompt_type=messages", "model.custom_chat_template='Q: {{ messages[-1].content }} A:'")
+    ts = role.train[0]
+    assert client(role, ts).prompt(ts.tasks[0]) == f"Q: {ts.tasks[0].row['prompt']} A:"
+
+
+@pytest.mark.parametrize("enabled,limit", [("true", 8), ("false", None)])
+def test_truncation_can_be_turned_off(explorer, enabled, limit):
+    role = explorer(f"model.enable_prompt_truncation={enabled}")
+    assert client(role, role.train[0]).max_prompt_tokens == limit  # the demo: 12 tokens of context, 4 of response

@@ -1,16 +1,27 @@
-"""Preflight on a model folder that ships its own code: refused untrusted (tests/cli/test_run_preflight.py),
-let through when trusted, or when transformers knows its model type anyway."""
+"""Preflight, called as `trinity run` calls it: a model folder that ships its own code (refused untrusted
+in tests/cli/test_run_preflight.py) and the vLLM engine arguments a user adds."""
 
 import json
+import os
 import shutil
+from unittest import mock
 
 import pytest
 
 pytest.importorskip("verl")
 
+from tests.conftest import REFERENCE  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
+from trinity.errors import ConfigError  # noqa: E402
 from trinity.runtime import preflight  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def environ():
+    """Preflight sets verl's platform variables in this process (for verl's import); later tests must not see them."""
+    with mock.patch.dict(os.environ):
+        yield
 
 
 def test_a_trusted_model_with_its_own_code_passes(remote_code_model, demo_assets, monkeypatch):
@@ -24,3 +35,41 @@ def test_code_for_a_model_type_transformers_knows_needs_no_trust(remote_code_mod
     config = json.loads((known / "config.json").read_text())
     (known / "config.json").write_text(json.dumps(config | {"model_type": "qwen2"}))
     preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={known}"))))
+
+
+def refused(*overrides, config=None):
+    """The preflight's issue messages for the reference config on a100 with these overrides."""
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(config, ("hardware=a100", *overrides))))
+    return [i.render() for i in err.value.issues]
+
+
+def test_extra_engine_args_are_checked_against_vllms_fields(local_gsm8k, demo_assets, monkeypatch):
+    monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
+    extra = "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, max_num_seqz: 8, tensor_parallel_size: 2, kv_cache_dtype: 3}"
+    issues = "\n".join(refused(extra, config=REFERENCE))
+    assert "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM 0.23.0's EngineArgs has no field 'max_num_seqz'" in issues
+    assert "explorer.rollout_model.extra_engine_args.tensor_parallel_size: tensor_parallel_size is an engine argument trinity sets from the config" in issues
+    assert "explorer.rollout_model.extra_engine_args.kv_cache_dtype: vLLM 0.23.0's EngineArgs.kv_cache_dtype" in issues and "does not accept 3" in issues
+    assert "extra_engine_args.max_num_seqs:" not in issues  # a field vLLM has, with a value of its type
+
+
+def test_extra_engine_args_on_the_transformers_engine_are_refused(demo_assets, monkeypatch):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(None, ("hardware=cpu", "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64}"))))
+    assert "explorer.rollout_model.extra_engine_args: vLLM engine arguments, but the engine is 'transformers'" in err.value.issues[0].render()
+
+
+def test_a_tokenizer_with_its_own_code_and_a_broken_config_are_named(remote_code_model, demo_assets, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    model = shutil.copytree(demo_assets / "model", tmp_path / "model")
+    tokenizer = json.loads((model / "tokenizer_config.json").read_text())
+    (model / "tokenizer_config.json").write_text(json.dumps(tokenizer | {"tokenizer_class": "TinyTokenizer", "auto_map": {"AutoTokenizer": [None, "tokenization_tiny.TinyTokenizer"]}}))
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
+    assert [i.message for i in err.value.issues] == [f"{str(model)!r} has a tokenizer defined by its own code (tokenization_tiny.TinyTokenizer), which runs only with model.trust_remote_code"]
+    (model / "config.json").write_text("{not json")
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
+    assert err.value.issues[0].message.startswith(f"{model / 'config.json'} is not readable JSON: Expecting property name")

@@ -23,14 +23,20 @@ def config(*overrides):
     return resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
 
 
+def resume(run, *overrides, force=False):
+    """The checkpoint a run with these overrides continues from."""
+    resolved = resolve(Request(None, ("hardware=cpu", *overrides)))
+    return _resume_point(run, resolved.stage("grpo"), resolved.provenance, force)
+
+
 def test_the_same_run_resumes_from_its_last_checkpoint(finished):
-    assert _resume_point(finished, config(), force=False).global_step == 5
-    assert _resume_point(finished, config("trainer.save_interval=7"), force=False).global_step == 5  # not a key that changes the run
+    assert resume(finished).global_step == 5
+    assert resume(finished, "trainer.save_interval=7").global_step == 5  # not a key that changes the run
 
 
 def test_a_changed_run_is_refused_with_the_keys(finished):
     with pytest.raises(ConfigError) as err:
-        _resume_point(finished, config("algorithm.optimizer.lr=0.5", "buffer.batch_size=4"), force=False)
+        resume(finished, "algorithm.optimizer.lr=0.5", "buffer.batch_size=4")
     message = err.value.issues[0].message
     assert "resuming global_step_5 with a config that changes the run" in message
     assert "algorithm.optimizer.lr: 0.0001 -> 0.5" in message and "buffer.batch_size: 16 -> 4" in message
@@ -43,15 +49,17 @@ def test_a_run_saved_before_a_key_existed_resumes(tmp_path):
     del older["model"]["repetition_penalty"], older["explorer"]["rollout_model"]["chat_template"]  # keys a newer trinity added
     run.write_config(older)
     run.save_checkpoint(Checkpoint(tmp_path, 5, "grpo", 1, 5, 9), lambda folder: None, keep=None)
-    assert _resume_point(run, config(), force=False).global_step == 5
+    assert resume(run).global_step == 5
     with pytest.raises(ConfigError, match="model.max_response_tokens: 4 -> 3"):  # keys both configs have still count
-        _resume_point(run, config("model.max_response_tokens=3"), force=False)
+        resume(run, "model.max_response_tokens=3")
+    with pytest.raises(ConfigError, match=r"model.repetition_penalty: '\(absent\)' -> 1.3"):  # a new key you set now counts
+        resume(run, "model.repetition_penalty=1.3")
 
 
 def test_force_resumes_anyway(finished):
-    assert _resume_point(finished, config("algorithm.optimizer.lr=0.5"), force=True).global_step == 5
+    assert resume(finished, "algorithm.optimizer.lr=0.5", force=True).global_step == 5
 
 
 def test_nothing_is_overwritten_when_resuming_is_off(finished):
     with pytest.raises(ConfigError, match="already holds checkpoints .last: global_step_5. and continue_from_checkpoint is false"):
-        _resume_point(finished, config("continue_from_checkpoint=false"), force=False)
+        resume(finished, "continue_from_checkpoint=false")

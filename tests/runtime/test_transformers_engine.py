@@ -91,3 +91,21 @@ def test_a_model_with_its_own_code_loads_when_trusted(remote_code_model, monkeyp
     assert type(trusted.model).__name__ == "TinyForCausalLM"
     _, [sample] = asyncio.run(trusted.generate(prompt(trusted, "1+1="), 1, Sampling(max_tokens=2)))
     assert 1 <= len(sample.response_ids) <= 2
+
+
+def test_a_penalised_prompt_answers_alike_alone_or_batched_with_a_longer_one(engine):
+    short, long = prompt(engine, "9+9="), prompt(engine, "99+99=")
+    greedy = Sampling(temperature=0, max_tokens=4, repetition_penalty=3.0)
+
+    async def together():
+        return await asyncio.gather(engine.generate(short, 1, greedy), engine.generate(long, 1, greedy))
+
+    _, [alone] = asyncio.run(engine.generate(short, 1, greedy))
+    engine.pad_id = alone.response_ids[0]  # padding with a token the model says, as where the pad token is the end of sequence
+    (_, [batched]), _ = asyncio.run(together())
+    assert batched.response_ids == alone.response_ids and batched.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
+
+
+def test_logprobs_are_of_the_distribution_after_top_k(engine):
+    _, samples = asyncio.run(engine.generate(prompt(engine, "12+30="), 4, Sampling(temperature=1.0, top_k=1, max_tokens=3)))
+    assert all(lp == pytest.approx(0.0, abs=1e-6) for s in samples for lp in s.logprobs)  # one token kept: probability 1

@@ -54,6 +54,12 @@ def test_every_profile_and_layout_gives_arguments_the_pinned_vllm_takes(profile,
         assert kwargs["distributed_executor_backend"] == ("mp" if topo.per_engine > 1 else "uni")  # never Ray's: our bundles are taken
 
 
+def test_extra_engine_args_reach_every_engine_under_trinitys_own():
+    config = resolved("a100", "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, seed: 7}")
+    for _, _, kwargs in actor_kwargs(config):
+        assert kwargs["max_num_seqs"] == 64 and kwargs["seed"] != 7  # preflight refuses the seed; trinity's wins regardless
+
+
 @pytest.mark.parametrize("trust", [True, False])
 def test_trusting_a_models_code_reaches_every_engine(trust):
     config = resolved("a100", f"model.trust_remote_code={str(trust).lower()}")

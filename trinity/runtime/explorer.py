@@ -19,7 +19,7 @@ from .roles import Role
 @dataclass
 class _TaskSet:
     name: str
-    workflow: type
+    workflows: dict  # task uid -> its workflow class
     tasks: list  # Task
     sampling: Any  # rollout.base.Sampling
 
@@ -47,7 +47,7 @@ class Explorer(Role):
     def _load(self, storage: Any, is_eval: bool) -> _TaskSet:
         from .data.tasksets import load_rows
         from .rollout.base import Sampling
-        from .workflows import Task, load
+        from .workflows import Task
 
         explorer_input = self.config.buffer.explorer_input
         rows = load_rows(storage.path, storage.split, storage.subset_name)
@@ -59,7 +59,8 @@ class Explorer(Role):
         args = storage.rollout_args
         max_tokens = args.max_tokens or self.config.model.max_response_tokens or 16
         sampling = Sampling(args.temperature, args.top_p, args.top_k, max_tokens, self.config.model.min_response_tokens, self.config.explorer.rollout_model.repetition_penalty)
-        return _TaskSet(storage.name, load(storage.default_workflow_type or explorer_input.default_workflow_type), tasks, sampling)
+        workflows = _row_workflows(storage, rows, storage.default_workflow_type or explorer_input.default_workflow_type)
+        return _TaskSet(storage.name, {task.uid: cls for task, cls in zip(tasks, workflows)}, tasks, sampling)
 
     def steps_per_epoch(self) -> int:
         """Explore steps in one pass over the training tasks."""
@@ -77,10 +78,7 @@ class Explorer(Role):
             import ray
 
             ray.get(self.buffer.put.remote(exps))
-        result = _summary(exps, time.perf_counter() - started, failed)
-        if result["truncated_prompts"]:
-            self.log.warning("step %d: %d rollouts had their prompt cut to model.max_prompt_tokens=%s", step, result["truncated_prompts"], self.config.model.max_prompt_tokens)
-        return result | {"tasks": len(batch)}
+        return _summary(exps, time.perf_counter() - started, failed) | {"tasks": len(batch)}
 
     def _batch(self, step: int) -> list:
         """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
@@ -111,6 +109,9 @@ class Explorer(Role):
                 self.log.warning("step %d: a task was skipped: %s", step, errors[-1])
         if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
             raise TaskFailed(f"every task of step {step} failed; the last: {errors[-1]}")
+        cut = sum(1 for e in exps if e.metrics.get("prompt_truncated"))
+        if cut:
+            self.log.warning("step %d: %d rollouts had their prompt cut to model.max_prompt_tokens=%s", step, cut, self.config.model.max_prompt_tokens)
         return exps, len(errors)
 
     def _attempt(self, ts: _TaskSet, task: Any, engine: Any) -> list[Experience]:
@@ -118,7 +119,7 @@ class Explorer(Role):
         errors = []
         for _ in range(self.config.explorer.max_retry_times + 1):
             try:
-                return ts.workflow(task, client).run()
+                return ts.workflows[task.uid](task, client).run()
             except Exception as exc:  # a workflow is user code: any error is retried, then reported
                 if _is_engine_death(exc):
                     raise
@@ -129,10 +130,31 @@ class Explorer(Role):
 def _check_columns(storage: Any, row: dict) -> None:
     """A taskset whose format names a column its rows lack fails at setup, not task by task."""
     fmt = storage.format
-    wanted = [fmt.messages_key] if fmt.prompt_type != "plaintext" and fmt.messages_key in row else [fmt.prompt_key]
-    missing = [key for key in wanted if key not in row]
+    prompt = fmt.messages_key if fmt.prompt_type != "plaintext" and fmt.messages_key in row else fmt.prompt_key
+    wanted = {prompt: "prompt_key", fmt.system_prompt_key: "system_prompt_key", fmt.workflow_key: "workflow_key"}
+    missing = [(column, key) for column, key in wanted.items() if column and column not in row]
     if missing:
-        raise ValueError(f"taskset {storage.name}: rows have no column {missing[0]!r} (columns: {', '.join(map(str, row))}); set its format.prompt_key")
+        column, key = missing[0]
+        raise ValueError(f"taskset {storage.name}: rows have no column {column!r} (columns: {', '.join(map(str, row))}); set its format.{key}")
+
+
+def _row_workflows(storage: Any, rows: list[dict], default: Optional[str]) -> list[type]:
+    """Each row's workflow class: the one its format.workflow_key column names, else the taskset's default."""
+    from .workflows import load
+
+    classes: dict[str, type] = {}
+    out = []
+    for i, row in enumerate(rows):
+        name = (row.get(storage.format.workflow_key) if storage.format.workflow_key else None) or default
+        if name is None:
+            raise ValueError(f"taskset {storage.name}: row {i} names no workflow in column {storage.format.workflow_key!r}, and the taskset has no default_workflow_type")
+        if name not in classes:
+            try:
+                classes[name] = load(name)
+            except ValueError as exc:
+                raise ValueError(f"taskset {storage.name}: row {i}: {exc}") from None
+        out.append(classes[name])
+    return out
 
 
 class TaskFailed(RuntimeError):

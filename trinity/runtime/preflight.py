@@ -21,7 +21,7 @@ MODES = ("both", "colocate", "explore", "train", "bench")  # what the stage runn
 def check(resolved: Any) -> None:
     """Raise one ConfigError listing every problem found."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
-    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages[0], resolved))
+    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved))
     for config in stages:
         if config.mode not in MODES:
             issues.append(Issue(f"mode {config.mode!r} is not run by this version of trinity", key="mode", source=resolved.provenance.where(("mode",)), allowed=", ".join(MODES)))
@@ -39,25 +39,48 @@ def check(resolved: Any) -> None:
                 build(config, str(config.model.model_path), 1)
 
 
-def _remote_code_issues(config: Any, resolved: Any) -> list[Issue]:
-    """A model whose class only its own folder's code defines needs model.trust_remote_code; transformers
-    would refuse it in every role after start-up."""
-    meta = json.loads((Path(config.model.model_path) / "config.json").read_text())
-    code = meta.get("auto_map", {}).get("AutoModelForCausalLM")
-    if config.model.trust_remote_code or code is None:
-        return []
+def _remote_code_issues(stages: list, resolved: Any) -> list[Issue]:
+    """A model or tokenizer whose class only its own folder's code defines needs model.trust_remote_code;
+    transformers would refuse it in every role after start-up."""
+    issues = []
+    for config in stages:
+        if config.model.trust_remote_code:
+            continue
+        folder = Path(config.model.model_path)
+        where = resolved.provenance.where(("model", "model_path"))
+        for what, file, auto, known in (("model", "config.json", "AutoModelForCausalLM", _known_model), ("tokenizer", "tokenizer_config.json", "AutoTokenizer", _known_tokenizer)):
+            meta, problem = _read_json(folder / file)
+            code = (meta.get("auto_map") or {}).get(auto)
+            if problem:
+                issues.append(Issue(problem, key="model.model_path", source=where, hint=f"fix or replace {file}; transformers reads it in every role"))
+            elif code and not known(meta):
+                shown = code if isinstance(code, str) else next(c for c in code if c)
+                message = f"{str(folder)!r} has a {what} defined by its own code ({shown}), which runs only with model.trust_remote_code"
+                issues.append(Issue(message, key="model.model_path", source=where, hint="read the .py files in the model folder; if you trust them, set model.trust_remote_code: true"))
+    return list(dict.fromkeys(issues))  # stages sharing a model: once
+
+
+def _read_json(path: Path) -> tuple[dict, str]:
+    """(the file's object, '') or ({}, what is wrong); a missing optional file is an empty object."""
+    if not path.is_file():
+        return {}, ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return {}, f"{path} is not readable JSON: {exc}"
+    return (data, "") if isinstance(data, dict) else ({}, f"{path} holds {type(data).__name__}, not a JSON object")
+
+
+def _known_model(meta: dict) -> bool:
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
 
-    if meta.get("model_type") in CONFIG_MAPPING_NAMES:
-        return []  # a model type transformers knows is loaded with transformers' own class
-    return [
-        Issue(
-            f"{config.model.model_path!r} is a {meta.get('model_type')!r} model defined by its own code ({code}), which runs only with model.trust_remote_code",
-            key="model.model_path",
-            source=resolved.provenance.where(("model", "model_path")),
-            hint="read the .py files in the model folder; if you trust them, set model.trust_remote_code: true",
-        )
-    ]
+    return meta.get("model_type") in CONFIG_MAPPING_NAMES  # transformers loads its own class for a type it knows
+
+
+def _known_tokenizer(meta: dict) -> bool:
+    import transformers
+
+    return bool(meta.get("tokenizer_class")) and hasattr(transformers, meta["tokenizer_class"])
 
 
 def _engine_issues(config: Any, resolved: Any) -> list[Issue]:
@@ -72,9 +95,33 @@ def _engine_issues(config: Any, resolved: Any) -> list[Issue]:
         issues.append(Issue(f"engine type {kind!r} has no rollout engine in this version of trinity", key="explorer.rollout_model.engine_type", source=where, allowed=", ".join(ENGINES), hint="set explorer.rollout_model.engine_type=transformers (Hugging Face generate on any torch device)"))
     if kind == "vllm":
         issues += _vllm_issues(config, resolved)
+    issues += _extra_args_issues(config, resolved)
     if config.explorer.auxiliary_models:
         where = resolved.provenance.where(("explorer", "auxiliary_models"))
         issues.append(Issue("auxiliary models are planned and placed, but no workflow of this version uses them", key="explorer.auxiliary_models", source=where, hint="remove explorer.auxiliary_models"))
+    return issues
+
+
+def _extra_args_issues(config: Any, resolved: Any) -> list[Issue]:
+    """extra_engine_args are vLLM's: only names vLLM takes, with values of their types, and none that trinity sets."""
+    extra = config.explorer.rollout_model.extra_engine_args
+    if not extra:
+        return []
+    key = "explorer.rollout_model.extra_engine_args"
+    if config.explorer.rollout_model.engine_type != "vllm":
+        where = resolved.provenance.where(("explorer", "rollout_model", "extra_engine_args"))
+        return [Issue(f"vLLM engine arguments, but the engine is {config.explorer.rollout_model.engine_type!r}", key=key, source=where, hint="remove them, or set explorer.rollout_model.engine_type: vllm")]
+    from .rollout import vllm_args, vllm_fields
+
+    managed = set(vllm_args.own_kwargs(config, str(config.model.model_path), vllm_args.topology(config, 0), ("127.0.0.1", 1))) | set(vllm_args.LAYOUT_ARGS)
+    fields = vllm_fields.installed() or vllm_fields.snapshot()
+    issues = []
+    for name, value in extra.items():
+        where = resolved.provenance.where(("explorer", "rollout_model", "extra_engine_args", name))
+        if name in managed:
+            issues.append(Issue(f"{name} is an engine argument trinity sets from the config", key=f"{key}.{name}", source=where, hint="set it through trinity's own keys (explorer.rollout_model.*, model.*), which trinity passes to vLLM"))
+        else:
+            issues += [Issue(problem, key=f"{key}.{name}", source=where, hint="see vLLM's EngineArgs for the names and types it takes") for problem in fields.problems({name: value})]
     return issues
 
 

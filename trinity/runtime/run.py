@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..config.diff import ABSENT, diff
-from ..errors import ConfigError, Issue
+from ..config.provenance import WRITTEN
+from ..errors import ConfigError, Issue, undotted
 from ..config.redact import redact
 from .metrics import MetricsLog
 from .progress import StageSummary
@@ -38,7 +39,7 @@ def train(resolved: Any, options: RunOptions, show: Any) -> list[StageSummary]:
     stages = list(resolved.stages) or [(None, config)]
     run_dir = run_dir_of(config)
     with run_dir.lock(_lock_mode({c.mode for _, c in stages})):
-        latest = _resume_point(run_dir, config, options.force)
+        latest = _resume_point(run_dir, config, resolved.provenance, options.force)
         run_dir.write_config(redact(config.model_dump(mode="json")))  # credentials never reach the disk
         metrics = MetricsLog(run_dir.metrics, config.monitor, f"{config.project}/{config.name}", run_dir.root / "tensorboard")
         try:
@@ -105,7 +106,7 @@ def _placements(launch: Any) -> list:
         raise RoleFailed(f"a role actor failed to start: {lines[-1] if lines else type(exc).__name__}") from None
 
 
-def _resume_point(run_dir: RunDir, config: Any, force: bool) -> Optional[Checkpoint]:
+def _resume_point(run_dir: RunDir, config: Any, provenance: Any, force: bool) -> Optional[Checkpoint]:
     """The checkpoint to continue from, after checking the saved config describes the same run."""
     latest = run_dir.latest()
     if latest is None:
@@ -116,8 +117,11 @@ def _resume_point(run_dir: RunDir, config: Any, force: bool) -> Optional[Checkpo
         )
     saved = run_dir.saved_config()
     if saved is not None and not force:
-        # a key the saved config lacks came with a newer trinity: the run that saved it had no such setting to change
-        changes = [c for c in diff(saved, redact(config.model_dump(mode="json"))) if c.key.startswith(RUN_CHANGING) and c.left != ABSENT]
+        # a key the saved config lacks came with a newer trinity: it changes the run only if you set it now
+        changes = [
+            c for c in diff(saved, redact(config.model_dump(mode="json")))
+            if c.key.startswith(RUN_CHANGING) and (c.left != ABSENT or provenance.set_by(undotted(c.key), *WRITTEN))
+        ]
         if changes:
             listed = "; ".join(f"{c.key}: {c.left!r} -> {c.right!r}" for c in changes[:8])
             raise ConfigError(

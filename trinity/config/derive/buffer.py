@@ -35,6 +35,8 @@ def taskset_workflows(ctx: Context) -> None:
     reported = set()
     for key, taskset, _ in tasksets(ctx):
         name = taskset.get("default_workflow_type")
+        if name is None and (taskset.get("format") or {}).get("workflow_key"):
+            continue  # every row may name its own: a row that does not fails when the taskset is loaded
         if name is None:
             ctx.report("error", f"{key}.default_workflow_type", "no workflow for this taskset", allowed=", ".join(WORKFLOWS) + ", or module:Class", hint=f"set {INPUT}.default_workflow_type")
         elif not workflow_path(name):

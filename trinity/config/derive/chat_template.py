@@ -2,6 +2,7 @@
 (upstream's rule), the rollout engines take the model's, and a data set's format.chat_template overrides
 both for its rows. Every template is parsed here, so a typo fails before Ray, not at the first prompt."""
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -9,7 +10,6 @@ from ._context import Context
 from .buffer import EXPERIENCES, tasksets
 
 CUSTOM, PATH = "model.custom_chat_template", "model.chat_template_path"
-HF_TAGS = ("generation", "endgeneration")  # transformers' own tags around assistant turns
 
 
 def chat_template(ctx: Context) -> None:
@@ -41,22 +41,37 @@ def _read(ctx: Context, path: Path) -> bool:
 def _inline_keys(ctx: Context) -> list[str]:
     """Template keys written in the config (a file's text was checked as it was read)."""
     keys = [] if ctx.get(PATH) is not None else [CUSTOM]
-    keys += ["explorer.rollout_model.chat_template", *(f"{key}.format.chat_template" for key, _, _ in tasksets(ctx))]
+    keys += ["explorer.rollout_model.chat_template", *(f"explorer.auxiliary_models.{i}.chat_template" for i in range(len(ctx.get("explorer.auxiliary_models"))))]
+    keys += [f"{key}.format.chat_template" for key, _, _ in tasksets(ctx)]
     keys += [f"{EXPERIENCES}.format.chat_template"] if ctx.get(EXPERIENCES) else []
     return [key for key in keys if ctx.get(key) is not None]
 
 
 def syntax_error(text: str) -> Optional[str]:
-    """`line N: message` when the Jinja2 template does not parse; None when it does (or Jinja2 is absent)."""
+    """`line N: message` when the Jinja2 template does not parse as transformers parses chat templates; else None."""
+    from jinja2 import TemplateSyntaxError
+
     try:
-        from jinja2 import TemplateSyntaxError
-        from jinja2.sandbox import ImmutableSandboxedEnvironment
-    except ImportError:  # the runtime's transformers needs it anyway; without it there is nothing to check with
-        return None
-    try:
-        ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols"]).parse(text)
+        _environment().parse(text)
     except TemplateSyntaxError as exc:
-        if any(f"unknown tag '{tag}'" in exc.message for tag in HF_TAGS):
-            return None
         return f"line {exc.lineno}: {exc.message}"
     return None
+
+
+@lru_cache(maxsize=1)
+def _environment():
+    """A sandboxed Jinja2 environment with the tags transformers adds: loop controls and `generation` blocks."""
+    from jinja2 import nodes
+    from jinja2.ext import Extension
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    class Generation(Extension):
+        """`{% generation %}...{% endgeneration %}`, which transformers uses to mark assistant tokens: parsed for its body."""
+
+        tags = {"generation"}
+
+        def parse(self, parser):
+            lineno = next(parser.stream).lineno
+            return nodes.Scope(parser.parse_statements(("name:endgeneration",), drop_needle=True), lineno=lineno)
+
+    return ImmutableSandboxedEnvironment(extensions=["jinja2.ext.loopcontrols", Generation])

@@ -3,6 +3,7 @@
 from ._context import Context
 
 LEN, PROMPT, RESPONSE, MIN = "model.max_model_len", "model.max_prompt_tokens", "model.max_response_tokens", "model.min_response_tokens"
+ROLLOUT_SOURCES = {"chat_template": "custom_chat_template"}  # rollout_model keys named otherwise under model.
 
 
 def model_budget(ctx: Context) -> None:
@@ -47,8 +48,7 @@ def critic_model(ctx: Context) -> None:
 def rollout_model(ctx: Context) -> None:
     """The rollout engines take the model's path, context length and prompt settings unless told otherwise."""
     for key in ("model_path", "max_model_len", "enable_thinking", "repetition_penalty", "enable_prompt_truncation", "chat_template"):
-        source = "model.custom_chat_template" if key == "chat_template" else f"model.{key}"
-        target = f"explorer.rollout_model.{key}"
+        source, target = f"model.{ROLLOUT_SOURCES.get(key, key)}", f"explorer.rollout_model.{key}"
         if ctx.get(target) is None and ctx.get(source) is not None:
             ctx.set(target, ctx.get(source), "rollout_model", (ctx.input(source),))
 

@@ -15,8 +15,13 @@ class FormatConfig(Section):
     chosen_key: str = Field("chosen", description="Column holding the preferred response (DPO).")
     rejected_key: str = Field("rejected", description="Column holding the rejected response (DPO).")
     system_prompt: Optional[str] = Field(None, description="System prompt prepended to every task.")
+    system_prompt_key: Optional[str] = Field(None, description="Column holding each row's own system prompt; wins over system_prompt.")
     reply_prefix: Optional[str] = Field(None, description="Text the assistant reply starts with.")
     chat_template: Optional[str] = Field(None, description="Jinja2 chat template of this data set's rows; defaults to the model's.")
+
+
+class TasksetFormat(FormatConfig):
+    workflow_key: str = Field("", description="Column naming each row's workflow; a row with none takes the taskset's default_workflow_type.")
 
 
 class GenerationConfig(Section):
@@ -41,6 +46,7 @@ class StorageConfig(Section):
 class TasksetConfig(StorageConfig):
     """A task set the explorer rolls out."""
 
+    format: TasksetFormat = Field(default_factory=TasksetFormat, description="Column mapping.")
     repeat_times: Optional[PositiveInt] = Field(None, description="Rollouts per task; algorithm.repeat_times for training sets, 1 for evaluation.")
     rollout_args: GenerationConfig = Field(default_factory=GenerationConfig, description="Sampling arguments.")
     default_workflow_type: Optional[str] = Field(None, description="Workflow for this set; defaults to the input's.")

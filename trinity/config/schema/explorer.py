@@ -1,6 +1,6 @@
 """`explorer:` section: rollout engines and the runners that drive them."""
 
-from typing import Literal, Optional
+from typing import Any, Literal, Optional
 
 from pydantic import Field, PositiveInt
 
@@ -25,6 +25,7 @@ class InferenceModelConfig(Section):
     seed: int = Field(42, description="Sampling seed.")
     max_model_len: Optional[PositiveInt] = Field(None, description="Context length; defaults to model.max_model_len.")
     enable_thinking: Optional[bool] = Field(None, description="Let the chat template emit thinking tokens; defaults to model.enable_thinking.")
+    extra_engine_args: dict[str, Any] = Field(default_factory=dict, description="More vLLM engine arguments (EngineArgs fields trinity does not set), checked against vLLM before Ray starts.")
     chat_template: Optional[str] = Field(None, description="Jinja2 chat template of the prompts; defaults to model.custom_chat_template, else the tokenizer's.")
     repetition_penalty: Optional[float] = Field(None, gt=0, description="Penalty on tokens already in the prompt or the response; defaults to model.repetition_penalty.")
     enable_prompt_truncation: Optional[bool] = Field(None, description="Keep only the last model.max_prompt_tokens tokens of a longer prompt; defaults to model.enable_prompt_truncation.")

@@ -11,10 +11,10 @@ class FormatError(KeyError):
 def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False, template: Optional[str] = None) -> str:
     """The text the model continues: plaintext as written, messages through the chat template."""
     if fmt.prompt_type == "plaintext":
-        body = _column(row, fmt.prompt_key)
-        text = f"{fmt.system_prompt}\n{body}" if fmt.system_prompt else str(body)
+        body, system = _column(row, fmt.prompt_key), _system(row, fmt)
+        text = f"{system}\n{body}" if system else str(body)
     else:
-        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking, fmt.chat_template or template)
+        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking, _template(fmt, template))
     return text + (fmt.reply_prefix or "")
 
 
@@ -24,7 +24,7 @@ def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: Optional[str] = None
         return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
     messages = _column(row, fmt.messages_key) if fmt.messages_key in row else None
     if messages and messages[-1].get("role") == "assistant":
-        prompt = _chat(_with_system(messages[:-1], fmt.system_prompt), tokenizer, False, fmt.chat_template or template)
+        prompt = _chat(_with_system(messages[:-1], _system(row, fmt)), tokenizer, False, _template(fmt, template))
         return prompt + (fmt.reply_prefix or ""), messages[-1]["content"]
     return prompt_text(row, fmt, tokenizer, template=template), str(_column(row, fmt.response_key))
 
@@ -36,7 +36,18 @@ def _prompt_messages(row: dict, fmt: Any) -> list[dict]:
             messages = messages[:-1]  # the reference answer is not part of the prompt
     else:
         messages = [{"role": "user", "content": str(_column(row, fmt.prompt_key))}]
-    return _with_system(messages, fmt.system_prompt)
+    return _with_system(messages, _system(row, fmt))
+
+
+def _template(fmt: Any, model_template: Optional[str]) -> Optional[str]:
+    """The data set's own chat template, else the model's (None: the tokenizer's)."""
+    return fmt.chat_template if fmt.chat_template is not None else model_template
+
+
+def _system(row: dict, fmt: Any) -> Optional[str]:
+    """The row's own system prompt (format.system_prompt_key) when it has one, else the taskset's."""
+    own = row.get(fmt.system_prompt_key) if fmt.system_prompt_key else None
+    return str(own) if own else fmt.system_prompt
 
 
 def _with_system(messages: list[dict], system: Optional[str]) -> list[dict]:
@@ -46,7 +57,7 @@ def _with_system(messages: list[dict], system: Optional[str]) -> list[dict]:
 
 
 def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool, template: Optional[str]) -> str:
-    if template or getattr(tokenizer, "chat_template", None):
+    if template is not None or getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
     return "\n".join(m["content"] for m in messages)  # a tokenizer without a template: the contents, in order
 

@@ -30,11 +30,13 @@ class TransformersEngine(RolloutEngine):
         return self.model.state_dict(keep_vars=True)  # tied weights appear under both names, as the trainer sends them
 
     def _generate(self, requests: list[tuple[list[int], int, Sampling]]) -> list[list[Sample]]:
-        by_sampling: dict[Sampling, list[int]] = {}
-        for i, (_, _, sampling) in enumerate(requests):
-            by_sampling.setdefault(sampling, []).append(i)
+        by_sampling: dict[tuple, list[int]] = {}
+        for i, (prompt, _, sampling) in enumerate(requests):
+            # generate's repetition penalty also counts the left padding: penalised prompts share a batch only with their own length
+            width = len(prompt) if sampling.repetition_penalty != 1.0 else 0
+            by_sampling.setdefault((sampling, width), []).append(i)
         results: list[list[Sample]] = [[] for _ in requests]
-        for sampling, indices in by_sampling.items():
+        for (sampling, _), indices in by_sampling.items():
             rows = [(i, requests[i][0]) for i in indices for _ in range(requests[i][1])]
             for start in range(0, len(rows), MAX_SEQUENCES):
                 chunk = rows[start : start + MAX_SEQUENCES]
@@ -56,17 +58,18 @@ class TransformersEngine(RolloutEngine):
                 do_sample=not greedy,
                 temperature=None if greedy else sampling.temperature,
                 top_p=None if greedy else sampling.top_p,
-                top_k=None if greedy or sampling.top_k < 0 else sampling.top_k,
+                top_k=None if greedy else max(sampling.top_k, 0),  # 0, not None: None would take generation_config's 50
                 max_new_tokens=sampling.max_tokens,
                 min_new_tokens=sampling.min_tokens or None,
                 repetition_penalty=None if sampling.repetition_penalty == 1.0 else sampling.repetition_penalty,
                 pad_token_id=self.pad_id,
                 eos_token_id=self.tokenizer.eos_token_id,
                 return_dict_in_generate=True,
-                output_logits=True,
+                output_scores=True,
             )
         tokens = out.sequences[:, width:]
-        logprobs = _logprobs(out, width, sampling)
+        # scores are what each token was drawn from: after the penalty, min_new_tokens, temperature, top-k and top-p (vLLM's processed_logprobs)
+        logprobs = torch.stack([torch.log_softmax(step.float(), dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1) for t, step in enumerate(out.scores)], dim=1)
         rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
         return [Sample(r, lp, text) for (r, lp), text in zip(rows, texts)]
@@ -77,20 +80,3 @@ class TransformersEngine(RolloutEngine):
         end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
         return tokens[:end], logprobs[:end]
 
-
-def _logprobs(out: Any, width: int, sampling: Sampling) -> Any:
-    """Each sampled token's log-prob under what it was sampled from: the repetition penalty (over
-    the sequence so far, as generate applied it) and the temperature, before top-k/top-p (vLLM's
-    processed_logprobs)."""
-    import torch
-    from transformers import RepetitionPenaltyLogitsProcessor
-
-    penalty = RepetitionPenaltyLogitsProcessor(sampling.repetition_penalty) if sampling.repetition_penalty != 1.0 else None
-    temperature = sampling.temperature or 1.0
-    steps = []
-    for t, logits in enumerate(out.logits):
-        scores = logits.float()
-        if penalty is not None:
-            scores = penalty(out.sequences[:, : width + t], scores)
-        steps.append(torch.log_softmax(scores / temperature, dim=-1).gather(1, out.sequences[:, width + t : width + t + 1]).squeeze(1))
-    return torch.stack(steps, dim=1)

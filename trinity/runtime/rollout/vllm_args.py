@@ -58,8 +58,16 @@ def topology(config: Any, slot: int) -> Topology:
     return Topology(slot // parts, slot % parts, parts, devices, parts * devices)
 
 
+LAYOUT_ARGS = ("max_model_len", "nnodes", "node_rank", "master_addr", "master_port")  # set by trinity only for some layouts
+
+
 def engine_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tuple[str, int]] = None) -> dict[str, Any]:
-    """AsyncEngineArgs keyword arguments for this actor; `head` is the head part's (address, port) when the engine spans actors."""
+    """AsyncEngineArgs keyword arguments for this actor: the user's extra_engine_args under trinity's own."""
+    return config.explorer.rollout_model.extra_engine_args | own_kwargs(config, model_path, topo, head)
+
+
+def own_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tuple[str, int]] = None) -> dict[str, Any]:
+    """The engine arguments trinity sets from the config; `head` is the head part's (address, port) when the engine spans actors."""
     rollout = config.explorer.rollout_model
     kwargs = {
         "model": model_path,
@@ -82,7 +90,7 @@ def engine_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[t
     }
     if rollout.max_model_len:
         kwargs["max_model_len"] = rollout.max_model_len
-    if topo.parts > 1:
+    if topo.parts > 1:  # the LAYOUT_ARGS
         if head is None:
             raise ValueError("an engine spanning several actors needs its head's address")
         kwargs.update(nnodes=topo.parts, node_rank=topo.part, master_addr=head[0], master_port=head[1])

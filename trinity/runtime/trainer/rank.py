@@ -14,7 +14,7 @@ from typing import Any, Optional
 from ..roles import Role
 from . import batch as batches
 
-HF_FILES = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.json", "merges.txt", "chat_template.jinja")
+WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".ckpt", ".index.json")  # the checkpoint writes its own
 
 
 class TrainerRank(Role):
@@ -151,8 +151,8 @@ class TrainerRank(Role):
         from ..weights import save_safetensors
 
         save_safetensors(weights, folder / "model.safetensors")
-        for source in [Path(self.model_path) / name for name in HF_FILES] + sorted(Path(self.model_path).glob("*.py")):
-            if source.exists():  # a model's own code (auto_map) travels with it: a checkpoint loads like the original
+        for source in sorted(Path(self.model_path).iterdir()):  # config, tokenizer, and any code of the model's own
+            if source.is_file() and not source.name.endswith(WEIGHT_FILES):
                 shutil.copy2(source, folder / source.name)
 
     def write_weights(self, path: str, version: int) -> None:

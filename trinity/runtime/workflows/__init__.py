@@ -2,13 +2,15 @@
 
 import importlib
 
-from ...config.workflows import workflow_path
+from ...config.workflows import WORKFLOWS, workflow_path
 from .base import Completion, ModelClient, Task, Workflow
 
 
 def load(name: str) -> type[Workflow]:
     """The workflow class named `name` (built in, or `module:Class`)."""
     path = workflow_path(name)
+    if not path:
+        raise ValueError(f"unknown workflow {name!r}; built in: {', '.join(WORKFLOWS)}, or your own class as module:Class")
     module_name, _, attr = path.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)
