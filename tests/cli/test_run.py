@@ -126,6 +126,13 @@ def test_a_trusted_model_with_its_own_code_trains_and_its_checkpoints_carry_the_
     assert out.returncode == 0 and out.stdout.split()[-1] == "TinyForCausalLM", out.stderr[-2000:]
 
 
+def test_recomputed_old_logprobs_report_how_far_the_engine_was(env, tmp_path):
+    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", "algorithm.bypass_old_logprobs=false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    diffs = [r["logprob_diff"] for r in lines(tmp_path / RUN, "trainer")]
+    assert len(diffs) == 2 and all(0 <= d < 0.5 for d in diffs)  # both float32 on the CPU: close, not equal (the engine's min_tokens mask)
+
+
 def test_a_second_run_of_a_finished_run_does_nothing_and_says_so(env, tmp_path):
     assert trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1").returncode == 0
     again = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1")

@@ -51,5 +51,5 @@ def test_a_trainer_value_verl_would_refuse_is_ours_to_refuse_first(run):
 def test_a_model_defined_by_its_own_code_needs_trust(run, remote_code_model):
     proc, started = run("hardware=cpu", f"model.model_path={remote_code_model}")
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
-    assert f"model.model_path: '{remote_code_model}' is a 'trinity_tiny' model defined by its own code (modeling_tiny.TinyForCausalLM), which runs only with model.trust_remote_code" in proc.stderr
+    assert f"model.model_path: '{remote_code_model}' has a model defined by its own code (modeling_tiny.TinyForCausalLM), which runs only with model.trust_remote_code" in proc.stderr
     assert "hint: read the .py files in the model folder; if you trust them, set model.trust_remote_code: true" in proc.stderr

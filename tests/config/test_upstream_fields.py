@@ -185,11 +185,11 @@ def test_every_refused_key_is_refused_by_name_wherever_it_is_written(tmp_path, f
 
 
 def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
-    text = BASE.replace("repeat_times: 4\n", "repeat_times: 4\n  bypass_old_logprobs: false\n") + "trainer:\n  megatron:\n    tensor_model_parallel_size: 2\n"
+    text = BASE.replace("repeat_times: 4\n", "repeat_times: 4\n  rollout_correction: {}\n") + "trainer:\n  megatron:\n    tensor_model_parallel_size: 2\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+model.rope_theta=1e6")
     assert result.code == 2 and "trinity: 3 problems in the config" in result.err
-    assert "error: run.yaml:5:3: algorithm.bypass_old_logprobs: known Trinity-RFT key, not supported by trinity yet" in result.err
-    assert "hint: the trainer always uses the rollout engines' log-probs as the old policy's" in result.err
+    assert "error: run.yaml:5:3: algorithm.rollout_correction: known Trinity-RFT key, not supported by trinity yet" in result.err
+    assert "hint: rollout importance-sampling correction is not in trinity's runtime yet" in result.err
     assert "run.yaml:19:3: trainer.megatron: known Trinity-RFT key, not supported by trinity yet\n    hint: Megatron training is not supported yet" in result.err
     assert "error: override '+model.rope_theta=1e6': model.rope_theta: known Trinity-RFT key, not supported by trinity yet" in result.err
     assert "unknown key" not in result.err

@@ -86,3 +86,8 @@ def test_sft_loss_mask_marks_the_response():
 def test_shards_are_equal_and_contiguous():
     assert batch.shards(list(range(8)), 2) == [[0, 1, 2, 3], [4, 5, 6, 7]]
     assert batch.shards(list(range(6)), 1) == [list(range(6))]
+
+
+def test_a_masked_mean_counts_only_the_masked_positions():
+    values, mask = torch.tensor([[1.0, 3.0, 100.0], [5.0, 0.0, 0.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])
+    assert batch.masked_mean(values, mask) == 3.0 and batch.masked_mean(values, torch.zeros_like(mask)) == 0.0

@@ -41,4 +41,5 @@ class AlgorithmConfig(Section):
     kl_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the KL loss, e.g. kl_coef.")
     entropy_loss_fn: Optional[str] = Field(None, description="Entropy loss; None is the algorithm's default.")
     entropy_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the entropy loss, e.g. entropy_coef.")
+    bypass_old_logprobs: bool = Field(True, description="Take the rollout engines' log-probs as the old policy's; false recomputes them with the trainer's weights before each update.")
     loss_agg_mode: Optional[LossAggMode] = Field(None, description="How token losses are aggregated; None is token-mean.")

@@ -67,6 +67,11 @@ def rl_tensors(exps: list[Experience], advantages: list[float], pad_id: int) -> 
     return tensors
 
 
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
+    """Mean of `values` over the positions where `mask` is 1."""
+    return float((values * mask).sum() / mask.sum().clamp(min=1))
+
+
 def sft_batch(exps: list[Experience]) -> dict[str, torch.Tensor]:
     """Packed (nested) sequences with a loss mask over each response, as verl's sft_loss reads them."""
     sequences = [e.prompt_ids + e.response_ids for e in exps]

@@ -65,13 +65,14 @@ class TrainerRank(Role):
         """One update on `train_batch_size` experiences; rank 0 returns loss, grad_norm, lr and the update's seconds."""
         pairs = self._my_shard(step)
         started = time.perf_counter()
-        output = self.worker.update_actor(self._tensors(pairs))
+        batch, extra = self._tensors(pairs)
+        output = self.worker.update_actor(batch)
         if self.rank != 0:
             return None
         from verl.utils import tensordict_utils as tu
 
         metrics = tu.get(output, "metrics")
-        return {"loss": _mean(metrics.get("loss")), "grad_norm": _mean(metrics.get("grad_norm")), "lr": _last(metrics.get("lr")), "experiences": len(pairs) * self.world_size, "seconds": time.perf_counter() - started}
+        return {"loss": _mean(metrics.get("loss")), "grad_norm": _mean(metrics.get("grad_norm")), "lr": _last(metrics.get("lr")), "experiences": len(pairs) * self.world_size, "seconds": time.perf_counter() - started} | extra
 
     def _my_shard(self, step: int) -> list:
         """(experience, advantage) pairs of this rank; advantages need whole groups, so rank 0 computes them first."""
@@ -92,7 +93,8 @@ class TrainerRank(Role):
     def _rl(self) -> bool:
         return self.config.algorithm.policy_loss_fn != "sft"
 
-    def _tensors(self, pairs: list) -> Any:
+    def _tensors(self, pairs: list) -> tuple[Any, dict]:
+        """verl's batch for this rank's pairs, and metrics of building it."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import left_right_2_no_padding
@@ -103,15 +105,21 @@ class TrainerRank(Role):
         if not self._rl():
             td = TensorDict(batches.sft_batch(exps), batch_size=[len(exps)])
             tu.assign_non_tensor(td, **meta)
-            return td
+            return td, {}
         tensors = batches.rl_tensors(exps, [a for _, a in pairs], self._pad_id())
         if self.ref is not None:
-            tensors["ref_log_prob"] = self._ref_logprobs(tensors)
+            tensors["ref_log_prob"] = self._logprobs(self.ref.compute_ref_log_prob, tensors)
+        extra = {}
+        if not self.config.algorithm.bypass_old_logprobs:  # the old policy is the trainer's numerics, not the engine's
+            recomputed = self._logprobs(self.worker.compute_log_prob, tensors)
+            extra["logprob_diff"] = batches.masked_mean((recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"])
+            tensors["old_log_probs"] = recomputed
         td = left_right_2_no_padding(TensorDict(tensors, batch_size=[len(exps)]))
         tu.assign_non_tensor(td, calculate_entropy=self.worker.config.actor.entropy_coeff != 0, **meta)
-        return td
+        return td, extra
 
-    def _ref_logprobs(self, tensors: dict) -> Any:
+    def _logprobs(self, infer: Any, tensors: dict) -> Any:
+        """Log-probs of the batch's responses under `infer` (the reference model's, or the actor's own)."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
@@ -119,7 +127,7 @@ class TrainerRank(Role):
         keys = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
         td = left_right_2_no_padding(TensorDict({k: tensors[k].clone() for k in keys}, batch_size=[tensors["input_ids"].shape[0]]))
         tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False, temperature=self._temperature())
-        out = self.ref.compute_ref_log_prob(td)
+        out = infer(td)
         return no_padding_2_padding(tu.get(out, "log_probs"), td).float()
 
     def _temperature(self) -> float:
