@@ -285,6 +285,22 @@ def test_explain_names_the_model_as_the_source_of_a_tasksets_temperature(cli, wr
     assert result.code == 0 and "rule rollout_args" in result.out and "model.temperature=0.7 (run.yaml:4:3)" in result.out
 
 
+def test_training_rollouts_cannot_be_greedy_but_evaluation_may_be(render):
+    result, _ = render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100")
+    assert result.code == 2 and result.err.count("error:") == 1
+    assert "error: run.yaml:4:3: model.temperature: training rollouts are greedy (temperature 0), but the update divides logits by the temperature\n    allowed: > 0\n" in result.err
+    assert render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "algorithm.algorithm_type=sft", "mode=train")[0].code == 0
+    assert render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "mode=explore")[0].code == 0
+
+
+def test_training_tasksets_share_one_temperature(render):
+    text = TASKSETS.replace("taskset: {path: /d}", "tasksets: [{path: /d}, {path: /d, rollout_args: {temperature: 1.0}}]")
+    result, _ = render(text, "hardware=a100")
+    assert result.code == 2
+    assert "model.temperature: training tasksets sample at different temperatures (model.temperature=0.7, buffer.explorer_input.tasksets.1.rollout_args.temperature=1.0)" in result.err
+    assert render(text.replace("temperature: 1.0", "temperature: 0.7"), "hardware=a100")[0].code == 0
+
+
 def test_an_unknown_default_workflow_is_reported_once_where_it_is_written(render):
     result, _ = render(TASKSETS.replace("default_workflow_type: math_workflow", "default_workflow_type: mathh_workflow"), "hardware=a100")
     assert result.code == 2 and result.err.count("unknown workflow 'mathh_workflow'") == 1

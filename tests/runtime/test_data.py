@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from trinity.config.schema.buffer import FormatConfig
-from trinity.runtime.data.prompts import FormatError, prompt_text, sft_pair
+from trinity.config.schema.buffer import FormatConfig, TasksetFormat
+from trinity.runtime.data.prompts import FormatError, check_columns, prompt_text, sft_pair
 from trinity.runtime.data.tasksets import DataError, load_rows
 
 ROWS = [{"question": "1+1?", "answer": "#### 2"}, {"question": "2+2?", "answer": "#### 4"}]
@@ -94,3 +94,23 @@ def test_a_rows_own_system_prompt_wins_over_the_tasksets():
 def test_a_missing_column_names_the_columns_there_are():
     with pytest.raises(FormatError, match="row has no column 'prompt' \\(columns: question, answer\\)"):
         prompt_text(ROWS[0], FormatConfig(), PlainTokenizer())
+
+
+@pytest.mark.parametrize("key", ["system_prompt_key", "workflow_key"])
+def test_a_format_column_the_rows_lack_fails_at_setup(key):
+    with pytest.raises(ValueError, match=f"taskset mixed: rows have no column 'sys' \\(columns: prompt\\); set its format.{key}"):
+        check_columns("taskset mixed", TasksetFormat(**{key: "sys"}), {"prompt": "1+1="})
+
+
+@pytest.mark.parametrize("fmt,column,key", [({"response_key": "answer"}, "answer", "response_key"), ({"system_prompt_key": "sys"}, "sys", "system_prompt_key")])
+def test_an_sft_data_set_needs_its_response_and_system_columns(fmt, column, key):
+    row = {"prompt": "1+1=", "response": "2"}
+    check_columns("data set sft", FormatConfig(), row, sft=True)
+    with pytest.raises(ValueError, match=f"data set sft: rows have no column '{column}' \\(columns: prompt, response\\); set its format.{key}"):
+        check_columns("data set sft", FormatConfig(**fmt), row, sft=True)
+    if key == "response_key":
+        check_columns("taskset t", FormatConfig(**fmt), row)  # a taskset's reference is the workflow's business
+
+
+def test_messages_rows_need_no_prompt_or_response_column():
+    check_columns("data set chat", FormatConfig(prompt_type="messages", messages_key="messages"), {"messages": []}, sft=True)

@@ -1,5 +1,7 @@
 """The explorer's prompt budget (a long prompt keeps its end) and what it reads from a taskset's rows."""
 
+import json
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -7,7 +9,7 @@ from hypothesis import strategies as st
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.config.schema.buffer import TasksetConfig
-from trinity.runtime.explorer import Explorer, _check_columns, _Client, _row_workflows, fit_prompt
+from trinity.runtime.explorer import Explorer, _Client, _row_workflows, fit_prompt
 
 IDS = st.lists(st.integers(0, 50), max_size=40)
 
@@ -40,12 +42,8 @@ def test_a_row_naming_an_unknown_workflow_or_none_at_all_is_named():
         _row_workflows(taskset(workflow_key="wf"), [{"wf": "math_workflow"}, {"wf": "maths_workflow"}], None)
     with pytest.raises(ValueError, match="taskset mixed: row 0 names no workflow in column 'wf', and the taskset has no default_workflow_type"):
         _row_workflows(taskset(workflow_key="wf"), [{"wf": ""}], None)
-
-
-@pytest.mark.parametrize("key", ["system_prompt_key", "workflow_key"])
-def test_a_format_column_the_rows_lack_fails_at_setup(key):
-    with pytest.raises(ValueError, match=f"taskset mixed: rows have no column 'sys' \\(columns: prompt\\); set its format.{key}"):
-        _check_columns(taskset(**{key: "sys"}), {"prompt": "1+1="})
+    with pytest.raises(ValueError, match="taskset mixed: row 0: column 'wf' holds 3, not a workflow name"):
+        _row_workflows(taskset(workflow_key="wf"), [{"wf": 3}], "math_workflow")
 
 
 @pytest.fixture
@@ -81,3 +79,11 @@ def test_chat_prompts_go_through_the_rollout_models_template(explorer):
 def test_truncation_can_be_turned_off(explorer, enabled, limit):
     role = explorer(f"model.enable_prompt_truncation={enabled}")
     assert client(role, role.train[0]).max_prompt_tokens == limit  # the demo: 12 tokens of context, 4 of response
+
+
+def test_a_mixed_taskset_loads_each_rows_workflow(explorer, tmp_path):
+    rows = [{"prompt": "1+1=", "response": "#### 2", "wf": "math_workflow"}, {"prompt": "2+2=", "response": "4", "wf": ""}]
+    (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    role = explorer(f"buffer.explorer_input.taskset.path={tmp_path / 'mixed.jsonl'}", "buffer.explorer_input.taskset.format.workflow_key=wf")
+    ts = role.train[0]
+    assert [ts.workflows[t.uid].__name__ for t in ts.tasks] == ["MathWorkflow", "ArithWorkflow"]  # an empty one: the taskset's default

@@ -37,6 +37,23 @@ def test_code_for_a_model_type_transformers_knows_needs_no_trust(remote_code_mod
     preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={known}"))))
 
 
+def test_every_stage_runs_the_first_stages_code_and_must_trust_it(remote_code_model, demo_assets, monkeypatch):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    trusted = ("hardware=cpu", f"model.model_path={remote_code_model}", "model.trust_remote_code=true")
+    preflight.check(resolve(Request(None, (*trusted, f"stages.1.model.model_path={demo_assets / 'model'}"))))  # grpo starts from sft's checkpoint, not its own path
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(None, (*trusted, "stages.1.model.trust_remote_code=false"))))
+    assert [i.message for i in err.value.issues] == [f"{str(remote_code_model)!r} has a model defined by its own code (modeling_tiny.TinyForCausalLM), which runs only with stages.1.model.trust_remote_code"]
+
+
+def test_a_tokenizer_class_transformers_has_needs_no_trust_for_its_auto_map(demo_assets, monkeypatch, tmp_path):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    model = shutil.copytree(demo_assets / "model", tmp_path / "model")
+    tokenizer = json.loads((model / "tokenizer_config.json").read_text())
+    (model / "tokenizer_config.json").write_text(json.dumps(tokenizer | {"tokenizer_class": "PreTrainedTokenizerFast", "auto_map": {"AutoTokenizer": [None, "tokenization_tiny.TinyTokenizer"]}}))
+    preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
+
+
 def refused(*overrides, config=None):
     """The preflight's issue messages for the reference config on a100 with these overrides."""
     with pytest.raises(ConfigError) as err:
@@ -46,10 +63,11 @@ def refused(*overrides, config=None):
 
 def test_extra_engine_args_are_checked_against_vllms_fields(local_gsm8k, demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
-    extra = "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, max_num_seqz: 8, tensor_parallel_size: 2, kv_cache_dtype: 3}"
+    extra = "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, max_num_seqz: 8, tensor_parallel_size: 2, kv_cache_dtype: 3, master_port: 1}"
     issues = "\n".join(refused(extra, config=REFERENCE))
     assert "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM 0.23.0's EngineArgs has no field 'max_num_seqz'" in issues
     assert "explorer.rollout_model.extra_engine_args.tensor_parallel_size: tensor_parallel_size is an engine argument trinity sets from the config" in issues
+    assert "extra_engine_args.master_port: master_port is an engine argument trinity sets from the config" in issues  # for engines over several nodes
     assert "explorer.rollout_model.extra_engine_args.kv_cache_dtype: vLLM 0.23.0's EngineArgs.kv_cache_dtype" in issues and "does not accept 3" in issues
     assert "extra_engine_args.max_num_seqs:" not in issues  # a field vLLM has, with a value of its type
 

@@ -2,6 +2,7 @@
 
 import pytest
 
+from tests.conftest import REPO
 from trinity.config.compose import Request
 from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
@@ -54,6 +55,12 @@ def test_a_run_saved_before_a_key_existed_resumes(tmp_path):
         resume(run, "model.max_response_tokens=3")
     with pytest.raises(ConfigError, match=r"model.repetition_penalty: '\(absent\)' -> 1.3"):  # a new key you set now counts
         resume(run, "model.repetition_penalty=1.3")
+    demo = (REPO / "examples" / "arith" / "arith.yaml").read_text()
+    written = tmp_path / "run.yaml"
+    written.write_text(demo.replace("  max_model_len: 12\n", "  max_model_len: 12\n  repetition_penalty: 1.3\n"))
+    resolved = resolve(Request(written, ("hardware=cpu",)))
+    with pytest.raises(ConfigError, match=r"model.repetition_penalty: '\(absent\)' -> 1.3"):  # in a run file, too
+        _resume_point(run, resolved.stage("grpo"), resolved.provenance, False)
 
 
 def test_force_resumes_anyway(finished):

@@ -49,6 +49,18 @@ def test_an_installed_vllm_that_lacks_a_field_is_named(cli, local_gsm8k, tmp_pat
     assert "install vllm==0.23.0" in result.err and "needs vllm" not in result.err
 
 
+def test_an_extra_argument_the_installed_vllm_lacks_is_named_once_under_its_own_key(cli, local_gsm8k, tmp_path, monkeypatch):
+    from trinity.runtime.rollout import vllm_fields
+
+    lines = "".join(f"    {name}: {annotation} = None\n" for name, annotation in vllm_fields.snapshot().fields.items())
+    fake_vllm_source(tmp_path / "site", "class EngineArgs:\n" + lines)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    result = run(cli, "hardware=ascend910b", "+explorer.rollout_model.extra_engine_args={max_num_seqz: 8}")
+    assert result.code == 2 and result.err.count("has no field 'max_num_seqz'") == 1, result.err
+    assert "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM unknown's EngineArgs has no field 'max_num_seqz'" in result.err
+    assert "engine arguments trinity builds" not in result.err
+
+
 def test_an_engine_over_two_nodes_cannot_be_data_parallel(cli, local_gsm8k, tmp_path, monkeypatch):
     fake_vllm_source(tmp_path / "site", "class EngineArgs:\n    model: str = 'm'\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))

@@ -45,6 +45,7 @@ class Explorer(Role):
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
 
     def _load(self, storage: Any, is_eval: bool) -> _TaskSet:
+        from .data.prompts import check_columns
         from .data.tasksets import load_rows
         from .rollout.base import Sampling
         from .workflows import Task
@@ -53,7 +54,7 @@ class Explorer(Role):
         rows = load_rows(storage.path, storage.split, storage.subset_name)
         if not rows:
             raise ValueError(f"taskset {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
-        _check_columns(storage, rows[0])
+        check_columns(f"taskset {storage.name}", storage.format, rows[0])
         kind = "eval" if is_eval else "train"
         tasks = [Task(f"{storage.name}/{kind}/{i}", row, storage.format, storage.repeat_times, storage.workflow_args, storage.reward_fn_args, is_eval) for i, row in enumerate(rows)]
         args = storage.rollout_args
@@ -71,14 +72,14 @@ class Explorer(Role):
         """Run the workflows of step `step`'s tasks, write their experiences; returns the step's metrics."""
         started = time.perf_counter()
         batch = self._batch(step)
-        exps, failed = self._run(batch, step)
+        exps, failed = self._run(batch, f"step {step}")
         for exp in exps:
             exp.step = step
         if exps:
             import ray
 
             ray.get(self.buffer.put.remote(exps))
-        return _summary(exps, time.perf_counter() - started, failed) | {"tasks": len(batch)}
+        return self._summary(exps, time.perf_counter() - started, failed, f"step {step}") | {"tasks": len(batch)}
 
     def _batch(self, step: int) -> list:
         """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
@@ -92,12 +93,13 @@ class Explorer(Role):
         out = []
         for ts in self.evals:
             started = time.perf_counter()
-            exps, failed = self._run([(ts, t) for t in ts.tasks], step)
+            label = f"evaluation of {ts.name} at step {step}"
+            exps, failed = self._run([(ts, t) for t in ts.tasks], label)
             accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
-            out.append({"taskset": ts.name, "accuracy": accuracy, "tasks": len(ts.tasks), "failed": failed} | _summary(exps, time.perf_counter() - started, failed))
+            out.append({"taskset": ts.name, "accuracy": accuracy, "tasks": len(ts.tasks), "failed": failed} | self._summary(exps, time.perf_counter() - started, failed, label))
         return out
 
-    def _run(self, batch: list, step: int) -> tuple[list[Experience], int]:
+    def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
         engines = itertools.cycle(self.engines)
         futures = [self.pool.submit(self._attempt, ts, task, engine) for (ts, task), engine in zip(batch, engines)]
         exps, errors = [], []
@@ -106,13 +108,17 @@ class Explorer(Role):
                 exps += future.result(timeout=self.config.explorer.max_timeout)
             except (FutureTimeout, TaskFailed) as exc:
                 errors.append(str(exc) or f"a task ran past explorer.max_timeout={self.config.explorer.max_timeout} s")
-                self.log.warning("step %d: a task was skipped: %s", step, errors[-1])
+                self.log.warning("%s: a task was skipped: %s", label, errors[-1])
         if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
-            raise TaskFailed(f"every task of step {step} failed; the last: {errors[-1]}")
-        cut = sum(1 for e in exps if e.metrics.get("prompt_truncated"))
-        if cut:
-            self.log.warning("step %d: %d rollouts had their prompt cut to model.max_prompt_tokens=%s", step, cut, self.config.model.max_prompt_tokens)
+            raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
         return exps, len(errors)
+
+    def _summary(self, exps: list[Experience], seconds: float, failed: int, label: str) -> dict:
+        """The metrics of one batch of rollouts; cut prompts are also logged, under `label`."""
+        summary = _metrics(exps, seconds, failed)
+        if summary["truncated_prompts"]:
+            self.log.warning("%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s", label, summary["truncated_prompts"], self.config.model.max_prompt_tokens)
+        return summary
 
     def _attempt(self, ts: _TaskSet, task: Any, engine: Any) -> list[Experience]:
         client = _Client(engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens)
@@ -127,17 +133,6 @@ class Explorer(Role):
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
 
 
-def _check_columns(storage: Any, row: dict) -> None:
-    """A taskset whose format names a column its rows lack fails at setup, not task by task."""
-    fmt = storage.format
-    prompt = fmt.messages_key if fmt.prompt_type != "plaintext" and fmt.messages_key in row else fmt.prompt_key
-    wanted = {prompt: "prompt_key", fmt.system_prompt_key: "system_prompt_key", fmt.workflow_key: "workflow_key"}
-    missing = [(column, key) for column, key in wanted.items() if column and column not in row]
-    if missing:
-        column, key = missing[0]
-        raise ValueError(f"taskset {storage.name}: rows have no column {column!r} (columns: {', '.join(map(str, row))}); set its format.{key}")
-
-
 def _row_workflows(storage: Any, rows: list[dict], default: Optional[str]) -> list[type]:
     """Each row's workflow class: the one its format.workflow_key column names, else the taskset's default."""
     from .workflows import load
@@ -148,6 +143,8 @@ def _row_workflows(storage: Any, rows: list[dict], default: Optional[str]) -> li
         name = (row.get(storage.format.workflow_key) if storage.format.workflow_key else None) or default
         if name is None:
             raise ValueError(f"taskset {storage.name}: row {i} names no workflow in column {storage.format.workflow_key!r}, and the taskset has no default_workflow_type")
+        if not isinstance(name, str):
+            raise ValueError(f"taskset {storage.name}: row {i}: column {storage.format.workflow_key!r} holds {name!r}, not a workflow name")
         if name not in classes:
             try:
                 classes[name] = load(name)
@@ -196,7 +193,7 @@ def fit_prompt(ids: list[int], limit: Optional[int]) -> tuple[list[int], bool]:
     return ids[-limit:], True  # the end holds the question and the chat template's cue to answer
 
 
-def _summary(exps: list[Experience], seconds: float, failed: int) -> dict:
+def _metrics(exps: list[Experience], seconds: float, failed: int) -> dict:
     tokens = sum(len(e.response_ids) for e in exps)
     versions = [e.weight_version for e in exps]
     return {

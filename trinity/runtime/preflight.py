@@ -21,7 +21,7 @@ MODES = ("both", "colocate", "explore", "train", "bench")  # what the stage runn
 def check(resolved: Any) -> None:
     """Raise one ConfigError listing every problem found."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
-    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved))
+    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(resolved))
     for config in stages:
         if config.mode not in MODES:
             issues.append(Issue(f"mode {config.mode!r} is not run by this version of trinity", key="mode", source=resolved.provenance.where(("mode",)), allowed=", ".join(MODES)))
@@ -39,25 +39,27 @@ def check(resolved: Any) -> None:
                 build(config, str(config.model.model_path), 1)
 
 
-def _remote_code_issues(stages: list, resolved: Any) -> list[Issue]:
-    """A model or tokenizer whose class only its own folder's code defines needs model.trust_remote_code;
-    transformers would refuse it in every role after start-up."""
+def _remote_code_issues(resolved: Any) -> list[Issue]:
+    """A model or tokenizer whose class only its own folder's code defines needs model.trust_remote_code in
+    every stage; transformers would refuse it in every role after start-up."""
+    staged = [c for _, c in resolved.stages] or [resolved.config]
+    untrusted = [i for i, config in enumerate(staged) if not config.model.trust_remote_code]
+    if not untrusted:
+        return []
+    trust = "model.trust_remote_code" if len(untrusted) == len(staged) else " and ".join(f"stages.{i}.model.trust_remote_code" for i in untrusted)
+    folder = Path(staged[0].model.model_path)  # a later stage starts from a checkpoint of it, which carries its code
+    where = resolved.provenance.where(("model", "model_path"))
     issues = []
-    for config in stages:
-        if config.model.trust_remote_code:
-            continue
-        folder = Path(config.model.model_path)
-        where = resolved.provenance.where(("model", "model_path"))
-        for what, file, auto, known in (("model", "config.json", "AutoModelForCausalLM", _known_model), ("tokenizer", "tokenizer_config.json", "AutoTokenizer", _known_tokenizer)):
-            meta, problem = _read_json(folder / file)
-            code = (meta.get("auto_map") or {}).get(auto)
-            if problem:
-                issues.append(Issue(problem, key="model.model_path", source=where, hint=f"fix or replace {file}; transformers reads it in every role"))
-            elif code and not known(meta):
-                shown = code if isinstance(code, str) else next(c for c in code if c)
-                message = f"{str(folder)!r} has a {what} defined by its own code ({shown}), which runs only with model.trust_remote_code"
-                issues.append(Issue(message, key="model.model_path", source=where, hint="read the .py files in the model folder; if you trust them, set model.trust_remote_code: true"))
-    return list(dict.fromkeys(issues))  # stages sharing a model: once
+    for what, file, auto, known in (("model", "config.json", "AutoModelForCausalLM", _known_model), ("tokenizer", "tokenizer_config.json", "AutoTokenizer", _known_tokenizer)):
+        meta, problem = _read_json(folder / file)
+        code = (meta.get("auto_map") or {}).get(auto)
+        if problem:
+            issues.append(Issue(problem, key="model.model_path", source=where, hint=f"fix or replace {file}; transformers reads it in every role"))
+        elif code and not known(meta):
+            shown = code if isinstance(code, str) else next(c for c in code if c)
+            message = f"{str(folder)!r} has a {what} defined by its own code ({shown}), which runs only with {trust}"
+            issues.append(Issue(message, key="model.model_path", source=where, hint=f"read the .py files in the model folder; if you trust them, set {trust}: true"))
+    return issues
 
 
 def _read_json(path: Path) -> tuple[dict, str]:
@@ -143,7 +145,7 @@ def _vllm_issues(config: Any, resolved: Any) -> list[Issue]:
         return [Issue(problem, key="explorer.rollout_model.data_parallel_size", source=where, hint="set data_parallel_size: 1 and raise engine_num instead")]
     fields = vllm_fields.installed()
     topo = vllm_args.topology(config, 0)
-    kwargs = vllm_args.engine_kwargs(config, str(config.model.model_path), topo, ("127.0.0.1", 1) if topo.parts > 1 else None)
+    kwargs = vllm_args.own_kwargs(config, str(config.model.model_path), topo, ("127.0.0.1", 1) if topo.parts > 1 else None)  # the extras are _extra_args_issues'
     refused = fields.problems(kwargs) if fields else []
     if refused:
         return [Issue(f"the installed vLLM does not take the engine arguments trinity builds: {'; '.join(refused)}", key=key, source=where, hint=f"install vllm=={vllm_fields.PINNED}, the version trinity is tested against")]

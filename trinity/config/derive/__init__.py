@@ -29,6 +29,7 @@ RULES = (
     model.model_budget,
     model.min_response,
     buffer.rollout_args,
+    buffer.training_temperature,
     model.critic_model,
     chat_template.chat_template,
     model.rollout_model,

@@ -79,6 +79,23 @@ def rollout_args(ctx: Context) -> None:
                 ctx.set(f"{key}.rollout_args.{field}", ctx.get(source), "rollout_args", (ctx.input(source),))
 
 
+def training_temperature(ctx: Context) -> None:
+    """An RL update divides logits by the sampling temperature: one temperature, above 0, for every training taskset."""
+    if ctx.get("mode") not in ("both", "train") or ctx.get("algorithm.policy_loss_fn") == "sft":
+        return
+    found = {}
+    for key, taskset, is_eval in tasksets(ctx):
+        if not is_eval:
+            own = f"{key}.rollout_args.temperature"
+            found[own if ctx.user_set(own) else "model.temperature"] = taskset["rollout_args"]["temperature"]
+    for key, value in found.items():
+        if value == 0:
+            ctx.report("error", key, "training rollouts are greedy (temperature 0), but the update divides logits by the temperature", allowed="> 0", hint="sample training tasksets at a temperature > 0 (evaluation tasksets may be greedy)")
+    if len(set(found.values())) > 1:
+        values = ", ".join(f"{k}={v}" for k, v in found.items())
+        ctx.report("error", next(iter(found)), f"training tasksets sample at different temperatures ({values}), but the update scales logits by one", hint="give every training taskset the same rollout_args.temperature")
+
+
 def train_batch_size(ctx: Context) -> None:
     """buffer.train_batch_size (experiences per train step) = batch_size x repeat_times when left at 0.
 

@@ -65,9 +65,13 @@ class ExperienceBuffer(Role):
 def _data_set(storage: Any, sft: dict) -> stores.DataSet:
     from transformers import AutoTokenizer
 
+    from ..data.prompts import check_columns
     from ..data.tasksets import load_rows
 
     rows = load_rows(storage.path, storage.split, storage.subset_name)
+    if not rows:
+        raise ValueError(f"data set {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
+    check_columns(f"data set {storage.name}", storage.format, rows[0], sft=True)
     model = sft["model"]
     tokenizer = AutoTokenizer.from_pretrained(sft["tokenizer"], trust_remote_code=model.trust_remote_code)
     return stores.DataSet(rows, storage.format, tokenizer, sft["seed"], model.custom_chat_template)

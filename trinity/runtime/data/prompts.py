@@ -8,6 +8,16 @@ class FormatError(KeyError):
     """A row lacks a column the format names."""
 
 
+def check_columns(what: str, fmt: Any, row: dict, sft: bool = False) -> None:
+    """A data set whose format names a column its rows lack fails at setup, not row by row; row 0 stands for all."""
+    by_messages = fmt.prompt_type != "plaintext" and fmt.messages_key in row
+    wanted = {} if by_messages else {fmt.prompt_key: "prompt_key"} | ({fmt.response_key: "response_key"} if sft else {})
+    wanted |= {fmt.system_prompt_key: "system_prompt_key", getattr(fmt, "workflow_key", None): "workflow_key"}
+    for column, key in wanted.items():
+        if column and column not in row:
+            raise ValueError(f"{what}: rows have no column {column!r} (columns: {', '.join(map(str, row))}); set its format.{key}")
+
+
 def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False, template: Optional[str] = None) -> str:
     """The text the model continues: plaintext as written, messages through the chat template."""
     if fmt.prompt_type == "plaintext":

@@ -58,7 +58,7 @@ class TransformersEngine(RolloutEngine):
                 do_sample=not greedy,
                 temperature=None if greedy else sampling.temperature,
                 top_p=None if greedy else sampling.top_p,
-                top_k=None if greedy else max(sampling.top_k, 0),  # 0, not None: None would take generation_config's 50
+                top_k=None if greedy else max(sampling.top_k, 0),  # 0 is no top-k, plainly; what None means has varied across transformers versions
                 max_new_tokens=sampling.max_tokens,
                 min_new_tokens=sampling.min_tokens or None,
                 repetition_penalty=None if sampling.repetition_penalty == 1.0 else sampling.repetition_penalty,

@@ -1,9 +1,10 @@
 """Our side of the GRPO and SFT wiring: experiences to the tensors verl's actor consumes.
 
 RL batches are left-right padded (prompts padded on the left, responses on the right), with the
-rollout engine's log-probs as the old policy's (upstream's `bypass_old_logprobs`), the reward on a
-response's last token, and advantages from verl's GRPO estimator over groups of one task's
-rollouts. SFT batches are packed sequences with a loss mask over the response tokens.
+rollout engine's log-probs as the old policy's (the trainer recomputes them when
+`algorithm.bypass_old_logprobs` is false), the reward on a response's last token, and advantages
+from verl's GRPO estimator over groups of one task's rollouts. SFT batches are packed sequences
+with a loss mask over the response tokens.
 """
 
 from typing import Any
@@ -68,8 +69,9 @@ def rl_tensors(exps: list[Experience], advantages: list[float], pad_id: int) -> 
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
-    """Mean of `values` over the positions where `mask` is 1."""
-    return float((values * mask).sum() / mask.sum().clamp(min=1))
+    """Mean of `values` over the positions where `mask` is 1 (what lies outside, even inf or nan, is never read)."""
+    kept = values[mask.bool()]
+    return float(kept.mean()) if kept.numel() else 0.0
 
 
 def sft_batch(exps: list[Experience]) -> dict[str, torch.Tensor]:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..roles import Role
+from ..run_dir import STATE
 from . import batch as batches
 
 WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".ckpt", ".index.json")  # the checkpoint writes its own
@@ -24,6 +25,7 @@ class TrainerRank(Role):
         super().__init__(name, role, visible_devices_env, log_dir)
         self.config, self.rank, self.world_size = config, rank, world_size
         self.worker = self.ref = self.buffer = self.sync_group = None
+        self.companions: dict[str, bytes] = {}
 
     def rendezvous(self) -> tuple[str, int]:
         """Address and a free port on this node for the trainer's process group (asked of rank 0)."""
@@ -58,7 +60,7 @@ class TrainerRank(Role):
             self.worker.actor.set_loss_fn(partial(sft_loss, config=None))
         if resume:
             self.worker.load_checkpoint(str(Path(resume) / "trainer_state"))
-        self.buffer, self.model_path = buffer, model_path
+        self.buffer, self.companions = buffer, companion_files(Path(model_path))
         return {"rank": self.rank, "seconds": time.perf_counter() - started}
 
     def train_step(self, step: int) -> Optional[dict]:
@@ -154,14 +156,11 @@ class TrainerRank(Role):
             self._write_hf(Path(folder), weights)
 
     def _write_hf(self, folder: Path, weights: dict) -> None:
-        import shutil
-
         from ..weights import save_safetensors
 
+        for name, content in self.companions.items():
+            (folder / name).write_bytes(content)
         save_safetensors(weights, folder / "model.safetensors")
-        for source in sorted(Path(self.model_path).iterdir()):  # config, tokenizer, and any code of the model's own
-            if source.is_file() and not source.name.endswith(WEIGHT_FILES):
-                shutil.copy2(source, folder / source.name)
 
     def write_weights(self, path: str, version: int) -> None:
         """Rank 0 writes the weights to `path` (atomically), then `<path stem>.json` naming their version."""
@@ -199,6 +198,12 @@ class TrainerRank(Role):
             if self.rank == 0:
                 group.broadcast(self.sync_group, tensor.detach().contiguous())
         return time.perf_counter() - started
+
+
+def companion_files(model_path: Path) -> dict[str, bytes]:
+    """The model folder's config, tokenizer and code, read once: a later stage's source checkpoint may be pruned."""
+    skipped = lambda name: name.endswith(WEIGHT_FILES) or name.startswith(".") or name == STATE  # noqa: E731
+    return {p.name: p.read_bytes() for p in sorted(model_path.iterdir()) if p.is_file() and not skipped(p.name)}
 
 
 def _mean(values: Any) -> Optional[float]:
