@@ -289,6 +289,8 @@ def test_training_rollouts_cannot_be_greedy_but_evaluation_may_be(render):
     result, _ = render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100")
     assert result.code == 2 and result.err.count("error:") == 1
     assert "error: run.yaml:4:3: model.temperature: training rollouts are greedy (temperature 0), but the update divides logits by the temperature\n    allowed: > 0\n" in result.err
+    colocated, _ = render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "mode=colocate")
+    assert colocated.code == 2 and "model.temperature: training rollouts are greedy" in colocated.err  # colocate trains too
     assert render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "algorithm.algorithm_type=sft", "mode=train")[0].code == 0
     assert render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "mode=explore")[0].code == 0
 

@@ -21,7 +21,7 @@ MODES = ("both", "colocate", "explore", "train", "bench")  # what the stage runn
 def check(resolved: Any) -> None:
     """Raise one ConfigError listing every problem found."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
-    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(resolved))
+    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved))
     for config in stages:
         if config.mode not in MODES:
             issues.append(Issue(f"mode {config.mode!r} is not run by this version of trinity", key="mode", source=resolved.provenance.where(("mode",)), allowed=", ".join(MODES)))
@@ -39,15 +39,14 @@ def check(resolved: Any) -> None:
                 build(config, str(config.model.model_path), 1)
 
 
-def _remote_code_issues(resolved: Any) -> list[Issue]:
+def _remote_code_issues(stages: list, resolved: Any) -> list[Issue]:
     """A model or tokenizer whose class only its own folder's code defines needs model.trust_remote_code in
     every stage; transformers would refuse it in every role after start-up."""
-    staged = [c for _, c in resolved.stages] or [resolved.config]
-    untrusted = [i for i, config in enumerate(staged) if not config.model.trust_remote_code]
+    untrusted = [i for i, config in enumerate(stages) if not config.model.trust_remote_code]
     if not untrusted:
         return []
-    trust = "model.trust_remote_code" if len(untrusted) == len(staged) else " and ".join(f"stages.{i}.model.trust_remote_code" for i in untrusted)
-    folder = Path(staged[0].model.model_path)  # a later stage starts from a checkpoint of it, which carries its code
+    trust = "model.trust_remote_code" if len(untrusted) == len(stages) else " and ".join(f"stages.{i}.model.trust_remote_code" for i in untrusted)
+    folder = Path(stages[0].model.model_path)  # a later stage starts from a checkpoint of it, which carries its code
     where = resolved.provenance.where(("model", "model_path"))
     issues = []
     for what, file, auto, known in (("model", "config.json", "AutoModelForCausalLM", _known_model), ("tokenizer", "tokenizer_config.json", "AutoTokenizer", _known_tokenizer)):

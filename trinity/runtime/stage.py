@@ -195,7 +195,9 @@ class Stage:
             self.progress.fields.update(reward=f"{result['reward_mean']:.3g}", tok_s=f"{result['tokens_per_s']:.3g}")
 
     def _trained(self, step: int, result: dict) -> None:
-        values = {k: result.get(k) for k in ("loss", "grad_norm", "lr", "experiences", "seconds")} | {k: result[k] for k in ("logprob_diff",) if k in result}
+        values = {k: result.get(k) for k in ("loss", "grad_norm", "lr", "experiences", "seconds")}
+        if "logprob_diff" in result:  # only when the trainer recomputes the old log-probs
+            values["logprob_diff"] = result["logprob_diff"]
         self.metrics.write("trainer", self.start.offset + step, self.name, **values)
         self.progress.update(step, loss=result.get("loss"))
         every = self.config.trainer.save_interval

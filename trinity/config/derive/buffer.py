@@ -3,7 +3,7 @@
 from ..workflows import WORKFLOWS, workflow_path
 from ...errors import did_you_mean
 from ._context import Context
-from .cluster import EXPLORING_MODES
+from .cluster import EXPLORING_MODES, TRAINERLESS_MODES
 
 INPUT = "buffer.explorer_input"
 EXPERIENCES = "buffer.trainer_input.experience_buffer"
@@ -81,7 +81,7 @@ def rollout_args(ctx: Context) -> None:
 
 def training_temperature(ctx: Context) -> None:
     """An RL update divides logits by the sampling temperature: one temperature, above 0, for every training taskset."""
-    if ctx.get("mode") not in ("both", "train") or ctx.get("algorithm.policy_loss_fn") == "sft":
+    if ctx.get("mode") in TRAINERLESS_MODES or ctx.get("algorithm.policy_loss_fn") == "sft":
         return
     found = {}
     for key, taskset, is_eval in tasksets(ctx):

@@ -4,6 +4,7 @@ from ._context import Context
 
 ENGINE_PARALLEL = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
 EXPLORING_MODES = ("both", "explore", "bench", "serve", "colocate")
+TRAINERLESS_MODES = ("explore", "bench", "serve")
 
 
 def gpu_per_node(ctx: Context) -> None:
@@ -54,7 +55,7 @@ def _engine_devices(ctx: Context, key: str) -> int:
 
 
 def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node: int) -> dict[str, int]:
-    if mode in ("explore", "bench", "serve"):
+    if mode in TRAINERLESS_MODES:
         _check_fits(ctx, explorer, total)
         return {"trainer_gpu_num": 0, "trainer_node_num": 0, "trainer_gpu_num_per_node": 0}
     if mode in ("train", "colocate"):

@@ -79,4 +79,3 @@ class TransformersEngine(RolloutEngine):
         eos = self.tokenizer.eos_token_id
         end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
         return tokens[:end], logprobs[:end]
-
