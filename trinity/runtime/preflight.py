@@ -25,8 +25,9 @@ def check(resolved: Any) -> None:
     for config in stages:
         if config.mode not in MODES:
             issues.append(Issue(f"mode {config.mode!r} is not run by this version of trinity", key="mode", source=resolved.provenance.where(("mode",)), allowed=", ".join(MODES)))
+    fields = _installed_vllm(stages)
     for config in stages:
-        issues += [i for i in _engine_issues(config, resolved) if i not in issues]
+        issues += [i for i in _engine_issues(config, resolved, fields) if i not in issues]
     if issues:
         raise ConfigError(issues)
     os.environ.update(get_platform(resolved.config.hardware.device_type).verl_env())  # before verl is imported here
@@ -84,7 +85,16 @@ def _known_tokenizer(meta: dict) -> bool:
     return bool(meta.get("tokenizer_class")) and hasattr(transformers, meta["tokenizer_class"])
 
 
-def _engine_issues(config: Any, resolved: Any) -> list[Issue]:
+def _installed_vllm(stages: list) -> Any:
+    """The installed vLLM's EngineArgs fields, read once (its source is parsed) when a stage runs vLLM; else None."""
+    if all(c.explorer.rollout_model.engine_type != "vllm" for c in stages):
+        return None
+    from .rollout import vllm_fields
+
+    return vllm_fields.installed()
+
+
+def _engine_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
     from .rollout import ENGINES
 
     if config.mode == "train":
@@ -95,15 +105,15 @@ def _engine_issues(config: Any, resolved: Any) -> list[Issue]:
         where = resolved.provenance.where(("explorer", "rollout_model", "engine_type"))
         issues.append(Issue(f"engine type {kind!r} has no rollout engine in this version of trinity", key="explorer.rollout_model.engine_type", source=where, allowed=", ".join(ENGINES), hint="set explorer.rollout_model.engine_type=transformers (Hugging Face generate on any torch device)"))
     if kind == "vllm":
-        issues += _vllm_issues(config, resolved)
-    issues += _extra_args_issues(config, resolved)
+        issues += _vllm_issues(config, resolved, fields)
+    issues += _extra_args_issues(config, resolved, fields)
     if config.explorer.auxiliary_models:
         where = resolved.provenance.where(("explorer", "auxiliary_models"))
         issues.append(Issue("auxiliary models are planned and placed, but no workflow of this version uses them", key="explorer.auxiliary_models", source=where, hint="remove explorer.auxiliary_models"))
     return issues
 
 
-def _extra_args_issues(config: Any, resolved: Any) -> list[Issue]:
+def _extra_args_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
     """extra_engine_args are vLLM's: only names vLLM takes, with values of their types, and none that trinity sets."""
     extra = config.explorer.rollout_model.extra_engine_args
     if not extra:
@@ -115,7 +125,7 @@ def _extra_args_issues(config: Any, resolved: Any) -> list[Issue]:
     from .rollout import vllm_args, vllm_fields
 
     managed = set(vllm_args.own_kwargs(config, str(config.model.model_path), vllm_args.topology(config, 0), ("127.0.0.1", 1))) | set(vllm_args.LAYOUT_ARGS)
-    fields = vllm_fields.installed() or vllm_fields.snapshot()
+    fields = fields or vllm_fields.snapshot()
     issues = []
     for name, value in extra.items():
         where = resolved.provenance.where(("explorer", "rollout_model", "extra_engine_args", name))
@@ -126,7 +136,7 @@ def _extra_args_issues(config: Any, resolved: Any) -> list[Issue]:
     return issues
 
 
-def _vllm_issues(config: Any, resolved: Any) -> list[Issue]:
+def _vllm_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
     """vLLM (and the platform's plugin) installed here, an engine layout vLLM can run, and engine
     arguments the installed vLLM takes; vLLM's files are read, never imported, in the driver."""
     import importlib.util
@@ -142,7 +152,6 @@ def _vllm_issues(config: Any, resolved: Any) -> list[Issue]:
     problem = vllm_args.layout_problem(config)
     if problem:
         return [Issue(problem, key="explorer.rollout_model.data_parallel_size", source=where, hint="set data_parallel_size: 1 and raise engine_num instead")]
-    fields = vllm_fields.installed()
     topo = vllm_args.topology(config, 0)
     kwargs = vllm_args.own_kwargs(config, str(config.model.model_path), topo, ("127.0.0.1", 1) if topo.parts > 1 else None)  # the extras are _extra_args_issues'
     refused = fields.problems(kwargs) if fields else []
