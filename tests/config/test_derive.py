@@ -142,9 +142,13 @@ def test_trainer_share_that_neither_fits_a_node_nor_fills_nodes(render):
     assert "the trainer would get 12 devices (16 - 4 for rollout): that neither fits one node of 8 nor fills whole nodes" in result.err
 
 
-def test_auxiliary_models_count_as_explorer_devices(render):
-    cluster = render("explorer:\n  auxiliary_models:\n    - engine_num: 1\n      tensor_parallel_size: 2\n", "hardware=a100")[1]["cluster"]
-    assert (cluster["rollout_gpu_num"], cluster["explorer_gpu_num"], cluster["trainer_gpu_num"]) == (1, 3, 5)
+def test_auxiliary_models_are_refused_and_take_no_devices(cli, write):
+    text = MINIMAL + "explorer:\n  auxiliary_models:\n    - engine_num: 1\n      tensor_parallel_size: 2\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=a100")
+    assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n")
+    assert "error: run.yaml:4:3: explorer.auxiliary_models: auxiliary models (judges, reward models) are not run by this version of trinity: no workflow calls them" in result.err
+    assert "allowed: [] (none)\n    hint: remove explorer.auxiliary_models" in result.err
+    assert cli("config", "validate", "-c", write("run.yaml", MINIMAL + "explorer:\n  auxiliary_models: []\n"), "hardware=a100").code == 0
 
 
 def test_train_mode_gives_every_device_to_the_trainer(render):
@@ -397,9 +401,17 @@ def test_cpu_profile_runs_the_transformers_engine(render):
     assert cfg["trainer"]["attn_implementation"] == "sdpa" and cfg["trainer"]["param_dtype"] == "float32"
 
 
-def test_vllm_on_the_cpu_profile_says_why_not(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "explorer:\n  rollout_model:\n    engine_type: vllm\n"), "hardware=cpu")
-    assert result.code == 2 and "explorer.rollout_model.engine_type: 'vllm' does not run on cpu: vLLM has no CPU build usable here" in result.err
+def test_vllm_on_the_cpu_profile_is_allowed_and_transformers_stays_the_default(render):
+    result, cfg = render("algorithm:\n  repeat_times: 2\nexplorer:\n  rollout_model:\n    engine_type: vllm\n", "hardware=cpu")
+    assert result.code == 0 and result.err == "" and cfg["explorer"]["rollout_model"]["engine_type"] == "vllm"
+    assert render("algorithm:\n  repeat_times: 2\n", "hardware=cpu")[1]["explorer"]["rollout_model"]["engine_type"] == "transformers"
+
+
+def test_an_engine_the_hardware_lacks_is_refused_with_the_profiles_reason(cli, write):
+    write("profiles/novllm.yaml", "extends: cpu\nfacts:\n  rollout_engines: [transformers]\n  reasons:\n    rollout_engines: no vLLM build here\n")
+    text = MINIMAL + "explorer:\n  rollout_model:\n    engine_type: vllm\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=novllm", "--profile-dir", write("profiles/.keep", "").parent)
+    assert result.code == 2 and "run.yaml:5:5: explorer.rollout_model.engine_type: 'vllm' does not run on novllm: no vLLM build here" in result.err
     assert "allowed: transformers" in result.err
 
 
@@ -408,8 +420,14 @@ def test_transformers_engine_has_no_tensor_parallelism(cli):
     assert result.code == 2 and "gsm8k_staged.yaml:43:5: explorer.rollout_model.tensor_parallel_size: one transformers engine drives 1 device; TP x PP x DP = 2" in result.err
 
 
-def test_accelerator_profiles_keep_flash_attention_and_vllm(render):
-    result, cfg = render("algorithm:\n  repeat_times: 2\n", "hardware=a100")
+@pytest.mark.parametrize("profile,kernel", [("a100", "sdpa"), ("h100", "sdpa"), ("h200", "sdpa"), ("ascend910b", "flash_attention_2"), ("ascend910c", "flash_attention_2"), ("cpu", "sdpa")])
+def test_gpu_profiles_default_to_sdpa_and_npu_profiles_keep_flash_attention(render, profile, kernel):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")
+    assert result.code == 0 and cfg["trainer"]["attn_implementation"] == kernel
+
+
+def test_flash_attention_stays_selectable_on_a_gpu_profile(render):
+    result, cfg = render("algorithm:\n  repeat_times: 2\ntrainer:\n  attn_implementation: flash_attention_2\n", "hardware=a100")
     assert result.code == 0 and cfg["explorer"]["rollout_model"]["engine_type"] == "vllm" and cfg["trainer"]["attn_implementation"] == "flash_attention_2"
 
 

@@ -109,15 +109,12 @@ def test_each_rule_report_word_for_word(cli, write, case):
 
 def test_a_dtype_the_chip_cannot_compute_in_word_for_word(cli, write, tmp_path):
     write("profiles/ascend910a.yaml", "extends: ascend910b\nfacts:\n  chip: Ascend910A\n  dtypes: [float16, float32]\n")
-    aux = "explorer:\n  auxiliary_models:\n    - engine_num: 1\n      dtype: float16\n    - engine_num: 1\n      dtype: bfloat16\n"
-    result = cli("config", "render", "-c", write("run.yaml", MINIMAL + aux), "hardware=ascend910a", "--profile-dir", tmp_path / "profiles")
+    rollout = "explorer:\n  rollout_model:\n    dtype: bfloat16\n"
+    result = cli("config", "render", "-c", write("run.yaml", MINIMAL + rollout), "hardware=ascend910a", "--profile-dir", tmp_path / "profiles")
     assert result.code == 2
     assert result.err == (
-        "trinity: 3 problems in the config\n"
-        "error: run.yaml:8:7: explorer.auxiliary_models[1].dtype: bfloat16 is not supported by Ascend910A (ascend910a)\n"
-        "    allowed: float16, float32\n"
-        "    hint: set explorer.auxiliary_models.1.dtype=float16\n"
-        "error: schema default: explorer.rollout_model.dtype: bfloat16 is not supported by Ascend910A (ascend910a)\n"
+        "trinity: 2 problems in the config\n"
+        "error: run.yaml:5:5: explorer.rollout_model.dtype: bfloat16 is not supported by Ascend910A (ascend910a)\n"
         "    allowed: float16, float32\n"
         "    hint: set explorer.rollout_model.dtype=float16\n"
         "error: schema default: trainer.param_dtype: bfloat16 is not supported by Ascend910A (ascend910a)\n"

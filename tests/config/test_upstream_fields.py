@@ -196,7 +196,8 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
 
 
 def test_a_not_yet_key_in_a_stage_is_named_in_the_stage(cli, write):
-    text = BASE + "    buffer:\n      explorer_input:\n        taskset:\n          format: {tools_key: tools}\n"
+    # without auxiliary models: refused at the root, they would stop the stages from being resolved
+    text = BASE.replace("  auxiliary_models: [{model_path: /models/judge, engine_type: transformers}]\n", "  eval_interval: 100\n") + "    buffer:\n      explorer_input:\n        taskset:\n          format: {tools_key: tools}\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
     assert "run.yaml:20:20: buffer.explorer_input.taskset.format.tools_key: known Trinity-RFT key, not supported by trinity yet (in stage 'only')" in result.err

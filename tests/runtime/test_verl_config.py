@@ -97,7 +97,7 @@ def test_passthrough_keys_reach_verls_config_flat_or_under_actor_rollout_ref(dem
     config = reference("a100", "+trainer.trainer_config.actor.entropy_from_logits_with_chunking=true", "+trainer.trainer_config.actor_rollout_ref.ref.log_prob_use_dynamic_bsz=false", "+trainer.trainer_config.model.override_config.rope_theta=5000")
     section = build(config, str(demo_assets / "model"), 100)  # verl's HFModelConfig reads the model's config.json
     assert section.actor.entropy_from_logits_with_chunking is True and section.ref.log_prob_use_dynamic_bsz is False
-    assert section.model.override_config.rope_theta == 5000 and section.model.override_config.attn_implementation == "flash_attention_2"  # merged, not replaced
+    assert section.model.override_config.rope_theta == 5000 and section.model.override_config.attn_implementation == "sdpa"  # merged, not replaced
 
 
 @pytest.mark.parametrize("key,message", [

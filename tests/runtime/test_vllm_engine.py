@@ -1,6 +1,8 @@
-"""The vLLM engine actor through its interface, with fakes of vLLM's AsyncLLM (vLLM cannot be installed
-here): what it hands vLLM, requests and weight updates that never overlap, weight sync over a real gloo
-group into every worker of a TP engine, checkpoint loads, sleep and wake-up, headless parts."""
+"""The vLLM engine actor through its interface, with fakes of vLLM's AsyncLLM for what vLLM's CPU build
+cannot run here (GPU/NPU arguments, tensor-parallel workers, headless parts, sleep mode): what it hands
+vLLM, requests and weight updates that never overlap, what crosses collective_rpc, checkpoint and
+memory loads into every worker of a TP engine, sleep and wake-up. tests/runtime/test_vllm_real.py runs
+the engine on the real vLLM."""
 
 import asyncio
 from types import SimpleNamespace
@@ -82,7 +84,7 @@ def test_a_weight_update_waits_for_requests_in_flight_and_holds_new_ones():
     assert (v1, loaded, v2) == (3, 9, 9)
     kinds = [c[0] for c in e.llm.calls]
     assert kinds == ["generate", "collective_rpc", "reset_prefix_cache", "generate"]
-    assert all(torch.equal(w.model.head.weight, torch.zeros(4, 3)) for w in e.llm.workers)
+    assert all(torch.equal(w.get_model().head.weight, torch.zeros(4, 3)) for w in e.llm.workers)
 
 
 def test_a_checkpoint_file_is_loaded_by_every_worker(tmp_path):
@@ -91,7 +93,32 @@ def test_a_checkpoint_file_is_loaded_by_every_worker(tmp_path):
     e = started(config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2"))
     save_file({"embed.weight": torch.ones(4, 3)}, str(tmp_path / "w.safetensors"))
     assert asyncio.run(e.load_weights(str(tmp_path / "w.safetensors"), 5)) == 5 and e.weight_version() == 5
-    assert [w.model.loaded for w in e.llm.workers] == [["embed.weight"]] * 2
+    assert [w.get_model().loaded for w in e.llm.workers] == [["embed.weight"]] * 2
+
+
+def test_memory_sync_weights_cross_collective_rpc_as_safetensors_bytes_into_every_worker():
+    e = started(config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2"))
+    weights = {"embed.weight": torch.full((4, 3), 2.0), "head.weight": torch.full((4, 3), 3.0)}
+    assert asyncio.run(e.load_weights(weights, 4)) == 4
+    (_, method, (payload,)) = e.llm.calls[0]
+    assert method == "trinity_load" and isinstance(payload, bytes)
+    assert all(torch.equal(w.get_model().head.weight, weights["head.weight"]) and w.get_model().loaded == list(weights) for w in e.llm.workers)
+
+
+def test_weight_specs_cross_collective_rpc_as_plain_lists():
+    from trinity.runtime.rollout.base import WeightSpec
+
+    e = started(config())
+    e.llm.workers = []  # nothing to receive into: what matters is what vLLM's engine process is given
+    asyncio.run(e.receive_weights([WeightSpec("embed.weight", (4, 3), "bfloat16")], 2))
+    assert e.llm.calls[0] == ("collective_rpc", "trinity_receive", ([["embed.weight", [4, 3], "bfloat16"]],))
+
+
+def test_close_shuts_vllm_down():
+    e = started(config())
+    llm = e.llm
+    e.close()
+    assert llm.calls[-1] == ("shutdown",) and e.llm is None
 
 
 def test_every_worker_of_a_tp_engine_joins_the_weight_sync_group_with_its_own_rank(monkeypatch):

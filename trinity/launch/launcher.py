@@ -17,6 +17,7 @@ from .reconcile import Node, live_nodes
 
 
 LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
+CLOSE_S = 15  # how long teardown waits for the actors to close before it kills them
 
 
 @dataclass(frozen=True)
@@ -156,10 +157,12 @@ class Launch:
         return Placement(spec.name, report["node_id"], visible, report["device"], "; ".join(problems))
 
     def teardown(self) -> None:
-        """Kill every actor and remove every group this launch created; wait until Ray has freed them."""
+        """Ask every actor to close, kill it, and remove every group this launch created; wait until Ray has freed them."""
         import ray
         from ray.util.placement_group import remove_placement_group
 
+        closing = [actor.close.remote() for actor in self.actors.values()]
+        ray.wait(closing, num_returns=len(closing), timeout=CLOSE_S)  # a dead or hung actor is killed all the same
         for actor in self.actors.values():
             ray.kill(actor)
         for group in self.groups.values():

@@ -13,6 +13,7 @@ from .runtime_env import EXPORTED, role_env
 CPUS_PER_DEVICE = 1
 COLOCATE_SHARE = 0.5  # in colocate mode the trainer and a rollout engine each take half of a device
 BUFFERED_MODES = ("both", "explore", "train", "colocate")  # modes whose experiences go through the buffer actor
+SYNCED_MODES = ("both", "colocate")  # modes whose trainer moves weights to engines of the same run
 
 
 @dataclass(frozen=True)
@@ -78,11 +79,9 @@ def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) 
             builder.colocated_engines(config.explorer.rollout_model)
         else:
             builder.engines("rollout", config.explorer.rollout_model)
-        for m, model in enumerate(config.explorer.auxiliary_models):
-            builder.engines(f"auxiliary{m}", model)
     if config.mode != "train":
         builder.actor("explorer", "explorer", None, None, 0, 1)
-    if config.mode == "both":
+    if config.mode in SYNCED_MODES:
         builder.actor("synchronizer", "synchronizer", None, None, 0, 1)
     if config.mode in BUFFERED_MODES:
         builder.actor("buffer", "buffer", None, None, 0, 0)  # stores and forwards: no CPU slot of its own

@@ -1,6 +1,6 @@
 """A platform: the facts of one device type, as plain attributes (heavy work stays elsewhere)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Optional
 
 
@@ -19,6 +19,9 @@ class Platform:
     verl_modules: tuple[str, ...] = ()  # modules verl imports first (VERL_USE_EXTERNAL_MODULES) to register that platform
     vllm_modules: tuple[str, ...] = ()  # what engine_type vllm needs installed here (a platform plugin is loaded by vLLM, never by us)
     install_extra: str = "cpu"  # the pyproject extra that installs the packages of this device
+    vllm_install: str = ""  # how vLLM is installed here when the extra does not install it
+    # attn_implementation -> (module it needs, the command that installs it), for kernels no extra installs
+    attn_modules: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def verl_env(self) -> dict[str, str]:
         """Variables that make verl take this platform instead of detecting one."""

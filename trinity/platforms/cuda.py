@@ -13,4 +13,6 @@ CUDA = Platform(
     verl_platform="nvidia",
     vllm_modules=("vllm",),
     install_extra="gpu",
+    # transformers raises ImportError at model init without it; it builds against the installed torch
+    attn_modules={"flash_attention_2": ("flash_attn", "pip install flash-attn --no-build-isolation")},
 )

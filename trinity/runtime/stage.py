@@ -59,6 +59,8 @@ class Stage:
         self.summary = StageSummary(name or "run", config.mode)
         self.calls = _Calls()
         self.last_checkpoint: Optional[Checkpoint] = None
+        self.shared = config.mode == "colocate"  # trainer ranks and engines on the same devices, in turn
+        self.device_holder = "rollout"
 
     # --- setting up ----------------------------------------------------------------------------------
 
@@ -132,9 +134,11 @@ class Stage:
             if due and not self.calls.refs:  # both sides are between steps: the engines get exactly version `trained`
                 engine_version, last_asked = self._sync(trained), explored
                 continue
-            if not due and not self.calls.busy("explore") and explored < self.total and policy.may_explore(explored + 1, engine_version, trained):
+            if not due and self._free("explore", "train") and explored < self.total and policy.may_explore(explored + 1, engine_version, trained):
+                self._share_devices("rollout")
                 self.calls.add("explore", "explorer", [self.explorer.explore_step.remote(explored + 1)])
-            if not due and not self.calls.busy("train") and trained < explored:
+            if not due and self._free("train", "explore") and trained < explored:
+                self._share_devices("trainer")
                 self.calls.add("train", "trainer", [r.train_step.remote(trained + 1) for r in self.ranks])
             for kind, results in self._next_done():
                 if kind == "explore":
@@ -148,6 +152,18 @@ class Stage:
         if engine_version < trained:
             engine_version = self._sync(trained)
         self._evaluate(self.start.offset + engine_version)
+
+    def _free(self, kind: str, other: str) -> bool:
+        """Whether a call of `kind` may start: none running, and none of `other` when both share the devices (colocate)."""
+        return not self.calls.busy(kind) and not (self.shared and self.calls.busy(other))
+
+    def _share_devices(self, holder: str) -> None:
+        """Colocate: give the shared devices to `holder` (the engines sleep while the trainer steps)."""
+        if not self.shared or self.device_holder == holder:
+            return
+        wake = holder == "rollout"
+        self.call("rollout", [e.wake_up.remote() if wake else e.sleep.remote() for e in self.engines])
+        self.device_holder = holder
 
     def _explore_only(self) -> None:
         """Explore without a trainer here; with checkpoint sync, take the weights a `train` run publishes."""
@@ -214,6 +230,7 @@ class Stage:
     def _evaluate(self, version: int) -> None:
         if not self.explorer or not self.config.buffer.explorer_input.eval_tasksets:
             return
+        self._share_devices("rollout")
         for record in self.call("eval", [self.explorer.evaluate.remote(version)])[0]:
             self.metrics.write("eval", version, self.name, taskset=record["taskset"], accuracy=record["accuracy"], reward_mean=record["reward_mean"], tasks=record["tasks"])
             self.summary.eval_first.setdefault(record["taskset"], record["accuracy"])

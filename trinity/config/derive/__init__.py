@@ -5,7 +5,7 @@ from typing import Any
 from ...errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
-from . import algorithm, buffer, chat_template, cluster, env, hardware, model, sync, trainer
+from . import algorithm, buffer, chat_template, cluster, env, hardware, model, rollout, sync, trainer
 from ._context import Context
 
 # Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
@@ -19,6 +19,8 @@ RULES = (
     hardware.dtypes,
     hardware.rollout_engines,
     hardware.attn_implementation,
+    rollout.auxiliary_models,
+    rollout.sleep_mode,
     algorithm.algorithm_preset,
     algorithm.lr_scheduler,
     algorithm.gradient_clip,
@@ -33,6 +35,8 @@ RULES = (
     model.critic_model,
     chat_template.chat_template,
     model.rollout_model,
+    rollout.kv_cache,
+    rollout.memory_utilization,
     model.token_budget,
     cluster.gpu_per_node,
     cluster.cluster_counts,

@@ -29,8 +29,7 @@ def cluster_counts(ctx: Context) -> None:
         return  # already reported by gpu_per_node
     total = nodes * per_node
     rollout = _engine_devices(ctx, "explorer.rollout_model") if mode in EXPLORING_MODES else 0
-    auxiliary = sum(_engine_devices(ctx, f"explorer.auxiliary_models.{i}") for i in range(len(ctx.get("explorer.auxiliary_models"))))
-    explorer = rollout + auxiliary if mode in EXPLORING_MODES else 0
+    explorer = rollout  # auxiliary models are refused (rollout.auxiliary_models): they take no devices
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
     counts.update(_trainer_split(ctx, mode, total, explorer, per_node))

@@ -107,10 +107,12 @@ def rollout_engines(ctx: Context) -> None:
 
 
 def attn_implementation(ctx: Context) -> None:
-    """trainer.attn_implementation = the profile's attention kernel (flash-attn does not exist everywhere)."""
-    ctx.set("trainer.attn_implementation", ctx.facts.attn_implementation, "attn_implementation", (ctx.fact("attn_implementation"),))
+    """trainer.attn_implementation: the user's, else the profile's kernel (flash-attn does not exist everywhere;
+    preflight checks that the one chosen is installed)."""
+    if not ctx.user_set("trainer.attn_implementation"):
+        ctx.set("trainer.attn_implementation", ctx.facts.attn_implementation, "attn_implementation", (ctx.fact("attn_implementation"),))
 
 
 def _engines(ctx: Context) -> list[tuple[str, dict]]:
-    engines = [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]
-    return engines + [(f"explorer.auxiliary_models.{i}", m) for i, m in enumerate(ctx.get("explorer.auxiliary_models"))]
+    # auxiliary models are refused as a whole (rollout.auxiliary_models): their fields are not checked one by one
+    return [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]

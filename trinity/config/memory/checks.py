@@ -1,7 +1,7 @@
 """Checks: one role's memory on one device against what the device gives it, built from the run config.
 
 Roles follow the derived device split: the trainer on `cluster.trainer_gpu_num` devices, each vLLM
-engine (rollout and auxiliary) on its own devices, and in `colocate` both on the same devices: vLLM
+rollout engine on its own devices, and in `colocate` both on the same devices: vLLM
 asleep while the trainer updates (its context stays), the trainer keeping what it does not offload
 while vLLM generates.
 """

@@ -88,8 +88,7 @@ def _engines(plan: _Plan, trainer: Optional[TrainerSetup]) -> None:
     config = plan.config
     if not config.cluster.explorer_gpu_num:
         return
-    engines = [("explorer.rollout_model", config.explorer.rollout_model)]
-    engines += [(f"explorer.auxiliary_models[{i}]", m) for i, m in enumerate(config.explorer.auxiliary_models)]
+    engines = [("explorer.rollout_model", config.explorer.rollout_model)]  # auxiliary models are refused at validation
     for key, engine in engines:
         if engine.engine_type != "vllm":
             continue  # the estimate knows vLLM's memory only

@@ -15,7 +15,7 @@ class ClusterConfig(Section):
     )
     total_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: node_num x gpu_per_node.")
     rollout_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: devices of the rollout engines.")
-    explorer_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: rollout plus auxiliary model devices.")
+    explorer_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: devices of the explorer's engines (auxiliary models are not run yet).")
     trainer_gpu_num: Optional[NonNegativeInt] = Field(None, description="Derived: devices left to the trainer.")
     trainer_node_num: Optional[NonNegativeInt] = Field(None, description="Derived: nodes the trainer spans.")
     trainer_gpu_num_per_node: Optional[NonNegativeInt] = Field(None, description="Derived: trainer devices per node.")

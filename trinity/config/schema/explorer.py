@@ -17,7 +17,10 @@ class InferenceModelConfig(Section):
     tensor_parallel_size: PositiveInt = Field(1, description="Devices one engine shards a layer over.")
     pipeline_parallel_size: PositiveInt = Field(1, description="Pipeline stages per engine.")
     data_parallel_size: PositiveInt = Field(1, description="Data-parallel replicas inside one engine.")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of device memory vLLM may take.")
+    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of device memory vLLM may take (on vLLM's CPU build: of host memory).")
+    kv_cache_mib: Optional[PositiveInt] = Field(
+        None, description="KV cache of one vLLM engine in MiB (vLLM's kv_cache_memory_bytes), instead of sizing it by gpu_memory_utilization; defaults to the profile's rollout_kv_cache_mib."
+    )
     enforce_eager: bool = Field(False, description="Disable CUDA/ACL graph capture.")
     enable_prefix_caching: bool = Field(True, description="Reuse KV cache across prompts with a shared prefix.")
     enable_chunked_prefill: bool = Field(True, description="Split long prefills into chunks.")

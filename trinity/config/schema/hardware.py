@@ -10,6 +10,13 @@ from .env import EnvConfig
 DeviceType = Literal["cuda", "npu", "cpu"]
 
 
+class CoreBinding(Section):
+    """How a rollout engine is bound to its own cores of a node (vLLM's CPU build pins its threads)."""
+
+    env: str = Field(..., description="Variable holding an engine's cores, e.g. 0-3, one range per worker joined by '|'.")
+    fixed: dict[str, str] = Field(default_factory=dict, description="Variables set beside it, e.g. no cores reserved for the engine process.")
+
+
 class HardwareFacts(Section):
     """What the hardware is and can do; a run value contradicting a fact is reported."""
 
@@ -31,7 +38,15 @@ class HardwareFacts(Section):
     rollout_engines: list[Literal["vllm", "transformers"]] = Field(
         default_factory=lambda: ["vllm", "transformers"], min_length=1, description="Rollout engines that run here."
     )
-    attn_implementation: str = Field("flash_attention_2", description="Attention kernel the trainer's model uses (a Hugging Face attn_implementation).")
+    attn_implementation: str = Field("sdpa", description="Attention kernel the trainer's model uses by default (a Hugging Face attn_implementation; trainer.attn_implementation overrides it).")
+    rollout_sleep_mode: bool = Field(True, description="Whether vLLM's sleep mode (freeing device memory for the trainer in colocate mode) exists here.")
+    max_gpu_memory_utilization: float = Field(
+        1.0, gt=0, le=1, description="Largest explorer.rollout_model.gpu_memory_utilization that starts vLLM here (on the CPU it is a share of host memory)."
+    )
+    rollout_kv_cache_mib: Optional[PositiveInt] = Field(
+        None, description="KV cache of one vLLM engine in MiB when explorer.rollout_model.kv_cache_mib is unset; none sizes it by gpu_memory_utilization."
+    )
+    rollout_core_binding: Optional[CoreBinding] = Field(None, description="How each rollout engine on a node gets its own cores; none leaves it to the engine.")
     collective_timeout_env: list[str] = Field(
         default_factory=list, description="Variables holding the collective timeout in seconds; raised to synchronizer.sync_timeout."
     )

@@ -15,7 +15,7 @@ class TrainerConfig(Section):
     process_group_backend: Optional[str] = Field(
         None, description="Derived: torch.distributed backend string of the FSDP group, e.g. cpu:gloo,npu:hccl."
     )
-    attn_implementation: Optional[str] = Field(None, description="Derived from the hardware profile: the model's attention kernel.")
+    attn_implementation: Optional[str] = Field(None, description="The model's attention kernel (sdpa, eager, flash_attention_2, ...); unset takes the hardware profile's.")
     param_dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Dtype the trainer computes in (FSDP mixed precision).")
     use_torch_compile: Optional[bool] = Field(None, description="torch.compile the actor; unset takes the hardware's default.")
     save_interval: NonNegativeInt = Field(0, description="Train steps between checkpoints; 0 saves only at the end.")

@@ -39,6 +39,10 @@ class WeightSpec:
     shape: tuple[int, ...]
     dtype: str
 
+    def plain(self) -> list:
+        """[name, shape, dtype]: the form that crosses vLLM's collective_rpc intact (a dataclass arrives as a dict)."""
+        return [self.name, list(self.shape), self.dtype]
+
 
 @dataclass
 class _Request:

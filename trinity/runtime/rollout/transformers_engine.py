@@ -4,6 +4,7 @@ Requests that arrive while a batch is generating are generated together in the n
 requests with the same sampling arguments share one `generate` call.
 """
 
+import asyncio
 from typing import Any
 
 from .base import RolloutEngine, Sample, Sampling
@@ -25,6 +26,23 @@ class TransformersEngine(RolloutEngine):
         dtype = getattr(torch, rollout.dtype)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, trust_remote_code=remote).to(self._device()).eval()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+
+    async def sleep(self, level: int = 1) -> None:
+        """Move the model to host memory, so the trainer sharing this device (colocate) has its memory."""
+        async with self._weights_lock:
+            await asyncio.to_thread(self._move, "cpu")
+
+    async def wake_up(self) -> None:
+        """Move the model back onto the device."""
+        async with self._weights_lock:
+            await asyncio.to_thread(self._move, self._device())
+
+    def _move(self, device: str) -> None:
+        import torch
+
+        self.model.to(device)
+        if torch.accelerator.is_available():
+            torch.accelerator.empty_cache()  # hand the freed blocks back to the device, not just to torch's cache
 
     def _params(self) -> dict[str, Any]:
         return self.model.state_dict(keep_vars=True)  # tied weights appear under both names, as the trainer sends them

@@ -59,6 +59,9 @@ def topology(config: Any, slot: int) -> Topology:
 
 
 LAYOUT_ARGS = ("max_model_len", "nnodes", "node_rank", "master_addr", "master_port")  # set by trinity only for some layouts
+# Set by trinity only when the config asks: never an extra_engine_args name either.
+OPTIONAL_ARGS = (*LAYOUT_ARGS, "kv_cache_memory_bytes")
+MIB = 2**20
 
 
 def engine_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tuple[str, int]] = None) -> dict[str, Any]:
@@ -90,11 +93,39 @@ def own_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tupl
     }
     if rollout.max_model_len:
         kwargs["max_model_len"] = rollout.max_model_len
+    if rollout.kv_cache_mib:  # an explicit size; vLLM then ignores gpu_memory_utilization for the KV cache
+        kwargs["kv_cache_memory_bytes"] = rollout.kv_cache_mib * MIB
     if topo.parts > 1:  # the LAYOUT_ARGS
         if head is None:
             raise ValueError("an engine spanning several actors needs its head's address")
         kwargs.update(nnodes=topo.parts, node_rank=topo.part, master_addr=head[0], master_port=head[1])
     return kwargs
+
+
+def engine_env(config: Any, topo: Topology) -> dict[str, str]:
+    """Variables this rollout actor sets before importing vLLM: its own cores where the profile binds engines (hardware.rollout_core_binding), else none."""
+    binding = config.hardware.rollout_core_binding
+    if binding is None:
+        return {}
+    cores = config.cluster.gpu_per_node  # where engines are bound, the node's devices are its CPU slots, one core each
+    sharing = _engines_per_node(config, topo, cores)
+    k = topo.engine % sharing
+    first, end = k * cores // sharing, (k + 1) * cores // sharing
+    return {binding.env: _worker_ranges(first, end, topo.devices), **binding.fixed}
+
+
+def _engines_per_node(config: Any, topo: Topology, cores: int) -> int:
+    """Engines sharing one node, counted as the plan's PACK group fills nodes in order; a part of an engine
+    spanning nodes has its node to itself."""
+    if topo.parts > 1:
+        return 1
+    return max(1, min(config.explorer.rollout_model.engine_num, cores // topo.devices))
+
+
+def _worker_ranges(first: int, end: int, workers: int) -> str:
+    """Cores first..end-1 split into one range per vLLM worker, in vLLM's `a-b|c-d` form."""
+    bounds = [first + w * (end - first) // workers for w in range(workers + 1)]
+    return "|".join(f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:]))
 
 
 def layout_problem(config: Any) -> Optional[str]:

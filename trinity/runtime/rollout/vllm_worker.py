@@ -1,22 +1,36 @@
 """Methods vLLM mixes into each of its workers (`worker_extension_cls`); the engine calls them with
 `collective_rpc`, so every worker of an engine runs them at once, in its own process, on its device.
 
-Each worker joins trinity's weight-sync group as a rank of its own (the same group module the trainer
-uses, on the backend the profile derived: nccl, or hccl which torch_npu registers), receives every
-tensor trainer rank 0 broadcasts, and hands it to the model's `load_weights`, which shards it for
-tensor parallelism and maps Hugging Face names onto vLLM's fused layers. Nothing here imports vLLM.
+What crosses `collective_rpc` is plain data only: vLLM's multiprocess engine encodes the arguments
+with msgspec and decodes them without types (a dataclass arrives as a dict, a tuple as a list, a
+tensor as a list or not at all). So tensor specs travel as `[name, shape, dtype]` lists, memory-sync
+weights as safetensors bytes, checkpoint weights as a file path, and tensors themselves only over
+the weight-sync group.
+
+Weights load through the worker's `reload_weights` (vLLM's layer-by-layer reload), which works
+where the plain `load_weights` does not: vLLM's CPU build packs each linear weight for its kernels
+at load time and leaves the parameter empty. A tied output head shares the embedding's weight but
+keeps a processed copy of its own, so it is processed again after each load. Nothing here imports
+vLLM.
 """
 
-from typing import Any
+from typing import Any, Iterator
+
+Plain = list  # [name, shape, dtype]: a WeightSpec as it crosses collective_rpc
 
 
 class WeightSyncWorker:
-    """Weight-sync methods of a vLLM worker (`self` is the worker: `rank`, `device`, `parallel_config`, `get_model`)."""
+    """Weight-sync methods of a vLLM worker (`self` is the worker: `rank`, `device`, `parallel_config`, `model_runner`)."""
 
     def trinity_sync_rank(self, first_rank: int) -> int:
-        """This worker's rank in the weight-sync group: the engine's first rank plus its index among the engine's workers."""
+        """This worker's rank in the weight-sync group: the engine's first rank plus its index among the engine's workers.
+
+        A dense engine's data-parallel replicas all say data_parallel_rank 0; vLLM keeps the replica in
+        data_parallel_index (vLLM 0.23 and 0.31)."""
         parallel = self.parallel_config
-        return first_rank + (parallel.data_parallel_rank or 0) * parallel.world_size + self.rank
+        replica = getattr(parallel, "data_parallel_index", None)
+        replica = parallel.data_parallel_rank if replica is None else replica
+        return first_rank + (replica or 0) * parallel.world_size + self.rank
 
     def trinity_join(self, backend: str, host: str, port: int, first_rank: int, world_size: int, timeout_s: float) -> int:
         """Join the weight-sync group; returns the rank taken."""
@@ -26,23 +40,59 @@ class WeightSyncWorker:
         self.trinity_group = group.join(backend, host, port, rank, world_size, timeout_s)
         return rank
 
-    def trinity_receive(self, specs: list) -> int:
-        """Receive each tensor of `specs` from the trainer's broadcast, in order, into the model; returns the count."""
+    def trinity_receive(self, specs: list[Plain]) -> int:
+        """Receive each tensor of `specs` from the trainer's broadcast, in order, into the model; returns the count.
+
+        Every broadcast is received even when loading fails part-way, so trainer rank 0 never waits for a
+        receiver that gave up; the load's error is raised after the last tensor."""
+        received = _Received(self, specs)
+        try:
+            self._trinity_reload(received)
+        finally:
+            received.drain()
+        return received.count
+
+    def trinity_load(self, source: Any) -> int:
+        """Load a safetensors file's path (checkpoint sync) or safetensors bytes (memory sync); returns the count."""
+        from safetensors.torch import load, load_file
+
+        weights = load_file(source) if isinstance(source, str) else load(bytes(source))
+        self._trinity_reload(iter(weights.items()))
+        return len(weights)
+
+    def _trinity_reload(self, weights: Iterator[tuple[str, Any]]) -> None:
+        self.model_runner.reload_weights(weights_iterator=weights)
+        model = self.model_runner.get_model()
+        head = getattr(model, "lm_head", None)
+        if head is not None and getattr(model.config, "tie_word_embeddings", False):
+            method = getattr(head, "quant_method", None)
+            if method is not None:
+                method.process_weights_after_loading(head)
+
+
+class _Received:
+    """The trainer's broadcast as (name, tensor) pairs, one tensor received as each is asked for."""
+
+    def __init__(self, worker: Any, specs: list[Plain]):
+        self.worker, self.specs, self.count = worker, specs, 0
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        while self.count < len(self.specs):
+            name, _, _ = self.specs[self.count]
+            yield name, self._next()
+
+    def _next(self) -> Any:
         import torch
 
         from ..sync import group
 
-        model = self.get_model()
-        for spec in specs:
-            buffer = torch.empty(spec.shape, dtype=getattr(torch, spec.dtype), device=self.device)
-            group.broadcast(self.trinity_group, buffer)
-            model.load_weights([(spec.name, buffer)])
-        return len(specs)
+        _, shape, dtype = self.specs[self.count]
+        buffer = torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=self.worker.device)
+        group.broadcast(self.worker.trinity_group, buffer)
+        self.count += 1
+        return buffer
 
-    def trinity_load(self, weights: Any) -> int:
-        """Load a safetensors file (checkpoint sync) or (name, tensor) pairs (memory sync); returns the count."""
-        from .base import named_weights
-
-        pairs = list(named_weights(weights))
-        self.get_model().load_weights(pairs)
-        return len(pairs)
+    def drain(self) -> None:
+        """Receive (and drop) whatever the load did not ask for."""
+        while self.count < len(self.specs):
+            self._next()

@@ -50,7 +50,7 @@ class Synchronizer(Role):
             calls = [r.broadcast_weights.remote() for r in self.ranks] + [e.receive_weights.remote(self.specs, version) for e in self.engines]
             self._wait(calls, f"broadcasting weights v{version}")
         elif self.method == "memory":
-            refs = [r.full_weights.remote() for r in self.ranks]
+            refs = [r.engine_weights.remote() for r in self.ranks]
             self._wait(refs[1:], f"gathering weights v{version}")
             self._wait([e.load_weights.remote(refs[0], version) for e in self.engines], f"loading weights v{version}")
         else:

@@ -9,7 +9,7 @@ import os
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Iterator, Optional
 
 from ..roles import Role
 from ..run_dir import STATE
@@ -144,9 +144,27 @@ class TrainerRank(Role):
 
     def full_weights(self) -> Optional[dict]:
         """Every weight as a full CPU tensor on rank 0 (None elsewhere); all ranks must call it."""
-        params, _ = self.worker.actor.engine.get_per_tensor_param()
-        named = {name: tensor.detach().to("cpu").contiguous() for name, tensor in params}
+        named = {name: tensor.to("cpu") for name, tensor in self._gathered()}
         return named if self.rank == 0 else None
+
+    def engine_weights(self) -> Optional[dict]:
+        """`full_weights` as the engines take them (memory sync): in the rollout dtype where that is narrower."""
+        named = {name: tensor.to("cpu") for name, tensor in self._gathered(self._rollout_dtype())}
+        return named if self.rank == 0 else None
+
+    def _gathered(self, narrow: Any = None) -> Iterator[tuple[str, Any]]:
+        """Each full weight in turn (an FSDP gather on every rank), cast to `narrow` where that dtype is narrower."""
+        params, _ = self.worker.actor.engine.get_per_tensor_param()
+        for name, tensor in params:
+            tensor = tensor.detach()
+            if narrow is not None and tensor.is_floating_point() and narrow.itemsize < tensor.dtype.itemsize:
+                tensor = tensor.to(narrow)
+            yield name, tensor.contiguous()
+
+    def _rollout_dtype(self) -> Any:
+        import torch
+
+        return getattr(torch, self.config.explorer.rollout_model.dtype)
 
     def save(self, folder: str, step: int, hf: bool) -> None:
         """verl's trainer state (model, optimizer, schedule) per rank; on rank 0 also Hugging Face files."""
@@ -163,24 +181,23 @@ class TrainerRank(Role):
         save_safetensors(weights, folder / "model.safetensors")
 
     def write_weights(self, path: str, version: int) -> None:
-        """Rank 0 writes the weights to `path` (atomically), then `<path stem>.json` naming their version."""
+        """Rank 0 writes the engines' weights to `path` (atomically), then `<path stem>.json` naming their version."""
         import json
 
         from ...utils.atomic import replace_atomically, write_text_atomic
         from ..weights import save_safetensors
 
-        weights = self.full_weights()
+        weights = self.engine_weights()
         if self.rank == 0:
             target = Path(path)
             replace_atomically(target, lambda tmp: save_safetensors(weights, tmp))
             write_text_atomic(target.with_suffix(".json"), json.dumps({"version": version}))
 
     def weight_specs(self) -> list:
-        """Name, shape and dtype of each weight, in the order `broadcast_weights` sends them."""
+        """Name, shape and dtype of each weight, in the order and dtype `broadcast_weights` sends them."""
         from ..rollout.base import WeightSpec
 
-        params, _ = self.worker.actor.engine.get_per_tensor_param()
-        return [WeightSpec(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in params]
+        return [WeightSpec(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in self._gathered(self._rollout_dtype())]
 
     def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None:
         """Rank 0 hosts the weight-sync group and is its sender."""
@@ -189,14 +206,13 @@ class TrainerRank(Role):
         self.sync_group = group.join(backend, host, port, 0, world_size, timeout_s)
 
     def broadcast_weights(self) -> float:
-        """Gather each weight and (rank 0) broadcast it to the engines; returns seconds spent."""
+        """Gather each weight and (rank 0) broadcast it to the engines in the rollout dtype; returns seconds spent."""
         from ..sync import group
 
         started = time.perf_counter()
-        params, _ = self.worker.actor.engine.get_per_tensor_param()
-        for _, tensor in params:
+        for _, tensor in self._gathered(self._rollout_dtype()):
             if self.rank == 0:
-                group.broadcast(self.sync_group, tensor.detach().contiguous())
+                group.broadcast(self.sync_group, tensor)
         return time.perf_counter() - started
 
 

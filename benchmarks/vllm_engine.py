@@ -1,0 +1,415 @@
+"""Benchmark of the vLLM rollout engine; each number against a baseline measured in the same run.
+
+1. overhead: wall time of one warm batch (--prompts prompts x --samples samples, --tokens tokens each,
+   all generated to full length) through trinity's `VllmEngine.generate`, the requests sent
+   concurrently as the explorer sends them, against vLLM's own `AsyncLLM.generate` with the same
+   engine arguments (`vllm_args.engine_kwargs`) and sampling parameters on the same model
+   (goal: engine / bare <= 1.15x);
+2. sync: seconds per weight sync of a ~30 M-parameter Qwen2 from a trainer process over trinity's
+   weight-sync group (`group.join` + `group.broadcast` on the trainer, `join_sync_group` +
+   `receive_weights` on the engine: broadcast, vLLM's layer-wise reload, prefix-cache reset) against
+   a plain torch.distributed gloo broadcast of the same tensors between two processes (goal <= 1.2x).
+   Afterwards the engine's greedy output is compared, token by token, with a Hugging Face forward
+   pass (teacher-forced argmax) of the weights sent and of the weights it started with: a correct sync
+   matches the first and, as a rule, not the second;
+3. engines: tokens/s of the vLLM engine against trinity's transformers engine (same interface,
+   same batch) for the demo's model and the ~30 M one; vllm / transformers > 1 means vLLM is faster.
+
+    python benchmarks/vllm_engine.py [--parts overhead,sync,engines] [--repeat N] [--sync-repeat N]
+                                     [--prompts P] [--samples N] [--tokens T] [--dtype float32|bfloat16]
+                                     [--overhead-model demo|big] [--json]
+
+Every measurement runs in a process of its own, one after the other, so no two engines share the
+cores; times are medians of the warm passes (the first pass, and the first sync, are left out).
+Nothing asserts on time: read the ratios against their goals. Models are built locally (the demo's
+tokenizer with Qwen2 weights from a seed); nothing is downloaded.
+"""
+
+import argparse
+import asyncio
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+
+BIG_SHAPE = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=64)
+BIG_VOCAB = 32000
+MAX_MODEL_LEN = 32  # the demo model's max_position_embeddings: prompts of 6 tokens + up to 26 generated
+CHECK_PROMPTS, CHECK_TOKENS = 4, 8
+TIMEOUT_S = 900
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one pass generates: `prompts` prompts x `samples` samples of exactly `tokens` tokens."""
+
+    prompts: int
+    samples: int
+    tokens: int
+
+
+# --- models and configs ------------------------------------------------------------------------------
+
+
+def build_models(root: Path) -> dict[str, Path]:
+    """The demo's model, a ~30 M Qwen2 with the demo's tokenizer, and that model with other weights (what the trainer sends)."""
+    from trinity import demo
+
+    demo.build(root)
+    return {"demo": root / "model", "big": big_model(root, "model_big", 0), "big_v2": big_model(root, "model_big_v2", 1)}
+
+
+def big_model(root: Path, name: str, seed: int) -> Path:
+    """BIG_SHAPE with tied embeddings, its weights drawn from `seed`, saved beside the demo's model."""
+    import torch
+    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+
+    folder = root / name
+    if not folder.exists():
+        tokenizer = AutoTokenizer.from_pretrained(root / "model")
+        tokenizer.save_pretrained(folder)
+        config = Qwen2Config(vocab_size=BIG_VOCAB, tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None, **BIG_SHAPE)
+        torch.manual_seed(seed)
+        Qwen2ForCausalLM(config).save_pretrained(folder)
+    return folder
+
+
+def config_for(model: Path, engine_type: str, dtype: str):
+    """The CPU profile's resolved grpo stage of the demo, with `model` as the model and `engine_type` as the rollout engine."""
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+
+    os.environ["TRINITY_DEMO_DIR"] = str(model.parent)
+    overrides = ("hardware=cpu", f"model.model_path={model}", f"explorer.rollout_model.engine_type={engine_type}", f"explorer.rollout_model.dtype={dtype}", f"explorer.rollout_model.max_model_len={MAX_MODEL_LEN}")
+    return resolve(Request(None, overrides)).stage("grpo")
+
+
+def prompts(model: Path, count: int) -> list[list[int]]:
+    """`count` addition prompts (`a+b=`, 6 tokens each) as token ids of the demo's tokenizer."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    return [tokenizer(f"{a % 90 + 10}+{a % 83 + 10}=", add_special_tokens=False)["input_ids"] for a in range(count)]
+
+
+def in_process(target, *args):
+    """`target(*args)` in a fresh spawned process (so engines never share cores or state); returns its result."""
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=_run_and_put, args=(out, target, args))
+    proc.start()
+    try:
+        ok, value = out.get(timeout=TIMEOUT_S)
+    finally:
+        proc.join(60)
+    if not ok:
+        raise RuntimeError(f"{target.__name__} failed:\n{value}")
+    return value
+
+
+def _run_and_put(out, target, args) -> None:
+    import traceback
+
+    try:
+        out.put((True, target(*args)))
+    except BaseException:  # the parent reports it
+        out.put((False, traceback.format_exc()))
+
+
+def warm_median(times: list[float]) -> float:
+    """Median of the passes after the first (all of them when there is one)."""
+    return statistics.median(times[1:] or times)
+
+
+# --- generating ----------------------------------------------------------------------------------------
+
+
+def vllm_engine_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict:
+    """Seconds per warm pass of `batch` as concurrent `VllmEngine.generate` calls, and the tokens generated."""
+    return asyncio.run(_engine_pass("vllm", model, dtype, batch, passes))
+
+
+def transformers_engine_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict:
+    """The same through trinity's TransformersEngine."""
+    return asyncio.run(_engine_pass("transformers", model, dtype, batch, passes))
+
+
+async def _engine_pass(engine_type: str, model: Path, dtype: str, batch: Batch, passes: int) -> dict:
+    from trinity.runtime.rollout.base import Sampling
+
+    engine = make_engine(engine_type, config_for(model, engine_type, dtype))
+    await engine.setup(str(model), 0)
+    sampling = Sampling(1.0, 1.0, -1, batch.tokens, batch.tokens)
+    rows = prompts(model, batch.prompts)
+    times, tokens = [], 0
+    try:
+        for _ in range(passes):
+            started = time.perf_counter()
+            results = await asyncio.gather(*(engine.generate(p, batch.samples, sampling) for p in rows))
+            times.append(time.perf_counter() - started)
+            tokens = sum(len(s.response_ids) for _, samples in results for s in samples)
+    finally:
+        engine.close()
+    return {"seconds": warm_median(times), "tokens": tokens}
+
+
+def make_engine(engine_type: str, config):
+    """A rollout engine of `engine_type`, constructed as the launch plan constructs rollout.engine0."""
+    from trinity.runtime.rollout.transformers_engine import TransformersEngine
+    from trinity.runtime.rollout.vllm_engine import VllmEngine
+
+    kind = VllmEngine if engine_type == "vllm" else TransformersEngine
+    return kind("rollout.engine0", "rollout", None, None, config, 0)
+
+
+def bare_vllm_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict:
+    """Seconds per warm pass of `batch` through vLLM's AsyncLLM directly, with the engine's arguments, env and sampling parameters."""
+    return asyncio.run(_bare_pass(model, dtype, batch, passes))
+
+
+async def _bare_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict:
+    from trinity.runtime.rollout.vllm_args import ENGINE_ENV, engine_env, engine_kwargs, topology
+
+    config = config_for(model, "vllm", dtype)
+    topo = topology(config, 0)
+    for name, value in (ENGINE_ENV | engine_env(config, topo)).items():
+        os.environ.setdefault(name, value)
+    from vllm import AsyncEngineArgs, SamplingParams
+    from vllm.sampling_params import RequestOutputKind
+    from vllm.v1.engine.async_llm import AsyncLLM
+
+    llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(config, str(model), topo)))
+    params = SamplingParams(n=batch.samples, temperature=1.0, top_p=1.0, top_k=0, max_tokens=batch.tokens, min_tokens=batch.tokens, repetition_penalty=1.0, logprobs=0, output_kind=RequestOutputKind.FINAL_ONLY)
+    rows = prompts(model, batch.prompts)
+    times, tokens = [], 0
+    try:
+        for i in range(passes):
+            started = time.perf_counter()
+            outputs = await asyncio.gather(*(_final(llm, p, params, f"{i}-{j}") for j, p in enumerate(rows)))
+            times.append(time.perf_counter() - started)
+            tokens = sum(len(c.token_ids) for out in outputs for c in out.outputs)
+    finally:
+        llm.shutdown()
+    return {"seconds": warm_median(times), "tokens": tokens}
+
+
+async def _final(llm, prompt_ids: list[int], params, request_id: str):
+    final = None
+    async for output in llm.generate({"prompt_token_ids": prompt_ids}, params, request_id=request_id):
+        final = output
+    return final
+
+
+# --- weight sync -----------------------------------------------------------------------------------------
+
+
+def sent_tensors(weights: Path, dtype: str) -> list[tuple[str, "object"]]:
+    """(name, tensor) of every tensor in the model's safetensors file, in the rollout dtype: what the trainer sends."""
+    import torch
+    from safetensors.torch import load_file
+
+    return [(name, t.to(getattr(torch, dtype)).contiguous()) for name, t in load_file(str(weights / "model.safetensors")).items()]
+
+
+def _plain_member(rank: int, port: int, weights: Path, dtype: str, rounds: int, out) -> None:
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    tensors = [t for _, t in sent_tensors(weights, dtype)]
+    buffers = tensors if rank == 0 else [torch.empty_like(t) for t in tensors]
+    times = []
+    for _ in range(rounds):
+        dist.barrier()
+        started = time.perf_counter()
+        for t in buffers:
+            dist.broadcast(t, src=0)
+        times.append(time.perf_counter() - started)
+    if rank == 1:
+        out.put(times)
+    dist.destroy_process_group()
+
+
+def plain_broadcast(weights: Path, dtype: str, rounds: int) -> dict:
+    """Seconds for the receiver of a plain gloo broadcast of every tensor between two bare processes (median of the warm rounds)."""
+    from trinity.runtime.sync.group import free_port
+
+    ctx = multiprocessing.get_context("spawn")
+    out, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=_plain_member, args=(r, port, weights, dtype, rounds, out)) for r in range(2)]
+    for p in procs:
+        p.start()
+    times = out.get(timeout=TIMEOUT_S)
+    for p in procs:
+        p.join(60)
+    return {"seconds": warm_median(times)}
+
+
+def _trainer(port: int, weights: Path, dtype: str, rounds: int, go) -> None:
+    """Trainer rank 0: hosts the weight-sync group, then broadcasts every tensor each time `go` says so."""
+    import torch
+
+    from trinity.runtime.sync import group
+
+    torch.set_num_threads(1)
+    sync_group = group.join("gloo", "127.0.0.1", port, 0, 2, 60)
+    tensors = [t for _, t in sent_tensors(weights, dtype)]
+    for _ in range(rounds):
+        go.get(timeout=TIMEOUT_S)
+        for t in tensors:
+            group.broadcast(sync_group, t)
+
+
+def engine_sync(model: Path, weights: Path, dtype: str, rounds: int) -> dict:
+    """Seconds per `receive_weights` of `weights` into a VllmEngine started on `model`, fed by a trainer process; then the engine's greedy output."""
+    from trinity.runtime.sync.group import free_port
+
+    ctx = multiprocessing.get_context("spawn")
+    go, port = ctx.Queue(), free_port()
+    trainer = ctx.Process(target=_trainer, args=(port, weights, dtype, rounds, go))
+    trainer.start()
+    try:
+        return asyncio.run(_receive(model, weights, dtype, rounds, port, go))
+    finally:
+        trainer.join(60)
+
+
+async def _receive(model: Path, weights: Path, dtype: str, rounds: int, port: int, go) -> dict:
+    from trinity.runtime.rollout.base import Sampling, WeightSpec
+
+    engine = make_engine("vllm", config_for(model, "vllm", dtype))
+    await engine.setup(str(model), 0)
+    try:
+        started = time.perf_counter()
+        await engine.join_sync_group("gloo", "127.0.0.1", port, 1, 2, 60)
+        join_s = time.perf_counter() - started
+        specs = [WeightSpec(name, tuple(t.shape), dtype) for name, t in sent_tensors(weights, dtype)]
+        times = []
+        for version in range(1, rounds + 1):
+            go.put(version)
+            started = time.perf_counter()
+            await engine.receive_weights(specs, version)
+            times.append(time.perf_counter() - started)
+        greedy = Sampling(temperature=0.0, max_tokens=CHECK_TOKENS)
+        outputs = [await engine.generate(p, 1, greedy) for p in prompts(model, CHECK_PROMPTS)]
+    finally:
+        engine.close()
+    return {"seconds": warm_median(times), "join_s": join_s, "tensors": len(specs), "greedy": [samples[0].response_ids for _, samples in outputs]}
+
+
+def teacher_forced_matches(model: Path, dtype: str, responses: list[list[int]]) -> int:
+    """How many of `responses` (to the check prompts) are, token by token, the argmax of a Hugging Face forward pass of `model`."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype)).eval()
+    matches = 0
+    for prompt, response in zip(prompts(model, len(responses)), responses):
+        ids = torch.tensor([prompt + response])
+        with torch.no_grad():
+            logits = hf(input_ids=ids).logits[0]
+        argmax = logits[len(prompt) - 1 : -1].argmax(-1).tolist()
+        matches += argmax == response
+    return matches
+
+
+# --- the run -----------------------------------------------------------------------------------------------
+
+
+def overhead_rows(model: Path, label: str, dtype: str, batch: Batch, passes: int, cache: dict) -> list:
+    """Benchmark 1: VllmEngine against bare AsyncLLM on the same batch."""
+    bare = in_process(bare_vllm_pass, model, dtype, batch, passes)
+    ours = cached(cache, ("vllm", label), vllm_engine_pass, model, dtype, batch, passes)
+    return [
+        (f"overhead_{label}_bare_asyncllm_s", bare["seconds"]),
+        (f"overhead_{label}_vllm_engine_s", ours["seconds"]),
+        (f"overhead_{label}_tokens (bare / engine)", f"{bare['tokens']} / {ours['tokens']}"),
+        (f"overhead_{label}_ratio engine/bare (goal <= 1.15)", ours["seconds"] / bare["seconds"]),
+    ]
+
+
+def sync_rows(models: dict[str, Path], dtype: str, syncs: int) -> list:
+    """Benchmark 2: trinity's weight sync into vLLM against a plain broadcast, then the greedy-output check."""
+    mib = sum(t.numel() * t.element_size() for _, t in sent_tensors(models["big_v2"], dtype)) / 2**20
+    plain = in_process(plain_broadcast, models["big_v2"], dtype, syncs + 1)
+    ours = in_process(engine_sync, models["big"], models["big_v2"], dtype, syncs + 1)
+    sent = teacher_forced_matches(models["big_v2"], dtype, ours["greedy"])
+    before = teacher_forced_matches(models["big"], dtype, ours["greedy"])
+    return [
+        (f"sync_big_{mib:.0f}MiB_{ours['tensors']}_tensors_plain_broadcast_s", plain["seconds"]),
+        ("sync_big_trinity_receive_weights_s", ours["seconds"]),
+        ("sync_big_join_sync_group_s", ours["join_s"]),
+        ("sync_big_ratio trinity/plain (goal <= 1.2)", ours["seconds"] / plain["seconds"]),
+        (f"sync_big_greedy_matches_sent_weights (of {CHECK_PROMPTS})", f"{sent} {'MATCH' if sent == CHECK_PROMPTS else 'MISMATCH'}"),
+        (f"sync_big_greedy_matches_old_weights (of {CHECK_PROMPTS})", f"{before}"),
+    ]
+
+
+def engines_rows(models: dict[str, Path], dtype: str, batch: Batch, passes: int, cache: dict) -> list:
+    """Benchmark 3: tokens/s of the vLLM engine against the transformers engine, per model size."""
+    rows = []
+    for label in ("demo", "big"):
+        hf = in_process(transformers_engine_pass, models[label], dtype, batch, passes)
+        ours = cached(cache, ("vllm", label), vllm_engine_pass, models[label], dtype, batch, passes)
+        hf_rate, vllm_rate = hf["tokens"] / hf["seconds"], ours["tokens"] / ours["seconds"]
+        rows += [(f"engines_{label}_transformers_tokens_per_s", hf_rate), (f"engines_{label}_vllm_tokens_per_s", vllm_rate), (f"engines_{label}_ratio vllm/transformers", vllm_rate / hf_rate)]
+    return rows
+
+
+def cached(cache: dict, key: tuple, target, *args) -> dict:
+    """`in_process(target, *args)`, measured once per run for each key (benchmarks 1 and 3 share the vLLM engine's pass)."""
+    if key not in cache:
+        cache[key] = in_process(target, *args)
+    return cache[key]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--parts", default="overhead,sync,engines", help="which benchmarks to run (default: overhead,sync,engines)")
+    parser.add_argument("--repeat", type=int, default=1, help="warm generate passes per measurement, after one warm-up pass (default 1)")
+    parser.add_argument("--sync-repeat", type=int, default=3, help="warm weight syncs, after a first one (default 3)")
+    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--samples", type=int, default=8)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
+    parser.add_argument("--overhead-model", default="demo", choices=("demo", "big"), help="the model of benchmark 1 (default: the demo's)")
+    parser.add_argument("--json", action="store_true", help="print the results as one JSON object instead of a table")
+    args = parser.parse_args()
+    if args.tokens + 6 > MAX_MODEL_LEN:
+        parser.error(f"--tokens must leave room for the 6-token prompts in {MAX_MODEL_LEN} positions")
+    started = time.perf_counter()
+    models = build_models(Path(tempfile.mkdtemp()) / "demo")
+    batch, passes, parts, cache, rows = Batch(args.prompts, args.samples, args.tokens), args.repeat + 1, args.parts.split(","), {}, []
+    if "overhead" in parts:
+        rows += overhead_rows(models[args.overhead_model], args.overhead_model, args.dtype, batch, passes, cache)
+    if "sync" in parts:
+        rows += sync_rows(models, args.dtype, args.sync_repeat)
+    if "engines" in parts:
+        rows += engines_rows(models, args.dtype, batch, passes, cache)
+    rows.append(("total_wall_s", time.perf_counter() - started))
+    print_rows(rows, args, batch)
+
+
+def print_rows(rows: list, args, batch: Batch) -> None:
+    """The results as a table (or JSON), headed by what was measured."""
+    if args.json:
+        print(json.dumps({"dtype": args.dtype, "batch": vars(batch) if hasattr(batch, "__dict__") else batch.__dict__, "results": dict(rows)}, indent=2))
+        return
+    print(f"# {batch.prompts} prompts x {batch.samples} samples x {batch.tokens} tokens, {args.dtype}, median of {args.repeat} warm pass(es), {args.sync_repeat} warm sync(s)", file=sys.stdout)
+    for name, value in rows:
+        print(f"{name:60} {value:.4g}" if isinstance(value, float) else f"{name:60} {value}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,179 @@
+"""The vLLM engine on a real vLLM (the CPU build, in vLLM's multiprocess mode) inside a Ray actor.
+
+After each sync method the engine must generate what a Hugging Face forward pass of the sent weights
+gives: the same greedy tokens, and for sampled tokens the same log-probs within LOGPROB_TOL. The new
+weights are random perturbations of every tensor (the tied embedding and output head included), so
+an engine that kept its old weights, or a stale copy of its head, fails. The test process plays
+trainer rank 0 of the weight-sync group (the real group module, over gloo).
+"""
+
+import os
+import threading
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("vllm")
+ray = pytest.importorskip("ray")
+
+pytestmark = [pytest.mark.vllm, pytest.mark.ray]
+
+# How far the engine's log-probs may be from an fp32 forward pass of the same weights (rounded to the rollout
+# dtype). fp32: differences measured ~1e-4 (vLLM's kernels sum in another order). bf16: vLLM computes in bf16,
+# measured up to 0.1 on these perturbed weights; a stale head (tested by removing its re-processing) changes the greedy tokens.
+LOGPROB_TOL = {"float32": 1e-3, "bfloat16": 0.2}
+PROMPTS = ("12+30=", "7+8=", "99+1=")
+
+
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def demo_config(request, demo_assets):
+    """The demo's GRPO stage on vLLM, in fp32 (the cpu profile's rollout dtype) and bf16 (where vLLM's CPU build packs weights)."""
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+
+    os.environ["TRINITY_DEMO_DIR"] = str(demo_assets)
+    overrides = ("hardware=cpu", "explorer.rollout_model.engine_type=vllm", f"explorer.rollout_model.dtype={request.param}")
+    return resolve(Request(None, overrides)).stage("grpo")
+
+
+@pytest.fixture(scope="module")
+def engine(demo_config, demo_assets, tmp_path_factory):
+    """One VllmEngine actor for the module (vLLM takes ~20 s to start), on a Ray of its own."""
+    from trinity.runtime.rollout.vllm_engine import VllmEngine
+
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=tmp_path_factory.mktemp("ray").as_posix())
+    try:
+        actor = ray.remote(VllmEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, str(tmp_path_factory.mktemp("logs")), demo_config, 0)
+        ray.get(actor.setup.remote(str(demo_assets / "model"), 0), timeout=300)
+        yield actor
+        ray.get(actor.close.remote(), timeout=60)
+    finally:
+        ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(demo_assets):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(demo_assets / "model"))
+
+
+@pytest.fixture(scope="module")
+def reference(demo_assets, demo_config):
+    """A Hugging Face copy of the demo model, computing in fp32: the test's trainer, whose weights it perturbs and sends."""
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(str(demo_assets / "model"), dtype=torch.float32).eval()
+    model.rollout_dtype = getattr(torch, demo_config.explorer.rollout_model.dtype)
+    return model
+
+
+def perturb(model, seed: int) -> dict:
+    """Add noise to every weight and shuffle the embedding's rows, in place, rounded to the rollout dtype; returns name -> tensor in that dtype, as
+    the trainer sends them (tied head included)."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.copy_((param + torch.randn(param.shape, generator=generator) * 0.1).to(model.rollout_dtype))
+        embedding = model.get_input_embeddings().weight  # also the output head: shuffled rows make a stale head name other tokens
+        embedding.copy_(embedding[torch.randperm(embedding.shape[0], generator=generator)])
+    return {name: tensor.detach().to(model.rollout_dtype) for name, tensor in model.state_dict().items()}
+
+
+def hf_logprobs(model, ids: list[int], response: list[int]) -> torch.Tensor:
+    """Log-probs of every vocabulary entry at each response position, teacher-forced on `response`."""
+    with torch.no_grad():
+        logits = model(torch.tensor([ids + response])).logits[0, len(ids) - 1 : -1]
+    return torch.log_softmax(logits.float(), -1)
+
+
+def assert_engine_matches(engine, model, tokenizer, version: int):
+    """Greedy tokens are the HF model's argmax (token for token; a token within the tolerance of the top one
+    counts, for ties that rounding decides); sampled tokens' log-probs equal its forward pass's."""
+    from trinity.runtime.rollout.base import Sampling
+
+    tol = LOGPROB_TOL[str(model.rollout_dtype).removeprefix("torch.")]
+    for text in PROMPTS:
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        got_version, [greedy] = ray.get(engine.generate.remote(ids, 1, Sampling(temperature=0, max_tokens=4)), timeout=60)
+        assert got_version == version
+        reference = hf_logprobs(model, ids, greedy.response_ids)
+        chosen = reference.gather(1, torch.tensor(greedy.response_ids)[:, None]).squeeze(1)
+        assert (chosen >= reference.max(-1).values - tol).all(), (greedy.response_ids, reference.argmax(-1).tolist())
+        _, sampled = ray.get(engine.generate.remote(ids, 4, Sampling(temperature=1.0, max_tokens=4)), timeout=60)
+        for sample in sampled:
+            expected = hf_logprobs(model, ids, sample.response_ids).gather(1, torch.tensor(sample.response_ids)[:, None]).squeeze(1)
+            assert (torch.tensor(sample.logprobs) - expected).abs().max() < tol
+
+
+def test_the_engine_generates_what_the_model_it_loaded_gives(engine, reference, tokenizer):
+    assert_engine_matches(engine, reference, tokenizer, 0)
+
+
+def test_memory_sync_weights_cross_collective_rpc_and_load(engine, reference, tokenizer):
+    weights = perturb(reference, 1)
+    assert ray.get(engine.load_weights.remote(weights, 1), timeout=60) == 1
+    assert_engine_matches(engine, reference, tokenizer, 1)
+
+
+def test_checkpoint_sync_loads_the_written_file(engine, reference, tokenizer, tmp_path):
+    from trinity.runtime.weights import save_safetensors
+
+    save_safetensors(perturb(reference, 2), tmp_path / "weights_v2.safetensors")
+    assert ray.get(engine.load_weights.remote(str(tmp_path / "weights_v2.safetensors"), 2), timeout=60) == 2
+    assert_engine_matches(engine, reference, tokenizer, 2)
+
+
+class Trainer:
+    """Trainer rank 0 of a weight-sync group of two (this process and the engine's one worker)."""
+
+    def __init__(self, engine):
+        from trinity.runtime.sync import group
+
+        self.group_module = group
+        port = group.free_port()
+        joining = engine.join_sync_group.remote("gloo", "127.0.0.1", port, 1, 2, 60)
+        self.group = group.join("gloo", "127.0.0.1", port, 0, 2, 60)
+        ray.get(joining, timeout=60)
+
+    def send(self, weights: dict) -> threading.Thread:
+        """Broadcast every tensor from a thread, as trainer rank 0 does beside the engine's receive."""
+        sender = threading.Thread(target=lambda: [self.group_module.broadcast(self.group, t.contiguous()) for t in weights.values()])
+        sender.start()
+        return sender
+
+
+def specs(weights: dict) -> list:
+    from trinity.runtime.rollout.base import WeightSpec
+
+    return [WeightSpec(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in weights.items()]
+
+
+@pytest.fixture(scope="module")
+def trainer(engine):
+    return Trainer(engine)
+
+
+def test_collective_sync_receives_the_broadcast_into_the_model(engine, trainer, reference, tokenizer):
+    weights = perturb(reference, 3)
+    sender = trainer.send(weights)
+    assert ray.get(engine.receive_weights.remote(specs(weights), 3), timeout=60) == 3
+    sender.join(60)
+    assert not sender.is_alive()
+    assert_engine_matches(engine, reference, tokenizer, 3)
+
+
+def test_a_load_that_fails_part_way_raises_the_engines_error_at_once_and_the_sender_finishes(engine, trainer, reference):
+    """Last in this module: a failed reload leaves vLLM's engine dead, as the run then ends."""
+    weights = perturb(reference, 4)
+    wrong = specs(weights)
+    wrong[3] = type(wrong[3])("model.no_such_layer.weight", wrong[3].shape, wrong[3].dtype)
+    started = time.monotonic()
+    sender = trainer.send(weights)
+    with pytest.raises(ray.exceptions.RayTaskError) as failure:
+        ray.get(engine.receive_weights.remote(wrong, 4), timeout=60)
+    sender.join(30)
+    assert not sender.is_alive()  # every tensor was received: trainer rank 0 is not left waiting
+    assert time.monotonic() - started < 30
+    assert "no_such_layer" in str(failure.value)
