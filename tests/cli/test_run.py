@@ -105,6 +105,22 @@ def test_memory_and_checkpoint_sync_in_one_run(env, tmp_path, method, extra):
     assert not list((tmp_path / RUN / "sync").glob("*")) if method == "checkpoint" else True  # sync files are removed once loaded
 
 
+def test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory(env, tmp_path):
+    """mode: colocate: trainer ranks and the engine share devices, so the engines sleep before train steps and
+    wake before explore steps (each handoff is a `devices` record), explore and train steps never overlap, even
+    where the sync interval lets the explorer run ahead in `both`, and weights move by memory sync."""
+    proc = trinity(env, tmp_path, *GRPO_ONLY, "mode=colocate", "buffer.total_steps=4", "synchronizer.sync_interval=2", "explorer.eval_interval=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in lines(tmp_path / RUN) if r["role"] in ("explorer", "trainer", "devices", "synchronizer")]
+    events = [(r["role"], r.get("holder") or r["step"]) for r in records]
+    turns = [("explorer", 1), ("explorer", 2), ("devices", "trainer"), ("trainer", 1), ("trainer", 2), ("synchronizer", 2), ("devices", "rollout")]
+    later = [("explorer", 3), ("explorer", 4), ("devices", "trainer"), ("trainer", 3), ("trainer", 4), ("synchronizer", 4), ("devices", "rollout")]
+    assert events == turns + later  # a handoff comes only when the other side's calls have all returned
+    assert [r["weight_version"] for r in lines(tmp_path / RUN, "explorer")] == [0, 0, 2, 2]
+    assert {s["method"] for s in lines(tmp_path / RUN, "synchronizer")} == {"memory"}
+    assert len(lines(tmp_path / RUN, "eval")) == 3  # at start, after step 2 and at the end: each on awake engines
+
+
 def test_long_prompts_keep_their_end_and_are_counted(env, tmp_path):
     # the demo's prompts are 4 to 6 tokens: a budget of 3 cuts every one of them
     kept = "buffer.trainer_input.experience_buffer.storage_type=file"  # the experiences stay readable in the run directory

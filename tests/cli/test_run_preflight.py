@@ -35,8 +35,17 @@ def test_a_model_that_is_not_here(run, local_gsm8k):
     assert "model.model_path: 'Qwen/Qwen2.5-1.5B-Instruct' is not a local model folder (no config.json); trinity downloads nothing" in proc.stderr
 
 
-def test_a_vllm_engine_where_vllm_is_not_installed(run, local_gsm8k, demo_assets):
-    env = {"TRINITY_TASKSET_PATH": str(local_gsm8k), "TRINITY_MODEL_PATH": str(demo_assets / "model")}
+HIDE_VLLM = """import importlib.util
+_find = importlib.util.find_spec
+importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else _find(name, *a)
+"""
+
+
+def test_a_vllm_engine_where_vllm_is_not_installed(run, local_gsm8k, demo_assets, tmp_path):
+    """The run's Python as if vLLM (or its CPU build, which CI installs) were absent: a sitecustomize hides it."""
+    (tmp_path / "hide").mkdir()
+    (tmp_path / "hide" / "sitecustomize.py").write_text(HIDE_VLLM)
+    env = {"TRINITY_TASKSET_PATH": str(local_gsm8k), "TRINITY_MODEL_PATH": str(demo_assets / "model"), "PYTHONPATH": str(tmp_path / "hide")}
     proc, started = run("-c", str(REFERENCE), "hardware=a100", env=env)
     assert proc.returncode == 2 and started == []
     assert "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import" in proc.stderr

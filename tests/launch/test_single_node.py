@@ -58,3 +58,36 @@ def test_a_real_run_masks_credentials_and_the_actors_still_get_them(cli, node, w
     assert "PLANTED" not in text.out + text.err + as_json.out + as_json.err
     for run in inside:
         assert run["rollout.engine0"] == "hf_PLANTED" and run["trainer_node0.rank0"] is None
+
+
+def test_teardown_closes_every_actor_before_killing_it(node, tmp_path, minimal_file):
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.launch.plan import build_plan
+
+    class Closing:  # defined here: Ray ships it by value (the tests folder is not importable in its workers)
+        """A role whose close leaves a mark: teardown must ask every actor to close before it kills it."""
+
+        def __init__(self, name, role, visible_devices_env, folder):
+            self.name, self.folder = name, folder
+
+        def report(self):
+            return {}
+
+        def close(self):
+            import pathlib
+
+            (pathlib.Path(self.folder) / self.name).write_text("closed")
+
+    ray.init(address=node.address, log_to_driver=False)
+    try:
+        plan = build_plan(resolve(Request(minimal_file, ("hardware=a100", "explorer.rollout_model.engine_num=1"))).config)
+        with Launch(plan, 60) as launch:
+            launch.create_groups()
+            actors = launch.start_actors(lambda spec: (Closing, (str(tmp_path),)))
+            ray.get([a.report.remote() for a in actors.values()], timeout=60)
+            names = sorted(actors)
+        assert sorted(p.name for p in tmp_path.iterdir()) == names and len(names) == len(plan.actors)
+        assert ray.available_resources().get("GPU") == 8  # and every group was removed
+    finally:
+        ray.shutdown()

@@ -102,7 +102,7 @@ def test_memory_sync_weights_cross_collective_rpc_as_safetensors_bytes_into_ever
     assert asyncio.run(e.load_weights(weights, 4)) == 4
     (_, method, (payload,)) = e.llm.calls[0]
     assert method == "trinity_load" and isinstance(payload, bytes)
-    assert all(torch.equal(w.get_model().head.weight, weights["head.weight"]) and w.get_model().loaded == list(weights) for w in e.llm.workers)
+    assert [(w.get_model().head.weight.tolist(), sorted(w.get_model().loaded)) for w in e.llm.workers] == [(weights["head.weight"].tolist(), sorted(weights))] * 2
 
 
 def test_weight_specs_cross_collective_rpc_as_plain_lists():
@@ -166,3 +166,27 @@ def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it():
     assert asked == [([1], 2, Sampling())]
     assert asyncio.run(part.join_sync_group("hccl", "h", 1, 2, 17, 5)) is None
     assert asyncio.run(part.receive_weights([], 6)) == 6 and part.weight_version() == 6
+
+
+def test_the_engine_sets_its_env_before_vllm_is_imported(monkeypatch):
+    """On cpu each engine is bound to its own cores: vllm_api receives engine_env's variables."""
+    given = []
+    monkeypatch.setattr(vllm_engine, "vllm_api", lambda env: given.append(env) or fake_vllm_api(env))
+    cfg = config("cpu", "explorer.rollout_model.engine_type=vllm")
+    started(cfg)
+    assert given == [vllm_args.engine_env(cfg, vllm_args.topology(cfg, 0))] and given[0]["VLLM_CPU_OMP_THREADS_BIND"]
+
+
+def test_a_follower_part_announces_the_node_address_ray_knows(monkeypatch):
+    import ray
+
+    cfg = config("ascend910b", "cluster.node_num=2", "cluster.gpu_per_node=8", "mode=explore", "explorer.rollout_model.tensor_parallel_size=16", "explorer.rollout_model.engine_num=1")
+    monkeypatch.delenv("VLLM_HOST_IP", raising=False)
+    monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.7")
+    monkeypatch.setattr(vllm_engine, "_wait_for", lambda key, timeout: (("10.0.0.1", 2345), "head-handle"))
+    part = engine(cfg, slot=1, name="rollout.engine0.part1")
+    monkeypatch.setattr(part, "_key", lambda path, version: "key")
+    monkeypatch.setattr(part, "_start_workers", lambda kwargs: kwargs)
+    asyncio.run(part.setup("/models/m", 0))
+    assert __import__("os").environ["VLLM_HOST_IP"] == "10.0.0.7" and part.head == "head-handle"
+    assert (part.workers["master_addr"], part.workers["master_port"], part.workers["node_rank"]) == ("10.0.0.1", 2345, 1)

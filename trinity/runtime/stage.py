@@ -135,10 +135,10 @@ class Stage:
                 engine_version, last_asked = self._sync(trained), explored
                 continue
             if not due and self._free("explore", "train") and explored < self.total and policy.may_explore(explored + 1, engine_version, trained):
-                self._share_devices("rollout")
+                self._share_devices("rollout", explored + 1)
                 self.calls.add("explore", "explorer", [self.explorer.explore_step.remote(explored + 1)])
             if not due and self._free("train", "explore") and trained < explored:
-                self._share_devices("trainer")
+                self._share_devices("trainer", trained + 1)
                 self.calls.add("train", "trainer", [r.train_step.remote(trained + 1) for r in self.ranks])
             for kind, results in self._next_done():
                 if kind == "explore":
@@ -157,13 +157,15 @@ class Stage:
         """Whether a call of `kind` may start: none running, and none of `other` when both share the devices (colocate)."""
         return not self.calls.busy(kind) and not (self.shared and self.calls.busy(other))
 
-    def _share_devices(self, holder: str) -> None:
-        """Colocate: give the shared devices to `holder` (the engines sleep while the trainer steps)."""
+    def _share_devices(self, holder: str, step: int) -> None:
+        """Colocate: give the shared devices to `holder` for `step` (the engines sleep while the trainer steps); each handoff is a metrics record."""
         if not self.shared or self.device_holder == holder:
             return
+        started = time.perf_counter()
         wake = holder == "rollout"
         self.call("rollout", [e.wake_up.remote() if wake else e.sleep.remote() for e in self.engines])
         self.device_holder = holder
+        self.metrics.write("devices", self.start.offset + step, self.name, holder=holder, seconds=time.perf_counter() - started)
 
     def _explore_only(self) -> None:
         """Explore without a trainer here; with checkpoint sync, take the weights a `train` run publishes."""
@@ -230,7 +232,7 @@ class Stage:
     def _evaluate(self, version: int) -> None:
         if not self.explorer or not self.config.buffer.explorer_input.eval_tasksets:
             return
-        self._share_devices("rollout")
+        self._share_devices("rollout", version - self.start.offset)
         for record in self.call("eval", [self.explorer.evaluate.remote(version)])[0]:
             self.metrics.write("eval", version, self.name, taskset=record["taskset"], accuracy=record["accuracy"], reward_mean=record["reward_mean"], tasks=record["tasks"])
             self.summary.eval_first.setdefault(record["taskset"], record["accuracy"])
