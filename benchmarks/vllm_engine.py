@@ -15,14 +15,18 @@
 3. engines: tokens/s of the vLLM engine against trinity's transformers engine (same interface,
    same batch) for the demo's model and the ~30 M one; vllm / transformers > 1 means vLLM is faster.
 
-    python benchmarks/vllm_engine.py [--parts overhead,sync,engines] [--repeat N] [--sync-repeat N]
-                                     [--prompts P] [--samples N] [--tokens T] [--dtype float32|bfloat16]
-                                     [--overhead-model demo|big] [--json]
+    python benchmarks/vllm_engine.py [--parts overhead,sync,engines] [--prompts P] [--samples N] [--tokens T]
+        [--warmup W] [--overhead-repeat N] [--repeat N] [--sync-repeat N] [--dtype float32|bfloat16]
+        [--overhead-model demo|big] [--json] [--verbose]
 
-Every measurement runs in a process of its own, one after the other, so no two engines share the
-cores; times are medians of the warm passes (the first pass, and the first sync, are left out).
-Nothing asserts on time: read the ratios against their goals. Models are built locally (the demo's
-tokenizer with Qwen2 weights from a seed); nothing is downloaded.
+How to read it: every measurement runs in a process of its own, one after the other, so no two engines
+share the cores. A time is the median of the passes after --warmup warm-up passes (of the syncs after the
+first); each is listed too ("warm-up | warm"), and a second ratio of the fastest passes is the one to
+trust when the cores are busy with other work (the load average is printed). Nothing asserts on time:
+read the ratios against their goals. vLLM runs with the CPU profile's core binding
+(hardware.rollout_core_binding); set VLLM_CPU_OMP_THREADS_BIND yourself to try another. Models are
+built locally (the demo's tokenizer, Qwen2 weights from a seed); nothing is downloaded. Each process's
+output goes to a log file under the printed folder (--verbose: to the terminal).
 """
 
 import argparse
@@ -34,7 +38,7 @@ import statistics
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -63,8 +67,11 @@ class Batch:
 
 def build_models(root: Path) -> dict[str, Path]:
     """The demo's model, a ~30 M Qwen2 with the demo's tokenizer, and that model with other weights (what the trainer sends)."""
+    from transformers.utils import logging
+
     from trinity import demo
 
+    logging.disable_progress_bar()
     demo.build(root)
     return {"demo": root / "model", "big": big_model(root, "model_big", 0), "big_v2": big_model(root, "model_big_v2", 1)}
 
@@ -102,33 +109,58 @@ def prompts(model: Path, count: int) -> list[list[int]]:
     return [tokenizer(f"{a % 90 + 10}+{a % 83 + 10}=", add_special_tokens=False)["input_ids"] for a in range(count)]
 
 
+LOGS: dict = {"dir": None}  # where each measurement's process writes its output (None: to this terminal)
+
+
 def in_process(target, *args):
     """`target(*args)` in a fresh spawned process (so engines never share cores or state); returns its result."""
     ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    proc = ctx.Process(target=_run_and_put, args=(out, target, args))
+    out, log = ctx.Queue(), _log_path(target.__name__)
+    started = time.perf_counter()
+    proc = ctx.Process(target=_run_and_put, args=(out, log, target, args))
     proc.start()
     try:
         ok, value = out.get(timeout=TIMEOUT_S)
     finally:
         proc.join(60)
     if not ok:
-        raise RuntimeError(f"{target.__name__} failed:\n{value}")
+        raise RuntimeError(f"{target.__name__} failed (log: {log}):\n{value}")
+    print(f"[{time.perf_counter() - started:5.1f} s] {target.__name__}: {_brief(value)}", file=sys.stderr, flush=True)
     return value
 
 
-def _run_and_put(out, target, args) -> None:
+def _log_path(name: str):
+    if LOGS["dir"] is None:
+        return None
+    LOGS["dir"].mkdir(parents=True, exist_ok=True)
+    return LOGS["dir"] / f"{len(list(LOGS['dir'].iterdir())):02d}-{name}.log"
+
+
+def _brief(value: dict) -> str:
+    def shown(v):
+        return f"{v:.3g}" if isinstance(v, float) else "[" + " ".join(map(shown, v)) + "]" if isinstance(v, list) else str(v)
+
+    return ", ".join(f"{k}={shown(v)}" for k, v in value.items() if k != "greedy")
+
+
+def _run_and_put(out, log, target, args) -> None:
     import traceback
 
+    if log is not None:  # vLLM's own processes inherit these descriptors
+        fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
     try:
         out.put((True, target(*args)))
     except BaseException:  # the parent reports it
         out.put((False, traceback.format_exc()))
 
 
-def warm_median(times: list[float]) -> float:
-    """Median of the passes after the first (all of them when there is one)."""
-    return statistics.median(times[1:] or times)
+def timing(times: list[float], warmup: int) -> dict:
+    """Median and fastest of the passes after the first `warmup` (all of them when none is left), and every pass as text."""
+    warm = times[warmup:] or times
+    shown = " ".join(f"{t:.3g}" for t in times[:warmup]) + " | " + " ".join(f"{t:.3g}" for t in times[warmup:])
+    return {"median": statistics.median(warm), "fastest": min(warm), "passes": shown}
 
 
 # --- generating ----------------------------------------------------------------------------------------
@@ -160,7 +192,7 @@ async def _engine_pass(engine_type: str, model: Path, dtype: str, batch: Batch, 
             tokens = sum(len(s.response_ids) for _, samples in results for s in samples)
     finally:
         engine.close()
-    return {"seconds": warm_median(times), "tokens": tokens}
+    return {"times": times, "tokens": tokens}
 
 
 def make_engine(engine_type: str, config):
@@ -200,7 +232,8 @@ async def _bare_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict
             tokens = sum(len(c.token_ids) for out in outputs for c in out.outputs)
     finally:
         llm.shutdown()
-    return {"seconds": warm_median(times), "tokens": tokens}
+        del llm  # now, not in vLLM's __del__ at interpreter exit (which fails there)
+    return {"times": times, "tokens": tokens}
 
 
 async def _final(llm, prompt_ids: list[int], params, request_id: str):
@@ -253,11 +286,11 @@ def plain_broadcast(weights: Path, dtype: str, rounds: int) -> dict:
     times = out.get(timeout=TIMEOUT_S)
     for p in procs:
         p.join(60)
-    return {"seconds": warm_median(times)}
+    return {"times": times}
 
 
-def _trainer(port: int, weights: Path, dtype: str, rounds: int, go) -> None:
-    """Trainer rank 0: hosts the weight-sync group, then broadcasts every tensor each time `go` says so."""
+def _trainer(port: int, weights: Path, dtype: str, rounds: int, go, done) -> None:
+    """Trainer rank 0: hosts the weight-sync group, then broadcasts every tensor each time `go` says so; puts its seconds in `done`."""
     import torch
 
     from trinity.runtime.sync import group
@@ -267,8 +300,10 @@ def _trainer(port: int, weights: Path, dtype: str, rounds: int, go) -> None:
     tensors = [t for _, t in sent_tensors(weights, dtype)]
     for _ in range(rounds):
         go.get(timeout=TIMEOUT_S)
+        started = time.perf_counter()
         for t in tensors:
             group.broadcast(sync_group, t)
+        done.put(time.perf_counter() - started)
 
 
 def engine_sync(model: Path, weights: Path, dtype: str, rounds: int) -> dict:
@@ -276,16 +311,16 @@ def engine_sync(model: Path, weights: Path, dtype: str, rounds: int) -> dict:
     from trinity.runtime.sync.group import free_port
 
     ctx = multiprocessing.get_context("spawn")
-    go, port = ctx.Queue(), free_port()
-    trainer = ctx.Process(target=_trainer, args=(port, weights, dtype, rounds, go))
+    go, done, port = ctx.Queue(), ctx.Queue(), free_port()
+    trainer = ctx.Process(target=_trainer, args=(port, weights, dtype, rounds, go, done))
     trainer.start()
     try:
-        return asyncio.run(_receive(model, weights, dtype, rounds, port, go))
+        return asyncio.run(_receive(model, weights, dtype, rounds, port, go, done))
     finally:
         trainer.join(60)
 
 
-async def _receive(model: Path, weights: Path, dtype: str, rounds: int, port: int, go) -> dict:
+async def _receive(model: Path, weights: Path, dtype: str, rounds: int, port: int, go, done) -> dict:
     from trinity.runtime.rollout.base import Sampling, WeightSpec
 
     engine = make_engine("vllm", config_for(model, "vllm", dtype))
@@ -295,24 +330,27 @@ async def _receive(model: Path, weights: Path, dtype: str, rounds: int, port: in
         await engine.join_sync_group("gloo", "127.0.0.1", port, 1, 2, 60)
         join_s = time.perf_counter() - started
         specs = [WeightSpec(name, tuple(t.shape), dtype) for name, t in sent_tensors(weights, dtype)]
-        times = []
+        times, broadcast = [], []
         for version in range(1, rounds + 1):
             go.put(version)
             started = time.perf_counter()
             await engine.receive_weights(specs, version)
             times.append(time.perf_counter() - started)
+            broadcast.append(done.get(timeout=TIMEOUT_S))
         greedy = Sampling(temperature=0.0, max_tokens=CHECK_TOKENS)
         outputs = [await engine.generate(p, 1, greedy) for p in prompts(model, CHECK_PROMPTS)]
     finally:
         engine.close()
-    return {"seconds": warm_median(times), "join_s": join_s, "tensors": len(specs), "greedy": [samples[0].response_ids for _, samples in outputs]}
+    return {"times": times, "broadcast": broadcast, "join_s": join_s, "tensors": len(specs), "greedy": [samples[0].response_ids for _, samples in outputs]}
 
 
 def teacher_forced_matches(model: Path, dtype: str, responses: list[list[int]]) -> int:
     """How many of `responses` (to the check prompts) are, token by token, the argmax of a Hugging Face forward pass of `model`."""
     import torch
     from transformers import AutoModelForCausalLM
+    from transformers.utils import logging
 
+    logging.disable_progress_bar()
     hf = AutoModelForCausalLM.from_pretrained(model, dtype=getattr(torch, dtype)).eval()
     matches = 0
     for prompt, response in zip(prompts(model, len(responses)), responses):
@@ -327,15 +365,19 @@ def teacher_forced_matches(model: Path, dtype: str, responses: list[list[int]]) 
 # --- the run -----------------------------------------------------------------------------------------------
 
 
-def overhead_rows(model: Path, label: str, dtype: str, batch: Batch, passes: int, cache: dict) -> list:
+def overhead_rows(model: Path, label: str, dtype: str, batch: Batch, warmup: int, passes: int, cache: dict) -> list:
     """Benchmark 1: VllmEngine against bare AsyncLLM on the same batch."""
     bare = in_process(bare_vllm_pass, model, dtype, batch, passes)
     ours = cached(cache, ("vllm", label), vllm_engine_pass, model, dtype, batch, passes)
+    b, o = timing(bare["times"], warmup), timing(ours["times"], warmup)
     return [
-        (f"overhead_{label}_bare_asyncllm_s", bare["seconds"]),
-        (f"overhead_{label}_vllm_engine_s", ours["seconds"]),
+        (f"overhead_{label}_bare_asyncllm_s", b["median"]),
+        (f"overhead_{label}_vllm_engine_s", o["median"]),
+        (f"overhead_{label}_ratio engine/bare (goal <= 1.15)", o["median"] / b["median"]),
+        (f"overhead_{label}_ratio engine/bare, fastest passes", o["fastest"] / b["fastest"]),
+        (f"overhead_{label}_bare_passes_s (warm-up | warm)", b["passes"]),
+        (f"overhead_{label}_engine_passes_s (warm-up | warm)", o["passes"]),
         (f"overhead_{label}_tokens (bare / engine)", f"{bare['tokens']} / {ours['tokens']}"),
-        (f"overhead_{label}_ratio engine/bare (goal <= 1.15)", ours["seconds"] / bare["seconds"]),
     ]
 
 
@@ -344,26 +386,36 @@ def sync_rows(models: dict[str, Path], dtype: str, syncs: int) -> list:
     mib = sum(t.numel() * t.element_size() for _, t in sent_tensors(models["big_v2"], dtype)) / 2**20
     plain = in_process(plain_broadcast, models["big_v2"], dtype, syncs + 1)
     ours = in_process(engine_sync, models["big"], models["big_v2"], dtype, syncs + 1)
+    p, o = timing(plain["times"], 1), timing(ours["times"], 1)
     sent = teacher_forced_matches(models["big_v2"], dtype, ours["greedy"])
     before = teacher_forced_matches(models["big"], dtype, ours["greedy"])
     return [
-        (f"sync_big_{mib:.0f}MiB_{ours['tensors']}_tensors_plain_broadcast_s", plain["seconds"]),
-        ("sync_big_trinity_receive_weights_s", ours["seconds"]),
+        (f"sync_big_plain_broadcast_s ({mib:.0f} MiB, {ours['tensors']} tensors)", p["median"]),
+        ("sync_big_trinity_receive_weights_s", o["median"]),
+        ("sync_big_ratio trinity/plain (goal <= 1.2)", o["median"] / p["median"]),
+        ("sync_big_ratio trinity/plain, fastest syncs", o["fastest"] / p["fastest"]),
+        ("sync_big_plain_s (first | warm)", p["passes"]),
+        ("sync_big_trinity_s (first | warm)", o["passes"]),
+        ("sync_big_trinity_trainer_side_s (first | warm; waits on the layer-wise reload)", timing(ours["broadcast"], 1)["passes"]),
         ("sync_big_join_sync_group_s", ours["join_s"]),
-        ("sync_big_ratio trinity/plain (goal <= 1.2)", ours["seconds"] / plain["seconds"]),
-        (f"sync_big_greedy_matches_sent_weights (of {CHECK_PROMPTS})", f"{sent} {'MATCH' if sent == CHECK_PROMPTS else 'MISMATCH'}"),
-        (f"sync_big_greedy_matches_old_weights (of {CHECK_PROMPTS})", f"{before}"),
+        (f"sync_big_greedy_equals_hf_argmax_of_sent_weights (of {CHECK_PROMPTS})", f"{sent} {'MATCH' if sent == CHECK_PROMPTS else 'MISMATCH'}"),
+        (f"sync_big_greedy_equals_hf_argmax_of_old_weights (of {CHECK_PROMPTS})", f"{before}"),
     ]
 
 
-def engines_rows(models: dict[str, Path], dtype: str, batch: Batch, passes: int, cache: dict) -> list:
+def engines_rows(models: dict[str, Path], dtype: str, batch: Batch, warmup: int, passes: int, cache: dict) -> list:
     """Benchmark 3: tokens/s of the vLLM engine against the transformers engine, per model size."""
     rows = []
     for label in ("demo", "big"):
         hf = in_process(transformers_engine_pass, models[label], dtype, batch, passes)
         ours = cached(cache, ("vllm", label), vllm_engine_pass, models[label], dtype, batch, passes)
-        hf_rate, vllm_rate = hf["tokens"] / hf["seconds"], ours["tokens"] / ours["seconds"]
-        rows += [(f"engines_{label}_transformers_tokens_per_s", hf_rate), (f"engines_{label}_vllm_tokens_per_s", vllm_rate), (f"engines_{label}_ratio vllm/transformers", vllm_rate / hf_rate)]
+        hf_rate, vllm_rate = hf["tokens"] / timing(hf["times"], warmup)["median"], ours["tokens"] / timing(ours["times"], warmup)["median"]
+        rows += [
+            (f"engines_{label}_transformers_tokens_per_s", hf_rate),
+            (f"engines_{label}_vllm_tokens_per_s", vllm_rate),
+            (f"engines_{label}_ratio vllm/transformers", vllm_rate / hf_rate),
+            (f"engines_{label}_transformers_passes_s (warm-up | warm)", timing(hf["times"], warmup)["passes"]),
+        ]
     return rows
 
 
@@ -377,38 +429,44 @@ def cached(cache: dict, key: tuple, target, *args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--parts", default="overhead,sync,engines", help="which benchmarks to run (default: overhead,sync,engines)")
-    parser.add_argument("--repeat", type=int, default=1, help="warm generate passes per measurement, after one warm-up pass (default 1)")
+    parser.add_argument("--warmup", type=int, default=1, help="generate passes left out of each measurement (default 1)")
+    parser.add_argument("--repeat", type=int, default=3, help="warm generate passes per measurement of benchmark 3; the median is reported (default 3)")
+    parser.add_argument("--overhead-repeat", type=int, default=8, help="warm generate passes per measurement of benchmark 1 (default 8: its passes take about a second)")
     parser.add_argument("--sync-repeat", type=int, default=3, help="warm weight syncs, after a first one (default 3)")
-    parser.add_argument("--prompts", type=int, default=64)
+    parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
     parser.add_argument("--overhead-model", default="demo", choices=("demo", "big"), help="the model of benchmark 1 (default: the demo's)")
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object instead of a table")
+    parser.add_argument("--verbose", action="store_true", help="show vLLM's output instead of writing it to a log file per measurement")
     args = parser.parse_args()
     if args.tokens + 6 > MAX_MODEL_LEN:
         parser.error(f"--tokens must leave room for the 6-token prompts in {MAX_MODEL_LEN} positions")
-    started = time.perf_counter()
-    models = build_models(Path(tempfile.mkdtemp()) / "demo")
-    batch, passes, parts, cache, rows = Batch(args.prompts, args.samples, args.tokens), args.repeat + 1, args.parts.split(","), {}, []
+    started, load = time.perf_counter(), os.getloadavg()[0]
+    work = Path(tempfile.mkdtemp(prefix="vllm-bench-"))
+    LOGS["dir"] = None if args.verbose else work / "logs"
+    print(f"models and logs under {work}", file=sys.stderr)
+    models = build_models(work / "demo")
+    batch, passes, parts, cache, rows = Batch(args.prompts, args.samples, args.tokens), args.warmup + args.repeat, args.parts.split(","), {}, []
     if "overhead" in parts:
-        rows += overhead_rows(models[args.overhead_model], args.overhead_model, args.dtype, batch, passes, cache)
+        rows += overhead_rows(models[args.overhead_model], args.overhead_model, args.dtype, batch, args.warmup, args.warmup + args.overhead_repeat, cache)
     if "sync" in parts:
         rows += sync_rows(models, args.dtype, args.sync_repeat)
     if "engines" in parts:
-        rows += engines_rows(models, args.dtype, batch, passes, cache)
-    rows.append(("total_wall_s", time.perf_counter() - started))
+        rows += engines_rows(models, args.dtype, batch, args.warmup, passes, cache)
+    rows += [("load_average_1min (start / end; other work on the cores skews every ratio)", f"{load:.2f} / {os.getloadavg()[0]:.2f}"), ("total_wall_s", time.perf_counter() - started)]
     print_rows(rows, args, batch)
 
 
 def print_rows(rows: list, args, batch: Batch) -> None:
     """The results as a table (or JSON), headed by what was measured."""
     if args.json:
-        print(json.dumps({"dtype": args.dtype, "batch": vars(batch) if hasattr(batch, "__dict__") else batch.__dict__, "results": dict(rows)}, indent=2))
+        print(json.dumps({"dtype": args.dtype, "batch": asdict(batch), "warmup": args.warmup, "repeat": args.repeat, "results": dict(rows)}, indent=2))
         return
-    print(f"# {batch.prompts} prompts x {batch.samples} samples x {batch.tokens} tokens, {args.dtype}, median of {args.repeat} warm pass(es), {args.sync_repeat} warm sync(s)", file=sys.stdout)
+    print(f"# {batch.prompts} prompts x {batch.samples} samples x {batch.tokens} tokens, {args.dtype}; medians of the passes after {args.warmup} warm-up ({args.overhead_repeat} in benchmark 1, {args.repeat} in 3) and of {args.sync_repeat} syncs after a first")
     for name, value in rows:
-        print(f"{name:60} {value:.4g}" if isinstance(value, float) else f"{name:60} {value}")
+        print(f"{name:78} {value:.4g}" if isinstance(value, float) else f"{name:78} {value}")
 
 
 if __name__ == "__main__":

@@ -14,9 +14,11 @@ keeps a processed copy of its own, so it is processed again after each load. Not
 vLLM.
 """
 
+from collections import deque
 from typing import Any, Iterator
 
 Plain = list  # [name, shape, dtype]: a WeightSpec as it crosses collective_rpc
+BUCKET_BYTES = 256 * 2**20  # what a worker receives ahead of the reload: bounded device memory, few waits
 
 
 class WeightSyncWorker:
@@ -71,15 +73,25 @@ class WeightSyncWorker:
 
 
 class _Received:
-    """The trainer's broadcast as (name, tensor) pairs, one tensor received as each is asked for."""
+    """The trainer's broadcast as (name, tensor) pairs in `specs` order, received a bucket ahead of the reload:
+    the broadcast runs in bursts of up to BUCKET_BYTES instead of waiting on each layer's reload."""
 
     def __init__(self, worker: Any, specs: list[Plain]):
         self.worker, self.specs, self.count = worker, specs, 0
+        self.ready: deque = deque()
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
-        while self.count < len(self.specs):
-            name, _, _ = self.specs[self.count]
-            yield name, self._next()
+        for name, _, _ in self.specs:
+            if not self.ready:
+                self._bucket()
+            yield name, self.ready.popleft()
+
+    def _bucket(self) -> None:
+        size = 0
+        while self.count < len(self.specs) and size < BUCKET_BYTES:
+            tensor = self._next()
+            self.ready.append(tensor)
+            size += tensor.numel() * tensor.element_size()
 
     def _next(self) -> Any:
         import torch
@@ -94,5 +106,6 @@ class _Received:
 
     def drain(self) -> None:
         """Receive (and drop) whatever the load did not ask for."""
+        self.ready.clear()
         while self.count < len(self.specs):
             self._next()
