@@ -117,24 +117,13 @@ def engine_generate_s(model_path: Path, repeat: int) -> float:
 
 
 def _plain_member(rank: int, port: int, model_path: str, repeat: int, out) -> None:
-    import torch
-    import torch.distributed as dist
     from safetensors.torch import load_file
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    tensors = list(load_file(str(Path(model_path) / "model.safetensors")).values())
-    buffers = tensors if rank == 0 else [torch.empty_like(t) for t in tensors]
-    times = []
-    for _ in range(repeat + 1):
-        dist.barrier()
-        started = time.perf_counter()
-        for t in buffers:
-            dist.broadcast(t, src=0)
-        times.append(time.perf_counter() - started)
+    from plain_broadcast import broadcast_times
+
+    times = broadcast_times(rank, port, list(load_file(str(Path(model_path) / "model.safetensors")).values()), repeat + 1)
     if rank == 0:
         out.put(statistics.median(times[1:]))
-    dist.destroy_process_group()
 
 
 def plain_broadcast_s(model_path: Path, repeat: int) -> float:

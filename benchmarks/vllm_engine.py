@@ -255,23 +255,11 @@ def sent_tensors(weights: Path, dtype: str) -> list[tuple[str, "object"]]:
 
 
 def _plain_member(rank: int, port: int, weights: Path, dtype: str, rounds: int, out) -> None:
-    import torch
-    import torch.distributed as dist
+    from plain_broadcast import broadcast_times
 
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    tensors = [t for _, t in sent_tensors(weights, dtype)]
-    buffers = tensors if rank == 0 else [torch.empty_like(t) for t in tensors]
-    times = []
-    for _ in range(rounds):
-        dist.barrier()
-        started = time.perf_counter()
-        for t in buffers:
-            dist.broadcast(t, src=0)
-        times.append(time.perf_counter() - started)
+    times = broadcast_times(rank, port, [t for _, t in sent_tensors(weights, dtype)], rounds)
     if rank == 1:
         out.put(times)
-    dist.destroy_process_group()
 
 
 def plain_broadcast(weights: Path, dtype: str, rounds: int) -> dict:
