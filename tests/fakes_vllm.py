@@ -65,6 +65,9 @@ class FakeVllmWorker:
     def get_model(self) -> FakeModel:
         return self.model_runner.get_model()
 
+    def reload_weights(self, *args, **kwargs) -> None:
+        self.model_runner.reload_weights(*args, **kwargs)  # vLLM's Worker sets its config around the runner's reload
+
 
 class Worker(FakeVllmWorker, WeightSyncWorker):
     """What `worker_extension_cls` makes: vLLM's worker class with our extension among its bases."""

@@ -91,3 +91,19 @@ def failing_worker(port, out):
         w.trinity_receive([WeightSpec("no.such.weight", (4, 3), "float32").plain(), WeightSpec("head.weight", (4, 3), "float32").plain()])
     except KeyError as exc:
         out.put(("worker", type(exc).__name__, str(exc)))
+
+
+def test_a_worker_without_its_own_reload_loads_through_its_model_runner(tmp_path):
+    """vllm-ascend's NPUWorker is no vLLM Worker; its model runner (a GPUModelRunner) has reload_weights."""
+    from safetensors.torch import save
+
+    from tests.fakes_vllm import FakeModelRunner
+    from trinity.runtime.rollout.vllm_worker import WeightSyncWorker
+
+    class NpuLikeWorker(WeightSyncWorker):
+        def __init__(self):
+            self.model_runner = FakeModelRunner()
+
+    worker = NpuLikeWorker()
+    assert worker.trinity_load(save({"head.weight": torch.full((4, 3), 5.0)})) == 1
+    assert worker.model_runner.get_model().loaded == ["head.weight"] and worker.model_runner.get_model().head.weight.eq(5).all()

@@ -22,7 +22,8 @@ BUCKET_BYTES = 256 * 2**20  # what a worker receives ahead of the reload: bounde
 
 
 class WeightSyncWorker:
-    """Weight-sync methods of a vLLM worker (`self` is the worker: `rank`, `device`, `parallel_config`, `model_runner`)."""
+    """Weight-sync methods of a vLLM worker (`self` is the worker: `rank`, `device`, `parallel_config`, `model_runner`,
+    and on vLLM's own workers `reload_weights`)."""
 
     def trinity_sync_rank(self, first_rank: int) -> int:
         """This worker's rank in the weight-sync group: the engine's first rank plus its index among the engine's workers.
@@ -63,7 +64,10 @@ class WeightSyncWorker:
         return len(weights)
 
     def _trinity_reload(self, weights: Iterator[tuple[str, Any]]) -> None:
-        self.model_runner.reload_weights(weights_iterator=weights)
+        # vLLM's GPU and CPU workers wrap the runner's reload in their config; vllm-ascend's NPUWorker may
+        # not have the method, and its runner (a GPUModelRunner) has it
+        reload = getattr(self, "reload_weights", None) or self.model_runner.reload_weights
+        reload(weights_iterator=weights)
         model = self.model_runner.get_model()
         head = getattr(model, "lm_head", None)
         if head is not None and getattr(model.config, "tie_word_embeddings", False):
