@@ -57,7 +57,7 @@ def lines(run_dir: Path, role=None) -> list[dict]:
 
 def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_path):
     # grpo saves every step and keeps two: its third save comes after its source (global_step_3) was pruned
-    proc = trinity(env, tmp_path, *SHORT, "stages.1.trainer.save_interval=1", "trainer.max_checkpoints_to_keep=2")
+    proc = trinity(env, tmp_path, *SHORT, "stages.1.trainer.save_interval=1", "trainer.max_checkpoints_to_keep=2", "trainer.save_hf_checkpoint=always")
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = tmp_path / RUN
     records = lines(run)
@@ -85,7 +85,7 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
 
 
 def test_checkpoints_are_hugging_face_models_that_bench_evaluates(env, tmp_path):
-    assert trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", "trainer.save_interval=1").returncode == 0
+    assert trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", "trainer.save_interval=1", "trainer.save_hf_checkpoint=always").returncode == 0
     probe = "import sys; from transformers import AutoModelForCausalLM as M; m = M.from_pretrained(sys.argv[1]); print(sum(p.numel() for p in m.parameters()))"
     out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / RUN / "checkpoints" / "global_step_1")], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and int(out.stdout.split()[-1]) > 500_000
@@ -178,7 +178,13 @@ def test_resume_after_sigterm_continues_from_the_last_checkpoint(env, tmp_path):
     assert steps[-(8 - done) :] == list(range(done + 1, 9))  # the second run took over after the checkpoint
     first_after = next(r for r in lines(tmp_path / RUN, "explorer") if r["time"] > os.path.getmtime(checkpoints / f"global_step_{done}" / "state.json") and r["step"] == done + 1)
     assert first_after["weight_version"] >= done  # its engines started from the checkpoint's weights
-    assert (checkpoints / "global_step_8" / "state.json").exists()
+    # save_hf_checkpoint: last (the default) leaves Hugging Face weights only in the last checkpoint, so the resumed
+    # engines loaded the stage's model and took the trainer's weights by a sync before their first step
+    assert not (checkpoints / f"global_step_{done}" / "model.safetensors").exists()
+    resumed_first = [r for r in lines(tmp_path / RUN, "explorer") if r["step"] == done + 1][-1]  # the rewound step, run again
+    resync = [s for s in lines(tmp_path / RUN, "synchronizer") if s["weight_version"] == done]
+    assert resync and resync[-1]["time"] < resumed_first["time"] and resumed_first["weight_version"] == done
+    assert (checkpoints / "global_step_8" / "state.json").exists() and (checkpoints / "global_step_8" / "model.safetensors").exists()
 
 
 def test_explore_and_train_runs_share_experiences_and_weights_through_files(env, tmp_path):

@@ -87,7 +87,14 @@ def test_megatron_on_npu_is_reported_at_validate_time(render):
     result, _ = render("trainer:\n  trainer_strategy: megatron\n", "hardware=ascend910c")
     assert result.code == 2
     assert "run.yaml:4:3: trainer.trainer_strategy: 'megatron' does not run on ascend910c: Megatron training on Ascend NPUs is not supported yet" in result.err
-    assert render("trainer:\n  trainer_strategy: megatron\n", "hardware=a100")[0].code == 0
+    assert "is not run by this version of trinity" not in result.err  # one error per key: the hardware's reason
+
+
+def test_megatron_is_refused_on_gpus_too_because_nothing_runs_it(render):
+    result, _ = render("trainer:\n  trainer_strategy: megatron\n", "hardware=a100")
+    assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n")
+    assert "run.yaml:4:3: trainer.trainer_strategy: 'megatron' is not run by this version of trinity: verl's Megatron backend is not wired in this version of trinity" in result.err
+    assert "allowed: fsdp, fsdp2\n    hint: set trainer.trainer_strategy=fsdp, or remove it" in result.err
 
 
 def test_dtype_the_chip_cannot_compute_in(render, write, tmp_path):
@@ -255,7 +262,6 @@ buffer:
     eval_tasksets: [{path: /d}, {path: /d, default_workflow_type: arith_workflow, rollout_args: {temperature: 0}}]
     default_workflow_type: math_workflow
     default_eval_workflow_type: arith_workflow
-    default_reward_fn_type: exact
   trainer_input:
     experience_buffer: {path: /e}
 """
@@ -270,10 +276,13 @@ def test_unnamed_tasksets_and_buffers_get_upstreams_names(render):
 
 
 def test_tasksets_take_the_inputs_workflow_evaluation_first(render):
-    cfg = render(TASKSETS, "hardware=a100")[1]["buffer"]["explorer_input"]
+    # a reward may name only what the taskset's workflow computes: the training set names its own
+    text = TASKSETS.replace("taskset: {path: /d}", "taskset: {path: /d, default_reward_fn_type: math_reward}").replace("    default_eval_workflow_type: arith_workflow\n", "    default_eval_workflow_type: arith_workflow\n    default_reward_fn_type: exact_match\n")
+    cfg = render(text, "hardware=a100")[1]["buffer"]["explorer_input"]
     assert cfg["taskset"]["default_workflow_type"] == "math_workflow"
     assert [t["default_workflow_type"] for t in cfg["eval_tasksets"]] == ["arith_workflow", "arith_workflow"]
-    assert {t["default_reward_fn_type"] for t in [cfg["taskset"], *cfg["eval_tasksets"]]} == {"exact"}
+    assert cfg["taskset"]["default_reward_fn_type"] == "math_reward"  # its own: the reward math_workflow computes
+    assert {t["default_reward_fn_type"] for t in cfg["eval_tasksets"]} == {"exact_match"}
 
 
 def test_sampling_defaults_come_from_the_model(render):

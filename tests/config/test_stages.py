@@ -64,3 +64,14 @@ def test_stage_that_breaks_a_hardware_fact(cli, write):
     assert result.code == 2
     assert "run.yaml:19:7: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b" in result.err
     assert "(in stage 'rft')" in result.err
+
+
+def test_a_stage_that_hands_on_its_checkpoint_keeps_hugging_face_weights(cli, write):
+    """The next stage starts from the last checkpoint of this one: `never` there is refused where it is written."""
+    path = write("run.yaml", STAGED.replace("      train_batch_size: 128\n", "      train_batch_size: 128\n    trainer:\n      save_hf_checkpoint: never\n"))
+    result = cli("config", "validate", "-c", path, "hardware=a100")
+    assert result.code == 2
+    assert "run.yaml:18:7: trainer.save_hf_checkpoint: 'never' leaves stage 'sft_warmup' without Hugging Face weights, but the next stage starts from its last checkpoint" in result.err
+    assert "allowed: last, always" in result.err
+    last = write("last.yaml", STAGED + "    trainer:\n      save_hf_checkpoint: never\n")  # the final stage hands nothing on
+    assert cli("config", "validate", "-c", last, "hardware=a100").code == 0

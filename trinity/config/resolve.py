@@ -6,6 +6,7 @@ from typing import Any, Optional
 from ..errors import ConfigError, Issue
 from .compose import Composed, Request, compose
 from .derive import derive
+from .derive.cluster import TRAINERLESS_MODES
 from .interpolate import resolve_interpolations
 from .merge import deep_merge
 from .profiles import LoadedProfile
@@ -89,9 +90,21 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
             issues += [in_stage(issue, label) for issue in found]
         except ConfigError as exc:
             errors += [in_stage(issue, label) for issue in exc.issues]
+    errors += _handoff_issues(stages, provenances)
     if errors:
         raise ConfigError(errors + issues)
     return stages, provenances, issues
+
+
+def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:
+    """A stage that trains hands its last checkpoint to the next stage as its model: that checkpoint needs Hugging Face weights."""
+    issues = []
+    for (name, config), provenance in list(zip(stages, provenances))[:-1]:
+        if config.mode not in TRAINERLESS_MODES and config.trainer.save_hf_checkpoint == "never":
+            key = "trainer.save_hf_checkpoint"
+            message = f"'never' leaves stage '{name}' without Hugging Face weights, but the next stage starts from its last checkpoint"
+            issues.append(Issue(message, key=key, source=provenance.where(("trainer", "save_hf_checkpoint")), allowed="last, always", hint="set it to last (the default) in every stage but the final one"))
+    return issues
 
 
 def in_stage(issue: Issue, label: str) -> Issue:

@@ -71,7 +71,9 @@ class Stage:
         self.engines = [a for n, a in actors.items() if n.startswith("rollout.")]
         self.explorer, self.buffer, self.synchronizer = actors.get("explorer"), actors.get("buffer"), actors.get("synchronizer")
         resume = self.start.resume
-        weights = str(resume.path) if resume and (resume.path / "model.safetensors").exists() else self.start.model_path
+        hf = bool(resume) and (resume.path / "model.safetensors").exists()
+        weights = str(resume.path) if hf else self.start.model_path
+        self.engines_behind = bool(resume) and not hf  # they load the stage's model; the trainer resumes its own state
         version = self.start.offset + self.start.done
         if self.buffer:
             sft = {"tokenizer": self.start.model_path, "seed": self.config.explorer.rollout_model.seed, "model": self.config.model} if not self._rl() else None
@@ -127,6 +129,8 @@ class Stage:
         policy = SyncPolicy(sync.sync_style, sync.sync_interval, sync.sync_offset)
         explored = trained = self.start.done
         engine_version, last_asked = trained, trained
+        if self.engines_behind:  # resumed from a checkpoint without Hugging Face weights (save_hf_checkpoint: last)
+            self._sync(trained)
         if self.config.explorer.eval_on_startup:
             self._evaluate(self.start.offset + trained)
         while trained < self.total:
@@ -267,7 +271,8 @@ class Stage:
         self.summary.peak_rss_mb = dict(zip(names, self.call("resources", [a.peak_rss_mb.remote() for a in self.actors.values()])))
 
     def _checkpoint(self, step: int) -> Checkpoint:
-        hf = self.config.trainer.save_hf_checkpoint != "never"
+        policy = self.config.trainer.save_hf_checkpoint  # last: only the stage's last checkpoint, which starts the next stage
+        hf = policy == "always" or (policy == "last" and step == self.total)
 
         def fill(folder: Path) -> None:
             self.call("checkpoint", [r.save.remote(str(folder), self.start.offset + step, hf) for r in self.ranks])

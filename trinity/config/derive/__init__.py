@@ -5,7 +5,7 @@ from typing import Any
 from ...errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
-from . import algorithm, buffer, chat_template, cluster, env, hardware, model, rollout, sync, trainer
+from . import algorithm, buffer, chat_template, cluster, env, hardware, model, rollout, sync, trainer, values
 from ._context import Context
 
 # Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
@@ -18,6 +18,7 @@ RULES = (
     hardware.trainer_strategy,
     hardware.dtypes,
     hardware.rollout_engines,
+    values.values_not_run,
     hardware.attn_implementation,
     rollout.auxiliary_models,
     rollout.sleep_mode,

@@ -1,6 +1,6 @@
 """Rules for the data path: each taskset's name, workflow, sampling and repeat count, and the trainer's batch size."""
 
-from ..workflows import WORKFLOWS, workflow_path
+from ..workflows import REWARDS, WORKFLOWS, workflow_path
 from ...errors import did_you_mean
 from ._context import Context
 from .cluster import EXPLORING_MODES, TRAINERLESS_MODES
@@ -46,6 +46,35 @@ def taskset_workflows(ctx: Context) -> None:
             reported.add(where)
             hint = did_you_mean(name, WORKFLOWS) or "name a built-in workflow, or your own class as module:Class"
             ctx.report("error", where, f"unknown workflow {name!r}", allowed=", ".join(WORKFLOWS) + ", or module:Class", hint=hint)
+    _check_rewards(ctx)
+
+
+def _check_rewards(ctx: Context) -> None:
+    """A taskset's default_reward_fn_type may only name the reward its workflow computes: the runtime reads no other."""
+    reported = set()
+    for key, taskset, _ in tasksets(ctx):
+        reward, workflow = taskset.get("default_reward_fn_type"), taskset.get("default_workflow_type")
+        if reward is None or reward == REWARDS.get(workflow):
+            continue
+        where = f"{key}.default_reward_fn_type" if ctx.user_set(f"{key}.default_reward_fn_type") else f"{INPUT}.default_reward_fn_type"
+        if where in reported:
+            continue  # several tasksets falling back to one default: one error
+        reported.add(where)
+        computes = _computes(workflow)
+        ctx.report(
+            "error",
+            where,
+            f"reward function {reward!r} would not be run: each workflow computes its reward itself and {computes}; reward functions are not selectable in this version of trinity",
+            allowed=(repr(REWARDS[workflow]) + ", or " if workflow in REWARDS else "") + "null",
+            hint="remove default_reward_fn_type (reward_fn_args still reach the workflow's reward)",
+        )
+
+
+def _computes(workflow) -> str:
+    """What computes a taskset's reward, for the error."""
+    if workflow in REWARDS:
+        return f"{workflow} computes {REWARDS[workflow]!r}"
+    return f"workflow {workflow!r} computes its own" if workflow else "each row's workflow (format.workflow_key) computes its own"
 
 
 def _fill_defaults(ctx: Context) -> dict[str, str]:

@@ -31,7 +31,7 @@ class TrainerConfig(Section):
     optimizer_offload: bool = Field(False, description="Offload optimizer state to host memory.")
     offload_policy: bool = Field(False, description="FSDP2's CPU offload policy (parameters, gradients and optimizer on the host).")
     enable_gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass.")
-    save_hf_checkpoint: Literal["last", "always", "never"] = Field("last", description="When to also save a Hugging Face checkpoint.")
+    save_hf_checkpoint: Literal["last", "always", "never"] = Field("last", description="When to also save a Hugging Face checkpoint: last (the stage's last checkpoint only), always, never.")
     max_checkpoints_to_keep: NonNegativeInt = Field(0, description="Checkpoints kept; 0 keeps all.")
     max_actor_ckpt_to_keep: Optional[NonNegativeInt] = Field(None, description="Derived from max_checkpoints_to_keep: checkpoints kept, None keeps all.")
     trainer_config: dict[str, Any] = Field(

@@ -1,0 +1,321 @@
+"""Nothing is accepted that is not honoured: every value the schema's Literal fields accept, and every name the
+algorithm, function, workflow and reward registries list, either reaches the runtime in a named test or is
+refused at validate time by name. The values are found by walking the schema, so a value added there fails
+here until it is classified. Also: conf/upstream_fields.yaml (the Trinity-RFT fate table) agrees with the code.
+"""
+
+import ast
+import typing
+from functools import lru_cache
+
+import pytest
+import yaml
+from pydantic import BaseModel
+
+from tests.conftest import MINIMAL, PROFILES, REPO
+from trinity.config import upstream
+from trinity.config.algorithms import ALGORITHMS, FUNCTIONS, UNSUPPORTED
+from trinity.config.compose import Request
+from trinity.config.resolve import resolve
+from trinity.config.schema import RunConfig
+from trinity.config.workflows import REWARDS, WORKFLOWS
+from trinity.errors import ConfigError
+
+RUN = "tests/cli/test_run.py::"
+BOTH = RUN + "test_both_mode_trains_through_a_stage_transition_with_gloo_sync"  # the demo: SFT, then GRPO
+EVERY = "tests/cli/test_run_every_value.py::test_a_staged_run_through_the_values_no_other_run_takes"
+SPLIT = RUN + "test_explore_and_train_runs_share_experiences_and_weights_through_files"
+SYNCS = RUN + "test_memory_and_checkpoint_sync_in_one_run"
+# A value only a device this machine lacks runs: the test named runs the same code path on the CPU profile, where the
+# value is profile data (a collective's name, a torch device, a dtype); the CPU profile corrects or refuses the value itself.
+ON_DEVICE = {"gloo path": BOTH, "fsdp2 path": BOTH, "bf16 path": BOTH}
+
+# (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
+# as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
+RUNS = {
+    ("mode", "both"): BOTH,
+    ("mode", "train"): SPLIT,
+    ("mode", "explore"): SPLIT,
+    ("mode", "bench"): RUN + "test_checkpoints_are_hugging_face_models_that_bench_evaluates",
+    ("mode", "colocate"): RUN + "test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory",
+    ("algorithm.optimizer.lr_scheduler_type", "constant"): BOTH,
+    ("algorithm.optimizer.lr_scheduler_type", "cosine"): BOTH,
+    # deprecated name: copied to lr_scheduler_type before anything reads it
+    ("algorithm.optimizer.warmup_style", "constant"): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    ("algorithm.optimizer.warmup_style", "cosine"): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    ("algorithm.optimizer.optimizer_type", "adam"): BOTH,
+    ("algorithm.optimizer.optimizer_type", "adamw"): EVERY,
+    ("algorithm.optimizer.optimizer_type", "sgd"): EVERY,
+    **{("algorithm.loss_agg_mode", mode): EVERY for mode in ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")},
+    ("algorithm.loss_agg_mode", "token-mean"): BOTH,
+    ("taskset.storage_type", "file"): BOTH,
+    ("taskset.format.prompt_type", "plaintext"): BOTH,
+    ("taskset.format.prompt_type", "messages"): EVERY,
+    ("experience_buffer.storage_type", "file"): RUN + "test_long_prompts_keep_their_end_and_are_counted",
+    ("experience_buffer.storage_type", "queue"): BOTH,
+    ("experience_buffer.storage_type", "sql"): SPLIT,
+    ("experience_buffer.format.prompt_type", "plaintext"): BOTH,
+    ("experience_buffer.format.prompt_type", "messages"): EVERY,
+    ("explorer.rollout_model.engine_type", "transformers"): BOTH,
+    ("explorer.rollout_model.engine_type", "vllm"): "tests/test_gpu_smoke.py::test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync",
+    ("explorer.rollout_model.dtype", "bfloat16"): BOTH,
+    ("explorer.rollout_model.dtype", "float32"): EVERY,
+    ("explorer.rollout_model.dtype", "float16"): ON_DEVICE["bf16 path"],
+    ("trainer.param_dtype", "bfloat16"): BOTH,
+    ("trainer.param_dtype", "float32"): EVERY,
+    ("trainer.param_dtype", "float16"): ON_DEVICE["bf16 path"],
+    ("synchronizer.sync_method", "online"): BOTH,
+    ("synchronizer.sync_method", "gloo"): BOTH,
+    ("synchronizer.sync_method", "nccl"): ON_DEVICE["gloo path"],
+    ("synchronizer.sync_method", "hccl"): ON_DEVICE["gloo path"],
+    ("synchronizer.sync_method", "memory"): SYNCS,
+    ("synchronizer.sync_method", "checkpoint"): SYNCS,
+    ("synchronizer.sync_method", "offline"): EVERY,
+    ("synchronizer.sync_style", "fixed"): BOTH,
+    ("synchronizer.sync_style", "trainer_driven"): EVERY,
+    ("synchronizer.sync_style", "explorer_driven"): EVERY,
+    ("trainer.trainer_type", "verl"): BOTH,
+    ("trainer.trainer_strategy", "fsdp2"): BOTH,
+    ("trainer.trainer_strategy", "fsdp"): ON_DEVICE["fsdp2 path"],
+    ("trainer.device", "cpu"): BOTH,  # derived from the profile: a user's value that contradicts it is not used
+    ("trainer.device", "cuda"): ON_DEVICE["gloo path"],
+    ("trainer.device", "npu"): ON_DEVICE["gloo path"],
+    ("trainer.save_hf_checkpoint", "last"): BOTH,
+    ("trainer.save_hf_checkpoint", "always"): EVERY,
+    ("trainer.save_hf_checkpoint", "never"): EVERY,
+    ("monitor.monitor_type", "tensorboard"): BOTH,
+    ("monitor.monitor_type", "wandb"): EVERY,
+    ("algorithm.algorithm_type", "grpo"): BOTH,
+    ("algorithm.algorithm_type", "sft"): BOTH,
+    **{("algorithm.algorithm_type", name): EVERY for name in ("grpo_verl", "dapo", "gspo", "cispo")},
+    ("algorithm.sample_strategy", "default"): BOTH,
+    ("algorithm.policy_loss_fn", "ppo"): BOTH,
+    ("algorithm.policy_loss_fn", "sft"): BOTH,
+    ("algorithm.policy_loss_fn", "gspo"): EVERY,
+    ("algorithm.policy_loss_fn", "cispo"): EVERY,
+    ("algorithm.advantage_fn", "grpo"): BOTH,
+    ("algorithm.advantage_fn", "none"): BOTH,
+    ("algorithm.kl_penalty_fn", "none"): BOTH,
+    ("algorithm.kl_loss_fn", "none"): BOTH,
+    ("algorithm.kl_loss_fn", "low_var_kl"): SYNCS,
+    **{("algorithm.kl_loss_fn", kind): EVERY for kind in ("k1", "k2", "k3", "abs", "mse")},
+    ("algorithm.entropy_loss_fn", "default"): BOTH,
+    ("algorithm.entropy_loss_fn", "none"): BOTH,
+    ("workflow", "arith_workflow"): BOTH,
+    ("workflow", "math_workflow"): EVERY,
+    ("reward", "exact_match"): EVERY,
+    ("reward", "math_reward"): EVERY,
+}
+
+# A schema value reached only through a key that is refused as a whole (the rule names the whole key).
+REFUSED_WHOLE = {"explorer.auxiliary_models[]": "explorer.auxiliary_models"}
+# Set from the hardware profile, never by users: profile data, held to the profiles by tests/config/test_profiles.py.
+PROFILE_DATA = "hardware."
+
+
+def _literal_values(annotation) -> list:
+    if typing.get_origin(annotation) is typing.Literal:
+        return list(typing.get_args(annotation))
+    return [v for arg in typing.get_args(annotation) for v in _literal_values(arg)]
+
+
+def _models(annotation) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in typing.get_args(annotation) for m in _models(arg)]
+
+
+def _is_list(annotation) -> bool:
+    return typing.get_origin(annotation) is list or any(_is_list(a) for a in typing.get_args(annotation))
+
+
+def schema_values(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, object]]:
+    """(schema path, value) of every value a Literal field of the run config accepts; `[]` marks a list item."""
+    out = []
+    for name, field in model.model_fields.items():
+        path = prefix + name
+        out += [(path, value) for value in _literal_values(field.annotation)]
+        for sub in _models(field.annotation):
+            out += schema_values(sub, path + ("[]." if _is_list(field.annotation) else "."))
+    return out
+
+
+def registry_values() -> list[tuple[str, object]]:
+    """(key, name) of every algorithm, function, workflow and reward the registries list, refused ones included."""
+    out = [("algorithm.algorithm_type", name) for name in ALGORITHMS]
+    out += [(f"algorithm.{kind}", name) for kind, names in FUNCTIONS.items() for name in names]
+    out += [(f"algorithm.{kind}", name) for kind, names in UNSUPPORTED.items() for name in names]
+    return out + [("workflow", name) for name in WORKFLOWS] + [("reward", name) for name in REWARDS.values()]
+
+
+def classified_key(path: str) -> str:
+    """The RUNS key of a schema path: every taskset as taskset.*, the trainer's data set as experience_buffer.*."""
+    for start in ("buffer.explorer_input.taskset.", "buffer.explorer_input.tasksets[].", "buffer.explorer_input.eval_tasksets[]."):
+        if path.startswith(start):
+            return "taskset." + path.removeprefix(start)
+    return path.replace("buffer.trainer_input.experience_buffer.", "experience_buffer.").replace("stages[].mode", "mode")
+
+
+ALL = sorted({(p, v) for p, v in schema_values() if not p.startswith(PROFILE_DATA)} | set(registry_values()), key=str)
+REFUSED = [(p, v) for p, v in ALL if (classified_key(p), v) not in RUNS]
+
+
+def test_the_walk_finds_the_fields_it_must():
+    paths = {p for p, _ in schema_values()}
+    assert {"mode", "stages[].mode", "synchronizer.sync_style", "buffer.explorer_input.eval_tasksets[].format.prompt_type", "explorer.auxiliary_models[].engine_type"} <= paths
+    assert {p for p in paths if p.startswith(PROFILE_DATA)}, "the hardware section is walked too (and left to the profile tests)"
+
+
+@lru_cache(maxsize=None)
+def _tests_in(file: str) -> frozenset:
+    tree = ast.parse((REPO / file).read_text())
+    return frozenset(n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_"))
+
+
+@pytest.mark.parametrize("key,value", sorted(RUNS, key=str))
+def test_a_value_that_runs_names_a_test_that_exists(key, value):
+    file, _, name = RUNS[key, value].partition("::")
+    assert name in _tests_in(file), f"{key}={value!r}: {RUNS[key, value]} does not exist"
+
+
+def test_every_classified_value_is_one_the_schema_or_a_registry_has():
+    known = {(classified_key(p), v) for p, v in ALL}
+    assert [kv for kv in RUNS if kv not in known] == []
+
+
+# --- the refused class: resolved as a user writes it, the error names the key and the value ----------------
+
+BASE = {
+    "algorithm": {"repeat_times": 4},
+    "buffer": {"explorer_input": {"taskset": {"path": "/data/t"}, "default_workflow_type": "math_workflow"}, "trainer_input": {"experience_buffer": {"name": "e"}}},
+}
+# a list item of a path written with `[]`, completed to what the schema requires
+ITEMS = {"tasksets": {"path": "/data/t"}, "eval_tasksets": {"path": "/data/t"}, "stages": {"stage_name": "one"}, "auxiliary_models": {}}
+
+
+def _written(path: str, value) -> dict:
+    """BASE with `value` written at `path` (the first item of a list; a workflow or reward at the input's default)."""
+    path = {"workflow": "buffer.explorer_input.default_workflow_type", "reward": "buffer.explorer_input.default_reward_fn_type"}.get(path, path)
+    tree = yaml.safe_load(yaml.safe_dump(BASE))
+    node, parts = tree, path.split(".")
+    for part in parts[:-1]:
+        name = part.removesuffix("[]")
+        if part.endswith("[]"):
+            node = node.setdefault(name, [dict(ITEMS[name])])[0]
+        else:
+            node = node.setdefault(name, {})
+    node[parts[-1]] = value
+    if path.startswith("algorithm.") and path != "algorithm.algorithm_type":
+        tree["algorithm"]["algorithm_type"] = "grpo"
+    return tree
+
+
+def _error_key(path: str) -> str:
+    """The dotted key the refusal must name."""
+    for kept, whole in REFUSED_WHOLE.items():
+        if path.startswith(kept):
+            return whole
+    path = {"workflow": "buffer.explorer_input.default_workflow_type", "reward": "buffer.explorer_input.default_reward_fn_type"}.get(path, path)
+    return path.replace("stages[].", "").replace("[]", "[0]")
+
+
+def _refusal(tmp_path, path: str, value, profile: str) -> list:
+    file = tmp_path / "run.yaml"
+    file.write_text(MINIMAL + yaml.safe_dump(_written(path, value)))
+    with pytest.raises(ConfigError) as err:
+        resolve(Request(file, (f"hardware={profile}",)))
+    key = _error_key(path)
+    return [i for i in err.value.issues if i.severity == "error" and i.key == key and (key in REFUSED_WHOLE.values() or str(value) in i.message) and i.source.startswith(str(file))]
+
+
+@pytest.mark.parametrize("path,value", REFUSED, ids=[f"{p}={v}" for p, v in REFUSED])
+def test_a_value_that_does_not_run_is_refused_by_name_on_every_profile(tmp_path, path, value):
+    for profile in PROFILES:
+        found = _refusal(tmp_path, path, value, profile)
+        assert found, f"{path}={value!r} on {profile}: neither run by a named test (RUNS) nor refused by name at validate"
+        assert found[0].allowed or found[0].hint, "a refusal says what is allowed or what to do"
+
+
+SAMPLES = [("synchronizer.sync_style", "fully_async"), ("monitor.monitor_type", "swanlab"), ("trainer.trainer_strategy", "megatron"), ("mode", "serve"), ("buffer.explorer_input.eval_tasksets[].format.prompt_type", "chatpair")]
+
+
+@pytest.mark.parametrize("path,value", SAMPLES)
+def test_validate_and_run_exit_2_with_the_key_the_value_and_where(cli, write, path, value):
+    text = MINIMAL + yaml.safe_dump(_written(path, value))
+    for command in (("config", "validate"), ("run",)):
+        result = cli(*command, "-c", write("run.yaml", text), "hardware=a100")
+        assert result.code == 2, result.err
+        line = next(line for line in result.err.splitlines() if f"{_error_key(path)}: {value!r} is not run by this version of trinity" in line)
+        assert line.startswith("error: run.yaml:"), line  # file:line:col of the value
+        assert "allowed: " in result.err.split(line, 1)[1].split("\nerror", 1)[0]
+
+
+def test_a_reward_no_workflow_computes_is_refused_where_it_is_written(cli, write):
+    text = MINIMAL + yaml.safe_dump(_written("buffer.explorer_input.taskset.default_reward_fn_type", "accuracy_reward"))
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2
+    assert "buffer.explorer_input.taskset.default_reward_fn_type: reward function 'accuracy_reward' would not be run: each workflow computes its reward itself and math_workflow computes 'math_reward'" in result.err
+    assert "allowed: 'math_reward', or null" in result.err
+    ok = yaml.safe_dump(_written("buffer.explorer_input.taskset.default_reward_fn_type", "math_reward"))
+    assert "default_reward_fn_type" not in cli("config", "validate", "-c", write("run.yaml", MINIMAL + ok), "hardware=cpu").err  # only the data path, absent here
+
+
+def test_megatron_on_an_npu_is_one_error_with_the_hardwares_reason(cli, write):
+    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: megatron\n"), "hardware=ascend910b")
+    assert result.err.startswith("trinity: 1 problem in the config\n") and "Megatron training on Ascend NPUs is not supported yet" in result.err
+
+
+# --- the fate table says what the code does ----------------------------------------------------------------
+
+
+def _literal_leaves() -> dict[str, list]:
+    out: dict[str, list] = {}
+    for path, value in schema_values():
+        out.setdefault(path, []).append(value)
+    return out
+
+
+def _supported_literal_keys() -> list[str]:
+    table = upstream.table()
+    return sorted(p for p in _literal_leaves() if p in table and table[p].fate == "supported")
+
+
+@pytest.mark.parametrize("key", _supported_literal_keys())
+def test_a_supported_key_runs_some_value_and_its_fate_names_each_value_refused(key):
+    refused = {v for p, v in REFUSED if p == key}
+    accepted = [v for v in _literal_leaves()[key] if v not in refused]
+    assert accepted, f"{key} is marked supported, but every value is refused"
+    why = upstream.table()[key].why
+    assert all(f"'{v}'" in why for v in refused), f"conf/upstream_fields.yaml: {key}'s why should name what is refused: {sorted(refused)}"
+    assert "refused" not in why or refused, f"{key}'s why says a value is refused; none is"
+
+
+def test_a_refused_key_the_schema_keeps_is_refused_by_a_rule_when_set(tmp_path):
+    from tests.config.test_upstream_fields import _in_schema
+
+    table = upstream.table()
+    kept = [k for k, f in table.items() if f.fate != "supported" and _in_schema(k)]
+    assert kept == list(REFUSED_WHOLE.values())
+    for key in kept:
+        found = _refusal(tmp_path, key + "[].engine_type", "transformers", "cpu")
+        assert found, f"{key} is '{table[key].fate}' in conf/upstream_fields.yaml but a config that sets it resolves"
+
+
+def test_every_supported_key_written_with_its_default_resolves(tmp_path):
+    """A key marked supported is not refused by any rule: a config writing each one (its schema default) resolves."""
+    from tests.config.test_upstream_fields import OURS, _our_default
+
+    table, tree = upstream.table(), yaml.safe_load(yaml.safe_dump(BASE))
+    for path, field in OURS.items():
+        entry = table.get(path)
+        default = _our_default(field)
+        if entry is None or entry.fate != "supported" or default == "<required>" or "[]" in path or path.startswith(("stages", "hardware")):
+            continue
+        node = tree
+        for part in path.split(".")[:-1]:
+            node = node.setdefault(part, {}) if isinstance(node.get(part, {}), dict) else {}
+        node.setdefault(path.split(".")[-1], default)
+    tree.setdefault("model", {})["model_path"] = "/models/tiny"
+    file = tmp_path / "run.yaml"
+    file.write_text(yaml.safe_dump(tree))
+    resolve(Request(file, ("hardware=cpu",)))
