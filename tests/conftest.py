@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -99,6 +100,20 @@ def run_process(*args: str, cwd: Path, env: dict | None = None) -> Result:
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run([sys.executable, "-m", "trinity", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
     return Result(proc.returncode, proc.stdout, proc.stderr)
+
+
+@pytest.fixture
+def run_env(demo_assets, tmp_path):
+    """The environment of a `trinity run` subprocess: the demo's assets, checkpoints under the test's folder, a Ray temp dir of its own."""
+    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
+    yield {
+        **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        "TRINITY_DEMO_DIR": str(demo_assets),
+        "TRINITY_CHECKPOINT_ROOT_DIR": str(tmp_path / "ckpt"),
+        "RAY_TMPDIR": ray_tmp,
+        "PYTHONUNBUFFERED": "1",
+    }
+    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

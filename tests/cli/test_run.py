@@ -6,11 +6,9 @@ not on log text.
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,16 +32,8 @@ RUN = "ckpt/trinity-demo/arith"
 
 
 @pytest.fixture
-def env(demo_assets, tmp_path):
-    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
-    yield {
-        **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-        "TRINITY_DEMO_DIR": str(demo_assets),
-        "TRINITY_CHECKPOINT_ROOT_DIR": str(tmp_path / "ckpt"),
-        "RAY_TMPDIR": ray_tmp,
-        "PYTHONUNBUFFERED": "1",
-    }
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+def env(run_env):
+    return run_env
 
 
 def trinity(env, cwd, *args, timeout=600):

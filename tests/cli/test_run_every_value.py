@@ -4,11 +4,8 @@ kinds, a math_workflow taskset, chat-message prompts and a wandb monitor (offlin
 tests/config/test_every_value_is_honoured.py, which names this test."""
 
 import json
-import os
-import shutil
 import subprocess
 import sys
-import tempfile
 
 import pytest
 import yaml
@@ -58,19 +55,8 @@ STAGES = [
 
 
 @pytest.fixture
-def env(demo_assets, tmp_path):
-    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
-    yield {
-        **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-        "TRINITY_DEMO_DIR": str(demo_assets),
-        "TRINITY_CHECKPOINT_ROOT_DIR": str(tmp_path / "ckpt"),
-        "RAY_TMPDIR": ray_tmp,
-        "WANDB_MODE": "offline",
-        "WANDB_DIR": str(tmp_path / "wandb"),
-        "WANDB_SILENT": "true",
-        "PYTHONUNBUFFERED": "1",
-    }
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+def env(run_env, tmp_path):
+    return {**run_env, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb"), "WANDB_SILENT": "true"}
 
 
 def test_a_staged_run_through_the_values_no_other_run_takes(env, tmp_path):

@@ -80,7 +80,7 @@ RUNS = {
     ("trainer.device", "cpu"): BOTH,  # derived from the profile: a user's value that contradicts it is not used
     ("trainer.device", "cuda"): ON_DEVICE["gloo path"],
     ("trainer.device", "npu"): ON_DEVICE["gloo path"],
-    ("trainer.save_hf_checkpoint", "last"): BOTH,
+    ("trainer.save_hf_checkpoint", "last"): "tests/cli/test_run.py::test_resume_after_sigterm_continues_from_the_last_checkpoint",
     ("trainer.save_hf_checkpoint", "always"): EVERY,
     ("trainer.save_hf_checkpoint", "never"): EVERY,
     ("monitor.monitor_type", "tensorboard"): BOTH,
