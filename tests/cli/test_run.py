@@ -103,12 +103,23 @@ def test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory(env
     assert proc.returncode == 0, proc.stderr[-3000:]
     records = [r for r in lines(tmp_path / RUN) if r["role"] in ("explorer", "trainer", "devices", "synchronizer")]
     events = [(r["role"], r.get("holder") or r["step"]) for r in records]
-    turns = [("explorer", 1), ("explorer", 2), ("devices", "trainer"), ("trainer", 1), ("trainer", 2), ("synchronizer", 2), ("devices", "rollout")]
-    later = [("explorer", 3), ("explorer", 4), ("devices", "trainer"), ("trainer", 3), ("trainer", 4), ("synchronizer", 4), ("devices", "rollout")]
+    turns = [("explorer", 1), ("explorer", 2), ("devices", "trainer"), ("trainer", 1), ("trainer", 2), ("devices", "rollout"), ("synchronizer", 2)]
+    later = [("explorer", 3), ("explorer", 4), ("devices", "trainer"), ("trainer", 3), ("trainer", 4), ("devices", "rollout"), ("synchronizer", 4)]
     assert events == turns + later  # a handoff comes only when the other side's calls have all returned
+    # the engine slept while the trainer held the devices (it refuses to generate asleep) and woke for the sync
+    assert [(r["holder"], r["engines_asleep"]) for r in lines(tmp_path / RUN, "devices")] == [("trainer", 1), ("rollout", 0)] * 2
     assert [r["weight_version"] for r in lines(tmp_path / RUN, "explorer")] == [0, 0, 2, 2]
     assert {s["method"] for s in lines(tmp_path / RUN, "synchronizer")} == {"memory"}
     assert len(lines(tmp_path / RUN, "eval")) == 3  # at start, after step 2 and at the end: each on awake engines
+
+
+def test_colocate_stops_at_once_when_one_explore_step_cannot_fill_a_train_batch(env, tmp_path):
+    """Trainer and engine take turns: a train step that waited for more experiences would hold the devices for
+    synchronizer.sync_timeout while no explore step can run. The run ends at once, saying why."""
+    proc = trinity(env, tmp_path, *GRPO_ONLY, "mode=colocate", "buffer.train_batch_size=32", timeout=300)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "colocate stalled after explore step 1: the buffer holds 16 experiences, fewer than buffer.train_batch_size=32" in proc.stderr
+    assert not lines(tmp_path / RUN, "trainer")
 
 
 def test_long_prompts_keep_their_end_and_are_counted(env, tmp_path):

@@ -26,8 +26,9 @@ BOTH = RUN + "test_both_mode_trains_through_a_stage_transition_with_gloo_sync"  
 EVERY = "tests/cli/test_run_every_value.py::test_a_staged_run_through_the_values_no_other_run_takes"
 SPLIT = RUN + "test_explore_and_train_runs_share_experiences_and_weights_through_files"
 SYNCS = RUN + "test_memory_and_checkpoint_sync_in_one_run"
-# A value only a device this machine lacks runs: the test named runs the same code path on the CPU profile, where the
-# value is profile data (a collective's name, a torch device, a dtype); the CPU profile corrects or refuses the value itself.
+# A value only a device this machine lacks runs (nccl, hccl, cuda, npu, fsdp, float16) is NOT run here: the test named
+# runs the same code path with the CPU profile's value, and the value itself is profile data (a collective's name, a
+# torch device, a dtype) that only a GPU or NPU run exercises. The CPU profile corrects or refuses the value itself.
 ON_DEVICE = {"gloo path": BOTH, "fsdp2 path": BOTH, "bf16 path": BOTH}
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's

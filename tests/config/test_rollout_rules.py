@@ -73,6 +73,13 @@ def test_a_users_kv_cache_size_wins_and_other_engines_and_hardware_get_none(rend
     assert rendered(VLLM, "hardware=a100")["explorer"]["rollout_model"]["kv_cache_mib"] is None  # sized by gpu_memory_utilization
 
 
+def test_a_kv_cache_size_for_an_engine_without_one_is_refused_where_it_is_written(validate):
+    result = validate("explorer:\n  rollout_model:\n    kv_cache_mib: 256\n", "hardware=cpu")
+    assert result.code == 2
+    assert "run.yaml:5:5: explorer.rollout_model.kv_cache_mib: a KV cache size is vLLM's, but the engine is 'transformers'" in result.err
+    assert "hint: remove it, or set explorer.rollout_model.engine_type=vllm" in result.err
+
+
 def test_a_gpu_memory_share_that_fails_vllm_on_cpu_is_reported_with_the_reason(validate):
     result = validate(VLLM + "    gpu_memory_utilization: 0.9\n", "hardware=cpu")
     assert result.code == 0

@@ -100,6 +100,7 @@ class Launch:
         self.plan, self.timeout_s = plan, timeout_s
         self.groups: dict[str, object] = {}
         self.actors: dict[str, object] = {}
+        self.closing: list[str] = []  # actors whose class has close()
 
     def __enter__(self) -> "Launch":
         return self
@@ -134,6 +135,8 @@ class Launch:
             options = {**spec.options, "runtime_env": {"env_vars": spec.env}, **({"scheduling_strategy": strategy} if strategy else {})}
             cls, args = make(spec)
             self.actors[spec.name] = ray.remote(cls).options(**options).remote(spec.name, spec.role, self.plan.visible_devices_env, *args)
+            if hasattr(cls, "close"):  # it started processes of its own (vLLM's); a role busy in a collective is not asked
+                self.closing.append(spec.name)
         return self.actors
 
     def placements(self) -> list[Placement]:
@@ -157,11 +160,11 @@ class Launch:
         return Placement(spec.name, report["node_id"], visible, report["device"], "; ".join(problems))
 
     def teardown(self) -> None:
-        """Ask every actor to close, kill it, and remove every group this launch created; wait until Ray has freed them."""
+        """Ask the actors that have close() to close, kill every actor, and remove every group this launch created; wait until Ray has freed them."""
         import ray
         from ray.util.placement_group import remove_placement_group
 
-        closing = [actor.close.remote() for actor in self.actors.values()]
+        closing = [self.actors[name].close.remote() for name in self.closing]
         ray.wait(closing, num_returns=len(closing), timeout=CLOSE_S)  # a dead or hung actor is killed all the same
         for actor in self.actors.values():
             ray.kill(actor)
@@ -169,6 +172,7 @@ class Launch:
             remove_placement_group(group)
         _wait_removed(list(self.groups.values()), self.timeout_s)
         self.actors.clear()
+        self.closing.clear()
         self.groups.clear()
 
     def _pending_plan(self, name: str) -> LaunchPlan:

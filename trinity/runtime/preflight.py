@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, Issue
+from ..config.derive.cluster import TRAINERLESS_MODES
 from ..config.local_inputs import data_issues, model_issues
 from ..config.provenance import WRITTEN
 from ..platforms import get_platform
@@ -36,7 +37,7 @@ def check(resolved: Any) -> None:
         raise ConfigError(issues)
     os.environ.update(get_platform(resolved.config.hardware.device_type).verl_env())  # before verl is imported here
     for config in stages:
-        if config.mode != "explore" and config.mode != "bench":
+        if config.mode not in TRAINERLESS_MODES:
             with warnings.catch_warnings():  # verl warns at import about every optional engine it lacks (torchtitan, megatron, ...)
                 warnings.simplefilter("ignore", UserWarning)
                 from .verl.config import build
@@ -121,7 +122,7 @@ def _attention_issues(config: Any, resolved: Any, provenance: Any) -> list[Issue
 
     kernel, path = config.trainer.attn_implementation, ("trainer", "attn_implementation")
     needed = get_platform(config.hardware.device_type).attn_modules.get(kernel)
-    if config.mode in ("explore", "bench") or needed is None or importlib.util.find_spec(needed[0]) is not None:
+    if config.mode in TRAINERLESS_MODES or needed is None or importlib.util.find_spec(needed[0]) is not None:
         return []
     if provenance.set_by(path, *WRITTEN):
         source, came = provenance.written_where(path), "set in the config"

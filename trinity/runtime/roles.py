@@ -1,5 +1,6 @@
 """What every role actor shares: a light constructor (so a launch can be checked before anything
-heavy starts), a placement report, and a log file of its own in the run directory."""
+heavy starts), a placement report, and a log file of its own in the run directory. A role that starts
+processes of its own (vLLM's) also has `close()`, which teardown calls before Ray kills it."""
 
 import logging
 import os
@@ -32,9 +33,6 @@ class Role:
             "hardware": os.environ.get(device.HARDWARE_ENV),
             "pid": os.getpid(),
         }
-
-    def close(self) -> None:
-        """Release what this role started outside its own process (vLLM's engine processes); called before Ray kills it."""
 
     def peak_rss_mb(self) -> float:
         """Peak resident memory of this process, in MiB."""

@@ -61,6 +61,7 @@ class Stage:
         self.last_checkpoint: Optional[Checkpoint] = None
         self.shared = config.mode == "colocate"  # trainer ranks and engines on the same devices, in turn
         self.device_holder = "rollout"
+        self.gathered = 0  # experiences the explore steps of this stage wrote
 
     # --- setting up ----------------------------------------------------------------------------------
 
@@ -141,12 +142,15 @@ class Stage:
             if not due and self._free("explore", "train") and explored < self.total and policy.may_explore(explored + 1, engine_version, trained):
                 self._share_devices("rollout", explored + 1)
                 self.calls.add("explore", "explorer", [self.explorer.explore_step.remote(explored + 1)])
-            if not due and self._free("train", "explore") and trained < explored:
+            if not due and self._free("train", "explore") and trained < explored and self._batch_ready(trained):
                 self._share_devices("trainer", trained + 1)
                 self.calls.add("train", "trainer", [r.train_step.remote(trained + 1) for r in self.ranks])
+            if not due and not self.calls.refs:
+                raise RoleFailed(self._stalled(explored, trained))
             for kind, results in self._next_done():
                 if kind == "explore":
                     explored += 1
+                    self.gathered += results[0]["experiences"]
                     self._explored(explored, results[0])
                     if explored % self.config.explorer.eval_interval == 0 and explored < self.total:
                         self._evaluate(self.start.offset + engine_version)
@@ -156,6 +160,20 @@ class Stage:
         if engine_version < trained:
             engine_version = self._sync(trained)
         self._evaluate(self.start.offset + engine_version)
+
+    def _batch_ready(self, trained: int) -> bool:
+        """Colocate: whether the buffer holds the next train batch (a train step waiting for more would hold the
+        devices while no explore step can run); elsewhere the explorer keeps filling it beside the trainer."""
+        batch = self.config.buffer.train_batch_size
+        return not self.shared or self.gathered - (trained - self.start.done) * batch >= batch
+
+    def _stalled(self, explored: int, trained: int) -> str:
+        batch, left = self.config.buffer.train_batch_size, self.gathered - (trained - self.start.done) * self.config.buffer.train_batch_size
+        return (
+            f"colocate stalled after explore step {explored}: the buffer holds {left} experiences, fewer than buffer.train_batch_size={batch}, "
+            f"and the next explore step waits for the weights of train step {trained + 1}; set buffer.train_batch_size to at most "
+            "buffer.batch_size x algorithm.repeat_times, or let the explorer run ahead (synchronizer.sync_offset)"
+        )
 
     def _free(self, kind: str, other: str) -> bool:
         """Whether a call of `kind` may start: none running, and none of `other` when both share the devices (colocate)."""
@@ -167,9 +185,9 @@ class Stage:
             return
         started = time.perf_counter()
         wake = holder == "rollout"
-        self.call("rollout", [e.wake_up.remote() if wake else e.sleep.remote() for e in self.engines])
+        asleep = self.call("rollout", [e.wake_up.remote() if wake else e.sleep.remote() for e in self.engines])
         self.device_holder = holder
-        self.metrics.write("devices", self.start.offset + step, self.name, holder=holder, seconds=time.perf_counter() - started)
+        self.metrics.write("devices", self.start.offset + step, self.name, holder=holder, engines_asleep=sum(asleep), seconds=time.perf_counter() - started)
 
     def _explore_only(self) -> None:
         """Explore without a trainer here; with checkpoint sync, take the weights a `train` run publishes."""
@@ -227,6 +245,7 @@ class Stage:
             self._checkpoint(step)
 
     def _sync(self, trained: int) -> int:
+        self._share_devices("rollout", trained)  # colocate: the engines take the new weights awake, as they then generate
         version = self.start.offset + trained
         result = self.call("sync", [self.synchronizer.sync.remote(version)])[0]
         self.metrics.write("synchronizer", version, self.name, method=result["method"], seconds=result["seconds"], weight_version=version)

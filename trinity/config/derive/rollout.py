@@ -33,9 +33,13 @@ def sleep_mode(ctx: Context) -> None:
 
 
 def kv_cache(ctx: Context) -> None:
-    """A vLLM engine's KV cache takes the profile's explicit size where vLLM would size it wrongly from memory shares."""
-    key, size = f"{ROLLOUT}.kv_cache_mib", ctx.facts.rollout_kv_cache_mib
-    if ctx.get(f"{ROLLOUT}.engine_type") == "vllm" and ctx.get(key) is None and size is not None:
+    """A vLLM engine's KV cache takes the profile's explicit size where vLLM would size it wrongly from memory shares;
+    another engine has no KV cache to size, so a size given to it is refused."""
+    key, size, engine = f"{ROLLOUT}.kv_cache_mib", ctx.facts.rollout_kv_cache_mib, ctx.get(f"{ROLLOUT}.engine_type")
+    if engine != "vllm" and ctx.get(key) is not None:
+        ctx.report("error", key, f"a KV cache size is vLLM's, but the engine is {engine!r}, which keeps no KV cache of a set size", allowed="null", hint=f"remove it, or set {ROLLOUT}.engine_type=vllm")
+        return
+    if engine == "vllm" and ctx.get(key) is None and size is not None:
         ctx.set(key, size, "kv_cache", (ctx.fact("rollout_kv_cache_mib"), ctx.input(f"{ROLLOUT}.engine_type")))
 
 

@@ -138,11 +138,14 @@ class RolloutEngine(Role):
         for name, tensor in weights:
             params[name].data.copy_(tensor)
 
-    async def sleep(self, level: int = 1) -> None:
-        """Free device memory for a trainer sharing the devices (colocate); an engine that cannot keeps it."""
+    async def sleep(self, level: int = 1) -> bool:
+        """Free device memory for a trainer sharing the devices (colocate); returns whether the engine now sleeps
+        (one that cannot keeps its memory)."""
+        return False
 
-    async def wake_up(self) -> None:
-        """Take the device memory back after `sleep`."""
+    async def wake_up(self) -> bool:
+        """Take the device memory back after `sleep`; returns whether the engine still sleeps (False)."""
+        return False
 
     # --- what an engine type implements -----------------------------------------------------------
 

@@ -26,16 +26,21 @@ class TransformersEngine(RolloutEngine):
         dtype = getattr(torch, rollout.dtype)
         self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, trust_remote_code=remote).to(self._device()).eval()
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.asleep = False
 
-    async def sleep(self, level: int = 1) -> None:
+    async def sleep(self, level: int = 1) -> bool:
         """Move the model to host memory, so the trainer sharing this device (colocate) has its memory."""
         async with self._weights_lock:
             await asyncio.to_thread(self._move, "cpu")
+            self.asleep = True
+        return True
 
-    async def wake_up(self) -> None:
+    async def wake_up(self) -> bool:
         """Move the model back onto the device."""
         async with self._weights_lock:
             await asyncio.to_thread(self._move, self._device())
+            self.asleep = False
+        return False
 
     def _move(self, device: str) -> None:
         import torch
@@ -48,6 +53,8 @@ class TransformersEngine(RolloutEngine):
         return self.model.state_dict(keep_vars=True)  # tied weights appear under both names, as the trainer sends them
 
     def _generate(self, requests: list[tuple[list[int], int, Sampling]]) -> list[list[Sample]]:
+        if self.asleep:  # its model is in host memory: the stage hands the devices back first
+            raise RuntimeError(f"{self.name} was asked to generate while asleep (colocate: the trainer holds the devices)")
         by_sampling: dict[tuple, list[int]] = {}
         for i, (prompt, _, sampling) in enumerate(requests):
             # generate's repetition penalty also counts the left padding: penalised prompts share a batch only with their own length

@@ -1,5 +1,5 @@
-"""`engine_type: vllm`: vLLM's AsyncLLM behind the rollout engine interface, on NVIDIA GPUs and
-(through the vllm-ascend platform plugin, which vLLM loads by itself) on Ascend NPUs.
+"""`engine_type: vllm`: vLLM's AsyncLLM behind the rollout engine interface, on NVIDIA GPUs, on Ascend NPUs
+(through the vllm-ascend platform plugin, which vLLM loads by itself) and on CPUs (vLLM's CPU build).
 
 vLLM batches concurrent requests itself (continuous batching), so `generate` hands each request
 straight to it instead of the base class's batches. A weight update waits for the requests in
@@ -133,18 +133,20 @@ class VllmEngine(RolloutEngine):
 
     # --- sharing the devices with the trainer (colocate) ------------------------------------------------------
 
-    async def sleep(self, level: int = 1) -> None:
+    async def sleep(self, level: int = 1) -> bool:
         """Hand the device memory to the trainer: weights to host memory (level 1) and the KV cache freed."""
         if self.llm is None or self.config.mode != "colocate":
-            return
+            return False
         async with self._exclusive():
             if not self.asleep:
                 await self.llm.sleep(level)
                 self.asleep = True
+        return True
 
-    async def wake_up(self) -> None:
+    async def wake_up(self) -> bool:
         """Take the device memory back; generate and weight updates do this themselves."""
         await self._awake()
+        return self.asleep
 
     async def _awake(self) -> None:
         if not self.asleep:

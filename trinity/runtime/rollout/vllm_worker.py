@@ -83,6 +83,7 @@ class _Received:
     def __init__(self, worker: Any, specs: list[Plain]):
         self.worker, self.specs, self.count = worker, specs, 0
         self.ready: deque = deque()
+        self.broken = False  # a broadcast itself failed: the group is no use for draining
 
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         for name, _, _ in self.specs:
@@ -104,12 +105,16 @@ class _Received:
 
         _, shape, dtype = self.specs[self.count]
         buffer = torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=self.worker.device)
-        group.broadcast(self.worker.trinity_group, buffer)
+        try:
+            group.broadcast(self.worker.trinity_group, buffer)
+        except Exception:
+            self.broken = True
+            raise
         self.count += 1
         return buffer
 
     def drain(self) -> None:
-        """Receive (and drop) whatever the load did not ask for."""
+        """Receive (and drop) whatever the load did not ask for, unless the group itself failed."""
         self.ready.clear()
-        while self.count < len(self.specs):
+        while self.count < len(self.specs) and not self.broken:
             self._next()

@@ -144,22 +144,29 @@ class TrainerRank(Role):
 
     def full_weights(self) -> Optional[dict]:
         """Every weight as a full CPU tensor on rank 0 (None elsewhere); all ranks must call it."""
-        named = {name: tensor.to("cpu") for name, tensor in self._gathered()}
-        return named if self.rank == 0 else None
+        return self._on_rank0(self._gathered())
 
     def engine_weights(self) -> Optional[dict]:
         """`full_weights` as the engines take them (memory sync): in the rollout dtype where that is narrower."""
-        named = {name: tensor.to("cpu") for name, tensor in self._gathered(self._rollout_dtype())}
-        return named if self.rank == 0 else None
+        return self._on_rank0(self._gathered(self._rollout_dtype()))
+
+    def _on_rank0(self, pairs: Iterator[tuple[str, Any]]) -> Optional[dict]:
+        if self.rank != 0:
+            for _ in pairs:  # every rank takes part in each gather; only rank 0 keeps a copy
+                pass
+            return None
+        return {name: tensor.to("cpu") for name, tensor in pairs}
 
     def _gathered(self, narrow: Any = None) -> Iterator[tuple[str, Any]]:
-        """Each full weight in turn (an FSDP gather on every rank), cast to `narrow` where that dtype is narrower."""
+        """Each full weight in turn (an FSDP gather on every rank); rank 0's cast to `narrow` where that dtype is
+        narrower, the other ranks' as gathered (they only take part)."""
         params, _ = self.worker.actor.engine.get_per_tensor_param()
         for name, tensor in params:
-            tensor = tensor.detach()
-            if narrow is not None and tensor.is_floating_point() and narrow.itemsize < tensor.dtype.itemsize:
-                tensor = tensor.to(narrow)
-            yield name, tensor.contiguous()
+            if self.rank == 0:
+                tensor = tensor.detach()
+                dtype = _sent_dtype(tensor.dtype, narrow)
+                tensor = (tensor if dtype == tensor.dtype else tensor.to(dtype)).contiguous()
+            yield name, tensor
 
     def _rollout_dtype(self) -> Any:
         import torch
@@ -197,7 +204,9 @@ class TrainerRank(Role):
         """Name, shape and dtype of each weight, in the order and dtype `broadcast_weights` sends them."""
         from ..rollout.base import WeightSpec
 
-        return [WeightSpec(name, tuple(t.shape), str(t.dtype).removeprefix("torch.")) for name, t in self._gathered(self._rollout_dtype())]
+        params, _ = self.worker.actor.engine.get_per_tensor_param()
+        narrow = self._rollout_dtype()
+        return [WeightSpec(name, tuple(t.shape), str(_sent_dtype(t.dtype, narrow)).removeprefix("torch.")) for name, t in params]
 
     def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None:
         """Rank 0 hosts the weight-sync group and is its sender."""
@@ -214,6 +223,11 @@ class TrainerRank(Role):
             if self.rank == 0:
                 group.broadcast(self.sync_group, tensor)
         return time.perf_counter() - started
+
+
+def _sent_dtype(dtype: Any, narrow: Any) -> Any:
+    """The dtype a weight travels in: `narrow` where it is a narrower floating dtype, else its own."""
+    return narrow if narrow is not None and dtype.is_floating_point and narrow.itemsize < dtype.itemsize else dtype
 
 
 def companion_files(model_path: Path) -> dict[str, bytes]:
