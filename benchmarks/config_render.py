@@ -62,7 +62,11 @@ def in_process(repeat: int) -> dict:
             except Exception:  # a pair the example is not meant for still costs a full resolution
                 pass
             times.append(time.perf_counter() - start)
-    return {"pairs": len(pairs), "first_ms": times[0] * 1e3, "median_after_first_ms": statistics.median(times[1:]) * 1e3}
+    return {
+        "pairs": len(pairs),
+        "first_ms": times[0] * 1e3,
+        "median_after_first_ms": statistics.median(times[1:]) * 1e3,
+    }
 
 
 def print_report(report: dict, json_path: Path | None) -> None:

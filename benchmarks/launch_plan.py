@@ -91,14 +91,24 @@ def main() -> None:
             results[nodes] = time_plan(config, cluster(nodes), args.repeat)
             pure[nodes] = time_plan(config, cluster(nodes), args.repeat, collect=False)
             bundles = sum(len(pg.bundles) for pg in plan.placement_groups)
-            print(f"{nodes:5} nodes: {len(plan.placement_groups):4} groups, {bundles:6} bundles, {len(plan.actors):6} actors: "
-                  f"plan+check {results[nodes] * 1e3:7.2f} ms ({results[nodes] / nodes * 1e6:5.1f} us/node); "
-                  f"GC paused {pure[nodes] * 1e3:7.2f} ms ({pure[nodes] / nodes * 1e6:5.1f} us/node)")
-        print(f"growth 16 -> 1024 nodes (64x): {results[1024] / results[16]:.1f}x; GC paused {pure[1024] / pure[16]:.1f}x")
+            print(
+                f"{nodes:5} nodes: {len(plan.placement_groups):4} groups, {bundles:6} bundles, {len(plan.actors):6} "
+                "actors: "
+                f"plan+check {results[nodes] * 1e3:7.2f} ms ({results[nodes] / nodes * 1e6:5.1f} us/node); "
+                f"GC paused {pure[nodes] * 1e3:7.2f} ms ({pure[nodes] / nodes * 1e6:5.1f} us/node)"
+            )
+        print(
+            f"growth 16 -> 1024 nodes (64x): {results[1024] / results[16]:.1f}x; GC paused {pure[1024] / pure[16]:.1f}x"
+        )
         if args.ray_nodes:
             ray_s = time_ray(config_for(args.ray_nodes, Path(tmp)))
-            ours = results.get(args.ray_nodes) or time_plan(config_for(args.ray_nodes, Path(tmp)), cluster(args.ray_nodes), args.repeat)
-            print(f"Ray placing the {args.ray_nodes}-node plan's groups: {ray_s * 1e3:.0f} ms; plan+check: {ours * 1e3:.2f} ms = {ours / ray_s:.4f}x of Ray")
+            ours = results.get(args.ray_nodes) or time_plan(
+                config_for(args.ray_nodes, Path(tmp)), cluster(args.ray_nodes), args.repeat
+            )
+            print(
+                f"Ray placing the {args.ray_nodes}-node plan's groups: {ray_s * 1e3:.0f} ms; plan+check: "
+                f"{ours * 1e3:.2f} ms = {ours / ray_s:.4f}x of Ray"
+            )
 
 
 if __name__ == "__main__":

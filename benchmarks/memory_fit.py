@@ -27,7 +27,6 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from config_render import REFERENCE, fresh_process_median, print_report  # noqa: E402
 
-
 COLD = f"""
 import os, sys, time
 os.environ["PYDANTIC_DISABLE_PLUGINS"] = "__all__"
@@ -46,7 +45,10 @@ print((time.perf_counter() - start) * 1e3)
 def cold_check_ms(repeat: int) -> float:
     """Median over fresh processes of the first check, imports and table included, timed inside the process."""
     subprocess.run([sys.executable, "-c", COLD], capture_output=True, check=True)  # writes the bytecode caches
-    return statistics.median(float(subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True, check=True).stdout) for _ in range(repeat))
+    return statistics.median(
+        float(subprocess.run([sys.executable, "-c", COLD], capture_output=True, text=True, check=True).stdout)
+        for _ in range(repeat)
+    )
 
 
 def in_process(repeat: int) -> dict:
@@ -54,11 +56,13 @@ def in_process(repeat: int) -> dict:
     os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")  # as the CLI does
     from trinity import paths
     from trinity.config.compose import Request
-    from trinity.errors import ConfigError
     from trinity.config.profiles import available
     from trinity.config.resolve import resolve
+    from trinity.errors import ConfigError
 
-    pairs = [(e, p) for e in sorted(paths.data_dir("examples").rglob("*.yaml")) for p in available(paths.profile_dirs())]
+    pairs = [
+        (e, p) for e in sorted(paths.data_dir("examples").rglob("*.yaml")) for p in available(paths.profile_dirs())
+    ]
     resolved, resolve_times = [], []
     for _ in range(repeat):
         for example, profile in pairs:

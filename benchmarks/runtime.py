@@ -16,7 +16,6 @@ and moving bytes, not the few milliseconds of a Ray call, dominate; the demo mod
 """
 
 import argparse
-import asyncio
 import json
 import multiprocessing
 import os
@@ -47,9 +46,24 @@ def model_folder(root: Path, hidden: int, layers: int) -> Path:
     if not folder.exists():
         tokenizer = AutoTokenizer.from_pretrained(root / "model")
         tokenizer.save_pretrained(folder)
-        shape = {**demo.MODEL_SHAPE, "hidden_size": hidden, "intermediate_size": 4 * hidden, "num_hidden_layers": layers, "num_attention_heads": 8, "num_key_value_heads": 8}
+        shape = {
+            **demo.MODEL_SHAPE,
+            "hidden_size": hidden,
+            "intermediate_size": 4 * hidden,
+            "num_hidden_layers": layers,
+            "num_attention_heads": 8,
+            "num_key_value_heads": 8,
+        }
         torch.manual_seed(0)
-        Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tokenizer), tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, **shape)).save_pretrained(folder)
+        Qwen2ForCausalLM(
+            Qwen2Config(
+                vocab_size=len(tokenizer),
+                tie_word_embeddings=True,
+                eos_token_id=tokenizer.eos_token_id,
+                pad_token_id=tokenizer.pad_token_id,
+                **shape,
+            )
+        ).save_pretrained(folder)
     return folder
 
 
@@ -85,7 +99,17 @@ def direct_generate_s(model_path: Path, repeat: int) -> float:
     for _ in range(repeat + 1):
         started = time.perf_counter()
         with torch.no_grad():
-            model.generate(input_ids=ids, attention_mask=mask, do_sample=True, temperature=1.0, max_new_tokens=NEW_TOKENS, min_new_tokens=NEW_TOKENS, pad_token_id=tokenizer.pad_token_id, return_dict_in_generate=True, output_logits=True)
+            model.generate(
+                input_ids=ids,
+                attention_mask=mask,
+                do_sample=True,
+                temperature=1.0,
+                max_new_tokens=NEW_TOKENS,
+                min_new_tokens=NEW_TOKENS,
+                pad_token_id=tokenizer.pad_token_id,
+                return_dict_in_generate=True,
+                output_logits=True,
+            )
         times.append(time.perf_counter() - started)
     return statistics.median(times[1:])
 
@@ -98,7 +122,9 @@ def engine_generate_s(model_path: Path, repeat: int) -> float:
     from trinity.runtime.rollout.transformers_engine import TransformersEngine
 
     config = config_for(model_path)
-    engine = ray.remote(TransformersEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, None, config, 0)
+    engine = (
+        ray.remote(TransformersEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, None, config, 0)
+    )
     ray.get(engine.setup.remote(str(model_path), 0))
     from transformers import AutoTokenizer
 
@@ -117,11 +143,12 @@ def engine_generate_s(model_path: Path, repeat: int) -> float:
 
 
 def _plain_member(rank: int, port: int, model_path: str, repeat: int, out) -> None:
+    from plain_broadcast import broadcast_times
     from safetensors.torch import load_file
 
-    from plain_broadcast import broadcast_times
-
-    times = broadcast_times(rank, port, list(load_file(str(Path(model_path) / "model.safetensors")).values()), repeat + 1)
+    times = broadcast_times(
+        rank, port, list(load_file(str(Path(model_path) / "model.safetensors")).values()), repeat + 1
+    )
     if rank == 0:
         out.put(statistics.median(times[1:]))
 
@@ -152,9 +179,19 @@ def runtime_sync_s(model_path: Path, repeat: int) -> float:
 
     config = config_for(model_path)
     env = {"runtime_env": {"env_vars": get_platform("cpu").verl_env()}}
-    rank = ray.remote(TrainerRank).options(num_cpus=1, **env).remote("trainer_node0.rank0", "trainer", None, None, config, 0, 1)
-    engine = ray.remote(TransformersEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, None, config, 0)
-    sync = ray.remote(Synchronizer).options(num_cpus=0).remote("synchronizer", "synchronizer", None, None, config, tempfile.mkdtemp())
+    rank = (
+        ray.remote(TrainerRank)
+        .options(num_cpus=1, **env)
+        .remote("trainer_node0.rank0", "trainer", None, None, config, 0, 1)
+    )
+    engine = (
+        ray.remote(TransformersEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, None, config, 0)
+    )
+    sync = (
+        ray.remote(Synchronizer)
+        .options(num_cpus=0)
+        .remote("synchronizer", "synchronizer", None, None, config, tempfile.mkdtemp())
+    )
     host, port = ray.get(rank.rendezvous.remote())
     ray.get([rank.setup.remote(host, port, str(model_path), 10, None), engine.setup.remote(str(model_path), 0)])
     ray.get(sync.setup.remote([rank], [engine]))
@@ -174,9 +211,24 @@ def runtime_sync_s(model_path: Path, repeat: int) -> float:
 def demo_run(root: Path) -> dict:
     """Breakdown per GRPO step from metrics.jsonl, and each role's peak RSS, of 20 SFT + 20 GRPO steps."""
     work = Path(tempfile.mkdtemp())
-    env = {**os.environ, "TRINITY_DEMO_DIR": str(root), "TRINITY_CHECKPOINT_ROOT_DIR": str(work / "ckpt"), "RAY_TMPDIR": tempfile.mkdtemp(prefix="r", dir="/tmp")}
-    args = ["stages.0.buffer.total_steps=20", "buffer.total_steps=20", "trainer.save_interval=0", "cluster.ray_address=local", "--format", "json", "--quiet"]
-    proc = subprocess.run([sys.executable, "-m", "trinity", "run", *args], cwd=work, env=env, capture_output=True, text=True, timeout=1800)
+    env = {
+        **os.environ,
+        "TRINITY_DEMO_DIR": str(root),
+        "TRINITY_CHECKPOINT_ROOT_DIR": str(work / "ckpt"),
+        "RAY_TMPDIR": tempfile.mkdtemp(prefix="r", dir="/tmp"),
+    }
+    args = [
+        "stages.0.buffer.total_steps=20",
+        "buffer.total_steps=20",
+        "trainer.save_interval=0",
+        "cluster.ray_address=local",
+        "--format",
+        "json",
+        "--quiet",
+    ]
+    proc = subprocess.run(
+        [sys.executable, "-m", "trinity", "run", *args], cwd=work, env=env, capture_output=True, text=True, timeout=1800
+    )
     if proc.returncode != 0:
         raise SystemExit(f"demo run failed:\n{proc.stderr[-3000:]}")
     report = json.loads(proc.stdout)
@@ -186,7 +238,13 @@ def demo_run(root: Path) -> dict:
     def median(role: str) -> float:
         return statistics.median(r["seconds"] for r in grpo if r["role"] == role)
 
-    return {"rollout_s": median("explorer"), "reward_s": reward_s(root), "train_s": median("trainer"), "sync_s": median("synchronizer"), "peak_rss_mb": {s["name"]: s["peak_rss_mb"] for s in report["stages"]}}
+    return {
+        "rollout_s": median("explorer"),
+        "reward_s": reward_s(root),
+        "train_s": median("trainer"),
+        "sync_s": median("synchronizer"),
+        "peak_rss_mb": {s["name"]: s["peak_rss_mb"] for s in report["stages"]},
+    }
 
 
 def reward_s(root: Path) -> float:
@@ -228,16 +286,28 @@ def main() -> None:
     for label, model in models if "rollout" in parts else ():
         direct, engine = direct_generate_s(model, args.repeat), engine_generate_s(model, args.repeat)
         tokens = PROMPTS * SAMPLES * NEW_TOKENS
-        rows += [(f"rollout_{label}_direct_tokens_per_s", tokens / direct), (f"rollout_{label}_engine_tokens_per_s", tokens / engine), (f"rollout_{label}_ratio (goal <= 1.15)", engine / direct)]
+        rows += [
+            (f"rollout_{label}_direct_tokens_per_s", tokens / direct),
+            (f"rollout_{label}_engine_tokens_per_s", tokens / engine),
+            (f"rollout_{label}_ratio (goal <= 1.15)", engine / direct),
+        ]
     for label, model in models if "sync" in parts else ():
         size = (model / "model.safetensors").stat().st_size / 2**20
         plain, ours = plain_broadcast_s(model, args.repeat), runtime_sync_s(model, args.repeat)
-        rows += [(f"sync_{label}_{size:.0f}MiB_plain_broadcast_s", plain), (f"sync_{label}_trinity_s", ours), (f"sync_{label}_ratio (goal <= 1.2)", ours / plain)]
+        rows += [
+            (f"sync_{label}_{size:.0f}MiB_plain_broadcast_s", plain),
+            (f"sync_{label}_trinity_s", ours),
+            (f"sync_{label}_ratio (goal <= 1.2)", ours / plain),
+        ]
     ray.shutdown()
     if "run" in parts:
         run = demo_run(root)
         rows += [(f"grpo_step_{k}", v) for k, v in run.items() if k != "peak_rss_mb"]
-        rows += [(f"peak_rss_mb {stage}/{role}", mb) for stage, roles in run["peak_rss_mb"].items() for role, mb in roles.items()]
+        rows += [
+            (f"peak_rss_mb {stage}/{role}", mb)
+            for stage, roles in run["peak_rss_mb"].items()
+            for role, mb in roles.items()
+        ]
     for name, value in rows:
         print(f"{name:52} {value:.4g}")
 

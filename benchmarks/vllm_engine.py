@@ -46,7 +46,14 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 
-BIG_SHAPE = dict(hidden_size=512, intermediate_size=1408, num_hidden_layers=4, num_attention_heads=8, num_key_value_heads=8, max_position_embeddings=64)
+BIG_SHAPE = dict(
+    hidden_size=512,
+    intermediate_size=1408,
+    num_hidden_layers=4,
+    num_attention_heads=8,
+    num_key_value_heads=8,
+    max_position_embeddings=64,
+)
 BIG_VOCAB = 32000
 MAX_MODEL_LEN = 32  # the demo model's max_position_embeddings: prompts of 6 tokens + up to 26 generated
 CHECK_PROMPTS, CHECK_TOKENS = 4, 8
@@ -66,14 +73,19 @@ class Batch:
 
 
 def build_models(root: Path) -> dict[str, Path]:
-    """The demo's model, a ~30 M Qwen2 with the demo's tokenizer, and that model with other weights (what the trainer sends)."""
+    """The demo's model, a ~30 M Qwen2 with the demo's tokenizer, and that model with other weights (what the trainer
+    sends)."""
     from transformers.utils import logging
 
     from trinity import demo
 
     logging.disable_progress_bar()
     demo.build(root)
-    return {"demo": root / "model", "big": big_model(root, "model_big", 0), "big_v2": big_model(root, "model_big_v2", 1)}
+    return {
+        "demo": root / "model",
+        "big": big_model(root, "model_big", 0),
+        "big_v2": big_model(root, "model_big_v2", 1),
+    }
 
 
 def big_model(root: Path, name: str, seed: int) -> Path:
@@ -85,19 +97,33 @@ def big_model(root: Path, name: str, seed: int) -> Path:
     if not folder.exists():
         tokenizer = AutoTokenizer.from_pretrained(root / "model")
         tokenizer.save_pretrained(folder)
-        config = Qwen2Config(vocab_size=BIG_VOCAB, tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None, **BIG_SHAPE)
+        config = Qwen2Config(
+            vocab_size=BIG_VOCAB,
+            tie_word_embeddings=True,
+            eos_token_id=tokenizer.eos_token_id,
+            pad_token_id=tokenizer.pad_token_id,
+            bos_token_id=None,
+            **BIG_SHAPE,
+        )
         torch.manual_seed(seed)
         Qwen2ForCausalLM(config).save_pretrained(folder)
     return folder
 
 
 def config_for(model: Path, engine_type: str, dtype: str):
-    """The CPU profile's resolved grpo stage of the demo, with `model` as the model and `engine_type` as the rollout engine."""
+    """The CPU profile's resolved grpo stage of the demo, with `model` as the model and `engine_type` as the rollout
+    engine."""
     from trinity.config.compose import Request
     from trinity.config.resolve import resolve
 
     os.environ["TRINITY_DEMO_DIR"] = str(model.parent)
-    overrides = ("hardware=cpu", f"model.model_path={model}", f"explorer.rollout_model.engine_type={engine_type}", f"explorer.rollout_model.dtype={dtype}", f"explorer.rollout_model.max_model_len={MAX_MODEL_LEN}")
+    overrides = (
+        "hardware=cpu",
+        f"model.model_path={model}",
+        f"explorer.rollout_model.engine_type={engine_type}",
+        f"explorer.rollout_model.dtype={dtype}",
+        f"explorer.rollout_model.max_model_len={MAX_MODEL_LEN}",
+    )
     return resolve(Request(None, overrides)).stage("grpo")
 
 
@@ -138,7 +164,13 @@ def _log_path(name: str):
 
 def _brief(value: dict) -> str:
     def shown(v):
-        return f"{v:.3g}" if isinstance(v, float) else "[" + " ".join(map(shown, v)) + "]" if isinstance(v, list) else str(v)
+        return (
+            f"{v:.3g}"
+            if isinstance(v, float)
+            else "[" + " ".join(map(shown, v)) + "]"
+            if isinstance(v, list)
+            else str(v)
+        )
 
     return ", ".join(f"{k}={shown(v)}" for k, v in value.items() if k != "greedy")
 
@@ -157,7 +189,8 @@ def _run_and_put(out, log, target, args) -> None:
 
 
 def timing(times: list[float], warmup: int) -> dict:
-    """Median and fastest of the passes after the first `warmup` (all of them when none is left), and every pass as text."""
+    """Median and fastest of the passes after the first `warmup` (all of them when none is left), and every pass as
+    text."""
     warm = times[warmup:] or times
     shown = " ".join(f"{t:.3g}" for t in times[:warmup]) + " | " + " ".join(f"{t:.3g}" for t in times[warmup:])
     return {"median": statistics.median(warm), "fastest": min(warm), "passes": shown}
@@ -205,7 +238,8 @@ def make_engine(engine_type: str, config):
 
 
 def bare_vllm_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict:
-    """Seconds per warm pass of `batch` through vLLM's AsyncLLM directly, with the engine's arguments, env and sampling parameters."""
+    """Seconds per warm pass of `batch` through vLLM's AsyncLLM directly, with the engine's arguments, env and sampling
+    parameters."""
     return asyncio.run(_bare_pass(model, dtype, batch, passes))
 
 
@@ -221,7 +255,17 @@ async def _bare_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict
     from vllm.v1.engine.async_llm import AsyncLLM
 
     llm = AsyncLLM.from_engine_args(AsyncEngineArgs(**engine_kwargs(config, str(model), topo)))
-    params = SamplingParams(n=batch.samples, temperature=1.0, top_p=1.0, top_k=0, max_tokens=batch.tokens, min_tokens=batch.tokens, repetition_penalty=1.0, logprobs=0, output_kind=RequestOutputKind.FINAL_ONLY)
+    params = SamplingParams(
+        n=batch.samples,
+        temperature=1.0,
+        top_p=1.0,
+        top_k=0,
+        max_tokens=batch.tokens,
+        min_tokens=batch.tokens,
+        repetition_penalty=1.0,
+        logprobs=0,
+        output_kind=RequestOutputKind.FINAL_ONLY,
+    )
     rows = prompts(model, batch.prompts)
     times, tokens = [], 0
     try:
@@ -251,7 +295,10 @@ def sent_tensors(weights: Path, dtype: str) -> list[tuple[str, "object"]]:
     import torch
     from safetensors.torch import load_file
 
-    return [(name, t.to(getattr(torch, dtype)).contiguous()) for name, t in load_file(str(weights / "model.safetensors")).items()]
+    return [
+        (name, t.to(getattr(torch, dtype)).contiguous())
+        for name, t in load_file(str(weights / "model.safetensors")).items()
+    ]
 
 
 def _plain_member(rank: int, port: int, weights: Path, dtype: str, rounds: int, out) -> None:
@@ -263,7 +310,8 @@ def _plain_member(rank: int, port: int, weights: Path, dtype: str, rounds: int, 
 
 
 def plain_broadcast(weights: Path, dtype: str, rounds: int) -> dict:
-    """Seconds for the receiver of a plain gloo broadcast of every tensor between two bare processes (median of the warm rounds)."""
+    """Seconds for the receiver of a plain gloo broadcast of every tensor between two bare processes (median of the warm
+    rounds)."""
     from trinity.runtime.sync.group import free_port
 
     ctx = multiprocessing.get_context("spawn")
@@ -278,7 +326,8 @@ def plain_broadcast(weights: Path, dtype: str, rounds: int) -> dict:
 
 
 def _trainer(port: int, weights: Path, dtype: str, rounds: int, go, done) -> None:
-    """Trainer rank 0: hosts the weight-sync group, then broadcasts every tensor each time `go` says so; puts its seconds in `done`."""
+    """Trainer rank 0: hosts the weight-sync group, then broadcasts every tensor each time `go` says so; puts its
+    seconds in `done`."""
     import torch
 
     from trinity.runtime.sync import group
@@ -295,7 +344,8 @@ def _trainer(port: int, weights: Path, dtype: str, rounds: int, go, done) -> Non
 
 
 def engine_sync(model: Path, weights: Path, dtype: str, rounds: int) -> dict:
-    """Seconds per `receive_weights` of `weights` into a VllmEngine started on `model`, fed by a trainer process; then the engine's greedy output."""
+    """Seconds per `receive_weights` of `weights` into a VllmEngine started on `model`, fed by a trainer process; then
+    the engine's greedy output."""
     from trinity.runtime.sync.group import free_port
 
     ctx = multiprocessing.get_context("spawn")
@@ -329,11 +379,18 @@ async def _receive(model: Path, weights: Path, dtype: str, rounds: int, port: in
         outputs = [await engine.generate(p, 1, greedy) for p in prompts(model, CHECK_PROMPTS)]
     finally:
         engine.close()
-    return {"times": times, "broadcast": broadcast, "join_s": join_s, "tensors": len(specs), "greedy": [samples[0].response_ids for _, samples in outputs]}
+    return {
+        "times": times,
+        "broadcast": broadcast,
+        "join_s": join_s,
+        "tensors": len(specs),
+        "greedy": [samples[0].response_ids for _, samples in outputs],
+    }
 
 
 def teacher_forced_matches(model: Path, dtype: str, responses: list[list[int]]) -> int:
-    """How many of `responses` (to the check prompts) are, token by token, the argmax of a Hugging Face forward pass of `model`."""
+    """How many of `responses` (to the check prompts) are, token by token, the argmax of a Hugging Face forward pass of
+    `model`."""
     import torch
     from transformers import AutoModelForCausalLM
     from transformers.utils import logging
@@ -384,9 +441,15 @@ def sync_rows(models: dict[str, Path], dtype: str, syncs: int) -> list:
         ("sync_big_ratio trinity/plain, fastest syncs", o["fastest"] / p["fastest"]),
         ("sync_big_plain_s (first | warm)", p["passes"]),
         ("sync_big_trinity_s (first | warm)", o["passes"]),
-        ("sync_big_trinity_trainer_side_s (first | warm; waits on the layer-wise reload)", timing(ours["broadcast"], 1)["passes"]),
+        (
+            "sync_big_trinity_trainer_side_s (first | warm; waits on the layer-wise reload)",
+            timing(ours["broadcast"], 1)["passes"],
+        ),
         ("sync_big_join_sync_group_s", ours["join_s"]),
-        (f"sync_big_greedy_equals_hf_argmax_of_sent_weights (of {CHECK_PROMPTS})", f"{sent} {'MATCH' if sent == CHECK_PROMPTS else 'MISMATCH'}"),
+        (
+            f"sync_big_greedy_equals_hf_argmax_of_sent_weights (of {CHECK_PROMPTS})",
+            f"{sent} {'MATCH' if sent == CHECK_PROMPTS else 'MISMATCH'}",
+        ),
         (f"sync_big_greedy_equals_hf_argmax_of_old_weights (of {CHECK_PROMPTS})", f"{before}"),
     ]
 
@@ -397,7 +460,10 @@ def engines_rows(models: dict[str, Path], dtype: str, batch: Batch, warmup: int,
     for label in ("demo", "big"):
         hf = in_process(transformers_engine_pass, models[label], dtype, batch, passes)
         ours = cached(cache, ("vllm", label), vllm_engine_pass, models[label], dtype, batch, passes)
-        hf_rate, vllm_rate = hf["tokens"] / timing(hf["times"], warmup)["median"], ours["tokens"] / timing(ours["times"], warmup)["median"]
+        hf_rate, vllm_rate = (
+            hf["tokens"] / timing(hf["times"], warmup)["median"],
+            ours["tokens"] / timing(ours["times"], warmup)["median"],
+        )
         rows += [
             (f"engines_{label}_transformers_tokens_per_s", hf_rate),
             (f"engines_{label}_vllm_tokens_per_s", vllm_rate),
@@ -408,7 +474,8 @@ def engines_rows(models: dict[str, Path], dtype: str, batch: Batch, warmup: int,
 
 
 def cached(cache: dict, key: tuple, target, *args) -> dict:
-    """`in_process(target, *args)`, measured once per run for each key (benchmarks 1 and 3 share the vLLM engine's pass)."""
+    """`in_process(target, *args)`, measured once per run for each key (benchmarks 1 and 3 share the vLLM engine's
+    pass)."""
     if key not in cache:
         cache[key] = in_process(target, *args)
     return cache[key]
@@ -416,18 +483,39 @@ def cached(cache: dict, key: tuple, target, *args) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--parts", default="overhead,sync,engines", help="which benchmarks to run (default: overhead,sync,engines)")
-    parser.add_argument("--warmup", type=int, default=1, help="generate passes left out of each measurement (default 1)")
-    parser.add_argument("--repeat", type=int, default=3, help="warm generate passes per measurement of benchmark 3; the median is reported (default 3)")
-    parser.add_argument("--overhead-repeat", type=int, default=8, help="warm generate passes per measurement of benchmark 1 (default 8: its passes take about a second)")
+    parser.add_argument(
+        "--parts", default="overhead,sync,engines", help="which benchmarks to run (default: overhead,sync,engines)"
+    )
+    parser.add_argument(
+        "--warmup", type=int, default=1, help="generate passes left out of each measurement (default 1)"
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        help="warm generate passes per measurement of benchmark 3; the median is reported (default 3)",
+    )
+    parser.add_argument(
+        "--overhead-repeat",
+        type=int,
+        default=8,
+        help="warm generate passes per measurement of benchmark 1 (default 8: its passes take about a second)",
+    )
     parser.add_argument("--sync-repeat", type=int, default=3, help="warm weight syncs, after a first one (default 3)")
     parser.add_argument("--prompts", type=int, default=32)
     parser.add_argument("--samples", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--dtype", default="float32", choices=("float32", "bfloat16"))
-    parser.add_argument("--overhead-model", default="demo", choices=("demo", "big"), help="the model of benchmark 1 (default: the demo's)")
+    parser.add_argument(
+        "--overhead-model",
+        default="demo",
+        choices=("demo", "big"),
+        help="the model of benchmark 1 (default: the demo's)",
+    )
     parser.add_argument("--json", action="store_true", help="print the results as one JSON object instead of a table")
-    parser.add_argument("--verbose", action="store_true", help="show vLLM's output instead of writing it to a log file per measurement")
+    parser.add_argument(
+        "--verbose", action="store_true", help="show vLLM's output instead of writing it to a log file per measurement"
+    )
     args = parser.parse_args()
     if args.tokens + 6 > MAX_MODEL_LEN:
         parser.error(f"--tokens must leave room for the 6-token prompts in {MAX_MODEL_LEN} positions")
@@ -436,23 +524,58 @@ def main() -> None:
     LOGS["dir"] = None if args.verbose else work / "logs"
     print(f"models and logs under {work}", file=sys.stderr)
     models = build_models(work / "demo")
-    batch, passes, parts, cache, rows = Batch(args.prompts, args.samples, args.tokens), args.warmup + args.repeat, args.parts.split(","), {}, []
+    batch, passes, parts, cache, rows = (
+        Batch(args.prompts, args.samples, args.tokens),
+        args.warmup + args.repeat,
+        args.parts.split(","),
+        {},
+        [],
+    )
     if "overhead" in parts:
-        rows += overhead_rows(models[args.overhead_model], args.overhead_model, args.dtype, batch, args.warmup, args.warmup + args.overhead_repeat, cache)
+        rows += overhead_rows(
+            models[args.overhead_model],
+            args.overhead_model,
+            args.dtype,
+            batch,
+            args.warmup,
+            args.warmup + args.overhead_repeat,
+            cache,
+        )
     if "sync" in parts:
         rows += sync_rows(models, args.dtype, args.sync_repeat)
     if "engines" in parts:
         rows += engines_rows(models, args.dtype, batch, args.warmup, passes, cache)
-    rows += [("load_average_1min (start / end; other work on the cores skews every ratio)", f"{load:.2f} / {os.getloadavg()[0]:.2f}"), ("total_wall_s", time.perf_counter() - started)]
+    rows += [
+        (
+            "load_average_1min (start / end; other work on the cores skews every ratio)",
+            f"{load:.2f} / {os.getloadavg()[0]:.2f}",
+        ),
+        ("total_wall_s", time.perf_counter() - started),
+    ]
     print_rows(rows, args, batch)
 
 
 def print_rows(rows: list, args, batch: Batch) -> None:
     """The results as a table (or JSON), headed by what was measured."""
     if args.json:
-        print(json.dumps({"dtype": args.dtype, "batch": asdict(batch), "warmup": args.warmup, "repeat": args.repeat, "results": dict(rows)}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "dtype": args.dtype,
+                    "batch": asdict(batch),
+                    "warmup": args.warmup,
+                    "repeat": args.repeat,
+                    "results": dict(rows),
+                },
+                indent=2,
+            )
+        )
         return
-    print(f"# {batch.prompts} prompts x {batch.samples} samples x {batch.tokens} tokens, {args.dtype}; medians of the passes after {args.warmup} warm-up ({args.overhead_repeat} in benchmark 1, {args.repeat} in 3) and of {args.sync_repeat} syncs after a first")
+    print(
+        f"# {batch.prompts} prompts x {batch.samples} samples x {batch.tokens} tokens, {args.dtype}; medians of the "
+        f"passes after {args.warmup} warm-up ({args.overhead_repeat} in benchmark 1, {args.repeat} in 3) and of "
+        f"{args.sync_repeat} syncs after a first"
+    )
     for name, value in rows:
         print(f"{name:78} {value:.4g}" if isinstance(value, float) else f"{name:78} {value}")
 

@@ -20,13 +20,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from smoke_train import train_check  # noqa: E402
+
+from trinity.cli.doctor import diagnose  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.platforms.detect import detect  # noqa: E402
-from trinity.cli.doctor import diagnose  # noqa: E402
 from trinity.utils import device  # noqa: E402
-
-from smoke_train import train_check  # noqa: E402
 
 REFERENCE = Path(__file__).resolve().parents[1] / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
 
@@ -76,8 +76,15 @@ def ray_check(config) -> dict:
 
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     hardware = config.hardware
-    ask = {"num_gpus": 1} if hardware.ray_request == "num_gpus" else {"resources": {hardware.ray_resource_key: 1}} if hardware.ray_request == "resources" else {}
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # its own, even where another Ray runs
+    ask = (
+        {"num_gpus": 1}
+        if hardware.ray_request == "num_gpus"
+        else {"resources": {hardware.ray_resource_key: 1}}
+        if hardware.ray_request == "resources"
+        else {}
+    )
+    # its own, even where another Ray runs
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
 
         @ray.remote(num_cpus=0)
@@ -96,7 +103,9 @@ def main(expect: str = "") -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--allow-cpu", action="store_true", help="run on a machine without an accelerator")
     parser.add_argument("--train", action="store_true", help="also train the demo for a few steps through trinity run")
-    parser.add_argument("--engine", default="vllm", choices=["vllm", "transformers"], help="rollout engine of --train (default: vllm)")
+    parser.add_argument(
+        "--engine", default="vllm", choices=["vllm", "transformers"], help="rollout engine of --train (default: vllm)"
+    )
     parser.add_argument("--steps", type=int, default=5, help="GRPO steps of --train (default: 5)")
     parser.add_argument("--sft-steps", type=int, default=30, help="SFT warm-up steps before them (default: 30)")
     args = parser.parse_args()
@@ -125,7 +134,9 @@ def main(expect: str = "") -> int:
     report["distributed"] = distributed_check(device.get_process_group_backend(), device.get_device_name())
     report["ray"] = ray_check(resolved.config)
     if args.train:
-        report["train"] = train_check(args.engine, args.sft_steps, args.steps, share_with=hardware if found.count == 1 else None)
+        report["train"] = train_check(
+            args.engine, args.sft_steps, args.steps, share_with=hardware if found.count == 1 else None
+        )
     print(json.dumps(report, indent=2))
     return 0 if report.get("train", {}).get("exit_code", 0) == 0 else 1
 

@@ -44,7 +44,11 @@ def per_step(metrics: Path) -> list[dict]:
             continue
         row = steps.setdefault(record["step"], {"step": record["step"]})
         if record["role"] == "explorer":
-            row.update(reward=record["reward_mean"], tokens_per_s=record["tokens_per_s"], weight_version=record["weight_version"])
+            row.update(
+                reward=record["reward_mean"],
+                tokens_per_s=record["tokens_per_s"],
+                weight_version=record["weight_version"],
+            )
         elif record["role"] == "trainer" and "logprob_diff" in record:
             row.update(logprob_diff=record["logprob_diff"])
         elif record["role"] == "synchronizer":
@@ -58,27 +62,44 @@ SHARED_MEMORY_SHARE = 0.3  # of the one device, for vLLM; the trainer takes what
 SHARED_SYNC = "memory"  # one device cannot hold two ranks of an NCCL group
 
 
-def train_check(engine: str = "vllm", sft_steps: int = 30, steps: int = 5, share_with: Any = None, timeout_s: float = 1500) -> dict:
+def train_check(
+    engine: str = "vllm", sft_steps: int = 30, steps: int = 5, share_with: Any = None, timeout_s: float = 1500
+) -> dict:
     """Run the shortened demo in a fresh folder; returns its exit code, per-step metrics and, on failure,
     stderr's tail. `share_with` (the resolved hardware section) makes the two roles share its one device."""
     folder = Path(tempfile.mkdtemp(prefix="trinity-smoke-"))
-    env = {**os.environ, "TRINITY_CHECKPOINT_ROOT_DIR": str(folder / "checkpoints"), "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "TRINITY_CHECKPOINT_ROOT_DIR": str(folder / "checkpoints"),
+        "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
     command = [sys.executable, "-m", "trinity", "run", *overrides(engine, sft_steps, steps), "--quiet"]
     ray = _shared_ray(share_with, env) if share_with else None
     if ray:
         env["RAY_ADDRESS"] = ray.stdout.readline().strip()
-        command[-1:-1] = [f"explorer.rollout_model.gpu_memory_utilization={SHARED_MEMORY_SHARE}", f"synchronizer.sync_method={SHARED_SYNC}"]
+        command[-1:-1] = [
+            f"explorer.rollout_model.gpu_memory_utilization={SHARED_MEMORY_SHARE}",
+            f"synchronizer.sync_method={SHARED_SYNC}",
+        ]
     try:
         proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout_s)
         code, err = proc.returncode, proc.stderr
     except subprocess.TimeoutExpired as exc:
-        code, err = 124, (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        code, err = (
+            124,
+            (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""),
+        )
     finally:
         if ray:
             ray.stdin.close()  # its Ray ends with it
             ray.wait(60)
     metrics = folder / "checkpoints" / "trinity-demo" / "arith" / "metrics.jsonl"
-    report = {"command": " ".join(command[1:]), "folder": str(folder), "exit_code": code, "steps": per_step(metrics) if metrics.exists() else []}
+    report = {
+        "command": " ".join(command[1:]),
+        "folder": str(folder),
+        "exit_code": code,
+        "steps": per_step(metrics) if metrics.exists() else [],
+    }
     if code != 0:
         report["stderr_tail"] = err[-3000:]  # the folder stays for a look at logs/
     else:
@@ -88,7 +109,10 @@ def train_check(engine: str = "vllm", sft_steps: int = 30, steps: int = 5, share
 
 SHARED_RAY = """
 import json, os, sys, ray
-context = ray.init(address="local", **json.loads(sys.argv[1]), num_cpus=max(4, os.cpu_count() or 4), include_dashboard=False, log_to_driver=False)
+cpus = max(4, os.cpu_count() or 4)
+context = ray.init(
+    address="local", **json.loads(sys.argv[1]), num_cpus=cpus, include_dashboard=False, log_to_driver=False
+)
 print(context.address_info["gcs_address"], flush=True)
 sys.stdin.read()
 """
@@ -98,4 +122,10 @@ def _shared_ray(hardware: Any, env: dict) -> subprocess.Popen:
     """A Ray of its own declaring two devices on a one-device machine; every process it starts sees the device."""
     devices = {"num_gpus": 2} if hardware.ray_request == "num_gpus" else {"resources": {hardware.ray_resource_key: 2}}
     command = [sys.executable, "-c", SHARED_RAY, json.dumps(devices)]
-    return subprocess.Popen(command, env={**env, hardware.noset_visible_devices_env: "1"}, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        command,
+        env={**env, hardware.noset_visible_devices_env: "1"},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )

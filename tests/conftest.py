@@ -45,7 +45,13 @@ class Result:
 def cli(capsys, monkeypatch, tmp_path):
     """Run `trinity ARGS...` in this process, from a clean temporary working directory."""
     monkeypatch.chdir(tmp_path)
-    for var in ("TRINITY_PROFILE_PATH", "TRINITY_DEVICE", "TRINITY_CHECKPOINT_ROOT_DIR", "TRINITY_MODEL_PATH", "TRINITY_TASKSET_PATH"):
+    for var in (
+        "TRINITY_PROFILE_PATH",
+        "TRINITY_DEVICE",
+        "TRINITY_CHECKPOINT_ROOT_DIR",
+        "TRINITY_MODEL_PATH",
+        "TRINITY_TASKSET_PATH",
+    ):
         monkeypatch.delenv(var, raising=False)
 
     def run(*args: str) -> Result:
@@ -98,13 +104,16 @@ def ray_cluster(head: dict, *nodes: dict):
 def run_process(*args: str, cwd: Path, env: dict | None = None) -> Result:
     """Run `python -m trinity ARGS...` as a separate process."""
     full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run([sys.executable, "-m", "trinity", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trinity", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120
+    )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
 @pytest.fixture
 def run_env(demo_assets, tmp_path):
-    """The environment of a `trinity run` subprocess: the demo's assets, checkpoints under the test's folder, a Ray temp dir of its own."""
+    """The environment of a `trinity run` subprocess: the demo's assets, checkpoints under the test's folder, a Ray temp
+    dir of its own."""
     ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
     yield {
         **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
@@ -132,22 +141,35 @@ def remote_code_model(demo_assets, tmp_path_factory):
     """The demo model as a model type transformers does not know: its class is the folder's own code (auto_map)."""
     folder = tmp_path_factory.mktemp("remote") / "model"
     shutil.copytree(demo_assets / "model", folder)
-    (folder / "configuration_tiny.py").write_text("from transformers import Qwen2Config\n\n\nclass TinyConfig(Qwen2Config):\n    model_type = 'trinity_tiny'\n")
+    (folder / "configuration_tiny.py").write_text(
+        "from transformers import Qwen2Config\n\n\nclass TinyConfig(Qwen2Config):\n    model_type = 'trinity_tiny'\n"
+    )
     (folder / "modeling_tiny.py").write_text(
-        "from transformers import Qwen2ForCausalLM\n\nfrom .configuration_tiny import TinyConfig\n\n\nclass TinyForCausalLM(Qwen2ForCausalLM):\n    config_class = TinyConfig\n"
+        "from transformers import Qwen2ForCausalLM\n\nfrom .configuration_tiny import TinyConfig\n\n\nclass "
+        "TinyForCausalLM(Qwen2ForCausalLM):\n    config_class = TinyConfig\n"
     )
     config = json.loads((folder / "config.json").read_text())
-    config |= {"model_type": "trinity_tiny", "architectures": ["TinyForCausalLM"], "auto_map": {"AutoConfig": "configuration_tiny.TinyConfig", "AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM"}}
+    config |= {
+        "model_type": "trinity_tiny",
+        "architectures": ["TinyForCausalLM"],
+        "auto_map": {
+            "AutoConfig": "configuration_tiny.TinyConfig",
+            "AutoModelForCausalLM": "modeling_tiny.TinyForCausalLM",
+        },
+    }
     (folder / "config.json").write_text(json.dumps(config))
     return folder
 
 
 @pytest.fixture
 def local_gsm8k(cli, monkeypatch, tmp_path):
-    """A local GSM8K-shaped data set where the reference config's $TRINITY_TASKSET_PATH points (trinity downloads nothing)."""
+    """A local GSM8K-shaped data set where the reference config's $TRINITY_TASKSET_PATH points (trinity downloads
+    nothing)."""
     folder = tmp_path / "gsm8k"
     folder.mkdir()
     for split in ("train", "test"):
-        (folder / f"{split}.jsonl").write_text(json.dumps({"question": "What is 1+1?", "answer": "1+1=2\n#### 2"}) + "\n")
+        (folder / f"{split}.jsonl").write_text(
+            json.dumps({"question": "What is 1+1?", "answer": "1+1=2\n#### 2"}) + "\n"
+        )
     monkeypatch.setenv("TRINITY_TASKSET_PATH", str(folder))
     return folder

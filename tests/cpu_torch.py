@@ -62,7 +62,9 @@ class TorchWorker:
 
     def __init__(self):
         self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen([sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", WORKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, text=True
+        )
 
     def ask(self, op: str, **arguments):
         """The worker's answer to one request."""

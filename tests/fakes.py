@@ -4,31 +4,38 @@ They replace only the `Probes` (the same interface the real probes implement); d
 profile matching and the device decision run for real on top of them.
 """
 
-from typing import Optional
-
 from trinity.platforms.detect import Probes
 
-NPU_SMI_HEADER = "        NPU ID                         Chip ID                        Chip Logic ID                  Chip Name\n"
+NPU_SMI_HEADER = (
+    "        NPU ID                         Chip ID                        Chip Logic ID                  Chip Name\n"
+)
 
 
 def npu_smi_m(chip: str, count: int) -> str:
     """`npu-smi info -m` output: one row per chip plus the Mcu rows that have no logic id."""
-    rows = [f"        {i}                              0                              {i}                              {chip}" for i in range(count)]
-    rows += [f"        {i}                              1                              -                              Mcu" for i in range(count)]
+    rows = [
+        f"        {i}                              0                              {i}                              "
+        f"{chip}"
+        for i in range(count)
+    ]
+    rows += [
+        f"        {i}                              1                              -                              Mcu"
+        for i in range(count)
+    ]
     return NPU_SMI_HEADER + "\n".join(rows) + "\n"
 
 
 def fake_machine(
     *,
-    npu_chip: Optional[str] = None,
+    npu_chip: str | None = None,
     npus: int = 8,
-    gpu: Optional[str] = None,
+    gpu: str | None = None,
     gpus: int = 8,
     gpu_mib: int = 81920,
     via: str = "nvidia-smi",
     dev_files: tuple[str, ...] = (),
-    env: Optional[dict] = None,
-    versions: Optional[dict] = None,
+    env: dict | None = None,
+    versions: dict | None = None,
     files: tuple[str, ...] = (),
     distributions: tuple[str, ...] = (),
 ) -> Probes:

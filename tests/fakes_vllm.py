@@ -13,7 +13,7 @@ import asyncio
 import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 import msgspec
 import torch
@@ -55,11 +55,14 @@ class FakeModelRunner:
 class FakeVllmWorker:
     """The attributes of a vLLM worker the extension uses: rank, device, parallel_config, model_runner.
 
-    vLLM 0.23 and 0.31 say data_parallel_rank 0 in every replica of a dense engine; the replica is data_parallel_index."""
+    vLLM 0.23 and 0.31 say data_parallel_rank 0 in every replica of a dense engine; the replica is
+    data_parallel_index."""
 
     def __init__(self, rank: int, world_size: int, data_parallel_index: int = 0):
         self.rank, self.device = rank, torch.device("cpu")
-        self.parallel_config = SimpleNamespace(world_size=world_size, data_parallel_rank=0, data_parallel_index=data_parallel_index)
+        self.parallel_config = SimpleNamespace(
+            world_size=world_size, data_parallel_rank=0, data_parallel_index=data_parallel_index
+        )
         self.model_runner = FakeModelRunner()
 
     def get_model(self) -> FakeModel:
@@ -81,7 +84,7 @@ class FakeSamplingParams:
     top_k: int
     max_tokens: int
     min_tokens: int
-    logprobs: Optional[int]
+    logprobs: int | None
     output_kind: Any
     repetition_penalty: float = 1.0  # vLLM's default: none
 
@@ -107,7 +110,7 @@ class FakeAsyncLLM:
         workers = self.args["tensor_parallel_size"] * self.args["pipeline_parallel_size"]
         self.workers = [Worker(r, workers) for r in range(workers)]
         self.calls: list = []
-        self.gate: Optional[asyncio.Event] = None  # when set by a test, generate waits for it
+        self.gate: asyncio.Event | None = None  # when set by a test, generate waits for it
         FakeAsyncLLM.instances.append(self)
 
     @classmethod
@@ -118,7 +121,18 @@ class FakeAsyncLLM:
         self.calls.append(("generate", prompt["prompt_token_ids"], params))
         if self.gate is not None:
             await self.gate.wait()
-        outputs = [SimpleNamespace(token_ids=[7, 8, 2], logprobs=[{7: SimpleNamespace(logprob=-0.5)}, {8: SimpleNamespace(logprob=-1.0)}, {2: SimpleNamespace(logprob=-0.25)}], text=f"s{i}") for i in range(params.n)]
+        outputs = [
+            SimpleNamespace(
+                token_ids=[7, 8, 2],
+                logprobs=[
+                    {7: SimpleNamespace(logprob=-0.5)},
+                    {8: SimpleNamespace(logprob=-1.0)},
+                    {2: SimpleNamespace(logprob=-0.25)},
+                ],
+                text=f"s{i}",
+            )
+            for i in range(params.n)
+        ]
         yield SimpleNamespace(outputs=outputs, finished=True)
 
     async def collective_rpc(self, method, timeout=None, args=(), kwargs=None):
@@ -150,5 +164,9 @@ class FakeAsyncLLM:
 def fake_vllm_api(env: dict) -> SimpleNamespace:
     """What `vllm_engine.vllm_api(env)` returns, with the fakes in vLLM's place."""
     return SimpleNamespace(
-        AsyncEngineArgs=FakeEngineArgs, AsyncLLM=FakeAsyncLLM, SamplingParams=FakeSamplingParams, RequestOutputKind=SimpleNamespace(FINAL_ONLY="final_only"), MultiprocExecutor=None
+        AsyncEngineArgs=FakeEngineArgs,
+        AsyncLLM=FakeAsyncLLM,
+        SamplingParams=FakeSamplingParams,
+        RequestOutputKind=SimpleNamespace(FINAL_ONLY="final_only"),
+        MultiprocExecutor=None,
     )

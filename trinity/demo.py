@@ -14,7 +14,14 @@ DIR_ENV = "TRINITY_DEMO_DIR"
 DEFAULT_DIR = "./trinity-demo"
 HELD_OUT = 200  # problems never seen in SFT or GRPO
 SPECIALS = ("<pad>", "<eos>", "<unk>")
-MODEL_SHAPE = dict(hidden_size=128, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=32)
+MODEL_SHAPE = dict(
+    hidden_size=128,
+    intermediate_size=512,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=4,
+    max_position_embeddings=32,
+)
 
 
 def demo_dir() -> Path:
@@ -59,7 +66,14 @@ def _model(folder: Path, rows: list[dict], seed: int) -> None:
 
     tokenizer = _tokenizer(rows)
     tokenizer.save_pretrained(folder)
-    config = Qwen2Config(vocab_size=len(tokenizer), tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id, bos_token_id=None, **MODEL_SHAPE)
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=None,
+        **MODEL_SHAPE,
+    )
     torch.manual_seed(seed)
     Qwen2ForCausalLM(config).save_pretrained(folder)
 
@@ -72,5 +86,7 @@ def _tokenizer(rows: list[dict]):
     raw = Tokenizer(models.WordLevel(unk_token="<unk>"))
     raw.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
     raw.decoder = decoders.Fuse()
-    raw.train_from_iterator((r["prompt"] + r["response"] for r in rows), trainers.WordLevelTrainer(special_tokens=list(SPECIALS)))
+    raw.train_from_iterator(
+        (r["prompt"] + r["response"] for r in rows), trainers.WordLevelTrainer(special_tokens=list(SPECIALS))
+    )
     return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")

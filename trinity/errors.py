@@ -1,9 +1,10 @@
 """Problems with what a user gave us (config, profile, override, cluster): one record per problem,
 collected into one report. Below every layer, so platforms, config, launch and cli all raise them."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from difflib import SequenceMatcher, get_close_matches
-from typing import Iterable, Literal, Optional
+from typing import Literal
 
 Severity = Literal["error", "warning", "note"]
 
@@ -55,7 +56,7 @@ def _order(issue: Issue) -> tuple:
     return (issue.severity != "error", file, line or 0, col or 0, issue.key)
 
 
-def split_source(source: str) -> tuple[str, Optional[int], Optional[int]]:
+def split_source(source: str) -> tuple[str, int | None, int | None]:
     """'file:line:col' -> (file, line, col); other sources (an override, a rule) -> (source, None, None)."""
     parts = source.rsplit(":", 2)
     if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():

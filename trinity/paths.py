@@ -1,14 +1,14 @@
 """Where trinity's data lives: in the package of a wheel, or at the top of a checkout."""
 
 import os
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
 PROFILE_PATH_ENV = "TRINITY_PROFILE_PATH"
 
 
-@lru_cache(maxsize=None)
+@cache
 def data_dir(name: str) -> Path:
     """`conf`, `profiles` or `examples`: inside the installed package, else beside it."""
     for candidate in (_PACKAGE / name, _PACKAGE.parent / name):

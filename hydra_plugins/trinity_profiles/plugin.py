@@ -5,7 +5,6 @@ only Hydra, OmegaConf and `trinity.paths`; a profile is resolved only when its o
 """
 
 from pathlib import Path
-from typing import List, Optional
 
 from hydra.core.config_search_path import ConfigSearchPath
 from hydra.core.object_type import ObjectType
@@ -49,7 +48,7 @@ class TrinityProfileSource(ConfigSource):
     def is_config(self, config_path: str) -> bool:
         return self._profile(config_path) is not None
 
-    def list(self, config_path: str, results_filter: Optional[ObjectType]) -> List[str]:
+    def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         where = config_path.strip("/")
         if where == "" and results_filter in (None, ObjectType.GROUP) and self.available():
             return [GROUP]
@@ -69,6 +68,6 @@ class TrinityProfileSource(ConfigSource):
             header=self._get_header_dict(text),
         )
 
-    def _profile(self, config_path: str) -> Optional[str]:
+    def _profile(self, config_path: str) -> str | None:
         group, _, name = config_path.strip("/").removesuffix(".yaml").partition("/")
         return name if group == GROUP and name in paths.profile_files(Path(self.path)) else None

@@ -5,11 +5,11 @@ Inside a `hardware/<profile>` option the profile is implied; anywhere else name 
 """
 
 from contextvars import ContextVar
-from typing import Any, Optional
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-_PROFILE: ContextVar[Optional[str]] = ContextVar("trinity_hardware_profile", default=None)
+_PROFILE: ContextVar[str | None] = ContextVar("trinity_hardware_profile", default=None)
 
 
 def register() -> None:
@@ -18,14 +18,14 @@ def register() -> None:
     OmegaConf.register_new_resolver("hw.verl_env", verl_env, replace=True)
 
 
-def hardware_value(key: str, profile: Optional[str] = None) -> Any:
+def hardware_value(key: str, profile: str | None = None) -> Any:
     """KEY of the run config trinity resolves for the profile; null where only trinity's schema default set it."""
     from . import _facts
 
     return _facts.hardware_value(_profile(profile, f"${{hw:{key},ascend910b}}"), key)
 
 
-def verl_env(profile: Optional[str] = None) -> dict:
+def verl_env(profile: str | None = None) -> dict:
     """verl's Ray runtime env vars for the profile: what every role shares, and the verl platform."""
     from . import _facts
 
@@ -45,10 +45,12 @@ def mapping(template: str, profile: str) -> DictConfig:
     return OmegaConf.create(_without_nulls(data))
 
 
-def _profile(named: Optional[str], example: str) -> str:
+def _profile(named: str | None, example: str) -> str:
     profile = named or _PROFILE.get()
     if not profile:
-        raise ValueError(f"outside a hardware/<profile> option, name the hardware profile as the last argument, e.g. {example}")
+        raise ValueError(
+            f"outside a hardware/<profile> option, name the hardware profile as the last argument, e.g. {example}"
+        )
     return profile
 
 

@@ -30,9 +30,11 @@ def test_config_commands_import_no_heavy_packages(tmp_path):
         "import sys; from trinity.cli.main import main; "
         f"main(['config', 'render', '--config', {str(REFERENCE)!r}, 'hardware=ascend910b', '-o', 'out.yaml']); "
         "main(['config', 'validate', 'hardware=a100']); main(['profile', 'list']); main(['profile', 'lint']); "
-        "main(['profile', 'show', 'ascend910c']); main(['config', 'diff', 'hardware=a100', '--vs', 'hardware=ascend910b']); "
+        "main(['profile', 'show', 'ascend910c']); main(['config', 'diff', 'hardware=a100', '--vs', "
+        "'hardware=ascend910b']); "
         "main(['config', 'render', '--explain', 'trainer']); main(['config', 'schema']); "
-        "main(['plan', 'memory', 'hardware=ascend910b4']); main(['plan', 'memory', 'hardware=h200', '--format', 'json']); "
+        "main(['plan', 'memory', 'hardware=ascend910b4']); main(['plan', 'memory', 'hardware=h200', '--format', "
+        "'json']); "
         f"print([m for m in sys.modules if m.split('.')[0] in {HEAVY!r}])"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
@@ -41,24 +43,41 @@ def test_config_commands_import_no_heavy_packages(tmp_path):
 
 
 def test_render_creates_no_files_or_folders(tmp_path, tmp_path_factory):
-    data = tmp_path_factory.mktemp("gsm8k")  # the data validate looks for lives elsewhere: the working folder stays empty
+    # the data validate looks for lives elsewhere: the working folder stays empty
+    data = tmp_path_factory.mktemp("gsm8k")
     for split in ("train", "test"):
         (data / f"{split}.jsonl").write_text('{"question": "1+1?", "answer": "#### 2"}\n')
     render = run_process("config", "render", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path)
-    validate = run_process("config", "validate", "--config", str(REFERENCE), "hardware=ascend910b", cwd=tmp_path, env={"TRINITY_TASKSET_PATH": str(data)})
+    validate = run_process(
+        "config",
+        "validate",
+        "--config",
+        str(REFERENCE),
+        "hardware=ascend910b",
+        cwd=tmp_path,
+        env={"TRINITY_TASKSET_PATH": str(data)},
+    )
     assert render.code == 0 and "sync_method: hccl" in render.out, render.err
     assert validate.code == 0 and validate.out == "valid for ascend910b (npu): 1 warning(s)\n", validate.err
     assert list(tmp_path.iterdir()) == []  # not even ./checkpoints
 
 
 def test_render_json_through_a_real_process(tmp_path):
-    result = run_process("config", "render", "--config", str(REFERENCE), "+hardware=ascend910b", "--format", "json", cwd=tmp_path)
+    result = run_process(
+        "config", "render", "--config", str(REFERENCE), "+hardware=ascend910b", "--format", "json", cwd=tmp_path
+    )
     cfg = json.loads(result.out)
     assert result.code == 0 and cfg["synchronizer"]["sync_method"] == "hccl" and cfg["trainer"]["device"] == "npu"
 
 
 def test_run_checks_the_config_first(tmp_path):
     # The error does not depend on any cluster: it stops the run before Ray (no other Ray on the machine is joined).
-    proc = run_process("run", "--config", str(REFERENCE), "hardware=ascend910b", "trainer.use_torch_compile=true", cwd=tmp_path)
-    assert proc.code == 2 and "torch.compile cannot be used for training on ascend910b" in proc.err and "Traceback" not in proc.err
+    proc = run_process(
+        "run", "--config", str(REFERENCE), "hardware=ascend910b", "trainer.use_torch_compile=true", cwd=tmp_path
+    )
+    assert (
+        proc.code == 2
+        and "torch.compile cannot be used for training on ascend910b" in proc.err
+        and "Traceback" not in proc.err
+    )
     assert "Ray" not in proc.err

@@ -29,17 +29,43 @@ ROOT = (
     "buffer.explorer_input.eval_tasksets.0.format.prompt_type=messages",  # the rows' prompt column as one user message
 )
 STAGES = [
-    {"stage_name": "sft_messages", "mode": "train", "algorithm": {"algorithm_type": "sft"}, "buffer": {"total_steps": 2, "train_batch_size": 4, "trainer_input": {"experience_buffer": {"name": "sft", "storage_type": "file", "path": "${oc.env:TRINITY_DEMO_DIR}/data", "format": {"prompt_type": "messages", "prompt_key": "prompt", "response_key": "response"}}}}},
+    {
+        "stage_name": "sft_messages",
+        "mode": "train",
+        "algorithm": {"algorithm_type": "sft"},
+        "buffer": {
+            "total_steps": 2,
+            "train_batch_size": 4,
+            "trainer_input": {
+                "experience_buffer": {
+                    "name": "sft",
+                    "storage_type": "file",
+                    "path": "${oc.env:TRINITY_DEMO_DIR}/data",
+                    "format": {"prompt_type": "messages", "prompt_key": "prompt", "response_key": "response"},
+                }
+            },
+        },
+    },
     {
         "stage_name": "gspo_sgd_trainer_driven",
-        "algorithm": {"algorithm_type": "gspo", "loss_agg_mode": "seq-mean-token-sum", "kl_loss_fn": "k1", "optimizer": {"optimizer_type": "sgd"}},
+        "algorithm": {
+            "algorithm_type": "gspo",
+            "loss_agg_mode": "seq-mean-token-sum",
+            "kl_loss_fn": "k1",
+            "optimizer": {"optimizer_type": "sgd"},
+        },
         "synchronizer": {"sync_style": "trainer_driven"},
         "trainer": {"save_hf_checkpoint": "always"},
         "buffer": {"explorer_input": {"default_reward_fn_type": "exact_match"}},
     },
     {
         "stage_name": "cispo_adamw_explorer_driven_fp32",
-        "algorithm": {"algorithm_type": "cispo", "loss_agg_mode": "seq-mean-token-mean", "kl_loss_fn": "k3", "optimizer": {"optimizer_type": "adamw"}},
+        "algorithm": {
+            "algorithm_type": "cispo",
+            "loss_agg_mode": "seq-mean-token-mean",
+            "kl_loss_fn": "k3",
+            "optimizer": {"optimizer_type": "adamw"},
+        },
         "synchronizer": {"sync_style": "explorer_driven", "sync_method": "offline"},
         "explorer": {"rollout_model": {"dtype": "float32"}},
         "trainer": {"param_dtype": "float32"},
@@ -47,10 +73,16 @@ STAGES = [
     {
         "stage_name": "dapo_math",
         "algorithm": {"algorithm_type": "dapo", "loss_agg_mode": "seq-mean-token-sum-norm", "kl_loss_fn": "abs"},
-        "buffer": {"explorer_input": {"default_workflow_type": "math_workflow", "default_reward_fn_type": "math_reward"}},
+        "buffer": {
+            "explorer_input": {"default_workflow_type": "math_workflow", "default_reward_fn_type": "math_reward"}
+        },
     },
     {"stage_name": "grpo_verl_k2", "algorithm": {"algorithm_type": "grpo_verl", "kl_loss_fn": "k2"}},
-    {"stage_name": "grpo_mse_no_hf", "algorithm": {"algorithm_type": "grpo", "kl_loss_fn": "mse"}, "trainer": {"save_hf_checkpoint": "never"}},
+    {
+        "stage_name": "grpo_mse_no_hf",
+        "algorithm": {"algorithm_type": "grpo", "kl_loss_fn": "mse"},
+        "trainer": {"save_hf_checkpoint": "never"},
+    },
 ]
 
 
@@ -63,7 +95,14 @@ def test_a_staged_run_through_the_values_no_other_run_takes(env, tmp_path):
     (tmp_path / "wandb").mkdir()
     config = yaml.safe_load((REPO / "examples" / "arith" / "arith.yaml").read_text())
     (tmp_path / "run.yaml").write_text(yaml.safe_dump({**config, "stages": STAGES}))
-    proc = subprocess.run([sys.executable, "-m", "trinity", "run", "-c", "run.yaml", *ROOT], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [sys.executable, "-m", "trinity", "run", "-c", "run.yaml", *ROOT],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode == 0, proc.stderr[-6000:]
     run_dir = tmp_path / "ckpt" / "trinity-demo" / "arith"
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

@@ -14,8 +14,20 @@ from tests.conftest import REFERENCE
 def run(tmp_path, demo_assets):
     def _run(*args, env=None):
         ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # empty afterwards: Ray never started
-        full = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "RAY_TMPDIR": ray_tmp, "TRINITY_DEMO_DIR": str(demo_assets), **(env or {})}
-        proc = subprocess.run([sys.executable, "-m", "trinity", "run", *args], cwd=tmp_path, env=full, capture_output=True, text=True, timeout=300)
+        full = {
+            **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+            "RAY_TMPDIR": ray_tmp,
+            "TRINITY_DEMO_DIR": str(demo_assets),
+            **(env or {}),
+        }
+        proc = subprocess.run(
+            [sys.executable, "-m", "trinity", "run", *args],
+            cwd=tmp_path,
+            env=full,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         started = os.listdir(ray_tmp)
         subprocess.run(["rm", "-rf", ray_tmp])
         return proc, started
@@ -32,7 +44,10 @@ def test_a_taskset_that_is_not_here(run):
 def test_a_model_that_is_not_here(run, local_gsm8k):
     proc, started = run("-c", str(REFERENCE), "hardware=cpu", env={"TRINITY_TASKSET_PATH": str(local_gsm8k)})
     assert proc.returncode == 2 and started == []
-    assert "model.model_path: 'Qwen/Qwen2.5-1.5B-Instruct' is not a local model folder (no config.json); trinity downloads nothing" in proc.stderr
+    assert (
+        "model.model_path: 'Qwen/Qwen2.5-1.5B-Instruct' is not a local model folder (no config.json); trinity "
+        "downloads nothing" in proc.stderr
+    )
 
 
 HIDE_VLLM = """import importlib.util
@@ -45,10 +60,17 @@ def test_a_vllm_engine_where_vllm_is_not_installed(run, local_gsm8k, demo_assets
     """The run's Python as if vLLM (or its CPU build, which CI installs) were absent: a sitecustomize hides it."""
     (tmp_path / "hide").mkdir()
     (tmp_path / "hide" / "sitecustomize.py").write_text(HIDE_VLLM)
-    env = {"TRINITY_TASKSET_PATH": str(local_gsm8k), "TRINITY_MODEL_PATH": str(demo_assets / "model"), "PYTHONPATH": str(tmp_path / "hide")}
+    env = {
+        "TRINITY_TASKSET_PATH": str(local_gsm8k),
+        "TRINITY_MODEL_PATH": str(demo_assets / "model"),
+        "PYTHONPATH": str(tmp_path / "hide"),
+    }
     proc, started = run("-c", str(REFERENCE), "hardware=a100", env=env)
     assert proc.returncode == 2 and started == []
-    assert "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import" in proc.stderr
+    assert (
+        "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import"
+        in proc.stderr
+    )
     assert "pip install '.[gpu]'" in proc.stderr
 
 
@@ -60,5 +82,11 @@ def test_a_trainer_value_verl_would_refuse_is_ours_to_refuse_first(run):
 def test_a_model_defined_by_its_own_code_needs_trust(run, remote_code_model):
     proc, started = run("hardware=cpu", f"model.model_path={remote_code_model}")
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
-    assert f"model.model_path: '{remote_code_model}' has a model defined by its own code (modeling_tiny.TinyForCausalLM), which runs only with model.trust_remote_code" in proc.stderr
-    assert "hint: read the .py files in the model folder; if you trust them, set model.trust_remote_code: true" in proc.stderr
+    assert (
+        f"model.model_path: '{remote_code_model}' has a model defined by its own code "
+        "(modeling_tiny.TinyForCausalLM), which runs only with model.trust_remote_code" in proc.stderr
+    )
+    assert (
+        "hint: read the .py files in the model folder; if you trust them, set model.trust_remote_code: true"
+        in proc.stderr
+    )

@@ -6,7 +6,14 @@ from tests.conftest import MINIMAL
 
 GRPO = MINIMAL + "algorithm:\n  repeat_times: 4\n"
 # Trinity-RFT 0.6.0's PPOPolicyLossFn.default_args(), loss_agg_mode filled from algorithm.loss_agg_mode
-PPO_ARGS = {"clip_range": 0.2, "clip_ratio_c": 3.0, "loss_agg_mode": "token-mean", "enable_sequence_masking": False, "delta_sequence_masking": 0.1, "fallback_to_policy_gradient": False}
+PPO_ARGS = {
+    "clip_range": 0.2,
+    "clip_ratio_c": 3.0,
+    "loss_agg_mode": "token-mean",
+    "enable_sequence_masking": False,
+    "delta_sequence_masking": 0.1,
+    "fallback_to_policy_gradient": False,
+}
 
 
 @pytest.fixture
@@ -22,11 +29,21 @@ def test_grpo_preset_fills_every_function_and_its_arguments(render):
     result, cfg = render(GRPO)
     algo = cfg["algorithm"]
     assert result.code == 0
-    functions = [algo[k] for k in ("sample_strategy", "advantage_fn", "policy_loss_fn", "kl_penalty_fn", "kl_loss_fn", "entropy_loss_fn")]
+    functions = [
+        algo[k]
+        for k in ("sample_strategy", "advantage_fn", "policy_loss_fn", "kl_penalty_fn", "kl_loss_fn", "entropy_loss_fn")
+    ]
     assert functions == ["default", "grpo", "ppo", "none", "k2", "default"]  # Trinity-RFT's GRPO preset
     assert algo["policy_loss_fn_args"] == {**PPO_ARGS, "clip_range_low": None, "clip_range_high": None}
     assert algo["kl_loss_fn_args"] == {"kl_coef": 0.001, "adaptive": False} and algo["loss_agg_mode"] == "token-mean"
-    assert algo["advantage_fn_args"] == {"epsilon": 1e-6, "norm_adv_by_std": True, "std_threshold": None, "duplicate_experiences": False, "rank_penalty": None, "std_cal_level": "group"}
+    assert algo["advantage_fn_args"] == {
+        "epsilon": 1e-6,
+        "norm_adv_by_std": True,
+        "std_threshold": None,
+        "duplicate_experiences": False,
+        "rank_penalty": None,
+        "std_cal_level": "group",
+    }
 
 
 def test_a_function_you_set_is_kept_and_its_arguments_completed(render):
@@ -37,8 +54,12 @@ def test_a_function_you_set_is_kept_and_its_arguments_completed(render):
 
 
 def test_explain_names_the_preset_as_the_source(cli, write):
-    result = cli("config", "render", "-c", write("run.yaml", GRPO), "hardware=cpu", "--explain", "algorithm.policy_loss_fn")
-    assert result.code == 0 and "rule algorithm_preset" in result.out and "algorithm.algorithm_type='grpo'" in result.out
+    result = cli(
+        "config", "render", "-c", write("run.yaml", GRPO), "hardware=cpu", "--explain", "algorithm.policy_loss_fn"
+    )
+    assert (
+        result.code == 0 and "rule algorithm_preset" in result.out and "algorithm.algorithm_type='grpo'" in result.out
+    )
 
 
 def test_unknown_algorithm_is_refused_with_a_suggestion(cli, write):
@@ -50,55 +71,97 @@ def test_unknown_algorithm_is_refused_with_a_suggestion(cli, write):
 
 def test_ppo_is_known_but_needs_a_critic(cli, write):
     result = cli("config", "validate", "-c", write("run.yaml", GRPO + "  algorithm_type: ppo\n"), "hardware=cpu")
-    assert result.code == 2 and "'ppo' is a Trinity-RFT algorithm trinity cannot run yet: PPO needs a critic model" in result.err
+    assert (
+        result.code == 2
+        and "'ppo' is a Trinity-RFT algorithm trinity cannot run yet: PPO needs a critic model" in result.err
+    )
 
 
 def test_negative_clip_range_is_caught_before_verl_sees_it(cli, write):
     text = GRPO + "  policy_loss_fn_args:\n    clip_range: -0.2\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
-    assert "run.yaml:6:5: algorithm.policy_loss_fn_args.clip_range: input should be greater than 0 (got -0.2)" in result.err
+    assert (
+        "run.yaml:6:5: algorithm.policy_loss_fn_args.clip_range: input should be greater than 0 (got -0.2)"
+        in result.err
+    )
 
 
 def test_misspelled_argument_gets_the_functions_own_names(cli, write):
     text = GRPO + "  kl_loss_fn_args:\n    kl_cof: 0.1\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert result.code == 2 and "algorithm.kl_loss_fn_args.kl_cof: unknown key" in result.err and "did you mean 'kl_coef'?" in result.err
+    assert (
+        result.code == 2
+        and "algorithm.kl_loss_fn_args.kl_cof: unknown key" in result.err
+        and "did you mean 'kl_coef'?" in result.err
+    )
 
 
 def test_a_string_where_a_number_belongs_is_an_error(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", GRPO), "hardware=cpu", "+algorithm.kl_loss_fn_args.kl_coef=lots")
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", GRPO), "hardware=cpu", "+algorithm.kl_loss_fn_args.kl_coef=lots"
+    )
     assert result.code == 2 and "algorithm.kl_loss_fn_args.kl_coef: input should be a valid number" in result.err
 
 
 def test_unknown_function_lists_the_known_ones(cli, write):
     result = cli("config", "validate", "-c", write("run.yaml", GRPO + "  kl_loss_fn: k4\n"), "hardware=cpu")
-    assert result.code == 2 and "unknown kl_loss_fn 'k4'" in result.err and "allowed: none, k1, k2, k3, low_var_kl, abs, mse" in result.err
+    assert (
+        result.code == 2
+        and "unknown kl_loss_fn 'k4'" in result.err
+        and "allowed: none, k1, k2, k3, low_var_kl, abs, mse" in result.err
+    )
 
 
 def test_sft_takes_no_clip_range(cli, write):
     text = MINIMAL + "mode: train\nalgorithm:\n  algorithm_type: sft\n  policy_loss_fn_args:\n    clip_range: 0.2\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert result.code == 2 and "run.yaml:7:5: algorithm.policy_loss_fn_args.clip_range: unknown key" in result.err and "allowed: loss_agg_mode" in result.err
+    assert (
+        result.code == 2
+        and "run.yaml:7:5: algorithm.policy_loss_fn_args.clip_range: unknown key" in result.err
+        and "allowed: loss_agg_mode" in result.err
+    )
 
 
 def test_the_default_sampling_takes_no_arguments(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", GRPO + "  sample_strategy_args:\n    warmup_steps: 3\n"), "hardware=cpu")
-    assert result.code == 2 and "run.yaml:5:3: algorithm.sample_strategy_args: sample_strategy 'default' takes no arguments" in result.err
+    result = cli(
+        "config",
+        "validate",
+        "-c",
+        write("run.yaml", GRPO + "  sample_strategy_args:\n    warmup_steps: 3\n"),
+        "hardware=cpu",
+    )
+    assert (
+        result.code == 2
+        and "run.yaml:5:3: algorithm.sample_strategy_args: sample_strategy 'default' takes no arguments" in result.err
+    )
 
 
 def test_sft_outside_train_mode_is_refused(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "algorithm:\n  algorithm_type: sft\n"), "hardware=cpu")
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", MINIMAL + "algorithm:\n  algorithm_type: sft\n"), "hardware=cpu"
+    )
     assert result.code == 2 and "mode: algorithm 'sft' trains on a data set and generates nothing" in result.err
 
 
 def test_grpo_with_one_rollout_per_task_warns(cli, write):
-    taskset = "buffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n    taskset: {name: t, path: /data/t}\n"
+    taskset = (
+        "buffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n    taskset: {name: t, path: /data/t}\n"
+    )
     result = cli("config", "render", "-c", write("run.yaml", MINIMAL + taskset), "hardware=cpu")
-    assert result.code == 0 and "warning: schema default: algorithm.repeat_times: GRPO compares the rollouts" in result.err
-    per_taskset = cli("config", "render", "-c", write("run2.yaml", MINIMAL + taskset.replace("path: /data/t", "path: /data/t, repeat_times: 4")), "hardware=cpu")
+    assert (
+        result.code == 0 and "warning: schema default: algorithm.repeat_times: GRPO compares the rollouts" in result.err
+    )
+    per_taskset = cli(
+        "config",
+        "render",
+        "-c",
+        write("run2.yaml", MINIMAL + taskset.replace("path: /data/t", "path: /data/t, repeat_times: 4")),
+        "hardware=cpu",
+    )
     assert per_taskset.code == 0 and "GRPO compares" not in per_taskset.err  # the taskset's own count is what rolls out
-    assert "GRPO compares" not in cli("config", "render", "-c", write("run3.yaml", MINIMAL), "hardware=cpu").err  # no tasks: nothing to warn about
+    # no tasks: nothing to warn about
+    assert "GRPO compares" not in cli("config", "render", "-c", write("run3.yaml", MINIMAL), "hardware=cpu").err
 
 
 def test_train_batch_size_is_batch_times_repeats(render):
@@ -117,8 +180,30 @@ UPSTREAM_PRESETS = {
     "cispo": ("grpo", "cispo", "none", "k2", "default"),
 }
 UPSTREAM_NAMES = {
-    "cpt", "sft", "ppo", "grpo", "dapo", "reinforceplusplus", "rloo", "opmd", "asymre", "dpo", "topr", "cispo", "gspo", "sapo",
-    "mix", "mix_chord", "raft", "sppo", "rec", "multi_step_grpo", "gigpo", "on_policy_distill", "jsd", "grpo_verl",
+    "cpt",
+    "sft",
+    "ppo",
+    "grpo",
+    "dapo",
+    "reinforceplusplus",
+    "rloo",
+    "opmd",
+    "asymre",
+    "dpo",
+    "topr",
+    "cispo",
+    "gspo",
+    "sapo",
+    "mix",
+    "mix_chord",
+    "raft",
+    "sppo",
+    "rec",
+    "multi_step_grpo",
+    "gigpo",
+    "on_policy_distill",
+    "jsd",
+    "grpo_verl",
 }
 
 
@@ -133,18 +218,30 @@ def test_each_runnable_preset_fills_upstreams_functions(render, name):
     result, cfg = render(GRPO + f"  algorithm_type: {name}\n")
     algo = cfg["algorithm"]
     assert result.code == 0
-    assert tuple(algo[k] for k in ("advantage_fn", "policy_loss_fn", "kl_penalty_fn", "kl_loss_fn", "entropy_loss_fn")) == UPSTREAM_PRESETS[name]
+    assert (
+        tuple(algo[k] for k in ("advantage_fn", "policy_loss_fn", "kl_penalty_fn", "kl_loss_fn", "entropy_loss_fn"))
+        == UPSTREAM_PRESETS[name]
+    )
 
 
 def test_gspo_takes_upstreams_clip_ranges_and_they_reach_verl(render):
     result, cfg = render(GRPO + "  algorithm_type: gspo\n")
-    assert cfg["algorithm"]["policy_loss_fn_args"] == {"clip_range": None, "clip_range_low": 0.0003, "clip_range_high": 0.0004, "loss_agg_mode": "token-mean"}
+    assert cfg["algorithm"]["policy_loss_fn_args"] == {
+        "clip_range": None,
+        "clip_range_low": 0.0003,
+        "clip_range_high": 0.0004,
+        "loss_agg_mode": "token-mean",
+    }
 
 
 @pytest.mark.parametrize("name", sorted(UPSTREAM_NAMES - set(UPSTREAM_PRESETS) - {"sft", "ppo"}))
 def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(cli, write, name):
     result = cli("config", "validate", "-c", write("run.yaml", GRPO + f"  algorithm_type: {name}\n"), "hardware=cpu")
-    assert result.code == 2 and f"run.yaml:5:3: algorithm.algorithm_type: '{name}' is a Trinity-RFT algorithm trinity cannot run yet: " in result.err
+    assert (
+        result.code == 2
+        and f"run.yaml:5:3: algorithm.algorithm_type: '{name}' is a Trinity-RFT algorithm trinity cannot run yet: "
+        in result.err
+    )
 
 
 @pytest.mark.parametrize(
@@ -161,28 +258,45 @@ def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(
 def test_upstream_functions_the_runtime_cannot_run_are_refused_by_name(cli, write, kind, name, reason):
     result = cli("config", "validate", "-c", write("run.yaml", GRPO + f"  {kind}: {name}\n"), "hardware=cpu")
     assert result.code == 2
-    assert f"run.yaml:5:3: algorithm.{kind}: {kind} '{name}' is known to Trinity-RFT but not supported by trinity yet: {reason}" in result.err
+    assert (
+        f"run.yaml:5:3: algorithm.{kind}: {kind} '{name}' is known to Trinity-RFT but not supported by trinity yet: "
+        f"{reason}" in result.err
+    )
 
 
 def test_an_upstream_argument_takes_only_upstreams_default(cli, write):
     text = GRPO + "  advantage_fn_args:\n    std_threshold: 0.1\n  kl_loss_fn_args:\n    adaptive: true\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
-    assert "run.yaml:6:5: algorithm.advantage_fn_args.std_threshold: known Trinity-RFT argument, not supported by trinity yet: Skip groups" in result.err
-    assert "run.yaml:8:5: algorithm.kl_loss_fn_args.adaptive: known Trinity-RFT argument, not supported by trinity yet: Adapt kl_coef" in result.err
+    assert (
+        "run.yaml:6:5: algorithm.advantage_fn_args.std_threshold: known Trinity-RFT argument, not supported by "
+        "trinity yet: Skip groups" in result.err
+    )
+    assert (
+        "run.yaml:8:5: algorithm.kl_loss_fn_args.adaptive: known Trinity-RFT argument, not supported by trinity yet: "
+        "Adapt kl_coef" in result.err
+    )
     assert "    allowed: False" in result.err
 
 
 def test_upstreams_default_arguments_are_accepted_as_written(render):
-    text = GRPO + "  advantage_fn_args:\n    std_threshold: null\n    std_cal_level: group\n  kl_loss_fn_args:\n    adaptive: false\n    kl_coef: 0.01\n"
+    text = (
+        GRPO + "  advantage_fn_args:\n    std_threshold: null\n    std_cal_level: group\n  kl_loss_fn_args:\n    "
+        "adaptive: false\n    kl_coef: 0.01\n"
+    )
     result, cfg = render(text)
     assert result.code == 0 and cfg["algorithm"]["kl_loss_fn_args"] == {"kl_coef": 0.01, "adaptive": False}
 
 
 def test_a_policy_losss_own_loss_agg_mode_is_replaced_with_a_warning(render):
-    result, cfg = render(GRPO + "  loss_agg_mode: seq-mean-token-mean\n  policy_loss_fn_args:\n    loss_agg_mode: token-mean\n")
+    result, cfg = render(
+        GRPO + "  loss_agg_mode: seq-mean-token-mean\n  policy_loss_fn_args:\n    loss_agg_mode: token-mean\n"
+    )
     assert result.code == 0 and cfg["algorithm"]["policy_loss_fn_args"]["loss_agg_mode"] == "seq-mean-token-mean"
-    assert "warning: run.yaml:7:5: algorithm.policy_loss_fn_args.loss_agg_mode: 'token-mean' is replaced by algorithm.loss_agg_mode='seq-mean-token-mean'" in result.err
+    assert (
+        "warning: run.yaml:7:5: algorithm.policy_loss_fn_args.loss_agg_mode: 'token-mean' is replaced by "
+        "algorithm.loss_agg_mode='seq-mean-token-mean'" in result.err
+    )
 
 
 # --- optimizer ---------------------------------------------------------------------------------
@@ -191,22 +305,38 @@ def test_a_policy_losss_own_loss_agg_mode_is_replaced_with_a_warning(render):
 def test_warmup_style_is_upstreams_deprecated_name_of_the_schedule(render):
     result, cfg = render(GRPO + "  optimizer:\n    warmup_style: cosine\n")
     assert result.code == 0 and cfg["algorithm"]["optimizer"]["lr_scheduler_type"] == "cosine"
-    assert "warning: run.yaml:6:5: algorithm.optimizer.warmup_style: is deprecated in Trinity-RFT; lr_scheduler_type is set to 'cosine'" in result.err
+    assert (
+        "warning: run.yaml:6:5: algorithm.optimizer.warmup_style: is deprecated in Trinity-RFT; lr_scheduler_type is "
+        "set to 'cosine'" in result.err
+    )
 
 
 def test_warmup_style_contradicting_the_schedule_is_an_error(cli, write):
     text = GRPO + "  optimizer:\n    warmup_style: cosine\n    lr_scheduler_type: constant\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert result.code == 2 and "algorithm.optimizer.warmup_style: 'cosine' contradicts lr_scheduler_type='constant' (run.yaml:7:5)" in result.err
+    assert (
+        result.code == 2
+        and "algorithm.optimizer.warmup_style: 'cosine' contradicts lr_scheduler_type='constant' (run.yaml:7:5)"
+        in result.err
+    )
 
 
-@pytest.mark.parametrize("written,both", [("  optimizer:\n    clip_grad: 0.5\n", 0.5), ("trainer:\n  grad_clip: 0.3\n", 0.3), ("", 1.0)])
+@pytest.mark.parametrize(
+    "written,both", [("  optimizer:\n    clip_grad: 0.5\n", 0.5), ("trainer:\n  grad_clip: 0.3\n", 0.3), ("", 1.0)]
+)
 def test_the_gradient_clip_is_one_value_under_both_names(render, written, both):
     result, cfg = render(GRPO + written)
-    assert result.code == 0 and (cfg["algorithm"]["optimizer"]["clip_grad"], cfg["trainer"]["grad_clip"]) == (both, both)
+    assert result.code == 0 and (cfg["algorithm"]["optimizer"]["clip_grad"], cfg["trainer"]["grad_clip"]) == (
+        both,
+        both,
+    )
 
 
 def test_two_different_gradient_clips_are_an_error(cli, write):
     text = GRPO + "  optimizer:\n    clip_grad: 0.5\ntrainer:\n  grad_clip: 0.3\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert result.code == 2 and "run.yaml:8:3: trainer.grad_clip: 0.3 contradicts algorithm.optimizer.clip_grad=0.5 (run.yaml:6:5)" in result.err
+    assert (
+        result.code == 2
+        and "run.yaml:8:3: trainer.grad_clip: 0.3 contradicts algorithm.optimizer.clip_grad=0.5 (run.yaml:6:5)"
+        in result.err
+    )

@@ -59,14 +59,18 @@ def test_every_device_is_counted_once(minimal_file, s):
         cluster = resolve_shape(minimal_file, s).config.cluster
     except ConfigError as exc:
         assert not possible(s), exc.report()
-        assert all("engine_num" in i.key or "tensor_parallel_size" in i.key for i in exc.issues if i.severity == "error"), exc.report()
+        assert all(
+            "engine_num" in i.key or "tensor_parallel_size" in i.key for i in exc.issues if i.severity == "error"
+        ), exc.report()
         return
     assert possible(s)
     per_engine = s["tp"] * s["pp"]
     assert cluster.total_gpu_num == s["node_num"] * s["gpu_per_node"]
     assert cluster.rollout_gpu_num == (0 if s["mode"] == "train" else s["engine_num"] * per_engine)
     if s["mode"] == "both":  # devices conserved: rollout and trainer share the cluster exactly
-        assert cluster.rollout_gpu_num + cluster.trainer_gpu_num == cluster.total_gpu_num and cluster.trainer_gpu_num > 0
+        assert (
+            cluster.rollout_gpu_num + cluster.trainer_gpu_num == cluster.total_gpu_num and cluster.trainer_gpu_num > 0
+        )
     elif s["mode"] in ("train", "colocate"):
         assert cluster.trainer_gpu_num == cluster.total_gpu_num
     else:

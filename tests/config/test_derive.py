@@ -21,6 +21,7 @@ def render(cli, write):
 
 # --- sync method -----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("profile,backend", [("ascend910b", "hccl"), ("a100", "nccl"), ("cpu", "gloo")])
 def test_online_becomes_the_hardware_collective(render, profile, backend):
     result, cfg = render("algorithm:\n  repeat_times: 4\nsynchronizer:\n  sync_method: online\n", f"hardware={profile}")
@@ -34,7 +35,10 @@ def test_online_is_the_default(render):
 def test_other_vendor_collective_is_corrected_with_a_warning(render):
     result, cfg = render("synchronizer:\n  sync_method: hccl\n", "hardware=a100")
     assert cfg["synchronizer"]["sync_method"] == "nccl"
-    assert "warning: run.yaml:4:3: synchronizer.sync_method: 'hccl' is not the collective backend of a100, which is 'nccl'" in result.err
+    assert (
+        "warning: run.yaml:4:3: synchronizer.sync_method: 'hccl' is not the collective backend of a100, which is 'nccl'"
+        in result.err
+    )
     assert "write sync_method: online" in result.err
 
 
@@ -42,7 +46,10 @@ def test_other_vendor_collective_is_an_error_under_strict(cli, write):
     path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_method: nccl\n")
     result = cli("config", "validate", "-c", path, "hardware=ascend910b", "--strict")
     assert result.code == 2
-    assert "error: run.yaml:4:3: synchronizer.sync_method: 'nccl' is not the collective backend of ascend910b" in result.err
+    assert (
+        "error: run.yaml:4:3: synchronizer.sync_method: 'nccl' is not the collective backend of ascend910b"
+        in result.err
+    )
     assert "(an error under --strict)" in result.err
 
 
@@ -55,7 +62,10 @@ def test_offline_is_checkpoint(render):
 def test_collective_outside_both_mode_is_replaced_with_a_note(render, mode, method):
     result, cfg = render(f"mode: {mode}\nsynchronizer:\n  sync_method: online\n", "hardware=a100")
     assert cfg["synchronizer"]["sync_method"] == method
-    assert f"note: run.yaml:5:3: synchronizer.sync_method: a collective sync needs explorer and trainer running side by side; in mode '{mode}' it becomes '{method}'" in result.err
+    assert (
+        "note: run.yaml:5:3: synchronizer.sync_method: a collective sync needs explorer and trainer running side by "
+        f"side; in mode '{mode}' it becomes '{method}'" in result.err
+    )
 
 
 def test_weight_sync_world_size_is_rollout_plus_one(render):
@@ -64,6 +74,7 @@ def test_weight_sync_world_size_is_rollout_plus_one(render):
 
 
 # --- trainer device, backend, torch.compile, strategy, dtype ----------------------------
+
 
 def test_trainer_device_follows_the_profile_and_a_contradiction_warns(render):
     result, cfg = render("trainer:\n  device: cuda\n", "hardware=ascend910b")
@@ -79,21 +90,30 @@ def test_torch_compile_defaults_to_the_hardware(render):
 def test_torch_compile_on_npu_is_an_error_that_says_why(render):
     result, _ = render("trainer:\n  use_torch_compile: true\n", "hardware=ascend910b")
     assert result.code == 2
-    assert "error: run.yaml:4:3: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b: inductor has no NPU backend" in result.err
+    assert (
+        "error: run.yaml:4:3: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b: "
+        "inductor has no NPU backend" in result.err
+    )
     assert "allowed: false" in result.err and "hint: set trainer.use_torch_compile: false" in result.err
 
 
 def test_megatron_on_npu_is_reported_at_validate_time(render):
     result, _ = render("trainer:\n  trainer_strategy: megatron\n", "hardware=ascend910c")
     assert result.code == 2
-    assert "run.yaml:4:3: trainer.trainer_strategy: 'megatron' does not run on ascend910c: Megatron training on Ascend NPUs is not supported yet" in result.err
+    assert (
+        "run.yaml:4:3: trainer.trainer_strategy: 'megatron' does not run on ascend910c: Megatron training on Ascend "
+        "NPUs is not supported yet" in result.err
+    )
     assert "is not run by this version of trinity" not in result.err  # one error per key: the hardware's reason
 
 
 def test_megatron_is_refused_on_gpus_too_because_nothing_runs_it(render):
     result, _ = render("trainer:\n  trainer_strategy: megatron\n", "hardware=a100")
     assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n")
-    assert "run.yaml:4:3: trainer.trainer_strategy: 'megatron' is not run by this version of trinity: verl's Megatron backend is not wired in this version of trinity" in result.err
+    assert (
+        "run.yaml:4:3: trainer.trainer_strategy: 'megatron' is not run by this version of trinity: verl's Megatron "
+        "backend is not wired in this version of trinity" in result.err
+    )
     assert "allowed: fsdp, fsdp2\n    hint: set trainer.trainer_strategy=fsdp, or remove it" in result.err
 
 
@@ -107,6 +127,7 @@ def test_dtype_the_chip_cannot_compute_in(render, write, tmp_path):
 
 # --- cluster counts ---------------------------------------------------------------------
 
+
 def test_gpu_per_node_defaults_to_the_profile(render):
     cluster = render("", "hardware=ascend910c")[1]["cluster"]
     assert cluster["gpu_per_node"] == 16 and cluster["total_gpu_num"] == 16
@@ -116,46 +137,78 @@ def test_gpu_per_node_defaults_to_the_profile(render):
 def test_gpu_per_node_may_not_exceed_the_node(render):
     result, _ = render("cluster:\n  gpu_per_node: 16\n", "hardware=a100")
     assert result.code == 2
-    assert re.search(r"error: run.yaml:4:3: cluster.gpu_per_node: 16 devices per node, but one a100 node has 8 \(\S*profiles/a100.yaml:\d+:\d+\)", result.err)
+    assert re.search(
+        r"error: run.yaml:4:3: cluster.gpu_per_node: 16 devices per node, but one a100 node has 8 "
+        r"\(\S*profiles/a100.yaml:\d+:\d+\)",
+        result.err,
+    )
     assert "allowed: 1..8" in result.err
 
 
 def test_trainer_gets_whole_nodes(render):
-    cluster = render("cluster:\n  node_num: 3\nexplorer:\n  rollout_model:\n    engine_num: 2\n    tensor_parallel_size: 4\n", "hardware=a100")[1]["cluster"]
+    cluster = render(
+        "cluster:\n  node_num: 3\nexplorer:\n  rollout_model:\n    engine_num: 2\n    tensor_parallel_size: 4\n",
+        "hardware=a100",
+    )[1]["cluster"]
     assert (cluster["total_gpu_num"], cluster["rollout_gpu_num"], cluster["trainer_gpu_num"]) == (24, 8, 16)
     assert (cluster["trainer_node_num"], cluster["trainer_gpu_num_per_node"]) == (2, 8)
 
 
 def test_engine_larger_than_a_node_spans_whole_nodes(render):
-    cfg = render("cluster:\n  node_num: 3\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 16\n", "hardware=ascend910b")[1]
+    cfg = render(
+        "cluster:\n  node_num: 3\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 16\n", "hardware=ascend910b"
+    )[1]
     assert cfg["cluster"]["rollout_gpu_num"] == 16 and cfg["cluster"]["trainer_gpu_num"] == 8
 
 
 def test_engine_that_does_not_fill_whole_nodes_is_an_error(render):
-    result, _ = render("cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 12\n", "hardware=ascend910b")
+    result, _ = render(
+        "cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 12\n", "hardware=ascend910b"
+    )
     assert result.code == 2
-    assert "explorer.rollout_model.tensor_parallel_size: one engine needs 12 devices (TP x PP x DP); an engine larger than a node must span whole nodes of 8" in result.err
+    assert (
+        "explorer.rollout_model.tensor_parallel_size: one engine needs 12 devices (TP x PP x DP); an engine larger "
+        "than a node must span whole nodes of 8" in result.err
+    )
 
 
 def test_trainer_left_with_nothing_is_an_error(render):
     result, _ = render("cluster:\n  gpu_per_node: 4\nexplorer:\n  rollout_model:\n    engine_num: 4\n", "hardware=a100")
     assert result.code == 2
-    assert "run.yaml:7:5: explorer.rollout_model.engine_num: no devices left for the trainer: 4 devices (1 node(s) x 4) minus 4 for rollout" in result.err
+    assert (
+        "run.yaml:7:5: explorer.rollout_model.engine_num: no devices left for the trainer: 4 devices (1 node(s) x 4) "
+        "minus 4 for rollout" in result.err
+    )
 
 
 def test_trainer_share_that_neither_fits_a_node_nor_fills_nodes(render):
     result, _ = render("cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    engine_num: 4\n", "hardware=a100")
     assert result.code == 2
-    assert "the trainer would get 12 devices (16 - 4 for rollout): that neither fits one node of 8 nor fills whole nodes" in result.err
+    assert (
+        "the trainer would get 12 devices (16 - 4 for rollout): that neither fits one node of 8 nor fills whole nodes"
+        in result.err
+    )
 
 
 def test_auxiliary_models_are_refused_and_take_no_devices(cli, write):
     text = MINIMAL + "explorer:\n  auxiliary_models:\n    - engine_num: 1\n      tensor_parallel_size: 2\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=a100")
     assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n")
-    assert "error: run.yaml:4:3: explorer.auxiliary_models: auxiliary models (judges, reward models) are not run by this version of trinity: no workflow calls them" in result.err
+    assert (
+        "error: run.yaml:4:3: explorer.auxiliary_models: auxiliary models (judges, reward models) are not run by "
+        "this version of trinity: no workflow calls them" in result.err
+    )
     assert "allowed: [] (none)\n    hint: remove explorer.auxiliary_models" in result.err
-    assert cli("config", "validate", "-c", write("run.yaml", MINIMAL + "explorer:\n  auxiliary_models: []\n"), "hardware=a100").code == 0
+    assert (
+        cli(
+            "config",
+            "validate",
+            "-c",
+            write("run.yaml", MINIMAL + "explorer:\n  auxiliary_models: []\n"),
+            "hardware=a100",
+        ).code
+        == 0
+    )
 
 
 def test_train_mode_gives_every_device_to_the_trainer(render):
@@ -167,12 +220,19 @@ def test_explore_mode_needs_rollout_to_fit(render):
     cluster = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 8\n", "hardware=a100")[1]["cluster"]
     assert (cluster["rollout_gpu_num"], cluster["trainer_gpu_num"]) == (8, 0)
     result, _ = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 9\n", "hardware=a100")
-    assert result.code == 2 and "error: run.yaml:6:5: explorer.rollout_model.engine_num: rollout needs 9 devices but the cluster has 8" in result.err
+    assert (
+        result.code == 2
+        and "error: run.yaml:6:5: explorer.rollout_model.engine_num: rollout needs 9 devices but the cluster has 8"
+        in result.err
+    )
 
 
 def test_derived_counts_may_not_be_contradicted(render):
     result, _ = render("cluster:\n  trainer_gpu_num: 3\n", "hardware=a100")
-    assert result.code == 2 and "run.yaml:4:3: cluster.trainer_gpu_num: is derived (7) and must not be set to 3" in result.err
+    assert (
+        result.code == 2
+        and "run.yaml:4:3: cluster.trainer_gpu_num: is derived (7) and must not be set to 3" in result.err
+    )
 
 
 def test_npu_only_cluster_math_never_divides_by_zero(render):
@@ -182,22 +242,33 @@ def test_npu_only_cluster_math_never_divides_by_zero(render):
 
 # --- model budget -----------------------------------------------------------------------
 
+
 def test_prompt_budget_and_rollout_model_are_filled(render):
     cfg = render("model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n", "hardware=a100")[1]
     assert cfg["model"]["max_prompt_tokens"] == 3072
-    assert cfg["explorer"]["rollout_model"]["model_path"] == "/m" and cfg["explorer"]["rollout_model"]["max_model_len"] == 4096
+    assert (
+        cfg["explorer"]["rollout_model"]["model_path"] == "/m"
+        and cfg["explorer"]["rollout_model"]["max_model_len"] == 4096
+    )
     assert cfg["model"]["critic_model_path"] == "/m"  # upstream's default
 
 
 def test_a_prompt_budget_you_set_is_kept(render):
-    result, cfg = render("model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n  max_prompt_tokens: 100\n", "hardware=a100")
+    result, cfg = render(
+        "model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n  max_prompt_tokens: 100\n",
+        "hardware=a100",
+    )
     assert result.code == 0 and cfg["model"]["max_prompt_tokens"] == 100
 
 
 def test_response_longer_than_context_is_an_error(render):
     result, _ = render("model:\n  model_path: /m\n  max_model_len: 1024\n  max_response_tokens: 1024\n")
-    assert result.code == 2 and "error: run.yaml:4:3: model.max_response_tokens: 1024 leaves no room for a prompt in model.max_model_len=1024" in result.err
-
+    assert (
+        result.code == 2
+        and "error: run.yaml:4:3: model.max_response_tokens: 1024 leaves no room for a prompt in "
+        "model.max_model_len=1024"
+        in result.err
+    )
 
 
 @pytest.mark.parametrize(
@@ -215,18 +286,33 @@ def test_the_token_budget_fills_what_is_unset_as_upstream_does(render, written, 
 
 
 def test_prompt_plus_response_longer_than_the_context_is_an_error(render):
-    result, _ = render("model:\n  model_path: /m\n  max_model_len: 1000\n  max_prompt_tokens: 600\n  max_response_tokens: 600\n")
-    assert result.code == 2 and "run.yaml:4:3: model.max_prompt_tokens: 600 + max_response_tokens 600 exceed model.max_model_len=1000" in result.err
+    result, _ = render(
+        "model:\n  model_path: /m\n  max_model_len: 1000\n  max_prompt_tokens: 600\n  max_response_tokens: 600\n"
+    )
+    assert (
+        result.code == 2
+        and "run.yaml:4:3: model.max_prompt_tokens: 600 + max_response_tokens 600 exceed model.max_model_len=1000"
+        in result.err
+    )
 
 
 def test_min_response_tokens_is_lowered_below_the_maximum_with_a_warning(render):
-    result, cfg = render("model:\n  model_path: /m\n  max_model_len: 16\n  max_response_tokens: 4\n  min_response_tokens: 4\n", "hardware=a100")
+    result, cfg = render(
+        "model:\n  model_path: /m\n  max_model_len: 16\n  max_response_tokens: 4\n  min_response_tokens: 4\n",
+        "hardware=a100",
+    )
     assert cfg["model"]["min_response_tokens"] == 3
-    assert "warning: run.yaml:5:3: model.min_response_tokens: 4 is not below model.max_response_tokens=4; using 3" in result.err
+    assert (
+        "warning: run.yaml:5:3: model.min_response_tokens: 4 is not below model.max_response_tokens=4; using 3"
+        in result.err
+    )
 
 
 def test_the_token_budget_per_device_follows_sequence_parallelism(render):
-    cfg = render("model:\n  model_path: /m\n  max_model_len: 3000\ntrainer:\n  ulysses_sequence_parallel_size: 4\n", "hardware=a100")[1]
+    cfg = render(
+        "model:\n  model_path: /m\n  max_model_len: 3000\ntrainer:\n  ulysses_sequence_parallel_size: 4\n",
+        "hardware=a100",
+    )[1]
     assert cfg["trainer"]["max_token_len_per_gpu"] == 1500  # ceil(2 x 3000 / 4), upstream's rule
 
 
@@ -236,15 +322,32 @@ def test_enable_thinking_reaches_the_rollout_model(render):
 
 
 def test_prompt_settings_reach_the_rollout_model_unless_it_has_its_own(render):
-    cfg = render("model:\n  model_path: /m\n  repetition_penalty: 1.2\n  enable_prompt_truncation: false\n", "hardware=a100")[1]
-    assert (cfg["explorer"]["rollout_model"]["repetition_penalty"], cfg["explorer"]["rollout_model"]["enable_prompt_truncation"]) == (1.2, False)
-    own = render("model:\n  model_path: /m\n  repetition_penalty: 1.2\nexplorer:\n  rollout_model:\n    repetition_penalty: 1.05\n", "hardware=a100")[1]
-    assert (own["explorer"]["rollout_model"]["repetition_penalty"], own["explorer"]["rollout_model"]["enable_prompt_truncation"]) == (1.05, True)
+    cfg = render(
+        "model:\n  model_path: /m\n  repetition_penalty: 1.2\n  enable_prompt_truncation: false\n", "hardware=a100"
+    )[1]
+    assert (
+        cfg["explorer"]["rollout_model"]["repetition_penalty"],
+        cfg["explorer"]["rollout_model"]["enable_prompt_truncation"],
+    ) == (1.2, False)
+    own = render(
+        "model:\n  model_path: /m\n  repetition_penalty: 1.2\nexplorer:\n  rollout_model:\n    repetition_penalty: "
+        "1.05\n",
+        "hardware=a100",
+    )[1]
+    assert (
+        own["explorer"]["rollout_model"]["repetition_penalty"],
+        own["explorer"]["rollout_model"]["enable_prompt_truncation"],
+    ) == (1.05, True)
 
 
 def test_a_repetition_penalty_must_be_positive(render):
     result, _ = render("model:\n  model_path: /m\n  repetition_penalty: 0\n", "hardware=a100")
-    assert result.code == 2 and "error: run.yaml:3:3: model.repetition_penalty: input should be greater than 0 (got 0)\n    allowed: > 0.0\n" in result.err
+    assert (
+        result.code == 2
+        and "error: run.yaml:3:3: model.repetition_penalty: input should be greater than 0 (got 0)\n    allowed: > "
+        "0.0\n"
+        in result.err
+    )
 
 
 # --- tasksets and buffers -----------------------------------------------------------------
@@ -277,7 +380,10 @@ def test_unnamed_tasksets_and_buffers_get_upstreams_names(render):
 
 def test_tasksets_take_the_inputs_workflow_evaluation_first(render):
     # a reward may name only what the taskset's workflow computes: the training set names its own
-    text = TASKSETS.replace("taskset: {path: /d}", "taskset: {path: /d, default_reward_fn_type: math_reward}").replace("    default_eval_workflow_type: arith_workflow\n", "    default_eval_workflow_type: arith_workflow\n    default_reward_fn_type: exact_match\n")
+    text = TASKSETS.replace("taskset: {path: /d}", "taskset: {path: /d, default_reward_fn_type: math_reward}").replace(
+        "    default_eval_workflow_type: arith_workflow\n",
+        "    default_eval_workflow_type: arith_workflow\n    default_reward_fn_type: exact_match\n",
+    )
     cfg = render(text, "hardware=a100")[1]["buffer"]["explorer_input"]
     assert cfg["taskset"]["default_workflow_type"] == "math_workflow"
     assert [t["default_workflow_type"] for t in cfg["eval_tasksets"]] == ["arith_workflow", "arith_workflow"]
@@ -287,37 +393,71 @@ def test_tasksets_take_the_inputs_workflow_evaluation_first(render):
 
 def test_sampling_defaults_come_from_the_model(render):
     cfg = render(TASKSETS, "hardware=a100")[1]["buffer"]["explorer_input"]
-    train, first, greedy = cfg["taskset"]["rollout_args"], cfg["eval_tasksets"][0]["rollout_args"], cfg["eval_tasksets"][1]["rollout_args"]
+    train, first, greedy = (
+        cfg["taskset"]["rollout_args"],
+        cfg["eval_tasksets"][0]["rollout_args"],
+        cfg["eval_tasksets"][1]["rollout_args"],
+    )
     assert (train["temperature"], train["top_p"], train["max_tokens"]) == (0.7, 1.0, 64)
     assert (first["temperature"], greedy["temperature"]) == (0.7, 0)  # a taskset's own value wins
     assert (cfg["taskset"]["repeat_times"], cfg["eval_tasksets"][0]["repeat_times"]) == (4, 1)
 
 
 def test_explain_names_the_model_as_the_source_of_a_tasksets_temperature(cli, write):
-    result = cli("config", "render", "-c", write("run.yaml", TASKSETS), "hardware=a100", "--explain", "buffer.explorer_input.taskset.rollout_args.temperature")
-    assert result.code == 0 and "rule rollout_args" in result.out and "model.temperature=0.7 (run.yaml:4:3)" in result.out
+    result = cli(
+        "config",
+        "render",
+        "-c",
+        write("run.yaml", TASKSETS),
+        "hardware=a100",
+        "--explain",
+        "buffer.explorer_input.taskset.rollout_args.temperature",
+    )
+    assert (
+        result.code == 0 and "rule rollout_args" in result.out and "model.temperature=0.7 (run.yaml:4:3)" in result.out
+    )
 
 
 def test_training_rollouts_cannot_be_greedy_but_evaluation_may_be(render):
     result, _ = render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100")
     assert result.code == 2 and result.err.count("error:") == 1
-    assert "error: run.yaml:4:3: model.temperature: training rollouts are greedy (temperature 0), but the update divides logits by the temperature\n    allowed: > 0\n" in result.err
+    assert (
+        "error: run.yaml:4:3: model.temperature: training rollouts are greedy (temperature 0), but the update "
+        "divides logits by the temperature\n    allowed: > 0\n" in result.err
+    )
     colocated, _ = render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "mode=colocate")
-    assert colocated.code == 2 and "model.temperature: training rollouts are greedy" in colocated.err  # colocate trains too
-    assert render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "algorithm.algorithm_type=sft", "mode=train")[0].code == 0
+    # colocate trains too
+    assert colocated.code == 2 and "model.temperature: training rollouts are greedy" in colocated.err
+    assert (
+        render(
+            TASKSETS.replace("temperature: 0.7", "temperature: 0"),
+            "hardware=a100",
+            "algorithm.algorithm_type=sft",
+            "mode=train",
+        )[0].code
+        == 0
+    )
     assert render(TASKSETS.replace("temperature: 0.7", "temperature: 0"), "hardware=a100", "mode=explore")[0].code == 0
 
 
 def test_training_tasksets_share_one_temperature(render):
-    text = TASKSETS.replace("taskset: {path: /d}", "tasksets: [{path: /d}, {path: /d, rollout_args: {temperature: 1.0}}]")
+    text = TASKSETS.replace(
+        "taskset: {path: /d}", "tasksets: [{path: /d}, {path: /d, rollout_args: {temperature: 1.0}}]"
+    )
     result, _ = render(text, "hardware=a100")
     assert result.code == 2
-    assert "model.temperature: training tasksets sample at different temperatures (model.temperature=0.7, buffer.explorer_input.tasksets.1.rollout_args.temperature=1.0)" in result.err
+    assert (
+        "model.temperature: training tasksets sample at different temperatures (model.temperature=0.7, "
+        "buffer.explorer_input.tasksets.1.rollout_args.temperature=1.0)" in result.err
+    )
     assert render(text.replace("temperature: 1.0", "temperature: 0.7"), "hardware=a100")[0].code == 0
 
 
 def test_an_unknown_default_workflow_is_reported_once_where_it_is_written(render):
-    result, _ = render(TASKSETS.replace("default_workflow_type: math_workflow", "default_workflow_type: mathh_workflow"), "hardware=a100")
+    result, _ = render(
+        TASKSETS.replace("default_workflow_type: math_workflow", "default_workflow_type: mathh_workflow"),
+        "hardware=a100",
+    )
     assert result.code == 2 and result.err.count("unknown workflow 'mathh_workflow'") == 1
     assert "run.yaml:11:5: buffer.explorer_input.default_workflow_type: unknown workflow 'mathh_workflow'" in result.err
 
@@ -325,17 +465,28 @@ def test_an_unknown_default_workflow_is_reported_once_where_it_is_written(render
 def test_a_taskset_without_a_workflow_is_an_error_unless_its_rows_name_theirs(render):
     text = "algorithm:\n  repeat_times: 4\nbuffer:\n  explorer_input:\n    taskset: {path: /d}\n"
     result, _ = render(text, "hardware=a100")
-    assert result.code == 2 and "error: run.yaml:7:5: buffer.explorer_input.taskset.default_workflow_type: no workflow for this taskset" in result.err
+    assert (
+        result.code == 2
+        and "error: run.yaml:7:5: buffer.explorer_input.taskset.default_workflow_type: no workflow for this taskset"
+        in result.err
+    )
     result, cfg = render(text.replace("{path: /d}", "{path: /d, format: {workflow_key: wf}}"), "hardware=a100")
     assert result.code == 0 and cfg["buffer"]["explorer_input"]["taskset"]["format"]["workflow_key"] == "wf"
 
 
 # --- intervals and checkpoints ------------------------------------------------------------
 
+
 def test_eval_interval_is_rounded_to_a_multiple_of_the_sync_interval(render):
-    result, cfg = render("algorithm:\n  repeat_times: 4\nexplorer:\n  eval_interval: 10\nsynchronizer:\n  sync_interval: 4\n", "hardware=a100")
+    result, cfg = render(
+        "algorithm:\n  repeat_times: 4\nexplorer:\n  eval_interval: 10\nsynchronizer:\n  sync_interval: 4\n",
+        "hardware=a100",
+    )
     assert cfg["explorer"]["eval_interval"] == 8
-    assert "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.sync_interval=4; using 8" in result.err
+    assert (
+        "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.sync_interval=4; using 8"
+        in result.err
+    )
 
 
 @pytest.mark.parametrize("keep,want", [(0, None), (3, 3)])
@@ -346,23 +497,43 @@ def test_checkpoints_kept_follow_upstreams_key(render, keep, want):
 
 def test_the_runtimes_checkpoint_count_is_derived_not_set(render):
     result, _ = render("trainer:\n  max_actor_ckpt_to_keep: 2\n", "hardware=a100")
-    assert result.code == 2 and "trainer.max_actor_ckpt_to_keep: is derived from trainer.max_checkpoints_to_keep (None) and must not be set to 2" in result.err
+    assert (
+        result.code == 2
+        and "trainer.max_actor_ckpt_to_keep: is derived from trainer.max_checkpoints_to_keep (None) and must not be "
+        "set to 2"
+        in result.err
+    )
 
 
 # --- the verl passthrough's shape ------------------------------------------------------------
 
+
 def test_trainer_config_takes_verls_actor_rollout_ref_sections(render):
-    result, cfg = render("trainer:\n  trainer_config:\n    actor: {entropy_checkpointing: true}\n    actor_rollout_ref:\n      ref: {log_prob_use_dynamic_bsz: false}\n", "hardware=a100")
+    result, cfg = render(
+        "trainer:\n  trainer_config:\n    actor: {entropy_checkpointing: true}\n    actor_rollout_ref:\n      ref: "
+        "{log_prob_use_dynamic_bsz: false}\n",
+        "hardware=a100",
+    )
     assert result.code == 0 and cfg["trainer"]["trainer_config"]["actor"] == {"entropy_checkpointing": True}
 
 
-@pytest.mark.parametrize("section,why", [("critic", "trinity has no critic model yet"), ("trainer", "trinity passes verl's actor_rollout_ref sections only")])
+@pytest.mark.parametrize(
+    "section,why",
+    [
+        ("critic", "trinity has no critic model yet"),
+        ("trainer", "trinity passes verl's actor_rollout_ref sections only"),
+    ],
+)
 def test_trainer_config_sections_trinity_would_drop_are_errors(render, section, why):
     result, _ = render(f"trainer:\n  trainer_config:\n    {section}:\n      x: 1\n", "hardware=a100")
-    assert result.code == 2 and f"run.yaml:5:5: trainer.trainer_config.{section}: not a verl section trinity passes on: {why}" in result.err
+    assert (
+        result.code == 2
+        and f"run.yaml:5:5: trainer.trainer_config.{section}: not a verl section trinity passes on: {why}" in result.err
+    )
 
 
 # --- env --------------------------------------------------------------------------------
+
 
 def test_env_when_blocks_follow_the_config(render):
     eager = render("explorer:\n  rollout_model:\n    enforce_eager: true\n", "hardware=ascend910b")[1]["env"]
@@ -377,8 +548,20 @@ def test_an_env_when_block_never_replaces_what_you_wrote(render, cli, write):
     text = "explorer:\n  rollout_model:\n    enforce_eager: false\nenv:\n  rollout:\n    TASK_QUEUE_ENABLE: '7'\n"
     result, cfg = render(text, "hardware=ascend910b")
     assert result.code == 0 and cfg["env"]["rollout"]["TASK_QUEUE_ENABLE"] == "7"
-    explained = cli("config", "render", "-c", write("run.yaml", MINIMAL + text), "hardware=ascend910b", "--explain", "env.rollout.TASK_QUEUE_ENABLE")
-    assert explained.code == 0 and explained.out.startswith("env.rollout.TASK_QUEUE_ENABLE = '7'\n") and "env_when" not in explained.out
+    explained = cli(
+        "config",
+        "render",
+        "-c",
+        write("run.yaml", MINIMAL + text),
+        "hardware=ascend910b",
+        "--explain",
+        "env.rollout.TASK_QUEUE_ENABLE",
+    )
+    assert (
+        explained.code == 0
+        and explained.out.startswith("env.rollout.TASK_QUEUE_ENABLE = '7'\n")
+        and "env_when" not in explained.out
+    )
 
 
 def test_collective_timeout_covers_the_sync_timeout(render):
@@ -389,20 +572,32 @@ def test_collective_timeout_covers_the_sync_timeout(render):
 
 
 def test_user_env_wins_and_a_short_timeout_warns(render):
-    text = "synchronizer:\n  sync_timeout: 3600\nenv:\n  common:\n    HCCL_EXEC_TIMEOUT: '600'\nexplorer:\n  env_vars:\n    VLLM_ASCEND_ENABLE_NZ: '1'\n"
+    text = (
+        "synchronizer:\n  sync_timeout: 3600\nenv:\n  common:\n    HCCL_EXEC_TIMEOUT: '600'\nexplorer:\n  "
+        "env_vars:\n    VLLM_ASCEND_ENABLE_NZ: '1'\n"
+    )
     result, cfg = render(text, "hardware=ascend910b")
     assert cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "600" and cfg["env"]["rollout"]["VLLM_ASCEND_ENABLE_NZ"] == "1"
-    assert "warning: run.yaml:7:5: env.common.HCCL_EXEC_TIMEOUT: HCCL_EXEC_TIMEOUT=600 is shorter than synchronizer.sync_timeout=3600" in result.err
+    assert (
+        "warning: run.yaml:7:5: env.common.HCCL_EXEC_TIMEOUT: HCCL_EXEC_TIMEOUT=600 is shorter than "
+        "synchronizer.sync_timeout=3600" in result.err
+    )
 
 
 def test_recommended_values_sit_under_the_users_file(render):
     assert render("", "hardware=ascend910b")[1]["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.8
     mine = render("explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.5\n", "hardware=ascend910b")[1]
     assert mine["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.5
-    assert render("", "hardware=ascend910b", "explorer.rollout_model.gpu_memory_utilization=0.6")[1]["explorer"]["rollout_model"]["gpu_memory_utilization"] == 0.6
+    assert (
+        render("", "hardware=ascend910b", "explorer.rollout_model.gpu_memory_utilization=0.6")[1]["explorer"][
+            "rollout_model"
+        ]["gpu_memory_utilization"]
+        == 0.6
+    )
 
 
 # --- rollout engines ----------------------------------------------------------------------------
+
 
 def test_cpu_profile_runs_the_transformers_engine(render):
     result, cfg = render("algorithm:\n  repeat_times: 2\n", "hardware=cpu")
@@ -411,59 +606,125 @@ def test_cpu_profile_runs_the_transformers_engine(render):
 
 
 def test_vllm_on_the_cpu_profile_is_allowed_and_transformers_stays_the_default(render):
-    result, cfg = render("algorithm:\n  repeat_times: 2\nexplorer:\n  rollout_model:\n    engine_type: vllm\n", "hardware=cpu")
+    result, cfg = render(
+        "algorithm:\n  repeat_times: 2\nexplorer:\n  rollout_model:\n    engine_type: vllm\n", "hardware=cpu"
+    )
     assert result.code == 0 and result.err == "" and cfg["explorer"]["rollout_model"]["engine_type"] == "vllm"
-    assert render("algorithm:\n  repeat_times: 2\n", "hardware=cpu")[1]["explorer"]["rollout_model"]["engine_type"] == "transformers"
+    assert (
+        render("algorithm:\n  repeat_times: 2\n", "hardware=cpu")[1]["explorer"]["rollout_model"]["engine_type"]
+        == "transformers"
+    )
 
 
 def test_an_engine_the_hardware_lacks_is_refused_with_the_profiles_reason(cli, write):
-    write("profiles/novllm.yaml", "extends: cpu\nfacts:\n  rollout_engines: [transformers]\n  reasons:\n    rollout_engines: no vLLM build here\n")
+    write(
+        "profiles/novllm.yaml",
+        "extends: cpu\nfacts:\n  rollout_engines: [transformers]\n  reasons:\n    rollout_engines: no vLLM build "
+        "here\n",
+    )
     text = MINIMAL + "explorer:\n  rollout_model:\n    engine_type: vllm\n"
-    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=novllm", "--profile-dir", write("profiles/.keep", "").parent)
-    assert result.code == 2 and "run.yaml:5:5: explorer.rollout_model.engine_type: 'vllm' does not run on novllm: no vLLM build here" in result.err
+    result = cli(
+        "config",
+        "validate",
+        "-c",
+        write("run.yaml", text),
+        "hardware=novllm",
+        "--profile-dir",
+        write("profiles/.keep", "").parent,
+    )
+    assert (
+        result.code == 2
+        and "run.yaml:5:5: explorer.rollout_model.engine_type: 'vllm' does not run on novllm: no vLLM build here"
+        in result.err
+    )
     assert "allowed: transformers" in result.err
 
 
 def test_transformers_engine_has_no_tensor_parallelism(cli):
     result = cli("config", "validate", "-c", REPO / "examples/gsm8k_sft_then_grpo/gsm8k_staged.yaml", "hardware=cpu")
-    assert result.code == 2 and "gsm8k_staged.yaml:43:5: explorer.rollout_model.tensor_parallel_size: one transformers engine drives 1 device; TP x PP x DP = 2" in result.err
+    assert (
+        result.code == 2
+        and "gsm8k_staged.yaml:43:5: explorer.rollout_model.tensor_parallel_size: one transformers engine drives 1 "
+        "device; TP x PP x DP = 2"
+        in result.err
+    )
 
 
-@pytest.mark.parametrize("profile,kernel", [("a100", "sdpa"), ("h100", "sdpa"), ("h200", "sdpa"), ("ascend910b", "flash_attention_2"), ("ascend910c", "flash_attention_2"), ("cpu", "sdpa")])
+@pytest.mark.parametrize(
+    "profile,kernel",
+    [
+        ("a100", "sdpa"),
+        ("h100", "sdpa"),
+        ("h200", "sdpa"),
+        ("ascend910b", "flash_attention_2"),
+        ("ascend910c", "flash_attention_2"),
+        ("cpu", "sdpa"),
+    ],
+)
 def test_gpu_profiles_default_to_sdpa_and_npu_profiles_keep_flash_attention(render, profile, kernel):
     result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")
     assert result.code == 0 and cfg["trainer"]["attn_implementation"] == kernel
 
 
 def test_flash_attention_stays_selectable_on_a_gpu_profile(render):
-    result, cfg = render("algorithm:\n  repeat_times: 2\ntrainer:\n  attn_implementation: flash_attention_2\n", "hardware=a100")
-    assert result.code == 0 and cfg["explorer"]["rollout_model"]["engine_type"] == "vllm" and cfg["trainer"]["attn_implementation"] == "flash_attention_2"
+    result, cfg = render(
+        "algorithm:\n  repeat_times: 2\ntrainer:\n  attn_implementation: flash_attention_2\n", "hardware=a100"
+    )
+    assert (
+        result.code == 0
+        and cfg["explorer"]["rollout_model"]["engine_type"] == "vllm"
+        and cfg["trainer"]["attn_implementation"] == "flash_attention_2"
+    )
 
 
 def test_fsdp1_on_the_cpu_profile_is_refused_with_the_reason(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: fsdp\n"), "hardware=cpu")
-    assert result.code == 2 and "'fsdp' does not run on cpu: FSDP1 syncs module states through an accelerator" in result.err and "allowed: fsdp2" in result.err
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: fsdp\n"), "hardware=cpu"
+    )
+    assert (
+        result.code == 2
+        and "'fsdp' does not run on cpu: FSDP1 syncs module states through an accelerator" in result.err
+        and "allowed: fsdp2" in result.err
+    )
+
+
 # --- edges the mutation run found untested -------------------------------------------------
+
 
 def test_a_response_budget_without_a_context_length_derives_nothing(render):
     result, cfg = render("model:\n  model_path: /m\n  max_response_tokens: 512\n", "hardware=a100")
-    assert result.code == 0 and cfg["model"]["max_prompt_tokens"] is None and cfg["explorer"]["rollout_model"]["max_model_len"] is None
+    assert (
+        result.code == 0
+        and cfg["model"]["max_prompt_tokens"] is None
+        and cfg["explorer"]["rollout_model"]["max_model_len"] is None
+    )
 
 
 def test_a_rollout_model_path_you_set_is_kept(render):
     result, cfg = render("explorer:\n  rollout_model:\n    model_path: /models/served\n", "hardware=a100")
-    assert result.code == 0 and cfg["explorer"]["rollout_model"]["model_path"] == "/models/served" and cfg["model"]["model_path"] == "/models/tiny"
+    assert (
+        result.code == 0
+        and cfg["explorer"]["rollout_model"]["model_path"] == "/models/served"
+        and cfg["model"]["model_path"] == "/models/tiny"
+    )
 
 
 def test_a_collective_timeout_equal_to_the_sync_timeout_is_enough(render, cli, write):
-    mine, cfg = render("synchronizer:\n  sync_timeout: 1800\nenv:\n  common:\n    HCCL_EXEC_TIMEOUT: '1800'\n", "hardware=ascend910b")
+    mine, cfg = render(
+        "synchronizer:\n  sync_timeout: 1800\nenv:\n  common:\n    HCCL_EXEC_TIMEOUT: '1800'\n", "hardware=ascend910b"
+    )
     assert mine.code == 0 and mine.err == "" and cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "1800"
     named, cfg = render("env:\n  common:\n    HCCL_EXEC_TIMEOUT: auto\n", "hardware=ascend910b")
-    assert named.code == 0 and named.err == "" and cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "auto"  # not a number: yours, unchecked
+    # not a number: yours, unchecked
+    assert named.code == 0 and named.err == "" and cfg["env"]["common"]["HCCL_EXEC_TIMEOUT"] == "auto"
     # the profile's 1800 already covers a sync timeout of 1800: no rule rewrites it
     path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_timeout: 1800\n")
     explained = cli("config", "render", "-c", path, "hardware=ascend910b", "--explain", "env.common.HCCL_EXEC_TIMEOUT")
-    assert explained.code == 0 and explained.out.startswith("env.common.HCCL_EXEC_TIMEOUT = '1800'\n") and "rule" not in explained.out
+    assert (
+        explained.code == 0
+        and explained.out.startswith("env.common.HCCL_EXEC_TIMEOUT = '1800'\n")
+        and "rule" not in explained.out
+    )
 
 
 BARE_PROFILE = """name: bare
@@ -487,5 +748,10 @@ def test_a_refusal_without_a_reason_in_the_profile(cli, write, tmp_path):
     path = write("run.yaml", MINIMAL + "trainer:\n  use_torch_compile: true\n  trainer_strategy: fsdp\n")
     result = cli("config", "validate", "-c", path, "hardware=bare", "--profile-dir", tmp_path / "profiles")
     assert result.code == 2
-    assert "error: run.yaml:4:3: trainer.use_torch_compile: torch.compile cannot be used for training on bare: the hardware profile says it is unsupported\n" in result.err
-    assert "error: run.yaml:5:3: trainer.trainer_strategy: 'fsdp' does not run on bare\n    allowed: fsdp2\n" in result.err
+    assert (
+        "error: run.yaml:4:3: trainer.use_torch_compile: torch.compile cannot be used for training on bare: the "
+        "hardware profile says it is unsupported\n" in result.err
+    )
+    assert (
+        "error: run.yaml:5:3: trainer.trainer_strategy: 'fsdp' does not run on bare\n    allowed: fsdp2\n" in result.err
+    )

@@ -19,22 +19,36 @@ CORPUS = {
     "nested typo": (
         MINIMAL + "trainer:\n  save_intervall: 5\n",
         [],
-        ["error: run.yaml:4:3: trainer.save_intervall: unknown key", "allowed: name, trainer_type,", "hint: did you mean 'save_interval'?"],
+        [
+            "error: run.yaml:4:3: trainer.save_intervall: unknown key",
+            "allowed: name, trainer_type,",
+            "hint: did you mean 'save_interval'?",
+        ],
     ),
     "typo inside a list item": (
         MINIMAL + "buffer:\n  explorer_input:\n    eval_tasksets:\n      - name: x\n        formt: {}\n",
         [],
-        ["error: run.yaml:7:9: buffer.explorer_input.eval_tasksets[0].formt: unknown key", "hint: did you mean 'format'?"],
+        [
+            "error: run.yaml:7:9: buffer.explorer_input.eval_tasksets[0].formt: unknown key",
+            "hint: did you mean 'format'?",
+        ],
     ),
     "wrong type": (
         MINIMAL + "trainer:\n  save_interval: often\n",
         [],
-        ["error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as an integer (got 'often')"],
+        [
+            "error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as "
+            "an integer (got 'often')"
+        ],
     ),
     "quoted number where a whole number is wanted": (
         MINIMAL + "trainer:\n  save_interval: '1.5'\n",
         [],
-        ["error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as an integer (got '1.5')", "hint: write the number without quotes"],
+        [
+            "error: run.yaml:4:3: trainer.save_interval: input should be a valid integer, unable to parse string as "
+            "an integer (got '1.5')",
+            "hint: write the number without quotes",
+        ],
     ),
     "quoted number where a number is wanted": (
         MINIMAL + "trainer:\n  grad_clip: '1.0x'\n",
@@ -44,23 +58,39 @@ CORPUS = {
     "out of range": (
         MINIMAL + "explorer:\n  rollout_model:\n    gpu_memory_utilization: 1.5\n",
         [],
-        ["error: run.yaml:5:5: explorer.rollout_model.gpu_memory_utilization: input should be less than or equal to 1 (got 1.5)", "allowed: <= 1"],
+        [
+            "error: run.yaml:5:5: explorer.rollout_model.gpu_memory_utilization: input should be less than or equal "
+            "to 1 (got 1.5)",
+            "allowed: <= 1",
+        ],
     ),
     "value not among the allowed": (
         MINIMAL + "mode: bothh\n",
         [],
-        ["error: run.yaml:3:1: mode: input should be 'both', 'explore', 'train', 'bench', 'serve' or 'colocate' (got 'bothh')", "hint: did you mean 'both'?"],
+        [
+            "error: run.yaml:3:1: mode: input should be 'both', 'explore', 'train', 'bench', 'serve' or 'colocate' "
+            "(got 'bothh')",
+            "hint: did you mean 'both'?",
+        ],
     ),
     "env value that is not a string": (
         MINIMAL + "env:\n  trainer:\n    OMP_NUM_THREADS: 4\n",
         [],
-        ["error: run.yaml:5:5: env.trainer.OMP_NUM_THREADS: input should be a valid string (got 4)", "hint: quote it: '4'"],
+        [
+            "error: run.yaml:5:5: env.trainer.OMP_NUM_THREADS: input should be a valid string (got 4)",
+            "hint: quote it: '4'",
+        ],
     ),
     "missing env var without default": (
-        MINIMAL + "buffer:\n  trainer_input:\n    experience_buffer:\n      name: sft\n      path: ${oc.env:TRINITY_TEST_UNSET_VAR}\n",
+        MINIMAL + "buffer:\n  trainer_input:\n    experience_buffer:\n      name: sft\n      path: "
+        "${oc.env:TRINITY_TEST_UNSET_VAR}\n",
         [],
-        ["error: run.yaml:7:7: buffer.trainer_input.experience_buffer.path: environment variable TRINITY_TEST_UNSET_VAR is not set and has no default",
-         "hint: export TRINITY_TEST_UNSET_VAR=... before running, or give a default: ${oc.env:TRINITY_TEST_UNSET_VAR,DEFAULT}"],
+        [
+            "error: run.yaml:7:7: buffer.trainer_input.experience_buffer.path: environment variable "
+            "TRINITY_TEST_UNSET_VAR is not set and has no default",
+            "hint: export TRINITY_TEST_UNSET_VAR=... before running, or give a default: "
+            "${oc.env:TRINITY_TEST_UNSET_VAR,DEFAULT}",
+        ],
     ),
     "??? left unset": (
         "model:\n  model_path: ???\n",
@@ -70,23 +100,35 @@ CORPUS = {
     "required key absent": (
         "project: p\n",
         [],
-        ["error: run.yaml: model.model_path: required, and no layer sets it", "hint: set model.model_path in your run config or as model.model_path=VALUE"],
+        [
+            "error: run.yaml: model.model_path: required, and no layer sets it",
+            "hint: set model.model_path in your run config or as model.model_path=VALUE",
+        ],
     ),
     "hardware written in the run file": (
         MINIMAL + "hardware:\n  devices_per_node: 4\n",
         [],
-        ["error: run.yaml:3:1: hardware: hardware facts come from a hardware profile, not from the run config", "extends: NAME"],
+        [
+            "error: run.yaml:3:1: hardware: hardware facts come from a hardware profile, not from the run config",
+            "extends: NAME",
+        ],
     ),
     "hardware fact overridden on the command line": (
         MINIMAL,
         ["hardware.devices_per_node=4"],
-        ["error: override 'hardware.devices_per_node=4': hardware.devices_per_node: hardware facts come from a hardware profile"],
+        [
+            "error: override 'hardware.devices_per_node=4': hardware.devices_per_node: hardware facts come from a "
+            "hardware profile"
+        ],
     ),
     "unknown profile": (
         MINIMAL,
         ["+hardware=ascend910"],
-        ["error: override '+hardware=ascend910': hardware: unknown hardware profile 'ascend910'",
-         "allowed: a100, ascend910b, ascend910b4, ascend910c, cpu, h100, h200", "hint: did you mean 'ascend910b' or 'ascend910c'?"],
+        [
+            "error: override '+hardware=ascend910': hardware: unknown hardware profile 'ascend910'",
+            "allowed: a100, ascend910b, ascend910b4, ascend910c, cpu, h100, h200",
+            "hint: did you mean 'ascend910b' or 'ascend910c'?",
+        ],
     ),
     "unknown key from an override": (
         MINIMAL,
@@ -96,17 +138,27 @@ CORPUS = {
     "override that does not parse": (
         MINIMAL,
         ["trainer.save_interval=[1,"],
-        ["error: override 'trainer.save_interval=[1,': cannot parse override: no viable alternative at input '[1,'", "hint: Hydra override grammar"],
+        [
+            "error: override 'trainer.save_interval=[1,': cannot parse override: no viable alternative at input '[1,'",
+            "hint: Hydra override grammar",
+        ],
     ),
     "sweep override": (
         MINIMAL,
         ["trainer.save_interval=1,2"],
-        ["error: override 'trainer.save_interval=1,2': trainer.save_interval: sweeps (a=1,2 or range/choice) are not supported"],
+        [
+            "error: override 'trainer.save_interval=1,2': trainer.save_interval: sweeps (a=1,2 or range/choice) are "
+            "not supported"
+        ],
     ),
     "list index out of range": (
         MINIMAL + "buffer:\n  explorer_input:\n    eval_tasksets:\n      - name: x\n",
         ["buffer.explorer_input.eval_tasksets.3.name=y"],
-        ["error: override 'buffer.explorer_input.eval_tasksets.3.name=y': buffer.explorer_input.eval_tasksets.3.name: '3' is not an item of a list of 1", "allowed: 0..0"],
+        [
+            "error: override 'buffer.explorer_input.eval_tasksets.3.name=y': "
+            "buffer.explorer_input.eval_tasksets.3.name: '3' is not an item of a list of 1",
+            "allowed: 0..0",
+        ],
     ),
     "deleting what is not there": (
         MINIMAL,
@@ -121,7 +173,10 @@ CORPUS = {
     "duplicate key": (
         MINIMAL + "name: a\nname: b\n",
         [],
-        ["error: run.yaml:4:1: YAML syntax error: while constructing a mapping found duplicate key name", "hint: keep one of them"],
+        [
+            "error: run.yaml:4:1: YAML syntax error: while constructing a mapping found duplicate key name",
+            "hint: keep one of them",
+        ],
     ),
     "not a mapping": (
         "- a\n- b\n",
@@ -131,7 +186,10 @@ CORPUS = {
     "alias bomb (billion laughs)": (
         MINIMAL + BOMB,
         [],
-        ["error: run.yaml:7:8: YAML aliases expand to more than 10,000 nodes at *d (an alias bomb?)", "hint: write the values out"],
+        [
+            "error: run.yaml:7:8: YAML aliases expand to more than 10,000 nodes at *d (an alias bomb?)",
+            "hint: write the values out",
+        ],
     ),
     "recursive alias": (
         MINIMAL + "a: &x [*x]\n",
@@ -166,7 +224,10 @@ CORPUS = {
     "stage error is located in the stage": (
         MINIMAL + "stages:\n  - stage_name: warmup\n    mode: train\n    trainer:\n      save_intervall: 3\n",
         [],
-        ["error: run.yaml:7:7: trainer.save_intervall: unknown key (in stage 'warmup')", "hint: did you mean 'save_interval'?"],
+        [
+            "error: run.yaml:7:7: trainer.save_intervall: unknown key (in stage 'warmup')",
+            "hint: did you mean 'save_interval'?",
+        ],
     ),
 }
 
@@ -186,7 +247,11 @@ def test_bad_input_is_reported_precisely(cli, write, case):
 
 
 def test_every_problem_is_reported_at_once(cli, write):
-    path = write("run.yaml", MINIMAL + "mode: bothh\ntrainer:\n  save_intervall: 5\n  grad_clip: x\nname: ${oc.env:TRINITY_TEST_UNSET_VAR}\n")
+    path = write(
+        "run.yaml",
+        MINIMAL
+        + "mode: bothh\ntrainer:\n  save_intervall: 5\n  grad_clip: x\nname: ${oc.env:TRINITY_TEST_UNSET_VAR}\n",
+    )
     result = cli("config", "validate", "-c", path)
     assert result.err.startswith("trinity: 4 problems in the config\n")
     lines = [line for line in result.err.splitlines() if line.startswith("error:")]

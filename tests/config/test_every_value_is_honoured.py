@@ -6,7 +6,7 @@ here until it is classified. Also: conf/upstream_fields.yaml (the Trinity-RFT fa
 
 import ast
 import typing
-from functools import lru_cache
+from functools import cache
 
 import pytest
 import yaml
@@ -42,12 +42,21 @@ RUNS = {
     ("algorithm.optimizer.lr_scheduler_type", "constant"): BOTH,
     ("algorithm.optimizer.lr_scheduler_type", "cosine"): BOTH,
     # deprecated name: copied to lr_scheduler_type before anything reads it
-    ("algorithm.optimizer.warmup_style", "constant"): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
-    ("algorithm.optimizer.warmup_style", "cosine"): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    (
+        "algorithm.optimizer.warmup_style",
+        "constant",
+    ): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    (
+        "algorithm.optimizer.warmup_style",
+        "cosine",
+    ): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
     ("algorithm.optimizer.optimizer_type", "adam"): BOTH,
     ("algorithm.optimizer.optimizer_type", "adamw"): EVERY,
     ("algorithm.optimizer.optimizer_type", "sgd"): EVERY,
-    **{("algorithm.loss_agg_mode", mode): EVERY for mode in ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")},
+    **{
+        ("algorithm.loss_agg_mode", mode): EVERY
+        for mode in ("seq-mean-token-sum", "seq-mean-token-mean", "seq-mean-token-sum-norm")
+    },
     ("algorithm.loss_agg_mode", "token-mean"): BOTH,
     ("taskset.storage_type", "file"): BOTH,
     ("taskset.format.prompt_type", "plaintext"): BOTH,
@@ -58,7 +67,10 @@ RUNS = {
     ("experience_buffer.format.prompt_type", "plaintext"): BOTH,
     ("experience_buffer.format.prompt_type", "messages"): EVERY,
     ("explorer.rollout_model.engine_type", "transformers"): BOTH,
-    ("explorer.rollout_model.engine_type", "vllm"): "tests/test_gpu_smoke.py::test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync",
+    (
+        "explorer.rollout_model.engine_type",
+        "vllm",
+    ): "tests/test_gpu_smoke.py::test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync",
     ("explorer.rollout_model.dtype", "bfloat16"): BOTH,
     ("explorer.rollout_model.dtype", "float32"): EVERY,
     ("explorer.rollout_model.dtype", "float16"): ON_DEVICE["bf16 path"],
@@ -81,7 +93,10 @@ RUNS = {
     ("trainer.device", "cpu"): BOTH,  # derived from the profile: a user's value that contradicts it is not used
     ("trainer.device", "cuda"): ON_DEVICE["gloo path"],
     ("trainer.device", "npu"): ON_DEVICE["gloo path"],
-    ("trainer.save_hf_checkpoint", "last"): "tests/cli/test_run.py::test_resume_after_sigterm_continues_from_the_last_checkpoint",
+    (
+        "trainer.save_hf_checkpoint",
+        "last",
+    ): "tests/cli/test_run.py::test_resume_after_sigterm_continues_from_the_last_checkpoint",
     ("trainer.save_hf_checkpoint", "always"): EVERY,
     ("trainer.save_hf_checkpoint", "never"): EVERY,
     ("monitor.monitor_type", "tensorboard"): BOTH,
@@ -151,10 +166,16 @@ def registry_values() -> list[tuple[str, object]]:
 
 def classified_key(path: str) -> str:
     """The RUNS key of a schema path: every taskset as taskset.*, the trainer's data set as experience_buffer.*."""
-    for start in ("buffer.explorer_input.taskset.", "buffer.explorer_input.tasksets[].", "buffer.explorer_input.eval_tasksets[]."):
+    for start in (
+        "buffer.explorer_input.taskset.",
+        "buffer.explorer_input.tasksets[].",
+        "buffer.explorer_input.eval_tasksets[].",
+    ):
         if path.startswith(start):
             return "taskset." + path.removeprefix(start)
-    return path.replace("buffer.trainer_input.experience_buffer.", "experience_buffer.").replace("stages[].mode", "mode")
+    return path.replace("buffer.trainer_input.experience_buffer.", "experience_buffer.").replace(
+        "stages[].mode", "mode"
+    )
 
 
 ALL = sorted({(p, v) for p, v in schema_values() if not p.startswith(PROFILE_DATA)} | set(registry_values()), key=str)
@@ -163,14 +184,26 @@ REFUSED = [(p, v) for p, v in ALL if (classified_key(p), v) not in RUNS]
 
 def test_the_walk_finds_the_fields_it_must():
     paths = {p for p, _ in schema_values()}
-    assert {"mode", "stages[].mode", "synchronizer.sync_style", "buffer.explorer_input.eval_tasksets[].format.prompt_type", "explorer.auxiliary_models[].engine_type"} <= paths
-    assert {p for p in paths if p.startswith(PROFILE_DATA)}, "the hardware section is walked too (and left to the profile tests)"
+    assert {
+        "mode",
+        "stages[].mode",
+        "synchronizer.sync_style",
+        "buffer.explorer_input.eval_tasksets[].format.prompt_type",
+        "explorer.auxiliary_models[].engine_type",
+    } <= paths
+    assert {p for p in paths if p.startswith(PROFILE_DATA)}, (
+        "the hardware section is walked too (and left to the profile tests)"
+    )
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tests_in(file: str) -> frozenset:
     tree = ast.parse((REPO / file).read_text())
-    return frozenset(n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_"))
+    return frozenset(
+        n.name
+        for n in ast.walk(tree)
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")
+    )
 
 
 @pytest.mark.parametrize("key,value", sorted(RUNS, key=str))
@@ -188,15 +221,26 @@ def test_every_classified_value_is_one_the_schema_or_a_registry_has():
 
 BASE = {
     "algorithm": {"repeat_times": 4},
-    "buffer": {"explorer_input": {"taskset": {"path": "/data/t"}, "default_workflow_type": "math_workflow"}, "trainer_input": {"experience_buffer": {"name": "e"}}},
+    "buffer": {
+        "explorer_input": {"taskset": {"path": "/data/t"}, "default_workflow_type": "math_workflow"},
+        "trainer_input": {"experience_buffer": {"name": "e"}},
+    },
 }
 # a list item of a path written with `[]`, completed to what the schema requires
-ITEMS = {"tasksets": {"path": "/data/t"}, "eval_tasksets": {"path": "/data/t"}, "stages": {"stage_name": "one"}, "auxiliary_models": {}}
+ITEMS = {
+    "tasksets": {"path": "/data/t"},
+    "eval_tasksets": {"path": "/data/t"},
+    "stages": {"stage_name": "one"},
+    "auxiliary_models": {},
+}
 
 
 def _written(path: str, value) -> dict:
     """BASE with `value` written at `path` (the first item of a list; a workflow or reward at the input's default)."""
-    path = {"workflow": "buffer.explorer_input.default_workflow_type", "reward": "buffer.explorer_input.default_reward_fn_type"}.get(path, path)
+    path = {
+        "workflow": "buffer.explorer_input.default_workflow_type",
+        "reward": "buffer.explorer_input.default_reward_fn_type",
+    }.get(path, path)
     tree = yaml.safe_load(yaml.safe_dump(BASE))
     node, parts = tree, path.split(".")
     for part in parts[:-1]:
@@ -216,7 +260,10 @@ def _error_key(path: str) -> str:
     for kept, whole in REFUSED_WHOLE.items():
         if path.startswith(kept):
             return whole
-    path = {"workflow": "buffer.explorer_input.default_workflow_type", "reward": "buffer.explorer_input.default_reward_fn_type"}.get(path, path)
+    path = {
+        "workflow": "buffer.explorer_input.default_workflow_type",
+        "reward": "buffer.explorer_input.default_reward_fn_type",
+    }.get(path, path)
     return path.replace("stages[].", "").replace("[]", "[0]")
 
 
@@ -226,18 +273,33 @@ def _refusal(tmp_path, path: str, value, profile: str) -> list:
     with pytest.raises(ConfigError) as err:
         resolve(Request(file, (f"hardware={profile}",)))
     key = _error_key(path)
-    return [i for i in err.value.issues if i.severity == "error" and i.key == key and (key in REFUSED_WHOLE.values() or str(value) in i.message) and i.source.startswith(str(file))]
+    return [
+        i
+        for i in err.value.issues
+        if i.severity == "error"
+        and i.key == key
+        and (key in REFUSED_WHOLE.values() or str(value) in i.message)
+        and i.source.startswith(str(file))
+    ]
 
 
 @pytest.mark.parametrize("path,value", REFUSED, ids=[f"{p}={v}" for p, v in REFUSED])
 def test_a_value_that_does_not_run_is_refused_by_name_on_every_profile(tmp_path, path, value):
     for profile in PROFILES:
         found = _refusal(tmp_path, path, value, profile)
-        assert found, f"{path}={value!r} on {profile}: neither run by a named test (RUNS) nor refused by name at validate"
+        assert found, (
+            f"{path}={value!r} on {profile}: neither run by a named test (RUNS) nor refused by name at validate"
+        )
         assert found[0].allowed or found[0].hint, "a refusal says what is allowed or what to do"
 
 
-SAMPLES = [("synchronizer.sync_style", "fully_async"), ("monitor.monitor_type", "swanlab"), ("trainer.trainer_strategy", "megatron"), ("mode", "serve"), ("buffer.explorer_input.eval_tasksets[].format.prompt_type", "chatpair")]
+SAMPLES = [
+    ("synchronizer.sync_style", "fully_async"),
+    ("monitor.monitor_type", "swanlab"),
+    ("trainer.trainer_strategy", "megatron"),
+    ("mode", "serve"),
+    ("buffer.explorer_input.eval_tasksets[].format.prompt_type", "chatpair"),
+]
 
 
 @pytest.mark.parametrize("path,value", SAMPLES)
@@ -246,7 +308,11 @@ def test_validate_and_run_exit_2_with_the_key_the_value_and_where(cli, write, pa
     for command in (("config", "validate"), ("run",)):
         result = cli(*command, "-c", write("run.yaml", text), "hardware=a100")
         assert result.code == 2, result.err
-        line = next(line for line in result.err.splitlines() if f"{_error_key(path)}: {value!r} is not run by this version of trinity" in line)
+        line = next(
+            line
+            for line in result.err.splitlines()
+            if f"{_error_key(path)}: {value!r} is not run by this version of trinity" in line
+        )
         assert line.startswith("error: run.yaml:"), line  # file:line:col of the value
         assert "allowed: " in result.err.split(line, 1)[1].split("\nerror", 1)[0]
 
@@ -255,15 +321,31 @@ def test_a_reward_no_workflow_computes_is_refused_where_it_is_written(cli, write
     text = MINIMAL + yaml.safe_dump(_written("buffer.explorer_input.taskset.default_reward_fn_type", "accuracy_reward"))
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
-    assert "buffer.explorer_input.taskset.default_reward_fn_type: reward function 'accuracy_reward' would not be run: each workflow computes its reward itself and math_workflow computes 'math_reward'" in result.err
+    assert (
+        "buffer.explorer_input.taskset.default_reward_fn_type: reward function 'accuracy_reward' would not be run: "
+        "each workflow computes its reward itself and math_workflow computes 'math_reward'" in result.err
+    )
     assert "allowed: 'math_reward', or null" in result.err
     ok = yaml.safe_dump(_written("buffer.explorer_input.taskset.default_reward_fn_type", "math_reward"))
-    assert "default_reward_fn_type" not in cli("config", "validate", "-c", write("run.yaml", MINIMAL + ok), "hardware=cpu").err  # only the data path, absent here
+    # only the data path, absent here
+    assert (
+        "default_reward_fn_type"
+        not in cli("config", "validate", "-c", write("run.yaml", MINIMAL + ok), "hardware=cpu").err
+    )
 
 
 def test_megatron_on_an_npu_is_one_error_with_the_hardwares_reason(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: megatron\n"), "hardware=ascend910b")
-    assert result.err.startswith("trinity: 1 problem in the config\n") and "Megatron training on Ascend NPUs is not supported yet" in result.err
+    result = cli(
+        "config",
+        "validate",
+        "-c",
+        write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: megatron\n"),
+        "hardware=ascend910b",
+    )
+    assert (
+        result.err.startswith("trinity: 1 problem in the config\n")
+        and "Megatron training on Ascend NPUs is not supported yet" in result.err
+    )
 
 
 # --- the fate table says what the code does ----------------------------------------------------------------
@@ -287,7 +369,9 @@ def test_a_supported_key_runs_some_value_and_its_fate_names_each_value_refused(k
     accepted = [v for v in _literal_leaves()[key] if v not in refused]
     assert accepted, f"{key} is marked supported, but every value is refused"
     why = upstream.table()[key].why
-    assert all(f"'{v}'" in why for v in refused), f"conf/upstream_fields.yaml: {key}'s why should name what is refused: {sorted(refused)}"
+    assert all(f"'{v}'" in why for v in refused), (
+        f"conf/upstream_fields.yaml: {key}'s why should name what is refused: {sorted(refused)}"
+    )
     assert "refused" not in why or refused, f"{key}'s why says a value is refused; none is"
 
 
@@ -310,7 +394,13 @@ def test_every_supported_key_written_with_its_default_resolves(tmp_path):
     for path, field in OURS.items():
         entry = table.get(path)
         default = _our_default(field)
-        if entry is None or entry.fate != "supported" or default == "<required>" or "[]" in path or path.startswith(("stages", "hardware")):
+        if (
+            entry is None
+            or entry.fate != "supported"
+            or default == "<required>"
+            or "[]" in path
+            or path.startswith(("stages", "hardware"))
+        ):
             continue
         node = tree
         for part in path.split(".")[:-1]:

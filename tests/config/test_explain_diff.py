@@ -1,7 +1,5 @@
 """`render --explain` and `config diff` through the CLI."""
 
-import json
-
 from tests.conftest import MINIMAL, REFERENCE
 
 
@@ -17,7 +15,16 @@ def test_explain_shows_every_layer_lowest_first(cli):
 
 def test_explain_every_layer_kind(cli, write):
     path = write("run.yaml", MINIMAL + "explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.7\n")
-    args = ("config", "render", "-c", path, "hardware=ascend910b", "explorer.rollout_model.gpu_memory_utilization=0.6", "--format", "json")
+    args = (
+        "config",
+        "render",
+        "-c",
+        path,
+        "hardware=ascend910b",
+        "explorer.rollout_model.gpu_memory_utilization=0.6",
+        "--format",
+        "json",
+    )
     chain = cli(*args, "--explain", "explorer.rollout_model.gpu_memory_utilization").json()["explain"][0]["chain"]
     assert [step["layer"] for step in chain] == ["schema", "profile", "file", "override"]
     assert chain[1]["source"].endswith("profiles/ascend910b.yaml:28:7") and chain[2]["source"] == "run.yaml:5:5"
@@ -26,7 +33,9 @@ def test_explain_every_layer_kind(cli, write):
 
 
 def test_explain_a_section_and_the_conf_layer(cli):
-    found = cli("config", "render", "-c", REFERENCE, "--explain", "checkpoint_root_dir", "cluster", "--format", "json").json()["explain"]
+    found = cli(
+        "config", "render", "-c", REFERENCE, "--explain", "checkpoint_root_dir", "cluster", "--format", "json"
+    ).json()["explain"]
     assert found[0]["chain"][1]["layer"] == "conf" and found[0]["chain"][1]["source"].endswith("conf/config.yaml:4:1")
     assert found[0]["chain"][2]["value"] == "${oc.env:TRINITY_CHECKPOINT_ROOT_DIR,./checkpoints}"
     assert {e["key"] for e in found[1:]} >= {"cluster.trainer_gpu_num", "cluster.gpu_per_node"}
@@ -43,9 +52,17 @@ def test_explain_everything_and_unknown_keys(cli):
 def test_diff_two_profiles(cli):
     result = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=ascend910b")
     assert result.code == 1
-    assert "~ synchronizer.sync_method: 'nccl' -> 'hccl'" in result.out and "~ trainer.device: 'cuda' -> 'npu'" in result.out
-    assert "- env.rollout.NCCL_CUMEM_ENABLE: '0'" in result.out and "+ env.rollout.VLLM_ASCEND_ENABLE_NZ: '0'" in result.out
-    report = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=ascend910b", "--format", "json").json()
+    assert (
+        "~ synchronizer.sync_method: 'nccl' -> 'hccl'" in result.out
+        and "~ trainer.device: 'cuda' -> 'npu'" in result.out
+    )
+    assert (
+        "- env.rollout.NCCL_CUMEM_ENABLE: '0'" in result.out
+        and "+ env.rollout.VLLM_ASCEND_ENABLE_NZ: '0'" in result.out
+    )
+    report = cli(
+        "config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=ascend910b", "--format", "json"
+    ).json()
     assert report["same"] is False and {"key": "trainer.device", "left": "cuda", "right": "npu"} in report["changes"]
 
 
@@ -69,7 +86,10 @@ def test_diff_against_a_saved_render(cli, tmp_path):
     assert result.code == 1 and "~ trainer.save_interval: 100 -> 10" in result.out
 
 
-PLANTED = MINIMAL + "env:\n  common:\n    HF_TOKEN: hf_PLANTED\nexplorer:\n  env_vars:\n    WANDB_API_KEY: PLANTED_WANDB\nmonitor:\n  monitor_args:\n    api_key: PLANTED_KEY\n"
+PLANTED = (
+    MINIMAL + "env:\n  common:\n    HF_TOKEN: hf_PLANTED\nexplorer:\n  env_vars:\n    WANDB_API_KEY: "
+    "PLANTED_WANDB\nmonitor:\n  monitor_args:\n    api_key: PLANTED_KEY\n"
+)
 SITE_PROFILE = "extends: cpu\ndescription: with a token\nenv:\n  common:\n    HF_TOKEN: hf_PLANTED_IN_PROFILE\n"
 
 
@@ -81,7 +101,13 @@ def planted_commands(path):
         commands.append((("config", "render", "-c", path, "--explain", "--format", fmt), 0, "***"))
     commands.append((("config", "render", "-c", path, "--explain", "env", "monitor"), 0, "env.common.HF_TOKEN = '***'"))
     for fmt in ("text", "json"):
-        commands.append((("config", "diff", "-c", path, "--vs", "env.common.HF_TOKEN=hf_OTHER_PLANTED", "--format", fmt), 0, "HF_TOKEN=***"))
+        commands.append(
+            (
+                ("config", "diff", "-c", path, "--vs", "env.common.HF_TOKEN=hf_OTHER_PLANTED", "--format", fmt),
+                0,
+                "HF_TOKEN=***",
+            )
+        )
         commands.append((("config", "validate", "-c", path, "--format", fmt), 0, "cpu"))
         commands.append((("run", "-c", path, "--dry-run", "--format", fmt), 0, "HF_TOKEN"))
         commands.append((("profile", "show", "site", "--profile-dir", "site", "--format", fmt), 0, "***"))
@@ -106,7 +132,9 @@ def test_secrets_are_shown_when_asked(cli, write):
     rendered = cli("config", "render", "-c", path, "--format", "json", "--show-secrets")
     assert rendered.code == 0 and rendered.json()["env"]["common"]["HF_TOKEN"] == "hf_PLANTED"
     plan = cli("run", "-c", path, "--dry-run", "--format", "json", "--show-secrets")
-    assert plan.code == 0 and {a["env"]["WANDB_API_KEY"] for a in plan.json()["actors"] if a["role"] == "rollout"} == {"PLANTED_WANDB"}
+    assert plan.code == 0 and {a["env"]["WANDB_API_KEY"] for a in plan.json()["actors"] if a["role"] == "rollout"} == {
+        "PLANTED_WANDB"
+    }
     text = cli("run", "-c", path, "--dry-run", "--show-secrets")
     assert text.code == 0 and "HF_TOKEN=hf_PLANTED" in text.out and "WANDB_API_KEY=PLANTED_WANDB" in text.out
     profile = cli("profile", "show", "site", "--profile-dir", "site", "--show-secrets")
@@ -117,5 +145,8 @@ def test_a_credential_of_the_wrong_type_is_not_echoed(cli, write):
     path = write("run.yaml", MINIMAL + "env:\n  common:\n    HF_TOKEN: 1234567890\n")
     result = cli("config", "validate", "-c", path)
     assert result.code == 2
-    assert "error: run.yaml:5:5: env.common.HF_TOKEN: input should be a valid string (got '***')" in result.err and "hint: quote it: '***'" in result.err
+    assert (
+        "error: run.yaml:5:5: env.common.HF_TOKEN: input should be a valid string (got '***')" in result.err
+        and "hint: quote it: '***'" in result.err
+    )
     assert "1234567890" not in result.err

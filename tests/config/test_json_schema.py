@@ -9,7 +9,10 @@ from tests.conftest import REFERENCE, REPO
 from trinity.config.json_schema import SCHEMAS, dumps
 from trinity.config.sources.yaml_file import load_yaml
 
-REGENERATE = "trinity config schema -o schemas/run-config.schema.json && trinity profile schema -o schemas/hardware-profile.schema.json"
+REGENERATE = (
+    "trinity config schema -o schemas/run-config.schema.json && trinity profile schema -o "
+    "schemas/hardware-profile.schema.json"
+)
 SHIPPED = {
     "hardware-profile": sorted((REPO / "profiles").glob("*.yaml")),
     "run-config": [REPO / "conf" / "config.yaml", *sorted((REPO / "examples").rglob("*.yaml"))],
@@ -19,7 +22,9 @@ SHIPPED = {
 @pytest.mark.parametrize("name", list(SCHEMAS))
 def test_committed_schema_is_current(name):
     committed = (REPO / "schemas" / f"{name}.schema.json").read_text()
-    assert committed == dumps(SCHEMAS[name]()), f"schemas/{name}.schema.json is stale; regenerate with:\n    {REGENERATE}"
+    assert committed == dumps(SCHEMAS[name]()), (
+        f"schemas/{name}.schema.json is stale; regenerate with:\n    {REGENERATE}"
+    )
 
 
 @pytest.mark.parametrize("name", list(SCHEMAS))
@@ -38,7 +43,9 @@ def test_every_shipped_yaml_names_its_schema():
             if path == REFERENCE:
                 continue  # the RFC's file stays byte-identical; .vscode/settings.json maps examples/ instead
             first = path.read_text().splitlines()[0]
-            assert first.startswith("# yaml-language-server: $schema=") and first.endswith(f"schemas/{name}.schema.json"), path
+            assert first.startswith("# yaml-language-server: $schema=") and first.endswith(
+                f"schemas/{name}.schema.json"
+            ), path
             assert (path.parent / first.split("=", 1)[1]).resolve() == REPO / "schemas" / f"{name}.schema.json"
 
 

@@ -9,9 +9,18 @@ GOOD = "extends: a100\n"
 BAD = {
     "unknown key": ("facts:\n  devices_per_nod: 4\nextends: a100\n", "p.yaml:2:3: facts.devices_per_nod: unknown key"),
     "extends cycle": ("extends: p\n", "p.yaml:1:1: extends: profiles extend each other in a cycle: p -> p"),
-    "env name": ("extends: a100\nenv:\n  common:\n    BAD-NAME: x\n", "p.yaml:4:5: env.common.BAD-NAME: string should match pattern"),
-    "env value not a string": ("extends: a100\nenv:\n  rollout:\n    NCCL_CUMEM_ENABLE: 0\n", "p.yaml:4:5: env.rollout.NCCL_CUMEM_ENABLE: input should be a valid string (got 0)"),
-    "contradicting facts": ("extends: a100\nfacts:\n  device_type: npu\n", "a100.yaml:11:3: facts.collective_backend: 'nccl' contradicts device_type 'npu', whose platform uses 'hccl'"),
+    "env name": (
+        "extends: a100\nenv:\n  common:\n    BAD-NAME: x\n",
+        "p.yaml:4:5: env.common.BAD-NAME: string should match pattern",
+    ),
+    "env value not a string": (
+        "extends: a100\nenv:\n  rollout:\n    NCCL_CUMEM_ENABLE: 0\n",
+        "p.yaml:4:5: env.rollout.NCCL_CUMEM_ENABLE: input should be a valid string (got 0)",
+    ),
+    "contradicting facts": (
+        "extends: a100\nfacts:\n  device_type: npu\n",
+        "a100.yaml:11:3: facts.collective_backend: 'nccl' contradicts device_type 'npu', whose platform uses 'hccl'",
+    ),
     "unknown when key": (
         "extends: a100\nenv_when:\n  - when: {explorer.rollout_model.enforce_eagr: true}\n    rollout: {A: '1'}\n",
         "p.yaml:3:12: env_when[0].when.explorer.rollout_model.enforce_eagr: is not a run-config key",
@@ -40,7 +49,9 @@ def test_each_rule_reports_location_and_message(cli, write, case):
 
 def test_shipped_profiles_are_clean(cli):
     result = cli("profile", "lint")
-    assert result.code == 0 and result.out.startswith("checked 7 profile(s) (a100, ascend910b, ascend910b4, ascend910c, cpu, h100, h200): 0 error(s)")
+    assert result.code == 0 and result.out.startswith(
+        "checked 7 profile(s) (a100, ascend910b, ascend910b4, ascend910c, cpu, h100, h200): 0 error(s)"
+    )
 
 
 def test_a_folder_is_linted_file_by_file(cli, write, tmp_path):
@@ -57,7 +68,12 @@ def test_missing_target(cli, tmp_path):
 
 
 def test_names_are_checked_against_the_installed_ray(cli, write, monkeypatch):
-    renamed = RayAccelerator("GPU", "CUDA_DEVICES_RENAMED", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES", "ray/_private/accelerators/nvidia_gpu.py")
+    renamed = RayAccelerator(
+        "GPU",
+        "CUDA_DEVICES_RENAMED",
+        "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES",
+        "ray/_private/accelerators/nvidia_gpu.py",
+    )
     monkeypatch.setattr(lint_module, "ray_accelerators", lambda: {**ray_accelerators(), "GPU": [renamed]})
     result = cli("profile", "lint", write("site/p.yaml", GOOD))
     assert "facts.visible_devices_env: 'CUDA_VISIBLE_DEVICES' is not what Ray uses for GPU" in result.out
@@ -67,12 +83,17 @@ def test_names_are_checked_against_the_installed_ray(cli, write, monkeypatch):
 def test_ray_constants_are_read_from_source_without_importing_ray(tmp_path):
     module = tmp_path / "npu.py"
     module.write_text(
-        'X_VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"\nNOSET_ASCEND_RT_VISIBLE_DEVICES_ENV_VAR = (\n    "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"\n)\n'
+        'X_VISIBLE = "ASCEND_RT_VISIBLE_DEVICES"\nNOSET_ASCEND_RT_VISIBLE_DEVICES_ENV_VAR = (\n    '
+        '"RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"\n)\n'
         "class NPUAcceleratorManager:\n    @staticmethod\n    def get_resource_name():\n        return 'NPU'\n"
         "    @staticmethod\n    def get_visible_accelerator_ids_env_var():\n        return X_VISIBLE\n"
     )
     found = _read(module)
-    assert (found.resource, found.visible_devices_env, found.noset_visible_devices_env) == ("NPU", "ASCEND_RT_VISIBLE_DEVICES", "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES")
+    assert (found.resource, found.visible_devices_env, found.noset_visible_devices_env) == (
+        "NPU",
+        "ASCEND_RT_VISIBLE_DEVICES",
+        "RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
+    )
 
 
 def test_profile_show_names_the_file_of_every_value(cli):
@@ -84,4 +105,6 @@ def test_profile_show_names_the_file_of_every_value(cli):
     assert '"Ascend910C"' in chip and chip.endswith("ascend910c.yaml:8:3")
     assert backend.endswith("ascend910b.yaml:12:3")
     data = cli("profile", "show", "h200", "--format", "json").json()
-    assert data["profile"]["facts"]["memory_gb_per_device"] == 141 and data["sources"]["facts.vendor"].endswith("a100.yaml:6:3")
+    assert data["profile"]["facts"]["memory_gb_per_device"] == 141 and data["sources"]["facts.vendor"].endswith(
+        "a100.yaml:6:3"
+    )

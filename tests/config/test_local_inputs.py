@@ -46,7 +46,10 @@ def test_a_missing_local_path_says_where_relative_paths_are_read_from(cli, write
             default_workflow_type: math_workflow
         """
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert result.code == 2 and "run.yaml:7:24: buffer.explorer_input.taskset.path: './nowhere' is not on this machine" in result.err
+    assert (
+        result.code == 2
+        and "run.yaml:7:24: buffer.explorer_input.taskset.path: './nowhere' is not on this machine" in result.err
+    )
     assert f"a relative one is read from the folder trinity runs in ({tmp_path})" in result.err
 
 
@@ -63,4 +66,9 @@ def test_sft_data_of_a_stage_is_checked_where_the_stage_wrote_it(cli, write):
                 experience_buffer: {name: sft, storage_type: file, path: ./sft-data}
         """
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert result.code == 2 and "run.yaml:9:60: buffer.trainer_input.experience_buffer.path: './sft-data' is not on this machine (in stage 'warmup')" in result.err
+    assert (
+        result.code == 2
+        and "run.yaml:9:60: buffer.trainer_input.experience_buffer.path: './sft-data' is not on this machine (in "
+        "stage 'warmup')"
+        in result.err
+    )

@@ -38,7 +38,9 @@ env:
 def test_site_profile_from_a_flag(cli, write, tmp_path):
     write("site/mysite.yaml", SITE)
     path = write("run.yaml", MINIMAL)
-    cfg = cli("config", "render", "-c", path, "hardware=mysite", "--profile-dir", tmp_path / "site", "--format", "json").json()
+    cfg = cli(
+        "config", "render", "-c", path, "hardware=mysite", "--profile-dir", tmp_path / "site", "--format", "json"
+    ).json()
     assert cfg["hardware"]["name"] == "mysite" and cfg["hardware"]["device_type"] == "npu"
     assert cfg["env"]["common"]["HCCL_SOCKET_IFNAME"] == "bond0"
     assert cfg["env"]["common"]["HCCL_CONNECT_TIMEOUT"] == "1200"  # inherited
@@ -55,7 +57,9 @@ def test_site_profile_from_the_environment(cli, write, tmp_path, monkeypatch):
 def test_a_user_profile_shadows_a_shipped_one(cli, write, tmp_path):
     write("site/h100.yaml", "extends: h200\nfacts:\n  memory_gb_per_device: 40\n")
     path = write("run.yaml", MINIMAL)
-    cfg = cli("config", "render", "-c", path, "hardware=h100", "--profile-dir", tmp_path / "site", "--format", "json").json()
+    cfg = cli(
+        "config", "render", "-c", path, "hardware=h100", "--profile-dir", tmp_path / "site", "--format", "json"
+    ).json()
     assert cfg["hardware"]["memory_gb_per_device"] == 40 and cfg["hardware"]["chip"] == "NVIDIA H200"
 
 

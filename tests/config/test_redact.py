@@ -5,12 +5,36 @@ import pytest
 from trinity.config.redact import MASK, is_secret_name, redact
 
 
-@pytest.mark.parametrize("name", ["HF_TOKEN", "WANDB_API_KEY", "db_password", "AWS_SECRET_ACCESS_KEY", "api_key", "MY_KEY", "apiKey", "authToken", "client_secret"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "HF_TOKEN",
+        "WANDB_API_KEY",
+        "db_password",
+        "AWS_SECRET_ACCESS_KEY",
+        "api_key",
+        "MY_KEY",
+        "apiKey",
+        "authToken",
+        "client_secret",
+    ],
+)
 def test_credential_names(name):
     assert is_secret_name(name)
 
 
-@pytest.mark.parametrize("name", ["prompt_key", "ray_resource_key", "messages_key", "max_token_len_per_gpu", "max_response_tokens", "TOKENIZERS_PARALLELISM", "HCCL_EXEC_TIMEOUT"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "prompt_key",
+        "ray_resource_key",
+        "messages_key",
+        "max_token_len_per_gpu",
+        "max_response_tokens",
+        "TOKENIZERS_PARALLELISM",
+        "HCCL_EXEC_TIMEOUT",
+    ],
+)
 def test_ordinary_names(name):
     assert not is_secret_name(name)
 

@@ -79,9 +79,17 @@ def test_default_config_and_hardware(cli):
 
 def test_overrides_in_hydra_grammar(cli):
     result = cli(
-        "config", "render", "--config", REFERENCE, "hardware=a100",
-        "trainer.save_interval=50", "explorer.rollout_model.engine_num=2", "~buffer.explorer_input.eval_tasksets",
-        "buffer.explorer_input.taskset.format.system_prompt='Think step by step.'", "--format", "json",
+        "config",
+        "render",
+        "--config",
+        REFERENCE,
+        "hardware=a100",
+        "trainer.save_interval=50",
+        "explorer.rollout_model.engine_num=2",
+        "~buffer.explorer_input.eval_tasksets",
+        "buffer.explorer_input.taskset.format.system_prompt='Think step by step.'",
+        "--format",
+        "json",
     )
     cfg = result.json()
     assert cfg["trainer"]["save_interval"] == 50
@@ -91,17 +99,29 @@ def test_overrides_in_hydra_grammar(cli):
 
 
 def test_override_into_a_list_item(cli):
-    cfg = cli("config", "render", "--config", REFERENCE, "buffer.explorer_input.eval_tasksets.0.split=validation", "--format", "json").json()
+    cfg = cli(
+        "config",
+        "render",
+        "--config",
+        REFERENCE,
+        "buffer.explorer_input.eval_tasksets.0.split=validation",
+        "--format",
+        "json",
+    ).json()
     assert cfg["buffer"]["explorer_input"]["eval_tasksets"][0]["split"] == "validation"
 
 
 def test_overrides_may_come_before_and_after_options(cli):
-    result = cli("config", "render", "trainer.save_interval=7", "--config", REFERENCE, "--format", "json", "hardware=a100")
+    result = cli(
+        "config", "render", "trainer.save_interval=7", "--config", REFERENCE, "--format", "json", "hardware=a100"
+    )
     assert result.json()["trainer"]["save_interval"] == 7 and result.json()["hardware"]["name"] == "a100"
 
 
 def test_env_interpolation_is_typed_by_the_field(cli, write, monkeypatch):
-    path = write("run.yaml", MINIMAL + "trainer:\n  save_interval: ${oc.env:SAVE_EVERY,7}\n  grad_clip: ${oc.env:CLIP,0.5}\n")
+    path = write(
+        "run.yaml", MINIMAL + "trainer:\n  save_interval: ${oc.env:SAVE_EVERY,7}\n  grad_clip: ${oc.env:CLIP,0.5}\n"
+    )
     assert cli("config", "render", "-c", path, "--format", "json").json()["trainer"]["save_interval"] == 7
     monkeypatch.setenv("SAVE_EVERY", "12")
     cfg = cli("config", "render", "-c", path, "--format", "json").json()
@@ -123,8 +143,11 @@ def test_interpolation_between_keys(cli, write):
 def test_secrets_are_masked_unless_asked(cli, write):
     path = write(
         "run.yaml",
-        MINIMAL + "env:\n  common:\n    HF_TOKEN: hf_planted_secret\nmonitor:\n  monitor_type: wandb\n  monitor_args:\n    api_key: wandb_planted\n"
-        "buffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n    taskset:\n      name: t\n      format:\n        prompt_key: question\n",
+        MINIMAL
+        + "env:\n  common:\n    HF_TOKEN: hf_planted_secret\nmonitor:\n  monitor_type: wandb\n  monitor_args:\n    "
+        "api_key: wandb_planted\n"
+        "buffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n    taskset:\n      name: t\n      "
+        "format:\n        prompt_key: question\n",
     )
     for fmt in ("yaml", "json"):
         result = cli("config", "render", "-c", path, "--format", fmt)

@@ -33,7 +33,10 @@ def rendered(cli, write):
 def test_colocate_with_vllm_on_cpu_is_refused_with_the_reason(validate):
     result = validate("mode: colocate\n" + VLLM, "hardware=cpu")
     assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n")
-    assert "error: run.yaml:8:5: explorer.rollout_model.engine_type: mode 'colocate' with engine type 'vllm' needs vLLM's sleep mode, which cpu lacks (cpu.rollout_sleep_mode=False (" in result.err
+    assert (
+        "error: run.yaml:8:5: explorer.rollout_model.engine_type: mode 'colocate' with engine type 'vllm' needs "
+        "vLLM's sleep mode, which cpu lacks (cpu.rollout_sleep_mode=False (" in result.err
+    )
     assert (
         "profiles/cpu.yaml:20:3)): vLLM's CPU build has no sleep mode (it refuses enable_sleep_mode at start), "
         "so a vLLM engine cannot free its memory for a colocated trainer\n"
@@ -43,7 +46,14 @@ def test_colocate_with_vllm_on_cpu_is_refused_with_the_reason(validate):
     assert "Traceback" not in result.err
 
 
-@pytest.mark.parametrize("args", [("hardware=cpu", "mode=colocate"), ("hardware=cpu", "mode=both", "explorer.rollout_model.engine_type=vllm"), ("hardware=a100", "mode=colocate", "explorer.rollout_model.engine_type=vllm")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("hardware=cpu", "mode=colocate"),
+        ("hardware=cpu", "mode=both", "explorer.rollout_model.engine_type=vllm"),
+        ("hardware=a100", "mode=colocate", "explorer.rollout_model.engine_type=vllm"),
+    ],
+)
 def test_colocate_stays_valid_with_transformers_on_cpu_and_with_vllm_where_it_sleeps(validate, args):
     result = validate("algorithm:\n  repeat_times: 2\n", *args)
     assert result.code == 0, result.err
@@ -52,7 +62,11 @@ def test_colocate_stays_valid_with_transformers_on_cpu_and_with_vllm_where_it_sl
 def test_a_stage_that_colocates_vllm_on_cpu_is_refused_in_that_stage(validate):
     text = VLLM + "stages:\n  - stage_name: one\n  - stage_name: two\n    mode: colocate\n"
     result = validate(text, "hardware=cpu")
-    assert result.code == 2 and "needs vLLM's sleep mode, which cpu lacks" in result.err and "(in stage 'two')" in result.err
+    assert (
+        result.code == 2
+        and "needs vLLM's sleep mode, which cpu lacks" in result.err
+        and "(in stage 'two')" in result.err
+    )
 
 
 # --- the KV cache ---------------------------------------------------------------------------------------------
@@ -69,27 +83,53 @@ def test_a_vllm_engine_on_cpu_gets_the_profiles_kv_cache_size_with_its_provenanc
 
 def test_a_users_kv_cache_size_wins_and_other_engines_and_hardware_get_none(rendered):
     assert rendered(VLLM + "    kv_cache_mib: 64\n", "hardware=cpu")["explorer"]["rollout_model"]["kv_cache_mib"] == 64
-    assert rendered("algorithm:\n  repeat_times: 2\n", "hardware=cpu")["explorer"]["rollout_model"]["kv_cache_mib"] is None  # transformers
-    assert rendered(VLLM, "hardware=a100")["explorer"]["rollout_model"]["kv_cache_mib"] is None  # sized by gpu_memory_utilization
+    # transformers
+    assert (
+        rendered("algorithm:\n  repeat_times: 2\n", "hardware=cpu")["explorer"]["rollout_model"]["kv_cache_mib"] is None
+    )
+    # sized by gpu_memory_utilization
+    assert rendered(VLLM, "hardware=a100")["explorer"]["rollout_model"]["kv_cache_mib"] is None
 
 
 def test_a_kv_cache_size_for_an_engine_without_one_is_refused_where_it_is_written(validate):
     result = validate("explorer:\n  rollout_model:\n    kv_cache_mib: 256\n", "hardware=cpu")
     assert result.code == 2
-    assert "run.yaml:5:5: explorer.rollout_model.kv_cache_mib: a KV cache size is vLLM's, but the engine is 'transformers'" in result.err
+    assert (
+        "run.yaml:5:5: explorer.rollout_model.kv_cache_mib: a KV cache size is vLLM's, but the engine is 'transformers'"
+        in result.err
+    )
     assert "hint: remove it, or set explorer.rollout_model.engine_type=vllm" in result.err
 
 
 def test_a_gpu_memory_share_that_fails_vllm_on_cpu_is_reported_with_the_reason(validate):
     result = validate(VLLM + "    gpu_memory_utilization: 0.9\n", "hardware=cpu")
     assert result.code == 0
-    assert "warning: run.yaml:8:5: explorer.rollout_model.gpu_memory_utilization: 0.9 is above 0.5, the most cpu allows (cpu.max_gpu_memory_utilization=0.5 (" in result.err
-    assert "profiles/cpu.yaml:23:3)): vLLM's CPU build takes gpu_memory_utilization as a share of the host memory of NUMA node 0, and 0.9 fails at start" in result.err
-    assert "    allowed: <= 0.5\n    hint: set explorer.rollout_model.gpu_memory_utilization to at most 0.5, or remove it (the KV cache is sized by explorer.rollout_model.kv_cache_mib=512 here)\n" in result.err
+    assert (
+        "warning: run.yaml:8:5: explorer.rollout_model.gpu_memory_utilization: 0.9 is above 0.5, the most cpu allows "
+        "(cpu.max_gpu_memory_utilization=0.5 (" in result.err
+    )
+    assert (
+        "profiles/cpu.yaml:23:3)): vLLM's CPU build takes gpu_memory_utilization as a share of the host memory of "
+        "NUMA node 0, and 0.9 fails at start" in result.err
+    )
+    assert (
+        "    allowed: <= 0.5\n    hint: set explorer.rollout_model.gpu_memory_utilization to at most 0.5, or remove "
+        "it (the KV cache is sized by explorer.rollout_model.kv_cache_mib=512 here)\n" in result.err
+    )
     assert validate(VLLM + "    gpu_memory_utilization: 0.9\n", "hardware=cpu", "--strict").code == 2
 
 
-@pytest.mark.parametrize("text,args", [(VLLM + "    gpu_memory_utilization: 0.5\n", ("hardware=cpu",)), (VLLM + "    gpu_memory_utilization: 0.95\n", ("hardware=a100",)), ("explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.9\nalgorithm:\n  repeat_times: 2\n", ("hardware=cpu",))])
+@pytest.mark.parametrize(
+    "text,args",
+    [
+        (VLLM + "    gpu_memory_utilization: 0.5\n", ("hardware=cpu",)),
+        (VLLM + "    gpu_memory_utilization: 0.95\n", ("hardware=a100",)),
+        (
+            "explorer:\n  rollout_model:\n    gpu_memory_utilization: 0.9\nalgorithm:\n  repeat_times: 2\n",
+            ("hardware=cpu",),
+        ),
+    ],
+)
 def test_a_memory_share_within_the_hardwares_bound_or_unused_is_not_reported(validate, text, args):
     result = validate(text, *args)
     assert result.code == 0 and "gpu_memory_utilization" not in result.err
@@ -107,4 +147,7 @@ def test_auxiliary_models_are_refused_before_any_device_is_counted_for_them(vali
     text = "explorer:\n  auxiliary_models:\n    - engine_num: 8\n      tensor_parallel_size: 8\n      dtype: float16\n"
     result = validate(text, "hardware=a100")
     assert result.code == 2 and result.err.count("error:") == 1  # no device split or dtype error beside it
-    assert "explorer.auxiliary_models: auxiliary models (judges, reward models) are not run by this version of trinity" in result.err
+    assert (
+        "explorer.auxiliary_models: auxiliary models (judges, reward models) are not run by this version of trinity"
+        in result.err
+    )

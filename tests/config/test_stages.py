@@ -2,7 +2,9 @@
 
 from tests.conftest import MINIMAL
 
-STAGED = MINIMAL + """\
+STAGED = (
+    MINIMAL
+    + """\
 algorithm:
   algorithm_type: grpo
   repeat_times: 8
@@ -19,6 +21,7 @@ stages:
       train_batch_size: 128
   - stage_name: rft
 """
+)
 
 
 def test_stage_merges_into_the_root_without_losing_values(cli, write):
@@ -55,23 +58,40 @@ def test_validate_counts_stages(cli, write):
 def test_unknown_stage_name(cli, write):
     path = write("run.yaml", STAGED)
     result = cli("config", "render", "-c", path, "--stage", "warmup")
-    assert result.code == 2 and "stages: no stage named 'warmup'" in result.err and "allowed: sft_warmup, rft" in result.err
+    assert (
+        result.code == 2
+        and "stages: no stage named 'warmup'" in result.err
+        and "allowed: sft_warmup, rft" in result.err
+    )
 
 
 def test_stage_that_breaks_a_hardware_fact(cli, write):
     path = write("run.yaml", STAGED + "    trainer:\n      use_torch_compile: true\n")
     result = cli("config", "validate", "-c", path, "hardware=ascend910b")
     assert result.code == 2
-    assert "run.yaml:19:7: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b" in result.err
+    assert (
+        "run.yaml:19:7: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b"
+        in result.err
+    )
     assert "(in stage 'rft')" in result.err
 
 
 def test_a_stage_that_hands_on_its_checkpoint_keeps_hugging_face_weights(cli, write):
     """The next stage starts from the last checkpoint of this one: `never` there is refused where it is written."""
-    path = write("run.yaml", STAGED.replace("      train_batch_size: 128\n", "      train_batch_size: 128\n    trainer:\n      save_hf_checkpoint: never\n"))
+    path = write(
+        "run.yaml",
+        STAGED.replace(
+            "      train_batch_size: 128\n",
+            "      train_batch_size: 128\n    trainer:\n      save_hf_checkpoint: never\n",
+        ),
+    )
     result = cli("config", "validate", "-c", path, "hardware=a100")
     assert result.code == 2
-    assert "run.yaml:18:7: trainer.save_hf_checkpoint: 'never' leaves stage 'sft_warmup' without Hugging Face weights, but the next stage starts from its last checkpoint" in result.err
+    assert (
+        "run.yaml:18:7: trainer.save_hf_checkpoint: 'never' leaves stage 'sft_warmup' without Hugging Face weights, "
+        "but the next stage starts from its last checkpoint" in result.err
+    )
     assert "allowed: last, always" in result.err
-    last = write("last.yaml", STAGED + "    trainer:\n      save_hf_checkpoint: never\n")  # the final stage hands nothing on
+    # the final stage hands nothing on
+    last = write("last.yaml", STAGED + "    trainer:\n      save_hf_checkpoint: never\n")
     assert cli("config", "validate", "-c", last, "hardware=a100").code == 0

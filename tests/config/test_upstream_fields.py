@@ -18,9 +18,9 @@ from pydantic_core import PydanticUndefined
 from tests.conftest import MINIMAL, REPO
 from trinity.config import upstream
 from trinity.config.compose import Request
-from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
 from trinity.config.schema import RunConfig
+from trinity.errors import ConfigError
 
 HERE = Path(__file__).parent / "upstream"
 UPSTREAM = json.loads((HERE / "trinity-rft-0.6.0-fields.json").read_text())
@@ -82,7 +82,15 @@ def _kind(text: str) -> tuple[str, bool]:
     """Upstream's type string -> (base kind, optional)."""
     optional = text.startswith("typing.Optional[")
     inner = text.removeprefix("typing.Optional[").removesuffix("]") if optional else text
-    for base, pattern in (("list", "List"), ("dict", "Dict|dict"), ("bool", "bool"), ("int", "int"), ("float", "float"), ("str", "str|enum|SyncMethod"), ("any", "Any")):
+    for base, pattern in (
+        ("list", "List"),
+        ("dict", "Dict|dict"),
+        ("bool", "bool"),
+        ("int", "int"),
+        ("float", "float"),
+        ("str", "str|enum|SyncMethod"),
+        ("any", "Any"),
+    ):
         if re.search(rf"\b({pattern})\b", inner):
             return base, optional
     return inner, optional
@@ -95,7 +103,16 @@ def _our_kind(field) -> tuple[str, bool]:
     origin = typing.get_origin(tp) or tp
     if origin is typing.Literal:
         return type(typing.get_args(tp)[0]).__name__, optional
-    names = {bool: "bool", int: "int", float: "float", str: "str", list: "list", tuple: "list", dict: "dict", typing.Any: "any"}
+    names = {
+        bool: "bool",
+        int: "int",
+        float: "float",
+        str: "str",
+        list: "list",
+        tuple: "list",
+        dict: "dict",
+        typing.Any: "any",
+    }
     return names.get(origin, str(tp)), optional
 
 
@@ -112,7 +129,9 @@ USER_SETTABLE = sorted(p for p in LEAVES if not _internal(p))
 def test_every_upstream_field_has_a_fate():
     missing = [p for p in LEAVES if _fate_or_none(p) is None]
     assert missing == [], f"no fate in conf/upstream_fields.yaml for {missing}"
-    assert all(_covering(p).fate in ("supported", "not yet") for p in USER_SETTABLE), "a user-settable key is neither supported nor 'not yet'"
+    assert all(_covering(p).fate in ("supported", "not yet") for p in USER_SETTABLE), (
+        "a user-settable key is neither supported nor 'not yet'"
+    )
 
 
 def _fate_or_none(path):
@@ -135,7 +154,10 @@ def test_a_supported_field_is_in_the_schema_with_upstreams_type_and_default(path
     assert path in OURS, f"{path} is 'supported' but not in trinity's schema"
     ours = OURS[path]
     same = _our_kind(ours) == _kind(info["type"]) and _our_default(ours) == info["default"]
-    assert same or entry.why, f"{path}: {_our_kind(ours)} {_our_default(ours)!r} vs upstream {info['type']} {info['default']!r}; say why in the table"
+    assert same or entry.why, (
+        f"{path}: {_our_kind(ours)} {_our_default(ours)!r} vs upstream {info['type']} {info['default']!r}; say why "
+        "in the table"
+    )
 
 
 def _in_schema(key: str) -> bool:
@@ -158,7 +180,9 @@ def test_every_not_yet_key_has_a_reason():
     assert [k for k, f in upstream.table().items() if f.fate == "not yet" and not f.why] == []
 
 
-BASE = MINIMAL + """\
+BASE = (
+    MINIMAL
+    + """\
 algorithm:
   repeat_times: 4
 buffer:
@@ -172,13 +196,16 @@ buffer:
 stages:
   - stage_name: only
 """
+)
 
 
 def _override(key: str) -> str:
     return "+" + key.replace("[]", ".0").replace("{}", ".x") + "=1"
 
 
-@pytest.mark.parametrize("fate,message", [("not yet", upstream.NOT_YET), ("internal", upstream.INTERNAL), ("removed", upstream.REMOVED)])
+@pytest.mark.parametrize(
+    "fate,message", [("not yet", upstream.NOT_YET), ("internal", upstream.INTERNAL), ("removed", upstream.REMOVED)]
+)
 def test_every_refused_key_is_refused_by_name_wherever_it_is_written(tmp_path, fate, message):
     path = tmp_path / "run.yaml"
     path.write_text(BASE)
@@ -192,13 +219,25 @@ def test_every_refused_key_is_refused_by_name_wherever_it_is_written(tmp_path, f
 
 
 def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
-    text = BASE.replace("repeat_times: 4\n", "repeat_times: 4\n  rollout_correction: {}\n") + "trainer:\n  megatron:\n    tensor_model_parallel_size: 2\n"
+    text = (
+        BASE.replace("repeat_times: 4\n", "repeat_times: 4\n  rollout_correction: {}\n")
+        + "trainer:\n  megatron:\n    tensor_model_parallel_size: 2\n"
+    )
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+model.rope_theta=1e6")
     assert result.code == 2 and "trinity: 3 problems in the config" in result.err
-    assert "error: run.yaml:5:3: algorithm.rollout_correction: known Trinity-RFT key, not supported by trinity yet" in result.err
+    assert (
+        "error: run.yaml:5:3: algorithm.rollout_correction: known Trinity-RFT key, not supported by trinity yet"
+        in result.err
+    )
     assert "hint: rollout importance-sampling correction is not in trinity's runtime yet" in result.err
-    assert "run.yaml:17:3: trainer.megatron: known Trinity-RFT key, not supported by trinity yet\n    hint: Megatron training is not supported yet" in result.err
-    assert "error: override '+model.rope_theta=1e6': model.rope_theta: known Trinity-RFT key, not supported by trinity yet" in result.err
+    assert (
+        "run.yaml:17:3: trainer.megatron: known Trinity-RFT key, not supported by trinity yet\n    hint: Megatron "
+        "training is not supported yet" in result.err
+    )
+    assert (
+        "error: override '+model.rope_theta=1e6': model.rope_theta: known Trinity-RFT key, not supported by trinity yet"
+        in result.err
+    )
     assert "unknown key" not in result.err
 
 
@@ -206,31 +245,56 @@ def test_a_not_yet_key_in_a_stage_is_named_in_the_stage(cli, write):
     text = BASE + "    buffer:\n      explorer_input:\n        taskset:\n          format: {tools_key: tools}\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
-    assert "run.yaml:18:20: buffer.explorer_input.taskset.format.tools_key: known Trinity-RFT key, not supported by trinity yet (in stage 'only')" in result.err
+    assert (
+        "run.yaml:18:20: buffer.explorer_input.taskset.format.tools_key: known Trinity-RFT key, not supported by "
+        "trinity yet (in stage 'only')" in result.err
+    )
 
 
 def test_a_key_trinity_dropped_names_its_replacement(cli, write):
-    text = BASE.replace("    experience_buffer: {name: e}\n", "    experience_buffer: {name: e, repeat_times: 2}\n    sft_warmup_steps: 10\n")
+    text = BASE.replace(
+        "    experience_buffer: {name: e}\n",
+        "    experience_buffer: {name: e, repeat_times: 2}\n    sft_warmup_steps: 10\n",
+    )
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
-    assert "buffer.trainer_input.sft_warmup_steps: no longer a key: Trinity-RFT 0.6 dropped it, and so did trinity\n    hint: use buffer.total_steps of an SFT stage" in result.err
-    assert "buffer.trainer_input.experience_buffer.repeat_times: no longer a key" in result.err and "hint: use a task set key: buffer.explorer_input.taskset.repeat_times" in result.err
+    assert (
+        "buffer.trainer_input.sft_warmup_steps: no longer a key: Trinity-RFT 0.6 dropped it, and so did trinity\n    "
+        "hint: use buffer.total_steps of an SFT stage" in result.err
+    )
+    assert (
+        "buffer.trainer_input.experience_buffer.repeat_times: no longer a key" in result.err
+        and "hint: use a task set key: buffer.explorer_input.taskset.repeat_times" in result.err
+    )
 
 
 def test_an_upstream_internal_key_says_upstream_fills_it(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", BASE), "hardware=cpu", "+trainer.trainer_config_path=verl.yaml")
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", BASE), "hardware=cpu", "+trainer.trainer_config_path=verl.yaml"
+    )
     assert result.code == 2
-    assert "trainer.trainer_config_path: known Trinity-RFT key that Trinity-RFT fills itself; not a setting\n    hint: remove it; deprecated upstream: write the verl keys under trainer.trainer_config" in result.err
+    assert (
+        "trainer.trainer_config_path: known Trinity-RFT key that Trinity-RFT fills itself; not a setting\n    hint: "
+        "remove it; deprecated upstream: write the verl keys under trainer.trainer_config" in result.err
+    )
 
 
 def test_a_key_nobody_knows_is_still_unknown_with_a_suggestion(cli, write):
     result = cli("config", "validate", "-c", write("run.yaml", BASE), "hardware=cpu", "+trainer.save_intervall=3")
-    assert result.code == 2 and "trainer.save_intervall: unknown key" in result.err and "did you mean 'save_interval'?" in result.err
+    assert (
+        result.code == 2
+        and "trainer.save_intervall: unknown key" in result.err
+        and "did you mean 'save_interval'?" in result.err
+    )
 
 
 def _counts() -> dict[str, int]:
     fates = [_covering(p).fate for p in USER_SETTABLE]
-    return {"supported": fates.count("supported"), "not yet": fates.count("not yet"), "internal": len(LEAVES) - len(USER_SETTABLE)}
+    return {
+        "supported": fates.count("supported"),
+        "not yet": fates.count("not yet"),
+        "internal": len(LEAVES) - len(USER_SETTABLE),
+    }
 
 
 def test_readme_states_the_counts():

@@ -4,11 +4,13 @@ import re
 
 from omegaconf import OmegaConf
 
-from tests.conftest import MINIMAL, REFERENCE
 from tests.config.test_errors import BOMB
+from tests.conftest import MINIMAL, REFERENCE
 from trinity.config.sources.yaml_file import load_yaml
 
-TRICKY = "lr: 1e-6\nflag: on\nday: 2001-12-14\nhex: 0x1F\nhalf: .5\nbig: 1_000\nnothing: ~\nlist:\n  - a: 1\n    b: [x, y]\n"
+TRICKY = (
+    "lr: 1e-6\nflag: on\nday: 2001-12-14\nhex: 0x1F\nhalf: .5\nbig: 1_000\nnothing: ~\nlist:\n  - a: 1\n    b: [x, y]\n"
+)
 
 
 def test_values_parse_as_omegaconf_parses_them(tmp_path):
@@ -69,9 +71,18 @@ def test_a_merged_key_is_located_where_the_merge_brings_it(cli, write):
 def test_a_bomb_in_a_profile_is_refused_by_every_command_that_reads_it(cli, write):
     write("site/bombp.yaml", "extends: cpu\ndescription: hostile\n" + BOMB)
     expected = "error: site/bombp.yaml:7:8: YAML aliases expand to more than 10,000 nodes at *d (an alias bomb?)"
-    for args in (("profile", "lint", "site"), ("profile", "show", "bombp", "--profile-dir", "site"), ("config", "validate", "--profile-dir", "site", "hardware=bombp")):
+    for args in (
+        ("profile", "lint", "site"),
+        ("profile", "show", "bombp", "--profile-dir", "site"),
+        ("config", "validate", "--profile-dir", "site", "hardware=bombp"),
+    ):
         result = cli(*args)
-        assert result.code == 2 and expected in result.out + result.err, (args, result.out, result.err)  # lint reports on stdout
+        # lint reports on stdout
+        assert result.code == 2 and expected in result.out + result.err, (
+            args,
+            result.out,
+            result.err,
+        )
 
 
 def test_a_bomb_or_a_recursive_alias_in_a_file_to_compare_with_is_refused(cli, write):
@@ -80,15 +91,22 @@ def test_a_bomb_or_a_recursive_alias_in_a_file_to_compare_with_is_refused(cli, w
     vs = cli("config", "diff", "--vs-config", bomb)
     saved = cli("config", "diff", "--saved", recursive)
     assert vs.code == 2 and "error: bomb.yaml:5:8: YAML aliases expand to more than 10,000 nodes at *d" in vs.err
-    assert saved.code == 2 and "error: saved.yaml:1:21: YAML alias *t refers to the collection that contains it (a recursive alias)" in saved.err
+    assert (
+        saved.code == 2
+        and "error: saved.yaml:1:21: YAML alias *t refers to the collection that contains it (a recursive alias)"
+        in saved.err
+    )
 
 
 def test_deep_nesting_in_a_large_file_is_refused_before_the_parser_recurses(cli, write):
     # 30,000 levels overflow libyaml's C stack (a segfault); the event scan runs for any file past 32 KiB.
     path = write("run.yaml", MINIMAL + "x: " + "[" * 30_000 + "]" * 30_000 + "\n")
     result = cli("config", "validate", "-c", path)
-    # Our scan stops at level 51 (column 53); a newer libyaml's scanner reads ahead and stops at its own 1,000-level bound first.
-    assert result.code == 2 and re.search(r"error: run\.yaml:3:(53|1003): YAML nested more than 50 levels deep\n", result.err), result.err
+    # Our scan stops at level 51 (column 53); a newer libyaml's scanner reads ahead and stops at its own 1,000-level
+    # bound first.
+    assert result.code == 2 and re.search(
+        r"error: run\.yaml:3:(53|1003): YAML nested more than 50 levels deep\n", result.err
+    ), result.err
 
 
 def test_an_alias_bound_is_exact(cli, write):

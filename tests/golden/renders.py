@@ -29,7 +29,9 @@ def golden_path(example: str, profile: str, kind: str = "render") -> Path:
 
 
 def _resolved(example: str, profile: str):
-    assert Path.cwd() == REPO and not any(k.startswith("TRINITY_") for k in os.environ), "render goldens from a clean environment at the repo root"
+    assert Path.cwd() == REPO and not any(k.startswith("TRINITY_") for k in os.environ), (
+        "render goldens from a clean environment at the repo root"
+    )
     return resolve(Request(REPO / example, (f"hardware={profile}",)))
 
 
@@ -37,13 +39,18 @@ def render(example: str, profile: str) -> str:
     """The render as committed: the issues as comments, then the redacted YAML (run from the repo root)."""
     resolved = _resolved(example, profile)
     header = "".join(f"# {line}\n" for issue in resolved.issues for line in issue.render().splitlines())
-    return f"# trinity config render --config {example} hardware={profile}\n{header}" + dump(redact(resolved.config.model_dump(mode="json")), "yaml")
+    return f"# trinity config render --config {example} hardware={profile}\n{header}" + dump(
+        redact(resolved.config.model_dump(mode="json")), "yaml"
+    )
 
 
 def derived(example: str, profile: str) -> str:
-    """Every key a rule set, each layer under it and the rule with the inputs it read (`--explain`, derived keys only)."""
+    """Every key a rule set, each layer under it, the rule and the inputs it read (`--explain`, derived keys only)."""
     found = [item for item in explain(_resolved(example, profile)) if any(step.layer == "rule" for step in item.steps)]
-    return f"# trinity config render --config {example} hardware={profile} --explain (the keys a rule set)\n" + explain_text(found)
+    return (
+        f"# trinity config render --config {example} hardware={profile} --explain (the keys a rule set)\n"
+        + explain_text(found)
+    )
 
 
 GOLDEN = {"render": render, "derived": derived}

@@ -14,7 +14,12 @@ pytest.importorskip("verl")
 
 @pytest.fixture(scope="module")
 def renders():
-    proc = subprocess.run([sys.executable, str(REPO / "tests" / "golden" / "verl_configs.py"), "--json"], capture_output=True, text=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "golden" / "verl_configs.py"), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
@@ -23,7 +28,9 @@ def renders():
 def test_verl_config_matches_golden(renders, profile):
     path = HERE / f"{profile}.yaml"
     assert path.exists(), f"no verl golden for {profile}; create it with: {UPDATE}"
-    assert renders[profile] == path.read_text(), f"{path.relative_to(REPO)} drifted; if the change is intended, run: {UPDATE}"
+    assert renders[profile] == path.read_text(), (
+        f"{path.relative_to(REPO)} drifted; if the change is intended, run: {UPDATE}"
+    )
 
 
 def test_every_golden_is_a_shipped_profile():
@@ -36,7 +43,8 @@ def test_the_platform_and_device_verl_gets_differ_only_where_the_hardware_does(r
     a100, npu = yaml.safe_load(renders["a100"]), yaml.safe_load(renders["ascend910b"])
     assert (a100["trainer"]["device"], a100["verl_env"]["VERL_PLATFORM"]) == ("cuda", "nvidia")
     assert (npu["trainer"]["device"], npu["verl_env"]["VERL_PLATFORM"]) == ("npu", "huawei")
-    # the attention kernel is the one hardware difference: the gpu extra installs no flash-attn, NPUs run it on torch_npu
+    # the attention kernel is the one hardware difference: the gpu extra installs no flash-attn, NPUs run it on
+    # torch_npu
     kernels = [cfg["actor_rollout_ref"]["model"].pop("override_config") for cfg in (a100, npu)]
     assert kernels == [{"attn_implementation": "sdpa"}, {"attn_implementation": "flash_attention_2"}]
     assert a100["actor_rollout_ref"] == npu["actor_rollout_ref"]  # the reference config turns torch.compile off on both

@@ -30,8 +30,15 @@ def render(profile: str) -> str:
 
     config = resolve(Request(REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml", (f"hardware={profile}",))).config
     section = OmegaConf.to_container(build(config, MODEL, 100), resolve=True)
-    data = {"trainer": {"device": config.trainer.device}, "verl_env": get_platform(config.hardware.device_type).verl_env(), "actor_rollout_ref": section}
-    return f"# verl's config for examples/grpo_gsm8k/gsm8k.yaml hardware={profile}; rewrite with: {UPDATE}\n" + yaml.safe_dump(data, sort_keys=True)
+    data = {
+        "trainer": {"device": config.trainer.device},
+        "verl_env": get_platform(config.hardware.device_type).verl_env(),
+        "actor_rollout_ref": section,
+    }
+    return (
+        f"# verl's config for examples/grpo_gsm8k/gsm8k.yaml hardware={profile}; rewrite with: {UPDATE}\n"
+        + yaml.safe_dump(data, sort_keys=True)
+    )
 
 
 def main() -> int:

@@ -19,15 +19,23 @@ amounts = st.integers(0, 16).map(float)
 
 @st.composite
 def clusters(draw):
-    return [Node(f"node{i:02d}", {"NPU": 16, "CPU": 32}, {"NPU": draw(amounts), "CPU": draw(amounts)}) for i in range(draw(st.integers(1, 5)))]
+    return [
+        Node(f"node{i:02d}", {"NPU": 16, "CPU": 32}, {"NPU": draw(amounts), "CPU": draw(amounts)})
+        for i in range(draw(st.integers(1, 5)))
+    ]
 
 
 @st.composite
 def groups(draw):
     bundle = {"NPU": draw(st.integers(1, 8)), "CPU": draw(st.integers(0, 8))}
     same = draw(st.booleans())  # plans use identical bundles; the check must not rely on it
-    bundles = [bundle if same else {"NPU": draw(st.integers(1, 8)), "CPU": draw(st.integers(0, 8))} for _ in range(draw(st.integers(1, 6)))]
-    return PlacementGroupSpec(f"g{draw(st.integers(0, 10**6))}", draw(st.sampled_from(["PACK", "STRICT_PACK"])), tuple(bundles))
+    bundles = [
+        bundle if same else {"NPU": draw(st.integers(1, 8)), "CPU": draw(st.integers(0, 8))}
+        for _ in range(draw(st.integers(1, 6)))
+    ]
+    return PlacementGroupSpec(
+        f"g{draw(st.integers(0, 10**6))}", draw(st.sampled_from(["PACK", "STRICT_PACK"])), tuple(bundles)
+    )
 
 
 @st.composite
@@ -70,11 +78,22 @@ def test_a_group_that_does_not_fit_takes_nothing(nodes, plan):
     # Checking the plan with its failing groups removed must place the rest exactly the same way.
     result = check(plan, nodes)
     fitting = tuple(g for g in plan.placement_groups if g.name in result.placement)
-    again = check(LaunchPlan(*[getattr(plan, f) for f in ("hardware", "resource_key", "visible_devices_env", "namespace", "device_type")], fitting, ()), nodes)
+    again = check(
+        LaunchPlan(
+            *[
+                getattr(plan, f)
+                for f in ("hardware", "resource_key", "visible_devices_env", "namespace", "device_type")
+            ],
+            fitting,
+            (),
+        ),
+        nodes,
+    )
     assert again.ok and again.placement == result.placement
 
 
 # --- plans derived from configs, on the cluster they were derived for ----------------------
+
 
 @st.composite
 def shapes(draw):
@@ -92,8 +111,12 @@ def shapes(draw):
 @given(s=shapes())
 def test_a_derived_plan_fits_its_cluster_and_never_splits_an_engine_on_a_node(minimal_file, s):
     overrides = (
-        "hardware=ascend910b", f"mode={s['mode']}", f"cluster.node_num={s['node_num']}", f"cluster.gpu_per_node={s['per_node']}",
-        f"explorer.rollout_model.engine_num={s['engine_num']}", f"explorer.rollout_model.tensor_parallel_size={s['tp']}",
+        "hardware=ascend910b",
+        f"mode={s['mode']}",
+        f"cluster.node_num={s['node_num']}",
+        f"cluster.gpu_per_node={s['per_node']}",
+        f"explorer.rollout_model.engine_num={s['engine_num']}",
+        f"explorer.rollout_model.tensor_parallel_size={s['tp']}",
     )
     try:
         plan = build_plan(resolve(Request(minimal_file, overrides)).config)

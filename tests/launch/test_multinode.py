@@ -19,7 +19,17 @@ def run(cli, write, cluster, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
 
     def _run(text: str, *args: str):
-        return cli("run", "--placement-only", "-c", write("run.yaml", MINIMAL + text), "--format", "json", "--timeout", "60", *args)
+        return cli(
+            "run",
+            "--placement-only",
+            "-c",
+            write("run.yaml", MINIMAL + text),
+            "--format",
+            "json",
+            "--timeout",
+            "60",
+            *args,
+        )
 
     return _run
 
@@ -29,7 +39,10 @@ def by_actor(result):
 
 
 def test_rollout_larger_than_a_node_spreads_over_nodes(run):
-    result = run("cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    engine_num: 3\n    tensor_parallel_size: 2\n", "hardware=ascend910b")
+    result = run(
+        "cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    engine_num: 3\n    tensor_parallel_size: 2\n",
+        "hardware=ascend910b",
+    )
     assert result.code == 0, result.err
     found = by_actor(result)
     assert all(p["problem"] == "" for p in found.values())
@@ -39,11 +52,17 @@ def test_rollout_larger_than_a_node_spreads_over_nodes(run):
 
 
 def test_engine_larger_than_a_node_spans_whole_nodes(run):
-    result = run("mode: explore\ncluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 8\n", "hardware=ascend910b")
+    result = run(
+        "mode: explore\ncluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    tensor_parallel_size: 8\n",
+        "hardware=ascend910b",
+    )
     assert result.code == 0, result.err
     found = by_actor(result)
     parts = [found["rollout.engine0.part0"], found["rollout.engine0.part1"]]
-    assert parts[0]["node_id"] != parts[1]["node_id"] and [len(p["visible_devices"].split(",")) for p in parts] == [4, 4]
+    assert parts[0]["node_id"] != parts[1]["node_id"] and [len(p["visible_devices"].split(",")) for p in parts] == [
+        4,
+        4,
+    ]
 
 
 def test_trainer_gets_whole_nodes(run):
@@ -62,7 +81,10 @@ def test_gpu_variant_asks_with_num_gpus(run):
     plan = {a["name"]: a for a in result.json()["plan"]["actors"]}
     assert plan["rollout.engine0"]["options"] == {"num_cpus": 1, "num_gpus": 1}
     found = by_actor(result)
-    assert found["rollout.engine0"]["device"] == "cuda" and len(found["trainer_node0.rank2"]["visible_devices"].split(",")) == 1
+    assert (
+        found["rollout.engine0"]["device"] == "cuda"
+        and len(found["trainer_node0.rank2"]["visible_devices"].split(",")) == 1
+    )
     assert all(p["problem"] == "" for p in found.values())
 
 
@@ -77,7 +99,10 @@ def test_infeasible_layout_is_reported_before_anything_is_created(run, cluster):
         result = run("mode: train\n", "hardware=ascend910b")
         assert result.code == 2
         assert "the launch plan does not fit the Ray cluster; nothing was created" in result.err
-        assert "trainer_node0 needs 4 NPU + 4 CPU on one node (STRICT_PACK); the largest free is 2 NPU: does not fit" in result.err
+        assert (
+            "trainer_node0 needs 4 NPU + 4 CPU on one node (STRICT_PACK); the largest free is 2 NPU: does not fit"
+            in result.err
+        )
         ray.init(address=cluster.address)
         live = [g for g in placement_group_table().values() if g["state"] != "REMOVED"]
         assert [g["name"] for g in live] == ["blocker"]
@@ -92,6 +117,9 @@ def test_dry_run_checks_a_named_cluster(cli, write, cluster, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
     path = write("run.yaml", MINIMAL + "mode: train\ncluster:\n  node_num: 4\n")
     result = cli("run", "-c", path, "hardware=ascend910b", "--dry-run")
-    assert result.code == 2 and "the run needs 4 node(s) with 4 NPU each; the Ray cluster's nodes offer NPU: 4, 4, 4" in result.err
+    assert (
+        result.code == 2
+        and "the run needs 4 node(s) with 4 NPU each; the Ray cluster's nodes offer NPU: 4, 4, 4" in result.err
+    )
     ok = cli("run", "-c", write("ok.yaml", MINIMAL), "hardware=ascend910b", "--dry-run")
     assert ok.code == 0 and "fits the cluster:" in ok.out and "rollout needs 1 NPU + 1 CPU in PACK" in ok.out

@@ -37,15 +37,24 @@ def cluster():
 @pytest.fixture
 def run(cli, write, cluster, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", cluster.address)
-    return lambda text, *args: cli("run", "--placement-only", "-c", write("run.yaml", MINIMAL + text), "hardware=ascend910b", *args)
+    return lambda text, *args: cli(
+        "run", "--placement-only", "-c", write("run.yaml", MINIMAL + text), "hardware=ascend910b", *args
+    )
 
 
 def test_feasibility_names_the_short_resource(run):
-    result = run("cluster:\n  node_num: 2\n  gpu_per_node: 8\nexplorer:\n  rollout_model:\n    engine_num: 12\n", "--dry-run")
+    result = run(
+        "cluster:\n  node_num: 2\n  gpu_per_node: 8\nexplorer:\n  rollout_model:\n    engine_num: 12\n", "--dry-run"
+    )
     assert result.code == 2
     assert "does NOT fit the cluster:" in result.out
-    assert "rollout needs 12 NPU + 12 CPU in PACK (12 bundles of 1 NPU + 1 CPU); nodes have 4 and 0 and 0 CPU free: does not fit" in result.out
-    assert "error: Ray cluster: placement: the launch plan does not fit the Ray cluster; nothing was created" in result.err
+    assert (
+        "rollout needs 12 NPU + 12 CPU in PACK (12 bundles of 1 NPU + 1 CPU); nodes have 4 and 0 and 0 CPU free: "
+        "does not fit" in result.out
+    )
+    assert (
+        "error: Ray cluster: placement: the launch plan does not fit the Ray cluster; nothing was created" in result.err
+    )
     assert "nodes have 4 and 0 and 0 CPU free" in result.err  # the hint repeats the explanation
 
 
@@ -56,7 +65,9 @@ def grab_after_the_check(cluster, monkeypatch):
     create_groups = Launch.create_groups
 
     def grab_then_create(self):
-        proc = subprocess.Popen([sys.executable, "-c", GRABBER, cluster.address], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", GRABBER, cluster.address], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
         grabbers.append(proc)
         assert proc.stdout.readline().strip() == "held"
         return create_groups(self)
@@ -86,7 +97,13 @@ def test_a_group_that_misses_the_timeout_is_removed_and_explained(run, grab_afte
     result = run("mode: train\ncluster:\n  gpu_per_node: 4\n", "--timeout", "3")
     assert result.code == 2, result.err
     assert "fits the cluster:" in result.out  # the check passed before the devices were taken
-    assert "error: Ray cluster: placement: placement group trainer_node0 was not placed within 3 s; it was removed" in result.err
-    assert "hint: trainer_node0 needs 4 NPU + 4 CPU on one node (STRICT_PACK); the largest free is 0 NPU and 0 CPU: does not fit" in result.err
+    assert (
+        "error: Ray cluster: placement: placement group trainer_node0 was not placed within 3 s; it was removed"
+        in result.err
+    )
+    assert (
+        "hint: trainer_node0 needs 4 NPU + 4 CPU on one node (STRICT_PACK); the largest free is 0 NPU and 0 CPU: "
+        "does not fit" in result.err
+    )
     assert "Traceback" not in result.err and len(grab_after_the_check) == 1
     assert groups_at_shutdown[-1] == {"grabber": "CREATED", "trainer_node0": "REMOVED"}

@@ -19,14 +19,20 @@ def plan_for(*overrides, config=REFERENCE, exported=None):
 def test_reference_on_ascend(cli):
     plan = cli("run", "--config", REFERENCE, "hardware=ascend910b", "--dry-run", "--format", "json").json()
     groups = {g["name"]: g for g in plan["placement_groups"]}
-    assert groups["trainer_node0"] == {"name": "trainer_node0", "strategy": "STRICT_PACK", "bundles": [{"NPU": 1, "CPU": 1}] * 2}
+    assert groups["trainer_node0"] == {
+        "name": "trainer_node0",
+        "strategy": "STRICT_PACK",
+        "bundles": [{"NPU": 1, "CPU": 1}] * 2,
+    }
     assert groups["rollout"] == {"name": "rollout", "strategy": "PACK", "bundles": [{"NPU": 1, "CPU": 1}] * 4}
     actors = {a["name"]: a for a in plan["actors"]}
     assert actors["rollout.engine0"]["options"] == {"num_cpus": 1, "resources": {"NPU": 1}}
     assert actors["rollout.engine0"]["placement_group"] == "rollout" and actors["rollout.engine3"]["bundle_index"] == 3
     assert actors["trainer_node0.rank1"]["env"]["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
     assert actors["explorer"]["options"] == {"num_cpus": 1} and actors["explorer"]["placement_group"] is None
-    assert all(a["env"]["TRINITY_DEVICE"] == "npu" and a["env"]["TRINITY_HARDWARE"] == "ascend910b" for a in plan["actors"])
+    assert all(
+        a["env"]["TRINITY_DEVICE"] == "npu" and a["env"]["TRINITY_HARDWARE"] == "ascend910b" for a in plan["actors"]
+    )
 
 
 def test_reference_on_a100_asks_with_num_gpus():
@@ -44,16 +50,30 @@ def test_cpu_profile_uses_cpu_slots():
 
 
 def test_engine_larger_than_a_node_gets_one_bundle_per_node():
-    plan = plan_for("hardware=ascend910b", "cluster.node_num=3", "~cluster.gpu_per_node", "explorer.rollout_model.engine_num=1", "explorer.rollout_model.tensor_parallel_size=16")
+    plan = plan_for(
+        "hardware=ascend910b",
+        "cluster.node_num=3",
+        "~cluster.gpu_per_node",
+        "explorer.rollout_model.engine_num=1",
+        "explorer.rollout_model.tensor_parallel_size=16",
+    )
     assert plan.group("rollout").bundles == ({"NPU": 8, "CPU": 8}, {"NPU": 8, "CPU": 8})
     parts = [a for a in plan.actors if a.role == "rollout"]
-    assert [(a.name, a.bundle_index, a.devices) for a in parts] == [("rollout.engine0.part0", 0, 8), ("rollout.engine0.part1", 1, 8)]
+    assert [(a.name, a.bundle_index, a.devices) for a in parts] == [
+        ("rollout.engine0.part0", 0, 8),
+        ("rollout.engine0.part1", 1, 8),
+    ]
 
 
 def test_trainer_gets_one_strict_pack_group_per_node():
-    plan = plan_for("hardware=a100", "cluster.node_num=3", "~cluster.gpu_per_node", "explorer.rollout_model.engine_num=8")
+    plan = plan_for(
+        "hardware=a100", "cluster.node_num=3", "~cluster.gpu_per_node", "explorer.rollout_model.engine_num=8"
+    )
     trainer_groups = [g for g in plan.placement_groups if g.name.startswith("trainer")]
-    assert [(g.name, g.strategy, len(g.bundles)) for g in trainer_groups] == [("trainer_node0", "STRICT_PACK", 8), ("trainer_node1", "STRICT_PACK", 8)]
+    assert [(g.name, g.strategy, len(g.bundles)) for g in trainer_groups] == [
+        ("trainer_node0", "STRICT_PACK", 8),
+        ("trainer_node1", "STRICT_PACK", 8),
+    ]
     assert plan.placement_groups[-1].name == "rollout"  # trainer groups are created first, whole nodes before packing
     ranks = [a.name for a in plan.actors if a.role == "trainer"]
     assert ranks[0] == "trainer_node0.rank0" and ranks[-1] == "trainer_node1.rank15"
@@ -67,7 +87,11 @@ def test_train_mode_has_no_rollout_or_explorer():
 
 def test_explore_mode_has_no_trainer():
     plan = plan_for("hardware=ascend910b", "mode=explore")
-    assert [g.name for g in plan.placement_groups] == ["rollout"] and {a.role for a in plan.actors} == {"rollout", "explorer", "buffer"}
+    assert [g.name for g in plan.placement_groups] == ["rollout"] and {a.role for a in plan.actors} == {
+        "rollout",
+        "explorer",
+        "buffer",
+    }
 
 
 def test_auxiliary_models_are_refused_before_a_plan_exists(tmp_path):
@@ -99,25 +123,52 @@ def test_dry_run_text(cli):
     assert result.code == 0, result.err
     out = result.out
     assert "launch plan for ascend910b (npu, Ray resource NPU)" in out
-    assert "trainer_node0  STRICT_PACK  2 x {NPU: 1, CPU: 1}" in out and "rollout        PACK         4 x {NPU: 1, CPU: 1}" in out
+    assert (
+        "trainer_node0  STRICT_PACK  2 x {NPU: 1, CPU: 1}" in out
+        and "rollout        PACK         4 x {NPU: 1, CPU: 1}" in out
+    )
     assert "rollout.engine0      rollout       rollout[0]        num_cpus=1, resources={'NPU': 1}" in out
 
 
 def test_dry_run_imports_no_ray_without_a_cluster(tmp_path):
-    probe = f"import sys; from trinity.cli.main import main; main(['run', '--config', {str(REFERENCE)!r}, 'hardware=a100', '--dry-run']); print('ray' in sys.modules)"
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)})
+    probe = (
+        f"import sys; from trinity.cli.main import main; main(['run', '--config', {str(REFERENCE)!r}, "
+        "'hardware=a100', '--dry-run']); print('ray' in sys.modules)"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "False"
 
 
-@pytest.mark.parametrize("profile,bundle", [("ascend910b", {"NPU": 1, "CPU": 1}), ("a100", {"GPU": 1, "CPU": 1}), ("h200", {"GPU": 1, "CPU": 1}), ("cpu", {"CPU": 1})])
+@pytest.mark.parametrize(
+    "profile,bundle",
+    [
+        ("ascend910b", {"NPU": 1, "CPU": 1}),
+        ("a100", {"GPU": 1, "CPU": 1}),
+        ("h200", {"GPU": 1, "CPU": 1}),
+        ("cpu", {"CPU": 1}),
+    ],
+)
 def test_plan_json_is_the_contract(cli, profile, bundle):
     result = cli("run", "--config", REFERENCE, f"hardware={profile}", "--dry-run", "--format", "json")
     assert result.code == 0, result.err
     plan = result.json()
     # the trainer takes whole nodes first (STRICT_PACK); rollout is never confined to one node (PACK)
-    assert [(g["name"], g["strategy"]) for g in plan["placement_groups"]] == [("trainer_node0", "STRICT_PACK"), ("rollout", "PACK")]
-    assert all(set(g) == {"name", "strategy", "bundles"} and set(map(json.dumps, g["bundles"])) == {json.dumps(bundle)} for g in plan["placement_groups"])
+    assert [(g["name"], g["strategy"]) for g in plan["placement_groups"]] == [
+        ("trainer_node0", "STRICT_PACK"),
+        ("rollout", "PACK"),
+    ]
+    assert all(
+        set(g) == {"name", "strategy", "bundles"} and set(map(json.dumps, g["bundles"])) == {json.dumps(bundle)}
+        for g in plan["placement_groups"]
+    )
     sizes = {g["name"]: len(g["bundles"]) for g in plan["placement_groups"]}
     for actor in plan["actors"]:
         assert {"name", "role", "placement_group", "bundle_index", "options", "env"} <= set(actor)
@@ -130,12 +181,22 @@ def actor_rows(plan: dict) -> list[tuple]:
 
 def test_every_actor_of_a_colocated_plan(cli, write):
     # colocate: each rollout engine takes the other half of consecutive trainer bundles, part by part
-    path = write("run.yaml", MINIMAL + "mode: colocate\nray_namespace: myns\nexplorer:\n  rollout_model:\n    engine_num: 2\n    tensor_parallel_size: 2\n")
+    path = write(
+        "run.yaml",
+        MINIMAL + "mode: colocate\nray_namespace: myns\nexplorer:\n  rollout_model:\n    engine_num: 2\n    "
+        "tensor_parallel_size: 2\n",
+    )
     result = cli("run", "-c", path, "hardware=ascend910b", "--dry-run", "--format", "json")
     assert result.code == 0, result.err
     plan = result.json()
-    assert (plan["namespace"], plan["visible_devices_env"], plan["device_type"]) == ("myns", "ASCEND_RT_VISIBLE_DEVICES", "npu")
-    assert plan["placement_groups"] == [{"name": "trainer_node0", "strategy": "STRICT_PACK", "bundles": [{"NPU": 1, "CPU": 2}] * 8}]
+    assert (plan["namespace"], plan["visible_devices_env"], plan["device_type"]) == (
+        "myns",
+        "ASCEND_RT_VISIBLE_DEVICES",
+        "npu",
+    )
+    assert plan["placement_groups"] == [
+        {"name": "trainer_node0", "strategy": "STRICT_PACK", "bundles": [{"NPU": 1, "CPU": 2}] * 8}
+    ]
     half = {"num_cpus": 1, "resources": {"NPU": 0.5}}
     assert actor_rows(plan) == [
         *[(f"trainer_node0.rank{r}", "trainer_node0", r, half, 0.5) for r in range(8)],

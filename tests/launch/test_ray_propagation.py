@@ -15,7 +15,6 @@ from trinity.config.resolve import resolve
 from trinity.launch.runtime_env import runtime_env
 
 
-
 @pytest.fixture(scope="module")
 def ray_node():
     ray.init(num_cpus=4, num_gpus=2, resources={"NPU": 4}, include_dashboard=False, log_to_driver=False)
@@ -28,8 +27,21 @@ class Reporter:
     def report(self):
         from trinity.utils import device
 
-        seen = {name: os.environ.get(name) for name in ("ASCEND_RT_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "TRINITY_HARDWARE", "VLLM_ASCEND_ENABLE_NZ")}
-        return {"device": device.get_device_type(), "key": device.get_ray_resource_key(), "source": device.decide().source, **seen}
+        seen = {
+            name: os.environ.get(name)
+            for name in (
+                "ASCEND_RT_VISIBLE_DEVICES",
+                "CUDA_VISIBLE_DEVICES",
+                "TRINITY_HARDWARE",
+                "VLLM_ASCEND_ENABLE_NZ",
+            )
+        }
+        return {
+            "device": device.get_device_type(),
+            "key": device.get_ray_resource_key(),
+            "source": device.decide().source,
+            **seen,
+        }
 
 
 def config(profile):

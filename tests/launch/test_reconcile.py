@@ -7,7 +7,6 @@ from trinity.config.compose import Request
 from trinity.errors import ConfigError
 from trinity.launch.reconcile import Node, live_nodes, resolve_on_cluster
 
-
 EIGHT_ENGINES = "explorer:\n  rollout_model:\n    engine_num: 8\n"
 
 
@@ -27,7 +26,9 @@ def run_file(tmp_path):
 
 def test_npu_profile_on_a_gpu_cluster_is_one_clear_error():
     with pytest.raises(ConfigError) as err:
-        resolve_on_cluster(Request(REFERENCE, ("hardware=ascend910b",)), nodes({"CPU": 64, "GPU": 8}, {"CPU": 64, "GPU": 8}))
+        resolve_on_cluster(
+            Request(REFERENCE, ("hardware=ascend910b",)), nodes({"CPU": 64, "GPU": 8}, {"CPU": 64, "GPU": 8})
+        )
     issue = err.value.issues[0]
     assert "profile ascend910b needs Ray resource 'NPU', and no node of the cluster offers it" in issue.message
     assert "GPU=8" in issue.message and "choose a profile with device_type cuda" in issue.hint
@@ -41,7 +42,9 @@ def test_profile_on_a_cluster_without_accelerators():
 
 
 def test_gpu_per_node_left_unset_comes_from_an_npu_only_cluster(run_file):
-    resolved = resolve_on_cluster(Request(run_file(), ("hardware=ascend910b",)), nodes({"CPU": 8}, {"CPU": 96, "NPU": 4}))
+    resolved = resolve_on_cluster(
+        Request(run_file(), ("hardware=ascend910b",)), nodes({"CPU": 8}, {"CPU": 96, "NPU": 4})
+    )
     cluster = resolved.config.cluster
     assert (cluster.gpu_per_node, cluster.total_gpu_num, cluster.trainer_gpu_num) == (4, 4, 3)
     assert resolved.provenance.where(("cluster", "gpu_per_node")) == "Ray cluster (4 NPU per node)"
@@ -49,8 +52,14 @@ def test_gpu_per_node_left_unset_comes_from_an_npu_only_cluster(run_file):
 
 def test_gpu_per_node_left_unset_is_what_node_num_nodes_all_offer(run_file):
     # nodes of 8, 8 and 4: two nodes may use 8 each; three must settle for 4
-    three = resolve_on_cluster(Request(run_file("mode: train\ncluster:\n  node_num: 3\n"), ("hardware=ascend910b",)), nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}))
-    two = resolve_on_cluster(Request(run_file("mode: train\ncluster:\n  node_num: 2\n"), ("hardware=ascend910b",)), nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}))
+    three = resolve_on_cluster(
+        Request(run_file("mode: train\ncluster:\n  node_num: 3\n"), ("hardware=ascend910b",)),
+        nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}),
+    )
+    two = resolve_on_cluster(
+        Request(run_file("mode: train\ncluster:\n  node_num: 2\n"), ("hardware=ascend910b",)),
+        nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}),
+    )
     assert (three.config.cluster.gpu_per_node, three.config.cluster.total_gpu_num) == (4, 12)
     assert three.provenance.where(("cluster", "gpu_per_node")) == "Ray cluster (4 NPU per node)"
     assert (two.config.cluster.gpu_per_node, two.config.cluster.total_gpu_num) == (8, 16)
@@ -66,20 +75,28 @@ def test_user_gpu_per_node_larger_than_the_nodes(run_file):
 
 def test_too_few_nodes(run_file):
     with pytest.raises(ConfigError) as err:
-        resolve_on_cluster(Request(run_file(EIGHT_ENGINES + "cluster:\n  node_num: 3\n"), ("hardware=a100",)), nodes({"GPU": 8}, {"GPU": 8}))
-    assert "the run needs 3 node(s) with 8 GPU each; the Ray cluster's nodes offer GPU: 8, 8" in err.value.issues[0].message
+        resolve_on_cluster(
+            Request(run_file(EIGHT_ENGINES + "cluster:\n  node_num: 3\n"), ("hardware=a100",)),
+            nodes({"GPU": 8}, {"GPU": 8}),
+        )
+    assert (
+        "the run needs 3 node(s) with 8 GPU each; the Ray cluster's nodes offer GPU: 8, 8"
+        in err.value.issues[0].message
+    )
 
 
 def test_cluster_with_more_devices_than_the_profile_says(run_file):
     with pytest.raises(ConfigError) as err:
         resolve_on_cluster(Request(run_file(), ("hardware=a100",)), nodes({"GPU": 16}))
     issue = next(i for i in err.value.issues if i.severity == "error")
-    assert issue.source == "Ray cluster (16 GPU per node)" and "16 devices per node, but one a100 node has 8" in issue.message
+    assert (
+        issue.source == "Ray cluster (16 GPU per node)"
+        and "16 devices per node, but one a100 node has 8" in issue.message
+    )
 
 
 def test_real_multi_node_cluster(run_file):
     import ray
-
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1})
@@ -88,50 +105,83 @@ def test_real_multi_node_cluster(run_file):
             cluster.add_node(num_cpus=1, resources={"NPU": 8})
         ray.init(address=cluster.address, log_to_driver=False)
         found = live_nodes()
-        resolved = resolve_on_cluster(Request(run_file(EIGHT_ENGINES + "cluster:\n  node_num: 2\n"), ("hardware=ascend910b",)), found)
+        resolved = resolve_on_cluster(
+            Request(run_file(EIGHT_ENGINES + "cluster:\n  node_num: 2\n"), ("hardware=ascend910b",)), found
+        )
     finally:
         ray.shutdown()
         cluster.shutdown()
     assert sorted(n.resources.get("NPU", 0) for n in found) == [0, 8, 8]
     c = resolved.config.cluster
-    assert (c.gpu_per_node, c.total_gpu_num, c.rollout_gpu_num, c.trainer_gpu_num, c.trainer_node_num) == (8, 16, 8, 8, 1)
+    assert (c.gpu_per_node, c.total_gpu_num, c.rollout_gpu_num, c.trainer_gpu_num, c.trainer_node_num) == (
+        8,
+        16,
+        8,
+        8,
+        1,
+    )
     assert resolved.provenance.where(("cluster", "gpu_per_node")) == "Ray cluster (8 NPU per node)"
 
 
 def test_what_a_cluster_without_the_key_is_told_word_for_word():
-    gpu = [Node("node0000deadbeef", {"CPU": 64, "GPU": 8, "memory": 1e9, "node:10.0.0.1": 1}), Node("node0001deadbeef", {"CPU": 64, "GPU": 8})]
+    gpu = [
+        Node("node0000deadbeef", {"CPU": 64, "GPU": 8, "memory": 1e9, "node:10.0.0.1": 1}),
+        Node("node0001deadbeef", {"CPU": 64, "GPU": 8}),
+    ]
     with pytest.raises(ConfigError) as err:
         resolve_on_cluster(Request(REFERENCE, ("hardware=ascend910b",)), gpu)
     issue = err.value.issues[0]
-    assert issue.message == "profile ascend910b needs Ray resource 'NPU', and no node of the cluster offers it (node0000: CPU=64, GPU=8; node0001: CPU=64, GPU=8)"
-    assert issue.hint == "this cluster has GPU: choose a profile with device_type cuda (hardware=auto on one of its nodes picks one)"
+    assert (
+        issue.message
+        == "profile ascend910b needs Ray resource 'NPU', and no node of the cluster offers it (node0000: CPU=64, "
+        "GPU=8; node0001: CPU=64, GPU=8)"
+    )
+    assert (
+        issue.hint
+        == "this cluster has GPU: choose a profile with device_type cuda (hardware=auto on one of its nodes picks one)"
+    )
     assert issue.key == "hardware"
     with pytest.raises(ConfigError) as empty:
         resolve_on_cluster(Request(REFERENCE, ("hardware=ascend910b",)), [])
-    assert empty.value.issues[0].message == "profile ascend910b needs Ray resource 'NPU', and no node of the cluster offers it (no alive nodes)"
+    assert (
+        empty.value.issues[0].message
+        == "profile ascend910b needs Ray resource 'NPU', and no node of the cluster offers it (no alive nodes)"
+    )
 
 
 def test_too_few_nodes_word_for_word(run_file):
     with pytest.raises(ConfigError) as err:
-        resolve_on_cluster(Request(run_file("mode: train\ncluster:\n  node_num: 5\n"), ("hardware=ascend910b",)), nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}))
+        resolve_on_cluster(
+            Request(run_file("mode: train\ncluster:\n  node_num: 5\n"), ("hardware=ascend910b",)),
+            nodes({"NPU": 8}, {"NPU": 4}, {"NPU": 8}),
+        )
     issue = err.value.issues[0]
-    assert issue.message == "the run needs 5 node(s) with 4 NPU each; the Ray cluster's nodes offer NPU: 8, 8, 4"  # the smallest node sets gpu_per_node
+    # the smallest node sets gpu_per_node
+    assert issue.message == "the run needs 5 node(s) with 4 NPU each; the Ray cluster's nodes offer NPU: 8, 8, 4"
     assert issue.allowed == "gpu_per_node <= 8 on 5 node(s)"
     assert issue.hint == "lower cluster.gpu_per_node or cluster.node_num, or add nodes to the cluster"
     with pytest.raises(ConfigError) as one:
-        resolve_on_cluster(Request(run_file("cluster:\n  gpu_per_node: 8\n"), ("hardware=ascend910b",)), nodes({"NPU": 4}, {"NPU": 2}))
+        resolve_on_cluster(
+            Request(run_file("cluster:\n  gpu_per_node: 8\n"), ("hardware=ascend910b",)), nodes({"NPU": 4}, {"NPU": 2})
+        )
     assert one.value.issues[0].allowed == "gpu_per_node <= 4"
 
 
 def test_one_node_takes_the_largest_and_a_single_device_counts(run_file):
-    largest = resolve_on_cluster(Request(run_file("mode: train\n"), ("hardware=ascend910b",)), nodes({"NPU": 4}, {"NPU": 8}))
+    largest = resolve_on_cluster(
+        Request(run_file("mode: train\n"), ("hardware=ascend910b",)), nodes({"NPU": 4}, {"NPU": 8})
+    )
     assert largest.config.cluster.gpu_per_node == 8
-    single = resolve_on_cluster(Request(run_file("mode: train\n"), ("hardware=ascend910b",)), nodes({"NPU": 1}, {"CPU": 8}))
+    single = resolve_on_cluster(
+        Request(run_file("mode: train\n"), ("hardware=ascend910b",)), nodes({"NPU": 1}, {"CPU": 8})
+    )
     assert single.config.cluster.gpu_per_node == 1
 
 
 def test_a_gpu_per_node_you_wrote_is_not_layered_over_by_the_cluster(run_file):
-    resolved = resolve_on_cluster(Request(run_file("mode: train\ncluster:\n  gpu_per_node: 4\n"), ("hardware=ascend910b",)), nodes({"NPU": 8}))
+    resolved = resolve_on_cluster(
+        Request(run_file("mode: train\ncluster:\n  gpu_per_node: 4\n"), ("hardware=ascend910b",)), nodes({"NPU": 8})
+    )
     assert resolved.config.cluster.gpu_per_node == 4
     assert [c.layer for c in resolved.provenance.chain(("cluster", "gpu_per_node"))] == ["schema", "file"]
 

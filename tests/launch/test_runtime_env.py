@@ -20,7 +20,11 @@ def test_roles_get_common_plus_their_own(ascend):
     assert trainer["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True" and "PYTORCH_NPU_ALLOC_CONF" not in rollout
     assert rollout["VLLM_ASCEND_ENABLE_NZ"] == "0" and "VLLM_ASCEND_ENABLE_NZ" not in trainer
     for env in (trainer, rollout, explorer):
-        assert env["TRINITY_DEVICE"] == "npu" and env["TRINITY_HARDWARE"] == "ascend910b" and env["HCCL_EXEC_TIMEOUT"] == "1800"
+        assert (
+            env["TRINITY_DEVICE"] == "npu"
+            and env["TRINITY_HARDWARE"] == "ascend910b"
+            and env["HCCL_EXEC_TIMEOUT"] == "1800"
+        )
     assert "TASK_QUEUE_ENABLE" not in explorer
 
 

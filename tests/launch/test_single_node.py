@@ -17,7 +17,10 @@ def node():
         yield c
 
 
-@pytest.mark.parametrize("profile,device,visible_env", [("ascend910b", "npu", "ASCEND_RT_VISIBLE_DEVICES"), ("a100", "cuda", "CUDA_VISIBLE_DEVICES")])
+@pytest.mark.parametrize(
+    "profile,device,visible_env",
+    [("ascend910b", "npu", "ASCEND_RT_VISIBLE_DEVICES"), ("a100", "cuda", "CUDA_VISIBLE_DEVICES")],
+)
 def test_reference_config_launches(cli, node, monkeypatch, profile, device, visible_env):
     monkeypatch.setenv("RAY_ADDRESS", node.address)
     result = cli("run", "--placement-only", "--config", REFERENCE, f"hardware={profile}", "--format", "json")
@@ -25,7 +28,14 @@ def test_reference_config_launches(cli, node, monkeypatch, profile, device, visi
     report = result.json()
     assert report["plan"]["visible_devices_env"] == visible_env
     found = {p["actor"]: p for p in report["placements"]}
-    assert set(found) == {"trainer_node0.rank0", "trainer_node0.rank1", *(f"rollout.engine{i}" for i in range(4)), "explorer", "synchronizer", "buffer"}
+    assert set(found) == {
+        "trainer_node0.rank0",
+        "trainer_node0.rank1",
+        *(f"rollout.engine{i}" for i in range(4)),
+        "explorer",
+        "synchronizer",
+        "buffer",
+    }
     assert all(p["problem"] == "" and p["device"] == device for p in found.values())
     devices = [found[name]["visible_devices"] for name in found if name.startswith(("rollout", "trainer"))]
     assert len(set(devices)) == 6  # six distinct devices: 4 rollout + 2 trainer
@@ -34,7 +44,9 @@ def test_reference_config_launches(cli, node, monkeypatch, profile, device, visi
 
 def test_text_run_shows_plan_and_placements(cli, node, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", node.address)
-    result = cli("run", "--placement-only", "--config", REFERENCE, "hardware=ascend910b", "explorer.rollout_model.engine_num=1")
+    result = cli(
+        "run", "--placement-only", "--config", REFERENCE, "hardware=ascend910b", "explorer.rollout_model.engine_num=1"
+    )
     assert result.code == 0, result.err
     assert "fits the cluster:" in result.out and "rollout.engine0" in result.out
     assert result.out.count(" ok\n") == 9  # 1 rollout engine, 5 trainer ranks (6 - 1), explorer, synchronizer, buffer
@@ -46,7 +58,12 @@ def test_a_real_run_masks_credentials_and_the_actors_still_get_them(cli, node, w
     placements = Launch.placements
 
     def ask_then_check(self):
-        inside.append({name: ray.get(actor.__ray_call__.remote(lambda _: os.environ.get("HF_TOKEN"))) for name, actor in self.actors.items()})
+        inside.append(
+            {
+                name: ray.get(actor.__ray_call__.remote(lambda _: os.environ.get("HF_TOKEN")))
+                for name, actor in self.actors.items()
+            }
+        )
         return placements(self)
 
     monkeypatch.setattr(Launch, "placements", ask_then_check)
@@ -85,7 +102,9 @@ def test_teardown_closes_the_actors_that_can_close_before_killing_them(node, tmp
 
     ray.init(address=node.address, log_to_driver=False)
     try:
-        plan = build_plan(resolve(Request(minimal_file, ("hardware=a100", "explorer.rollout_model.engine_num=2"))).config)
+        plan = build_plan(
+            resolve(Request(minimal_file, ("hardware=a100", "explorer.rollout_model.engine_num=2"))).config
+        )
         with Launch(plan, 60) as launch:
             launch.create_groups()
             actors = launch.start_actors(lambda spec: (Closing if spec.role == "rollout" else Plain, (str(tmp_path),)))

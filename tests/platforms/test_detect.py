@@ -10,8 +10,8 @@ from tests.fakes import fake_machine
 from trinity import paths
 from trinity.config.auto import auto_profile
 from trinity.config.compose import Request
-from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
+from trinity.errors import ConfigError
 from trinity.platforms.detect import detect
 
 MACHINES = {
@@ -64,7 +64,9 @@ def test_unknown_chip_is_an_error_that_lists_the_candidates():
 
 
 def test_a_site_profile_is_preferred_over_the_shipped_one(tmp_path):
-    (tmp_path / "a100_40g.yaml").write_text("extends: a100\nfacts:\n  memory_gb_per_device: 40\ndetect:\n  names: [A100]\n  max_memory_gb: 48\n")
+    (tmp_path / "a100_40g.yaml").write_text(
+        "extends: a100\nfacts:\n  memory_gb_per_device: 40\ndetect:\n  names: [A100]\n  max_memory_gb: 48\n"
+    )
     dirs = paths.profile_dirs((str(tmp_path),))
     assert auto_profile(dirs, fake_machine(gpu="NVIDIA A100-SXM4-40GB", gpu_mib=40960))[0] == "a100_40g"
     assert auto_profile(dirs, fake_machine(gpu="NVIDIA A100-SXM4-80GB"))[0] == "a100"
@@ -83,7 +85,10 @@ def test_auto_is_the_default(cli):
 
 def test_detection_imports_no_vendor_package():
     # A process of its own: other tests in this one may have imported torch already.
-    probe = "import sys; from trinity.platforms.detect import detect; detect(); print(sorted({'torch', 'torch_npu', 'vllm'} & set(sys.modules)))"
+    probe = (
+        "import sys; from trinity.platforms.detect import detect; detect(); print(sorted({'torch', 'torch_npu', "
+        "'vllm'} & set(sys.modules)))"
+    )
     proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"

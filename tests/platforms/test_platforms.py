@@ -39,4 +39,7 @@ def test_verl_platform_names_are_verls_own():
 def test_verl_env_names_the_platform_and_the_modules_that_register_it():
     assert PLATFORMS["npu"].verl_env() == {"VERL_PLATFORM": "huawei"}
     assert PLATFORMS["cuda"].verl_env() == {"VERL_PLATFORM": "nvidia"}
-    assert PLATFORMS["cpu"].verl_env() == {"VERL_PLATFORM": "cpu", "VERL_USE_EXTERNAL_MODULES": "trinity.runtime.verl.cpu_platform"}
+    assert PLATFORMS["cpu"].verl_env() == {
+        "VERL_PLATFORM": "cpu",
+        "VERL_USE_EXTERNAL_MODULES": "trinity.runtime.verl.cpu_platform",
+    }

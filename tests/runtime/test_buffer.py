@@ -51,7 +51,11 @@ def test_jsonl_is_read_by_position(tmp_path):
 
 
 def test_sql_is_shared_by_two_processes_of_one_run(tmp_path):
-    writer, reader = SqliteStore(tmp_path / "shared.db"), SqliteStore(tmp_path / "shared.db")  # an explore run and a train run
+    # an explore run and a train run
+    writer, reader = (
+        SqliteStore(tmp_path / "shared.db"),
+        SqliteStore(tmp_path / "shared.db"),
+    )
     writer.add(exps(0, 2))
     assert rewards(reader.take(2, step=1)) == [0, 1] and writer.waiting() == 0
 
@@ -78,7 +82,7 @@ def test_sft_data_set_shuffles_each_epoch_and_covers_every_sample():
 @settings(max_examples=40, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "take", "restart"]), st.integers(1, 4)), max_size=25))
 def test_every_experience_is_trained_exactly_once(tmp_path_factory, ops):
-    """Interleave puts, takes and restarts from the last 'checkpoint' (every take is one): nothing lost, nothing twice."""
+    """Interleave puts, takes and restarts from the last 'checkpoint' (each take is one): none lost, nothing twice."""
     path = tmp_path_factory.mktemp("db") / "b.db"
     queue, produced, step, trained = stores.MemoryQueue(SqliteStore(path)), 0, 0, {}
     for op, n in ops:
@@ -110,8 +114,12 @@ def test_sft_samples_go_through_the_models_chat_template(demo_assets, tmp_path):
     from trinity.runtime.buffer.actor import _data_set
 
     data = tmp_path / "chat.jsonl"
-    data.write_text(json.dumps({"messages": [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}]}) + "\n")
-    storage = ExperienceBufferConfig(name="sft", storage_type="file", path=str(data), format={"prompt_type": "messages", "messages_key": "messages"})
+    data.write_text(
+        json.dumps({"messages": [{"role": "user", "content": "1+1="}, {"role": "assistant", "content": "2"}]}) + "\n"
+    )
+    storage = ExperienceBufferConfig(
+        name="sft", storage_type="file", path=str(data), format={"prompt_type": "messages", "messages_key": "messages"}
+    )
     model = ModelConfig(model_path=str(demo_assets / "model"), custom_chat_template="{{ messages[-1].content }}=?")
     [sample] = _data_set(storage, {"tokenizer": model.model_path, "seed": 0, "model": model}).samples
     tokenizer = AutoTokenizer.from_pretrained(model.model_path)

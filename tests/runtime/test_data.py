@@ -36,7 +36,9 @@ def test_subset_folder_and_missing_split(tmp_path):
 
 def test_a_datasets_folder_saved_with_save_to_disk(tmp_path):
     datasets = pytest.importorskip("datasets")
-    datasets.DatasetDict({"train": datasets.Dataset.from_list(ROWS), "test": datasets.Dataset.from_list(ROWS[1:])}).save_to_disk(str(tmp_path / "gsm8k"))
+    datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(ROWS), "test": datasets.Dataset.from_list(ROWS[1:])}
+    ).save_to_disk(str(tmp_path / "gsm8k"))
     assert load_rows(str(tmp_path / "gsm8k"), "test") == ROWS[1:]
     with pytest.raises(DataError, match="no split 'dev'; splits: train, test"):
         load_rows(str(tmp_path / "gsm8k"), "dev")
@@ -49,7 +51,9 @@ class PlainTokenizer:
 
 
 def test_plaintext_prompt_with_system_prompt_and_reply_prefix():
-    fmt = FormatConfig(prompt_type="plaintext", prompt_key="question", system_prompt="Answer briefly.", reply_prefix="A:")
+    fmt = FormatConfig(
+        prompt_type="plaintext", prompt_key="question", system_prompt="Answer briefly.", reply_prefix="A:"
+    )
     assert prompt_text(ROWS[0], fmt, PlainTokenizer()) == "Answer briefly.\n1+1?A:"
 
 
@@ -57,38 +61,68 @@ def test_messages_go_through_the_chat_template():
     transformers = pytest.importorskip("transformers")
     from tokenizers import Tokenizer, models
 
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")))
-    tokenizer.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}"
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    )
+    tokenizer.chat_template = (
+        "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}{% if "
+        "add_generation_prompt %}<assistant>{% endif %}"
+    )
     fmt = FormatConfig(prompt_type="messages", prompt_key="question", system_prompt="Be exact.")
     assert prompt_text(ROWS[0], fmt, tokenizer) == "<system>Be exact.<user>1+1?<assistant>"
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
-    assert sft_pair(chat, FormatConfig(prompt_type="messages", messages_key="messages"), tokenizer) == ("<user>hi<assistant>", "hello")
+    assert sft_pair(chat, FormatConfig(prompt_type="messages", messages_key="messages"), tokenizer) == (
+        "<user>hi<assistant>",
+        "hello",
+    )
 
 
 def test_a_data_sets_template_beats_the_models_which_beats_the_tokenizers():
     transformers = pytest.importorskip("transformers")
     from tokenizers import Tokenizer, models
 
-    tokenizer = transformers.PreTrainedTokenizerFast(tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>")))
+    tokenizer = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.WordLevel({"<unk>": 0}, unk_token="<unk>"))
+    )
     tokenizer.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
-    model = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"
+    model = (
+        "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt "
+        "%}[assistant] {% endif %}"
+    )
     own = FormatConfig(prompt_type="messages", prompt_key="question", chat_template="Q: {{ messages[-1].content }} A:")
     assert prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer) == "<user>1+1?"
-    assert prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer, template=model) == "[user] 1+1?\n[assistant] "
+    assert (
+        prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer, template=model)
+        == "[user] 1+1?\n[assistant] "
+    )
     assert prompt_text(ROWS[0], own, tokenizer, template=model) == "Q: 1+1? A:"
     chat = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}
-    assert sft_pair(chat, FormatConfig(prompt_type="messages", messages_key="messages"), tokenizer, model) == ("[user] hi\n[assistant] ", "hello")
+    assert sft_pair(chat, FormatConfig(prompt_type="messages", messages_key="messages"), tokenizer, model) == (
+        "[user] hi\n[assistant] ",
+        "hello",
+    )
     tokenizer.chat_template = None  # like the demo's: a given template still applies
-    assert prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer, template=model) == "[user] 1+1?\n[assistant] "
+    assert (
+        prompt_text(ROWS[0], FormatConfig(prompt_type="messages", prompt_key="question"), tokenizer, template=model)
+        == "[user] 1+1?\n[assistant] "
+    )
 
 
 def test_a_rows_own_system_prompt_wins_over_the_tasksets():
-    fmt = FormatConfig(prompt_type="plaintext", prompt_key="question", system_prompt="Answer briefly.", system_prompt_key="sys")
+    fmt = FormatConfig(
+        prompt_type="plaintext", prompt_key="question", system_prompt="Answer briefly.", system_prompt_key="sys"
+    )
     assert prompt_text({"question": "1+1?", "sys": "Show your work."}, fmt, PlainTokenizer()) == "Show your work.\n1+1?"
-    assert prompt_text({"question": "1+1?", "sys": ""}, fmt, PlainTokenizer()) == "Answer briefly.\n1+1?"  # an empty one: the taskset's
+    # an empty one: the taskset's
+    assert prompt_text({"question": "1+1?", "sys": ""}, fmt, PlainTokenizer()) == "Answer briefly.\n1+1?"
     chat = FormatConfig(prompt_type="messages", prompt_key="question", system_prompt_key="sys")
-    assert prompt_text({"question": "1+1?", "sys": "Be exact."}, chat, PlainTokenizer()) == "Be exact.\n1+1?"  # messages, joined without a template
-    assert sft_pair({"question": "1+1?", "answer": "2", "sys": "Be exact."}, chat.model_copy(update={"response_key": "answer"}), PlainTokenizer()) == ("Be exact.\n1+1?", "2")
+    # messages, joined without a template
+    assert prompt_text({"question": "1+1?", "sys": "Be exact."}, chat, PlainTokenizer()) == "Be exact.\n1+1?"
+    assert sft_pair(
+        {"question": "1+1?", "answer": "2", "sys": "Be exact."},
+        chat.model_copy(update={"response_key": "answer"}),
+        PlainTokenizer(),
+    ) == ("Be exact.\n1+1?", "2")
 
 
 def test_a_missing_column_names_the_columns_there_are():
@@ -98,19 +132,32 @@ def test_a_missing_column_names_the_columns_there_are():
 
 @pytest.mark.parametrize("key", ["system_prompt_key", "workflow_key"])
 def test_a_format_column_the_rows_lack_fails_at_setup(key):
-    with pytest.raises(ValueError, match=f"taskset mixed: rows have no column 'sys' \\(columns: prompt\\); set its format.{key}"):
+    with pytest.raises(
+        ValueError, match=f"taskset mixed: rows have no column 'sys' \\(columns: prompt\\); set its format.{key}"
+    ):
         check_columns("taskset mixed", TasksetFormat(**{key: "sys"}), {"prompt": "1+1="})
 
 
-@pytest.mark.parametrize("fmt,column,key", [({"response_key": "answer"}, "answer", "response_key"), ({"system_prompt_key": "sys"}, "sys", "system_prompt_key")])
+@pytest.mark.parametrize(
+    "fmt,column,key",
+    [
+        ({"response_key": "answer"}, "answer", "response_key"),
+        ({"system_prompt_key": "sys"}, "sys", "system_prompt_key"),
+    ],
+)
 def test_an_sft_data_set_needs_its_response_and_system_columns(fmt, column, key):
     row = {"prompt": "1+1=", "response": "2"}
     check_columns("data set sft", FormatConfig(), row, sft=True)
-    with pytest.raises(ValueError, match=f"data set sft: rows have no column '{column}' \\(columns: prompt, response\\); set its format.{key}"):
+    with pytest.raises(
+        ValueError,
+        match=f"data set sft: rows have no column '{column}' \\(columns: prompt, response\\); set its format.{key}",
+    ):
         check_columns("data set sft", FormatConfig(**fmt), row, sft=True)
     if key == "response_key":
         check_columns("taskset t", FormatConfig(**fmt), row)  # a taskset's reference is the workflow's business
 
 
 def test_messages_rows_need_no_prompt_or_response_column():
-    check_columns("data set chat", FormatConfig(prompt_type="messages", messages_key="messages"), {"messages": []}, sft=True)
+    check_columns(
+        "data set chat", FormatConfig(prompt_type="messages", messages_key="messages"), {"messages": []}, sft=True
+    )

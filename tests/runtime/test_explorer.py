@@ -34,13 +34,20 @@ def test_each_row_runs_the_workflow_its_column_names_else_the_default():
     rows = [{"q": "1", "wf": "math_workflow"}, {"q": "2", "wf": None}, {"q": "3", "wf": "arith_workflow"}]
     classes = _row_workflows(taskset(workflow_key="wf"), rows, "arith_workflow")
     assert [c.__name__ for c in classes] == ["MathWorkflow", "ArithWorkflow", "ArithWorkflow"]
-    assert [c.__name__ for c in _row_workflows(taskset(), rows, "math_workflow")] == ["MathWorkflow"] * 3  # no workflow_key: the column is only data
+    # no workflow_key: the column is only data
+    assert [c.__name__ for c in _row_workflows(taskset(), rows, "math_workflow")] == ["MathWorkflow"] * 3
 
 
 def test_a_row_naming_an_unknown_workflow_or_none_at_all_is_named():
-    with pytest.raises(ValueError, match="taskset mixed: row 1: unknown workflow 'maths_workflow'; built in: math_workflow, arith_workflow"):
+    with pytest.raises(
+        ValueError,
+        match="taskset mixed: row 1: unknown workflow 'maths_workflow'; built in: math_workflow, arith_workflow",
+    ):
         _row_workflows(taskset(workflow_key="wf"), [{"wf": "math_workflow"}, {"wf": "maths_workflow"}], None)
-    with pytest.raises(ValueError, match="taskset mixed: row 0 names no workflow in column 'wf', and the taskset has no default_workflow_type"):
+    with pytest.raises(
+        ValueError,
+        match="taskset mixed: row 0 names no workflow in column 'wf', and the taskset has no default_workflow_type",
+    ):
         _row_workflows(taskset(workflow_key="wf"), [{"wf": ""}], None)
     with pytest.raises(ValueError, match="taskset mixed: row 0: column 'wf' holds 3, not a workflow name"):
         _row_workflows(taskset(workflow_key="wf"), [{"wf": 3}], "math_workflow")
@@ -61,7 +68,9 @@ def explorer(demo_assets, monkeypatch):
 
 
 def client(role, ts):
-    return _Client(None, role.tokenizer, ts.sampling, role.config.explorer.rollout_model, role.config.model.max_prompt_tokens)
+    return _Client(
+        None, role.tokenizer, ts.sampling, role.config.explorer.rollout_model, role.config.model.max_prompt_tokens
+    )
 
 
 def test_a_taskset_samples_with_the_engines_repetition_penalty(explorer):
@@ -70,7 +79,10 @@ def test_a_taskset_samples_with_the_engines_repetition_penalty(explorer):
 
 
 def test_chat_prompts_go_through_the_rollout_models_template(explorer):
-    role = explorer("buffer.explorer_input.taskset.format.prompt_type=messages", "model.custom_chat_template='Q: {{ messages[-1].content }} A:'")
+    role = explorer(
+        "buffer.explorer_input.taskset.format.prompt_type=messages",
+        "model.custom_chat_template='Q: {{ messages[-1].content }} A:'",
+    )
     ts = role.train[0]
     assert client(role, ts).prompt(ts.tasks[0]) == f"Q: {ts.tasks[0].row['prompt']} A:"
 
@@ -82,8 +94,18 @@ def test_truncation_can_be_turned_off(explorer, enabled, limit):
 
 
 def test_a_mixed_taskset_loads_each_rows_workflow(explorer, tmp_path):
-    rows = [{"prompt": "1+1=", "response": "#### 2", "wf": "math_workflow"}, {"prompt": "2+2=", "response": "4", "wf": ""}]
+    rows = [
+        {"prompt": "1+1=", "response": "#### 2", "wf": "math_workflow"},
+        {"prompt": "2+2=", "response": "4", "wf": ""},
+    ]
     (tmp_path / "mixed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    role = explorer(f"buffer.explorer_input.taskset.path={tmp_path / 'mixed.jsonl'}", "buffer.explorer_input.taskset.format.workflow_key=wf")
+    role = explorer(
+        f"buffer.explorer_input.taskset.path={tmp_path / 'mixed.jsonl'}",
+        "buffer.explorer_input.taskset.format.workflow_key=wf",
+    )
     ts = role.train[0]
-    assert [ts.workflows[t.uid].__name__ for t in ts.tasks] == ["MathWorkflow", "ArithWorkflow"]  # an empty one: the taskset's default
+    # an empty one: the taskset's default
+    assert [ts.workflows[t.uid].__name__ for t in ts.tasks] == [
+        "MathWorkflow",
+        "ArithWorkflow",
+    ]

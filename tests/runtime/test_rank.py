@@ -29,7 +29,13 @@ def weights_as_sent(demo_dir: str, rollout_dtype: str, out) -> None:
     rank = TrainerRank("trainer_node0.rank0", "trainer", None, None, config, 0, 1)
     rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 1, None)
     dtypes = lambda weights: sorted({str(t.dtype) for t in weights.values()})  # noqa: E731
-    out.put({"specs": sorted({s.dtype for s in rank.weight_specs()}), "engine": dtypes(rank.engine_weights()), "full": dtypes(rank.full_weights())})
+    out.put(
+        {
+            "specs": sorted({s.dtype for s in rank.weight_specs()}),
+            "engine": dtypes(rank.engine_weights()),
+            "full": dtypes(rank.full_weights()),
+        }
+    )
 
 
 def test_weights_travel_to_the_engines_in_the_rollout_dtype_when_it_is_narrower(demo_assets):

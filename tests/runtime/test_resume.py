@@ -4,8 +4,8 @@ import pytest
 
 from tests.conftest import REPO
 from trinity.config.compose import Request
-from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
+from trinity.errors import ConfigError
 from trinity.runtime.run import _resume_point
 from trinity.runtime.run_dir import Checkpoint, RunDir
 
@@ -47,13 +47,18 @@ def test_a_changed_run_is_refused_with_the_keys(finished):
 def test_a_run_saved_before_a_key_existed_resumes(tmp_path):
     run = RunDir(tmp_path)
     older = config().model_dump(mode="json")
-    del older["model"]["repetition_penalty"], older["explorer"]["rollout_model"]["chat_template"]  # keys a newer trinity added
+    # keys a newer trinity added
+    del (
+        older["model"]["repetition_penalty"],
+        older["explorer"]["rollout_model"]["chat_template"],
+    )
     run.write_config(older)
     run.save_checkpoint(Checkpoint(tmp_path, 5, "grpo", 1, 5, 9), lambda folder: None, keep=None)
     assert resume(run).global_step == 5
     with pytest.raises(ConfigError, match="model.max_response_tokens: 4 -> 3"):  # keys both configs have still count
         resume(run, "model.max_response_tokens=3")
-    with pytest.raises(ConfigError, match=r"model.repetition_penalty: '\(absent\)' -> 1.3"):  # a new key you set now counts
+    # a new key you set now counts
+    with pytest.raises(ConfigError, match=r"model.repetition_penalty: '\(absent\)' -> 1.3"):
         resume(run, "model.repetition_penalty=1.3")
     demo = (REPO / "examples" / "arith" / "arith.yaml").read_text()
     written = tmp_path / "run.yaml"
@@ -68,5 +73,7 @@ def test_force_resumes_anyway(finished):
 
 
 def test_nothing_is_overwritten_when_resuming_is_off(finished):
-    with pytest.raises(ConfigError, match="already holds checkpoints .last: global_step_5. and continue_from_checkpoint is false"):
+    with pytest.raises(
+        ConfigError, match="already holds checkpoints .last: global_step_5. and continue_from_checkpoint is false"
+    ):
         resume(finished, "continue_from_checkpoint=false")

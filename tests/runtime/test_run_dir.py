@@ -49,7 +49,11 @@ def test_config_is_saved_with_its_hash(tmp_path):
 def test_only_published_checkpoints_count_and_old_ones_are_pruned(tmp_path):
     run = RunDir(tmp_path)
     for step in (1, 2, 3):
-        run.save_checkpoint(Checkpoint(tmp_path, step, "s", 0, step, 3), lambda folder: (folder / "model.safetensors").write_text("w"), keep=2)
+        run.save_checkpoint(
+            Checkpoint(tmp_path, step, "s", 0, step, 3),
+            lambda folder: (folder / "model.safetensors").write_text("w"),
+            keep=2,
+        )
     (run.checkpoints / "global_step_9").mkdir()  # a crash mid-write leaves no state.json
     assert [c.global_step for c in run.complete_checkpoints()] == [2, 3]
     assert run.latest().stage_done and json.loads((run.latest().path / "state.json").read_text())["stage_step"] == 3

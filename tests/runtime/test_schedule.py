@@ -29,7 +29,17 @@ def drive(policy: SyncPolicy, total: int) -> list[tuple]:
 
 def test_interval_1_offset_0_is_strictly_on_policy():
     log = drive(SyncPolicy("fixed", 1, 0), 3)
-    assert log == [("explore", 1, 0), ("train", 1), ("sync", 1), ("explore", 2, 1), ("train", 2), ("sync", 2), ("explore", 3, 2), ("train", 3), ("sync", 3)]
+    assert log == [
+        ("explore", 1, 0),
+        ("train", 1),
+        ("sync", 1),
+        ("explore", 2, 1),
+        ("train", 2),
+        ("sync", 2),
+        ("explore", 3, 2),
+        ("train", 3),
+        ("sync", 3),
+    ]
 
 
 def test_offset_1_lets_the_explorer_run_one_step_ahead():
@@ -55,7 +65,8 @@ def test_trainer_driven_never_blocks_on_a_version():
 
 def test_explorer_driven_asks_every_interval_explore_steps():
     policy = SyncPolicy("explorer_driven", 3, 0)
-    assert policy.sync_due(trained=1, engine_version=0, explored=3, last_asked=0)  # asks after its 3rd step, takes what there is
+    # asks after its 3rd step, takes what there is
+    assert policy.sync_due(trained=1, engine_version=0, explored=3, last_asked=0)
     assert not policy.sync_due(trained=2, engine_version=1, explored=4, last_asked=3)
     assert not policy.sync_due(trained=1, engine_version=0, explored=3, last_asked=3)  # asked already at this step
 

@@ -27,7 +27,10 @@ def prompt(engine, text):
 
 def test_concurrent_requests_are_batched_and_answered_in_full(engine):
     async def both():
-        return await asyncio.gather(engine.generate(prompt(engine, "12+30="), 4, Sampling(max_tokens=4)), engine.generate(prompt(engine, "1+1="), 2, Sampling(max_tokens=4)))
+        return await asyncio.gather(
+            engine.generate(prompt(engine, "12+30="), 4, Sampling(max_tokens=4)),
+            engine.generate(prompt(engine, "1+1="), 2, Sampling(max_tokens=4)),
+        )
 
     (v1, first), (v2, second) = asyncio.run(both())
     assert (v1, v2, len(first), len(second)) == (3, 3, 4, 2)
@@ -56,11 +59,15 @@ def test_new_weights_change_answers_and_version(engine):
     assert asyncio.run(engine.load_weights(zeros, 9)) == 9
     version, samples = asyncio.run(engine.generate(prompt(engine, "7+8="), 1, Sampling(temperature=0, max_tokens=2)))
     assert version == 9 and engine.weight_version() == 9
-    assert samples[0].logprobs == pytest.approx([-torch.log(torch.tensor(float(len(engine.tokenizer)))).item()] * len(samples[0].logprobs), abs=1e-5)  # zero weights: uniform
+    # zero weights: uniform
+    assert samples[0].logprobs == pytest.approx(
+        [-torch.log(torch.tensor(float(len(engine.tokenizer)))).item()] * len(samples[0].logprobs), abs=1e-5
+    )
 
 
 def penalised(logits, seen, penalty):
-    """The repetition penalty by its definition (CTRL): a seen token's logit is divided by it when positive, multiplied when not."""
+    """The repetition penalty by its definition (CTRL): a seen token's logit is divided by it when positive, multiplied
+    when not."""
     out = logits.clone()
     index = torch.tensor(sorted(set(seen)))
     out[index] = torch.where(out[index] > 0, out[index] / penalty, out[index] * penalty)
@@ -70,7 +77,9 @@ def penalised(logits, seen, penalty):
 @pytest.mark.parametrize("temperature", [0, 0.7])
 def test_the_repetition_penalty_shapes_sampling_and_the_logprobs_report_it(engine, temperature):
     ids = prompt(engine, "99+99=")
-    _, [sample] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=temperature, max_tokens=4, repetition_penalty=3.0)))
+    _, [sample] = asyncio.run(
+        engine.generate(ids, 1, Sampling(temperature=temperature, max_tokens=4, repetition_penalty=3.0))
+    )
     if temperature == 0:  # on this prompt the demo model's greedy answer changes with the penalty
         _, [plain] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=0, max_tokens=4)))
         assert plain.response_ids != sample.response_ids
@@ -101,11 +110,15 @@ def test_a_penalised_prompt_answers_alike_alone_or_batched_with_a_longer_one(eng
         return await asyncio.gather(engine.generate(short, 1, greedy), engine.generate(long, 1, greedy))
 
     _, [alone] = asyncio.run(engine.generate(short, 1, greedy))
-    engine.pad_id = alone.response_ids[0]  # padding with a token the model says, as where the pad token is the end of sequence
+    # padding with a token the model says, as where the pad token is the end of sequence
+    engine.pad_id = alone.response_ids[0]
     (_, [batched]), _ = asyncio.run(together())
     assert batched.response_ids == alone.response_ids and batched.logprobs == pytest.approx(alone.logprobs, abs=1e-5)
 
 
 def test_logprobs_are_of_the_distribution_after_top_k(engine):
-    _, samples = asyncio.run(engine.generate(prompt(engine, "12+30="), 4, Sampling(temperature=1.0, top_k=1, max_tokens=3)))
-    assert all(lp == pytest.approx(0.0, abs=1e-6) for s in samples for lp in s.logprobs)  # one token kept: probability 1
+    _, samples = asyncio.run(
+        engine.generate(prompt(engine, "12+30="), 4, Sampling(temperature=1.0, top_k=1, max_tokens=3))
+    )
+    # one token kept: probability 1
+    assert all(lp == pytest.approx(0.0, abs=1e-6) for s in samples for lp in s.logprobs)

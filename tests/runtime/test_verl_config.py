@@ -2,13 +2,12 @@
 
 import pytest
 
+from tests.conftest import PROFILES, REFERENCE
 from trinity.config.compose import Request
-from trinity.errors import ConfigError
 from trinity.config.resolve import resolve
+from trinity.errors import ConfigError
 from trinity.runtime.factory import role_factory
 from trinity.runtime.trainer.rank import TrainerRank
-
-from tests.conftest import PROFILES, REFERENCE
 
 pytest.importorskip("verl")
 
@@ -24,11 +23,21 @@ def reference(profile, *extra):
 
 
 def test_trainer_knobs_reach_verl():
-    config = reference("a100", "+algorithm.policy_loss_fn_args.clip_range_high=0.28", "algorithm.kl_loss_fn=low_var_kl", "+algorithm.entropy_loss_fn_args.entropy_coef=0.01", "trainer.param_offload=true")
+    config = reference(
+        "a100",
+        "+algorithm.policy_loss_fn_args.clip_range_high=0.28",
+        "algorithm.kl_loss_fn=low_var_kl",
+        "+algorithm.entropy_loss_fn_args.entropy_coef=0.01",
+        "trainer.param_offload=true",
+    )
     got = overrides_of(config)
     actor = "actor_rollout_ref.actor"
     assert (got[f"{actor}.clip_ratio_low"], got[f"{actor}.clip_ratio_high"]) == ("0.2", "0.28")
-    assert (got[f"{actor}.use_kl_loss"], got[f"{actor}.kl_loss_type"], got[f"{actor}.kl_loss_coef"]) == ("true", "low_var_kl", "0.001")
+    assert (got[f"{actor}.use_kl_loss"], got[f"{actor}.kl_loss_type"], got[f"{actor}.kl_loss_coef"]) == (
+        "true",
+        "low_var_kl",
+        "0.001",
+    )
     assert got[f"{actor}.entropy_coeff"] == "0.01" and got[f"{actor}.fsdp_config.param_offload"] == "true"
     assert got[f"{actor}.optim.lr"] == "1e-05" and got[f"{actor}.ppo_max_token_len_per_gpu"] == "8192"
     assert got[f"{actor}.ppo_mini_batch_size"] == "768"  # buffer.train_batch_size = 96 tasks x 8 rollouts
@@ -68,43 +77,91 @@ def test_a_value_verl_refuses_is_a_config_error_in_our_format():
 
     from trinity.runtime.verl.config import _validate
 
-    section = OmegaConf.create({"actor": {"_target_": "verl.workers.config.FSDPActorConfig", "strategy": "fsdp2", "loss_agg_mode": "token-sum-ish", "ppo_mini_batch_size": 4, "ppo_micro_batch_size_per_gpu": 4}})
+    section = OmegaConf.create(
+        {
+            "actor": {
+                "_target_": "verl.workers.config.FSDPActorConfig",
+                "strategy": "fsdp2",
+                "loss_agg_mode": "token-sum-ish",
+                "ppo_mini_batch_size": 4,
+                "ppo_micro_batch_size_per_gpu": 4,
+            }
+        }
+    )
     with pytest.raises(ConfigError) as err:
         _validate(section)
-    assert err.value.issues[0].key == "trainer" and "verl rejected the trainer configuration" in err.value.issues[0].message
+    assert (
+        err.value.issues[0].key == "trainer"
+        and "verl rejected the trainer configuration" in err.value.issues[0].message
+    )
 
 
 # --- trainer.trainer_config: Trinity-RFT's verl passthrough ---------------------------------------
 
 
 def test_loss_functions_and_optimizer_reach_verl_by_their_verl_names():
-    config = reference("a100", "algorithm.algorithm_type=gspo", "algorithm.optimizer.optimizer_type=sgd", "algorithm.optimizer.lr_scheduler_type=cosine", "algorithm.optimizer.clip_grad=0.5", "trainer.grad_clip=0.5", "trainer.offload_policy=true")
+    config = reference(
+        "a100",
+        "algorithm.algorithm_type=gspo",
+        "algorithm.optimizer.optimizer_type=sgd",
+        "algorithm.optimizer.lr_scheduler_type=cosine",
+        "algorithm.optimizer.clip_grad=0.5",
+        "trainer.grad_clip=0.5",
+        "trainer.offload_policy=true",
+    )
     got, actor = overrides_of(config), "actor_rollout_ref.actor"
-    assert got[f"{actor}.policy_loss.loss_mode"] == "gspo" and (got[f"{actor}.clip_ratio_low"], got[f"{actor}.clip_ratio_high"]) == ("0.0003", "0.0004")
-    assert (got[f"{actor}.optim.optimizer"], got[f"{actor}.optim.lr_scheduler_type"], got[f"{actor}.optim.clip_grad"]) == ("SGD", "cosine", "0.5")
-    assert got[f"{actor}.grad_clip"] == "0.5" and got[f"{actor}.fsdp_config.offload_policy"] == "true" and got[f"{actor}.optim.min_lr_ratio"] == "0.01"
+    assert got[f"{actor}.policy_loss.loss_mode"] == "gspo" and (
+        got[f"{actor}.clip_ratio_low"],
+        got[f"{actor}.clip_ratio_high"],
+    ) == ("0.0003", "0.0004")
+    assert (
+        got[f"{actor}.optim.optimizer"],
+        got[f"{actor}.optim.lr_scheduler_type"],
+        got[f"{actor}.optim.clip_grad"],
+    ) == ("SGD", "cosine", "0.5")
+    assert (
+        got[f"{actor}.grad_clip"] == "0.5"
+        and got[f"{actor}.fsdp_config.offload_policy"] == "true"
+        and got[f"{actor}.optim.min_lr_ratio"] == "0.01"
+    )
 
 
 def test_ppo_dual_clip_and_padding_removal_reach_verl():
-    got = overrides_of(reference("a100", "+algorithm.policy_loss_fn_args.clip_ratio_c=4.0", "trainer.use_remove_padding=false"))
-    assert got["actor_rollout_ref.actor.clip_ratio_c"] == "4.0" and got["actor_rollout_ref.actor.policy_loss.loss_mode"] == "vanilla"
+    got = overrides_of(
+        reference("a100", "+algorithm.policy_loss_fn_args.clip_ratio_c=4.0", "trainer.use_remove_padding=false")
+    )
+    assert (
+        got["actor_rollout_ref.actor.clip_ratio_c"] == "4.0"
+        and got["actor_rollout_ref.actor.policy_loss.loss_mode"] == "vanilla"
+    )
     assert got["actor_rollout_ref.model.use_remove_padding"] == "false"
 
 
 def test_passthrough_keys_reach_verls_config_flat_or_under_actor_rollout_ref(demo_assets):
     from trinity.runtime.verl.config import build
 
-    config = reference("a100", "+trainer.trainer_config.actor.entropy_from_logits_with_chunking=true", "+trainer.trainer_config.actor_rollout_ref.ref.log_prob_use_dynamic_bsz=false", "+trainer.trainer_config.model.override_config.rope_theta=5000")
+    config = reference(
+        "a100",
+        "+trainer.trainer_config.actor.entropy_from_logits_with_chunking=true",
+        "+trainer.trainer_config.actor_rollout_ref.ref.log_prob_use_dynamic_bsz=false",
+        "+trainer.trainer_config.model.override_config.rope_theta=5000",
+    )
     section = build(config, str(demo_assets / "model"), 100)  # verl's HFModelConfig reads the model's config.json
     assert section.actor.entropy_from_logits_with_chunking is True and section.ref.log_prob_use_dynamic_bsz is False
-    assert section.model.override_config.rope_theta == 5000 and section.model.override_config.attn_implementation == "sdpa"  # merged, not replaced
+    # merged, not replaced
+    assert (
+        section.model.override_config.rope_theta == 5000 and section.model.override_config.attn_implementation == "sdpa"
+    )
 
 
-@pytest.mark.parametrize("key,message", [
-    ("actor.bogus", "FSDPActorConfig.__init__() got an unexpected keyword argument 'bogus'"),
-    ("actor.optim.betas_x", "FSDPOptimizerConfig.__init__() got an unexpected keyword argument 'betas_x'"),
-    ("actor_rollout_ref.ref.bogus", "FSDPActorConfig.__init__() got an unexpected keyword argument 'bogus'"),
-])
+@pytest.mark.parametrize(
+    "key,message",
+    [
+        ("actor.bogus", "FSDPActorConfig.__init__() got an unexpected keyword argument 'bogus'"),
+        ("actor.optim.betas_x", "FSDPOptimizerConfig.__init__() got an unexpected keyword argument 'betas_x'"),
+        ("actor_rollout_ref.ref.bogus", "FSDPActorConfig.__init__() got an unexpected keyword argument 'bogus'"),
+    ],
+)
 def test_a_passthrough_key_verl_does_not_have_is_refused_by_verls_class_in_our_format(key, message):
     from trinity.runtime.verl.config import build
 
@@ -112,24 +169,47 @@ def test_a_passthrough_key_verl_does_not_have_is_refused_by_verls_class_in_our_f
         build(reference("a100", f"+trainer.trainer_config.{key}=1"), "/models/m", 100)
     issue = err.value.issues[0]
     section = key.removeprefix("actor_rollout_ref.").split(".")[0]
-    assert issue.key == f"trainer.trainer_config.{section}" and issue.source == "verl's FSDPActorConfig" and message in issue.message
+    assert (
+        issue.key == f"trainer.trainer_config.{section}"
+        and issue.source == "verl's FSDPActorConfig"
+        and message in issue.message
+    )
 
 
-@pytest.mark.parametrize("key,ours", [("actor.use_torch_compile", "trainer.use_torch_compile"), ("actor.optim.lr", "algorithm.optimizer.lr"), ("actor_rollout_ref.actor.ppo_mini_batch_size", "buffer.train_batch_size")])
+@pytest.mark.parametrize(
+    "key,ours",
+    [
+        ("actor.use_torch_compile", "trainer.use_torch_compile"),
+        ("actor.optim.lr", "algorithm.optimizer.lr"),
+        ("actor_rollout_ref.actor.ppo_mini_batch_size", "buffer.train_batch_size"),
+    ],
+)
 def test_a_passthrough_key_trinity_sets_is_refused_naming_the_trinity_key(key, ours):
     from trinity.runtime.verl.config import build
 
     with pytest.raises(ConfigError) as err:
         build(reference("a100", f"+trainer.trainer_config.{key}=1"), "/models/m", 100)
     issue = err.value.issues[0]
-    assert issue.key == f"trainer.trainer_config.{key}" and f"is set by trinity from {ours}" in issue.message and issue.hint.startswith(f"set {ours} instead")
+    assert (
+        issue.key == f"trainer.trainer_config.{key}"
+        and f"is set by trinity from {ours}" in issue.message
+        and issue.hint.startswith(f"set {ours} instead")
+    )
 
 
 def test_run_refuses_a_bad_passthrough_before_ray_starts(demo_assets, tmp_path):
     from tests.conftest import run_process
 
-    env = {"TRINITY_DEMO_DIR": str(demo_assets), "TRINITY_CHECKPOINT_ROOT_DIR": str(tmp_path / "ckpt"), "RAY_ADDRESS": ""}
+    env = {
+        "TRINITY_DEMO_DIR": str(demo_assets),
+        "TRINITY_CHECKPOINT_ROOT_DIR": str(tmp_path / "ckpt"),
+        "RAY_ADDRESS": "",
+    }
     result = run_process("run", "+trainer.trainer_config.actor.clip_ratio_cc=2.0", cwd=tmp_path, env=env)
     assert result.code == 2 and "Traceback" not in result.err
-    assert "error: verl's FSDPActorConfig: trainer.trainer_config.actor: verl rejected the trainer configuration built from this run config: FSDPActorConfig.__init__() got an unexpected keyword argument 'clip_ratio_cc'" in result.err
+    assert (
+        "error: verl's FSDPActorConfig: trainer.trainer_config.actor: verl rejected the trainer configuration built "
+        "from this run config: FSDPActorConfig.__init__() got an unexpected keyword argument 'clip_ratio_cc'"
+        in result.err
+    )
     assert not (tmp_path / "ckpt").exists() and "Ray" not in result.err  # nothing started, nothing written

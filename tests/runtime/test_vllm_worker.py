@@ -82,7 +82,8 @@ def test_a_receive_whose_load_fails_still_takes_every_broadcast_then_raises(tmp_
         p.start()
     results = sorted((out.get(timeout=180) for _ in procs), key=str)  # each sends its result after all its work
     for p in procs:
-        p.join(30)  # exit codes are not the point: gloo's teardown at interpreter exit has aborted once ("terminate called")
+        # exit codes are not the point: gloo's teardown at interpreter exit has aborted once ("terminate called")
+        p.join(30)
     assert ("trainer", 0, None, None) in results
     assert ("worker", "KeyError", "'no.such.weight'") in results
 
@@ -96,7 +97,12 @@ def failing_worker(port, out):
     w = Worker(0, 1)
     w.trinity_join("gloo", "127.0.0.1", port, 1, 2, 10)
     try:
-        w.trinity_receive([WeightSpec("no.such.weight", (4, 3), "float32").plain(), WeightSpec("head.weight", (4, 3), "float32").plain()])
+        w.trinity_receive(
+            [
+                WeightSpec("no.such.weight", (4, 3), "float32").plain(),
+                WeightSpec("head.weight", (4, 3), "float32").plain(),
+            ]
+        )
     except KeyError as exc:
         out.put(("worker", type(exc).__name__, str(exc)))
 
@@ -114,4 +120,7 @@ def test_a_worker_without_its_own_reload_loads_through_its_model_runner(tmp_path
 
     worker = NpuLikeWorker()
     assert worker.trinity_load(save({"head.weight": torch.full((4, 3), 5.0)})) == 1
-    assert worker.model_runner.get_model().loaded == ["head.weight"] and worker.model_runner.get_model().head.weight.eq(5).all()
+    assert (
+        worker.model_runner.get_model().loaded == ["head.weight"]
+        and worker.model_runner.get_model().head.weight.eq(5).all()
+    )

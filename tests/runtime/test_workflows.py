@@ -43,7 +43,13 @@ class ScriptedModel:
 
 
 def task(row, repeat=3, **reward_args):
-    return Task("gsm8k/train/0", row, FormatConfig(prompt_key="question", response_key="answer"), repeat, reward_fn_args=reward_args)
+    return Task(
+        "gsm8k/train/0",
+        row,
+        FormatConfig(prompt_key="question", response_key="answer"),
+        repeat,
+        reward_fn_args=reward_args,
+    )
 
 
 def test_math_workflow_rewards_the_right_number_and_optionally_the_form():
@@ -52,13 +58,20 @@ def test_math_workflow_rewards_the_right_number_and_optionally_the_form():
     plain = load("math_workflow")(task(row), ScriptedModel(texts)).run()
     assert [e.reward for e in plain] == [1.0, 1.0, 0.0]
     formatted = load("math_workflow")(task(row, format_reward=0.1), ScriptedModel(texts)).run()
-    assert [e.reward for e in formatted] == [1.0, 1.1, 0.1] and [e.metrics["accuracy"] for e in formatted] == [1.0, 1.0, 0.0]
+    assert [e.reward for e in formatted] == [1.0, 1.1, 0.1] and [e.metrics["accuracy"] for e in formatted] == [
+        1.0,
+        1.0,
+        0.0,
+    ]
     assert all(e.group == "gsm8k/train/0" and e.weight_version == 7 for e in formatted)
 
 
 def test_arith_workflow_wants_exactly_the_answer():
     row = {"question": "12+30=", "answer": "42"}
-    exps = load("arith_workflow")(Task("t", row, FormatConfig(prompt_key="question", response_key="answer"), 3), ScriptedModel(["42", "42 ", "420"])).run()
+    exps = load("arith_workflow")(
+        Task("t", row, FormatConfig(prompt_key="question", response_key="answer"), 3),
+        ScriptedModel(["42", "42 ", "420"]),
+    ).run()
     assert [e.reward for e in exps] == [1.0, 1.0, 0.0]
 
 

@@ -3,8 +3,9 @@
 import argparse
 import json
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -22,14 +23,25 @@ Plans = list[tuple[str, "MemoryPlan"]]
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     """--config, overrides, --profile-dir, --strict."""
     parser.add_argument("-c", "--config", type=Path, help="run config YAML (default: the packaged GRPO GSM8K example)")
-    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE", help="hardware=NAME and Hydra overrides such as trainer.save_interval=50")
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        metavar="OVERRIDE",
+        help="hardware=NAME and Hydra overrides such as trainer.save_interval=50",
+    )
     add_profile_dir_option(parser)
     parser.add_argument("--strict", action="store_true", help="treat warnings as errors")
 
 
 def add_profile_dir_option(parser: argparse.ArgumentParser) -> None:
     """--profile-dir (repeatable)."""
-    parser.add_argument("--profile-dir", action="append", default=[], metavar="DIR", help="extra folder of hardware profiles (repeatable; also $TRINITY_PROFILE_PATH)")
+    parser.add_argument(
+        "--profile-dir",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="extra folder of hardware profiles (repeatable; also $TRINITY_PROFILE_PATH)",
+    )
 
 
 TEXT_OR_JSON = ("text", "json")

@@ -25,28 +25,51 @@ from ._common import (
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add `config render`, `validate`, `diff` and `schema`."""
-    group = commands.add_parser("config", help="inspect and check run configs").add_subparsers(dest="action", required=True, metavar="ACTION")
+    group = commands.add_parser("config", help="inspect and check run configs").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
     render = group.add_parser("render", parents=[parent], help="print the resolved run config for a hardware profile")
     add_config_options(render)
     add_format_option(render)
     render.add_argument("--stage", metavar="NAME", help="render one stage merged into the root config")
-    render.add_argument("--show-secrets", action="store_true", help="do not mask values of keys named like TOKEN, KEY, SECRET, PASSWORD")
+    render.add_argument(
+        "--show-secrets", action="store_true", help="do not mask values of keys named like TOKEN, KEY, SECRET, PASSWORD"
+    )
     add_output_option(render)
-    render.add_argument("--explain", nargs="*", metavar="KEY", help="show where each value (or each KEY, or each key under a section) came from")
+    render.add_argument(
+        "--explain",
+        nargs="*",
+        metavar="KEY",
+        help="show where each value (or each KEY, or each key under a section) came from",
+    )
     render.set_defaults(run=render_cmd)
     check = group.add_parser("validate", parents=[parent], help="check a run config against a hardware profile")
     add_config_options(check)
     add_format_option(check, TEXT_OR_JSON)
     check.set_defaults(run=validate_cmd)
-    compare = group.add_parser("diff", parents=[parent], help="compare two resolved configs key by key (exit 1 when they differ)")
+    compare = group.add_parser(
+        "diff", parents=[parent], help="compare two resolved configs key by key (exit 1 when they differ)"
+    )
     add_config_options(compare)
-    compare.add_argument("--vs", nargs="+", default=[], metavar="OVERRIDE", help="overrides of the right-hand side, on top of the left's (e.g. --vs hardware=ascend910b)")
-    compare.add_argument("--vs-config", type=Path, metavar="FILE", help="run config of the right-hand side (default: the left's)")
-    compare.add_argument("--saved", type=Path, metavar="FILE", help="a saved render (YAML or JSON) to compare with this resolution")
+    compare.add_argument(
+        "--vs",
+        nargs="+",
+        default=[],
+        metavar="OVERRIDE",
+        help="overrides of the right-hand side, on top of the left's (e.g. --vs hardware=ascend910b)",
+    )
+    compare.add_argument(
+        "--vs-config", type=Path, metavar="FILE", help="run config of the right-hand side (default: the left's)"
+    )
+    compare.add_argument(
+        "--saved", type=Path, metavar="FILE", help="a saved render (YAML or JSON) to compare with this resolution"
+    )
     compare.add_argument("--show-secrets", action="store_true", help="compare and show credential-like values")
     add_format_option(compare, TEXT_OR_JSON)
     compare.set_defaults(run=diff_cmd)
-    schema = group.add_parser("schema", parents=[parent], help="print the JSON Schema of run-config files (for editors)")
+    schema = group.add_parser(
+        "schema", parents=[parent], help="print the JSON Schema of run-config files (for editors)"
+    )
     add_output_option(schema)
     schema.set_defaults(run=schema_cmd, schema="run-config")
 
@@ -83,17 +106,36 @@ def diff_cmd(args: argparse.Namespace) -> int:
     from ..config.diff import render_text as diff_text
 
     left_request = request_from(args)
-    right = resolve(replace(left_request, config=args.vs_config or args.config, overrides=(*args.overrides, *args.vs)), strict=args.strict)
+    right = resolve(
+        replace(left_request, config=args.vs_config or args.config, overrides=(*args.overrides, *args.vs)),
+        strict=args.strict,
+    )
     if args.saved:
         left_data, left_label = load_yaml(args.saved, what="saved config").data, str(args.saved)
     else:
-        left_data, left_label = resolve(left_request, strict=args.strict).config.model_dump(mode="json"), _label(args.config, args.overrides)
-    right_data, right_label = right.config.model_dump(mode="json"), _label(args.vs_config or args.config, (*args.overrides, *args.vs))
+        left_data, left_label = (
+            resolve(left_request, strict=args.strict).config.model_dump(mode="json"),
+            _label(args.config, args.overrides),
+        )
+    right_data, right_label = (
+        right.config.model_dump(mode="json"),
+        _label(args.vs_config or args.config, (*args.overrides, *args.vs)),
+    )
     if not args.show_secrets:
         left_data, right_data = redact(left_data), redact(right_data)
     changes = diff(left_data, right_data)
     if args.format == "json":
-        print(json.dumps({"left": left_label, "right": right_label, "same": not changes, "changes": [c.as_dict() for c in changes]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "left": left_label,
+                    "right": right_label,
+                    "same": not changes,
+                    "changes": [c.as_dict() for c in changes],
+                },
+                indent=2,
+            )
+        )
     else:
         print(diff_text(changes, left_label, right_label), end="")
     return 1 if changes else 0
@@ -116,7 +158,12 @@ def validate_cmd(args: argparse.Namespace) -> int:
     if args.format == "json":
         from ..config.memory.report import plans_dict
 
-        report = {"valid": True, "hardware": hardware.name, "issues": [i.as_dict() for i in issues], "memory": plans_dict(plans)}
+        report = {
+            "valid": True,
+            "hardware": hardware.name,
+            "issues": [i.as_dict() for i in issues],
+            "memory": plans_dict(plans),
+        }
         print(json.dumps(report, indent=2))
     else:
         print_issues(issues)

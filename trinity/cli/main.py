@@ -19,7 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole command tree."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--debug", action="store_true", help="show Python tracebacks")
-    parser = argparse.ArgumentParser(prog="trinity", description="Hardware-aware front end of the Trinity RL fine-tuning framework.")
+    parser = argparse.ArgumentParser(
+        prog="trinity", description="Hardware-aware front end of the Trinity RL fine-tuning framework."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in (run_cmd, config_cmd, plan_cmd, profile_cmd, doctor_cmd):
         module.register(commands, parent)
@@ -52,5 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # a bug of ours: say so briefly, unless --debug asks for the trace
         if args.debug:
             raise
-        print(f"trinity: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)", file=sys.stderr)
+        print(
+            f"trinity: internal error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+            file=sys.stderr,
+        )
         return 1

@@ -17,8 +17,14 @@ from ._common import (
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add `plan memory`."""
-    group = commands.add_parser("plan", help="what a run will need, worked out before it starts").add_subparsers(dest="action", required=True, metavar="ACTION")
-    memory = group.add_parser("memory", parents=[parent], help="device memory per role and device: the estimate, its breakdown, what would make it fit")
+    group = commands.add_parser("plan", help="what a run will need, worked out before it starts").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
+    memory = group.add_parser(
+        "memory",
+        parents=[parent],
+        help="device memory per role and device: the estimate, its breakdown, what would make it fit",
+    )
     add_config_options(memory)
     add_format_option(memory, TEXT_OR_JSON)
     memory.set_defaults(run=memory_cmd)
@@ -32,7 +38,17 @@ def memory_cmd(args: argparse.Namespace) -> int:
     plans, issues = with_memory_fit(resolved, args.strict)
     if args.format == "json":
         fits = not any(i.severity == "error" for i in issues)
-        print(json.dumps({"hardware": resolved.config.hardware.name, "fits": fits, "plans": plans_dict(plans), "issues": [i.as_dict() for i in issues]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "hardware": resolved.config.hardware.name,
+                    "fits": fits,
+                    "plans": plans_dict(plans),
+                    "issues": [i.as_dict() for i in issues],
+                },
+                indent=2,
+            )
+        )
     else:
         print(plans_text(plans), end="")
     raise_errors(issues)

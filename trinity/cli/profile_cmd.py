@@ -21,23 +21,37 @@ from .config_cmd import schema_cmd
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add `profile list`, `show`, `lint` and `schema`."""
-    group = commands.add_parser("profile", help="hardware profiles").add_subparsers(dest="action", required=True, metavar="ACTION")
+    group = commands.add_parser("profile", help="hardware profiles").add_subparsers(
+        dest="action", required=True, metavar="ACTION"
+    )
     listing = group.add_parser("list", parents=[parent], help="list the available hardware profiles")
     add_profile_dir_option(listing)
     add_format_option(listing, TEXT_OR_JSON)
     listing.set_defaults(run=list_cmd)
-    show = group.add_parser("show", parents=[parent], help="a profile after `extends`, with the file and line of every value")
+    show = group.add_parser(
+        "show", parents=[parent], help="a profile after `extends`, with the file and line of every value"
+    )
     show.add_argument("name", metavar="NAME")
     add_profile_dir_option(show)
     add_format_option(show, TEXT_OR_JSON)
-    show.add_argument("--show-secrets", action="store_true", help="do not mask values of env vars named like TOKEN, KEY, SECRET, PASSWORD")
+    show.add_argument(
+        "--show-secrets",
+        action="store_true",
+        help="do not mask values of env vars named like TOKEN, KEY, SECRET, PASSWORD",
+    )
     show.set_defaults(run=show_cmd)
-    check = group.add_parser("lint", parents=[parent], help="check profiles: schema, extends, env names, facts, Ray's names")
-    check.add_argument("targets", nargs="*", type=Path, metavar="PATH", help="profile files or folders (default: every profile in use)")
+    check = group.add_parser(
+        "lint", parents=[parent], help="check profiles: schema, extends, env names, facts, Ray's names"
+    )
+    check.add_argument(
+        "targets", nargs="*", type=Path, metavar="PATH", help="profile files or folders (default: every profile in use)"
+    )
     add_profile_dir_option(check)
     add_format_option(check, TEXT_OR_JSON)
     check.set_defaults(run=lint_cmd)
-    schema = group.add_parser("schema", parents=[parent], help="print the JSON Schema of hardware-profile files (for editors)")
+    schema = group.add_parser(
+        "schema", parents=[parent], help="print the JSON Schema of hardware-profile files (for editors)"
+    )
     add_output_option(schema)
     schema.set_defaults(run=schema_cmd, schema="hardware-profile")
 
@@ -64,7 +78,10 @@ def list_cmd(args: argparse.Namespace) -> int:
     width = max((len(r["name"]) for r in rows), default=4)
     print(f"{'NAME':<{width}}  DEVICE  PER NODE  DESCRIPTION")
     for r in rows:
-        print(f"{r['name']:<{width}}  {r['device_type']:<6}  {r['devices_per_node']:>8}  {r['description']}  [{r['source']}]")
+        print(
+            f"{r['name']:<{width}}  {r['device_type']:<6}  {r['devices_per_node']:>8}  {r['description']}  "
+            f"[{r['source']}]"
+        )
     return 0
 
 
@@ -73,10 +90,22 @@ def show_cmd(args: argparse.Namespace) -> int:
     loaded = load_profile(args.name, paths.profile_dirs(tuple(args.profile_dir)))
     data = loaded.profile.model_dump(mode="json")
     data = data if args.show_secrets else redact(data)
-    rows = [(dotted(p), json.dumps(v), loaded.where(p)) for p, v in leaves(data) if p and not isinstance(v, (list, dict))]
+    rows = [
+        (dotted(p), json.dumps(v), loaded.where(p)) for p, v in leaves(data) if p and not isinstance(v, (list, dict))
+    ]
     if args.format == "json":
         sources = {key: where for key, _, where in rows}
-        print(json.dumps({"name": loaded.name, "chain": [display_path(p) for p in loaded.chain], "profile": data, "sources": sources}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "name": loaded.name,
+                    "chain": [display_path(p) for p in loaded.chain],
+                    "profile": data,
+                    "sources": sources,
+                },
+                indent=2,
+            )
+        )
         return 0
     print(f"{loaded.name}: {' -> '.join(display_path(p) for p in loaded.chain)}")
     width = min(72, max(len(key) + len(value) for key, value, _ in rows) + 2)
@@ -92,10 +121,18 @@ def lint_cmd(args: argparse.Namespace) -> int:
 
     report = lint(tuple(args.targets), tuple(args.profile_dir))
     if args.format == "json":
-        print(json.dumps({"checked": list(report.checked), "ok": report.ok, "problems": [lint_dict(i) for i in report.issues]}, indent=2))
+        print(
+            json.dumps(
+                {"checked": list(report.checked), "ok": report.ok, "problems": [lint_dict(i) for i in report.issues]},
+                indent=2,
+            )
+        )
     else:
         for issue in report.issues:
             print(issue.render())
         errors = sum(i.severity == "error" for i in report.issues)
-        print(f"checked {len(report.checked)} profile(s) ({', '.join(report.checked)}): {errors} error(s), {len(report.issues) - errors} warning(s)")
+        print(
+            f"checked {len(report.checked)} profile(s) ({', '.join(report.checked)}): {errors} error(s), "
+            f"{len(report.issues) - errors} warning(s)"
+        )
     return 0 if report.ok else 2

@@ -16,20 +16,47 @@ from ._common import (
     request_from,
 )
 
-PLACED_ONLY = "trinity run --placement-only: every role actor started where the plan put it and reported its devices and environment; nothing was trained, and the actors and placement groups have been removed."
+PLACED_ONLY = (
+    "trinity run --placement-only: every role actor started where the plan put it and reported its "
+    "devices and environment; nothing was trained, and the actors and placement groups have been removed."
+)
 
 
 def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentParser) -> None:
     """Add `run`."""
-    run = commands.add_parser("run", parents=[parent], help="train: plan the run, check it against the Ray cluster, launch every role, and run each stage")
+    run = commands.add_parser(
+        "run",
+        parents=[parent],
+        help="train: plan the run, check it against the Ray cluster, launch every role, and run each stage",
+    )
     add_config_options(run)
-    run.add_argument("--dry-run", action="store_true", help="print the launch plan; with $RAY_ADDRESS or cluster.ray_address also check it fits; create nothing")
-    run.add_argument("--placement-only", action="store_true", help="start every role where the plan puts it, check placement and environment, tear down; train nothing")
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="print the launch plan; with $RAY_ADDRESS or cluster.ray_address also check it fits; create nothing",
+    )
+    run.add_argument(
+        "--placement-only",
+        action="store_true",
+        help="start every role where the plan puts it, check placement and environment, tear down; train nothing",
+    )
     add_format_option(run, TEXT_OR_JSON)
-    run.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait for each placement group and for the actors to start (default: 60)")
-    run.add_argument("--quiet", action="store_true", help="no progress bar or lines (the summary and errors are still printed)")
-    run.add_argument("--force", action="store_true", help="resume even when the saved config differs in a key that changes the run")
-    run.add_argument("--show-secrets", action="store_true", help="print credential-like env values (the actors get them either way)")
+    run.add_argument(
+        "--timeout",
+        type=float,
+        default=60.0,
+        metavar="S",
+        help="seconds to wait for each placement group and for the actors to start (default: 60)",
+    )
+    run.add_argument(
+        "--quiet", action="store_true", help="no progress bar or lines (the summary and errors are still printed)"
+    )
+    run.add_argument(
+        "--force", action="store_true", help="resume even when the saved config differs in a key that changes the run"
+    )
+    run.add_argument(
+        "--show-secrets", action="store_true", help="print credential-like env values (the actors get them either way)"
+    )
     run.set_defaults(run=run_cmd)
 
 
@@ -58,7 +85,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
     try:
         if not join(identity):  # no cluster named or running here (a dry run always names one by now)
-            standalone = standalone or resolve(request, strict=args.strict)  # no cluster to ask: the config must stand on its own
+            # no cluster to ask: the config must stand on its own
+            standalone = standalone or resolve(request, strict=args.strict)
             start_local(identity, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
         signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
         resolved = resolve_on_cluster(request, live_nodes(), strict=args.strict)
@@ -68,7 +96,9 @@ def run_cmd(args: argparse.Namespace) -> int:
         if args.dry_run:
             from ..launch.launcher import check_live
 
-            return _show(args, [(n, plan, check_live(plan)) for n, plan in ((n, build_plan(c)) for n, c in _stages(resolved))])
+            return _show(
+                args, [(n, plan, check_live(plan)) for n, plan in ((n, build_plan(c)) for n, c in _stages(resolved))]
+            )
         if args.placement_only:
             return _placement_only(args, resolved.config)
         return _train(args, resolved)
@@ -100,7 +130,12 @@ def _standalone(request, strict: bool):
         return None  # resolve_on_cluster reports it, with the cluster's numbers
 
 
-DEVICE_SPLIT_KEYS = ("cluster.", "explorer.rollout_model.", "explorer.auxiliary_models")  # what the cluster's device count decides
+# what the cluster's device count decides
+DEVICE_SPLIT_KEYS = (
+    "cluster.",
+    "explorer.rollout_model.",
+    "explorer.auxiliary_models",
+)
 
 
 def _stages(resolved) -> list:
@@ -112,7 +147,10 @@ def _ensure_demo(args: argparse.Namespace) -> None:
 
     folder = demo.demo_dir()
     if not (folder / "model").exists() and not args.quiet:
-        print(f"trinity run: building the demo's model, tokenizer and problems in {folder} (once, no download)", file=sys.stderr)
+        print(
+            f"trinity run: building the demo's model, tokenizer and problems in {folder} (once, no download)",
+            file=sys.stderr,
+        )
     demo.ensure(folder)
 
 
@@ -121,14 +159,34 @@ def _show(args: argparse.Namespace, plans: list) -> int:
     from ..launch.show import plan_data, plan_text
 
     if args.format == "json":
-        docs = [plan_data(plan, args.show_secrets) | ({"feasibility": {"ok": f.ok, "lines": list(f.lines)}} if f else {}) for _, plan, f in plans]
-        print(json.dumps(docs[0] if len(docs) == 1 else {"stages": [{"stage": n} | d for (n, _, _), d in zip(plans, docs)]}, indent=2))
+        docs = [
+            plan_data(plan, args.show_secrets) | ({"feasibility": {"ok": f.ok, "lines": list(f.lines)}} if f else {})
+            for _, plan, f in plans
+        ]
+        print(
+            json.dumps(
+                docs[0] if len(docs) == 1 else {"stages": [{"stage": n} | d for (n, _, _), d in zip(plans, docs)]},
+                indent=2,
+            )
+        )
     else:
         for name, plan, feasibility in plans:
-            print((f"stage {name}: " if name else "") + plan_text(plan, feasibility, args.show_secrets), end="" if len(plans) == 1 else "\n")
+            print(
+                (f"stage {name}: " if name else "") + plan_text(plan, feasibility, args.show_secrets),
+                end="" if len(plans) == 1 else "\n",
+            )
     bad = [line for _, _, f in plans if f and not f.ok for line in f.lines]
     if bad:
-        raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(bad))])
+        raise ConfigError(
+            [
+                Issue(
+                    "the launch plan does not fit the Ray cluster; nothing was created",
+                    key="placement",
+                    source="Ray cluster",
+                    hint="; ".join(bad),
+                )
+            ]
+        )
     return 0
 
 
@@ -147,10 +205,20 @@ def _placement_only(args: argparse.Namespace, config) -> int:
         print(plan_text(plan, feasibility, args.show_secrets))
     with Launch(plan, args.timeout) as launch:
         launch.create_groups()
-        launch.start_actors(lambda spec: (Role, ()))  # every role's base process: it reports placement and environment only
+        # every role's base process: it reports placement and environment only
+        launch.start_actors(lambda spec: (Role, ()))
         placements = launch.placements()
     if args.format == "json":
-        print(json.dumps({"plan": plan_data(plan, args.show_secrets), "feasibility": list(feasibility.lines), "placements": [asdict(p) for p in placements]}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "plan": plan_data(plan, args.show_secrets),
+                    "feasibility": list(feasibility.lines),
+                    "placements": [asdict(p) for p in placements],
+                },
+                indent=2,
+            )
+        )
     else:
         print(placements_text(placements), end="")
     bad = [p for p in placements if p.problem]
@@ -172,14 +240,20 @@ def _train(args: argparse.Namespace, resolved) -> int:
         return 1
     run_dir = run_dir_of(resolved.config).root
     if args.format == "json":
-        print(json.dumps({"run_dir": str(run_dir), "stages": [asdict(s) for s in summaries], "launches": show.launches}, indent=2, default=str))
+        print(
+            json.dumps(
+                {"run_dir": str(run_dir), "stages": [asdict(s) for s in summaries], "launches": show.launches},
+                indent=2,
+                default=str,
+            )
+        )
     else:
         print(summary_table(summaries) + f"run directory: {run_dir}")
     return 0
 
 
 class _Shown:
-    """What `trinity run` prints of each stage's launch: the plan and placements as text, or kept for the JSON report."""
+    """What `trinity run` prints of each stage's launch: the plan and placements as text, or kept for JSON."""
 
     def __init__(self, fmt: str, quiet: bool, show_secrets: bool):
         self.fmt, self.quiet, self.show_secrets, self.launches = fmt, quiet, show_secrets, []
@@ -187,7 +261,9 @@ class _Shown:
     def plan(self, stage: str, plan, feasibility) -> None:
         from ..launch.show import plan_data, plan_text
 
-        self.launches.append({"stage": stage, "plan": plan_data(plan, self.show_secrets), "feasibility": list(feasibility.lines)})
+        self.launches.append(
+            {"stage": stage, "plan": plan_data(plan, self.show_secrets), "feasibility": list(feasibility.lines)}
+        )
         if self.fmt == "text" and not self.quiet:
             print(f"stage {stage}: " + plan_text(plan, feasibility, self.show_secrets), file=sys.stderr)
 

@@ -8,7 +8,7 @@ argument upstream has that the runtime cannot honour accepts only upstream's def
 """
 
 from dataclasses import dataclass
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field
 
@@ -24,7 +24,9 @@ class NoArgs(Section):
 
 class _AggArgs(Section):
     # Upstream lists loss_agg_mode among a policy loss's arguments and overwrites it with algorithm.loss_agg_mode.
-    loss_agg_mode: Optional[LossAggMode] = Field(None, description="Filled from algorithm.loss_agg_mode, as upstream does.")
+    loss_agg_mode: LossAggMode | None = Field(
+        None, description="Filled from algorithm.loss_agg_mode, as upstream does."
+    )
 
 
 class SFTLossArgs(_AggArgs):
@@ -33,34 +35,42 @@ class SFTLossArgs(_AggArgs):
 
 class PPOPolicyLossArgs(_AggArgs):
     clip_range: float = Field(0.2, gt=0, description="PPO clip range on both sides.")
-    clip_range_low: Optional[float] = Field(None, gt=0, description="Lower clip range; defaults to clip_range.")
-    clip_range_high: Optional[float] = Field(None, gt=0, description="Upper clip range; defaults to clip_range.")
+    clip_range_low: float | None = Field(None, gt=0, description="Lower clip range; defaults to clip_range.")
+    clip_range_high: float | None = Field(None, gt=0, description="Upper clip range; defaults to clip_range.")
     clip_ratio_c: float = Field(3.0, gt=1, description="Dual-clip bound for negative advantages.")
     enable_sequence_masking: Literal[False] = Field(False, description="DeepSeek-V3.2 sequence masking" + ONLY_DEFAULT)
     delta_sequence_masking: float = Field(0.1, description="KL threshold of sequence masking (unused while it is off).")
-    fallback_to_policy_gradient: Literal[False] = Field(False, description="Ignore the old policy's log-probs" + ONLY_DEFAULT)
+    fallback_to_policy_gradient: Literal[False] = Field(
+        False, description="Ignore the old policy's log-probs" + ONLY_DEFAULT
+    )
 
 
 class GSPOPolicyLossArgs(_AggArgs):
-    clip_range: Optional[float] = Field(None, gt=0, description="Clip range on both sides of the sequence ratio.")
-    clip_range_low: Optional[float] = Field(0.0003, gt=0, description="Lower clip range; defaults to clip_range.")
-    clip_range_high: Optional[float] = Field(0.0004, gt=0, description="Upper clip range; defaults to clip_range.")
+    clip_range: float | None = Field(None, gt=0, description="Clip range on both sides of the sequence ratio.")
+    clip_range_low: float | None = Field(0.0003, gt=0, description="Lower clip range; defaults to clip_range.")
+    clip_range_high: float | None = Field(0.0004, gt=0, description="Upper clip range; defaults to clip_range.")
 
 
 class CISPOPolicyLossArgs(_AggArgs):
     clip_range_low: float = Field(1.0, gt=0, description="Lower clip of the importance weight.")
     clip_range_high: float = Field(0.28, gt=0, description="Upper clip of the importance weight.")
-    enable_mask_clip: Literal[False] = Field(False, description="Mask tokens whose ratio leaves the mask range" + ONLY_DEFAULT)
+    enable_mask_clip: Literal[False] = Field(
+        False, description="Mask tokens whose ratio leaves the mask range" + ONLY_DEFAULT
+    )
     mask_clip_range_low: float = Field(1.0, description="Lower mask range (unused while enable_mask_clip is off).")
     mask_clip_range_high: float = Field(0.28, description="Upper mask range (unused while enable_mask_clip is off).")
 
 
 class GRPOAdvantageArgs(Section):
     epsilon: float = Field(1e-6, gt=0, description="Added to the group's reward std before dividing.")
-    norm_adv_by_std: bool = Field(True, description="Divide by the group's reward std (False: Dr. GRPO; trinity's addition).")
-    std_threshold: Optional[Literal[None]] = Field(None, description="Skip groups with a reward std at or below this" + ONLY_DEFAULT)
+    norm_adv_by_std: bool = Field(
+        True, description="Divide by the group's reward std (False: Dr. GRPO; trinity's addition)."
+    )
+    std_threshold: Literal[None] | None = Field(
+        None, description="Skip groups with a reward std at or below this" + ONLY_DEFAULT
+    )
     duplicate_experiences: Literal[False] = Field(False, description="Refill skipped groups" + ONLY_DEFAULT)
-    rank_penalty: Optional[Literal[None]] = Field(None, description="Rank-based reward correction" + ONLY_DEFAULT)
+    rank_penalty: Literal[None] | None = Field(None, description="Rank-based reward correction" + ONLY_DEFAULT)
     std_cal_level: Literal["group"] = Field("group", description="Where the std is taken" + ONLY_DEFAULT)
 
 
@@ -78,7 +88,12 @@ KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "abs", "mse")
 # function kind -> name -> the arguments it takes (what the runtime can run)
 FUNCTIONS: dict[str, dict[str, type[Section]]] = {
     "sample_strategy": {"default": NoArgs},
-    "policy_loss_fn": {"ppo": PPOPolicyLossArgs, "sft": SFTLossArgs, "gspo": GSPOPolicyLossArgs, "cispo": CISPOPolicyLossArgs},
+    "policy_loss_fn": {
+        "ppo": PPOPolicyLossArgs,
+        "sft": SFTLossArgs,
+        "gspo": GSPOPolicyLossArgs,
+        "cispo": CISPOPolicyLossArgs,
+    },
     "advantage_fn": {"grpo": GRPOAdvantageArgs, "none": NoArgs},
     "kl_penalty_fn": {"none": KLArgs},
     "kl_loss_fn": {"none": KLArgs, **{kind: KLArgs for kind in KL_KINDS}},
@@ -89,9 +104,15 @@ _NO_PENALTY = "the trainer subtracts no KL penalty from rewards yet; use kl_loss
 _ONLY_GRPO = "the trainer computes GRPO group advantages only"
 # Upstream's names the runtime cannot run yet, with the reason.
 UNSUPPORTED: dict[str, dict[str, str]] = {
-    "sample_strategy": {name: "the trainer takes experiences in the order they arrive (upstream's 'default')" for name in ("warmup", "staleness_control", "mix")},
+    "sample_strategy": {
+        name: "the trainer takes experiences in the order they arrive (upstream's 'default')"
+        for name in ("warmup", "staleness_control", "mix")
+    },
     "policy_loss_fn": {
-        **{name: "this loss is not in verl's registry, which the trainer uses" for name in ("opmd", "topr", "sft_is", "sft_phi", "sppo", "rec", "importance_sampling")},
+        **{
+            name: "this loss is not in verl's registry, which the trainer uses"
+            for name in ("opmd", "topr", "sft_is", "sft_phi", "sppo", "rec", "importance_sampling")
+        },
         "dpo": "DPO needs pairs of responses, which the trainer's data path does not have yet",
         "mix": "mixing SFT data into RL batches is not supported yet",
         "mix_chord": "mixing SFT data into RL batches is not supported yet",
@@ -99,7 +120,27 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     },
     "advantage_fn": {
         "ppo": "PPO advantages need a critic model, which trinity's runtime does not have yet",
-        **{name: _ONLY_GRPO for name in ("grpo_verl", "step_wise_grpo", "gigpo", "reinforceplusplus", "reinforce", "remax", "rloo", "opmd", "opmd_verl", "asymre", "asymre_verl", "rec", "on_policy_distill", "jsd", "clipb", "clipv")},
+        **{
+            name: _ONLY_GRPO
+            for name in (
+                "grpo_verl",
+                "step_wise_grpo",
+                "gigpo",
+                "reinforceplusplus",
+                "reinforce",
+                "remax",
+                "rloo",
+                "opmd",
+                "opmd_verl",
+                "asymre",
+                "asymre_verl",
+                "rec",
+                "on_policy_distill",
+                "jsd",
+                "clipb",
+                "clipv",
+            )
+        },
     },
     "kl_penalty_fn": {name: _NO_PENALTY for name in ("k1", "k2", "k3", "low_var_kl", "abs", "corrected_k3")},
     "kl_loss_fn": {"corrected_k3": "verl has no corrected k3 KL loss"},
@@ -120,21 +161,38 @@ class Preset:
 
 def _rl(advantage: str, policy: str, kl_loss: str = "k2", entropy: str = "default", **kwargs) -> Preset:
     """An RL preset as upstream writes them: default sampling, no KL penalty in the reward."""
-    functions = {"sample_strategy": "default", "advantage_fn": advantage, "policy_loss_fn": policy, "kl_penalty_fn": "none", "kl_loss_fn": kl_loss, "entropy_loss_fn": entropy}
+    functions = {
+        "sample_strategy": "default",
+        "advantage_fn": advantage,
+        "policy_loss_fn": policy,
+        "kl_penalty_fn": "none",
+        "kl_loss_fn": kl_loss,
+        "entropy_loss_fn": entropy,
+    }
     return Preset(functions, **kwargs)
 
 
-_SFT = {"sample_strategy": "default", "advantage_fn": "none", "policy_loss_fn": "sft", "kl_penalty_fn": "none", "kl_loss_fn": "none", "entropy_loss_fn": "none"}
+_SFT = {
+    "sample_strategy": "default",
+    "advantage_fn": "none",
+    "policy_loss_fn": "sft",
+    "kl_penalty_fn": "none",
+    "kl_loss_fn": "none",
+    "entropy_loss_fn": "none",
+}
 _DATA_SET = "trains on a data set the trainer's data path does not read yet"
 
 ALGORITHMS: dict[str, Preset] = {
     "grpo": _rl("grpo", "ppo"),
-    "grpo_verl": _rl("grpo", "ppo"),  # upstream computes the same advantages in its trainer; trinity's trainer always does
+    # upstream computes the same advantages in its trainer; trinity's trainer always does
+    "grpo_verl": _rl("grpo", "ppo"),
     "dapo": _rl("grpo", "ppo", kl_loss="none"),  # DAPO's clip-higher and token-mean loss are arguments you set
     "gspo": _rl("grpo", "gspo"),
     "cispo": _rl("grpo", "cispo"),
     "sft": Preset(_SFT, needs_rollout=False),
-    "ppo": _rl("none", "ppo", unsupported="PPO needs a critic model, which trinity's runtime does not have yet", critic=True),
+    "ppo": _rl(
+        "none", "ppo", unsupported="PPO needs a critic model, which trinity's runtime does not have yet", critic=True
+    ),
     "reinforceplusplus": _rl("reinforceplusplus", "ppo", unsupported=_ONLY_GRPO),
     "rloo": _rl("rloo", "ppo", unsupported=_ONLY_GRPO),
     "opmd": _rl("opmd", "opmd", unsupported=_ONLY_GRPO),
@@ -143,13 +201,36 @@ ALGORITHMS: dict[str, Preset] = {
     "sapo": _rl("grpo", "sapo", unsupported=UNSUPPORTED["policy_loss_fn"]["sapo"]),
     "rec": _rl("rec", "rec", unsupported=_ONLY_GRPO),
     "sppo": _rl("opmd", "sppo", kl_loss="none", entropy="none", unsupported=_ONLY_GRPO),
-    "multi_step_grpo": _rl("step_wise_grpo", "ppo", unsupported="step-wise advantages of multi-turn workflows are not supported yet"),
+    "multi_step_grpo": _rl(
+        "step_wise_grpo", "ppo", unsupported="step-wise advantages of multi-turn workflows are not supported yet"
+    ),
     "gigpo": _rl("gigpo", "ppo", unsupported="step-wise advantages of multi-turn workflows are not supported yet"),
-    "on_policy_distill": _rl("on_policy_distill", "ppo", kl_loss="none", entropy="none", unsupported="distillation needs a teacher model's log-probs in the experiences, which workflows do not record yet"),
-    "jsd": _rl("jsd", "ppo", kl_loss="none", entropy="none", unsupported="distillation needs a teacher model's log-probs in the experiences, which workflows do not record yet"),
+    "on_policy_distill": _rl(
+        "on_policy_distill",
+        "ppo",
+        kl_loss="none",
+        entropy="none",
+        unsupported="distillation needs a teacher model's log-probs in the experiences, which workflows do not "
+        "record yet",
+    ),
+    "jsd": _rl(
+        "jsd",
+        "ppo",
+        kl_loss="none",
+        entropy="none",
+        unsupported="distillation needs a teacher model's log-probs in the experiences, which workflows do not "
+        "record yet",
+    ),
     "mix": _rl("grpo", "mix", entropy="mix", unsupported=UNSUPPORTED["policy_loss_fn"]["mix"]),
     "mix_chord": _rl("grpo", "mix_chord", entropy="mix", unsupported=UNSUPPORTED["policy_loss_fn"]["mix"]),
-    "raft": Preset({**_SFT, "advantage_fn": "none"}, unsupported="RAFT trains SFT on rollouts; the trainer's SFT path reads a data set only"),
-    "dpo": Preset({**_SFT, "policy_loss_fn": "dpo", "kl_loss_fn": "k2", "entropy_loss_fn": "default"}, needs_rollout=False, unsupported=UNSUPPORTED["policy_loss_fn"]["dpo"]),
+    "raft": Preset(
+        {**_SFT, "advantage_fn": "none"},
+        unsupported="RAFT trains SFT on rollouts; the trainer's SFT path reads a data set only",
+    ),
+    "dpo": Preset(
+        {**_SFT, "policy_loss_fn": "dpo", "kl_loss_fn": "k2", "entropy_loss_fn": "default"},
+        needs_rollout=False,
+        unsupported=UNSUPPORTED["policy_loss_fn"]["dpo"],
+    ),
     "cpt": Preset(_SFT, needs_rollout=False, unsupported=f"continued pre-training {_DATA_SET} (raw text)"),
 }

@@ -41,7 +41,11 @@ def _recognises(loaded: LoadedProfile, found: Detection) -> bool:
 
 
 def _no_match(found: Detection, candidates: list[LoadedProfile], source: str) -> ConfigError:
-    same = [f"{p.name} (names {p.profile.detect.names})" for p in candidates if p.profile.facts.device_type == found.device_type]
+    same = [
+        f"{p.name} (names {p.profile.detect.names})"
+        for p in candidates
+        if p.profile.facts.device_type == found.device_type
+    ]
     return ConfigError(
         [
             Issue(

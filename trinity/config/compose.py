@@ -6,7 +6,7 @@ schema defaults -> conf/ base -> profile (recommended values, env) -> live clust
 
 import copy
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any, Optional
 
@@ -28,7 +28,7 @@ DEFAULT_HARDWARE = AUTO
 class Request:
     """What the user asked for: a run file, overrides, extra profile folders; and how to look at the machine."""
 
-    config: Optional[Path] = None
+    config: Path | None = None
     overrides: tuple[str, ...] = ()
     profile_dirs: tuple[str, ...] = ()
     probes: Probes = field(default_factory=Probes)
@@ -80,7 +80,7 @@ def compose(request: Request) -> Composed:
     return Composed(tree, provenance, profile, user, selection)
 
 
-def _cluster_layer(cluster: Optional[ClusterLayer]) -> tuple:
+def _cluster_layer(cluster: ClusterLayer | None) -> tuple:
     if cluster is None:
         return ()
     return (("cluster", {"cluster": {"gpu_per_node": cluster.gpu_per_node}}, lambda p: cluster.source),)
@@ -93,7 +93,7 @@ def _choose(name: str, source: str, dirs: tuple[Path, ...], probes: Probes) -> t
     return name, f"hardware={name} on the command line"
 
 
-@lru_cache(maxsize=None)
+@cache
 def conf_base() -> YamlDoc:
     """The `conf/` base layer, read once per process."""
     return load_yaml(paths.data_dir("conf") / "config.yaml", what="base config")
@@ -127,7 +127,7 @@ def apply_override(tree: dict, override: Override, provenance: Provenance) -> di
 
 
 def _new_sections(before: dict, full: tuple, value: Any) -> list[tuple]:
-    """Sections the override brings into the tree (`nonexist` of `nonexist.key=3`): a problem there is the override's."""
+    """Sections the override brings into the tree (`nonexist` of `nonexist.key=3`): its problems are the override's."""
     inside = {leaf[:end] for leaf, _ in leaves(value, full) for end in range(1, len(leaf))}
     return [path for path in inside if not isinstance(get_path(before, path), (dict, list))]
 
@@ -137,7 +137,16 @@ def _step(parent: Any, part: str, override: Override) -> Any:
     if not isinstance(parent, list):
         return part
     if not part.isdigit() or int(part) >= len(parent):
-        raise ConfigError([Issue(f"{part!r} is not an item of a list of {len(parent)}", key=".".join(override.path), source=override.source, allowed=f"0..{len(parent) - 1}" if parent else "none: the list is empty")])
+        raise ConfigError(
+            [
+                Issue(
+                    f"{part!r} is not an item of a list of {len(parent)}",
+                    key=".".join(override.path),
+                    source=override.source,
+                    allowed=f"0..{len(parent) - 1}" if parent else "none: the list is empty",
+                )
+            ]
+        )
     return int(part)
 
 
@@ -152,7 +161,9 @@ def _delete(parent: Any, last: Any, override: Override) -> None:
     try:
         del parent[last]
     except (KeyError, IndexError, TypeError):
-        raise ConfigError([Issue("cannot delete a key that is not set", key=".".join(override.path), source=override.source)]) from None
+        raise ConfigError(
+            [Issue("cannot delete a key that is not set", key=".".join(override.path), source=override.source)]
+        ) from None
 
 
 def _reject_hardware_keys(user: YamlDoc) -> None:

@@ -1,6 +1,6 @@
 """The schema-default tree: every key the run config has, with its default."""
 
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel
@@ -9,7 +9,7 @@ from pydantic_core import PydanticUndefined
 from .schema import RunConfig
 
 
-@lru_cache(maxsize=None)
+@cache
 def schema_defaults() -> dict[str, Any]:
     """Defaults of RunConfig as a plain tree (required leaves are absent; derived leaves are null)."""
     return _defaults(RunConfig)

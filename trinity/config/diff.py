@@ -34,7 +34,9 @@ def diff(left: dict, right: dict) -> list[Change]:
 def render_text(changes: list[Change], left: str, right: str) -> str:
     """A unified-diff-like listing."""
     lines = [f"--- {left}", f"+++ {right}"]
-    lines += [f"~ {c.key}: {c.left!r} -> {c.right!r}" if ABSENT not in (c.left, c.right) else _one_sided(c) for c in changes]
+    lines += [
+        f"~ {c.key}: {c.left!r} -> {c.right!r}" if ABSENT not in (c.left, c.right) else _one_sided(c) for c in changes
+    ]
     return "\n".join(lines) + "\n"
 
 

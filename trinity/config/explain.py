@@ -1,7 +1,8 @@
 """Why each resolved value is what it is: every layer that set it, lowest first, and the rules that derived it."""
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from ..errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from .merge import flat
@@ -39,7 +40,16 @@ def explain(resolved: ResolvedConfig, keys: Iterable[str] = (), show_secrets: bo
     unknown = [k for k, w in zip(keys, wanted) if not any(p[: len(w)] == w for p in paths)]
     if unknown:
         names = sorted({dotted(p) for p in paths})
-        raise ConfigError([Issue("no such key in the resolved config", key=k, hint=did_you_mean(k, names) or "see `trinity config render`") for k in unknown])
+        raise ConfigError(
+            [
+                Issue(
+                    "no such key in the resolved config",
+                    key=k,
+                    hint=did_you_mean(k, names) or "see `trinity config render`",
+                )
+                for k in unknown
+            ]
+        )
     chosen = [p for p in paths if not wanted or any(p[: len(w)] == w for w in wanted)]
     return [_explain(resolved, p, _value(data, p), show_secrets) for p in chosen]
 
@@ -52,7 +62,11 @@ def _explain(resolved: ResolvedConfig, path: tuple, value: Any, show_secrets: bo
         return MASK if hide and v not in (None, "") else v
 
     steps = [Step(c.layer, c.source, shown(c.value), c.inputs, i < len(chain) - 1) for i, c in enumerate(chain)]
-    return Explanation(dotted(path), shown(value), tuple(steps) or (Step("schema", _default_source(resolved, path), shown(value), (), False),))
+    return Explanation(
+        dotted(path),
+        shown(value),
+        tuple(steps) or (Step("schema", _default_source(resolved, path), shown(value), (), False),),
+    )
 
 
 def _default_source(resolved: ResolvedConfig, path: tuple) -> str:

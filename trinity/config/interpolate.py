@@ -1,7 +1,8 @@
 """Resolve `${...}` interpolations (oc.env, references to other keys) and find `???` values, reporting each failure."""
 
 import copy
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 from omegaconf.errors import MissingMandatoryValue, OmegaConfBaseException
@@ -25,7 +26,14 @@ def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) 
         try:
             _assign(out, path, _plain(_select(root, path)))
         except MissingMandatoryValue:
-            issues.append(Issue("is '???' (a value you must supply) and no layer sets it", key=dotted(path), source=where(path), hint=f"set it in your run config or as {dotted(path)}=VALUE"))
+            issues.append(
+                Issue(
+                    "is '???' (a value you must supply) and no layer sets it",
+                    key=dotted(path),
+                    source=where(path),
+                    hint=f"set it in your run config or as {dotted(path)}=VALUE",
+                )
+            )
             _remove(out, path)
         except OmegaConfBaseException as exc:
             issues.append(_issue(exc, path, where))
@@ -63,5 +71,12 @@ def _issue(exc: OmegaConfBaseException, path: tuple, where: Callable[[tuple], st
     if "Environment variable" in text and "not found" in text:
         var = text.split("'")[1] if "'" in text else "VAR"
         hint = f"export {var}=... before running, or give a default: ${{oc.env:{var},DEFAULT}}"
-        return Issue(f"environment variable {var} is not set and has no default", key=dotted(path), source=where(path), hint=hint)
-    return Issue(f"cannot resolve interpolation: {text}", key=dotted(path), source=where(path), hint="interpolations look like ${oc.env:VAR,default} or ${section.key}")
+        return Issue(
+            f"environment variable {var} is not set and has no default", key=dotted(path), source=where(path), hint=hint
+        )
+    return Issue(
+        f"cannot resolve interpolation: {text}",
+        key=dotted(path),
+        source=where(path),
+        hint="interpolations look like ${oc.env:VAR,default} or ${section.key}",
+    )

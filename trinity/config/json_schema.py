@@ -1,7 +1,8 @@
 """JSON Schema (draft-07) of run configs and hardware profiles for editors, generated from the pydantic models."""
 
 import json
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .schema import HardwareProfile, RunConfig
 
@@ -33,7 +34,12 @@ def _draft07(model: Any, title: str) -> dict[str, Any]:
     schema = model.model_json_schema(ref_template="#/definitions/{model}")
     schema["definitions"] = schema.pop("$defs", {})
     schema = _convert(schema)
-    return {"$schema": DRAFT, "title": title, "description": LAYERED, **{k: v for k, v in schema.items() if k != "title"}}
+    return {
+        "$schema": DRAFT,
+        "title": title,
+        "description": LAYERED,
+        **{k: v for k, v in schema.items() if k != "title"},
+    }
 
 
 def _convert(node: Any) -> Any:

@@ -57,7 +57,9 @@ def _lint_one(name: str, dirs: tuple[Path, ...]) -> list[Issue]:
         return exc.issues
     issues = _when_keys(loaded) + _ray_names(loaded)
     try:
-        request = Request(paths.data_dir("conf") / "minimal_run.yaml", (f"hardware={name}",), tuple(str(d) for d in dirs))
+        request = Request(
+            paths.data_dir("conf") / "minimal_run.yaml", (f"hardware={name}",), tuple(str(d) for d in dirs)
+        )
         issues += [i for i in resolve(request).issues if i.severity == "warning"]
     except ConfigError as exc:
         issues += exc.issues
@@ -73,7 +75,14 @@ def _when_keys(loaded: LoadedProfile) -> list[Issue]:
             fields = fields_at(RunConfig, tuple(parent.split("."))) if parent else list(RunConfig.model_fields)
             if last not in fields:
                 where = loaded.where(("env_when", i, "when", key))
-                issues.append(Issue("is not a run-config key", key=f"env_when[{i}].when.{key}", source=where, allowed=", ".join(fields) or "-"))
+                issues.append(
+                    Issue(
+                        "is not a run-config key",
+                        key=f"env_when[{i}].when.{key}",
+                        source=where,
+                        allowed=", ".join(fields) or "-",
+                    )
+                )
     return issues
 
 
@@ -85,7 +94,14 @@ def _ray_names(loaded: LoadedProfile) -> list[Issue]:
         return []
     where = loaded.where(("facts", "ray_resource_key"))
     if facts.ray_resource_key not in known:
-        return [Issue(f"Ray knows no accelerator resource {facts.ray_resource_key!r}", key="facts.ray_resource_key", source=where, allowed=", ".join(sorted(known)))]
+        return [
+            Issue(
+                f"Ray knows no accelerator resource {facts.ray_resource_key!r}",
+                key="facts.ray_resource_key",
+                source=where,
+                allowed=", ".join(sorted(known)),
+            )
+        ]
     managers = known[facts.ray_resource_key]
     issues = []
     for fact in ("visible_devices_env", "noset_visible_devices_env"):

@@ -8,9 +8,9 @@ inside a role ten minutes later. `render` and `run --dry-run` only describe, so 
 import re
 from pathlib import Path
 
+from ..errors import Issue, dotted
 from .algorithms import ALGORITHMS
 from .derive.cluster import EXPLORING_MODES
-from ..errors import Issue, dotted
 from .resolve import ResolvedConfig
 from .schema import RunConfig
 
@@ -26,7 +26,8 @@ def data_issues(resolved: ResolvedConfig) -> list[Issue]:
     """An error for every data set the run (or one of its stages) reads that is not on disk."""
     issues: list[Issue] = []
     staged = [(f" (in stage '{n}')", c, p) for (n, c), p in zip(resolved.stages, resolved.stage_provenance)]
-    for label, config, provenance in staged or [("", resolved.config, resolved.provenance)]:  # stages replace the root run
+    # stages replace the root run
+    for label, config, provenance in staged or [("", resolved.config, resolved.provenance)]:
         for key, path, subset in _data_inputs(config):
             if path and not Path(path).exists():
                 issue = _missing(key, path, subset, provenance.where(key), label)
@@ -45,7 +46,8 @@ def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
             f"{config.model.model_path!r} is not a local model folder (no config.json); trinity downloads nothing",
             key="model.model_path",
             source=resolved.provenance.where(("model", "model_path")),
-            hint=f"download it once, e.g. huggingface-cli download {config.model.model_path} --local-dir models/{path.name}, then set model.model_path: models/{path.name}",
+            hint=f"download it once, e.g. huggingface-cli download {config.model.model_path} --local-dir "
+            f"models/{path.name}, then set model.model_path: models/{path.name}",
         )
     ]
 
@@ -62,7 +64,9 @@ def _data_inputs(config: RunConfig) -> list[tuple[tuple, str, str]]:
     experiences = config.buffer.trainer_input.experience_buffer
     preset = ALGORITHMS.get(config.algorithm.algorithm_type)
     if experiences and preset and not preset.needs_rollout and experiences.storage_type == "file":
-        found.append((("buffer", "trainer_input", "experience_buffer", "path"), experiences.path, experiences.subset_name))
+        found.append(
+            (("buffer", "trainer_input", "experience_buffer", "path"), experiences.path, experiences.subset_name)
+        )
     return found
 
 

@@ -50,7 +50,13 @@ def load_profile(name: str, dirs: tuple[Path, ...], source: str = "") -> LoadedP
 def unknown_profile(name: str, names: list[str], source: str = "") -> ConfigError:
     """The error for a profile name that no folder has."""
     hint = did_you_mean(name, names) or "add a folder of your own profiles with --profile-dir or $TRINITY_PROFILE_PATH"
-    return ConfigError([Issue(f"unknown hardware profile '{name}'", key="hardware", source=source, allowed=", ".join(names), hint=hint)])
+    return ConfigError(
+        [
+            Issue(
+                f"unknown hardware profile '{name}'", key="hardware", source=source, allowed=", ".join(names), hint=hint
+            )
+        ]
+    )
 
 
 def stamp(files: dict[str, Path]) -> tuple:
@@ -80,7 +86,8 @@ def _check_platform(loaded: LoadedProfile) -> None:
     platform = get_platform(facts.device_type)
     issues = [
         Issue(
-            f"{getattr(facts, name)!r} contradicts device_type {facts.device_type!r}, whose platform uses {getattr(platform, name)!r}",
+            f"{getattr(facts, name)!r} contradicts device_type {facts.device_type!r}, whose platform uses "
+            f"{getattr(platform, name)!r}",
             key=f"facts.{name}",
             source=loaded.where(("facts", name)),
             allowed=repr(getattr(platform, name)),
@@ -100,7 +107,15 @@ def _chain(name: str, files: dict[str, Path]) -> list[YamlDoc]:
     while name is not None:
         if name in seen:
             cycle = " -> ".join([*seen, name])
-            raise ConfigError([Issue(f"profiles extend each other in a cycle: {cycle}", key="extends", source=docs[-1].where(("extends",)))])
+            raise ConfigError(
+                [
+                    Issue(
+                        f"profiles extend each other in a cycle: {cycle}",
+                        key="extends",
+                        source=docs[-1].where(("extends",)),
+                    )
+                ]
+            )
         if name not in files:
             raise unknown_profile(name, list(files), source=docs[-1].where(("extends",)))
         doc = load_yaml(files[name], what="hardware profile")
@@ -114,4 +129,13 @@ def _chain(name: str, files: dict[str, Path]) -> list[YamlDoc]:
 def _check_name(doc: YamlDoc, stem: str) -> None:
     written = doc.data.get("name", stem)
     if written != stem:
-        raise ConfigError([Issue(f"profile is named '{written}' but its file is {stem}.yaml", key="name", source=doc.where(("name",)), hint=f"rename one of them so both say '{stem}'")])
+        raise ConfigError(
+            [
+                Issue(
+                    f"profile is named '{written}' but its file is {stem}.yaml",
+                    key="name",
+                    source=doc.where(("name",)),
+                    hint=f"rename one of them so both say '{stem}'",
+                )
+            ]
+        )

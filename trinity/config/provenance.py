@@ -1,12 +1,19 @@
 """Where each value came from: every layer that set a key, in order, and the rules that derived one."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from .merge import MISSING, leaves
 
 Layer = Literal["schema", "conf", "profile", "cluster", "file", "override", "stage", "rule"]
-WRITTEN: tuple[Layer, ...] = ("conf", "file", "override", "stage")  # layers a person wrote (not defaults, profiles or rules)
+# layers a person wrote (not defaults, profiles or rules)
+WRITTEN: tuple[Layer, ...] = (
+    "conf",
+    "file",
+    "override",
+    "stage",
+)
 
 
 @dataclass(frozen=True)
@@ -62,7 +69,7 @@ class Provenance:
         return last.source if last else ""
 
     def written_where(self, path: tuple) -> str:
-        """Where the value at `path`, or its nearest written parent, was written (a rule's own output does not count)."""
+        """Where the value at `path`, or its nearest written parent, was written (a rule's output does not count)."""
         for end in range(len(path), 0, -1):
             written = [c for c in self.by_path.get(path[:end], []) if c.layer != "rule"]
             if path[:end] in self.sections and (not written or written[-1].layer == "schema"):

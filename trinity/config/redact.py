@@ -22,7 +22,10 @@ def is_secret_name(name: str) -> bool:
 def redact(tree: Any) -> Any:
     """A copy of `tree` with secret-looking values masked."""
     if isinstance(tree, dict):
-        return {k: (MASK if is_secret_name(k) and v not in (None, "", {}) and not isinstance(v, dict) else redact(v)) for k, v in tree.items()}
+        return {
+            k: (MASK if is_secret_name(k) and v not in (None, "", {}) and not isinstance(v, dict) else redact(v))
+            for k, v in tree.items()
+        }
     if isinstance(tree, (list, tuple)):  # tuples: dataclasses.asdict keeps them (the launch plan)
         return [redact(item) for item in tree]
     return tree

@@ -1,7 +1,7 @@
 """The config pipeline: compose -> resolve interpolations -> validate -> derive -> validate."""
 
 from dataclasses import dataclass, replace
-from typing import Any, Optional
+from typing import Any
 
 from ..errors import ConfigError, Issue
 from .compose import Composed, Request, compose
@@ -48,10 +48,14 @@ def resolve(request: Request, strict: bool = False) -> ResolvedConfig:
         issues = [as_strict(i) for i in issues]
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
-    return ResolvedConfig(config, composed.profile, composed.provenance, tuple(issues), tuple(stages), tuple(stage_provenance))
+    return ResolvedConfig(
+        config, composed.profile, composed.provenance, tuple(issues), tuple(stages), tuple(stage_provenance)
+    )
 
 
-def _resolve_tree(tree: dict[str, Any], composed: Composed, provenance: Optional[Provenance] = None) -> tuple[RunConfig, list[Issue]]:
+def _resolve_tree(
+    tree: dict[str, Any], composed: Composed, provenance: Provenance | None = None
+) -> tuple[RunConfig, list[Issue]]:
     provenance = provenance or composed.provenance
 
     def where(path: tuple) -> str:  # a key no layer wrote belongs in the user's file
@@ -97,13 +101,25 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
 
 
 def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:
-    """A stage that trains hands its last checkpoint to the next stage as its model: that checkpoint needs Hugging Face weights."""
+    """A stage that trains hands its last checkpoint to the next stage as its model: that checkpoint needs Hugging Face
+    weights."""
     issues = []
     for (name, config), provenance in list(zip(stages, provenances))[:-1]:
         if config.mode not in TRAINERLESS_MODES and config.trainer.save_hf_checkpoint == "never":
             key = "trainer.save_hf_checkpoint"
-            message = f"'never' leaves stage '{name}' without Hugging Face weights, but the next stage starts from its last checkpoint"
-            issues.append(Issue(message, key=key, source=provenance.where(("trainer", "save_hf_checkpoint")), allowed="last, always", hint="set it to last (the default) in every stage but the final one"))
+            message = (
+                f"'never' leaves stage '{name}' without Hugging Face weights, but the next stage starts from "
+                "its last checkpoint"
+            )
+            issues.append(
+                Issue(
+                    message,
+                    key=key,
+                    source=provenance.where(("trainer", "save_hf_checkpoint")),
+                    allowed="last, always",
+                    hint="set it to last (the default) in every stage but the final one",
+                )
+            )
     return issues
 
 

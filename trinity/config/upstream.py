@@ -6,13 +6,12 @@ a key trinity dropped names its replacement. The table is read only when such a 
 """
 
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Optional
+from functools import cache
 
 import yaml
 
-from ..paths import data_dir
 from ..errors import Issue
+from ..paths import data_dir
 
 FATES = ("supported", "not yet", "internal")
 NOT_YET = "known Trinity-RFT key, not supported by trinity yet"
@@ -30,7 +29,7 @@ class Fate:
     use: str = ""
 
 
-@lru_cache(maxsize=None)
+@cache
 def table() -> dict[str, Fate]:
     """Every entry of conf/upstream_fields.yaml by its dotted key, removed keys included."""
     with open(data_dir("conf") / "upstream_fields.yaml", encoding="utf-8") as stream:
@@ -54,7 +53,7 @@ def pattern(path: tuple) -> str:
     return out
 
 
-def fate_of(path: tuple) -> Optional[Fate]:
+def fate_of(path: tuple) -> Fate | None:
     """The entry for a key: its own, its nearest enclosing section's, or (for a section) the one its keys share."""
     key, entries = pattern(path), table()
     for end in range(len(path), 0, -1):
@@ -65,7 +64,7 @@ def fate_of(path: tuple) -> Optional[Fate]:
     return Fate(key, inside.pop()) if len(inside) == 1 else None
 
 
-def refusal(path: tuple, key: str, source: str) -> Optional[Issue]:
+def refusal(path: tuple, key: str, source: str) -> Issue | None:
     """The error for a key our schema lacks when Trinity-RFT knows it (or trinity once had it); None otherwise."""
     found = fate_of(path)
     if found is None or found.fate == "supported":

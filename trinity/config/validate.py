@@ -3,7 +3,8 @@
 import re
 import types
 import typing
-from typing import Any, Callable, Optional, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
@@ -13,10 +14,10 @@ from .redact import MASK, is_secret_name
 M = TypeVar("M", bound=BaseModel)
 Locate = Callable[[tuple], str]
 # (key path, dotted key, source) -> the error for a key the schema lacks but knows of, or None
-Known = Callable[[tuple, str, str], Optional[Issue]]
+Known = Callable[[tuple, str, str], Issue | None]
 
 
-def validate(model: type[M], data: Any, locate: Locate, prefix: tuple = (), known: Optional[Known] = None) -> M:
+def validate(model: type[M], data: Any, locate: Locate, prefix: tuple = (), known: Known | None = None) -> M:
     """`model` built from `data`, or a ConfigError listing every problem."""
     try:
         return model.model_validate(data)
@@ -24,12 +25,14 @@ def validate(model: type[M], data: Any, locate: Locate, prefix: tuple = (), know
         raise ConfigError(issues_from(exc, model, locate, prefix, known)) from None
 
 
-def issues_from(exc: ValidationError, model: type[BaseModel], locate: Locate, prefix: tuple = (), known: Optional[Known] = None) -> list[Issue]:
+def issues_from(
+    exc: ValidationError, model: type[BaseModel], locate: Locate, prefix: tuple = (), known: Known | None = None
+) -> list[Issue]:
     """One Issue per pydantic error."""
     return [_issue(err, model, locate, prefix, known) for err in exc.errors(include_url=False)]
 
 
-def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple, known: Optional[Known]) -> Issue:
+def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple, known: Known | None) -> Issue:
     loc = tuple(part for part in err["loc"] if not _is_tag(part))
     key, where = dotted(prefix + loc), locate(prefix + loc)
     kind, ctx = err["type"], err.get("ctx", {})
@@ -47,12 +50,23 @@ def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple, kno
             hint=did_you_mean(str(loc[-1]), fields) or "remove it, or check the section it is in",
         )
     if kind == "missing":
-        return Issue("required, and no layer sets it", key=key, source=where, hint=f"set {key} in your run config or as {key}=VALUE")
+        return Issue(
+            "required, and no layer sets it",
+            key=key,
+            source=where,
+            hint=f"set {key} in your run config or as {key}=VALUE",
+        )
     got = err.get("input")
     shown = MASK if loc and is_secret_name(str(loc[-1])) else got  # a wrong credential is still a credential
-    message = f"{err['msg'][0].lower()}{err['msg'][1:]}" + ("" if isinstance(got, (dict, list)) else f" (got {shown!r})")
+    message = f"{err['msg'][0].lower()}{err['msg'][1:]}" + (
+        "" if isinstance(got, (dict, list)) else f" (got {shown!r})"
+    )
     allowed = _allowed(kind, ctx)
-    hint = did_you_mean(str(shown), re.findall(r"'([^']*)'", allowed)) if kind == "literal_error" else _hint(kind, got, shown)
+    hint = (
+        did_you_mean(str(shown), re.findall(r"'([^']*)'", allowed))
+        if kind == "literal_error"
+        else _hint(kind, got, shown)
+    )
     return Issue(message, key=key, source=where, allowed=allowed, hint=hint)
 
 

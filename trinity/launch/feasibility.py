@@ -2,8 +2,8 @@
 forever), so this answers first, group by group, in the order the launcher creates them."""
 
 import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
 
 from .plan import LaunchPlan, PlacementGroupSpec
 from .reconcile import Node
@@ -24,7 +24,7 @@ class _Pool:
         self.free = {n.node_id: dict(n.free) for n in nodes}
         self.order = sorted((res.get(key, 0), node) for node, res in self.free.items())
 
-    def best_fit(self, need: dict[str, float]) -> Optional[str]:
+    def best_fit(self, need: dict[str, float]) -> str | None:
         """The node with the least room for the device key that still fits `need`."""
         start = bisect.bisect_left(self.order, (need.get(self.key, 0) - 1e-9, ""))
         return next((node for _, node in self.order[start:] if self.fits(need, node)), None)
@@ -43,7 +43,7 @@ class _Pool:
     def listing(self, key: str) -> str:
         """Free amounts, largest first: '8 and 8 and 0', or the first four of many."""
         if key == self.key:  # already sorted: no pass over every node for each group
-            amounts = [amount for amount, _ in self.order[: -5 : -1]]
+            amounts = [amount for amount, _ in self.order[:-5:-1]]
         else:
             amounts = sorted((res.get(key, 0) for res in self.free.values()), reverse=True)[:4]
         shown = " and ".join(f"{a:g}" for a in amounts)
@@ -63,16 +63,20 @@ def check(plan: LaunchPlan, nodes: list[Node]) -> Feasibility:
         else:
             placement[group.name] = tuple(where)
             lines.append(_success(group, before, where, plan.resource_key))
-    loose = [a for a in plan.actors if a.placement_group is None and a.options.get("num_cpus", 0)]  # an actor of 0 CPUs fits anywhere
+    # an actor of 0 CPUs fits anywhere
+    loose = [a for a in plan.actors if a.placement_group is None and a.options.get("num_cpus", 0)]
     need = {"CPU": sum(a.options.get("num_cpus", 0) for a in loose)}
     if loose and not any(pool.fits(need, node) for node in pool.free):
         ok = False
         names = ", ".join(a.name for a in loose)
-        lines.append(f"{names} need{'s' if len(loose) == 1 else ''} {_fmt(need)} outside the groups; the nodes have {_free(pool, ['CPU'])}: does not fit")
+        lines.append(
+            f"{names} need{'s' if len(loose) == 1 else ''} {_fmt(need)} outside the groups; the nodes have "
+            f"{_free(pool, ['CPU'])}: does not fit"
+        )
     return Feasibility(ok, tuple(lines), placement)
 
 
-def _strict_pack(group: PlacementGroupSpec, pool: _Pool) -> Optional[list[str]]:
+def _strict_pack(group: PlacementGroupSpec, pool: _Pool) -> list[str] | None:
     need = group.total()
     node = pool.best_fit(need)
     if node is None:
@@ -81,7 +85,7 @@ def _strict_pack(group: PlacementGroupSpec, pool: _Pool) -> Optional[list[str]]:
     return [node] * len(group.bundles)
 
 
-def _pack(group: PlacementGroupSpec, pool: _Pool) -> Optional[list[str]]:
+def _pack(group: PlacementGroupSpec, pool: _Pool) -> list[str] | None:
     """Fill one node before opening the next; all or nothing, as Ray places a group."""
     where: list[str] = []
     for bundle in group.bundles:
@@ -97,7 +101,10 @@ def _pack(group: PlacementGroupSpec, pool: _Pool) -> Optional[list[str]]:
 
 def _success(group: PlacementGroupSpec, before: str, where: list[str], key: str) -> str:
     nodes = len(set(where))
-    return f"{group.name} needs {_fmt(group.total())} in {group.strategy}; nodes have {before} {key} free: fits on {nodes} node{'s' if nodes > 1 else ''}"
+    return (
+        f"{group.name} needs {_fmt(group.total())} in {group.strategy}; nodes have {before} {key} free: fits on "
+        f"{nodes} node{'s' if nodes > 1 else ''}"
+    )
 
 
 def _failure(group: PlacementGroupSpec, pool: _Pool) -> str:
@@ -107,9 +114,14 @@ def _failure(group: PlacementGroupSpec, pool: _Pool) -> str:
         short = [k for k in total if _largest(pool, k) + 1e-9 < total[k]]
         head = f"{group.name} needs {_fmt(total)} on one node ({group.strategy})"
         if short:
-            return f"{head}; the largest free is {' and '.join(f'{_largest(pool, k):g} {k}' for k in short)}: does not fit"
+            return (
+                f"{head}; the largest free is {' and '.join(f'{_largest(pool, k):g} {k}' for k in short)}: does not fit"
+            )
         return f"{head}; no node has all of it free at once ({_free(pool, total)}): does not fit"
-    head = f"{group.name} needs {_fmt(total)} in {group.strategy} ({len(group.bundles)} bundles of {_fmt(group.bundles[0])})"
+    head = (
+        f"{group.name} needs {_fmt(total)} in {group.strategy} ({len(group.bundles)} bundles of "
+        f"{_fmt(group.bundles[0])})"
+    )
     short = [k for k in total if _bundles_fitting(pool, group, k) < len(group.bundles)]
     if short:
         return f"{head}; nodes have {_free(pool, short)}: does not fit"

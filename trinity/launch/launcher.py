@@ -4,8 +4,8 @@ the role actors, check them against the plan, and always tear everything down.""
 import math
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable, Optional
 
 from ..config.compose import Request, compose
 from ..config.interpolate import resolve_interpolations
@@ -14,7 +14,6 @@ from ..errors import ConfigError, Issue
 from .feasibility import check
 from .plan import ActorSpec, LaunchPlan, run_namespace
 from .reconcile import Node, live_nodes
-
 
 LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
 CLOSE_S = 15  # how long teardown waits for the actors to close before it kills them
@@ -26,7 +25,7 @@ class Placement:
 
     actor: str
     node_id: str
-    visible_devices: Optional[str]
+    visible_devices: str | None
     device: str
     problem: str = ""
 
@@ -35,7 +34,7 @@ class Placement:
 class RunIdentity:
     """What the driver needs before it can resolve against a cluster: where Ray is, and the namespace."""
 
-    address: Optional[str]  # None: a running local Ray, else start one
+    address: str | None  # None: a running local Ray, else start one
     namespace: str
 
 
@@ -51,7 +50,8 @@ def run_identity(request: Request) -> RunIdentity:
 
 
 def join(identity: RunIdentity) -> bool:
-    """Join the named cluster, or a Ray already running on this machine; False when there is none (or 'local' asks for a new one)."""
+    """Join the named cluster, or a Ray already running on this machine; False when there is none (or 'local' asks for a
+    new one)."""
     import ray
 
     if identity.address == LOCAL:
@@ -61,7 +61,16 @@ def join(identity: RunIdentity) -> bool:
         return True
     except ConnectionError:
         if identity.address:
-            raise ConfigError([Issue(f"cannot reach the Ray cluster at {identity.address}", key="cluster.ray_address", source="$RAY_ADDRESS or cluster.ray_address", hint="check the address, or unset it to start a local Ray")]) from None
+            raise ConfigError(
+                [
+                    Issue(
+                        f"cannot reach the Ray cluster at {identity.address}",
+                        key="cluster.ray_address",
+                        source="$RAY_ADDRESS or cluster.ray_address",
+                        hint="check the address, or unset it to start a local Ray",
+                    )
+                ]
+            ) from None
         return False
 
 
@@ -69,7 +78,12 @@ def start_local(identity: RunIdentity, cpus: int) -> None:
     """The embedded default: a local Ray with CPU slots enough for the plan (the cpu profile's devices)."""
     import ray
 
-    ray.init(namespace=identity.namespace, num_cpus=max(os.cpu_count() or 1, cpus), include_dashboard=False, log_to_driver=False)
+    ray.init(
+        namespace=identity.namespace,
+        num_cpus=max(os.cpu_count() or 1, cpus),
+        include_dashboard=False,
+        log_to_driver=False,
+    )
 
 
 def check_live(plan: LaunchPlan, settle_s: float = 5.0):
@@ -79,7 +93,9 @@ def check_live(plan: LaunchPlan, settle_s: float = 5.0):
     nodes = live_nodes()
     result = check(plan, nodes)
     deadline = time.monotonic() + settle_s
-    while not result.ok and time.monotonic() < deadline and check(plan, [Node(n.node_id, n.resources) for n in nodes]).ok:
+    while (
+        not result.ok and time.monotonic() < deadline and check(plan, [Node(n.node_id, n.resources) for n in nodes]).ok
+    ):
         time.sleep(0.25)
         nodes = live_nodes()
         result = check(plan, nodes)
@@ -120,22 +136,38 @@ class Launch:
             if not ready:
                 explanation = check(self._pending_plan(spec.name), live_nodes())
                 raise ConfigError(
-                    [Issue(f"placement group {spec.name} was not placed within {self.timeout_s:g} s; it was removed", key="placement", source="Ray cluster", hint="; ".join(explanation.lines))]
+                    [
+                        Issue(
+                            f"placement group {spec.name} was not placed within {self.timeout_s:g} s; it was removed",
+                            key="placement",
+                            source="Ray cluster",
+                            hint="; ".join(explanation.lines),
+                        )
+                    ]
                 )
 
     def start_actors(self, make: Callable[[ActorSpec], tuple[type, tuple]]) -> dict[str, object]:
-        """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and arguments."""
+        """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and args."""
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         for spec in self.plan.actors:
             strategy = None
             if spec.placement_group:
-                strategy = PlacementGroupSchedulingStrategy(self.groups[spec.placement_group], placement_group_bundle_index=spec.bundle_index)
-            options = {**spec.options, "runtime_env": {"env_vars": spec.env}, **({"scheduling_strategy": strategy} if strategy else {})}
+                strategy = PlacementGroupSchedulingStrategy(
+                    self.groups[spec.placement_group], placement_group_bundle_index=spec.bundle_index
+                )
+            options = {
+                **spec.options,
+                "runtime_env": {"env_vars": spec.env},
+                **({"scheduling_strategy": strategy} if strategy else {}),
+            }
             cls, args = make(spec)
-            self.actors[spec.name] = ray.remote(cls).options(**options).remote(spec.name, spec.role, self.plan.visible_devices_env, *args)
-            if hasattr(cls, "close"):  # it started processes of its own (vLLM's); a role busy in a collective is not asked
+            self.actors[spec.name] = (
+                ray.remote(cls).options(**options).remote(spec.name, spec.role, self.plan.visible_devices_env, *args)
+            )
+            # it started processes of its own (vLLM's); a role busy in a collective is not asked
+            if hasattr(cls, "close"):
                 self.closing.append(spec.name)
         return self.actors
 
@@ -153,14 +185,19 @@ class Launch:
         if spec.placement_group and nodes[spec.placement_group][spec.bundle_index] != report["node_id"]:
             problems.append("not on its bundle's node")
         visible = report["visible_devices"]
-        if self.plan.visible_devices_env and spec.devices and len((visible or "").split(",")) != math.ceil(spec.devices):
+        if (
+            self.plan.visible_devices_env
+            and spec.devices
+            and len((visible or "").split(",")) != math.ceil(spec.devices)
+        ):
             problems.append(f"sees {visible!r}, planned {spec.devices:g} device(s)")
         if report["device"] != self.plan.device_type:
             problems.append(f"decided device {report['device']!r}")
         return Placement(spec.name, report["node_id"], visible, report["device"], "; ".join(problems))
 
     def teardown(self) -> None:
-        """Ask the actors that have close() to close, kill every actor, and remove every group this launch created; wait until Ray has freed them."""
+        """Ask the actors that have close() to close, kill every actor, and remove every group this launch created; wait
+        until Ray has freed them."""
         import ray
         from ray.util.placement_group import remove_placement_group
 

@@ -4,8 +4,9 @@ Nothing here imports Ray. The launcher turns each actor's `options` into `.optio
 scheduling_strategy=<its group and bundle>, runtime_env={"env_vars": env})`.
 """
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, Optional
+from typing import Any
 
 from ..config.schema import RunConfig
 from .runtime_env import EXPORTED, role_env
@@ -35,8 +36,8 @@ class PlacementGroupSpec:
 class ActorSpec:
     name: str
     role: str  # explorer, rollout, trainer, synchronizer
-    placement_group: Optional[str]
-    bundle_index: Optional[int]
+    placement_group: str | None
+    bundle_index: int | None
     options: dict[str, Any]  # keyword arguments of Ray's .options()
     env: dict[str, str]  # runtime_env env vars
     env_exported: tuple[str, ...] = ()  # variables whose value came from the driver's environment
@@ -48,7 +49,7 @@ class ActorSpec:
 class LaunchPlan:
     hardware: str
     resource_key: str
-    visible_devices_env: Optional[str]
+    visible_devices_env: str | None
     namespace: str
     device_type: str
     placement_groups: tuple[PlacementGroupSpec, ...] = ()
@@ -62,7 +63,7 @@ class LaunchPlan:
         return next(pg for pg in self.placement_groups if pg.name == name)
 
 
-def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) -> LaunchPlan:
+def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> LaunchPlan:
     """Placement groups (trainer first: STRICT_PACK per node; rollout: PACK) and every role actor."""
     hw, cluster = config.hardware, config.cluster
     builder = _Builder(config, exported)
@@ -70,10 +71,16 @@ def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) 
     if cluster.trainer_gpu_num:
         share, processes = (COLOCATE_SHARE, 2) if colocate else (1, 1)
         for node in range(cluster.trainer_node_num):
-            builder.group(f"trainer_node{node}", "STRICT_PACK", [builder.bundle(1, processes * CPUS_PER_DEVICE)] * cluster.trainer_gpu_num_per_node)
+            builder.group(
+                f"trainer_node{node}",
+                "STRICT_PACK",
+                [builder.bundle(1, processes * CPUS_PER_DEVICE)] * cluster.trainer_gpu_num_per_node,
+            )
             for i in range(cluster.trainer_gpu_num_per_node):
                 rank = node * cluster.trainer_gpu_num_per_node + i
-                builder.actor(f"trainer_node{node}.rank{rank}", "trainer", f"trainer_node{node}", i, share, CPUS_PER_DEVICE, rank)
+                builder.actor(
+                    f"trainer_node{node}.rank{rank}", "trainer", f"trainer_node{node}", i, share, CPUS_PER_DEVICE, rank
+                )
     if cluster.rollout_gpu_num:
         if colocate:
             builder.colocated_engines(config.explorer.rollout_model)
@@ -86,7 +93,15 @@ def build_plan(config: RunConfig, exported: Optional[Mapping[str, str]] = None) 
     if config.mode in BUFFERED_MODES:
         builder.actor("buffer", "buffer", None, None, 0, 0)  # stores and forwards: no CPU slot of its own
     namespace = run_namespace(config.ray_namespace, config.project, config.name)
-    return LaunchPlan(hw.name, hw.ray_resource_key, hw.visible_devices_env, namespace, hw.device_type, tuple(builder.groups), tuple(builder.actors))
+    return LaunchPlan(
+        hw.name,
+        hw.ray_resource_key,
+        hw.visible_devices_env,
+        namespace,
+        hw.device_type,
+        tuple(builder.groups),
+        tuple(builder.actors),
+    )
 
 
 def engine_parts(model, gpu_per_node: int, colocate: bool) -> tuple[int, int]:
@@ -99,7 +114,7 @@ def engine_parts(model, gpu_per_node: int, colocate: bool) -> tuple[int, int]:
     return parts, per_engine // parts
 
 
-def run_namespace(ray_namespace: Optional[str], project: str, name: str) -> str:
+def run_namespace(ray_namespace: str | None, project: str, name: str) -> str:
     """The Ray namespace of a run: ray_namespace, else <project>/<name>."""
     return ray_namespace or f"{project}/{name}"
 
@@ -107,7 +122,7 @@ def run_namespace(ray_namespace: Optional[str], project: str, name: str) -> str:
 class _Builder:
     """Accumulates groups and actors; knows how this hardware asks Ray for devices."""
 
-    def __init__(self, config: RunConfig, exported: Optional[Mapping[str, str]]):
+    def __init__(self, config: RunConfig, exported: Mapping[str, str] | None):
         self.config, self.hw, self.exported = config, config.hardware, exported
         self.groups: list[PlacementGroupSpec] = []
         self.actors: list[ActorSpec] = []
@@ -121,7 +136,8 @@ class _Builder:
         return {self.hw.ray_resource_key: devices} if devices and self.hw.ray_request != "none" else {}
 
     def options(self, devices: float, cpus: float) -> dict[str, Any]:
-        """Ray's .options() for this hardware: num_gpus=n for GPU, resources={key: n} otherwise (Ray rejects resources={"GPU": n})."""
+        """Ray's .options() for this hardware: num_gpus=n for GPU, resources={key: n} otherwise (Ray rejects
+        resources={"GPU": n})."""
         ask = self._ask(devices)
         if ask and self.hw.ray_request == "num_gpus":
             return {"num_cpus": cpus, "num_gpus": devices}
@@ -130,12 +146,27 @@ class _Builder:
     def group(self, name: str, strategy: str, bundles: list[dict[str, float]]) -> None:
         self.groups.append(PlacementGroupSpec(name, strategy, tuple(dict(b) for b in bundles)))
 
-    def actor(self, name: str, role: str, group: Optional[str], index: Optional[int], devices: float, cpus: float, rank: int = 0) -> None:
+    def actor(
+        self,
+        name: str,
+        role: str,
+        group: str | None,
+        index: int | None,
+        devices: float,
+        cpus: float,
+        rank: int = 0,
+    ) -> None:
         if role not in self.envs:
             env = role_env(self.config, role, self.exported)
-            self.envs[role] = ({k: v for k, (v, _) in env.items()}, tuple(k for k, (_, origin) in env.items() if origin == EXPORTED))
+            self.envs[role] = (
+                {k: v for k, (v, _) in env.items()},
+                tuple(k for k, (_, origin) in env.items() if origin == EXPORTED),
+            )
         env, exported = self.envs[role]
-        self.actors.append(ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices, rank))  # one env dict per role, shared
+        # one env dict per role, shared
+        self.actors.append(
+            ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices, rank)
+        )
 
     def engines(self, name: str, model) -> None:
         """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it."""
@@ -144,7 +175,15 @@ class _Builder:
         for engine in range(model.engine_num):
             for part in range(parts):
                 suffix = f".part{part}" if parts > 1 else ""
-                self.actor(f"{name}.engine{engine}{suffix}", "rollout", name, engine * parts + part, size, size * CPUS_PER_DEVICE, engine * parts + part)
+                self.actor(
+                    f"{name}.engine{engine}{suffix}",
+                    "rollout",
+                    name,
+                    engine * parts + part,
+                    size,
+                    size * CPUS_PER_DEVICE,
+                    engine * parts + part,
+                )
 
     def colocated_engines(self, model) -> None:
         """Colocate: each rollout engine takes the other half of consecutive trainer bundles."""
@@ -154,4 +193,12 @@ class _Builder:
             for part in range(per_engine):
                 slot = engine * per_engine + part
                 suffix = f".part{part}" if per_engine > 1 else ""
-                self.actor(f"rollout.engine{engine}{suffix}", "rollout", f"trainer_node{slot // per_node}", slot % per_node, COLOCATE_SHARE, CPUS_PER_DEVICE, slot)
+                self.actor(
+                    f"rollout.engine{engine}{suffix}",
+                    "rollout",
+                    f"trainer_node{slot // per_node}",
+                    slot % per_node,
+                    COLOCATE_SHARE,
+                    CPUS_PER_DEVICE,
+                    slot,
+                )

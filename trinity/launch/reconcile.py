@@ -5,7 +5,6 @@ comes from the hardware profile, and every mismatch is one clear error.
 """
 
 from dataclasses import dataclass, replace
-from typing import Optional
 
 from ..config.compose import ClusterLayer, Request, compose
 from ..config.merge import get_path
@@ -21,14 +20,14 @@ class Node:
 
     node_id: str
     resources: dict[str, float]
-    available: Optional[dict[str, float]] = None
+    available: dict[str, float] | None = None
 
     @property
     def free(self) -> dict[str, float]:
         return self.resources if self.available is None else self.available
 
 
-def nodes_from_ray(ray_nodes: list[dict], available: Optional[dict[str, dict]] = None) -> list[Node]:
+def nodes_from_ray(ray_nodes: list[dict], available: dict[str, dict] | None = None) -> list[Node]:
     """Alive nodes from `ray.nodes()`, with free resources per node id when known."""
     free = available or {}
     return [Node(n["NodeID"], dict(n.get("Resources", {})), free.get(n["NodeID"])) for n in ray_nodes if n.get("Alive")]
@@ -68,7 +67,8 @@ def check_fits(resolved: ResolvedConfig, counts: list[int]) -> None:
         raise ConfigError(
             [
                 Issue(
-                    f"the run needs {wanted} node(s) with {per_node} {key} each; the Ray cluster's nodes offer {key}: {_listing(counts)}",
+                    f"the run needs {wanted} node(s) with {per_node} {key} each; the Ray cluster's nodes offer "
+                    f"{key}: {_listing(counts)}",
                     key="cluster.gpu_per_node",
                     source=where,
                     allowed=f"gpu_per_node <= {counts[0]}" + (f" on {wanted} node(s)" if wanted > 1 else ""),
@@ -90,7 +90,8 @@ def _no_devices(key: str, nodes: list[Node], profile: str, selection: str) -> Co
     offered = sorted({k for n in nodes for k in n.resources if k in accelerator_keys()})
     types = [p.device_type for p in PLATFORMS.values() if p.ray_resource_key in offered]
     hint = (
-        f"this cluster has {', '.join(offered)}: choose a profile with device_type {' or '.join(types)} (hardware=auto on one of its nodes picks one)"
+        f"this cluster has {', '.join(offered)}: choose a profile with device_type {' or '.join(types)} "
+        "(hardware=auto on one of its nodes picks one)"
         if offered
         else f"start each node's Ray with {key} resources, or choose hardware=cpu"
     )

@@ -1,7 +1,7 @@
 """Each role's Ray `runtime_env`: the device decision, the profile name and the role's env vars."""
 
 import os
-from typing import Mapping, Optional
+from collections.abc import Mapping
 
 from ..config.schema import RunConfig
 from ..platforms import get_platform
@@ -13,7 +13,7 @@ EXPORTED = "exported in the driver's environment"
 ROLE_ENV = {"trainer": "trainer", "rollout": "rollout", "explorer": None, "synchronizer": None, "buffer": None}
 
 
-def role_env(config: RunConfig, role: str, exported: Optional[Mapping[str, str]] = None) -> dict[str, tuple[str, str]]:
+def role_env(config: RunConfig, role: str, exported: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:
     """name -> (value, origin) for one role; a variable already exported in the driver wins and says so."""
     if role not in ROLE_ENV:
         raise ValueError(f"unknown role {role!r}; roles: {', '.join(ROLE_ENV)}")
@@ -25,7 +25,8 @@ def role_env(config: RunConfig, role: str, exported: Optional[Mapping[str, str]]
     for name in values:
         if name in exported and exported[name] != values[name][0]:
             values[name] = (exported[name], EXPORTED)
-    if role == "trainer":  # verl's platform is ours to choose: its detection answers "cpu" in an actor Ray hid devices from
+    # verl's platform is ours to choose: its detection answers "cpu" in an actor Ray hid devices from
+    if role == "trainer":
         for name, value in get_platform(config.hardware.device_type).verl_env().items():
             values[name] = (value, f"platform {config.hardware.device_type}")
     values[DEVICE_ENV] = (config.hardware.device_type, f"hardware {config.hardware.name}")
@@ -33,6 +34,6 @@ def role_env(config: RunConfig, role: str, exported: Optional[Mapping[str, str]]
     return values
 
 
-def runtime_env(config: RunConfig, role: str, exported: Optional[Mapping[str, str]] = None) -> dict:
+def runtime_env(config: RunConfig, role: str, exported: Mapping[str, str] | None = None) -> dict:
     """The `runtime_env` to pass to `.options(runtime_env=...)` for an actor of `role`."""
     return {"env_vars": {name: value for name, (value, _) in role_env(config, role, exported).items()}}

@@ -1,6 +1,6 @@
 """The launch plan, its feasibility and the actors' placements, for a person."""
 
-from typing import Any, Optional
+from typing import Any
 
 from ..config.redact import redact
 from .feasibility import Feasibility
@@ -9,17 +9,28 @@ from .plan import LaunchPlan
 
 
 def plan_data(plan: LaunchPlan, show_secrets: bool = False) -> dict[str, Any]:
-    """The plan as JSON-ready data, credential-like env values masked unless `show_secrets` (the actors get them all)."""
+    """The plan as JSON-ready data, credential-like env values masked unless `show_secrets` (actors get them all)."""
     data = plan.as_dict()
     return data if show_secrets else redact(data)
 
 
-def plan_text(plan: LaunchPlan, feasibility: Optional[Feasibility] = None, show_secrets: bool = False) -> str:
-    """Groups, actors and each role's environment as aligned tables; credential-like values masked unless `show_secrets`."""
-    lines = [f"launch plan for {plan.hardware} ({plan.device_type}, Ray resource {plan.resource_key}), namespace {plan.namespace}", "", "placement groups:"]
-    lines += _table(["NAME", "STRATEGY", "BUNDLES"], [[g.name, g.strategy, _bundles(g.bundles)] for g in plan.placement_groups])
+def plan_text(plan: LaunchPlan, feasibility: Feasibility | None = None, show_secrets: bool = False) -> str:
+    """Groups, actors and each role's environment as aligned tables; credential-like values masked unless
+    `show_secrets`."""
+    lines = [
+        f"launch plan for {plan.hardware} ({plan.device_type}, Ray resource {plan.resource_key}), namespace "
+        f"{plan.namespace}",
+        "",
+        "placement groups:",
+    ]
+    lines += _table(
+        ["NAME", "STRATEGY", "BUNDLES"], [[g.name, g.strategy, _bundles(g.bundles)] for g in plan.placement_groups]
+    )
     lines += ["", "actors:"]
-    rows = [[a.name, a.role, f"{a.placement_group}[{a.bundle_index}]" if a.placement_group else "-", _options(a.options)] for a in plan.actors]
+    rows = [
+        [a.name, a.role, f"{a.placement_group}[{a.bundle_index}]" if a.placement_group else "-", _options(a.options)]
+        for a in plan.actors
+    ]
     lines += _table(["NAME", "ROLE", "GROUP[BUNDLE]", "OPTIONS"], rows)
     lines += ["", "environment by role:"]
     seen = set()
@@ -31,7 +42,9 @@ def plan_text(plan: LaunchPlan, feasibility: Optional[Feasibility] = None, show_
         shown = " ".join(f"{k}={v}" + (" (exported)" if k in actor.env_exported else "") for k, v in env.items())
         lines.append(f"  {actor.role}: {shown}")
     if feasibility:
-        lines += ["", "fits the cluster:" if feasibility.ok else "does NOT fit the cluster:"] + [f"  {line}" for line in feasibility.lines]
+        lines += ["", "fits the cluster:" if feasibility.ok else "does NOT fit the cluster:"] + [
+            f"  {line}" for line in feasibility.lines
+        ]
     return "\n".join(lines) + "\n"
 
 

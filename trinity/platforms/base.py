@@ -1,7 +1,6 @@
 """A platform: the facts of one device type, as plain attributes (heavy work stays elsewhere)."""
 
 from dataclasses import dataclass, field
-from typing import Optional
 
 
 @dataclass(frozen=True)
@@ -12,12 +11,14 @@ class Platform:
     collective_backend: str  # torch.distributed backend between devices
     ray_resource_key: str  # Ray resource that stands for one device
     ray_request: str  # how an actor asks Ray for devices: num_gpus, resources or none
-    visible_devices_env: Optional[str]  # set by Ray in each actor that asks for devices
-    noset_visible_devices_env: Optional[str]  # stops Ray from setting it
+    visible_devices_env: str | None  # set by Ray in each actor that asks for devices
+    noset_visible_devices_env: str | None  # stops Ray from setting it
     vendor_packages: tuple[str, ...] = ()  # distributions that drive this device
     verl_platform: str = ""  # name in verl's platform registry (VERL_PLATFORM); chosen by us, never by verl's detection
-    verl_modules: tuple[str, ...] = ()  # modules verl imports first (VERL_USE_EXTERNAL_MODULES) to register that platform
-    vllm_modules: tuple[str, ...] = ()  # what engine_type vllm needs installed here (a platform plugin is loaded by vLLM, never by us)
+    # modules verl imports first (VERL_USE_EXTERNAL_MODULES) to register that platform
+    verl_modules: tuple[str, ...] = ()
+    # what engine_type vllm needs installed here (a platform plugin is loaded by vLLM, never by us)
+    vllm_modules: tuple[str, ...] = ()
     install_extra: str = "cpu"  # the pyproject extra that installs the packages of this device
     vllm_install: str = ""  # how vLLM is installed here when the extra does not install it
     # attn_implementation -> (module it needs, the command that installs it), for kernels no extra installs
@@ -37,4 +38,10 @@ class Platform:
 
 
 # Facts a hardware profile repeats and that must agree with its platform.
-SHARED_FACTS = ("collective_backend", "ray_resource_key", "ray_request", "visible_devices_env", "noset_visible_devices_env")
+SHARED_FACTS = (
+    "collective_backend",
+    "ray_resource_key",
+    "ray_request",
+    "visible_devices_env",
+    "noset_visible_devices_env",
+)

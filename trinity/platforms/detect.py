@@ -5,14 +5,14 @@ Every look goes through `Probes`, so tests can present any machine.
 
 import os
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Optional
 
 # subprocess, glob and importlib.metadata are imported where used: `trinity config render` with a
 # named profile never probes, and these imports are a tenth of its time budget.
 
 
-def _run(cmd: list[str]) -> Optional[str]:
+def _run(cmd: list[str]) -> str | None:
     """stdout of a command, or None when it is missing, fails or hangs."""
     import subprocess
 
@@ -23,7 +23,7 @@ def _run(cmd: list[str]) -> Optional[str]:
     return proc.stdout if proc.returncode == 0 else None
 
 
-def _version(dist: str) -> Optional[str]:
+def _version(dist: str) -> str | None:
     from importlib import metadata
 
     try:
@@ -44,7 +44,7 @@ def _distributions() -> list[str]:
     return sorted({(d.metadata["Name"] or "").lower() for d in metadata.distributions()})
 
 
-def _nvml() -> Optional[list[tuple[str, float]]]:
+def _nvml() -> list[tuple[str, float]] | None:
     """(name, memory GiB) per GPU through NVML when pynvml is installed; NVML does not create a CUDA context."""
     try:
         import pynvml  # type: ignore[import-not-found]
@@ -70,10 +70,10 @@ class Probes:
     """The ways detection looks at a machine; replace any of them to present another machine."""
 
     glob: Callable[[str], list[str]] = _glob
-    run: Callable[[list[str]], Optional[str]] = _run
+    run: Callable[[list[str]], str | None] = _run
     env: Mapping[str, str] = field(default_factory=lambda: os.environ)
-    version: Callable[[str], Optional[str]] = _version
-    nvml: Callable[[], Optional[list[tuple[str, float]]]] = _nvml
+    version: Callable[[str], str | None] = _version
+    nvml: Callable[[], list[tuple[str, float]] | None] = _nvml
     exists: Callable[[str], bool] = os.path.exists
     distributions: Callable[[], list[str]] = _distributions
 
@@ -84,7 +84,7 @@ class Detection:
 
     device_type: str
     names: tuple[str, ...] = ()  # one per device
-    memory_gb: Optional[float] = None
+    memory_gb: float | None = None
     evidence: tuple[str, ...] = ()
 
     @property
@@ -102,22 +102,28 @@ class Detection:
 
 def detect(probes: Probes = Probes()) -> Detection:
     """NPUs first, then NVIDIA GPUs, else the CPU."""
-    return _ascend(probes) or _nvidia(probes) or Detection("cpu", evidence=("no /dev/davinci*, npu-smi, /dev/nvidia* or nvidia-smi",))
+    return (
+        _ascend(probes)
+        or _nvidia(probes)
+        or Detection("cpu", evidence=("no /dev/davinci*, npu-smi, /dev/nvidia* or nvidia-smi",))
+    )
 
 
-def _ascend(probes: Probes) -> Optional[Detection]:
+def _ascend(probes: Probes) -> Detection | None:
     chips = _npu_smi_chips(probes.run(["npu-smi", "info", "-m"]))
     if chips:
         return Detection("npu", tuple(chips), evidence=("npu-smi info -m",))
     devices = sorted(p for p in probes.glob("/dev/davinci*") if re.fullmatch(r"/dev/davinci\d+", p))
     if devices:
         hint = "npu-smi is not on PATH, so the chip is unknown"
-        return Detection("npu", ("Ascend (unknown chip)",) * len(devices), evidence=(f"{len(devices)} x /dev/davinci*", hint))
+        return Detection(
+            "npu", ("Ascend (unknown chip)",) * len(devices), evidence=(f"{len(devices)} x /dev/davinci*", hint)
+        )
     return None
 
 
-def _npu_smi_chips(output: Optional[str]) -> list[str]:
-    """Chip names from `npu-smi info -m`: rows of NPU ID, Chip ID, Chip Logic ID, Chip Name; Mcu rows have no logic id."""
+def _npu_smi_chips(output: str | None) -> list[str]:
+    """Chip names from `npu-smi info -m`: rows of NPU ID, Chip ID, Chip Logic ID, Chip Name; Mcu rows: no logic id."""
     chips = []
     for line in (output or "").splitlines()[1:]:
         cols = line.split(None, 3)
@@ -126,21 +132,26 @@ def _npu_smi_chips(output: Optional[str]) -> list[str]:
     return chips
 
 
-def _nvidia(probes: Probes) -> Optional[Detection]:
+def _nvidia(probes: Probes) -> Detection | None:
     gpus = probes.nvml()
     source = "NVML"
     if not gpus:
-        gpus, source = _nvidia_smi(probes.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])), "nvidia-smi"
+        gpus, source = (
+            _nvidia_smi(probes.run(["nvidia-smi", "--query-gpu=name,memory.total", "--format=csv,noheader,nounits"])),
+            "nvidia-smi",
+        )
     if gpus:
         return Detection("cuda", tuple(name for name, _ in gpus), max(mem for _, mem in gpus), evidence=(source,))
     devices = sorted(p for p in probes.glob("/dev/nvidia*") if re.fullmatch(r"/dev/nvidia\d+", p))
     if devices:
         hint = "no NVML or nvidia-smi, so the model is unknown"
-        return Detection("cuda", ("NVIDIA (unknown model)",) * len(devices), evidence=(f"{len(devices)} x /dev/nvidia*", hint))
+        return Detection(
+            "cuda", ("NVIDIA (unknown model)",) * len(devices), evidence=(f"{len(devices)} x /dev/nvidia*", hint)
+        )
     return None
 
 
-def _nvidia_smi(output: Optional[str]) -> list[tuple[str, float]]:
+def _nvidia_smi(output: str | None) -> list[tuple[str, float]]:
     gpus = []
     for line in (output or "").splitlines():
         name, _, mib = line.rpartition(",")

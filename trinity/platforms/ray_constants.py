@@ -8,18 +8,17 @@ import ast
 import importlib.util
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 
 @dataclass(frozen=True)
 class RayAccelerator:
     resource: str
-    visible_devices_env: Optional[str]
-    noset_visible_devices_env: Optional[str]
+    visible_devices_env: str | None
+    noset_visible_devices_env: str | None
     source: str
 
 
-def ray_accelerators() -> Optional[dict[str, list[RayAccelerator]]]:
+def ray_accelerators() -> dict[str, list[RayAccelerator]] | None:
     """Resource name -> constants of each accelerator manager of the installed Ray (AMD, Intel and
     NVIDIA all use `GPU`); None without Ray."""
     spec = importlib.util.find_spec("ray")
@@ -34,7 +33,7 @@ def ray_accelerators() -> Optional[dict[str, list[RayAccelerator]]]:
     return found
 
 
-def _read(path: Path) -> Optional[RayAccelerator]:
+def _read(path: Path) -> RayAccelerator | None:
     try:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError):
@@ -52,7 +51,9 @@ def _read(path: Path) -> Optional[RayAccelerator]:
         return None
     visible = returns.get("get_visible_accelerator_ids_env_var")
     visible_name = constants.get(visible.id) if isinstance(visible, ast.Name) else getattr(visible, "value", None)
-    noset = next((v for k, v in constants.items() if k.startswith("NOSET_") and k.endswith("_VISIBLE_DEVICES_ENV_VAR")), None)
+    noset = next(
+        (v for k, v in constants.items() if k.startswith("NOSET_") and k.endswith("_VISIBLE_DEVICES_ENV_VAR")), None
+    )
     return RayAccelerator(resource.value, visible_name, noset, str(path))
 
 

@@ -9,11 +9,17 @@ torch_npu 2.10.0.post4 and CANN 9.1.0 (vllm-ascend has no newer release).
 """
 
 import re
-from typing import Optional
 
 KNOWN = {
     "gpu": {"torch": "2.13.0", "vllm": "0.31.0", "verl": "0.9.1", "ray": "2.60.0"},
-    "npu": {"torch": "2.10.0", "torch_npu": "2.10.0.post4", "vllm": "0.23.0", "vllm-ascend": "0.23.0.post1", "verl": "0.9.1", "ray": "2.60.0"},
+    "npu": {
+        "torch": "2.10.0",
+        "torch_npu": "2.10.0.post4",
+        "vllm": "0.23.0",
+        "vllm-ascend": "0.23.0.post1",
+        "verl": "0.9.1",
+        "ray": "2.60.0",
+    },
     "cpu": {"torch": "2.13.0", "verl": "0.9.1", "ray": "2.60.0"},
 }
 # vLLM's CPU build is no extra: it drags in CUDA builds of torchvision/torchaudio/torchcodec that break
@@ -45,56 +51,93 @@ def vllm_release(device_type: str) -> str:
     return VLLM_BY_DEVICE[device_type]
 
 
-def pair_problems(packages: dict[str, Optional[str]]) -> list[tuple[str, str, str]]:
-    """(severity, message, hint) for each installed pair that cannot work together, and a vLLM other than the tested ones."""
+def pair_problems(packages: dict[str, str | None]) -> list[tuple[str, str, str]]:
+    """(severity, message, hint) for each installed pair that cannot work together, and a vLLM other than the tested
+    ones."""
     out = []
     for plugin, base in PAIRS:
         have, needs = packages.get(base), packages.get(plugin)
         if have and needs and release(have) != release(needs):
-            out.append(("error", f"{plugin} {needs} is built for {base} {release(needs)}, but {base} {have} is installed", f"pip install {base}=={release(needs)}, or the {plugin} release matching {base} {release(have)}"))
-    return out + _vllm_torch(packages) + _vllm_transformers(packages) + _cpu_breakers(packages) + _untested_vllm(packages)
+            out.append(
+                (
+                    "error",
+                    f"{plugin} {needs} is built for {base} {release(needs)}, but {base} {have} is installed",
+                    f"pip install {base}=={release(needs)}, or the {plugin} release matching {base} {release(have)}",
+                )
+            )
+    return (
+        out + _vllm_torch(packages) + _vllm_transformers(packages) + _cpu_breakers(packages) + _untested_vllm(packages)
+    )
 
 
-def _vllm(packages: dict[str, Optional[str]]) -> tuple[str, str]:
+def _vllm(packages: dict[str, str | None]) -> tuple[str, str]:
     """(distribution, version) of the installed vLLM, either build; ('', '') without one."""
     return next(((d, packages[d]) for d in VLLM_DISTRIBUTIONS if packages.get(d)), ("", ""))
 
 
-def _vllm_torch(packages: dict[str, Optional[str]]) -> list[tuple[str, str, str]]:
+def _vllm_torch(packages: dict[str, str | None]) -> list[tuple[str, str, str]]:
     # vllm-ascend runs vLLM on the torch torch_npu is built for, not the one vLLM's wheel names: PAIRS checks that.
     dist, vllm = _vllm(packages)
     needs, torch = VLLM_TORCH.get(release(vllm)), packages.get("torch")
     if not needs or not torch or packages.get("vllm-ascend") or release(torch) == needs:
         return []
-    return [("error", f"{dist} {vllm} requires torch {needs}, but torch {torch} is installed", f"pip install torch=={needs} (README: versions that work together)")]
+    return [
+        (
+            "error",
+            f"{dist} {vllm} requires torch {needs}, but torch {torch} is installed",
+            f"pip install torch=={needs} (README: versions that work together)",
+        )
+    ]
 
 
-def _vllm_transformers(packages: dict[str, Optional[str]]) -> list[tuple[str, str, str]]:
+def _vllm_transformers(packages: dict[str, str | None]) -> list[tuple[str, str, str]]:
     dist, vllm = _vllm(packages)
     bounds, have = VLLM_TRANSFORMERS.get(release(vllm)), packages.get("transformers")
     cap = CPU_VLLM["transformers"].rpartition("<")[2]  # the runtime extra's ceiling, which vllm-cpu installs under
     if not bounds or not have or _numbers(bounds[0]) <= _numbers(have) < _numbers(bounds[1]):
         return []
-    return [("error", f"{dist} {vllm} requires transformers>={bounds[0]},<{bounds[1]}, but transformers {have} is installed", f"pip install 'transformers>={bounds[0]},<{cap}' (trinity's runtime allows <{cap})")]
+    return [
+        (
+            "error",
+            f"{dist} {vllm} requires transformers>={bounds[0]},<{bounds[1]}, but transformers {have} is installed",
+            f"pip install 'transformers>={bounds[0]},<{cap}' (trinity's runtime allows <{cap})",
+        )
+    ]
 
 
 def _numbers(version: str) -> tuple[int, ...]:
     return tuple(int(p) for p in release(version).split("."))
 
 
-def _cpu_breakers(packages: dict[str, Optional[str]]) -> list[tuple[str, str, str]]:
+def _cpu_breakers(packages: dict[str, str | None]) -> list[tuple[str, str, str]]:
     torch = packages.get("torch") or ""
     found = [f"{d} {packages[d]}" for d in CPU_TORCH_BREAKERS if packages.get(d)]
     if "+cpu" not in torch or not found:
         return []
     names = " ".join(d for d in CPU_TORCH_BREAKERS if packages.get(d))
-    message = f"{', '.join(found)} installed beside torch {torch}: these CUDA builds do not load with a CPU torch, and torchvision breaks `import transformers`"
-    return [("error", message, f"pip uninstall -y {names} (nothing on trinity's text-model path needs them; scripts/install_vllm_cpu.sh does this)")]
+    message = (
+        f"{', '.join(found)} installed beside torch {torch}: these CUDA builds do not load with a CPU torch, "
+        "and torchvision breaks `import transformers`"
+    )
+    return [
+        (
+            "error",
+            message,
+            f"pip uninstall -y {names} (nothing on trinity's text-model path needs them; scripts/install_vllm_cpu.sh "
+            "does this)",
+        )
+    ]
 
 
-def _untested_vllm(packages: dict[str, Optional[str]]) -> list[tuple[str, str, str]]:
+def _untested_vllm(packages: dict[str, str | None]) -> list[tuple[str, str, str]]:
     dist, vllm = _vllm(packages)
     tested = sorted(set(VLLM_BY_DEVICE.values()))
     if not vllm or release(vllm) in tested:
         return []
-    return [("note", f"trinity is tested with vllm {' and '.join(tested)}; {dist} {vllm} is installed", "trinity run checks its engine arguments against the installed vLLM before anything starts")]
+    return [
+        (
+            "note",
+            f"trinity is tested with vllm {' and '.join(tested)}; {dist} {vllm} is installed",
+            "trinity run checks its engine arguments against the installed vLLM before anything starts",
+        )
+    ]

@@ -8,9 +8,10 @@ and the engine generates concurrent requests together. A task that fails is retr
 
 import itertools
 import time
-from concurrent.futures import ThreadPoolExecutor, TimeoutError as FutureTimeout
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from .experience import Experience
 from .roles import Role
@@ -27,7 +28,7 @@ class _TaskSet:
 class Explorer(Role):
     """Drives workflows; the constructor is light, `setup` loads tasksets and the tokenizer."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], config: Any):
+    def __init__(self, name: str, role: str, visible_devices_env: str | None, log_dir: str | None, config: Any):
         super().__init__(name, role, visible_devices_env, log_dir)
         self.config = config
 
@@ -36,7 +37,9 @@ class Explorer(Role):
         from transformers import AutoTokenizer
 
         self.engines, self.buffer = engines, buffer
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=self.config.model.trust_remote_code)
+        self.tokenizer = AutoTokenizer.from_pretrained(
+            model_path, trust_remote_code=self.config.model.trust_remote_code
+        )
         explorer_input = self.config.buffer.explorer_input
         train = [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t]
         self.train = [self._load(t, False) for t in train]
@@ -56,10 +59,28 @@ class Explorer(Role):
             raise ValueError(f"taskset {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
         check_columns(f"taskset {storage.name}", storage.format, rows[0])
         kind = "eval" if is_eval else "train"
-        tasks = [Task(f"{storage.name}/{kind}/{i}", row, storage.format, storage.repeat_times, storage.workflow_args, storage.reward_fn_args, is_eval) for i, row in enumerate(rows)]
+        tasks = [
+            Task(
+                f"{storage.name}/{kind}/{i}",
+                row,
+                storage.format,
+                storage.repeat_times,
+                storage.workflow_args,
+                storage.reward_fn_args,
+                is_eval,
+            )
+            for i, row in enumerate(rows)
+        ]
         args = storage.rollout_args
         max_tokens = args.max_tokens or self.config.model.max_response_tokens or 16
-        sampling = Sampling(args.temperature, args.top_p, args.top_k, max_tokens, self.config.model.min_response_tokens, self.config.explorer.rollout_model.repetition_penalty)
+        sampling = Sampling(
+            args.temperature,
+            args.top_p,
+            args.top_k,
+            max_tokens,
+            self.config.model.min_response_tokens,
+            self.config.explorer.rollout_model.repetition_penalty,
+        )
         workflows = _row_workflows(storage, rows, storage.default_workflow_type or explorer_input.default_workflow_type)
         return _TaskSet(storage.name, {task.uid: cls for task, cls in zip(tasks, workflows)}, tasks, sampling)
 
@@ -96,7 +117,10 @@ class Explorer(Role):
             label = f"evaluation of {ts.name} at step {step}"
             exps, failed = self._run([(ts, t) for t in ts.tasks], label)
             accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
-            out.append({"taskset": ts.name, "accuracy": accuracy, "tasks": len(ts.tasks), "failed": failed} | self._summary(exps, time.perf_counter() - started, failed, label))
+            out.append(
+                {"taskset": ts.name, "accuracy": accuracy, "tasks": len(ts.tasks), "failed": failed}
+                | self._summary(exps, time.perf_counter() - started, failed, label)
+            )
         return out
 
     def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
@@ -117,11 +141,18 @@ class Explorer(Role):
         """The metrics of one batch of rollouts; cut prompts are also logged, under `label`."""
         summary = _metrics(exps, seconds, failed)
         if summary["truncated_prompts"]:
-            self.log.warning("%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s", label, summary["truncated_prompts"], self.config.model.max_prompt_tokens)
+            self.log.warning(
+                "%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s",
+                label,
+                summary["truncated_prompts"],
+                self.config.model.max_prompt_tokens,
+            )
         return summary
 
     def _attempt(self, ts: _TaskSet, task: Any, engine: Any) -> list[Experience]:
-        client = _Client(engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens)
+        client = _Client(
+            engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens
+        )
         errors = []
         for _ in range(self.config.explorer.max_retry_times + 1):
             try:
@@ -133,7 +164,7 @@ class Explorer(Role):
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
 
 
-def _row_workflows(storage: Any, rows: list[dict], default: Optional[str]) -> list[type]:
+def _row_workflows(storage: Any, rows: list[dict], default: str | None) -> list[type]:
     """Each row's workflow class: the one its format.workflow_key column names, else the taskset's default."""
     from .workflows import load
 
@@ -142,9 +173,15 @@ def _row_workflows(storage: Any, rows: list[dict], default: Optional[str]) -> li
     for i, row in enumerate(rows):
         name = (row.get(storage.format.workflow_key) if storage.format.workflow_key else None) or default
         if name is None:
-            raise ValueError(f"taskset {storage.name}: row {i} names no workflow in column {storage.format.workflow_key!r}, and the taskset has no default_workflow_type")
+            raise ValueError(
+                f"taskset {storage.name}: row {i} names no workflow in column {storage.format.workflow_key!r}, and "
+                "the taskset has no default_workflow_type"
+            )
         if not isinstance(name, str):
-            raise ValueError(f"taskset {storage.name}: row {i}: column {storage.format.workflow_key!r} holds {name!r}, not a workflow name")
+            raise ValueError(
+                f"taskset {storage.name}: row {i}: column {storage.format.workflow_key!r} holds {name!r}, not a "
+                "workflow name"
+            )
         if name not in classes:
             try:
                 classes[name] = load(name)
@@ -167,26 +204,31 @@ def _is_engine_death(exc: Exception) -> bool:
 class _Client:
     """The model client a workflow sees: prompt formatting and generation on one engine."""
 
-    def __init__(self, engine: Any, tokenizer: Any, sampling: Any, rollout: Any, max_prompt_tokens: Optional[int]):
+    def __init__(self, engine: Any, tokenizer: Any, sampling: Any, rollout: Any, max_prompt_tokens: int | None):
         self.engine, self.tokenizer, self.sampling, self.rollout = engine, tokenizer, sampling, rollout
-        self.max_prompt_tokens = max_prompt_tokens if rollout.enable_prompt_truncation else None  # None: prompts go whole
+        # None: prompts go whole
+        self.max_prompt_tokens = max_prompt_tokens if rollout.enable_prompt_truncation else None
 
     def prompt(self, task: Any) -> str:
         from .data.prompts import prompt_text
 
-        return prompt_text(task.row, task.format, self.tokenizer, self.rollout.enable_thinking, self.rollout.chat_template)
+        return prompt_text(
+            task.row, task.format, self.tokenizer, self.rollout.enable_thinking, self.rollout.chat_template
+        )
 
     def generate(self, prompt: str, n: int) -> list:
         import ray
 
         from .workflows import Completion
 
-        ids, truncated = fit_prompt(self.tokenizer(prompt, add_special_tokens=False)["input_ids"], self.max_prompt_tokens)
+        ids, truncated = fit_prompt(
+            self.tokenizer(prompt, add_special_tokens=False)["input_ids"], self.max_prompt_tokens
+        )
         version, samples = ray.get(self.engine.generate.remote(ids, n, self.sampling))
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
 
 
-def fit_prompt(ids: list[int], limit: Optional[int]) -> tuple[list[int], bool]:
+def fit_prompt(ids: list[int], limit: int | None) -> tuple[list[int], bool]:
     """(the prompt's last `limit` tokens, whether any were cut); a None limit keeps it whole."""
     if limit is None or len(ids) <= limit:
         return ids, False

@@ -1,7 +1,9 @@
-"""Which runtime class each planned actor runs, and with what arguments (the launcher adds name, role, visible-devices variable)."""
+"""Which runtime class each planned actor runs, and with what arguments (the launcher adds name, role, visible-devices
+variable)."""
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ..launch.plan import ActorSpec
 
@@ -29,11 +31,12 @@ def role_factory(config: Any, run_dir: Path) -> Callable[[ActorSpec], tuple[type
 
             return Synchronizer, (logs, config, str(run_dir))
         if spec.role == "buffer":
+            from ..config.schema.buffer import StorageConfig
             from .buffer.actor import ExperienceBuffer
 
-            from ..config.schema.buffer import StorageConfig
-
-            storage = config.buffer.trainer_input.experience_buffer or StorageConfig(name="experiences", storage_type="queue")
+            storage = config.buffer.trainer_input.experience_buffer or StorageConfig(
+                name="experiences", storage_type="queue"
+            )
             return ExperienceBuffer, (logs, storage, str(run_dir))
         raise ValueError(f"no runtime class for role {spec.role!r}")
 

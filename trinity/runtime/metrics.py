@@ -11,18 +11,18 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 
 class MetricsLog:
     """Appends metric lines; mirrors numbers to TensorBoard or wandb when the monitor asks and they are installed."""
 
-    def __init__(self, path: Path, monitor: Any = None, run_name: str = "", tensorboard_dir: Optional[Path] = None):
+    def __init__(self, path: Path, monitor: Any = None, run_name: str = "", tensorboard_dir: Path | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
         self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self.sinks = _sinks(monitor, run_name, tensorboard_dir)
 
-    def write(self, role: str, step: int, stage: Optional[str], **values: Any) -> dict:
+    def write(self, role: str, step: int, stage: str | None, **values: Any) -> dict:
         """Append one line; returns the record."""
         record = {"step": step, "role": role, "time": time.time(), "stage": stage, **values}
         os.write(self.fd, (json.dumps(record, default=float) + "\n").encode())
@@ -37,7 +37,7 @@ class MetricsLog:
             getattr(sink, "close", lambda: None)()
 
 
-def _sinks(monitor: Any, run_name: str, tensorboard_dir: Optional[Path]) -> list:
+def _sinks(monitor: Any, run_name: str, tensorboard_dir: Path | None) -> list:
     kind = getattr(monitor, "monitor_type", None)
     if kind == "tensorboard" and tensorboard_dir is not None:
         try:
@@ -74,7 +74,10 @@ class _Wandb:
 
     def __call__(self, role: str, step: int, values: dict) -> None:
         prefix = f"{role}/{values['taskset']}" if "taskset" in values else role
-        self.run.log({f"{prefix}/{k}": v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)}, step=step)
+        self.run.log(
+            {f"{prefix}/{k}": v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            step=step,
+        )
 
     def close(self) -> None:
         self.run.finish()

@@ -3,7 +3,7 @@
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Optional, TextIO
+from typing import TextIO
 
 PLAIN_EVERY_S = 10.0  # without a terminal: a line at most this often (and at the end of each stage)
 
@@ -11,7 +11,7 @@ PLAIN_EVERY_S = 10.0  # without a terminal: a line at most this often (and at th
 class Progress:
     """step/total, reward, tokens/s and sync time of the running stage."""
 
-    def __init__(self, stage: str, total: int, quiet: bool = False, stream: Optional[TextIO] = None):
+    def __init__(self, stage: str, total: int, quiet: bool = False, stream: TextIO | None = None):
         self.stage, self.total, self.quiet = stage, total, quiet
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
@@ -19,7 +19,7 @@ class Progress:
         self.step = 0
         self.started = self.last_line = time.monotonic()
 
-    def update(self, step: int, **values: Optional[float]) -> None:
+    def update(self, step: int, **values: float | None) -> None:
         """Record the latest numbers and redraw (or print a line when it is time)."""
         self.step = max(self.step, step)
         self.fields.update({k: _fmt(v) for k, v in values.items() if v is not None})
@@ -50,7 +50,8 @@ class Progress:
         done = self.step / self.total if self.total else 1.0
         drawn = f"[{'#' * int(done * 20):<20}] " if bar else ""
         extra = "  ".join(f"{k} {v}" for k, v in self.fields.items())
-        return f"{self.stage}: {drawn}step {self.step}/{self.total}  {extra}  {time.monotonic() - self.started:.0f}s".rstrip()
+        seconds = time.monotonic() - self.started
+        return f"{self.stage}: {drawn}step {self.step}/{self.total}  {extra}  {seconds:.0f}s".rstrip()
 
 
 def _fmt(value: float) -> str:
@@ -65,7 +66,7 @@ class StageSummary:
     mode: str
     steps: int = 0
     seconds: float = 0.0
-    reward: Optional[float] = None
+    reward: float | None = None
     eval_first: dict[str, float] = field(default_factory=dict)
     eval_last: dict[str, float] = field(default_factory=dict)
     checkpoint: str = ""
@@ -78,7 +79,9 @@ def summary_table(stages: list[StageSummary]) -> str:
     head = ["STAGE", "MODE", "STEPS", "TIME", "REWARD", "EVAL START -> END", "CHECKPOINT"]
     rows = [head]
     for s in stages:
-        evals = "; ".join(f"{k} {s.eval_first.get(k, float('nan')):.3f} -> {v:.3f}" for k, v in s.eval_last.items()) or "-"
+        evals = (
+            "; ".join(f"{k} {s.eval_first.get(k, float('nan')):.3f} -> {v:.3f}" for k, v in s.eval_last.items()) or "-"
+        )
         reward = f"{s.reward:.3f}" if s.reward is not None else "-"
         rows.append([s.name, s.mode, str(s.steps), f"{s.seconds:.0f}s", reward, evals, s.checkpoint or s.note or "-"])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]

@@ -7,13 +7,12 @@ import os
 import resource
 import sys
 from pathlib import Path
-from typing import Optional
 
 
 class Role:
     """Base of the role actors: explorer, rollout engine, trainer rank, synchronizer, buffer."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str] = None):
+    def __init__(self, name: str, role: str, visible_devices_env: str | None, log_dir: str | None = None):
         self.name, self.role, self.visible_devices_env = name, role, visible_devices_env
         self.log = _logger(name, log_dir)
 
@@ -40,7 +39,7 @@ class Role:
         return peak / 1024 if sys.platform != "darwin" else peak / 2**20
 
 
-def _logger(name: str, log_dir: Optional[str]) -> logging.Logger:
+def _logger(name: str, log_dir: str | None) -> logging.Logger:
     log = logging.getLogger(f"trinity.{name}")
     log.setLevel(logging.INFO)
     if log_dir and not log.handlers:

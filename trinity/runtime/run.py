@@ -6,19 +6,29 @@ checkpoints say are done and continues the one that is not from its last complet
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..config.diff import ABSENT, diff
 from ..config.provenance import WRITTEN
-from ..errors import ConfigError, Issue, undotted
 from ..config.redact import redact
+from ..errors import ConfigError, Issue, undotted
 from .metrics import MetricsLog
 from .progress import StageSummary
 from .run_dir import LOCKS, Checkpoint, RunDir
 from .stage import RoleFailed, Stage, StageStart
 
 # A resumed run must be the same run: these keys change what it trains (the rest, e.g. intervals, may change).
-RUN_CHANGING = ("model.", "algorithm.", "buffer.batch_size", "buffer.train_batch_size", "buffer.explorer_input.", "buffer.trainer_input.", "hardware.name", "stages", "trainer.trainer_strategy")
+RUN_CHANGING = (
+    "model.",
+    "algorithm.",
+    "buffer.batch_size",
+    "buffer.train_batch_size",
+    "buffer.explorer_input.",
+    "buffer.trainer_input.",
+    "hardware.name",
+    "stages",
+    "trainer.trainer_strategy",
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +51,9 @@ def train(resolved: Any, options: RunOptions, show: Any) -> list[StageSummary]:
     with run_dir.lock(_lock_mode({c.mode for _, c in stages})):
         latest = _resume_point(run_dir, config, resolved.provenance, options.force)
         run_dir.write_config(redact(config.model_dump(mode="json")))  # credentials never reach the disk
-        metrics = MetricsLog(run_dir.metrics, config.monitor, f"{config.project}/{config.name}", run_dir.root / "tensorboard")
+        metrics = MetricsLog(
+            run_dir.metrics, config.monitor, f"{config.project}/{config.name}", run_dir.root / "tensorboard"
+        )
         try:
             return _stages(stages, run_dir, metrics, latest, options, show)
         finally:
@@ -53,7 +65,9 @@ def _lock_mode(modes: set) -> str:
     return "both" if {"explore", "train"} <= names else next(iter(modes))
 
 
-def _stages(stages: list, run_dir: RunDir, metrics: MetricsLog, latest: Optional[Checkpoint], options: RunOptions, show: Any) -> list[StageSummary]:
+def _stages(
+    stages: list, run_dir: RunDir, metrics: MetricsLog, latest: Checkpoint | None, options: RunOptions, show: Any
+) -> list[StageSummary]:
     summaries, model_path, offset = [], stages[0][1].model.model_path, 0
     for index, (name, config) in enumerate(stages):
         own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
@@ -64,7 +78,16 @@ def _stages(stages: list, run_dir: RunDir, metrics: MetricsLog, latest: Optional
             summaries.append(StageSummary(name or "run", config.mode, note=f"done earlier ({done[index].path.name})"))
             continue
         resume = latest if latest and not latest.stage_done else None
-        stage = Stage(config, name, index, run_dir, metrics, StageStart(model_path, offset, resume), options.quiet, options.timeout_s)
+        stage = Stage(
+            config,
+            name,
+            index,
+            run_dir,
+            metrics,
+            StageStart(model_path, offset, resume),
+            options.quiet,
+            options.timeout_s,
+        )
         summaries.append(_launch(stage, options, show))
         if stage.last_checkpoint:
             model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
@@ -81,7 +104,16 @@ def _launch(stage: Stage, options: RunOptions, show: Any) -> StageSummary:
     feasibility = check_live(plan)
     show.plan(stage.summary.name, plan, feasibility)
     if not feasibility.ok:
-        raise ConfigError([Issue("the launch plan does not fit the Ray cluster; nothing was created", key="placement", source="Ray cluster", hint="; ".join(feasibility.lines))])
+        raise ConfigError(
+            [
+                Issue(
+                    "the launch plan does not fit the Ray cluster; nothing was created",
+                    key="placement",
+                    source="Ray cluster",
+                    hint="; ".join(feasibility.lines),
+                )
+            ]
+        )
     with Launch(plan, options.timeout_s) as launch:
         launch.create_groups()
         actors = launch.start_actors(role_factory(stage.config, stage.run_dir.root))
@@ -89,7 +121,10 @@ def _launch(stage: Stage, options: RunOptions, show: Any) -> StageSummary:
         show.placements(placements)
         misplaced = [p for p in placements if p.problem]
         if misplaced:
-            raise RoleFailed(f"{len(misplaced)} actor(s) did not land as planned: " + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced))
+            raise RoleFailed(
+                f"{len(misplaced)} actor(s) did not land as planned: "
+                + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced)
+            )
         stage.setup(actors)
         summary = stage.run()
         stage.finish()
@@ -106,25 +141,40 @@ def _placements(launch: Any) -> list:
         raise RoleFailed(f"a role actor failed to start: {lines[-1] if lines else type(exc).__name__}") from None
 
 
-def _resume_point(run_dir: RunDir, config: Any, provenance: Any, force: bool) -> Optional[Checkpoint]:
+def _resume_point(run_dir: RunDir, config: Any, provenance: Any, force: bool) -> Checkpoint | None:
     """The checkpoint to continue from, after checking the saved config describes the same run."""
     latest = run_dir.latest()
     if latest is None:
         return None
     if not config.continue_from_checkpoint:
         raise ConfigError(
-            [Issue(f"{run_dir.root} already holds checkpoints (last: {latest.path.name}) and continue_from_checkpoint is false; nothing is overwritten", key="continue_from_checkpoint", hint="set continue_from_checkpoint: true to resume, or choose another project/name")]
+            [
+                Issue(
+                    f"{run_dir.root} already holds checkpoints (last: {latest.path.name}) and "
+                    "continue_from_checkpoint is false; nothing is overwritten",
+                    key="continue_from_checkpoint",
+                    hint="set continue_from_checkpoint: true to resume, or choose another project/name",
+                )
+            ]
         )
     saved = run_dir.saved_config()
     if saved is not None and not force:
         # a key the saved config lacks came with a newer trinity: it changes the run only if you set it now
         changes = [
-            c for c in diff(saved, redact(config.model_dump(mode="json")))
+            c
+            for c in diff(saved, redact(config.model_dump(mode="json")))
             if c.key.startswith(RUN_CHANGING) and (c.left != ABSENT or provenance.set_by(undotted(c.key), *WRITTEN))
         ]
         if changes:
             listed = "; ".join(f"{c.key}: {c.left!r} -> {c.right!r}" for c in changes[:8])
             raise ConfigError(
-                [Issue(f"resuming {latest.path.name} with a config that changes the run: {listed}", key="continue_from_checkpoint", source=str(run_dir.config), hint="rerun with --force to resume anyway, or choose another name to start a new run")]
+                [
+                    Issue(
+                        f"resuming {latest.path.name} with a config that changes the run: {listed}",
+                        key="continue_from_checkpoint",
+                        source=str(run_dir.config),
+                        hint="rerun with --force to resume anyway, or choose another name to start a new run",
+                    )
+                ]
             )
     return latest

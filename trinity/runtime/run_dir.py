@@ -7,10 +7,10 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Callable, Iterator, Optional
 
 import yaml
 
@@ -20,7 +20,13 @@ from ..utils.atomic import publish_dir, write_text_atomic
 STATE = "state.json"
 # Which locks each mode holds: `both` excludes every other run of the same project/name;
 # an `explore` run and a `train` run may share a run directory (checkpoint sync between them).
-LOCKS = {"both": ("explore", "train"), "colocate": ("explore", "train"), "explore": ("explore",), "train": ("train",), "bench": ("bench",)}
+LOCKS = {
+    "both": ("explore", "train"),
+    "colocate": ("explore", "train"),
+    "explore": ("explore",),
+    "train": ("train",),
+    "bench": ("bench",),
+}
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,15 @@ class RunDir:
                     handle.seek(0)
                     holder = handle.read().strip() or "another process"
                     handle.close()
-                    raise ConfigError([Issue(f"{self.root} is in use by a live run ({name} lock held by {holder})", key="name", hint="wait for it to end, or choose another project/name")]) from None
+                    raise ConfigError(
+                        [
+                            Issue(
+                                f"{self.root} is in use by a live run ({name} lock held by {holder})",
+                                key="name",
+                                hint="wait for it to end, or choose another project/name",
+                            )
+                        ]
+                    ) from None
                 handle.seek(0)
                 handle.truncate()
                 handle.write(f"pid {os.getpid()} on {os.uname().nodename}")
@@ -84,7 +98,7 @@ class RunDir:
         write_text_atomic(self.config, text)
         return digest
 
-    def saved_config(self) -> Optional[dict]:
+    def saved_config(self) -> dict | None:
         """The config an earlier run of this directory saved, if any."""
         return yaml.safe_load(self.config.read_text(encoding="utf-8")) if self.config.exists() else None
 
@@ -98,12 +112,12 @@ class RunDir:
                 found.append(Checkpoint(folder, **{k: data[k] for k in FIELDS}))
         return sorted(found, key=lambda c: c.global_step)
 
-    def latest(self) -> Optional[Checkpoint]:
+    def latest(self) -> Checkpoint | None:
         """The last complete checkpoint."""
         found = self.complete_checkpoints()
         return found[-1] if found else None
 
-    def save_checkpoint(self, checkpoint: Checkpoint, fill: Callable[[Path], None], keep: Optional[int]) -> Checkpoint:
+    def save_checkpoint(self, checkpoint: Checkpoint, fill: Callable[[Path], None], keep: int | None) -> Checkpoint:
         """Publish a checkpoint: `fill` writes its files into a temporary folder, state.json goes last."""
 
         def build(folder: Path) -> None:
@@ -117,7 +131,7 @@ class RunDir:
         self._prune(keep)
         return replace(checkpoint, path=target)
 
-    def _prune(self, keep: Optional[int]) -> None:
+    def _prune(self, keep: int | None) -> None:
         if keep:
             for old in self.complete_checkpoints()[:-keep]:
                 shutil.rmtree(old.path, ignore_errors=True)

@@ -35,7 +35,8 @@ class SyncPolicy:
         return step - 1 - trained <= self.offset + self.interval
 
     def sync_due(self, trained: int, engine_version: int, explored: int, last_asked: int) -> bool:
-        """Whether to move the trainer's weights to the engines now (`last_asked`: explore step of the last driven sync)."""
+        """Whether to move the trainer's weights to the engines now (`last_asked`: explore step of the last driven
+        sync)."""
         if trained <= engine_version:
             return False
         if self.style == "explorer_driven":

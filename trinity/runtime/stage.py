@@ -8,7 +8,7 @@ raises or dies ends the stage at once with that role's error.
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from .metrics import MetricsLog
 from .progress import Progress, StageSummary
@@ -28,7 +28,7 @@ class StageStart:
 
     model_path: str
     offset: int  # global steps done before this stage
-    resume: Optional[Checkpoint] = None
+    resume: Checkpoint | None = None
 
     @property
     def done(self) -> int:
@@ -53,12 +53,22 @@ class _Calls:
 class Stage:
     """Runs one stage's config with the actors a Launch started."""
 
-    def __init__(self, config: Any, name: Optional[str], index: int, run_dir: RunDir, metrics: MetricsLog, start: StageStart, quiet: bool, timeout_s: float):
+    def __init__(
+        self,
+        config: Any,
+        name: str | None,
+        index: int,
+        run_dir: RunDir,
+        metrics: MetricsLog,
+        start: StageStart,
+        quiet: bool,
+        timeout_s: float,
+    ):
         self.config, self.name, self.index = config, name, index
         self.run_dir, self.metrics, self.start, self.quiet, self.timeout_s = run_dir, metrics, start, quiet, timeout_s
         self.summary = StageSummary(name or "run", config.mode)
         self.calls = _Calls()
-        self.last_checkpoint: Optional[Checkpoint] = None
+        self.last_checkpoint: Checkpoint | None = None
         self.shared = config.mode == "colocate"  # trainer ranks and engines on the same devices, in turn
         self.device_holder = "rollout"
         self.gathered = 0  # experiences the explore steps of this stage wrote
@@ -70,14 +80,26 @@ class Stage:
         self.actors = actors
         self.ranks = [a for n, a in actors.items() if n.startswith("trainer_")]
         self.engines = [a for n, a in actors.items() if n.startswith("rollout.")]
-        self.explorer, self.buffer, self.synchronizer = actors.get("explorer"), actors.get("buffer"), actors.get("synchronizer")
+        self.explorer, self.buffer, self.synchronizer = (
+            actors.get("explorer"),
+            actors.get("buffer"),
+            actors.get("synchronizer"),
+        )
         resume = self.start.resume
         hf = bool(resume) and (resume.path / "model.safetensors").exists()
         weights = str(resume.path) if hf else self.start.model_path
         self.engines_behind = bool(resume) and not hf  # they load the stage's model; the trainer resumes its own state
         version = self.start.offset + self.start.done
         if self.buffer:
-            sft = {"tokenizer": self.start.model_path, "seed": self.config.explorer.rollout_model.seed, "model": self.config.model} if not self._rl() else None
+            sft = (
+                {
+                    "tokenizer": self.start.model_path,
+                    "seed": self.config.explorer.rollout_model.seed,
+                    "model": self.config.model,
+                }
+                if not self._rl()
+                else None
+            )
             info = self.call("buffer", [self.buffer.setup.remote(sft)])[0]
             if resume:
                 self.call("buffer", [self.buffer.rewind.remote(self.start.done)])
@@ -89,7 +111,10 @@ class Stage:
         if self.ranks:
             host, port = self.call("trainer", [self.ranks[0].rendezvous.remote()])[0]
             state = str(resume.path) if resume else None
-            self.call("trainer", [r.setup.remote(host, port, self.start.model_path, self.total, self.buffer, state) for r in self.ranks])
+            self.call(
+                "trainer",
+                [r.setup.remote(host, port, self.start.model_path, self.total, self.buffer, state) for r in self.ranks],
+            )
         if self.synchronizer:
             self.call("synchronizer", [self.synchronizer.setup.remote(self.ranks, self.engines)])
 
@@ -118,7 +143,13 @@ class Stage:
         started = time.monotonic()
         self.progress = Progress(self.summary.name, self.total, self.quiet)
         self.progress.update(self.start.done)
-        loop = {"both": self._both, "colocate": self._both, "explore": self._explore_only, "train": self._train_only, "bench": self._bench}[self.config.mode]
+        loop = {
+            "both": self._both,
+            "colocate": self._both,
+            "explore": self._explore_only,
+            "train": self._train_only,
+            "bench": self._bench,
+        }[self.config.mode]
         loop()
         self.progress.close()
         self.summary.steps = self.total
@@ -139,7 +170,12 @@ class Stage:
             if due and not self.calls.refs:  # both sides are between steps: the engines get exactly version `trained`
                 engine_version, last_asked = self._sync(trained), explored
                 continue
-            if not due and self._free("explore", "train") and explored < self.total and policy.may_explore(explored + 1, engine_version, trained):
+            if (
+                not due
+                and self._free("explore", "train")
+                and explored < self.total
+                and policy.may_explore(explored + 1, engine_version, trained)
+            ):
                 self._share_devices("rollout", explored + 1)
                 self.calls.add("explore", "explorer", [self.explorer.explore_step.remote(explored + 1)])
             if not due and self._free("train", "explore") and trained < explored and self._batch_ready(trained):
@@ -173,24 +209,34 @@ class Stage:
     def _stalled(self, explored: int, trained: int) -> str:
         batch, left = self.config.buffer.train_batch_size, self._buffered(trained)
         return (
-            f"colocate stalled after explore step {explored}: the buffer holds {left} experiences, fewer than buffer.train_batch_size={batch}, "
-            f"and the next explore step waits for the weights of train step {trained + 1}; set buffer.train_batch_size to at most "
+            f"colocate stalled after explore step {explored}: the buffer holds {left} experiences, fewer than "
+            f"buffer.train_batch_size={batch}, "
+            f"and the next explore step waits for the weights of train step {trained + 1}; set "
+            "buffer.train_batch_size to at most "
             "buffer.batch_size x algorithm.repeat_times, or let the explorer run ahead (synchronizer.sync_offset)"
         )
 
     def _free(self, kind: str, other: str) -> bool:
-        """Whether a call of `kind` may start: none running, and none of `other` when both share the devices (colocate)."""
+        """Whether a call of `kind` may start: none running, and none of `other` when they share devices (colocate)."""
         return not self.calls.busy(kind) and not (self.shared and self.calls.busy(other))
 
     def _share_devices(self, holder: str, step: int) -> None:
-        """Colocate: give the shared devices to `holder` for `step` (the engines sleep while the trainer steps); each handoff is a metrics record."""
+        """Colocate: give the shared devices to `holder` for `step` (the engines sleep while the trainer steps); each
+        handoff is a metrics record."""
         if not self.shared or self.device_holder == holder:
             return
         started = time.perf_counter()
         wake = holder == "rollout"
         asleep = self.call("rollout", [e.wake_up.remote() if wake else e.sleep.remote() for e in self.engines])
         self.device_holder = holder
-        self.metrics.write("devices", self.start.offset + step, self.name, holder=holder, engines_asleep=sum(asleep), seconds=time.perf_counter() - started)
+        self.metrics.write(
+            "devices",
+            self.start.offset + step,
+            self.name,
+            holder=holder,
+            engines_asleep=sum(asleep),
+            seconds=time.perf_counter() - started,
+        )
 
     def _explore_only(self) -> None:
         """Explore without a trainer here; with checkpoint sync, take the weights a `train` run publishes."""
@@ -213,7 +259,11 @@ class Stage:
             results = self.call("train", [r.train_step.remote(trained + 1) for r in self.ranks])
             trained += 1
             self._trained(trained, results[0])
-            if self._rl() and self.config.synchronizer.sync_method == "checkpoint" and trained % self.config.synchronizer.sync_interval == 0:
+            if (
+                self._rl()
+                and self.config.synchronizer.sync_method == "checkpoint"
+                and trained % self.config.synchronizer.sync_interval == 0
+            ):
                 self._publish(self.start.offset + trained)
 
     def _bench(self) -> None:
@@ -222,14 +272,32 @@ class Stage:
         if not checkpoints:
             self._evaluate(0)
         for done, checkpoint in enumerate(checkpoints, 1):
-            self.call("rollout", [e.load_weights.remote(str(checkpoint.path / "model.safetensors"), checkpoint.global_step) for e in self.engines])
+            self.call(
+                "rollout",
+                [
+                    e.load_weights.remote(str(checkpoint.path / "model.safetensors"), checkpoint.global_step)
+                    for e in self.engines
+                ],
+            )
             self._evaluate(checkpoint.global_step)
             self.progress.update(done)
 
     # --- one step's bookkeeping ------------------------------------------------------------------------------
 
     def _explored(self, step: int, result: dict) -> None:
-        values = {k: result[k] for k in ("reward_mean", "response_length_mean", "tokens_per_s", "weight_version", "experiences", "failed_tasks", "truncated_prompts", "seconds")}
+        values = {
+            k: result[k]
+            for k in (
+                "reward_mean",
+                "response_length_mean",
+                "tokens_per_s",
+                "weight_version",
+                "experiences",
+                "failed_tasks",
+                "truncated_prompts",
+                "seconds",
+            )
+        }
         self.metrics.write("explorer", self.start.offset + step, self.name, **values)
         self.summary.reward = result["reward_mean"]
         if self.config.mode != "both":
@@ -248,10 +316,18 @@ class Stage:
             self._checkpoint(step)
 
     def _sync(self, trained: int) -> int:
-        self._share_devices("rollout", trained)  # colocate: the engines take the new weights awake, as they then generate
+        # colocate: the engines take the new weights awake, as they then generate
+        self._share_devices("rollout", trained)
         version = self.start.offset + trained
         result = self.call("sync", [self.synchronizer.sync.remote(version)])[0]
-        self.metrics.write("synchronizer", version, self.name, method=result["method"], seconds=result["seconds"], weight_version=version)
+        self.metrics.write(
+            "synchronizer",
+            version,
+            self.name,
+            method=result["method"],
+            seconds=result["seconds"],
+            weight_version=version,
+        )
         self.progress.update(trained, sync_s=result["seconds"])
         return trained
 
@@ -260,7 +336,15 @@ class Stage:
             return
         self._share_devices("rollout", version - self.start.offset)
         for record in self.call("eval", [self.explorer.evaluate.remote(version)])[0]:
-            self.metrics.write("eval", version, self.name, taskset=record["taskset"], accuracy=record["accuracy"], reward_mean=record["reward_mean"], tasks=record["tasks"])
+            self.metrics.write(
+                "eval",
+                version,
+                self.name,
+                taskset=record["taskset"],
+                accuracy=record["accuracy"],
+                reward_mean=record["reward_mean"],
+                tasks=record["tasks"],
+            )
             self.summary.eval_first.setdefault(record["taskset"], record["accuracy"])
             self.summary.eval_last[record["taskset"]] = record["accuracy"]
 
@@ -282,7 +366,14 @@ class Stage:
         path = str(self.run_dir.root / "sync" / "published.safetensors")
         started = time.perf_counter()
         self.call("sync", [e.load_weights.remote(path, published) for e in self.engines])
-        self.metrics.write("synchronizer", published, self.name, method="checkpoint", seconds=time.perf_counter() - started, weight_version=published)
+        self.metrics.write(
+            "synchronizer",
+            published,
+            self.name,
+            method="checkpoint",
+            seconds=time.perf_counter() - started,
+            weight_version=published,
+        )
         return published
 
     def finish(self) -> None:
@@ -290,16 +381,21 @@ class Stage:
         if self.ranks:
             self.last_checkpoint = self._checkpoint(self.total)
         names = list(self.actors)
-        self.summary.peak_rss_mb = dict(zip(names, self.call("resources", [a.peak_rss_mb.remote() for a in self.actors.values()])))
+        self.summary.peak_rss_mb = dict(
+            zip(names, self.call("resources", [a.peak_rss_mb.remote() for a in self.actors.values()]))
+        )
 
     def _checkpoint(self, step: int) -> Checkpoint:
-        policy = self.config.trainer.save_hf_checkpoint  # last: only the stage's last checkpoint, which starts the next stage
+        # last: only the stage's last checkpoint, which starts the next stage
+        policy = self.config.trainer.save_hf_checkpoint
         hf = policy == "always" or (policy == "last" and step == self.total)
 
         def fill(folder: Path) -> None:
             self.call("checkpoint", [r.save.remote(str(folder), self.start.offset + step, hf) for r in self.ranks])
 
-        draft = Checkpoint(Path(), self.start.offset + step, self.name or "", self.index, step, self.total, self.config.mode)
+        draft = Checkpoint(
+            Path(), self.start.offset + step, self.name or "", self.index, step, self.total, self.config.mode
+        )
         saved = self.run_dir.save_checkpoint(draft, fill, self.config.trainer.max_actor_ckpt_to_keep)
         self.summary.checkpoint = str(saved.path)
         return saved

@@ -11,7 +11,8 @@ def save_safetensors(weights: dict, path: Path) -> None:
 
 
 def safetensors_bytes(weights: dict) -> bytes:
-    """name -> tensor as safetensors bytes: what crosses a process boundary that mangles tensors (vLLM's collective_rpc)."""
+    """name -> tensor as safetensors bytes: what crosses a process boundary that mangles tensors (vLLM's
+    collective_rpc)."""
     from safetensors.torch import save
 
     return save(_unique(weights))

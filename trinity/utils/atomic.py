@@ -2,8 +2,8 @@
 
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -8,7 +8,6 @@ so actors must never detect: the launcher hands every actor $TRINITY_DEVICE (see
 
 import os
 from dataclasses import dataclass
-from typing import Optional
 
 from ..errors import ConfigError, Issue
 from ..platforms import PLATFORMS, Platform
@@ -28,13 +27,18 @@ class Decision:
     source: str
 
 
-_decision: Optional[Decision] = None
+_decision: Decision | None = None
 
 
 def use_hardware(hardware) -> Decision:
     """Decide from a resolved config's `hardware` section (a HardwareSection); it wins over everything."""
     global _decision
-    _decision = Decision(PLATFORMS[hardware.device_type], hardware.ray_resource_key, hardware.collective_backend, f"profile {hardware.name}")
+    _decision = Decision(
+        PLATFORMS[hardware.device_type],
+        hardware.ray_resource_key,
+        hardware.collective_backend,
+        f"profile {hardware.name}",
+    )
     return _decision
 
 
@@ -44,7 +48,7 @@ def reset() -> None:
     _decision = None
 
 
-def decide(probes: Optional[Probes] = None) -> Decision:
+def decide(probes: Probes | None = None) -> Decision:
     """The process's decision, made on first use."""
     global _decision
     if _decision is None:
@@ -52,12 +56,22 @@ def decide(probes: Optional[Probes] = None) -> Decision:
     return _decision
 
 
-def _from_env() -> Optional[Decision]:
+def _from_env() -> Decision | None:
     value = os.environ.get(DEVICE_ENV)
     if value is None:
         return None
     if value not in PLATFORMS:
-        raise ConfigError([Issue(f"{value!r} is not a device type", key=DEVICE_ENV, source="environment", allowed=", ".join(PLATFORMS), hint=f"unset {DEVICE_ENV} to detect the device")])
+        raise ConfigError(
+            [
+                Issue(
+                    f"{value!r} is not a device type",
+                    key=DEVICE_ENV,
+                    source="environment",
+                    allowed=", ".join(PLATFORMS),
+                    hint=f"unset {DEVICE_ENV} to detect the device",
+                )
+            ]
+        )
     platform = PLATFORMS[value]
     return Decision(platform, platform.ray_resource_key, platform.collective_backend, f"${DEVICE_ENV}={value}")
 

@@ -9,7 +9,13 @@ from trinity.config.memory.catalog import known_models
 from trinity.config.memory.estimate import DEVICE_RUNTIME, GIB
 from trinity.config.memory.rollout import EngineSetup, engine_estimate, kv_cache_wanted, sequences_that_fit
 from trinity.config.memory.shape import ModelShape
-from trinity.config.memory.trainer import TrainerSetup, activation_bytes, activation_bytes_per_layer_token, idle_bytes, trainer_estimate
+from trinity.config.memory.trainer import (
+    TrainerSetup,
+    activation_bytes,
+    activation_bytes_per_layer_token,
+    idle_bytes,
+    trainer_estimate,
+)
 
 QWEN15 = known_models()["Qwen/Qwen2.5-1.5B-Instruct"][0]  # L=28, h=1536, i=8960, 12 heads, 2 KV heads of 128, tied
 QWEN3_06 = known_models()["Qwen/Qwen3-0.6B"][0]
@@ -22,7 +28,8 @@ def engine(**changes) -> EngineSetup:
 def test_kv_cache_per_token_by_hand():
     assert engine().kv_bytes_per_token == 2 * 28 * 2 * 128 * 2 == 28_672
     assert engine(tensor_parallel=2).kv_bytes_per_token == 2 * 28 * 1 * 128 * 2  # 2 KV heads over 2 devices
-    assert engine(tensor_parallel=4).kv_bytes_per_token == 2 * 28 * 1 * 128 * 2  # fewer KV heads than devices: replicated
+    # fewer KV heads than devices: replicated
+    assert engine(tensor_parallel=4).kv_bytes_per_token == 2 * 28 * 1 * 128 * 2
     assert engine(pipeline_parallel=2, dtype="float32").kv_bytes_per_token == 2 * 14 * 2 * 128 * 4
 
 
@@ -58,7 +65,8 @@ def test_a_critic_adds_its_states_and_its_own_update_phase():
     setup = TrainerSetup(QWEN15, devices=2, tokens=2048)
     critic = trainer_estimate(setup._replace(critic=QWEN15))
     assert "critic update" in critic.phases
-    assert critic.resident - trainer_estimate(setup).resident == 12 * QWEN15.params // 2  # tied: the body is the whole model
+    # tied: the body is the whole model
+    assert critic.resident - trainer_estimate(setup).resident == 12 * QWEN15.params // 2
 
 
 shapes = st.builds(
@@ -75,8 +83,14 @@ shapes = st.builds(
     qk_norm=st.booleans(),
 )
 setups = st.builds(
-    TrainerSetup, actor=shapes, devices=st.integers(1, 512), tokens=st.integers(1, 65536), checkpointing=st.booleans(), reference=st.booleans(),
-    param_offload=st.booleans(), optimizer_offload=st.booleans(),
+    TrainerSetup,
+    actor=shapes,
+    devices=st.integers(1, 512),
+    tokens=st.integers(1, 65536),
+    checkpointing=st.booleans(),
+    reference=st.booleans(),
+    param_offload=st.booleans(),
+    optimizer_offload=st.booleans(),
 )
 
 
@@ -103,7 +117,16 @@ def test_more_tensor_parallelism_never_needs_more_per_device(shape, tp, length):
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_activation_formula_matches_what_autograd_keeps(kind, checkpointing, torch_cpu):
     """Measured: what autograd keeps for backward after a bf16 forward with sdpa attention (tests/cpu_torch.py)."""
-    config = dict(model_type=kind, hidden_size=256, intermediate_size=704, num_hidden_layers=3, num_attention_heads=8, num_key_value_heads=2, head_dim=48, vocab_size=512)
+    config = dict(
+        model_type=kind,
+        hidden_size=256,
+        intermediate_size=704,
+        num_hidden_layers=3,
+        num_attention_heads=8,
+        num_key_value_heads=2,
+        head_dim=48,
+        vocab_size=512,
+    )
     tokens = 256
     measured = torch_cpu.ask("saved", config=config, tokens=tokens, checkpointing=checkpointing)
     shape = ModelShape(kind, 3, 256, 704, 8, 2, 48, 512, False, qk_norm=kind == "qwen3")

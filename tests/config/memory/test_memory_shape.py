@@ -1,4 +1,5 @@
-"""Model shapes: our parameter count against what transformers builds (torch on CPU, in a worker), and the shipped table."""
+"""Model shapes: our parameter count against what transformers builds (torch on CPU, in a worker), and the shipped
+table."""
 
 import json
 
@@ -10,7 +11,14 @@ from tests.cpu_torch import torch_cpu  # noqa: F401 (fixture)
 from trinity.config.memory.catalog import FoundShape, NoShape, find_shape, known_models, table_rows
 from trinity.config.memory.shape import ARCHITECTURES, from_hf_config
 
-TINY = dict(hidden_size=64, intermediate_size=176, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, vocab_size=512)
+TINY = dict(
+    hidden_size=64,
+    intermediate_size=176,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    vocab_size=512,
+)
 VARIANTS = {
     "qwen2 untied": dict(model_type="qwen2", tie_word_embeddings=False),
     "qwen2 tied": dict(model_type="qwen2", tie_word_embeddings=True),
@@ -48,10 +56,21 @@ def test_parameter_count_matches_transformers_for_a_local_config_json(variant, c
     tied=st.booleans(),
     bias=st.booleans(),
 )
-def test_parameter_count_matches_transformers_for_any_small_shape(torch_cpu, kind, layers, kv_heads, group, head_dim, hidden, intermediate, vocab, tied, bias):
+def test_parameter_count_matches_transformers_for_any_small_shape(
+    torch_cpu, kind, layers, kv_heads, group, head_dim, hidden, intermediate, vocab, tied, bias
+):
     config = dict(
-        model_type=kind, num_hidden_layers=layers, num_attention_heads=kv_heads * group, num_key_value_heads=kv_heads, head_dim=head_dim,
-        hidden_size=hidden, intermediate_size=intermediate, vocab_size=vocab, tie_word_embeddings=tied, attention_bias=bias, mlp_bias=bias,
+        model_type=kind,
+        num_hidden_layers=layers,
+        num_attention_heads=kv_heads * group,
+        num_key_value_heads=kv_heads,
+        head_dim=head_dim,
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        vocab_size=vocab,
+        tie_word_embeddings=tied,
+        attention_bias=bias,
+        mlp_bias=bias,
     )
     assert from_hf_config(config).params == torch_cpu.ask("count", config=config)
 
@@ -71,14 +90,25 @@ def test_each_table_row_matches_its_model_card(row):
 def test_table_ids_are_unique_and_cover_the_families_asked_for():
     ids = [hub_id for row in table_rows() for hub_id in row["hub_ids"].split()]
     assert len(ids) == len(set(ids)) == len(known_models())
-    for family in ("Qwen/Qwen2.5-0.5B", "Qwen/Qwen2.5-72B", "Qwen/Qwen3-0.6B", "Qwen/Qwen3-32B", "meta-llama/Llama-3.2-1B", "meta-llama/Llama-3.1-70B"):
+    for family in (
+        "Qwen/Qwen2.5-0.5B",
+        "Qwen/Qwen2.5-72B",
+        "Qwen/Qwen3-0.6B",
+        "Qwen/Qwen3-32B",
+        "meta-llama/Llama-3.2-1B",
+        "meta-llama/Llama-3.1-70B",
+    ):
         assert family in ids
 
 
 def test_qwen25_7b_by_hand():
     shape = known_models()["Qwen/Qwen2.5-7B-Instruct"][0]
     # q and o 3584x3584, k and v 3584x512, biases on q/k/v, MLP 3x3584x18944, two norms
-    assert shape.layer_params == 2 * 3584 * 3584 + 2 * 3584 * 512 + (3584 + 2 * 512) + 3 * 3584 * 18944 + 2 * 3584 == 233_057_792
+    assert (
+        shape.layer_params
+        == 2 * 3584 * 3584 + 2 * 3584 * 512 + (3584 + 2 * 512) + 3 * 3584 * 18944 + 2 * 3584
+        == 233_057_792
+    )
     assert shape.params == 2 * 152064 * 3584 + 3584 + 28 * 233_057_792 == 7_615_616_512
 
 
@@ -90,8 +120,15 @@ def test_local_folder_wins_and_broken_ones_say_why(tmp_path):
     assert isinstance(found, FoundShape) and found.shape.hidden == 64
     (folder / "config.json").write_text(json.dumps({**TINY, "model_type": "qwen3_moe"}))
     unknown = find_shape(str(folder))
-    assert isinstance(unknown, NoShape) and "model_type 'qwen3_moe' is not a dense architecture the estimate knows (llama, mistral, qwen2, qwen3)" in unknown.reason
+    assert (
+        isinstance(unknown, NoShape)
+        and "model_type 'qwen3_moe' is not a dense architecture the estimate knows (llama, mistral, qwen2, qwen3)"
+        in unknown.reason
+    )
     (folder / "config.json").write_text("{not json")
     assert "cannot read it" in find_shape(str(folder)).reason
     (folder / "config.json").write_text(json.dumps({"model_type": "llama", "hidden_size": 8}))
-    assert "config.json has no integer intermediate_size, num_hidden_layers, num_attention_heads, vocab_size" in find_shape(str(folder)).reason
+    assert (
+        "config.json has no integer intermediate_size, num_hidden_layers, num_attention_heads, vocab_size"
+        in find_shape(str(folder)).reason
+    )

@@ -51,7 +51,9 @@ RULES = (
 )
 
 
-def derive(data: dict[str, Any], loaded: LoadedProfile, provenance: Provenance, selection: str = "") -> tuple[dict[str, Any], list[Issue]]:
+def derive(
+    data: dict[str, Any], loaded: LoadedProfile, provenance: Provenance, selection: str = ""
+) -> tuple[dict[str, Any], list[Issue]]:
     """The filled tree and every error, warning and note the rules raised."""
     ctx = Context(data, loaded, provenance, selection)
     for rule in RULES:

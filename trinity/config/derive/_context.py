@@ -55,4 +55,13 @@ class Context:
 
     def report(self, severity: Severity, key: str, message: str, allowed: str = "", hint: str = "") -> None:
         """Add an error, warning or note about `key`, located where its value came from."""
-        self.issues.append(Issue(message, key=dotted(undotted(key)), source=self.where(key), allowed=allowed, hint=hint, severity=severity))
+        self.issues.append(
+            Issue(
+                message,
+                key=dotted(undotted(key)),
+                source=self.where(key),
+                allowed=allowed,
+                hint=hint,
+                severity=severity,
+            )
+        )

@@ -2,8 +2,8 @@
 
 from dataclasses import replace
 
-from ..algorithms import ALGORITHMS, FUNCTIONS, ONLY_DEFAULT, UNSUPPORTED, NoArgs
 from ...errors import ConfigError, Issue, did_you_mean, dotted, undotted
+from ..algorithms import ALGORITHMS, FUNCTIONS, ONLY_DEFAULT, UNSUPPORTED, NoArgs
 from ..validate import validate
 from ._context import Context
 
@@ -21,7 +21,13 @@ def algorithm_preset(ctx: Context) -> None:
         return
     if preset.unsupported:
         supported = ", ".join(n for n, p in ALGORITHMS.items() if not p.unsupported)
-        ctx.report("error", KEY, f"{name!r} is a Trinity-RFT algorithm trinity cannot run yet: {preset.unsupported}", allowed=supported, hint="use algorithm_type: grpo for RL without a critic")
+        ctx.report(
+            "error",
+            KEY,
+            f"{name!r} is a Trinity-RFT algorithm trinity cannot run yet: {preset.unsupported}",
+            allowed=supported,
+            hint="use algorithm_type: grpo for RL without a critic",
+        )
         return
     if ctx.get("algorithm.loss_agg_mode") is None:
         ctx.set("algorithm.loss_agg_mode", preset.loss_agg_mode, "algorithm_preset", (ctx.input(KEY),))
@@ -44,7 +50,12 @@ def _function(ctx: Context, kind: str, default: str) -> None:
         ctx.report("error", args_key, f"{kind} {name!r} takes no arguments", allowed="{}", hint=f"remove {args_key}")
         return
     try:
-        args = validate(known[name], ctx.get(args_key) or {}, lambda path: ctx.where(dotted(path)), prefix=("algorithm", f"{kind}_args"))
+        args = validate(
+            known[name],
+            ctx.get(args_key) or {},
+            lambda path: ctx.where(dotted(path)),
+            prefix=("algorithm", f"{kind}_args"),
+        )
     except ConfigError as exc:
         ctx.issues.extend(_only_default(issue, known[name]) for issue in exc.issues)
         return
@@ -58,9 +69,21 @@ def _unknown(ctx: Context, kind: str, name: str) -> None:
     key, known = f"algorithm.{kind}", FUNCTIONS[kind]
     reason = UNSUPPORTED.get(kind, {}).get(name)
     if reason:
-        ctx.report("error", key, f"{kind} {name!r} is known to Trinity-RFT but not supported by trinity yet: {reason}", allowed=", ".join(known), hint=f"remove {key} to take the preset's")
+        ctx.report(
+            "error",
+            key,
+            f"{kind} {name!r} is known to Trinity-RFT but not supported by trinity yet: {reason}",
+            allowed=", ".join(known),
+            hint=f"remove {key} to take the preset's",
+        )
         return
-    ctx.report("error", key, f"unknown {kind} {name!r}", allowed=", ".join(known), hint=did_you_mean(name, known) or f"remove {key} to take the preset's")
+    ctx.report(
+        "error",
+        key,
+        f"unknown {kind} {name!r}",
+        allowed=", ".join(known),
+        hint=did_you_mean(name, known) or f"remove {key} to take the preset's",
+    )
 
 
 def _only_default(issue: Issue, model) -> Issue:
@@ -68,14 +91,24 @@ def _only_default(issue: Issue, model) -> Issue:
     field = model.model_fields.get(str(undotted(issue.key)[-1])) if issue.key else None
     if field is None or not (field.description or "").endswith(ONLY_DEFAULT):
         return issue
-    return replace(issue, message=f"known Trinity-RFT argument, not supported by trinity yet: {field.description[: -len(ONLY_DEFAULT)]}", allowed=repr(field.default), hint=f"remove it, or set {field.default!r}")
+    return replace(
+        issue,
+        message=f"known Trinity-RFT argument, not supported by trinity yet: {field.description[: -len(ONLY_DEFAULT)]}",
+        allowed=repr(field.default),
+        hint=f"remove it, or set {field.default!r}",
+    )
 
 
 def _loss_agg_mode(ctx: Context, args_key: str, values: dict) -> None:
     # Upstream overwrites the policy loss's own loss_agg_mode with algorithm.loss_agg_mode; say so when they differ.
     mode, written = ctx.get("algorithm.loss_agg_mode"), values["loss_agg_mode"]
     if written is not None and written != mode:
-        ctx.report("warning", f"{args_key}.loss_agg_mode", f"{written!r} is replaced by algorithm.loss_agg_mode={mode!r}, as Trinity-RFT does", hint="set algorithm.loss_agg_mode instead")
+        ctx.report(
+            "warning",
+            f"{args_key}.loss_agg_mode",
+            f"{written!r} is replaced by algorithm.loss_agg_mode={mode!r}, as Trinity-RFT does",
+            hint="set algorithm.loss_agg_mode instead",
+        )
     values["loss_agg_mode"] = mode
 
 
@@ -88,7 +121,8 @@ def _check_groups(ctx: Context) -> None:
         ctx.report(
             "warning",
             "algorithm.repeat_times",
-            "GRPO compares the rollouts of one task with each other; with 1 per task every advantage is 0 and nothing is learned",
+            "GRPO compares the rollouts of one task with each other; with 1 per task every advantage is 0 and "
+            "nothing is learned",
             allowed=">= 2",
             hint="set algorithm.repeat_times to 4 or more",
         )
@@ -96,7 +130,14 @@ def _check_groups(ctx: Context) -> None:
 
 def _check_mode(ctx: Context, name: str, needs_rollout: bool) -> None:
     if not needs_rollout and ctx.get("mode") not in ("train",):
-        ctx.report("error", "mode", f"algorithm {name!r} trains on a data set and generates nothing; mode {ctx.get('mode')!r} would start rollout engines for nothing", allowed="train", hint="set mode: train (or a stage with mode: train)")
+        ctx.report(
+            "error",
+            "mode",
+            f"algorithm {name!r} trains on a data set and generates nothing; mode {ctx.get('mode')!r} would start "
+            "rollout engines for nothing",
+            allowed="train",
+            hint="set mode: train (or a stage with mode: train)",
+        )
 
 
 def lr_scheduler(ctx: Context) -> None:
@@ -104,9 +145,20 @@ def lr_scheduler(ctx: Context) -> None:
     style = ctx.get(f"{OPTIM}.warmup_style")
     if style is None:
         return
-    ctx.report("warning", f"{OPTIM}.warmup_style", f"is deprecated in Trinity-RFT; lr_scheduler_type is set to {style!r}", hint=f"write algorithm.optimizer.lr_scheduler_type: {style}")
+    ctx.report(
+        "warning",
+        f"{OPTIM}.warmup_style",
+        f"is deprecated in Trinity-RFT; lr_scheduler_type is set to {style!r}",
+        hint=f"write algorithm.optimizer.lr_scheduler_type: {style}",
+    )
     if ctx.user_set(f"{OPTIM}.lr_scheduler_type") and ctx.get(f"{OPTIM}.lr_scheduler_type") != style:
-        ctx.report("error", f"{OPTIM}.warmup_style", f"{style!r} contradicts lr_scheduler_type={ctx.get(f'{OPTIM}.lr_scheduler_type')!r} ({ctx.where(f'{OPTIM}.lr_scheduler_type')})", hint="remove warmup_style")
+        ctx.report(
+            "error",
+            f"{OPTIM}.warmup_style",
+            f"{style!r} contradicts lr_scheduler_type={ctx.get(f'{OPTIM}.lr_scheduler_type')!r} "
+            f"({ctx.where(f'{OPTIM}.lr_scheduler_type')})",
+            hint="remove warmup_style",
+        )
         return
     ctx.set(f"{OPTIM}.lr_scheduler_type", style, "lr_scheduler", (ctx.input(f"{OPTIM}.warmup_style"),))
 
@@ -116,7 +168,13 @@ def gradient_clip(ctx: Context) -> None:
     clip, grad = f"{OPTIM}.clip_grad", "trainer.grad_clip"
     written = [k for k in (clip, grad) if ctx.user_set(k)]
     if len(written) == 2 and ctx.get(clip) != ctx.get(grad):
-        ctx.report("error", grad, f"{ctx.get(grad)} contradicts {clip}={ctx.get(clip)} ({ctx.where(clip)}); both are the gradient-norm clip", allowed=str(ctx.get(clip)), hint=f"write only one of {clip} and {grad}")
+        ctx.report(
+            "error",
+            grad,
+            f"{ctx.get(grad)} contradicts {clip}={ctx.get(clip)} ({ctx.where(clip)}); both are the gradient-norm clip",
+            allowed=str(ctx.get(clip)),
+            hint=f"write only one of {clip} and {grad}",
+        )
         return
     source = written[0] if written else clip
     for key in (clip, grad):

@@ -1,7 +1,7 @@
 """Rules for the data path: each taskset's name, workflow, sampling and repeat count, and the trainer's batch size."""
 
-from ..workflows import REWARDS, WORKFLOWS, workflow_path
 from ...errors import did_you_mean
+from ..workflows import REWARDS, WORKFLOWS, workflow_path
 from ._context import Context
 from .cluster import EXPLORING_MODES, TRAINERLESS_MODES
 
@@ -17,18 +17,22 @@ def tasksets(ctx: Context) -> list[tuple[str, dict, bool]]:
 
 
 def buffer_names(ctx: Context) -> None:
-    """Unnamed tasksets are taskset_<i> / eval_taskset_<i>, an unnamed experience buffer experience_buffer (upstream's names)."""
+    """Unnamed tasksets are taskset_<i> / eval_taskset_<i>, an unnamed experience buffer experience_buffer (upstream's
+    names)."""
     counters = {False: 0, True: 0}
     for key, taskset, is_eval in tasksets(ctx):
         index, counters[is_eval] = counters[is_eval], counters[is_eval] + 1
         if not taskset.get("name"):
-            ctx.set(f"{key}.name", f"{'eval_' if is_eval else ''}taskset_{index}", "buffer_names", (f"{key} is unnamed",))
+            ctx.set(
+                f"{key}.name", f"{'eval_' if is_eval else ''}taskset_{index}", "buffer_names", (f"{key} is unnamed",)
+            )
     if ctx.get(EXPERIENCES) and not ctx.get(f"{EXPERIENCES}.name"):
         ctx.set(f"{EXPERIENCES}.name", "experience_buffer", "buffer_names", (f"{EXPERIENCES} is unnamed",))
 
 
 def taskset_workflows(ctx: Context) -> None:
-    """Each taskset's workflow: its own, else (evaluation) default_eval_workflow_type, else default_workflow_type; known when the run explores."""
+    """Each taskset's workflow: its own, else (evaluation) default_eval_workflow_type, else default_workflow_type; known
+    when the run explores."""
     sources = _fill_defaults(ctx)
     if ctx.get("mode") not in EXPLORING_MODES:
         return
@@ -38,14 +42,26 @@ def taskset_workflows(ctx: Context) -> None:
         if name is None and (taskset.get("format") or {}).get("workflow_key"):
             continue  # every row may name its own: a row that does not fails when the taskset is loaded
         if name is None:
-            ctx.report("error", f"{key}.default_workflow_type", "no workflow for this taskset", allowed=", ".join(WORKFLOWS) + ", or module:Class", hint=f"set {INPUT}.default_workflow_type")
+            ctx.report(
+                "error",
+                f"{key}.default_workflow_type",
+                "no workflow for this taskset",
+                allowed=", ".join(WORKFLOWS) + ", or module:Class",
+                hint=f"set {INPUT}.default_workflow_type",
+            )
         elif not workflow_path(name):
             where = sources.get(key, f"{key}.default_workflow_type")
             if where in reported:
                 continue  # several tasksets falling back to one bad default: one error
             reported.add(where)
             hint = did_you_mean(name, WORKFLOWS) or "name a built-in workflow, or your own class as module:Class"
-            ctx.report("error", where, f"unknown workflow {name!r}", allowed=", ".join(WORKFLOWS) + ", or module:Class", hint=hint)
+            ctx.report(
+                "error",
+                where,
+                f"unknown workflow {name!r}",
+                allowed=", ".join(WORKFLOWS) + ", or module:Class",
+                hint=hint,
+            )
     _check_rewards(ctx)
 
 
@@ -56,7 +72,11 @@ def _check_rewards(ctx: Context) -> None:
         reward, workflow = taskset.get("default_reward_fn_type"), taskset.get("default_workflow_type")
         if reward is None or reward == REWARDS.get(workflow):
             continue
-        where = f"{key}.default_reward_fn_type" if ctx.user_set(f"{key}.default_reward_fn_type") else f"{INPUT}.default_reward_fn_type"
+        where = (
+            f"{key}.default_reward_fn_type"
+            if ctx.user_set(f"{key}.default_reward_fn_type")
+            else f"{INPUT}.default_reward_fn_type"
+        )
         if where in reported:
             continue  # several tasksets falling back to one default: one error
         reported.add(where)
@@ -64,7 +84,8 @@ def _check_rewards(ctx: Context) -> None:
         ctx.report(
             "error",
             where,
-            f"reward function {reward!r} would not be run: each workflow computes its reward itself and {computes}; reward functions are not selectable in this version of trinity",
+            f"reward function {reward!r} would not be run: each workflow computes its reward itself and {computes}; "
+            "reward functions are not selectable in this version of trinity",
             allowed=(repr(REWARDS[workflow]) + ", or " if workflow in REWARDS else "") + "null",
             hint="remove default_reward_fn_type (reward_fn_args still reach the workflow's reward)",
         )
@@ -74,15 +95,23 @@ def _computes(workflow) -> str:
     """What computes a taskset's reward, for the error."""
     if workflow in REWARDS:
         return f"{workflow} computes {REWARDS[workflow]!r}"
-    return f"workflow {workflow!r} computes its own" if workflow else "each row's workflow (format.workflow_key) computes its own"
+    return (
+        f"workflow {workflow!r} computes its own"
+        if workflow
+        else "each row's workflow (format.workflow_key) computes its own"
+    )
 
 
 def _fill_defaults(ctx: Context) -> dict[str, str]:
-    """Fill each taskset's workflow and reward function from the input's defaults; taskset key -> where its workflow came from."""
+    """Fill each taskset's workflow and reward function from the input's defaults; taskset key -> where its workflow
+    came from."""
     sources = {}
     for key, taskset, is_eval in tasksets(ctx):
         workflow = ("default_eval_workflow_type",) * is_eval + ("default_workflow_type",)
-        for field, fallbacks in (("default_workflow_type", workflow), ("default_reward_fn_type", ("default_reward_fn_type",))):
+        for field, fallbacks in (
+            ("default_workflow_type", workflow),
+            ("default_reward_fn_type", ("default_reward_fn_type",)),
+        ):
             source = next((f"{INPUT}.{name}" for name in fallbacks if ctx.get(f"{INPUT}.{name}") is not None), None)
             if taskset.get(field) is None and source is not None:
                 ctx.set(f"{key}.{field}", ctx.get(source), "taskset_defaults", (ctx.input(source),))
@@ -95,13 +124,22 @@ def taskset_repeat_times(ctx: Context) -> None:
     """Training tasksets roll out algorithm.repeat_times per task unless told; evaluation once (upstream's rule)."""
     for key, taskset, is_eval in tasksets(ctx):
         if taskset.get("repeat_times") is None:
-            value, inputs = (1, ("evaluation taskset",)) if is_eval else (ctx.get("algorithm.repeat_times"), (ctx.input("algorithm.repeat_times"),))
+            value, inputs = (
+                (1, ("evaluation taskset",))
+                if is_eval
+                else (ctx.get("algorithm.repeat_times"), (ctx.input("algorithm.repeat_times"),))
+            )
             ctx.set(f"{key}.repeat_times", value, "taskset_repeat_times", inputs)
 
 
 def rollout_args(ctx: Context) -> None:
-    """A taskset's temperature and top_p default to model.*, its max_tokens to model.max_response_tokens (upstream's rule)."""
-    pairs = (("temperature", "model.temperature"), ("top_p", "model.top_p"), ("max_tokens", "model.max_response_tokens"))
+    """A taskset's temperature and top_p default to model.*, its max_tokens to model.max_response_tokens (upstream's
+    rule)."""
+    pairs = (
+        ("temperature", "model.temperature"),
+        ("top_p", "model.top_p"),
+        ("max_tokens", "model.max_response_tokens"),
+    )
     for key, taskset, _ in tasksets(ctx):
         for field, source in pairs:
             if taskset["rollout_args"].get(field) is None and ctx.get(source) is not None:
@@ -119,10 +157,21 @@ def training_temperature(ctx: Context) -> None:
             found[own if ctx.user_set(own) else "model.temperature"] = taskset["rollout_args"]["temperature"]
     for key, value in found.items():
         if value == 0:
-            ctx.report("error", key, "training rollouts are greedy (temperature 0), but the update divides logits by the temperature", allowed="> 0", hint="sample training tasksets at a temperature > 0 (evaluation tasksets may be greedy)")
+            ctx.report(
+                "error",
+                key,
+                "training rollouts are greedy (temperature 0), but the update divides logits by the temperature",
+                allowed="> 0",
+                hint="sample training tasksets at a temperature > 0 (evaluation tasksets may be greedy)",
+            )
     if len(set(found.values())) > 1:
         values = ", ".join(f"{k}={v}" for k, v in found.items())
-        ctx.report("error", next(iter(found)), f"training tasksets sample at different temperatures ({values}), but the update scales logits by one", hint="give every training taskset the same rollout_args.temperature")
+        ctx.report(
+            "error",
+            next(iter(found)),
+            f"training tasksets sample at different temperatures ({values}), but the update scales logits by one",
+            hint="give every training taskset the same rollout_args.temperature",
+        )
 
 
 def train_batch_size(ctx: Context) -> None:
@@ -132,4 +181,9 @@ def train_batch_size(ctx: Context) -> None:
     """
     if ctx.get("buffer.train_batch_size") == 0:
         value = ctx.get("buffer.batch_size") * ctx.get("algorithm.repeat_times")
-        ctx.set("buffer.train_batch_size", value, "train_batch_size", (ctx.input("buffer.batch_size"), ctx.input("algorithm.repeat_times")))
+        ctx.set(
+            "buffer.train_batch_size",
+            value,
+            "train_batch_size",
+            (ctx.input("buffer.batch_size"), ctx.input("algorithm.repeat_times")),
+        )

@@ -4,7 +4,6 @@ both for its rows. Every template is parsed here, so a typo fails before Ray, no
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional
 
 from ._context import Context
 from .buffer import EXPERIENCES, tasksets
@@ -21,18 +20,35 @@ def chat_template(ctx: Context) -> None:
     for key in _inline_keys(ctx):
         problem = syntax_error(ctx.get(key))
         if problem:
-            ctx.report("error", key, f"chat template does not parse: {problem}", allowed="a Jinja2 template, as in a tokenizer's chat_template", hint="test it with tokenizer.apply_chat_template(messages, chat_template=...)")
+            ctx.report(
+                "error",
+                key,
+                f"chat template does not parse: {problem}",
+                allowed="a Jinja2 template, as in a tokenizer's chat_template",
+                hint="test it with tokenizer.apply_chat_template(messages, chat_template=...)",
+            )
 
 
 def _read(ctx: Context, path: Path) -> bool:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        ctx.report("error", PATH, f"cannot read the chat template {str(path)!r}: {exc.strerror if isinstance(exc, OSError) else exc}", allowed="a readable Jinja2 file", hint="paths are relative to the directory trinity runs in")
+        ctx.report(
+            "error",
+            PATH,
+            f"cannot read the chat template {str(path)!r}: {exc.strerror if isinstance(exc, OSError) else exc}",
+            allowed="a readable Jinja2 file",
+            hint="paths are relative to the directory trinity runs in",
+        )
         return False
     problem = syntax_error(text)
     if problem:
-        ctx.report("error", PATH, f"chat template {str(path)!r} does not parse: {problem}", allowed="a Jinja2 template, as in a tokenizer's chat_template")
+        ctx.report(
+            "error",
+            PATH,
+            f"chat template {str(path)!r} does not parse: {problem}",
+            allowed="a Jinja2 template, as in a tokenizer's chat_template",
+        )
         return False
     ctx.set(CUSTOM, text, "chat_template", (ctx.input(PATH),))
     return True
@@ -41,13 +57,16 @@ def _read(ctx: Context, path: Path) -> bool:
 def _inline_keys(ctx: Context) -> list[str]:
     """Template keys written in the config (a file's text was checked as it was read)."""
     keys = [] if ctx.get(PATH) is not None else [CUSTOM]
-    keys += ["explorer.rollout_model.chat_template", *(f"explorer.auxiliary_models.{i}.chat_template" for i in range(len(ctx.get("explorer.auxiliary_models"))))]
+    keys += [
+        "explorer.rollout_model.chat_template",
+        *(f"explorer.auxiliary_models.{i}.chat_template" for i in range(len(ctx.get("explorer.auxiliary_models")))),
+    ]
     keys += [f"{key}.format.chat_template" for key, _, _ in tasksets(ctx)]
     keys += [f"{EXPERIENCES}.format.chat_template"] if ctx.get(EXPERIENCES) else []
     return [key for key in keys if ctx.get(key) is not None]
 
 
-def syntax_error(text: str) -> Optional[str]:
+def syntax_error(text: str) -> str | None:
     """`line N: message` when the Jinja2 template does not parse as transformers parses chat templates; else None."""
     from jinja2 import TemplateSyntaxError
 
@@ -66,7 +85,8 @@ def _environment():
     from jinja2.sandbox import ImmutableSandboxedEnvironment
 
     class Generation(Extension):
-        """`{% generation %}...{% endgeneration %}`, which transformers uses to mark assistant tokens: parsed for its body."""
+        """`{% generation %}...{% endgeneration %}`, which transformers uses to mark assistant tokens: parsed for its
+        body."""
 
         tags = {"generation"}
 

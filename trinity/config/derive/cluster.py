@@ -16,7 +16,8 @@ def gpu_per_node(ctx: Context) -> None:
         ctx.report(
             "error",
             "cluster.gpu_per_node",
-            f"{per_node} devices per node, but one {ctx.loaded.name} node has {limit} ({ctx.loaded.where(('facts', 'devices_per_node'))})",
+            f"{per_node} devices per node, but one {ctx.loaded.name} node has {limit} "
+            f"({ctx.loaded.where(('facts', 'devices_per_node'))})",
             allowed=f"1..{limit}",
             hint="lower cluster.gpu_per_node, raise cluster.node_num, or choose the right hardware profile",
         )
@@ -46,7 +47,8 @@ def _engine_devices(ctx: Context, key: str) -> int:
         ctx.report(
             "error",
             f"{key}.tensor_parallel_size",
-            f"one engine needs {per_engine} devices (TP x PP x DP); an engine larger than a node must span whole nodes of {per_node}",
+            f"one engine needs {per_engine} devices (TP x PP x DP); an engine larger than a node must span whole "
+            f"nodes of {per_node}",
             allowed=f"devices per engine <= {per_node} or a multiple of {per_node}",
             hint="change the parallel sizes so one engine fits a node or fills whole nodes",
         )
@@ -59,13 +61,18 @@ def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node:
         return {"trainer_gpu_num": 0, "trainer_node_num": 0, "trainer_gpu_num_per_node": 0}
     if mode in ("train", "colocate"):
         _check_fits(ctx, explorer, total)
-        return {"trainer_gpu_num": total, "trainer_node_num": ctx.get("cluster.node_num"), "trainer_gpu_num_per_node": per_node}
+        return {
+            "trainer_gpu_num": total,
+            "trainer_node_num": ctx.get("cluster.node_num"),
+            "trainer_gpu_num_per_node": per_node,
+        }
     trainer = total - explorer
     if trainer <= 0:
         ctx.report(
             "error",
             "explorer.rollout_model.engine_num",
-            f"no devices left for the trainer: {total} devices ({ctx.get('cluster.node_num')} node(s) x {per_node}) minus {explorer} for rollout",
+            f"no devices left for the trainer: {total} devices ({ctx.get('cluster.node_num')} node(s) x {per_node}) "
+            f"minus {explorer} for rollout",
             allowed=f"rollout devices < {total}",
             hint="lower explorer.rollout_model.engine_num or tensor_parallel_size, or raise cluster.node_num",
         )
@@ -76,7 +83,8 @@ def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node:
         ctx.report(
             "error",
             "explorer.rollout_model.engine_num",
-            f"the trainer would get {trainer} devices ({total} - {explorer} for rollout): that neither fits one node of {per_node} nor fills whole nodes",
+            f"the trainer would get {trainer} devices ({total} - {explorer} for rollout): that neither fits one node "
+            f"of {per_node} nor fills whole nodes",
             allowed=f"trainer devices <= {per_node} or a multiple of {per_node}",
             hint="change the rollout size so the devices left over fit one node or fill whole nodes",
         )
@@ -98,6 +106,10 @@ def _check_fits(ctx: Context, explorer: int, total: int) -> None:
 def _set_count(ctx: Context, name: str, value: int, inputs: tuple[str, ...]) -> None:
     key = f"cluster.{name}"
     if ctx.user_set(key) and ctx.get(key) != value:
-        ctx.report("error", key, f"is derived ({value}) and must not be set to {ctx.get(key)}", hint=f"remove {key}; set node_num, gpu_per_node or the engine sizes instead")
+        ctx.report(
+            "error",
+            key,
+            f"is derived ({value}) and must not be set to {ctx.get(key)}",
+            hint=f"remove {key}; set node_num, gpu_per_node or the engine sizes instead",
+        )
     ctx.set(key, value, "cluster_counts", inputs)
-

@@ -12,7 +12,10 @@ def env_when(ctx: Context) -> None:
     """Profile `env_when` blocks whose `when:` entries all match the config."""
     for i, block in enumerate(ctx.loaded.profile.env_when):
         if all(ctx.get(key) == want for key, want in block.when.items()):
-            because = (f"profile {ctx.loaded.name} env_when[{i}] ({ctx.loaded.where(('env_when', i))})", *(ctx.input(key) for key in block.when))
+            because = (
+                f"profile {ctx.loaded.name} env_when[{i}] ({ctx.loaded.where(('env_when', i))})",
+                *(ctx.input(key) for key in block.when),
+            )
             for role in ROLES:
                 for var, value in getattr(block, role).items():
                     if not ctx.user_set(f"env.{role}.{var}"):
@@ -30,15 +33,26 @@ def collective_timeouts(ctx: Context) -> None:
                 ctx.report(
                     "warning",
                     key,
-                    f"{var}={current} is shorter than synchronizer.sync_timeout={need}: a long weight sync will be cut off",
+                    f"{var}={current} is shorter than synchronizer.sync_timeout={need}: a long weight sync will be "
+                    "cut off",
                     allowed=f">= {need}",
                     hint=f"remove env.common.{var} to have it derived, or lower synchronizer.sync_timeout",
                 )
         elif not current.isdigit() or int(current) < need:
-            ctx.set(key, str(need), "collective_timeouts", (ctx.input("synchronizer.sync_timeout"), ctx.fact("collective_timeout_env")))
+            ctx.set(
+                key,
+                str(need),
+                "collective_timeouts",
+                (ctx.input("synchronizer.sync_timeout"), ctx.fact("collective_timeout_env")),
+            )
 
 
 def explorer_env_vars(ctx: Context) -> None:
     """explorer.env_vars are the rollout engines' variables: they land in env.rollout, over everything else."""
     for var, value in ctx.get("explorer.env_vars").items():
-        ctx.set(f"env.rollout.{var}", value, "explorer_env_vars", (f"explorer.env_vars.{var} ({ctx.where(f'explorer.env_vars.{var}')})",))
+        ctx.set(
+            f"env.rollout.{var}",
+            value,
+            "explorer_env_vars",
+            (f"explorer.env_vars.{var} ({ctx.where(f'explorer.env_vars.{var}')})",),
+        )

@@ -8,7 +8,12 @@ from ._context import Context
 def hardware_section(ctx: Context) -> None:
     """`hardware:` = the profile's facts, its name and file."""
     facts = ctx.facts.model_dump()
-    section = {**facts, "name": ctx.loaded.name, "source": display_path(ctx.loaded.chain[0]), "selected_by": ctx.selection}
+    section = {
+        **facts,
+        "name": ctx.loaded.name,
+        "source": display_path(ctx.loaded.chain[0]),
+        "selected_by": ctx.selection,
+    }
     ctx.set("hardware", section, "hardware_section", (f"profile {ctx.loaded.name} ({section['source']})",))
 
 
@@ -30,7 +35,12 @@ def trainer_device(ctx: Context) -> None:
 def process_group_backend(ctx: Context) -> None:
     """trainer.process_group_backend: gloo for CPU tensors plus the device's collective, e.g. cpu:gloo,npu:hccl."""
     value = get_platform(ctx.facts.device_type).process_group_backend()
-    ctx.set("trainer.process_group_backend", value, "process_group_backend", (ctx.fact("device_type"), ctx.fact("collective_backend")))
+    ctx.set(
+        "trainer.process_group_backend",
+        value,
+        "process_group_backend",
+        (ctx.fact("device_type"), ctx.fact("collective_backend")),
+    )
 
 
 def torch_compile(ctx: Context) -> None:
@@ -110,7 +120,12 @@ def attn_implementation(ctx: Context) -> None:
     """trainer.attn_implementation: the user's, else the profile's kernel (flash-attn does not exist everywhere;
     preflight checks that the one chosen is installed)."""
     if not ctx.user_set("trainer.attn_implementation"):
-        ctx.set("trainer.attn_implementation", ctx.facts.attn_implementation, "attn_implementation", (ctx.fact("attn_implementation"),))
+        ctx.set(
+            "trainer.attn_implementation",
+            ctx.facts.attn_implementation,
+            "attn_implementation",
+            (ctx.fact("attn_implementation"),),
+        )
 
 
 def _engines(ctx: Context) -> list[tuple[str, dict]]:

@@ -6,12 +6,13 @@ ROLLOUT = "explorer.rollout_model"
 
 
 def auxiliary_models(ctx: Context) -> None:
-    """explorer.auxiliary_models are refused: no workflow of this version runs them, so nothing may plan or place them."""
+    """explorer.auxiliary_models are refused: no workflow of this version runs them, so nothing plans or places them."""
     if ctx.get("explorer.auxiliary_models"):
         ctx.report(
             "error",
             "explorer.auxiliary_models",
-            "auxiliary models (judges, reward models) are not run by this version of trinity: no workflow calls them, so their engines would hold devices and do nothing",
+            "auxiliary models (judges, reward models) are not run by this version of trinity: no workflow calls "
+            "them, so their engines would hold devices and do nothing",
             allowed="[] (none)",
             hint="remove explorer.auxiliary_models; score responses in the workflow's reward function instead",
         )
@@ -37,7 +38,13 @@ def kv_cache(ctx: Context) -> None:
     another engine has no KV cache to size, so a size given to it is refused."""
     key, size, engine = f"{ROLLOUT}.kv_cache_mib", ctx.facts.rollout_kv_cache_mib, ctx.get(f"{ROLLOUT}.engine_type")
     if engine != "vllm" and ctx.get(key) is not None:
-        ctx.report("error", key, f"a KV cache size is vLLM's, but the engine is {engine!r}, which keeps no KV cache of a set size", allowed="null", hint=f"remove it, or set {ROLLOUT}.engine_type=vllm")
+        ctx.report(
+            "error",
+            key,
+            f"a KV cache size is vLLM's, but the engine is {engine!r}, which keeps no KV cache of a set size",
+            allowed="null",
+            hint=f"remove it, or set {ROLLOUT}.engine_type=vllm",
+        )
         return
     if engine == "vllm" and ctx.get(key) is None and size is not None:
         ctx.set(key, size, "kv_cache", (ctx.fact("rollout_kv_cache_mib"), ctx.input(f"{ROLLOUT}.engine_type")))
@@ -55,7 +62,8 @@ def memory_utilization(ctx: Context) -> None:
     ctx.report(
         "warning",
         key,
-        f"{value} is above {ceiling}, the most {ctx.loaded.name} allows ({ctx.fact('max_gpu_memory_utilization')})" + (f": {reason}" if reason else ""),
+        f"{value} is above {ceiling}, the most {ctx.loaded.name} allows ({ctx.fact('max_gpu_memory_utilization')})"
+        + (f": {reason}" if reason else ""),
         allowed=f"<= {ceiling}",
         hint=f"set {key} to at most {ceiling}, or remove it{sized}",
     )

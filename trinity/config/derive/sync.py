@@ -26,19 +26,41 @@ def sync_method(ctx: Context) -> None:
         method = "memory" if mode == "colocate" else "checkpoint"
         preset = ALGORITHMS.get(ctx.get("algorithm.algorithm_type"))
         if preset is None or preset.needs_rollout:  # SFT syncs nothing: no note about how it would
-            ctx.report("note", KEY, f"a collective sync needs explorer and trainer running side by side; in mode {mode!r} it becomes {method!r}")
+            ctx.report(
+                "note",
+                KEY,
+                f"a collective sync needs explorer and trainer running side by side; in mode {mode!r} it becomes "
+                f"{method!r}",
+            )
     ctx.set(KEY, method, "sync_method", inputs)
     rollout = ctx.get("cluster.rollout_gpu_num")
     world = rollout + 1 if method in COLLECTIVE_METHODS and rollout is not None else None
-    ctx.set("synchronizer.weight_sync_world_size", world, "weight_sync_world_size", (ctx.input("cluster.rollout_gpu_num"), f"{KEY}={method!r}"))
+    ctx.set(
+        "synchronizer.weight_sync_world_size",
+        world,
+        "weight_sync_world_size",
+        (ctx.input("cluster.rollout_gpu_num"), f"{KEY}={method!r}"),
+    )
 
 
 def eval_interval(ctx: Context) -> None:
-    """explorer.eval_interval is rounded down to a multiple of sync_interval, so evaluation follows a sync (upstream's rule)."""
+    """explorer.eval_interval is rounded down to a multiple of sync_interval, so evaluation follows a sync (upstream's
+    rule)."""
     every, sync = ctx.get("explorer.eval_interval"), ctx.get("synchronizer.sync_interval")
     preset = ALGORITHMS.get(ctx.get("algorithm.algorithm_type"))
     if ctx.get("mode") == "bench" or (preset is not None and not preset.needs_rollout) or every % sync == 0:
         return
     value = max(every // sync, 1) * sync
-    ctx.report("warning", "explorer.eval_interval", f"{every} is not a multiple of synchronizer.sync_interval={sync}; using {value}", allowed=f"a multiple of {sync}", hint=f"set explorer.eval_interval to a multiple of {sync}")
-    ctx.set("explorer.eval_interval", value, "eval_interval", (ctx.input("explorer.eval_interval"), ctx.input("synchronizer.sync_interval")))
+    ctx.report(
+        "warning",
+        "explorer.eval_interval",
+        f"{every} is not a multiple of synchronizer.sync_interval={sync}; using {value}",
+        allowed=f"a multiple of {sync}",
+        hint=f"set explorer.eval_interval to a multiple of {sync}",
+    )
+    ctx.set(
+        "explorer.eval_interval",
+        value,
+        "eval_interval",
+        (ctx.input("explorer.eval_interval"), ctx.input("synchronizer.sync_interval")),
+    )

@@ -12,7 +12,12 @@ def checkpoints_kept(ctx: Context) -> None:
     key, keep = "trainer.max_actor_ckpt_to_keep", ctx.get("trainer.max_checkpoints_to_keep")
     value = keep or None
     if ctx.user_set(key) and ctx.get(key) != value:
-        ctx.report("error", key, f"is derived from trainer.max_checkpoints_to_keep ({value}) and must not be set to {ctx.get(key)}", hint="set trainer.max_checkpoints_to_keep instead (0 keeps all)")
+        ctx.report(
+            "error",
+            key,
+            f"is derived from trainer.max_checkpoints_to_keep ({value}) and must not be set to {ctx.get(key)}",
+            hint="set trainer.max_checkpoints_to_keep instead (0 keeps all)",
+        )
         return
     ctx.set(key, value, "checkpoints_kept", (ctx.input("trainer.max_checkpoints_to_keep"),))
 
@@ -28,9 +33,24 @@ def trainer_config(ctx: Context) -> None:
         elif name not in VERL_SECTIONS:
             _refuse(ctx, key, name)
         elif not isinstance(value, dict):
-            ctx.report("error", key, f"must be a mapping of verl's {name} keys (got {value!r})", hint=f"write {key}: {{KEY: VALUE}}")
+            ctx.report(
+                "error",
+                key,
+                f"must be a mapping of verl's {name} keys (got {value!r})",
+                hint=f"write {key}: {{KEY: VALUE}}",
+            )
 
 
 def _refuse(ctx: Context, key: str, name: str) -> None:
-    reason = "trinity has no critic model yet" if name == "critic" else "trinity passes verl's actor_rollout_ref sections only (Trinity-RFT drops the rest silently)"
-    ctx.report("error", key, f"not a verl section trinity passes on: {reason}", allowed="actor_rollout_ref, " + ", ".join(VERL_SECTIONS), hint=f"remove {key}")
+    reason = (
+        "trinity has no critic model yet"
+        if name == "critic"
+        else "trinity passes verl's actor_rollout_ref sections only (Trinity-RFT drops the rest silently)"
+    )
+    ctx.report(
+        "error",
+        key,
+        f"not a verl section trinity passes on: {reason}",
+        allowed="actor_rollout_ref, " + ", ".join(VERL_SECTIONS),
+        hint=f"remove {key}",
+    )

@@ -11,15 +11,35 @@ from ..schema import RunConfig
 from ._context import Context
 from .buffer import EXPERIENCES, tasksets
 
-_DPO = "chatpair rows (a prompt with a chosen and a rejected response) are for DPO, which trinity does not run yet; the data path reads plaintext and messages rows"
-_TASKSET_FILE = "a taskset is read from its path (a file, a folder or a saved data set); queue and sql are experience buffer storages"
+_DPO = (
+    "chatpair rows (a prompt with a chosen and a rejected response) are for DPO, which trinity does not run yet; "
+    "the data path reads plaintext and messages rows"
+)
+_TASKSET_FILE = (
+    "a taskset is read from its path (a file, a folder or a saved data set); queue and sql are "
+    "experience buffer storages"
+)
 
-# dotted key (a taskset's keys start with 'taskset.', the SFT data set's with 'experience_buffer.') -> value -> why it is refused
+# dotted key (a taskset's keys start with 'taskset.', the SFT data set's with 'experience_buffer.') -> value -> why it
+# is refused
 NOT_RUN: dict[str, dict[str, str]] = {
-    "mode": {"serve": "trinity has no OpenAI-compatible server yet, so no stage loop drives this mode (trinity.runtime.preflight.MODES lists the ones that run)"},
-    "synchronizer.sync_style": {"fully_async": "the stage loop runs fixed, trainer_driven and explorer_driven (trinity.runtime.schedule.SyncPolicy); fully asynchronous explore and train is not implemented, and it would run as trainer_driven"},
-    "monitor.monitor_type": {name: f"metrics go to metrics.jsonl, and to TensorBoard or wandb; no {name} logger is implemented (trinity.runtime.metrics)" for name in ("mlflow", "swanlab")},
-    "trainer.trainer_strategy": {"megatron": "verl's Megatron backend is not wired in this version of trinity: nothing installs or runs it"},
+    "mode": {
+        "serve": "trinity has no OpenAI-compatible server yet, so no stage loop drives this mode "
+        "(trinity.runtime.preflight.MODES lists the ones that run)"
+    },
+    "synchronizer.sync_style": {
+        "fully_async": "the stage loop runs fixed, trainer_driven and explorer_driven "
+        "(trinity.runtime.schedule.SyncPolicy); fully asynchronous explore and train is not "
+        "implemented, and it would run as trainer_driven"
+    },
+    "monitor.monitor_type": {
+        name: f"metrics go to metrics.jsonl, and to TensorBoard or wandb; no {name} logger is implemented "
+        "(trinity.runtime.metrics)"
+        for name in ("mlflow", "swanlab")
+    },
+    "trainer.trainer_strategy": {
+        "megatron": "verl's Megatron backend is not wired in this version of trinity: nothing installs or runs it"
+    },
     "taskset.storage_type": {name: _TASKSET_FILE for name in ("queue", "sql")},
     "taskset.format.prompt_type": {"chatpair": _DPO},
     "experience_buffer.format.prompt_type": {"chatpair": _DPO},
@@ -36,7 +56,13 @@ def values_not_run(ctx: Context) -> None:
             continue
         fact = getattr(ctx.facts, PROFILE_FACT.get(key, ""), None)
         allowed = [v for v in _choices(key) if v not in table and (fact is None or v in fact)]
-        ctx.report("error", key, f"{value!r} is not run by this version of trinity: {table[value]}", allowed=", ".join(allowed), hint=f"set {key}={allowed[0]}, or remove it")
+        ctx.report(
+            "error",
+            key,
+            f"{value!r} is not run by this version of trinity: {table[value]}",
+            allowed=", ".join(allowed),
+            hint=f"set {key}={allowed[0]}, or remove it",
+        )
 
 
 def _keys(ctx: Context) -> list[tuple[str, dict[str, str]]]:
@@ -45,7 +71,11 @@ def _keys(ctx: Context) -> list[tuple[str, dict[str, str]]]:
     for key, _, _ in tasksets(ctx):
         out += [(f"{key}.{k.removeprefix('taskset.')}", t) for k, t in NOT_RUN.items() if k.startswith("taskset.")]
     if ctx.get(EXPERIENCES):
-        out += [(f"{EXPERIENCES}.{k.removeprefix('experience_buffer.')}", t) for k, t in NOT_RUN.items() if k.startswith("experience_buffer.")]
+        out += [
+            (f"{EXPERIENCES}.{k.removeprefix('experience_buffer.')}", t)
+            for k, t in NOT_RUN.items()
+            if k.startswith("experience_buffer.")
+        ]
     return out
 
 

@@ -36,4 +36,3 @@ def memory_check(resolved: ResolvedConfig, strict: bool = False) -> tuple[list[t
         found = plan_issues(plan, locate)
         issues += [in_stage(i, f"stage '{name}'") for i in found] if name else found
     return plans, [as_strict(i) for i in issues] if strict else issues
-

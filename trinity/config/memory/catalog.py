@@ -7,7 +7,7 @@ was copied from. A model in neither place is not an error: the memory check says
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple, Union
+from typing import NamedTuple
 
 from .shape import ModelShape, UnknownShape, from_hf_config
 
@@ -29,7 +29,7 @@ class NoShape(NamedTuple):
     reason: str
 
 
-def find_shape(model_path: str) -> Union[FoundShape, NoShape]:
+def find_shape(model_path: str) -> FoundShape | NoShape:
     """The shape of `model_path`: a local folder's config.json first, then the table by hub id."""
     config = Path(model_path).expanduser() / "config.json"
     if config.is_file():
@@ -37,11 +37,13 @@ def find_shape(model_path: str) -> Union[FoundShape, NoShape]:
     row = known_models().get(model_path)
     if row is not None:
         return FoundShape(model_path, *row)
-    reason = f"{model_path!r} is neither a local folder with a config.json nor a model in trinity's table of common models"
+    reason = (
+        f"{model_path!r} is neither a local folder with a config.json nor a model in trinity's table of common models"
+    )
     return NoShape(model_path, reason)
 
 
-def _from_file(name: str, config: Path) -> Union[FoundShape, NoShape]:
+def _from_file(name: str, config: Path) -> FoundShape | NoShape:
     try:
         return FoundShape(name, from_hf_config(json.loads(config.read_text())), str(config))
     except (OSError, ValueError) as exc:  # UnknownShape and JSONDecodeError are ValueErrors
@@ -68,7 +70,14 @@ def table_rows() -> list[dict[str, str]]:
 
 
 def _as_hf_config(row: dict[str, str]) -> dict:
-    numbers = {"layers": "num_hidden_layers", "hidden": "hidden_size", "intermediate": "intermediate_size",
-               "heads": "num_attention_heads", "kv_heads": "num_key_value_heads", "head_dim": "head_dim", "vocab": "vocab_size"}
+    numbers = {
+        "layers": "num_hidden_layers",
+        "hidden": "hidden_size",
+        "intermediate": "intermediate_size",
+        "heads": "num_attention_heads",
+        "kv_heads": "num_key_value_heads",
+        "head_dim": "head_dim",
+        "vocab": "vocab_size",
+    }
     data = {hf: int(row[ours]) for ours, hf in numbers.items()}
     return {**data, "model_type": row["model_type"], "tie_word_embeddings": row["tied"] == "true"}

@@ -7,7 +7,7 @@ while vLLM generates.
 """
 
 from math import ceil
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from ..algorithms import ALGORITHMS
 from ..schema import RunConfig
@@ -69,7 +69,7 @@ def devices(count: int) -> str:
     return f"{count} device{'' if count == 1 else 's'}"
 
 
-def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> Optional[TrainerSetup]:
+def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> TrainerSetup | None:
     """The trainer's setup from the config, None when its tokens per micro-batch are unknown."""
     tokens = trainer_tokens(config)
     if tokens is None:
@@ -86,7 +86,7 @@ def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> Optiona
     )
 
 
-def trainer_tokens(config: RunConfig) -> Optional[int]:
+def trainer_tokens(config: RunConfig) -> int | None:
     """Tokens of one micro-batch on one trainer device (trainer.py says why)."""
     trainer, length = config.trainer, config.model.max_model_len
     if trainer.use_dynamic_bsz:
@@ -95,14 +95,17 @@ def trainer_tokens(config: RunConfig) -> Optional[int]:
 
 
 def needs_reference(config: RunConfig) -> bool:
-    """Whether the trainer keeps a reference model: its KL loss needs one (the preset fills kl_loss_fn, 'none' for SFT)."""
+    """Whether the trainer keeps a reference model: its KL loss needs one (presets fill kl_loss_fn; 'none' for SFT)."""
     return config.algorithm.kl_loss_fn not in (None, "none")
 
 
 def trainer_capacity(config: RunConfig, memory: int) -> tuple[int, str]:
     """What a device gives the trainer: all of it, less a sleeping vLLM's context in colocate."""
     if config.mode == "colocate":
-        return memory - DEVICE_RUNTIME, f"{memory / GIB:.0f} GiB less {DEVICE_RUNTIME / GIB:.0f} GiB for the sleeping vLLM engine"
+        return (
+            memory - DEVICE_RUNTIME,
+            f"{memory / GIB:.0f} GiB less {DEVICE_RUNTIME / GIB:.0f} GiB for the sleeping vLLM engine",
+        )
     return memory, ""
 
 
@@ -113,7 +116,7 @@ def trainer_check(config: RunConfig, setup: TrainerSetup, memory: int, name: str
     return Check("trainer", "model.model_path", subject, setup.devices, capacity, label, trainer_estimate(setup))
 
 
-def engine_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelShape, memory: int) -> Optional[EngineSetup]:
+def engine_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelShape, memory: int) -> EngineSetup | None:
     """An engine's setup from the config, None when its max_model_len is unknown."""
     if engine.max_model_len is None:
         return None
@@ -133,7 +136,15 @@ def engine_check(key: str, engine: InferenceModelConfig, setup: EngineSetup, mem
     per_engine = setup.tensor_parallel * setup.pipeline_parallel
     subject = f"vLLM engine ({name}, {devices(per_engine)} per engine)"
     label = f"gpu_memory_utilization {engine.gpu_memory_utilization} x {memory / GIB:.0f} GiB"
-    return Check(key, f"{key}.gpu_memory_utilization", subject, engine.engine_num * per_engine, setup.budget, label, engine_estimate(setup))
+    return Check(
+        key,
+        f"{key}.gpu_memory_utilization",
+        subject,
+        engine.engine_num * per_engine,
+        setup.budget,
+        label,
+        engine_estimate(setup),
+    )
 
 
 def length_key(config: RunConfig, key: str, engine: InferenceModelConfig) -> str:
@@ -147,12 +158,20 @@ def sequences_check(config: RunConfig, key: str, engine: InferenceModelConfig, s
     item = Item(f"KV cache for {setup.concurrent} sequences of {setup.max_model_len} tokens", kv_cache_wanted(setup))
     room = kv_cache_room(setup)
     label = f"the budget left after weights, workspace and runtime (room for {sequences_that_fit(setup)} of them)"
-    return Check(key, length_key(config, key, engine), f"vLLM KV cache ({name})", 1, room, label, Estimate((item,)), hard=False)
+    return Check(
+        key, length_key(config, key, engine), f"vLLM KV cache ({name})", 1, room, label, Estimate((item,)), hard=False
+    )
 
 
-def shared_device_check(key: str, engine: InferenceModelConfig, setup: EngineSetup, trainer: TrainerSetup, memory: int) -> Check:
+def shared_device_check(
+    key: str, engine: InferenceModelConfig, setup: EngineSetup, trainer: TrainerSetup, memory: int
+) -> Check:
     """colocate: vLLM's budget plus what the trainer keeps between updates, on one device."""
-    kept = [name for name, off in (("weights", trainer.param_offload), ("Adam moments", trainer.optimizer_offload)) if not off]
+    kept = [
+        name
+        for name, off in (("weights", trainer.param_offload), ("Adam moments", trainer.optimizer_offload))
+        if not off
+    ]
     items = (
         Item(f"vLLM budget (gpu_memory_utilization {engine.gpu_memory_utilization})", setup.budget),
         Item(f"trainer between updates ({' and '.join(kept + ['runtime'])})", idle_bytes(trainer)),

@@ -1,6 +1,6 @@
 """A memory plan as config issues: 'does not fit' is an error, 'tight' a warning, 'not checked' a note."""
 
-from typing import Callable
+from collections.abc import Callable
 
 from ...errors import Issue
 from .checks import TIGHT, Check, Knob
@@ -13,7 +13,10 @@ Locate = Callable[[str], str]  # dotted key -> where its value was written
 def plan_issues(plan: MemoryPlan, locate: Locate) -> list[Issue]:
     """One issue per check that is not comfortable and per part that was not checked."""
     issues = [_issue(check, plan.hardware, locate) for check in plan.checks if check.status != "fits"]
-    issues += [Issue(u.reason, key=u.key, source=u.source or locate(u.key), hint=u.hint, severity="note") for u in plan.unchecked]
+    issues += [
+        Issue(u.reason, key=u.key, source=u.source or locate(u.key), hint=u.hint, severity="note")
+        for u in plan.unchecked
+    ]
     return issues
 
 
@@ -28,10 +31,24 @@ def _issue(check: Check, hardware: str, locate: Locate) -> Issue:
     if not check.hard:
         message = _queue_message(check)
     elif over:
-        message = f"{check.subject} does not fit on {hardware}: it needs {gib(check.need)} per device and gets {gets(check)} ({check.share:.0%}); {_largest(check)}"
+        message = (
+            f"{check.subject} does not fit on {hardware}: it needs {gib(check.need)} per device and gets "
+            f"{gets(check)} ({check.share:.0%}); {_largest(check)}"
+        )
     else:
-        message = f"{check.subject} is tight on {hardware}: it needs {gib(check.need)} per device and gets {gets(check)} ({check.share:.0%}, over {TIGHT:.0%}); allocator fragmentation or longer sequences can push it over"
-    return Issue(message, key=check.key, source=locate(check.key), allowed=f"<= {gib(check.capacity)} per device", hint=_hint(check), severity=severity)
+        message = (
+            f"{check.subject} is tight on {hardware}: it needs {gib(check.need)} per device and gets "
+            f"{gets(check)} ({check.share:.0%}, over {TIGHT:.0%}); allocator fragmentation or longer "
+            "sequences can push it over"
+        )
+    return Issue(
+        message,
+        key=check.key,
+        source=locate(check.key),
+        allowed=f"<= {gib(check.capacity)} per device",
+        hint=_hint(check),
+        severity=severity,
+    )
 
 
 def gets(check: Check) -> str:
@@ -51,7 +68,10 @@ def _largest(check: Check) -> str:
 
 def _queue_message(check: Check) -> str:
     (item,) = check.estimate.items
-    return f"{check.subject}: the {item.label} need {gib(check.need)}, more than {check.capacity_label}, {gib(check.capacity)}; vLLM will queue the sequences that do not fit"
+    return (
+        f"{check.subject}: the {item.label} need {gib(check.need)}, more than {check.capacity_label}, "
+        f"{gib(check.capacity)}; vLLM will queue the sequences that do not fit"
+    )
 
 
 def _hint(check: Check) -> str:
@@ -59,5 +79,8 @@ def _hint(check: Check) -> str:
         options = "; ".join(knob_text(k) for k in check.knobs)
         return f"it would fit with any of: {options}; see `trinity plan memory` for the breakdown"
     if not check.hard:
-        return "raise gpu_memory_utilization or tensor_parallel_size, or lower max_model_len, runner_per_model or repeat_times, if the queueing costs too much time"
+        return (
+            "raise gpu_memory_utilization or tensor_parallel_size, or lower max_model_len, runner_per_model or "
+            "repeat_times, if the queueing costs too much time"
+        )
     return "no single change found that makes it fit; see `trinity plan memory` for the breakdown"

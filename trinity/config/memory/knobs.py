@@ -1,7 +1,7 @@
 """Changes that would make a check fit: each is tried by re-running the estimate, and the first that
 fits comfortably (else the first that fits at all) of each kind is offered, written as an override."""
 
-from typing import Callable, Iterable, Optional
+from collections.abc import Callable, Iterable
 
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
@@ -24,14 +24,19 @@ def trainer_knobs(config: RunConfig, setup: TrainerSetup, memory: int) -> tuple[
     def need(s: TrainerSetup) -> int:
         return trainer_estimate(s).peak
 
-    kinds = [[(change, setup._replace(devices=n), f"{n} trainer devices") for change, n in kind] for kind in _device_changes(config, setup.devices)]
+    kinds = [
+        [(change, setup._replace(devices=n), f"{n} trainer devices") for change, n in kind]
+        for kind in _device_changes(config, setup.devices)
+    ]
     kinds.append(_token_changes(config, setup))
     if not setup.checkpointing:
         kinds.append([("trainer.enable_gradient_checkpointing=true", setup._replace(checkpointing=True), "")])
     return _first_of_each(kinds, need, capacity)
 
 
-def engine_knobs(config: RunConfig, key: str, engine: InferenceModelConfig, setup: EngineSetup, memory: int) -> tuple[Knob, ...]:
+def engine_knobs(
+    config: RunConfig, key: str, engine: InferenceModelConfig, setup: EngineSetup, memory: int
+) -> tuple[Knob, ...]:
     """Higher tensor parallelism, a larger budget, a shorter context."""
 
     def need(s: EngineSetup) -> int:
@@ -41,21 +46,31 @@ def engine_knobs(config: RunConfig, key: str, engine: InferenceModelConfig, setu
     tp = [
         (f"{key}.tensor_parallel_size={t}", setup._replace(tensor_parallel=t), "")
         for t in TP_SIZES
-        if t > setup.tensor_parallel and t * setup.pipeline_parallel <= per_node and setup.shape.heads % t == 0 and _devices_suffice(config, engine, t)
+        if t > setup.tensor_parallel
+        and t * setup.pipeline_parallel <= per_node
+        and setup.shape.heads % t == 0
+        and _devices_suffice(config, engine, t)
     ]
     knobs = list(_first_of_each([tp], need, setup.budget))
     knobs += [k for k in (_utilization(key, engine, setup, memory), _shorter_context(config, key, engine, setup)) if k]
     return tuple(knobs)
 
 
-def colocate_knobs(key: str, engine: InferenceModelConfig, setup: EngineSetup, trainer: TrainerSetup, memory: int) -> tuple[Knob, ...]:
+def colocate_knobs(
+    key: str, engine: InferenceModelConfig, setup: EngineSetup, trainer: TrainerSetup, memory: int
+) -> tuple[Knob, ...]:
     """Offload what the trainer keeps between updates, or give vLLM less."""
     offloads = [
         ("trainer.param_offload=true", trainer._replace(param_offload=True)),
         ("trainer.optimizer_offload=true", trainer._replace(optimizer_offload=True)),
-        ("trainer.param_offload=true trainer.optimizer_offload=true", trainer._replace(param_offload=True, optimizer_offload=True)),
+        (
+            "trainer.param_offload=true trainer.optimizer_offload=true",
+            trainer._replace(param_offload=True, optimizer_offload=True),
+        ),
     ]
-    knobs = _first_of_each([[(c, t, "") for c, t in offloads if t != trainer]], lambda t: setup.budget + idle_bytes(t), memory)
+    knobs = _first_of_each(
+        [[(c, t, "") for c, t in offloads if t != trainer]], lambda t: setup.budget + idle_bytes(t), memory
+    )
     for share in _utilizations(engine.gpu_memory_utilization, lower=True):
         budget = int(share * memory)
         starts = engine_estimate(setup._replace(budget=budget)).peak <= budget
@@ -81,12 +96,25 @@ def _device_changes(config: RunConfig, devices: int) -> list[list[tuple[str, int
     """Per kind (fewer engines, more devices per node, more nodes): (override, trainer devices) in order."""
     cluster, per_node, nodes = config.cluster, config.cluster.gpu_per_node, config.cluster.node_num
     explorer = cluster.explorer_gpu_num if config.mode == "both" else 0
-    kinds = [[(f"cluster.gpu_per_node={g}", nodes * g - explorer, g) for g in range(per_node + 1, config.hardware.devices_per_node + 1)]]
-    kinds.append([(f"cluster.node_num={k}", k * per_node - explorer, per_node) for k in range(nodes + 1, nodes * MAX_NODES_FACTOR + 1)])
+    kinds = [
+        [
+            (f"cluster.gpu_per_node={g}", nodes * g - explorer, g)
+            for g in range(per_node + 1, config.hardware.devices_per_node + 1)
+        ]
+    ]
+    kinds.append(
+        [
+            (f"cluster.node_num={k}", k * per_node - explorer, per_node)
+            for k in range(nodes + 1, nodes * MAX_NODES_FACTOR + 1)
+        ]
+    )
     if config.mode == "both":
         engine = config.explorer.rollout_model
         per_engine = engine.tensor_parallel_size * engine.pipeline_parallel_size * engine.data_parallel_size
-        fewer = [(f"explorer.rollout_model.engine_num={e}", devices + (engine.engine_num - e) * per_engine, per_node) for e in range(engine.engine_num - 1, 0, -1)]
+        fewer = [
+            (f"explorer.rollout_model.engine_num={e}", devices + (engine.engine_num - e) * per_engine, per_node)
+            for e in range(engine.engine_num - 1, 0, -1)
+        ]
         kinds.insert(0, fewer)
     return [[(change, n) for change, n, node in kind if n > devices and _splits(n, node)] for kind in kinds]
 
@@ -95,7 +123,9 @@ def _devices_suffice(config: RunConfig, engine: InferenceModelConfig, tensor_par
     """Whether the cluster still splits when this engine's tensor parallelism changes."""
     cluster = config.cluster
     per_engine = engine.pipeline_parallel_size * engine.data_parallel_size
-    explorer = cluster.explorer_gpu_num + engine.engine_num * per_engine * (tensor_parallel - engine.tensor_parallel_size)
+    explorer = cluster.explorer_gpu_num + engine.engine_num * per_engine * (
+        tensor_parallel - engine.tensor_parallel_size
+    )
     if config.mode != "both":
         return explorer <= cluster.total_gpu_num
     return _splits(cluster.total_gpu_num - explorer, cluster.gpu_per_node)
@@ -117,7 +147,7 @@ def _token_changes(config: RunConfig, setup: TrainerSetup) -> list[Candidate]:
     return changes
 
 
-def _utilization(key: str, engine: InferenceModelConfig, setup: EngineSetup, memory: int) -> Optional[Knob]:
+def _utilization(key: str, engine: InferenceModelConfig, setup: EngineSetup, memory: int) -> Knob | None:
     for share in _utilizations(engine.gpu_memory_utilization, lower=False):
         budget = int(share * memory)
         need = engine_estimate(setup._replace(budget=budget)).peak
@@ -131,7 +161,7 @@ def _utilizations(current: float, lower: bool) -> list[float]:
     return sorted((s for s in steps if s < current), reverse=True) if lower else [s for s in steps if s > current]
 
 
-def _shorter_context(config: RunConfig, key: str, engine: InferenceModelConfig, setup: EngineSetup) -> Optional[Knob]:
+def _shorter_context(config: RunConfig, key: str, engine: InferenceModelConfig, setup: EngineSetup) -> Knob | None:
     """The longest max_model_len (in steps of 256) whose one sequence fits comfortably."""
     one = setup.max_model_len * setup.kv_bytes_per_token
     fixed = engine_estimate(setup).peak - one

@@ -1,11 +1,20 @@
 """The memory plan of a resolved run config: every check, the models it read, what it could not check."""
 
-from typing import Callable, NamedTuple, Optional
+from collections.abc import Callable
+from typing import NamedTuple
 
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .catalog import FoundShape, NoShape, find_shape
-from .checks import Check, engine_check, engine_setup, sequences_check, shared_device_check, trainer_check, trainer_setup
+from .checks import (
+    Check,
+    engine_check,
+    engine_setup,
+    sequences_check,
+    shared_device_check,
+    trainer_check,
+    trainer_setup,
+)
 from .estimate import GIB
 from .rollout import EngineSetup
 from .trainer import TrainerSetup
@@ -24,7 +33,7 @@ class MemoryPlan(NamedTuple):
     """Every check of one run config, the models it read, and what it could not check."""
 
     hardware: str
-    device_memory: Optional[int]
+    device_memory: int | None
     models: tuple[FoundShape, ...] = ()
     checks: tuple[Check, ...] = ()
     unchecked: tuple[Unchecked, ...] = ()
@@ -44,10 +53,16 @@ class _Plan:
         self.checks: list[Check] = []
         self.unchecked: list[Unchecked] = []
 
-    def shape(self, path: Optional[str], key: str) -> Optional[FoundShape]:
+    def shape(self, path: str | None, key: str) -> FoundShape | None:
         found = find_shape(path) if path else NoShape("", "no model is named")
         if isinstance(found, NoShape):
-            self.unchecked.append(Unchecked(key, f"memory fit not checked: {found.reason}", "give the model's local folder (with its config.json) to have it checked"))
+            self.unchecked.append(
+                Unchecked(
+                    key,
+                    f"memory fit not checked: {found.reason}",
+                    "give the model's local folder (with its config.json) to have it checked",
+                )
+            )
             return None
         self.models.setdefault(found.name, found)
         return found
@@ -63,7 +78,12 @@ def plan_memory(config: RunConfig) -> MemoryPlan:
     if hw is None or hw.memory_gb_per_device is None:
         name = hw.name if hw else "the"
         reason = f"memory fit not checked: the {name} profile states no device memory (facts.memory_gb_per_device)"
-        unchecked = Unchecked("hardware.memory_gb_per_device", reason, "add it to the profile's facts to have memory checked", hw.source if hw else "")
+        unchecked = Unchecked(
+            "hardware.memory_gb_per_device",
+            reason,
+            "add it to the profile's facts to have memory checked",
+            hw.source if hw else "",
+        )
         return MemoryPlan(name, None, unchecked=(unchecked,))
     plan = _Plan(config, int(hw.memory_gb_per_device * GIB))
     trainer = _trainer(plan)
@@ -71,20 +91,29 @@ def plan_memory(config: RunConfig) -> MemoryPlan:
     return MemoryPlan(hw.name, plan.memory, tuple(plan.models.values()), tuple(plan.checks), tuple(plan.unchecked))
 
 
-def _trainer(plan: _Plan) -> Optional[TrainerSetup]:
+def _trainer(plan: _Plan) -> TrainerSetup | None:
     config = plan.config
     if not config.cluster.trainer_gpu_num:
         return None
     found = plan.shape(config.model.model_path, "model.model_path")
     setup = found and trainer_setup(config, found.shape, config.cluster.trainer_gpu_num)
     if found and setup is None:
-        plan.unchecked.append(Unchecked("model.max_model_len", "memory fit of the trainer not checked: its tokens per micro-batch are unknown", "set model.max_model_len or trainer.max_token_len_per_gpu"))
+        plan.unchecked.append(
+            Unchecked(
+                "model.max_model_len",
+                "memory fit of the trainer not checked: its tokens per micro-batch are unknown",
+                "set model.max_model_len or trainer.max_token_len_per_gpu",
+            )
+        )
     if setup:
-        plan.add(trainer_check(config, setup, plan.memory, found.name), lambda: _knobs().trainer_knobs(config, setup, plan.memory))
+        plan.add(
+            trainer_check(config, setup, plan.memory, found.name),
+            lambda: _knobs().trainer_knobs(config, setup, plan.memory),
+        )
     return setup or None
 
 
-def _engines(plan: _Plan, trainer: Optional[TrainerSetup]) -> None:
+def _engines(plan: _Plan, trainer: TrainerSetup | None) -> None:
     config = plan.config
     if not config.cluster.explorer_gpu_num:
         return
@@ -95,12 +124,20 @@ def _engines(plan: _Plan, trainer: Optional[TrainerSetup]) -> None:
         found = plan.shape(engine.model_path, f"{key}.model_path")
         setup = found and engine_setup(config, engine, found.shape, plan.memory)
         if found and setup is None:
-            plan.unchecked.append(Unchecked(f"{key}.max_model_len", f"memory fit of {key} not checked: its max_model_len is unknown", "set model.max_model_len"))
+            plan.unchecked.append(
+                Unchecked(
+                    f"{key}.max_model_len",
+                    f"memory fit of {key} not checked: its max_model_len is unknown",
+                    "set model.max_model_len",
+                )
+            )
         if setup:
             _engine(plan, key, engine, setup, found.name, trainer)
 
 
-def _engine(plan: _Plan, key: str, engine: InferenceModelConfig, setup: EngineSetup, name: str, trainer: Optional[TrainerSetup]) -> None:
+def _engine(
+    plan: _Plan, key: str, engine: InferenceModelConfig, setup: EngineSetup, name: str, trainer: TrainerSetup | None
+) -> None:
     config, memory = plan.config, plan.memory
     start = engine_check(key, engine, setup, memory, name)
     plan.add(start, lambda: _knobs().engine_knobs(config, key, engine, setup, memory))

@@ -20,7 +20,10 @@ def plan_text(plan: MemoryPlan, stage: str = "") -> str:
     lines = [f"memory plan for {plan.hardware}{where}{memory}"]
     for found in plan.models:
         shape = found.shape
-        lines.append(f"model {found.name}: {shape.params / 1e9:.2f} B parameters ({shape.model_type}, {shape.layers} layers, vocabulary {shape.vocab}; shape from {found.source})")
+        lines.append(
+            f"model {found.name}: {shape.params / 1e9:.2f} B parameters ({shape.model_type}, {shape.layers} layers, "
+            f"vocabulary {shape.vocab}; shape from {found.source})"
+        )
     for check in plan.checks:
         lines += ["", *_check_lines(check)]
     lines += [f"{u.reason}" + (f" ({u.hint})" if u.hint else "") for u in plan.unchecked]
@@ -31,7 +34,10 @@ def _check_lines(check: Check) -> list[str]:
     verdict = check.status if check.status == "fits" else check.status.upper() if check.hard else "vLLM queues the rest"
     head = f"{check.subject}: {gib(check.need)} of {gets(check)} ({check.share:.0%}): {verdict}"
     lines = [head]
-    phases = {"": "held throughout", **{p: p + (" (peak)" if p == check.estimate.peak_phase else "") for p in check.estimate.phases}}
+    phases = {
+        "": "held throughout",
+        **{p: p + (" (peak)" if p == check.estimate.peak_phase else "") for p in check.estimate.phases},
+    }
     for phase, title in phases.items():
         items = [i for i in check.estimate.items if i.phase == phase]
         if items and len(phases) > 1:
@@ -52,7 +58,10 @@ def plan_dict(plan: MemoryPlan) -> dict:
         "hardware": plan.hardware,
         "device_memory_bytes": plan.device_memory,
         "fits": plan.fits,
-        "models": [{"name": f.name, "parameters": f.shape.params, "source": f.source, "shape": f.shape._asdict()} for f in plan.models],
+        "models": [
+            {"name": f.name, "parameters": f.shape.params, "source": f.source, "shape": f.shape._asdict()}
+            for f in plan.models
+        ],
         "checks": [_check_dict(c) for c in plan.checks],
         "unchecked": [u._asdict() for u in plan.unchecked],
     }

@@ -55,7 +55,9 @@ class EngineSetup(NamedTuple):
 
 def engine_estimate(setup: EngineSetup) -> Estimate:
     """Weights, workspace, runtime and the KV cache of one full-length sequence, on one device."""
-    one_sequence = Item(f"KV cache for one sequence of {setup.max_model_len} tokens", setup.max_model_len * setup.kv_bytes_per_token)
+    one_sequence = Item(
+        f"KV cache for one sequence of {setup.max_model_len} tokens", setup.max_model_len * setup.kv_bytes_per_token
+    )
     return Estimate((*_fixed(setup), one_sequence))
 
 
@@ -80,6 +82,9 @@ def _fixed(setup: EngineSetup) -> tuple[Item, ...]:
     per_token = 2 * s.hidden + (s.q_dim + 2 * s.kv_dim + 2 * s.intermediate) // t
     return (
         Item(f"weights ({setup.dtype}, 1/{shards} shard)", s.params * d // shards),
-        Item(f"workspace ({MAX_NUM_BATCHED_TOKENS} batched tokens, {MAX_NUM_SEQS} sequences)", MAX_NUM_BATCHED_TOKENS * d * per_token + 8 * MAX_NUM_SEQS * s.vocab),
+        Item(
+            f"workspace ({MAX_NUM_BATCHED_TOKENS} batched tokens, {MAX_NUM_SEQS} sequences)",
+            MAX_NUM_BATCHED_TOKENS * d * per_token + 8 * MAX_NUM_SEQS * s.vocab,
+        ),
         Item("device runtime (context, graphs, communicators)", DEVICE_RUNTIME),
     )

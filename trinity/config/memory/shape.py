@@ -14,11 +14,11 @@ transformers builds for the same `config.json`:
     final norm    hidden
 """
 
-from typing import Any, NamedTuple, Union
+from typing import Any, NamedTuple
 
 # model_type -> how its layers differ: True always, False never, a string names the config.json
 # flag that switches it on (absent = off, as in the transformers config classes).
-ARCHITECTURES: dict[str, dict[str, Union[bool, str]]] = {
+ARCHITECTURES: dict[str, dict[str, bool | str]] = {
     "llama": {"qkv_bias": "attention_bias", "o_bias": "attention_bias", "mlp_bias": "mlp_bias", "qk_norm": False},
     "mistral": {"qkv_bias": False, "o_bias": False, "mlp_bias": False, "qk_norm": False},
     "qwen2": {"qkv_bias": True, "o_bias": False, "mlp_bias": False, "qk_norm": False},
@@ -60,7 +60,9 @@ class ModelShape(NamedTuple):
     def layer_params(self) -> int:
         """Parameters of one decoder layer."""
         h, q, kv, inter = self.hidden, self.q_dim, self.kv_dim, self.intermediate
-        attention = 2 * h * q + 2 * h * kv + (q + 2 * kv) * self.qkv_bias + h * self.o_bias + 2 * self.head_dim * self.qk_norm
+        attention = (
+            2 * h * q + 2 * h * kv + (q + 2 * kv) * self.qkv_bias + h * self.o_bias + 2 * self.head_dim * self.qk_norm
+        )
         mlp = 3 * h * inter + (2 * inter + h) * self.mlp_bias
         return attention + mlp + 2 * h
 
@@ -100,5 +102,5 @@ def from_hf_config(data: dict[str, Any]) -> ModelShape:
     )
 
 
-def _flag(rule: Union[bool, str], data: dict[str, Any]) -> bool:
+def _flag(rule: bool | str, data: dict[str, Any]) -> bool:
     return bool(data.get(rule, False)) if isinstance(rule, str) else rule

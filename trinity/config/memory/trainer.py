@@ -39,7 +39,7 @@ times the micro-batch size. verl has no default micro-batch size (it refuses to 
 Trinity-RFT's verl config fills `ppo_micro_batch_size_per_gpu: 1`, and so do we.
 """
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple
 
 from .estimate import DEVICE_RUNTIME, Estimate, Item
 from .shape import ModelShape
@@ -58,7 +58,7 @@ class TrainerSetup(NamedTuple):
     tokens: int
     checkpointing: bool = True
     reference: bool = False
-    critic: Optional[ModelShape] = None
+    critic: ModelShape | None = None
     param_offload: bool = False
     optimizer_offload: bool = False
 
@@ -117,14 +117,22 @@ def _update(shape: ModelShape, setup: TrainerSetup, phase: str, logits: bool) ->
         Item(f"activations ({tokens} tokens, {how})", activation_bytes(shape, tokens, setup.checkpointing), phase),
     ]
     if logits:
-        items.append(Item(f"logits ({tokens} tokens x {shape.vocab} vocabulary)", LOGIT_BYTES_TRAIN * tokens * shape.vocab, phase))
+        items.append(
+            Item(
+                f"logits ({tokens} tokens x {shape.vocab} vocabulary)", LOGIT_BYTES_TRAIN * tokens * shape.vocab, phase
+            )
+        )
     return items
 
 
 def _reference(shape: ModelShape, tokens: int) -> list[Item]:
     return [
         Item("reference working set (bf16; its weights stay in host memory)", 2 * _unit_params(shape), REFERENCE),
-        Item(f"reference activations ({tokens} tokens, one layer at a time)", tokens * activation_bytes_per_layer_token(shape), REFERENCE),
+        Item(
+            f"reference activations ({tokens} tokens, one layer at a time)",
+            tokens * activation_bytes_per_layer_token(shape),
+            REFERENCE,
+        ),
         Item(f"reference logits ({tokens} tokens)", LOGIT_BYTES_FORWARD * tokens * shape.vocab, REFERENCE),
     ]
 

@@ -1,6 +1,6 @@
 """`algorithm:` section: the RL algorithm, its loss functions and their arguments, and the optimizer."""
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, PositiveInt
 
@@ -15,10 +15,16 @@ class OptimizerConfig(Section):
     lr_warmup_steps: int = Field(-1, description="Warm-up steps; -1 derives them from lr_warmup_steps_ratio.")
     lr_warmup_steps_ratio: float = Field(0.0, ge=0, le=1, description="Warm-up as a share of total steps.")
     min_lr_ratio: float = Field(0.01, ge=0, le=1, description="Floor of the cosine schedule as a share of lr.")
-    lr_scheduler_type: Schedule = Field("constant", description="Learning-rate schedule after warm-up (the ones verl has).")
-    warmup_style: Optional[Schedule] = Field(None, description="Deprecated name of lr_scheduler_type (Trinity-RFT still reads it, with a warning).")
+    lr_scheduler_type: Schedule = Field(
+        "constant", description="Learning-rate schedule after warm-up (the ones verl has)."
+    )
+    warmup_style: Schedule | None = Field(
+        None, description="Deprecated name of lr_scheduler_type (Trinity-RFT still reads it, with a warning)."
+    )
     # verl's FSDP optimizer takes a torch.optim class name; Trinity-RFT maps adam and adamw to AdamW, sgd to SGD.
-    optimizer_type: Literal["adam", "adamw", "sgd"] = Field("adam", description="Optimizer: adam and adamw are AdamW, sgd is SGD.")
+    optimizer_type: Literal["adam", "adamw", "sgd"] = Field(
+        "adam", description="Optimizer: adam and adamw are AdamW, sgd is SGD."
+    )
     weight_decay: float = Field(0.01, ge=0, description="AdamW weight decay.")
     betas: tuple[float, float] = Field((0.9, 0.999), description="AdamW betas.")
     clip_grad: float = Field(1.0, gt=0, description="Gradient norm clip (trainer.grad_clip is the same value).")
@@ -26,20 +32,40 @@ class OptimizerConfig(Section):
 
 class AlgorithmConfig(Section):
     # Upstream's default is 'ppo', which needs a critic model that trinity's runtime does not have yet.
-    algorithm_type: str = Field("grpo", description="Algorithm preset (grpo, sft, ...); it fills the loss functions you leave unset.")
+    algorithm_type: str = Field(
+        "grpo", description="Algorithm preset (grpo, sft, ...); it fills the loss functions you leave unset."
+    )
     repeat_times: PositiveInt = Field(1, description="Rollouts per task (group size for GRPO).")
     optimizer: OptimizerConfig = Field(default_factory=OptimizerConfig, description="Actor optimizer.")
-    sample_strategy: Optional[str] = Field(None, description="How the trainer takes experiences from the buffer; None is the algorithm's.")
-    sample_strategy_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the sample strategy (checked against it).")
-    advantage_fn: Optional[str] = Field(None, description="Advantage function; None is the algorithm's default.")
-    advantage_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the advantage function (checked against it).")
-    policy_loss_fn: Optional[str] = Field(None, description="Policy loss; None is the algorithm's default.")
-    policy_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the policy loss, e.g. clip_range.")
-    kl_penalty_fn: Optional[str] = Field(None, description="KL penalty subtracted from rewards; None is the algorithm's default ('none').")
-    kl_penalty_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the KL penalty, e.g. kl_coef.")
-    kl_loss_fn: Optional[str] = Field(None, description="KL loss against the reference model; None is the algorithm's default, 'none' turns it off.")
-    kl_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the KL loss, e.g. kl_coef.")
-    entropy_loss_fn: Optional[str] = Field(None, description="Entropy loss; None is the algorithm's default.")
-    entropy_loss_fn_args: Optional[dict[str, Any]] = Field(None, description="Arguments of the entropy loss, e.g. entropy_coef.")
-    bypass_old_logprobs: bool = Field(True, description="Take the rollout engines' log-probs as the old policy's; false recomputes them with the trainer's weights before each update.")
-    loss_agg_mode: Optional[LossAggMode] = Field(None, description="How token losses are aggregated; None is token-mean.")
+    sample_strategy: str | None = Field(
+        None, description="How the trainer takes experiences from the buffer; None is the algorithm's."
+    )
+    sample_strategy_args: dict[str, Any] | None = Field(
+        None, description="Arguments of the sample strategy (checked against it)."
+    )
+    advantage_fn: str | None = Field(None, description="Advantage function; None is the algorithm's default.")
+    advantage_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of the advantage function (checked against it)."
+    )
+    policy_loss_fn: str | None = Field(None, description="Policy loss; None is the algorithm's default.")
+    policy_loss_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of the policy loss, e.g. clip_range."
+    )
+    kl_penalty_fn: str | None = Field(
+        None, description="KL penalty subtracted from rewards; None is the algorithm's default ('none')."
+    )
+    kl_penalty_fn_args: dict[str, Any] | None = Field(None, description="Arguments of the KL penalty, e.g. kl_coef.")
+    kl_loss_fn: str | None = Field(
+        None, description="KL loss against the reference model; None is the algorithm's default, 'none' turns it off."
+    )
+    kl_loss_fn_args: dict[str, Any] | None = Field(None, description="Arguments of the KL loss, e.g. kl_coef.")
+    entropy_loss_fn: str | None = Field(None, description="Entropy loss; None is the algorithm's default.")
+    entropy_loss_fn_args: dict[str, Any] | None = Field(
+        None, description="Arguments of the entropy loss, e.g. entropy_coef."
+    )
+    bypass_old_logprobs: bool = Field(
+        True,
+        description="Take the rollout engines' log-probs as the old policy's; false recomputes them with the "
+        "trainer's weights before each update.",
+    )
+    loss_agg_mode: LossAggMode | None = Field(None, description="How token losses are aggregated; None is token-mean.")

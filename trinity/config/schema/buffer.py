@@ -1,6 +1,6 @@
 """`buffer:` section: task sets the explorer reads and the experience buffer the trainer reads."""
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
@@ -8,27 +8,35 @@ from ._base import Section
 
 
 class FormatConfig(Section):
-    prompt_type: Literal["plaintext", "messages", "chatpair"] = Field("messages", description="How a sample's prompt is stored; messages goes through the chat template.")
+    prompt_type: Literal["plaintext", "messages", "chatpair"] = Field(
+        "messages", description="How a sample's prompt is stored; messages goes through the chat template."
+    )
     prompt_key: str = Field("prompt", description="Column holding the prompt.")
     response_key: str = Field("response", description="Column holding the reference response.")
     messages_key: str = Field("message", description="Column holding chat messages (Trinity-RFT's default name).")
     chosen_key: str = Field("chosen", description="Column holding the preferred response (DPO).")
     rejected_key: str = Field("rejected", description="Column holding the rejected response (DPO).")
-    system_prompt: Optional[str] = Field(None, description="System prompt prepended to every task.")
-    system_prompt_key: Optional[str] = Field(None, description="Column holding each row's own system prompt; wins over system_prompt.")
-    reply_prefix: Optional[str] = Field(None, description="Text the assistant reply starts with.")
-    chat_template: Optional[str] = Field(None, description="Jinja2 chat template of this data set's rows; defaults to the model's.")
+    system_prompt: str | None = Field(None, description="System prompt prepended to every task.")
+    system_prompt_key: str | None = Field(
+        None, description="Column holding each row's own system prompt; wins over system_prompt."
+    )
+    reply_prefix: str | None = Field(None, description="Text the assistant reply starts with.")
+    chat_template: str | None = Field(
+        None, description="Jinja2 chat template of this data set's rows; defaults to the model's."
+    )
 
 
 class TasksetFormat(FormatConfig):
-    workflow_key: str = Field("", description="Column naming each row's workflow; a row with none takes the taskset's default_workflow_type.")
+    workflow_key: str = Field(
+        "", description="Column naming each row's workflow; a row with none takes the taskset's default_workflow_type."
+    )
 
 
 class GenerationConfig(Section):
-    temperature: Optional[float] = Field(None, ge=0, description="Sampling temperature; defaults to model.temperature.")
-    top_p: Optional[float] = Field(None, gt=0, le=1, description="Nucleus sampling mass; defaults to model.top_p.")
+    temperature: float | None = Field(None, ge=0, description="Sampling temperature; defaults to model.temperature.")
+    top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling mass; defaults to model.top_p.")
     top_k: int = Field(-1, ge=-1, description="Top-k sampling; -1 disables it.")
-    max_tokens: Optional[PositiveInt] = Field(None, description="Response limit; defaults to model.max_response_tokens.")
+    max_tokens: PositiveInt | None = Field(None, description="Response limit; defaults to model.max_response_tokens.")
 
 
 class StorageConfig(Section):
@@ -36,8 +44,8 @@ class StorageConfig(Section):
 
     name: str = Field("", description="Name of the data set or buffer; derived when empty.")
     storage_type: Literal["file", "queue", "sql"] = Field("file", description="Where the data lives.")
-    path: Optional[str] = Field(None, description="File, directory, hub name or database URL.")
-    subset_name: Optional[str] = Field(None, description="Data set subset (config) name.")
+    path: str | None = Field(None, description="File, directory, hub name or database URL.")
+    subset_name: str | None = Field(None, description="Data set subset (config) name.")
     split: str = Field("train", description="Data set split.")
     format: FormatConfig = Field(default_factory=FormatConfig, description="Column mapping.")
     enable_progress_bar: bool = Field(False, description="Show a progress bar while reading.")
@@ -47,38 +55,48 @@ class TasksetConfig(StorageConfig):
     """A task set the explorer rolls out."""
 
     format: TasksetFormat = Field(default_factory=TasksetFormat, description="Column mapping.")
-    repeat_times: Optional[PositiveInt] = Field(None, description="Rollouts per task; algorithm.repeat_times for training sets, 1 for evaluation.")
+    repeat_times: PositiveInt | None = Field(
+        None, description="Rollouts per task; algorithm.repeat_times for training sets, 1 for evaluation."
+    )
     rollout_args: GenerationConfig = Field(default_factory=GenerationConfig, description="Sampling arguments.")
-    default_workflow_type: Optional[str] = Field(None, description="Workflow for this set; defaults to the input's.")
-    default_reward_fn_type: Optional[str] = Field(None, description="Reward function for this set; defaults to the input's.")
+    default_workflow_type: str | None = Field(None, description="Workflow for this set; defaults to the input's.")
+    default_reward_fn_type: str | None = Field(
+        None, description="Reward function for this set; defaults to the input's."
+    )
     workflow_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the workflow.")
-    reward_fn_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the reward function.")
+    reward_fn_args: dict[str, Any] = Field(
+        default_factory=dict, description="Keyword arguments of the reward function."
+    )
 
 
 class ExperienceBufferConfig(StorageConfig):
     """Where the trainer reads experiences (or, for SFT, its data set)."""
 
     storage_type: Literal["file", "queue", "sql"] = Field("queue", description="Where the experiences live.")
-    enable_progress_bar: Optional[bool] = Field(False, description="Show a progress bar while reading.")
+    enable_progress_bar: bool | None = Field(False, description="Show a progress bar while reading.")
 
 
 class ExplorerInput(Section):
-    taskset: Optional[TasksetConfig] = Field(None, description="The training task set.")
+    taskset: TasksetConfig | None = Field(None, description="The training task set.")
     tasksets: list[TasksetConfig] = Field(default_factory=list, description="Several training task sets.")
     eval_tasksets: list[TasksetConfig] = Field(default_factory=list, description="Evaluation task sets.")
-    default_workflow_type: Optional[str] = Field(None, description="Workflow used where a task set names none.")
-    default_eval_workflow_type: Optional[str] = Field(None, description="Workflow used where an evaluation task set names none (before default_workflow_type).")
-    default_reward_fn_type: Optional[str] = Field(None, description="Reward function used where a task set names none.")
+    default_workflow_type: str | None = Field(None, description="Workflow used where a task set names none.")
+    default_eval_workflow_type: str | None = Field(
+        None, description="Workflow used where an evaluation task set names none (before default_workflow_type)."
+    )
+    default_reward_fn_type: str | None = Field(None, description="Reward function used where a task set names none.")
 
 
 class TrainerInput(Section):
-    experience_buffer: Optional[ExperienceBufferConfig] = Field(None, description="Where the trainer reads experiences.")
+    experience_buffer: ExperienceBufferConfig | None = Field(None, description="Where the trainer reads experiences.")
 
 
 class BufferConfig(Section):
     batch_size: PositiveInt = Field(1, description="Tasks per explore step.")
-    train_batch_size: NonNegativeInt = Field(0, description="Experiences per train step; 0 means batch_size x repeat_times.")
+    train_batch_size: NonNegativeInt = Field(
+        0, description="Experiences per train step; 0 means batch_size x repeat_times."
+    )
     total_epochs: PositiveInt = Field(1, description="Passes over the task set.")
-    total_steps: Optional[PositiveInt] = Field(None, description="Stop after this many steps (overrides epochs).")
+    total_steps: PositiveInt | None = Field(None, description="Stop after this many steps (overrides epochs).")
     explorer_input: ExplorerInput = Field(default_factory=ExplorerInput, description="What the explorer reads.")
     trainer_input: TrainerInput = Field(default_factory=TrainerInput, description="What the trainer reads.")

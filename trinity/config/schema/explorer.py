@@ -1,6 +1,6 @@
 """`explorer:` section: rollout engines and the runners that drive them."""
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, PositiveInt
 
@@ -9,29 +9,52 @@ from .env import EnvVars
 
 
 class InferenceModelConfig(Section):
-    model_path: Optional[str] = Field(None, description="Model served by these engines; defaults to model.model_path.")
+    model_path: str | None = Field(None, description="Model served by these engines; defaults to model.model_path.")
     engine_type: Literal["vllm", "transformers"] = Field(
-        "vllm", description="Inference engine: vllm (GPU/NPU), or transformers (Hugging Face generate, any torch device)."
+        "vllm",
+        description="Inference engine: vllm (GPU/NPU), or transformers (Hugging Face generate, any torch device).",
     )
     engine_num: PositiveInt = Field(1, description="Independent engines.")
     tensor_parallel_size: PositiveInt = Field(1, description="Devices one engine shards a layer over.")
     pipeline_parallel_size: PositiveInt = Field(1, description="Pipeline stages per engine.")
     data_parallel_size: PositiveInt = Field(1, description="Data-parallel replicas inside one engine.")
-    gpu_memory_utilization: float = Field(0.9, gt=0, le=1, description="Share of device memory vLLM may take (on vLLM's CPU build: of host memory).")
-    kv_cache_mib: Optional[PositiveInt] = Field(
-        None, description="KV cache of one vLLM engine in MiB (vLLM's kv_cache_memory_bytes), instead of sizing it by gpu_memory_utilization; defaults to the profile's rollout_kv_cache_mib."
+    gpu_memory_utilization: float = Field(
+        0.9, gt=0, le=1, description="Share of device memory vLLM may take (on vLLM's CPU build: of host memory)."
+    )
+    kv_cache_mib: PositiveInt | None = Field(
+        None,
+        description="KV cache of one vLLM engine in MiB (vLLM's kv_cache_memory_bytes), instead of sizing it by "
+        "gpu_memory_utilization; defaults to the profile's rollout_kv_cache_mib.",
     )
     enforce_eager: bool = Field(False, description="Disable CUDA/ACL graph capture.")
     enable_prefix_caching: bool = Field(True, description="Reuse KV cache across prompts with a shared prefix.")
     enable_chunked_prefill: bool = Field(True, description="Split long prefills into chunks.")
     dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Weights and activations dtype.")
     seed: int = Field(42, description="Sampling seed.")
-    max_model_len: Optional[PositiveInt] = Field(None, description="Context length; defaults to model.max_model_len.")
-    enable_thinking: Optional[bool] = Field(None, description="Let the chat template emit thinking tokens; defaults to model.enable_thinking.")
-    extra_engine_args: dict[str, Any] = Field(default_factory=dict, description="More vLLM engine arguments (EngineArgs fields trinity does not set), checked against vLLM before Ray starts.")
-    chat_template: Optional[str] = Field(None, description="Jinja2 chat template of the prompts; defaults to model.custom_chat_template, else the tokenizer's.")
-    repetition_penalty: Optional[float] = Field(None, gt=0, description="Penalty on tokens already in the prompt or the response; defaults to model.repetition_penalty.")
-    enable_prompt_truncation: Optional[bool] = Field(None, description="Keep only the last model.max_prompt_tokens tokens of a longer prompt; defaults to model.enable_prompt_truncation.")
+    max_model_len: PositiveInt | None = Field(None, description="Context length; defaults to model.max_model_len.")
+    enable_thinking: bool | None = Field(
+        None, description="Let the chat template emit thinking tokens; defaults to model.enable_thinking."
+    )
+    extra_engine_args: dict[str, Any] = Field(
+        default_factory=dict,
+        description="More vLLM engine arguments (EngineArgs fields trinity does not set), checked against vLLM "
+        "before Ray starts.",
+    )
+    chat_template: str | None = Field(
+        None,
+        description="Jinja2 chat template of the prompts; defaults to model.custom_chat_template, else the "
+        "tokenizer's.",
+    )
+    repetition_penalty: float | None = Field(
+        None,
+        gt=0,
+        description="Penalty on tokens already in the prompt or the response; defaults to model.repetition_penalty.",
+    )
+    enable_prompt_truncation: bool | None = Field(
+        None,
+        description="Keep only the last model.max_prompt_tokens tokens of a longer prompt; defaults to "
+        "model.enable_prompt_truncation.",
+    )
 
 
 class ExplorerConfig(Section):
@@ -42,5 +65,7 @@ class ExplorerConfig(Section):
     eval_interval: PositiveInt = Field(100, description="Explore steps between evaluations.")
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
     rollout_model: InferenceModelConfig = Field(default_factory=InferenceModelConfig, description="Rollout engines.")
-    auxiliary_models: list[InferenceModelConfig] = Field(default_factory=list, description="Extra engines (judges, reward models).")
+    auxiliary_models: list[InferenceModelConfig] = Field(
+        default_factory=list, description="Extra engines (judges, reward models)."
+    )
     env_vars: EnvVars = Field(default_factory=dict, description="Extra environment of the rollout processes.")

@@ -1,6 +1,6 @@
 """Hardware profile schema: facts about a machine, recommended run values, env vars by role."""
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
@@ -13,8 +13,12 @@ DeviceType = Literal["cuda", "npu", "cpu"]
 class CoreBinding(Section):
     """How a rollout engine is bound to its own cores of a node (vLLM's CPU build pins its threads)."""
 
-    env: str = Field(..., description="Variable holding an engine's cores, e.g. 0-3, one range per worker joined by '|'.")
-    fixed: dict[str, str] = Field(default_factory=dict, description="Variables set beside it, e.g. no cores reserved for the engine process.")
+    env: str = Field(
+        ..., description="Variable holding an engine's cores, e.g. 0-3, one range per worker joined by '|'."
+    )
+    fixed: dict[str, str] = Field(
+        default_factory=dict, description="Variables set beside it, e.g. no cores reserved for the engine process."
+    )
 
 
 class HardwareFacts(Section):
@@ -28,37 +32,59 @@ class HardwareFacts(Section):
         ..., description="How Ray is asked for devices: num_gpus=n, resources={key: n}, or not at all."
     )
     collective_backend: str = Field(..., description="torch.distributed backend between devices.")
-    visible_devices_env: Optional[str] = Field(None, description="Variable Ray sets to the devices of an actor.")
-    noset_visible_devices_env: Optional[str] = Field(None, description="Variable that stops Ray from setting it.")
+    visible_devices_env: str | None = Field(None, description="Variable Ray sets to the devices of an actor.")
+    noset_visible_devices_env: str | None = Field(None, description="Variable that stops Ray from setting it.")
     devices_per_node: PositiveInt = Field(..., description="Devices in one node.")
-    memory_gb_per_device: Optional[PositiveFloat] = Field(None, description="Device memory in GB.")
-    dtypes: list[Literal["bfloat16", "float16", "float32"]] = Field(..., min_length=1, description="Dtypes the chip computes in.")
+    memory_gb_per_device: PositiveFloat | None = Field(None, description="Device memory in GB.")
+    dtypes: list[Literal["bfloat16", "float16", "float32"]] = Field(
+        ..., min_length=1, description="Dtypes the chip computes in."
+    )
     torch_compile_training: bool = Field(..., description="Whether the trainer may use torch.compile.")
-    trainer_strategies: list[Literal["fsdp", "fsdp2", "megatron"]] = Field(..., min_length=1, description="Training strategies that run here.")
+    trainer_strategies: list[Literal["fsdp", "fsdp2", "megatron"]] = Field(
+        ..., min_length=1, description="Training strategies that run here."
+    )
     rollout_engines: list[Literal["vllm", "transformers"]] = Field(
         default_factory=lambda: ["vllm", "transformers"], min_length=1, description="Rollout engines that run here."
     )
-    attn_implementation: str = Field("sdpa", description="Attention kernel the trainer's model uses by default (a Hugging Face attn_implementation; trainer.attn_implementation overrides it).")
-    rollout_sleep_mode: bool = Field(True, description="Whether vLLM's sleep mode (freeing device memory for the trainer in colocate mode) exists here.")
+    attn_implementation: str = Field(
+        "sdpa",
+        description="Attention kernel the trainer's model uses by default (a Hugging Face attn_implementation; "
+        "trainer.attn_implementation overrides it).",
+    )
+    rollout_sleep_mode: bool = Field(
+        True,
+        description="Whether vLLM's sleep mode (freeing device memory for the trainer in colocate mode) exists here.",
+    )
     max_gpu_memory_utilization: float = Field(
-        1.0, gt=0, le=1, description="Largest explorer.rollout_model.gpu_memory_utilization that starts vLLM here (on the CPU it is a share of host memory)."
+        1.0,
+        gt=0,
+        le=1,
+        description="Largest explorer.rollout_model.gpu_memory_utilization that starts vLLM here (on the CPU it is a "
+        "share of host memory).",
     )
-    rollout_kv_cache_mib: Optional[PositiveInt] = Field(
-        None, description="KV cache of one vLLM engine in MiB when explorer.rollout_model.kv_cache_mib is unset; none sizes it by gpu_memory_utilization."
+    rollout_kv_cache_mib: PositiveInt | None = Field(
+        None,
+        description="KV cache of one vLLM engine in MiB when explorer.rollout_model.kv_cache_mib is unset; none "
+        "sizes it by gpu_memory_utilization.",
     )
-    rollout_core_binding: Optional[CoreBinding] = Field(None, description="How each rollout engine on a node gets its own cores; none leaves it to the engine.")
+    rollout_core_binding: CoreBinding | None = Field(
+        None, description="How each rollout engine on a node gets its own cores; none leaves it to the engine."
+    )
     collective_timeout_env: list[str] = Field(
-        default_factory=list, description="Variables holding the collective timeout in seconds; raised to synchronizer.sync_timeout."
+        default_factory=list,
+        description="Variables holding the collective timeout in seconds; raised to synchronizer.sync_timeout.",
     )
-    reasons: dict[str, str] = Field(default_factory=dict, description="Why a capability is missing, keyed by fact name.")
+    reasons: dict[str, str] = Field(
+        default_factory=dict, description="Why a capability is missing, keyed by fact name."
+    )
 
 
 class DetectRule(Section):
     """How `hardware=auto` recognises this profile on a machine."""
 
     names: list[str] = Field(default_factory=list, description="Regular expressions matched against device names.")
-    min_memory_gb: Optional[PositiveFloat] = Field(None, description="Smallest device memory this profile covers.")
-    max_memory_gb: Optional[PositiveFloat] = Field(None, description="Largest device memory this profile covers.")
+    min_memory_gb: PositiveFloat | None = Field(None, description="Smallest device memory this profile covers.")
+    max_memory_gb: PositiveFloat | None = Field(None, description="Largest device memory this profile covers.")
 
 
 class EnvWhen(EnvConfig):
@@ -70,10 +96,11 @@ class EnvWhen(EnvConfig):
 class HardwareProfile(Section):
     name: str = Field(..., description="Profile name, the file name without .yaml.")
     description: str = Field("", description="One line for `trinity profile list`.")
-    extends: Optional[str] = Field(None, description="Profile this one starts from.")
+    extends: str | None = Field(None, description="Profile this one starts from.")
     facts: HardwareFacts = Field(..., description="What the hardware is and can do.")
     recommended: dict[str, Any] = Field(
-        default_factory=dict, description="Run-config values applied under the user's file (same shape as the run config)."
+        default_factory=dict,
+        description="Run-config values applied under the user's file (same shape as the run config).",
     )
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment variables by role.")
     env_when: list[EnvWhen] = Field(default_factory=list, description="Env vars that depend on run-config values.")
@@ -85,4 +112,6 @@ class HardwareSection(HardwareFacts):
 
     name: str = Field(..., description="Selected profile.")
     source: str = Field(..., description="Profile file, after `extends`.")
-    selected_by: str = Field(..., description="How the profile was chosen: the override, or what hardware=auto detected.")
+    selected_by: str = Field(
+        ..., description="How the profile was chosen: the override, or what hardware=auto detected."
+    )

@@ -1,7 +1,5 @@
 """`model:` section: the policy model, its token budget and its sampling defaults."""
 
-from typing import Optional
-
 from pydantic import Field, PositiveInt
 
 from ._base import Section
@@ -9,16 +7,41 @@ from ._base import Section
 
 class ModelConfig(Section):
     model_path: str = Field(..., min_length=1, description="Local path or hub name of the policy model.")
-    critic_model_path: Optional[str] = Field(None, description="Critic model; defaults to model_path.")
-    max_model_len: Optional[PositiveInt] = Field(None, description="Context length of prompt plus response; derived as their sum when both are set.")
-    max_prompt_tokens: Optional[PositiveInt] = Field(None, description="Longest prompt; derived as max_model_len - max_response_tokens.")
-    max_response_tokens: Optional[PositiveInt] = Field(None, description="Longest generated response; derived as max_model_len - max_prompt_tokens.")
-    min_response_tokens: int = Field(0, ge=0, description="Shortest generated response; lowered below max_response_tokens.")
+    critic_model_path: str | None = Field(None, description="Critic model; defaults to model_path.")
+    max_model_len: PositiveInt | None = Field(
+        None, description="Context length of prompt plus response; derived as their sum when both are set."
+    )
+    max_prompt_tokens: PositiveInt | None = Field(
+        None, description="Longest prompt; derived as max_model_len - max_response_tokens."
+    )
+    max_response_tokens: PositiveInt | None = Field(
+        None, description="Longest generated response; derived as max_model_len - max_prompt_tokens."
+    )
+    min_response_tokens: int = Field(
+        0, ge=0, description="Shortest generated response; lowered below max_response_tokens."
+    )
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of task sets that set none.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass of task sets that set none.")
-    enable_thinking: Optional[bool] = Field(None, description="Let the chat template emit thinking tokens; None leaves it to the template.")
-    custom_chat_template: Optional[str] = Field(None, description="Jinja2 chat template for prompts and SFT samples, instead of the tokenizer's.")
-    chat_template_path: Optional[str] = Field(None, description="File holding the chat template; overrides custom_chat_template.")
-    trust_remote_code: bool = Field(False, description="Run the Python code a model folder ships (auto_map in its config.json); only code you have read.")
-    repetition_penalty: float = Field(1.0, gt=0, description="Penalty on tokens already in the prompt or the response; 1.0 is none, above 1 discourages repeats.")
-    enable_prompt_truncation: bool = Field(True, description="Keep only the last max_prompt_tokens tokens of a longer prompt; false sends every prompt whole.")
+    enable_thinking: bool | None = Field(
+        None, description="Let the chat template emit thinking tokens; None leaves it to the template."
+    )
+    custom_chat_template: str | None = Field(
+        None, description="Jinja2 chat template for prompts and SFT samples, instead of the tokenizer's."
+    )
+    chat_template_path: str | None = Field(
+        None, description="File holding the chat template; overrides custom_chat_template."
+    )
+    trust_remote_code: bool = Field(
+        False,
+        description="Run the Python code a model folder ships (auto_map in its config.json); only code you have read.",
+    )
+    repetition_penalty: float = Field(
+        1.0,
+        gt=0,
+        description="Penalty on tokens already in the prompt or the response; 1.0 is none, above 1 discourages "
+        "repeats.",
+    )
+    enable_prompt_truncation: bool = Field(
+        True,
+        description="Keep only the last max_prompt_tokens tokens of a longer prompt; false sends every prompt whole.",
+    )

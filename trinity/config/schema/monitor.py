@@ -8,6 +8,8 @@ from ._base import Section
 
 
 class MonitorConfig(Section):
-    monitor_type: Literal["tensorboard", "wandb", "mlflow", "swanlab"] = Field("tensorboard", description="Metrics sink.")
+    monitor_type: Literal["tensorboard", "wandb", "mlflow", "swanlab"] = Field(
+        "tensorboard", description="Metrics sink."
+    )
     monitor_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the sink.")
     enable_ray_timeline: bool = Field(False, description="Dump a Ray timeline at the end.")

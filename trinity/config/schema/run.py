@@ -1,6 +1,6 @@
 """The run config: the whole tree a Trinity run reads."""
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -23,14 +23,14 @@ class StageConfig(Section):
     """One stage: its sections deep-merge into the root config for the stage's duration."""
 
     stage_name: str = Field(..., min_length=1, description="Name shown in logs and checkpoints.")
-    mode: Optional[Mode] = Field(None, description="Mode of this stage; defaults to the root mode.")
-    algorithm: Optional[dict[str, Any]] = Field(None, description="Merged into algorithm.")
-    model: Optional[dict[str, Any]] = Field(None, description="Merged into model.")
-    buffer: Optional[dict[str, Any]] = Field(None, description="Merged into buffer.")
-    explorer: Optional[dict[str, Any]] = Field(None, description="Merged into explorer.")
-    synchronizer: Optional[dict[str, Any]] = Field(None, description="Merged into synchronizer.")
-    trainer: Optional[dict[str, Any]] = Field(None, description="Merged into trainer.")
-    monitor: Optional[dict[str, Any]] = Field(None, description="Merged into monitor.")
+    mode: Mode | None = Field(None, description="Mode of this stage; defaults to the root mode.")
+    algorithm: dict[str, Any] | None = Field(None, description="Merged into algorithm.")
+    model: dict[str, Any] | None = Field(None, description="Merged into model.")
+    buffer: dict[str, Any] | None = Field(None, description="Merged into buffer.")
+    explorer: dict[str, Any] | None = Field(None, description="Merged into explorer.")
+    synchronizer: dict[str, Any] | None = Field(None, description="Merged into synchronizer.")
+    trainer: dict[str, Any] | None = Field(None, description="Merged into trainer.")
+    monitor: dict[str, Any] | None = Field(None, description="Merged into monitor.")
 
 
 STAGE_SECTIONS = ("mode", "algorithm", "model", "buffer", "explorer", "synchronizer", "trainer", "monitor")
@@ -43,7 +43,7 @@ class RunConfig(Section):
     name: str = Field("rft", description="Run name.")
     checkpoint_root_dir: str = Field("./checkpoints", description="Checkpoints go to <root>/<project>/<name>.")
     continue_from_checkpoint: bool = Field(True, description="Resume from the newest checkpoint of this run.")
-    ray_namespace: Optional[str] = Field(None, description="Ray namespace; defaults to <project>/<name>.")
+    ray_namespace: str | None = Field(None, description="Ray namespace; defaults to <project>/<name>.")
     algorithm: AlgorithmConfig = Field(default_factory=AlgorithmConfig, description="RL algorithm.")
     model: ModelConfig = Field(..., description="Policy model.")
     cluster: ClusterConfig = Field(default_factory=ClusterConfig, description="Nodes and devices.")
@@ -52,6 +52,8 @@ class RunConfig(Section):
     synchronizer: SynchronizerConfig = Field(default_factory=SynchronizerConfig, description="Weight sync.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Training.")
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Metrics.")
-    stages: list[StageConfig] = Field(default_factory=list, description="Stages run in order; empty runs the root config once.")
-    hardware: Optional[HardwareSection] = Field(None, description="Set from the hardware profile; not written by users.")
+    stages: list[StageConfig] = Field(
+        default_factory=list, description="Stages run in order; empty runs the root config once."
+    )
+    hardware: HardwareSection | None = Field(None, description="Set from the hardware profile; not written by users.")
     env: EnvConfig = Field(default_factory=EnvConfig, description="Environment by role: profile, derived, then yours.")

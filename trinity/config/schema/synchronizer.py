@@ -1,6 +1,6 @@
 """`synchronizer:` section: how trained weights reach the rollout engines."""
 
-from typing import Literal, Optional
+from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
@@ -14,7 +14,8 @@ SYNC_ALIASES = {"online": "a collective backend chosen by the hardware", "offlin
 
 class SynchronizerConfig(Section):
     sync_method: SyncMethod = Field(
-        "online", description="nccl/hccl/gloo (collective), checkpoint, memory; 'online' picks the hardware's collective."
+        "online",
+        description="nccl/hccl/gloo (collective), checkpoint, memory; 'online' picks the hardware's collective.",
     )
     sync_style: Literal["fixed", "trainer_driven", "explorer_driven", "fully_async"] = Field(
         "fixed", description="Who decides when weights are synchronised."
@@ -22,6 +23,6 @@ class SynchronizerConfig(Section):
     sync_interval: PositiveInt = Field(1, description="Train steps between synchronisations.")
     sync_offset: NonNegativeInt = Field(0, description="Explore steps the explorer may run ahead.")
     sync_timeout: PositiveInt = Field(3600, description="Seconds one synchronisation may take.")
-    weight_sync_world_size: Optional[PositiveInt] = Field(
+    weight_sync_world_size: PositiveInt | None = Field(
         None, description="Derived: rollout devices + 1 (trainer rank 0) for collective methods."
     )

@@ -1,6 +1,6 @@
 """`trainer:` section: the verl trainer."""
 
-from typing import Any, Literal, Optional
+from typing import Any, Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
@@ -10,30 +10,52 @@ from ._base import Section
 class TrainerConfig(Section):
     name: str = Field("trainer", description="Name of the trainer actor.")
     trainer_type: Literal["verl"] = Field("verl", description="Training framework.")
-    trainer_strategy: Literal["fsdp", "fsdp2", "megatron"] = Field("fsdp2", description="Parallel training strategy (upstream's default).")
-    device: Optional[Literal["cuda", "npu", "cpu"]] = Field(None, description="Derived from the hardware profile.")
-    process_group_backend: Optional[str] = Field(
+    trainer_strategy: Literal["fsdp", "fsdp2", "megatron"] = Field(
+        "fsdp2", description="Parallel training strategy (upstream's default)."
+    )
+    device: Literal["cuda", "npu", "cpu"] | None = Field(None, description="Derived from the hardware profile.")
+    process_group_backend: str | None = Field(
         None, description="Derived: torch.distributed backend string of the FSDP group, e.g. cpu:gloo,npu:hccl."
     )
-    attn_implementation: Optional[str] = Field(None, description="The model's attention kernel (sdpa, eager, flash_attention_2, ...); unset takes the hardware profile's.")
-    param_dtype: Literal["bfloat16", "float16", "float32"] = Field("bfloat16", description="Dtype the trainer computes in (FSDP mixed precision).")
-    use_torch_compile: Optional[bool] = Field(None, description="torch.compile the actor; unset takes the hardware's default.")
+    attn_implementation: str | None = Field(
+        None,
+        description="The model's attention kernel (sdpa, eager, flash_attention_2, ...); unset takes the hardware "
+        "profile's.",
+    )
+    param_dtype: Literal["bfloat16", "float16", "float32"] = Field(
+        "bfloat16", description="Dtype the trainer computes in (FSDP mixed precision)."
+    )
+    use_torch_compile: bool | None = Field(
+        None, description="torch.compile the actor; unset takes the hardware's default."
+    )
     save_interval: NonNegativeInt = Field(0, description="Train steps between checkpoints; 0 saves only at the end.")
-    total_steps: Optional[PositiveInt] = Field(None, description="Stop training after this many steps.")
-    grad_clip: float = Field(1.0, gt=0, description="Gradient norm clip; the same value as algorithm.optimizer.clip_grad.")
+    total_steps: PositiveInt | None = Field(None, description="Stop training after this many steps.")
+    grad_clip: float = Field(
+        1.0, gt=0, description="Gradient norm clip; the same value as algorithm.optimizer.clip_grad."
+    )
     use_dynamic_bsz: bool = Field(True, description="Pack micro-batches by token count.")
-    max_token_len_per_gpu: Optional[PositiveInt] = Field(
+    max_token_len_per_gpu: PositiveInt | None = Field(
         None, description="Token budget per device and micro-batch; defaults to 2 x max_model_len."
     )
     ulysses_sequence_parallel_size: PositiveInt = Field(1, description="Ulysses sequence-parallel degree.")
     use_remove_padding: bool = Field(True, description="Pack sequences without padding in the actor's forward pass.")
     param_offload: bool = Field(False, description="Offload FSDP parameters to host memory.")
     optimizer_offload: bool = Field(False, description="Offload optimizer state to host memory.")
-    offload_policy: bool = Field(False, description="FSDP2's CPU offload policy (parameters, gradients and optimizer on the host).")
+    offload_policy: bool = Field(
+        False, description="FSDP2's CPU offload policy (parameters, gradients and optimizer on the host)."
+    )
     enable_gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass.")
-    save_hf_checkpoint: Literal["last", "always", "never"] = Field("last", description="When to also save a Hugging Face checkpoint: last (the stage's last checkpoint only), always, never.")
+    save_hf_checkpoint: Literal["last", "always", "never"] = Field(
+        "last",
+        description="When to also save a Hugging Face checkpoint: last (the stage's last checkpoint only), always, "
+        "never.",
+    )
     max_checkpoints_to_keep: NonNegativeInt = Field(0, description="Checkpoints kept; 0 keeps all.")
-    max_actor_ckpt_to_keep: Optional[NonNegativeInt] = Field(None, description="Derived from max_checkpoints_to_keep: checkpoints kept, None keeps all.")
+    max_actor_ckpt_to_keep: NonNegativeInt | None = Field(
+        None, description="Derived from max_checkpoints_to_keep: checkpoints kept, None keeps all."
+    )
     trainer_config: dict[str, Any] = Field(
-        default_factory=dict, description="verl keys passed through (actor_rollout_ref: model, actor, ref, rollout), checked by verl's own config classes before a run."
+        default_factory=dict,
+        description="verl keys passed through (actor_rollout_ref: model, actor, ref, rollout), checked by verl's own "
+        "config classes before a run.",
     )

@@ -1,7 +1,7 @@
 """Command-line overrides in Hydra's grammar: `key=value`, `+key=value`, `++key=value`, `~key`."""
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from ...errors import ConfigError, Issue
 from ..redact import mask_override
@@ -26,7 +26,7 @@ class Override:
 
 @dataclass(frozen=True)
 class ParsedOverrides:
-    hardware: Optional[str]
+    hardware: str | None
     hardware_source: str
     values: tuple[Override, ...]
 
@@ -47,7 +47,9 @@ def parse_overrides(texts: tuple[str, ...]) -> ParsedOverrides:
         try:
             parsed = parser.parse_override(text)
         except Exception as exc:  # Hydra raises OverrideParseException and friends
-            issues.append(Issue(f"cannot parse override: {_first_line(exc)}", source=source_of(text), hint=GRAMMAR_HINT))
+            issues.append(
+                Issue(f"cannot parse override: {_first_line(exc)}", source=source_of(text), hint=GRAMMAR_HINT)
+            )
             continue
         problem = _problem(parsed)
         key = parsed.key_or_group
@@ -71,11 +73,18 @@ def _problem(parsed: Any) -> str:
     return ""
 
 
-def _hardware_choice(parsed: Any, text: str, issues: list[Issue]) -> Optional[str]:
+def _hardware_choice(parsed: Any, text: str, issues: list[Issue]) -> str | None:
     value = parsed.value()
     if isinstance(value, str) and value:
         return value
-    issues.append(Issue("expects a profile name", key=HARDWARE, source=source_of(text), hint="e.g. hardware=ascend910b; see `trinity profile list`"))
+    issues.append(
+        Issue(
+            "expects a profile name",
+            key=HARDWARE,
+            source=source_of(text),
+            hint="e.g. hardware=ascend910b; see `trinity profile list`",
+        )
+    )
     return None
 
 

@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import yaml
 from omegaconf._utils import get_yaml_loader
@@ -26,7 +26,10 @@ class _Loader(yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader):  
         for key_node, _ in node.value:
             if key_node.tag == yaml.resolver.BaseResolver.DEFAULT_SCALAR_TAG and key_node.value in seen:
                 raise yaml.constructor.ConstructorError(
-                    "while constructing a mapping", node.start_mark, f"found duplicate key {key_node.value}", key_node.start_mark
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key_node.value}",
+                    key_node.start_mark,
                 )
             seen.add(key_node.value)
         return super().construct_mapping(node, deep=deep)
@@ -75,14 +78,17 @@ def load_yaml(path: Path, what: str = "config file") -> YamlDoc:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise ConfigError([Issue(f"{what} must be a mapping of keys, not a {type(data).__name__}", source=f"{shown}:1:1")])
+        raise ConfigError(
+            [Issue(f"{what} must be a mapping of keys, not a {type(data).__name__}", source=f"{shown}:1:1")]
+        )
     positions: dict[Path_, Mark] = {}
     if node is not None:
-        _index(node, (), Path(path), positions)  # after construction, which folds `<<: *base` merges into their mappings
+        # after construction, which folds `<<: *base` merges into their mappings
+        _index(node, (), Path(path), positions)
     return YamlDoc(Path(path), data, positions)
 
 
-def _parse(text: str, shown: str) -> tuple[Optional[yaml.Node], Any]:
+def _parse(text: str, shown: str) -> tuple[yaml.Node | None, Any]:
     """The node graph and the data of one YAML document; every YAML problem is one ConfigError."""
     try:
         if needs_scan(text):  # an extra pass over the events, before anything expands or recurses
@@ -113,15 +119,19 @@ def _syntax_issue(shown: str, exc: yaml.MarkedYAMLError) -> Issue:
     mark = exc.problem_mark or exc.context_mark
     where = f"{shown}:{mark.line + 1}:{mark.column + 1}" if mark else shown
     problem = " ".join(filter(None, [exc.context, exc.problem]))
-    if "maximum nesting depth" in problem:  # libyaml >= 0.2.6 (PyYAML 6.0.4 wheels) stops at 1,000 levels before our scan sees an event
+    # libyaml >= 0.2.6 (PyYAML 6.0.4 wheels) stops at 1,000 levels before our scan sees an event
+    if "maximum nesting depth" in problem:
         return depth_issue(where)
     hint = "keep one of them" if "duplicate key" in problem else "check indentation, colons, brackets and quotes"
     return Issue(f"YAML syntax error: {problem}", source=where, hint=hint)
 
 
 def _index(node: yaml.Node, prefix: tuple, file: Path, out: dict) -> None:
-    if len(prefix) >= MAX_DEPTH and isinstance(node, yaml.CollectionNode):  # every later walk recurses: stop before Python's stack does
-        raise ConfigError([depth_issue(f"{display_path(file)}:{node.start_mark.line + 1}:{node.start_mark.column + 1}")])
+    # every later walk recurses: stop before Python's stack does
+    if len(prefix) >= MAX_DEPTH and isinstance(node, yaml.CollectionNode):
+        raise ConfigError(
+            [depth_issue(f"{display_path(file)}:{node.start_mark.line + 1}:{node.start_mark.column + 1}")]
+        )
     if isinstance(node, yaml.MappingNode):
         for key_node, value_node in node.value:
             path = prefix + (key_node.value,)

@@ -8,8 +8,6 @@ event stream, once per alias (an anchor's expanded size is known when its collec
 stop at the first alias past the bound: the cost is linear in the file, whatever the factor.
 """
 
-from typing import Optional
-
 import yaml
 
 from ...errors import Issue
@@ -24,7 +22,7 @@ def needs_scan(text: str) -> bool:
     return "*" in text or len(text) > SHALLOW_BYTES
 
 
-def scan_issue(loader: yaml.CSafeLoader, shown: str) -> Optional[Issue]:
+def scan_issue(loader: yaml.CSafeLoader, shown: str) -> Issue | None:
     """The first recursive alias, alias past the expansion bound, or collection past the depth bound; else None."""
     sizes: dict[str, int] = {}  # anchor -> nodes it expands to, once its node is complete
     frames: list[list] = [[None, 0]]  # [anchor, nodes so far] of each collection being read
@@ -41,10 +39,18 @@ def scan_issue(loader: yaml.CSafeLoader, shown: str) -> Optional[Issue]:
         elif isinstance(event, yaml.AliasEvent):
             anchor, count = None, sizes.get(event.anchor, 0)  # an undefined alias is the parser's to report
             if any(frame[0] == event.anchor for frame in frames):
-                return Issue(f"YAML alias *{event.anchor} refers to the collection that contains it (a recursive alias)", source=_at(shown, event.start_mark), hint="an anchor can be used only after its collection ends")
+                return Issue(
+                    f"YAML alias *{event.anchor} refers to the collection that contains it (a recursive alias)",
+                    source=_at(shown, event.start_mark),
+                    hint="an anchor can be used only after its collection ends",
+                )
             expanded += count
             if expanded > MAX_ALIAS_NODES:
-                return Issue(f"YAML aliases expand to more than {MAX_ALIAS_NODES:,} nodes at *{event.anchor} (an alias bomb?)", source=_at(shown, event.start_mark), hint="write the values out, or anchor fewer nested collections")
+                return Issue(
+                    f"YAML aliases expand to more than {MAX_ALIAS_NODES:,} nodes at *{event.anchor} (an alias bomb?)",
+                    source=_at(shown, event.start_mark),
+                    hint="write the values out, or anchor fewer nested collections",
+                )
         elif isinstance(event, yaml.ScalarEvent):
             anchor, count = event.anchor, 1
         else:
@@ -57,7 +63,11 @@ def scan_issue(loader: yaml.CSafeLoader, shown: str) -> Optional[Issue]:
 
 def depth_issue(source: str) -> Issue:
     """A collection nested past MAX_DEPTH."""
-    return Issue(f"YAML nested more than {MAX_DEPTH} levels deep", source=source, hint="a run config or profile needs a handful of levels")
+    return Issue(
+        f"YAML nested more than {MAX_DEPTH} levels deep",
+        source=source,
+        hint="a run config or profile needs a handful of levels",
+    )
 
 
 def _at(shown: str, mark: yaml.Mark) -> str:

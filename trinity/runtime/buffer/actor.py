@@ -2,7 +2,7 @@
 
 import asyncio
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..experience import Experience
 from ..roles import Role
@@ -14,25 +14,41 @@ POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process 
 class ExperienceBuffer(Role):
     """One storage type behind put/get; `get` waits for enough experiences, up to a timeout."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], storage: Any, run_dir: str):
+    def __init__(
+        self,
+        name: str,
+        role: str,
+        visible_devices_env: str | None,
+        log_dir: str | None,
+        storage: Any,
+        run_dir: str,
+    ):
         super().__init__(name, role, visible_devices_env, log_dir)
         self.storage, self.run_dir = storage, Path(run_dir)
         self.store = None
         self.changed = asyncio.Event()
 
-    def setup(self, sft: Optional[dict] = None) -> dict:
+    def setup(self, sft: dict | None = None) -> dict:
         """Open the store; `sft` = {tokenizer path, seed, model section} makes it serve a data set's samples instead."""
         storage = self.storage
         if sft is not None:
             self.store = _data_set(storage, sft)
         elif storage.storage_type == "file":
-            self.store = stores.JsonlFile(Path(storage.path) if storage.path else self.run_dir / f"{storage.name}.jsonl")
+            self.store = stores.JsonlFile(
+                Path(storage.path) if storage.path else self.run_dir / f"{storage.name}.jsonl"
+            )
         elif storage.storage_type == "sql" or (storage.path or "").startswith(stores.SQLITE_PREFIX):
-            store = stores.SqliteStore(stores.sqlite_path(storage.path or f"{stores.SQLITE_PREFIX}{storage.name}.db", self.run_dir))
+            store = stores.SqliteStore(
+                stores.sqlite_path(storage.path or f"{stores.SQLITE_PREFIX}{storage.name}.db", self.run_dir)
+            )
             self.store = store if storage.storage_type == "sql" else stores.MemoryQueue(store)
         else:
             self.store = stores.MemoryQueue()
-        return {"storage": storage.storage_type, "store": type(self.store).__name__, "samples": len(getattr(self.store, "samples", ()))}
+        return {
+            "storage": storage.storage_type,
+            "store": type(self.store).__name__,
+            "samples": len(getattr(self.store, "samples", ())),
+        }
 
     def put(self, experiences: list[Experience]) -> int:
         """Store experiences; returns how many were stored."""
@@ -54,10 +70,10 @@ class ExperienceBuffer(Role):
             self.changed.clear()
             try:
                 await asyncio.wait_for(self.changed.wait(), timeout=min(POLL_S, left))
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
 
-    def rewind(self, after_step: Optional[int]) -> int:
+    def rewind(self, after_step: int | None) -> int:
         """Give back what train steps after `after_step` consumed (a resume from that step's checkpoint)."""
         return self.store.rewind(after_step)
 

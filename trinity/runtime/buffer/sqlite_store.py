@@ -6,7 +6,6 @@ step N gives back what steps after N consumed, and nothing is trained twice or l
 
 import sqlite3
 from pathlib import Path
-from typing import Optional
 
 from ..experience import Experience
 
@@ -36,22 +35,32 @@ class SqliteStore:
     def take(self, n: int, step: int) -> list[Experience]:
         """The `n` oldest unconsumed experiences, marked consumed by `step`; fewer if fewer wait."""
         with self.db:
-            rows = self.db.execute("SELECT id, body FROM experiences WHERE consumed_step IS NULL ORDER BY id LIMIT ?", (n,)).fetchall()
+            rows = self.db.execute(
+                "SELECT id, body FROM experiences WHERE consumed_step IS NULL ORDER BY id LIMIT ?", (n,)
+            ).fetchall()
             if len(rows) < n:
                 return []
-            self.db.executemany("UPDATE experiences SET consumed_step = ? WHERE id = ?", [(step, row[0]) for row in rows])
+            self.db.executemany(
+                "UPDATE experiences SET consumed_step = ? WHERE id = ?", [(step, row[0]) for row in rows]
+            )
         return [Experience.from_json(body) for _, body in rows]
 
     def waiting(self) -> int:
         """Experiences not consumed yet."""
         return self.db.execute("SELECT COUNT(*) FROM experiences WHERE consumed_step IS NULL").fetchone()[0]
 
-    def rewind(self, after_step: Optional[int]) -> int:
+    def rewind(self, after_step: int | None) -> int:
         """Give back what steps after `after_step` consumed (None: everything); returns how many."""
         with self.db:
-            cursor = self.db.execute("UPDATE experiences SET consumed_step = NULL WHERE consumed_step > ?", (after_step if after_step is not None else -1,))
+            cursor = self.db.execute(
+                "UPDATE experiences SET consumed_step = NULL WHERE consumed_step > ?",
+                (after_step if after_step is not None else -1,),
+            )
         return cursor.rowcount
 
     def pending(self) -> list[Experience]:
         """Every unconsumed experience, oldest first (to refill an in-memory queue on restart)."""
-        return [Experience.from_json(b) for (b,) in self.db.execute("SELECT body FROM experiences WHERE consumed_step IS NULL ORDER BY id")]
+        return [
+            Experience.from_json(b)
+            for (b,) in self.db.execute("SELECT body FROM experiences WHERE consumed_step IS NULL ORDER BY id")
+        ]

@@ -10,7 +10,7 @@
 import random
 from collections import deque
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ..experience import Experience
 from .sqlite_store import SqliteStore
@@ -25,7 +25,7 @@ def sqlite_path(url: str, run_dir: Path) -> Path:
 
 
 class MemoryQueue:
-    def __init__(self, persist: Optional[SqliteStore] = None):
+    def __init__(self, persist: SqliteStore | None = None):
         self.items: deque = deque()
         self.persist = persist
         if persist:  # a restarted run picks up what was produced and not consumed
@@ -43,7 +43,7 @@ class MemoryQueue:
             self.persist.take(n, step)  # same order as the queue: oldest first
         return [self.items.popleft() for _ in range(n)]
 
-    def rewind(self, after_step: Optional[int]) -> int:
+    def rewind(self, after_step: int | None) -> int:
         if not self.persist:
             return 0
         count = self.persist.rewind(after_step)
@@ -66,14 +66,14 @@ class JsonlFile:
             lines = [line for line in fh if line.endswith("\n")][(step - 1) * n : step * n]
         return [Experience.from_json(line) for line in lines] if len(lines) == n else []
 
-    def rewind(self, after_step: Optional[int]) -> int:
+    def rewind(self, after_step: int | None) -> int:
         return 0  # reading by position needs no bookkeeping
 
 
 class DataSet:
     """SFT samples: (prompt, response) token ids of a local data set, one shuffled pass per epoch."""
 
-    def __init__(self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: Optional[str] = None):
+    def __init__(self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: str | None = None):
         from ..data.prompts import sft_pair
 
         self.samples = [self._encode(*sft_pair(row, fmt, tokenizer, template), tokenizer) for row in rows]
@@ -99,5 +99,5 @@ class DataSet:
             random.Random(self.seed + epoch).shuffle(self.orders[epoch])
         return self.orders[epoch]
 
-    def rewind(self, after_step: Optional[int]) -> int:
+    def rewind(self, after_step: int | None) -> int:
         return 0

@@ -1,7 +1,7 @@
 """Rows to prompts and SFT samples, by the taskset's `format` keys and a chat template: the data set's
 own (`format.chat_template`), else the model's (`template`), else the tokenizer's."""
 
-from typing import Any, Optional
+from typing import Any
 
 
 class FormatError(KeyError):
@@ -15,10 +15,12 @@ def check_columns(what: str, fmt: Any, row: dict, sft: bool = False) -> None:
     wanted |= {fmt.system_prompt_key: "system_prompt_key", getattr(fmt, "workflow_key", None): "workflow_key"}
     for column, key in wanted.items():
         if column and column not in row:
-            raise ValueError(f"{what}: rows have no column {column!r} (columns: {', '.join(map(str, row))}); set its format.{key}")
+            raise ValueError(
+                f"{what}: rows have no column {column!r} (columns: {', '.join(map(str, row))}); set its format.{key}"
+            )
 
 
-def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False, template: Optional[str] = None) -> str:
+def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False, template: str | None = None) -> str:
     """The text the model continues: plaintext as written, messages through the chat template."""
     if fmt.prompt_type == "plaintext":
         body, system = _column(row, fmt.prompt_key), _system(row, fmt)
@@ -28,7 +30,7 @@ def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = Fal
     return text + (fmt.reply_prefix or "")
 
 
-def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: Optional[str] = None) -> tuple[str, str]:
+def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -> tuple[str, str]:
     """(prompt, response) of one SFT sample: the last assistant message is the response."""
     if fmt.prompt_type == "plaintext":
         return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
@@ -49,30 +51,38 @@ def _prompt_messages(row: dict, fmt: Any) -> list[dict]:
     return _with_system(messages, _system(row, fmt))
 
 
-def _template(fmt: Any, model_template: Optional[str]) -> Optional[str]:
+def _template(fmt: Any, model_template: str | None) -> str | None:
     """The data set's own chat template, else the model's (None: the tokenizer's)."""
     return fmt.chat_template if fmt.chat_template is not None else model_template
 
 
-def _system(row: dict, fmt: Any) -> Optional[str]:
+def _system(row: dict, fmt: Any) -> str | None:
     """The row's own system prompt (format.system_prompt_key) when it has one, else the taskset's."""
     own = row.get(fmt.system_prompt_key) if fmt.system_prompt_key else None
     return str(own) if own else fmt.system_prompt
 
 
-def _with_system(messages: list[dict], system: Optional[str]) -> list[dict]:
+def _with_system(messages: list[dict], system: str | None) -> list[dict]:
     if system and not (messages and messages[0].get("role") == "system"):
         return [{"role": "system", "content": system}, *messages]
     return messages
 
 
-def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool, template: Optional[str]) -> str:
+def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool, template: str | None) -> str:
     if template is not None or getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking)
+        return tokenizer.apply_chat_template(
+            messages,
+            chat_template=template,
+            tokenize=False,
+            add_generation_prompt=True,
+            enable_thinking=enable_thinking,
+        )
     return "\n".join(m["content"] for m in messages)  # a tokenizer without a template: the contents, in order
 
 
 def _column(row: dict, key: str) -> Any:
     if key not in row:
-        raise FormatError(f"row has no column {key!r} (columns: {', '.join(map(str, row))}); set the taskset's format keys")
+        raise FormatError(
+            f"row has no column {key!r} (columns: {', '.join(map(str, row))}); set the taskset's format keys"
+        )
     return row[key]

@@ -6,7 +6,6 @@ Nothing is downloaded: a run reads what is on disk, on every node, the same way.
 
 import json
 from pathlib import Path
-from typing import Optional
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
 
@@ -15,7 +14,7 @@ class DataError(ValueError):
     """A data set that cannot be read as asked; the message says what was looked for."""
 
 
-def load_rows(path: str, split: str = "train", subset: Optional[str] = None) -> list[dict]:
+def load_rows(path: str, split: str = "train", subset: str | None = None) -> list[dict]:
     """Every row of the data set at `path`, as plain dicts."""
     source = Path(path)
     if subset and source.is_dir() and (source / subset).exists():
@@ -30,10 +29,17 @@ def load_rows(path: str, split: str = "train", subset: Optional[str] = None) -> 
 
 
 def _split_file(folder: Path, split: str) -> Path:
-    candidates = [p for p in sorted(folder.iterdir()) if p.suffix in SUFFIXES and (p.stem == split or p.stem.startswith(f"{split}-"))]
+    candidates = [
+        p
+        for p in sorted(folder.iterdir())
+        if p.suffix in SUFFIXES and (p.stem == split or p.stem.startswith(f"{split}-"))
+    ]
     if not candidates:
         found = ", ".join(p.name for p in sorted(folder.iterdir()) if p.suffix in SUFFIXES) or "none"
-        raise DataError(f"{folder}: no file for split {split!r} ({split}.jsonl, {split}.json or {split}.parquet); data files here: {found}")
+        raise DataError(
+            f"{folder}: no file for split {split!r} ({split}.jsonl, {split}.json or {split}.parquet); data files "
+            f"here: {found}"
+        )
     return candidates[0]
 
 

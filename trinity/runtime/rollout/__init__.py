@@ -11,6 +11,8 @@ ENGINES = {
 def engine_class(engine_type: str) -> type:
     """The engine class of `engine_type`, or a ValueError naming the ones this version has."""
     if engine_type not in ENGINES:
-        raise ValueError(f"engine_type {engine_type!r} has no engine in this version of trinity (engines: {', '.join(ENGINES)})")
+        raise ValueError(
+            f"engine_type {engine_type!r} has no engine in this version of trinity (engines: {', '.join(ENGINES)})"
+        )
     module, _, attr = ENGINES[engine_type].partition(":")
     return getattr(importlib.import_module(module), attr)

@@ -2,8 +2,9 @@
 joins the weight-sync group. Engine types plug in by implementing `_load`, `_generate` and `_params`."""
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable, Optional
+from typing import Any
 
 from ..roles import Role
 
@@ -55,12 +56,14 @@ class _Request:
 class RolloutEngine(Role):
     """Base of every engine type. The constructor is light; `setup` loads the model."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], config: Any, index: int):
+    def __init__(
+        self, name: str, role: str, visible_devices_env: str | None, log_dir: str | None, config: Any, index: int
+    ):
         super().__init__(name, role, visible_devices_env, log_dir)
         self.config, self.index = config, index
         self.version = 0
         self._pending: list[_Request] = []
-        self._drainer: Optional[asyncio.Task] = None
+        self._drainer: asyncio.Task | None = None
         self._weights_lock = asyncio.Lock()  # a batch never sees half-loaded weights
         self._group = None
 
@@ -79,7 +82,8 @@ class RolloutEngine(Role):
         return await future
 
     async def _drain(self) -> None:
-        await asyncio.sleep(GATHER_S)  # the explorer sends a step's requests together: let them arrive, then generate once
+        # the explorer sends a step's requests together: let them arrive, then generate once
+        await asyncio.sleep(GATHER_S)
         while self._pending:
             batch, self._pending = self._pending, []
             try:
@@ -97,7 +101,9 @@ class RolloutEngine(Role):
         """The trainer step whose weights this engine holds."""
         return self.version
 
-    async def join_sync_group(self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float) -> None:
+    async def join_sync_group(
+        self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float
+    ) -> None:
         """Join the weight-sync group as `rank`."""
         from ..sync import group
 

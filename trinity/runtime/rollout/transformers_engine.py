@@ -24,8 +24,14 @@ class TransformersEngine(RolloutEngine):
         remote = self.config.model.trust_remote_code
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=remote)
         dtype = getattr(torch, rollout.dtype)
-        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, trust_remote_code=remote).to(self._device()).eval()
-        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        self.model = (
+            AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, trust_remote_code=remote)
+            .to(self._device())
+            .eval()
+        )
+        self.pad_id = (
+            self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
+        )
         self.asleep = False
 
     async def sleep(self, level: int = 1) -> bool:
@@ -54,10 +60,13 @@ class TransformersEngine(RolloutEngine):
 
     def _generate(self, requests: list[tuple[list[int], int, Sampling]]) -> list[list[Sample]]:
         if self.asleep:  # its model is in host memory: the stage hands the devices back first
-            raise RuntimeError(f"{self.name} was asked to generate while asleep (colocate: the trainer holds the devices)")
+            raise RuntimeError(
+                f"{self.name} was asked to generate while asleep (colocate: the trainer holds the devices)"
+            )
         by_sampling: dict[tuple, list[int]] = {}
         for i, (prompt, _, sampling) in enumerate(requests):
-            # generate's repetition penalty also counts the left padding: penalised prompts share a batch only with their own length
+            # generate's repetition penalty also counts the left padding: penalised prompts share a batch only with
+            # their own length
             width = len(prompt) if sampling.repetition_penalty != 1.0 else 0
             by_sampling.setdefault((sampling, width), []).append(i)
         results: list[list[Sample]] = [[] for _ in requests]
@@ -83,7 +92,10 @@ class TransformersEngine(RolloutEngine):
                 do_sample=not greedy,
                 temperature=None if greedy else sampling.temperature,
                 top_p=None if greedy else sampling.top_p,
-                top_k=None if greedy else max(sampling.top_k, 0),  # 0 is no top-k, plainly; what None means has varied across transformers versions
+                top_k=None
+                if greedy
+                # 0 is no top-k, plainly; what None means has varied across transformers versions
+                else max(sampling.top_k, 0),
                 max_new_tokens=sampling.max_tokens,
                 min_new_tokens=sampling.min_tokens or None,
                 repetition_penalty=None if sampling.repetition_penalty == 1.0 else sampling.repetition_penalty,
@@ -93,8 +105,15 @@ class TransformersEngine(RolloutEngine):
                 output_scores=True,
             )
         tokens = out.sequences[:, width:]
-        # scores are what each token was drawn from: after the penalty, min_new_tokens, temperature, top-k and top-p (vLLM's processed_logprobs)
-        logprobs = torch.stack([torch.log_softmax(step.float(), dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1) for t, step in enumerate(out.scores)], dim=1)
+        # scores are what each token was drawn from: after the penalty, min_new_tokens, temperature, top-k and top-p
+        # (vLLM's processed_logprobs)
+        logprobs = torch.stack(
+            [
+                torch.log_softmax(step.float(), dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1)
+                for t, step in enumerate(out.scores)
+            ],
+            dim=1,
+        )
         rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
         return [Sample(r, lp, text) for (r, lp), text in zip(rows, texts)]

@@ -19,7 +19,7 @@ How vLLM's workers map onto the actors of the launch plan:
 """
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any
 
 from ...launch.plan import engine_parts
 
@@ -58,19 +58,27 @@ def topology(config: Any, slot: int) -> Topology:
     return Topology(slot // parts, slot % parts, parts, devices, parts * devices)
 
 
-LAYOUT_ARGS = ("max_model_len", "nnodes", "node_rank", "master_addr", "master_port")  # set by trinity only for some layouts
+# set by trinity only for some layouts
+LAYOUT_ARGS = (
+    "max_model_len",
+    "nnodes",
+    "node_rank",
+    "master_addr",
+    "master_port",
+)
 # Set by trinity only when the config asks: never an extra_engine_args name either.
 OPTIONAL_ARGS = (*LAYOUT_ARGS, "kv_cache_memory_bytes")
 MIB = 2**20
 
 
-def engine_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tuple[str, int]] = None) -> dict[str, Any]:
+def engine_kwargs(config: Any, model_path: str, topo: Topology, head: tuple[str, int] | None = None) -> dict[str, Any]:
     """AsyncEngineArgs keyword arguments for this actor: the user's extra_engine_args under trinity's own."""
     return config.explorer.rollout_model.extra_engine_args | own_kwargs(config, model_path, topo, head)
 
 
-def own_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tuple[str, int]] = None) -> dict[str, Any]:
-    """The engine arguments trinity sets from the config; `head` is the head part's (address, port) when the engine spans actors."""
+def own_kwargs(config: Any, model_path: str, topo: Topology, head: tuple[str, int] | None = None) -> dict[str, Any]:
+    """The engine arguments trinity sets from the config; `head` is the head part's (address, port) when the engine
+    spans actors."""
     rollout = config.explorer.rollout_model
     kwargs = {
         "model": model_path,
@@ -103,7 +111,8 @@ def own_kwargs(config: Any, model_path: str, topo: Topology, head: Optional[tupl
 
 
 def engine_env(config: Any, topo: Topology) -> dict[str, str]:
-    """Variables this rollout actor sets before importing vLLM: its own cores where the profile binds engines (hardware.rollout_core_binding), else none."""
+    """Variables this rollout actor sets before importing vLLM: its own cores where the profile binds engines
+    (hardware.rollout_core_binding), else none."""
     binding = config.hardware.rollout_core_binding
     if binding is None:
         return {}
@@ -128,10 +137,13 @@ def _worker_ranges(first: int, end: int, workers: int) -> str:
     return "|".join(f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:]))
 
 
-def layout_problem(config: Any) -> Optional[str]:
+def layout_problem(config: Any) -> str | None:
     """Why vLLM cannot run this engine layout, or None."""
     rollout = config.explorer.rollout_model
     parts, _ = engine_parts(rollout, config.cluster.gpu_per_node, config.mode == "colocate")
     if parts > 1 and rollout.data_parallel_size > 1:
-        return f"an engine spanning {parts} actors runs as one vLLM multi-node engine, which takes no data_parallel_size ({rollout.data_parallel_size})"
+        return (
+            f"an engine spanning {parts} actors runs as one vLLM multi-node engine, which takes no "
+            f"data_parallel_size ({rollout.data_parallel_size})"
+        )
     return None

@@ -15,7 +15,7 @@ import time
 import uuid
 from contextlib import asynccontextmanager
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any
 
 from ..weights import safetensors_bytes
 from .base import RolloutEngine, Sample, Sampling, WeightSpec
@@ -32,7 +32,7 @@ class VllmEngine(RolloutEngine):
         self.llm: Any = None  # vLLM's AsyncLLM (head only)
         self.head: Any = None  # the head's actor handle (other parts only)
         self.workers: Any = None  # vLLM's executor of this part's workers (other parts only)
-        self.topology: Optional[Topology] = None
+        self.topology: Topology | None = None
         self.asleep = False
         self._inflight, self._updating = 0, False
         self._turn = asyncio.Condition()
@@ -56,8 +56,16 @@ class VllmEngine(RolloutEngine):
             address, self.head = await asyncio.to_thread(_wait_for, self._key(model_path, version), HEAD_WAIT_S)
             kwargs = engine_kwargs(self.config, model_path, topo, address)
             self.workers = await asyncio.to_thread(self._start_workers, kwargs)
-        self.log.info("vLLM %s part %d/%d ready in %.1f s", self.name, topo.part, topo.parts, time.perf_counter() - started)
-        return {"engine": self.name, "model_path": model_path, "weight_version": version, "part": topo.part, "parts": topo.parts}
+        self.log.info(
+            "vLLM %s part %d/%d ready in %.1f s", self.name, topo.part, topo.parts, time.perf_counter() - started
+        )
+        return {
+            "engine": self.name,
+            "model_path": model_path,
+            "weight_version": version,
+            "part": topo.part,
+            "parts": topo.parts,
+        }
 
     def _start_engine(self, kwargs: dict) -> Any:
         self.log.info("vLLM engine arguments: %s", kwargs)
@@ -85,7 +93,9 @@ class VllmEngine(RolloutEngine):
         await self._awake()
         async with self._request():
             version, final = self.version, None
-            async for output in self.llm.generate({"prompt_token_ids": prompt_ids}, self._params(n, sampling), request_id=uuid.uuid4().hex):
+            async for output in self.llm.generate(
+                {"prompt_token_ids": prompt_ids}, self._params(n, sampling), request_id=uuid.uuid4().hex
+            ):
                 final = output
             return version, [_sample(c) for c in final.outputs]
 
@@ -104,12 +114,17 @@ class VllmEngine(RolloutEngine):
 
     # --- weights -----------------------------------------------------------------------------------------
 
-    async def join_sync_group(self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float) -> None:
-        """Every worker of the engine joins as a rank of its own (the head asks them all; other parts' workers are among them)."""
+    async def join_sync_group(
+        self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float
+    ) -> None:
+        """Every worker of the engine joins as a rank of its own (the head asks them all; other parts' workers are among
+        them)."""
         if self.llm is None:
             return
         first = self.topology.first_sync_rank(rank)
-        ranks = await self.llm.collective_rpc("trinity_join", timeout=timeout_s, args=(backend, host, port, first, world_size, timeout_s))
+        ranks = await self.llm.collective_rpc(
+            "trinity_join", timeout=timeout_s, args=(backend, host, port, first, world_size, timeout_s)
+        )
         self.log.info("weight-sync ranks of %s: %s of %d", self.name, ranks, world_size)
 
     async def receive_weights(self, specs: list[WeightSpec], version: int) -> int:
@@ -118,7 +133,9 @@ class VllmEngine(RolloutEngine):
 
     async def load_weights(self, weights: Any, version: int) -> int:
         """A safetensors file (checkpoint sync) or name -> tensor (memory sync), loaded by every worker."""
-        return await self._update("trinity_load", weights if isinstance(weights, str) else safetensors_bytes(weights), version)
+        return await self._update(
+            "trinity_load", weights if isinstance(weights, str) else safetensors_bytes(weights), version
+        )
 
     async def _update(self, method: str, payload: Any, version: int) -> int:
         if self.llm is None:  # the head's workers include this part's
@@ -193,7 +210,8 @@ class VllmEngine(RolloutEngine):
 
 
 def vllm_api(env: dict[str, str]) -> SimpleNamespace:
-    """The vLLM classes the engine uses, imported now, after `env` and ENGINE_ENV are set (a value the role's env has wins)."""
+    """The vLLM classes the engine uses, imported now, after `env` and ENGINE_ENV are set (a value the role's env has
+    wins)."""
     for name, value in (ENGINE_ENV | env).items():
         os.environ.setdefault(name, value)
     from vllm import AsyncEngineArgs, SamplingParams
@@ -201,7 +219,13 @@ def vllm_api(env: dict[str, str]) -> SimpleNamespace:
     from vllm.v1.engine.async_llm import AsyncLLM
     from vllm.v1.executor.multiproc_executor import MultiprocExecutor
 
-    return SimpleNamespace(AsyncEngineArgs=AsyncEngineArgs, AsyncLLM=AsyncLLM, SamplingParams=SamplingParams, RequestOutputKind=RequestOutputKind, MultiprocExecutor=MultiprocExecutor)
+    return SimpleNamespace(
+        AsyncEngineArgs=AsyncEngineArgs,
+        AsyncLLM=AsyncLLM,
+        SamplingParams=SamplingParams,
+        RequestOutputKind=RequestOutputKind,
+        MultiprocExecutor=MultiprocExecutor,
+    )
 
 
 def _sample(completion: Any) -> Sample:
@@ -219,7 +243,8 @@ def _head_address() -> tuple[str, int]:
 
 
 def _announce_node_address() -> str:
-    """This node's address as Ray knows it, which vLLM's message queues then announce (vLLM's own guess may be another interface)."""
+    """This node's address as Ray knows it, which vLLM's message queues then announce (vLLM's own guess may be another
+    interface)."""
     import ray
 
     host = ray.util.get_node_ip_address()

@@ -10,15 +10,25 @@ import ast
 import importlib.util
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Optional
+from typing import Any
 
-from ...platforms.versions import VLLM as PINNED, VLLM_DISTRIBUTIONS, vllm_release
+from ...platforms.versions import VLLM as PINNED
+from ...platforms.versions import VLLM_DISTRIBUTIONS, vllm_release
 
 SNAPSHOT = Path(__file__).with_name(f"vllm_engine_args-{PINNED}.json")  # the vLLM run here and shipped for GPUs
 ARG_UTILS = "vllm/engine/arg_utils.py"
-PLAIN_TYPES = {"str": (str,), "int": (int,), "float": (float, int), "bool": (bool,), "dict": (dict,), "list": (list, tuple), "tuple": (tuple, list)}
+PLAIN_TYPES = {
+    "str": (str,),
+    "int": (int,),
+    "float": (float, int),
+    "bool": (bool,),
+    "dict": (dict,),
+    "list": (list, tuple),
+    "tuple": (tuple, list),
+}
 
 
 @dataclass(frozen=True)
@@ -41,13 +51,22 @@ class EngineArgFields:
 
     def as_json(self, source: str) -> str:
         """The snapshot file's text."""
-        data = {"vllm": self.version, "source": source, "regenerate": regenerate(self.version), "fields": self.fields, "literals": self.literals}
+        data = {
+            "vllm": self.version,
+            "source": source,
+            "regenerate": regenerate(self.version),
+            "fields": self.fields,
+            "literals": self.literals,
+        }
         return json.dumps(data, indent=1, sort_keys=False) + "\n"
 
 
 def regenerate(version: str) -> str:
     """The command that rewrites the snapshot of one vLLM release from its wheel."""
-    return f"pip download vllm=={version} --no-deps --only-binary :all: -d /tmp/vllm && python scripts/vllm_engine_args.py --wheel /tmp/vllm/vllm-{version}-*.whl"
+    return (
+        f"pip download vllm=={version} --no-deps --only-binary :all: -d /tmp/vllm && python "
+        f"scripts/vllm_engine_args.py --wheel /tmp/vllm/vllm-{version}-*.whl"
+    )
 
 
 def snapshot_path(version: str) -> Path:
@@ -81,7 +100,7 @@ def read_source(files: Mapping[str, str], version: str) -> EngineArgFields:
     return EngineArgFields(version, fields, {k: v for k, v in sorted(aliases.items()) if k in named})
 
 
-def installed() -> Optional[EngineArgFields]:
+def installed() -> EngineArgFields | None:
     """The fields of the vLLM installed here (its files are read, not imported); None without vLLM."""
     spec = importlib.util.find_spec("vllm")
     if spec is None or not spec.origin:
@@ -113,7 +132,11 @@ def source_files(root: Path) -> dict[str, str]:
 def _literal_aliases(tree: ast.Module) -> dict[str, list]:
     out = {}
     for stmt in tree.body:
-        target = stmt.targets[0] if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 else getattr(stmt, "target", None)
+        target = (
+            stmt.targets[0]
+            if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1
+            else getattr(stmt, "target", None)
+        )
         value = getattr(stmt, "value", None)
         if isinstance(target, ast.Name) and _is_literal(value):
             out[target.id] = _literal_values(value)

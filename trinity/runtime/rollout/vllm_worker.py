@@ -15,7 +15,8 @@ vLLM.
 """
 
 from collections import deque
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 Plain = list  # [name, shape, dtype]: a WeightSpec as it crosses collective_rpc
 BUCKET_BYTES = 256 * 2**20  # what a worker receives ahead of the reload: bounded device memory, few waits
@@ -26,7 +27,7 @@ class WeightSyncWorker:
     and on vLLM's own workers `reload_weights`)."""
 
     def trinity_sync_rank(self, first_rank: int) -> int:
-        """This worker's rank in the weight-sync group: the engine's first rank plus its index among the engine's workers.
+        """This worker's rank in the weight-sync group: the engine's first rank plus its worker index.
 
         A dense engine's data-parallel replicas all say data_parallel_rank 0; vLLM keeps the replica in
         data_parallel_index (vLLM 0.23 and 0.31)."""
@@ -35,7 +36,9 @@ class WeightSyncWorker:
         replica = parallel.data_parallel_rank if replica is None else replica
         return first_rank + (replica or 0) * parallel.world_size + self.rank
 
-    def trinity_join(self, backend: str, host: str, port: int, first_rank: int, world_size: int, timeout_s: float) -> int:
+    def trinity_join(
+        self, backend: str, host: str, port: int, first_rank: int, world_size: int, timeout_s: float
+    ) -> int:
         """Join the weight-sync group; returns the rank taken."""
         from ..sync import group
 

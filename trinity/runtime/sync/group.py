@@ -27,7 +27,9 @@ def join(backend: str, host: str, port: int, rank: int, world_size: int, timeout
     timeout = datetime.timedelta(seconds=timeout_s)
     store = dist.TCPStore(host, port, world_size, is_master=rank == SENDER, timeout=timeout)
     name = f"trinity-weight-sync-{host}-{port}"
-    group, _ = _new_process_group_helper(world_size, rank, [], backend, dist.PrefixStore(name, store), group_name=GroupName(name), timeout=timeout)
+    group, _ = _new_process_group_helper(
+        world_size, rank, [], backend, dist.PrefixStore(name, store), group_name=GroupName(name), timeout=timeout
+    )
     return group
 
 

@@ -9,7 +9,7 @@ Every sync is versioned with the trainer step whose weights it carries.
 
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 from ...config.schema.synchronizer import COLLECTIVE_METHODS
 from ..roles import Role
@@ -22,7 +22,15 @@ class SyncTimeout(RuntimeError):
 class Synchronizer(Role):
     """Owns the weight-sync group and the version the engines hold."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], config: Any, run_dir: str):
+    def __init__(
+        self,
+        name: str,
+        role: str,
+        visible_devices_env: str | None,
+        log_dir: str | None,
+        config: Any,
+        run_dir: str,
+    ):
         super().__init__(name, role, visible_devices_env, log_dir)
         self.config, self.run_dir = config, Path(run_dir)
         self.method = config.synchronizer.sync_method
@@ -38,7 +46,10 @@ class Synchronizer(Role):
         host, port = ray.get(trainer_ranks[0].rendezvous.remote())
         world = self.config.synchronizer.weight_sync_world_size
         joins = [trainer_ranks[0].join_sync_group.remote(self.method, host, port, world, self.timeout)]
-        joins += [engine.join_sync_group.remote(self.method, host, port, i + 1, world, self.timeout) for i, engine in enumerate(engines)]
+        joins += [
+            engine.join_sync_group.remote(self.method, host, port, i + 1, world, self.timeout)
+            for i, engine in enumerate(engines)
+        ]
         self._wait(joins, "forming the weight-sync group")
         self.specs = self._wait([r.weight_specs.remote() for r in trainer_ranks], "listing the weights")[0]
         return {"method": self.method, "world_size": world, "tensors": len(self.specs)}
@@ -47,7 +58,9 @@ class Synchronizer(Role):
         """Move the trainer's current weights to every engine as `version`; returns method, seconds, weight_version."""
         started = time.perf_counter()
         if self.method in COLLECTIVE_METHODS:
-            calls = [r.broadcast_weights.remote() for r in self.ranks] + [e.receive_weights.remote(self.specs, version) for e in self.engines]
+            calls = [r.broadcast_weights.remote() for r in self.ranks] + [
+                e.receive_weights.remote(self.specs, version) for e in self.engines
+            ]
             self._wait(calls, f"broadcasting weights v{version}")
         elif self.method == "memory":
             refs = [r.engine_weights.remote() for r in self.ranks]
@@ -74,4 +87,3 @@ class Synchronizer(Role):
             return ray.get(refs, timeout=self.timeout)
         except ray.exceptions.GetTimeoutError:
             raise SyncTimeout(f"{what} took longer than synchronizer.sync_timeout={self.timeout} s") from None
-

@@ -55,7 +55,11 @@ def group_advantages(exps: list[Experience], algorithm: Any) -> list[float]:
     mask = padded(exps, 0)["response_mask"]
     index = np.array([e.group for e in exps], dtype=object)
     advantages, _ = compute_grpo_outcome_advantage(
-        token_rewards(exps, mask), mask.float(), index, epsilon=args.get("epsilon", 1e-6), norm_adv_by_std_in_grpo=args.get("norm_adv_by_std", True)
+        token_rewards(exps, mask),
+        mask.float(),
+        index,
+        epsilon=args.get("epsilon", 1e-6),
+        norm_adv_by_std_in_grpo=args.get("norm_adv_by_std", True),
     )
     return advantages[:, 0].tolist()  # the outcome advantage is the same on every token of a response
 
@@ -80,9 +84,15 @@ def sft_batch(exps: list[Experience]) -> dict[str, torch.Tensor]:
     offsets = torch.tensor([0, *np.cumsum([len(s) for s in sequences])])
     mask = [[0] * len(e.prompt_ids) + [1] * len(e.response_ids) for e in exps]
     return {
-        "input_ids": torch.nested.nested_tensor_from_jagged(torch.tensor([t for s in sequences for t in s]), offsets=offsets),
-        "position_ids": torch.nested.nested_tensor_from_jagged(torch.cat([torch.arange(len(s)) for s in sequences]), offsets=offsets),
-        "loss_mask": torch.nested.nested_tensor_from_jagged(torch.tensor([m for row in mask for m in row]), offsets=offsets),
+        "input_ids": torch.nested.nested_tensor_from_jagged(
+            torch.tensor([t for s in sequences for t in s]), offsets=offsets
+        ),
+        "position_ids": torch.nested.nested_tensor_from_jagged(
+            torch.cat([torch.arange(len(s)) for s in sequences]), offsets=offsets
+        ),
+        "loss_mask": torch.nested.nested_tensor_from_jagged(
+            torch.tensor([m for row in mask for m in row]), offsets=offsets
+        ),
     }
 
 

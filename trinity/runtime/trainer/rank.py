@@ -7,21 +7,42 @@ every rank (an FSDP collective); rank 0 writes or sends them.
 
 import os
 import time
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
-from typing import Any, Iterator, Optional
+from typing import Any
 
 from ..roles import Role
 from ..run_dir import STATE
 from . import batch as batches
 
-WEIGHT_FILES = (".safetensors", ".bin", ".pt", ".pth", ".h5", ".msgpack", ".gguf", ".ckpt", ".index.json")  # the checkpoint writes its own
+# the checkpoint writes its own
+WEIGHT_FILES = (
+    ".safetensors",
+    ".bin",
+    ".pt",
+    ".pth",
+    ".h5",
+    ".msgpack",
+    ".gguf",
+    ".ckpt",
+    ".index.json",
+)
 
 
 class TrainerRank(Role):
     """A verl actor worker on one device; the constructor is light, `setup` builds the model."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: Optional[str], log_dir: Optional[str], config: Any, rank: int, world_size: int):
+    def __init__(
+        self,
+        name: str,
+        role: str,
+        visible_devices_env: str | None,
+        log_dir: str | None,
+        config: Any,
+        rank: int,
+        world_size: int,
+    ):
         super().__init__(name, role, visible_devices_env, log_dir)
         self.config, self.rank, self.world_size = config, rank, world_size
         self.worker = self.ref = self.buffer = self.sync_group = None
@@ -35,14 +56,27 @@ class TrainerRank(Role):
 
         return ray.util.get_node_ip_address(), free_port()
 
-    def setup(self, host: str, port: int, model_path: str, total_steps: int, buffer: Any, resume: Optional[str] = None) -> dict:
+    def setup(
+        self, host: str, port: int, model_path: str, total_steps: int, buffer: Any, resume: str | None = None
+    ) -> dict:
         """Join the trainer group, build verl's worker(s), load `resume` (a checkpoint's trainer state)."""
         import torch.distributed as dist
 
-        os.environ.update(RANK=str(self.rank), WORLD_SIZE=str(self.world_size), MASTER_ADDR=host, MASTER_PORT=str(port), LOCAL_RANK="0")
+        os.environ.update(
+            RANK=str(self.rank),
+            WORLD_SIZE=str(self.world_size),
+            MASTER_ADDR=host,
+            MASTER_PORT=str(port),
+            LOCAL_RANK="0",
+        )
         started = time.perf_counter()
         if not dist.is_initialized():
-            dist.init_process_group(self.config.trainer.process_group_backend, init_method=f"tcp://{host}:{port}", rank=self.rank, world_size=self.world_size)
+            dist.init_process_group(
+                self.config.trainer.process_group_backend,
+                init_method=f"tcp://{host}:{port}",
+                rank=self.rank,
+                world_size=self.world_size,
+            )
         from verl.workers.engine_workers import ActorRolloutRefWorker
 
         from ..verl.config import build
@@ -63,7 +97,7 @@ class TrainerRank(Role):
         self.buffer, self.companions = buffer, companion_files(Path(model_path))
         return {"rank": self.rank, "seconds": time.perf_counter() - started}
 
-    def train_step(self, step: int) -> Optional[dict]:
+    def train_step(self, step: int) -> dict | None:
         """One update on `train_batch_size` experiences; rank 0 returns loss, grad_norm, lr and the update's seconds."""
         pairs = self._my_shard(step)
         started = time.perf_counter()
@@ -74,7 +108,13 @@ class TrainerRank(Role):
         from verl.utils import tensordict_utils as tu
 
         metrics = tu.get(output, "metrics")
-        return {"loss": _mean(metrics.get("loss")), "grad_norm": _mean(metrics.get("grad_norm")), "lr": _last(metrics.get("lr")), "experiences": len(pairs) * self.world_size, "seconds": time.perf_counter() - started} | extra
+        return {
+            "loss": _mean(metrics.get("loss")),
+            "grad_norm": _mean(metrics.get("grad_norm")),
+            "lr": _last(metrics.get("lr")),
+            "experiences": len(pairs) * self.world_size,
+            "seconds": time.perf_counter() - started,
+        } | extra
 
     def _my_shard(self, step: int) -> list:
         """(experience, advantage) pairs of this rank; advantages need whole groups, so rank 0 computes them first."""
@@ -83,7 +123,9 @@ class TrainerRank(Role):
 
         shards = [None] * self.world_size
         if self.rank == 0:
-            exps = ray.get(self.buffer.get.remote(self.config.buffer.train_batch_size, step, self.config.synchronizer.sync_timeout))
+            exps = ray.get(
+                self.buffer.get.remote(self.config.buffer.train_batch_size, step, self.config.synchronizer.sync_timeout)
+            )
             advantages = batches.group_advantages(exps, self.config.algorithm) if self._rl() else [0.0] * len(exps)
             shards = batches.shards(list(zip(exps, advantages)), self.world_size)
         if self.world_size == 1:
@@ -103,7 +145,15 @@ class TrainerRank(Role):
 
         exps = [e for e, _ in pairs]
         total = len(exps) * self.world_size
-        meta = dict(global_batch_size=total, mini_batch_size=total, epochs=1, seed=self.config.explorer.rollout_model.seed, dataloader_kwargs={"shuffle": False}, compute_loss=True, temperature=self._temperature())
+        meta = dict(
+            global_batch_size=total,
+            mini_batch_size=total,
+            epochs=1,
+            seed=self.config.explorer.rollout_model.seed,
+            dataloader_kwargs={"shuffle": False},
+            compute_loss=True,
+            temperature=self._temperature(),
+        )
         if not self._rl():
             td = TensorDict(batches.sft_batch(exps), batch_size=[len(exps)])
             tu.assign_non_tensor(td, **meta)
@@ -114,7 +164,9 @@ class TrainerRank(Role):
         extra = {}
         if not self.config.algorithm.bypass_old_logprobs:  # the old policy is the trainer's numerics, not the engine's
             recomputed = self._logprobs(self.worker.compute_log_prob, tensors)
-            extra["logprob_diff"] = batches.masked_mean((recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"])
+            extra["logprob_diff"] = batches.masked_mean(
+                (recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"]
+            )
             tensors["old_log_probs"] = recomputed
         td = left_right_2_no_padding(TensorDict(tensors, batch_size=[len(exps)]))
         tu.assign_non_tensor(td, calculate_entropy=self.worker.config.actor.entropy_coeff != 0, **meta)
@@ -127,13 +179,17 @@ class TrainerRank(Role):
         from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
         keys = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
-        td = left_right_2_no_padding(TensorDict({k: tensors[k].clone() for k in keys}, batch_size=[tensors["input_ids"].shape[0]]))
+        td = left_right_2_no_padding(
+            TensorDict({k: tensors[k].clone() for k in keys}, batch_size=[tensors["input_ids"].shape[0]])
+        )
         tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False, temperature=self._temperature())
         out = infer(td)
         return no_padding_2_padding(tu.get(out, "log_probs"), td).float()
 
     def _temperature(self) -> float:
-        tasksets = [t for t in [self.config.buffer.explorer_input.taskset, *self.config.buffer.explorer_input.tasksets] if t]
+        tasksets = [
+            t for t in [self.config.buffer.explorer_input.taskset, *self.config.buffer.explorer_input.tasksets] if t
+        ]
         return tasksets[0].rollout_args.temperature if tasksets and self._rl() else 1.0
 
     def _pad_id(self) -> int:
@@ -142,15 +198,15 @@ class TrainerRank(Role):
 
     # --- weights out: checkpoints and sync ------------------------------------------------------------
 
-    def full_weights(self) -> Optional[dict]:
+    def full_weights(self) -> dict | None:
         """Every weight as a full CPU tensor on rank 0 (None elsewhere); all ranks must call it."""
         return self._on_rank0(self._gathered())
 
-    def engine_weights(self) -> Optional[dict]:
+    def engine_weights(self) -> dict | None:
         """`full_weights` as the engines take them (memory sync): in the rollout dtype where that is narrower."""
         return self._on_rank0(self._gathered(self._rollout_dtype()))
 
-    def _on_rank0(self, pairs: Iterator[tuple[str, Any]]) -> Optional[dict]:
+    def _on_rank0(self, pairs: Iterator[tuple[str, Any]]) -> dict | None:
         if self.rank != 0:
             for _ in pairs:  # every rank takes part in each gather; only rank 0 keeps a copy
                 pass
@@ -206,7 +262,10 @@ class TrainerRank(Role):
 
         params, _ = self.worker.actor.engine.get_per_tensor_param()
         narrow = self._rollout_dtype()
-        return [WeightSpec(name, tuple(t.shape), str(_sent_dtype(t.dtype, narrow)).removeprefix("torch.")) for name, t in params]
+        return [
+            WeightSpec(name, tuple(t.shape), str(_sent_dtype(t.dtype, narrow)).removeprefix("torch."))
+            for name, t in params
+        ]
 
     def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None:
         """Rank 0 hosts the weight-sync group and is its sender."""
@@ -236,12 +295,12 @@ def companion_files(model_path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(model_path.iterdir()) if p.is_file() and not skipped(p.name)}
 
 
-def _mean(values: Any) -> Optional[float]:
+def _mean(values: Any) -> float | None:
     values = values if isinstance(values, list) else [values]
     values = [float(v) for v in values if v is not None]
     return sum(values) / len(values) if values else None
 
 
-def _last(values: Any) -> Optional[float]:
+def _last(values: Any) -> float | None:
     values = values if isinstance(values, list) else [values]
     return float(values[-1]) if values and values[-1] is not None else None

@@ -15,7 +15,13 @@ from ...errors import ConfigError, Issue
 
 VERL_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_TYPES = {"k1": "k1", "k2": "k2", "k3": "k3", "low_var_kl": "low_var_kl", "abs": "abs", "mse": "mse"}
-LOSS_MODES = {"ppo": "vanilla", "sft": "vanilla", "gspo": "gspo", "cispo": "cispo"}  # sft: the rank sets verl's SFT loss
+# sft: the rank sets verl's SFT loss
+LOSS_MODES = {
+    "ppo": "vanilla",
+    "sft": "vanilla",
+    "gspo": "gspo",
+    "cispo": "cispo",
+}
 OPTIMIZERS = {"adam": "AdamW", "adamw": "AdamW", "sgd": "SGD"}  # Trinity-RFT's names for verl's FSDP optimizer
 PASSTHROUGH = "trainer.trainer_config"
 SECTIONS = ("model", "actor", "ref", "rollout")
@@ -39,9 +45,19 @@ def _settings(config: Any, model_path: str, total_steps: int) -> dict[str, tuple
         f"{ARR}.model.path": (model_path, "model.model_path"),
         f"{ARR}.model.trust_remote_code": (config.model.trust_remote_code, "model.trust_remote_code"),
         f"{ARR}.model.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
-        f"{ARR}.model.enable_gradient_checkpointing": (trainer.enable_gradient_checkpointing, "trainer.enable_gradient_checkpointing"),
-        f"+{ARR}.model.override_config.attn_implementation": (trainer.attn_implementation, "trainer.attn_implementation"),
-        f"{ARR}.rollout.name": ("hf", "explorer.rollout_model.engine_type"),  # verl needs a name; our engines do the rollout
+        f"{ARR}.model.enable_gradient_checkpointing": (
+            trainer.enable_gradient_checkpointing,
+            "trainer.enable_gradient_checkpointing",
+        ),
+        f"+{ARR}.model.override_config.attn_implementation": (
+            trainer.attn_implementation,
+            "trainer.attn_implementation",
+        ),
+        # verl needs a name; our engines do the rollout
+        f"{ARR}.rollout.name": (
+            "hf",
+            "explorer.rollout_model.engine_type",
+        ),
         f"{ARR}.rollout.log_prob_use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
         f"{ARR}.rollout.log_prob_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
         f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
@@ -53,7 +69,10 @@ def _settings(config: Any, model_path: str, total_steps: int) -> dict[str, tuple
         f"{actor}.fsdp_config.optimizer_offload": (trainer.optimizer_offload, "trainer.optimizer_offload"),
         f"{actor}.fsdp_config.offload_policy": (trainer.offload_policy, "trainer.offload_policy"),
         f"{actor}.fsdp_config.seed": (seed, "explorer.rollout_model.seed"),
-        f"{actor}.ulysses_sequence_parallel_size": (trainer.ulysses_sequence_parallel_size, "trainer.ulysses_sequence_parallel_size"),
+        f"{actor}.ulysses_sequence_parallel_size": (
+            trainer.ulysses_sequence_parallel_size,
+            "trainer.ulysses_sequence_parallel_size",
+        ),
         f"{actor}.ppo_mini_batch_size": (batch, "buffer.train_batch_size"),
         f"{actor}.ppo_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
         f"{actor}.use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
@@ -72,7 +91,12 @@ def _settings(config: Any, model_path: str, total_steps: int) -> dict[str, tuple
 def _compile(trainer: Any) -> dict[str, tuple[Any, str]]:
     keys = ("actor.strategy", "ref.strategy")
     out = {f"{ARR}.{key}": (trainer.trainer_strategy, "trainer.trainer_strategy") for key in keys}
-    compiled = ("actor.use_torch_compile", "actor.fsdp_config.use_torch_compile", "ref.use_torch_compile", "ref.fsdp_config.use_torch_compile")
+    compiled = (
+        "actor.use_torch_compile",
+        "actor.fsdp_config.use_torch_compile",
+        "ref.use_torch_compile",
+        "ref.fsdp_config.use_torch_compile",
+    )
     return out | {f"{ARR}.{key}": (trainer.use_torch_compile, "trainer.use_torch_compile") for key in compiled}
 
 
@@ -110,7 +134,10 @@ def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
         f"{actor}.loss_agg_mode": (algo.loss_agg_mode or "token-mean", "algorithm.loss_agg_mode"),
         f"{actor}.entropy_coeff": (entropy, "algorithm.entropy_loss_fn_args.entropy_coef"),
         f"{actor}.use_kl_loss": (kl_on, "algorithm.kl_loss_fn"),
-        f"{actor}.kl_loss_coef": ((algo.kl_loss_fn_args or {}).get("kl_coef", 0.0) if kl_on else 0.0, "algorithm.kl_loss_fn_args.kl_coef"),
+        f"{actor}.kl_loss_coef": (
+            (algo.kl_loss_fn_args or {}).get("kl_coef", 0.0) if kl_on else 0.0,
+            "algorithm.kl_loss_fn_args.kl_coef",
+        ),
         f"{actor}.kl_loss_type": (KL_TYPES.get(algo.kl_loss_fn, "low_var_kl"), "algorithm.kl_loss_fn"),
     }
 
@@ -123,10 +150,9 @@ def _hydra(value: Any) -> str:
 
 def build(config: Any, model_path: str, total_steps: int) -> Any:
     """verl's `actor_rollout_ref` DictConfig with the passthrough merged, after verl's dataclasses accepted it."""
+    import verl
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
-
-    import verl
 
     folder = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
@@ -134,7 +160,9 @@ def build(config: Any, model_path: str, total_steps: int) -> Any:
     settings = _settings(config, model_path, total_steps)
     try:
         with initialize_config_dir(config_dir=folder, version_base=None):
-            composed = compose("ppo_trainer", overrides=[f"{key}={_hydra(value)}" for key, (value, _) in settings.items()])
+            composed = compose(
+                "ppo_trainer", overrides=[f"{key}={_hydra(value)}" for key, (value, _) in settings.items()]
+            )
     finally:
         GlobalHydra.instance().clear()
         if saved is not None:
@@ -145,7 +173,7 @@ def build(config: Any, model_path: str, total_steps: int) -> Any:
 
 
 def passthrough_sections(trainer_config: dict) -> dict[str, dict]:
-    """trainer_config's verl sections, written flat (actor: ...) or under actor_rollout_ref, as Trinity-RFT reads them."""
+    """trainer_config's verl sections, flat (actor: ...) or under actor_rollout_ref, as Trinity-RFT reads them."""
     sections = {k: v for k, v in (trainer_config.get(ARR) or {}).items() if k in SECTIONS}
     return sections | {k: v for k, v in trainer_config.items() if k in SECTIONS}
 
@@ -188,7 +216,7 @@ def _clash(path: str, source: str, written: str) -> Issue:
 
 
 def _validate(section: Any, touched: set[str] = frozenset()) -> None:
-    """The actor and every section the passthrough touched through verl's own dataclass; each refusal becomes an Issue."""
+    """The actor and every section the passthrough touched through verl's dataclass; each refusal is an Issue."""
     names = ("actor", *sorted(touched - {"actor"}))
     issues = [issue for name in names if (issue := _refusal(section, name, name in touched)) is not None]
     if issues:
@@ -196,7 +224,8 @@ def _validate(section: Any, touched: set[str] = frozenset()) -> None:
 
 
 def _as_verl_reads(section: Any, name: str) -> Any:
-    """A section as verl's worker converts it: the ref's log-prob keys become actor keys first (engine_workers.init_model)."""
+    """A section as verl's worker converts it: the ref's log-prob keys become actor keys first
+    (engine_workers.init_model)."""
     if name != "ref":
         return section[name]
     from omegaconf import OmegaConf, open_dict
@@ -204,7 +233,12 @@ def _as_verl_reads(section: Any, name: str) -> Any:
     ref = OmegaConf.create(OmegaConf.to_container(section.ref))
     with open_dict(ref):
         ref.ppo_mini_batch_size = section.actor.ppo_mini_batch_size
-        for old, new in (("log_prob_micro_batch_size", "ppo_micro_batch_size"), ("log_prob_micro_batch_size_per_gpu", "ppo_micro_batch_size_per_gpu"), ("log_prob_use_dynamic_bsz", "use_dynamic_bsz"), ("log_prob_max_token_len_per_gpu", "ppo_max_token_len_per_gpu")):
+        for old, new in (
+            ("log_prob_micro_batch_size", "ppo_micro_batch_size"),
+            ("log_prob_micro_batch_size_per_gpu", "ppo_micro_batch_size_per_gpu"),
+            ("log_prob_use_dynamic_bsz", "use_dynamic_bsz"),
+            ("log_prob_max_token_len_per_gpu", "ppo_max_token_len_per_gpu"),
+        ):
             ref[new] = ref.pop(old, None)
     return ref
 
@@ -218,12 +252,17 @@ def _refusal(section: Any, name: str, touched: bool) -> Any:
         omega_conf_to_dataclass(_as_verl_reads(section, name))
     except (ValueError, AssertionError, TypeError, InstantiationException, OmegaConfBaseException) as exc:
         cause = exc.__cause__ or exc
-        reason = str(cause).strip().splitlines()[0] if str(cause).strip() else f"{type(cause).__name__} in {str(exc).splitlines()[0]}"
+        reason = (
+            str(cause).strip().splitlines()[0]
+            if str(cause).strip()
+            else f"{type(cause).__name__} in {str(exc).splitlines()[0]}"
+        )
         target = section[name].get("_target_", name).rsplit(".", 1)[-1]
         return Issue(
             f"verl rejected the trainer configuration built from this run config: {reason}",
             key=f"{PASSTHROUGH}.{name}" if touched else "trainer",
             source=f"verl's {target}",
-            hint=f"check trainer.*, algorithm.* and {PASSTHROUGH}; the values verl received are in the run's logs/trainer_node*.log",
+            hint=f"check trainer.*, algorithm.* and {PASSTHROUGH}; the values verl received are in the run's "
+            "logs/trainer_node*.log",
         )
     return None

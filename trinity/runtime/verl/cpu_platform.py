@@ -9,7 +9,7 @@ needs an accelerator). Nothing here pretends to be CUDA.
 
 from contextlib import contextmanager
 from types import ModuleType
-from typing import Any, Optional
+from typing import Any
 
 import torch
 from verl.plugin.platform import PlatformBase, PlatformRegistry
@@ -87,7 +87,7 @@ class CPUPlatform(PlatformBase):
     def set_device(self, device_index: int) -> None:
         return None
 
-    def synchronize(self, device_index: Optional[int] = None) -> None:
+    def synchronize(self, device_index: int | None = None) -> None:
         return None
 
     def manual_seed(self, seed: int) -> None:
@@ -102,7 +102,7 @@ class CPUPlatform(PlatformBase):
     def empty_cache(self) -> None:
         return None
 
-    def get_device_capability(self, device_index: int = 0) -> tuple[Optional[int], Optional[int]]:
+    def get_device_capability(self, device_index: int = 0) -> tuple[int | None, int | None]:
         return None, None
 
     def communication_backend_name(self) -> str:
@@ -138,7 +138,8 @@ class CPUPlatform(PlatformBase):
 
 
 def _no_pinned_offload(**_kwargs):
-    """verl forces CPUOffloadPolicy(pin_memory=True) on forward-only models; on the CPU they already live in host memory."""
+    """verl forces CPUOffloadPolicy(pin_memory=True) on forward-only models; on the CPU they already live in host
+    memory."""
     return None
 
 
@@ -147,7 +148,9 @@ def _register_engine() -> None:
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
-    EngineRegistry.register(model_type="language_model", backend="fsdp2", device=RECORD.device_type)(transformer_impl.FSDPEngineWithLMHead)
+    EngineRegistry.register(model_type="language_model", backend="fsdp2", device=RECORD.device_type)(
+        transformer_impl.FSDPEngineWithLMHead
+    )
     transformer_impl.CPUOffloadPolicy = _no_pinned_offload
 
 

@@ -10,7 +10,9 @@ def load(name: str) -> type[Workflow]:
     """The workflow class named `name` (built in, or `module:Class`)."""
     path = workflow_path(name)
     if not path:
-        raise ValueError(f"unknown workflow {name!r}; built in: {', '.join(WORKFLOWS)}, or your own class as module:Class")
+        raise ValueError(
+            f"unknown workflow {name!r}; built in: {', '.join(WORKFLOWS)}, or your own class as module:Class"
+        )
     module_name, _, attr = path.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), attr)

@@ -10,4 +10,7 @@ class ArithWorkflow(Workflow):
     def run(self):
         reference = str(self.task.row[self.task.format.response_key]).strip()
         prompt = self.model.prompt(self.task)
-        return [self.experience(c, float(c.text.strip() == reference)) for c in self.model.generate(prompt, self.task.repeat_times)]
+        return [
+            self.experience(c, float(c.text.strip() == reference))
+            for c in self.model.generate(prompt, self.task.repeat_times)
+        ]

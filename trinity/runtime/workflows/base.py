@@ -62,5 +62,6 @@ class Workflow:
             reward=float(reward),
             group=self.task.uid,
             weight_version=completion.weight_version,
-            metrics={"accuracy": float(metrics.pop("accuracy", reward)), **metrics} | ({"prompt_truncated": 1.0} if completion.prompt_truncated else {}),
+            metrics={"accuracy": float(metrics.pop("accuracy", reward)), **metrics}
+            | ({"prompt_truncated": 1.0} if completion.prompt_truncated else {}),
         )

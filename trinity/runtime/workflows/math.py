@@ -3,7 +3,6 @@ last number) against the response's; reward 1 for the same number, else 0, plus 
 format reward for answering in the asked form."""
 
 import re
-from typing import Optional
 
 from .base import Workflow
 
@@ -12,7 +11,7 @@ HASHES = re.compile(r"####\s*([^\n]*)")
 NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
 
 
-def final_answer(text: str) -> Optional[str]:
+def final_answer(text: str) -> str | None:
     """The final answer in `text`: after the last '####', else the last \\boxed{}, else the last number; normalised."""
     for pattern in (HASHES, BOXED):
         found = pattern.findall(text)
