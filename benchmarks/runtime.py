@@ -123,7 +123,9 @@ def engine_generate_s(model_path: Path, repeat: int) -> float:
 
     config = config_for(model_path)
     engine = (
-        ray.remote(TransformersEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, None, config, 0)
+        ray.remote(TransformersEngine)
+        .options(num_cpus=1)
+        .remote(name="rollout.engine0", role="rollout", config=config, index=0)
     )
     ray.get(engine.setup.remote(str(model_path), 0))
     from transformers import AutoTokenizer
@@ -182,15 +184,17 @@ def runtime_sync_s(model_path: Path, repeat: int) -> float:
     rank = (
         ray.remote(TrainerRank)
         .options(num_cpus=1, **env)
-        .remote("trainer_node0.rank0", "trainer", None, None, config, 0, 1)
+        .remote(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
     )
     engine = (
-        ray.remote(TransformersEngine).options(num_cpus=1).remote("rollout.engine0", "rollout", None, None, config, 0)
+        ray.remote(TransformersEngine)
+        .options(num_cpus=1)
+        .remote(name="rollout.engine0", role="rollout", config=config, index=0)
     )
     sync = (
         ray.remote(Synchronizer)
         .options(num_cpus=0)
-        .remote("synchronizer", "synchronizer", None, None, config, tempfile.mkdtemp())
+        .remote(name="synchronizer", role="synchronizer", config=config, run_dir=tempfile.mkdtemp())
     )
     host, port = ray.get(rank.rendezvous.remote())
     ray.get([rank.setup.remote(host, port, str(model_path), 10, None), engine.setup.remote(str(model_path), 0)])

@@ -230,11 +230,9 @@ async def _engine_pass(engine_type: str, model: Path, dtype: str, batch: Batch, 
 
 def make_engine(engine_type: str, config):
     """A rollout engine of `engine_type`, constructed as the launch plan constructs rollout.engine0."""
-    from trinity.runtime.rollout.transformers_engine import TransformersEngine
-    from trinity.runtime.rollout.vllm_engine import VllmEngine
+    from trinity.runtime.rollout import engine_class
 
-    kind = VllmEngine if engine_type == "vllm" else TransformersEngine
-    return kind("rollout.engine0", "rollout", None, None, config, 0)
+    return engine_class(engine_type)(name="rollout.engine0", role="rollout", config=config, index=0)
 
 
 def bare_vllm_pass(model: Path, dtype: str, batch: Batch, passes: int) -> dict:

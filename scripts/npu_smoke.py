@@ -1,4 +1,4 @@
-"""NPU smoke check, one command on an Ascend host with CANN installed and the `npu` extra (README:
+"""NPU smoke check, one command on an Ascend host with CANN installed and the `npu` extra (docs/clusters.md:
 "Running on an Ascend cluster"); it installs nothing:
 
     source /usr/local/Ascend/ascend-toolkit/set_env.sh

@@ -1,4 +1,4 @@
-"""Shared helpers: drive the real `trinity` CLI in-process or as a subprocess."""
+"""Shared helpers: drive the real `trinity` CLI in-process or as a subprocess; the test tiers (docs/testing.md)."""
 
 import json
 import os
@@ -24,6 +24,84 @@ os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 settings.register_profile("trinity", max_examples=150, deadline=None)
 settings.register_profile("mutation", max_examples=25, deadline=None)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "trinity"))
+
+# --- Test tiers (docs/testing.md) ---------------------------------------------------------------------------------
+# A test's tier is the first of these markers it carries, else "fast"; `-m "not ray and not train and not vllm"` is the
+# fast tier. The markers themselves are listed, with their meanings, in pyproject.toml.
+TIERS = ("vllm", "train", "ray")
+# Fixtures that start Ray: a test using one (directly or through another fixture) is marked `ray` here, at collection.
+# run_env, shared_run_env: the environment of `trinity run` subprocesses, which start Ray
+RAY_FIXTURES = frozenset({"run_env", "shared_run_env"})
+_RAY_TMPDIR = pytest.StashKey[tuple]()  # (RAY_TMPDIR before this session, this session's own)
+_RAY_BEFORE = pytest.StashKey[tuple]()  # a test's _ray_state() before its setup
+
+
+def tier_of(marks) -> str:
+    """The tier of a test carrying these marker names."""
+    return next((tier for tier in TIERS if tier in marks), "fast")
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects, so that the markers added here count there
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if RAY_FIXTURES.intersection(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ray)
+        marks = {m.name for m in item.iter_markers()}
+        # JUnit XML carries no markers: each test's tier goes into its <properties> (scripts/tier_times.py reads it)
+        item.user_properties.append(("tier", tier_of(marks)))
+        item.user_properties.append(("markers", ",".join(sorted(marks & set(TIERS)))))
+
+
+def pytest_configure(config):
+    """Every Ray this session starts without a temporary directory of its own writes its session folder into one
+    private folder (RAY_TMPDIR), watched by the guard below; other sessions' Rays on this machine stay out of it."""
+    config.stash[_RAY_TMPDIR] = (os.environ.get("RAY_TMPDIR"), tempfile.mkdtemp(prefix="rt", dir="/tmp"))
+    os.environ["RAY_TMPDIR"] = config.stash[_RAY_TMPDIR][1]  # short: Ray's socket paths must fit
+
+
+def pytest_unconfigure(config):
+    if _RAY_TMPDIR not in config.stash:
+        return
+    previous, ours = config.stash[_RAY_TMPDIR]
+    if previous is None:
+        os.environ.pop("RAY_TMPDIR", None)
+    else:
+        os.environ["RAY_TMPDIR"] = previous
+    shutil.rmtree(ours, ignore_errors=True)
+
+
+def _ray_state(item) -> tuple:
+    """The Ray session folders in this session's RAY_TMPDIR, and whether Ray is initialised in this process (looked
+    up, never imported: the config tests check that ray stays out of the test process)."""
+    folder = Path(item.config.stash[_RAY_TMPDIR][1]) / "ray"
+    sessions = frozenset(p for p in os.listdir(folder) if p.startswith("session_")) if folder.is_dir() else frozenset()
+    ray = sys.modules.get("ray")
+    return sessions, bool(ray is not None and getattr(ray, "is_initialized", lambda: False)())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("ray") is None:
+        item.stash[_RAY_BEFORE] = _ray_state(item)
+    return (yield)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A test not marked `ray` that started a Ray (in this process, a simulated cluster, or a subprocess such as
+    `trinity run`), in its own code or in a fixture it set up, fails here: it would run in the fast tier."""
+    result = yield
+    before = item.stash.get(_RAY_BEFORE, None)
+    if before is not None:
+        sessions, initialised = _ray_state(item)
+        if sessions - before[0] or (initialised and not before[1]):
+            pytest.fail(
+                f"{item.nodeid} started Ray but is not marked `ray`: add @pytest.mark.ray (or the module's pytestmark),"
+                " and `train` if it trains; docs/testing.md",
+                pytrace=False,
+            )
+    return result
+
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
@@ -110,19 +188,36 @@ def run_process(*args: str, cwd: Path, env: dict | None = None) -> Result:
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
+def _run_env(demo_assets: Path, folder: Path, ray_tmps: list) -> dict:
+    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
+    ray_tmps.append(ray_tmp)
+    return {
+        **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        "TRINITY_DEMO_DIR": str(demo_assets),
+        "TRINITY_CHECKPOINT_ROOT_DIR": str(folder / "ckpt"),
+        "RAY_TMPDIR": ray_tmp,
+        "PYTHONUNBUFFERED": "1",
+    }
+
+
 @pytest.fixture
 def run_env(demo_assets, tmp_path):
     """The environment of a `trinity run` subprocess: the demo's assets, checkpoints under the test's folder, a Ray temp
     dir of its own."""
-    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
-    yield {
-        **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
-        "TRINITY_DEMO_DIR": str(demo_assets),
-        "TRINITY_CHECKPOINT_ROOT_DIR": str(tmp_path / "ckpt"),
-        "RAY_TMPDIR": ray_tmp,
-        "PYTHONUNBUFFERED": "1",
-    }
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    ray_tmps = []
+    yield _run_env(demo_assets, tmp_path, ray_tmps)
+    for folder in ray_tmps:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def shared_run_env(demo_assets):
+    """run_env for a run that a module-scoped fixture shares between tests: `shared_run_env(folder)` is the
+    environment of a `trinity run` with checkpoints under `folder`, with a Ray temp dir of its own."""
+    ray_tmps = []
+    yield lambda folder: _run_env(demo_assets, folder, ray_tmps)
+    for folder in ray_tmps:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -10,6 +10,7 @@ import pytest
 from tests.conftest import REPO
 
 
+@pytest.mark.ray  # the script's Ray check starts a local Ray
 def test_smoke_script_cpu_path(tmp_path):
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "gpu_smoke.py"), "--allow-cpu"],
@@ -44,6 +45,7 @@ LOGPROB_DIFF_BOUND = 0.05
 
 @pytest.mark.vllm
 @pytest.mark.ray
+@pytest.mark.train
 def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
     """--train through the CPU path on a real vLLM (its CPU build): SFT, then GRPO whose weights move over gloo
     into vLLM's worker; every step's weights reach the engine, and the trainer's recomputed old log-probs agree
@@ -77,6 +79,7 @@ def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
         assert 0 <= step["logprob_diff"] < LOGPROB_DIFF_BOUND
 
 
+@pytest.mark.ray
 def test_one_device_machines_get_a_private_ray_declaring_two_devices_that_every_process_sees(tmp_path):
     """gpu_smoke.py --train on a single-GPU (or NPU) machine: engine and trainer share the device."""
     ray = pytest.importorskip("ray")

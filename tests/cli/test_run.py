@@ -1,7 +1,8 @@
 """`trinity run` trains for real: the shortened embedded demo on a real local Ray, as a user runs it.
 
 These tests assert on what a run leaves behind (metrics.jsonl, checkpoints, the config it saved),
-not on log text.
+not on log text. Where two tests' settings do not touch each other's assertions, one run (a module-scoped
+fixture) serves both; each test still asserts that run's exit code and its own outputs.
 """
 
 import json
@@ -11,11 +12,14 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
+
+pytestmark = pytest.mark.ray  # each test starts a local Ray through trinity run; `train` marks those that train
 
 # The demo, shortened: 3 SFT steps, then 3 GRPO steps of 4 tasks x 4 rollouts; a Ray of its own.
 SHORT = (
@@ -52,6 +56,46 @@ def lines(run_dir: Path, role=None) -> list[dict]:
     return [r for r in records if role is None or r["role"] == role]
 
 
+def shared_run(shared_run_env, tmp_path_factory, name, *args):
+    """One `trinity run` in a folder of its own, for the tests of this module that read it."""
+    folder = tmp_path_factory.mktemp(name)
+    env = shared_run_env(folder)
+    return SimpleNamespace(proc=trinity(env, folder, *args), folder=folder, env=env, args=args)
+
+
+# GRPO for 2 steps, saving Hugging Face weights at every step, with the old log-probs recomputed by the trainer:
+# the bench test reads the checkpoints, the log-prob test the trainer's records.
+HF_EVERY_STEP_RECOMPUTED = (
+    *GRPO_ONLY,
+    "buffer.total_steps=2",
+    "trainer.save_interval=1",
+    "trainer.save_hf_checkpoint=always",
+    "algorithm.bypass_old_logprobs=false",
+)
+
+
+@pytest.fixture(scope="module")
+def hf_every_step(shared_run_env, tmp_path_factory):
+    return shared_run(shared_run_env, tmp_path_factory, "hf_every_step", *HF_EVERY_STEP_RECOMPUTED)
+
+
+@pytest.fixture(scope="module")
+def trusted_code_run(shared_run_env, tmp_path_factory, remote_code_model):
+    """One GRPO step of a model defined by its own code, trusted: the checkpoint test reads its checkpoint, the
+    finished-run test runs it again."""
+    return shared_run(
+        shared_run_env,
+        tmp_path_factory,
+        "trusted_code",
+        *GRPO_ONLY,
+        "buffer.total_steps=1",
+        "trainer.save_interval=1",
+        f"model.model_path={remote_code_model}",
+        "model.trust_remote_code=true",
+    )
+
+
+@pytest.mark.train
 def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_path):
     # grpo saves every step and keeps two: its third save comes after its source (global_step_3) was pruned
     proc = trinity(
@@ -91,18 +135,10 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
     assert {"explorer.log", "trainer_node0.rank0.log"} <= set(os.listdir(run / "logs"))
 
 
-def test_checkpoints_are_hugging_face_models_that_bench_evaluates(env, tmp_path):
-    assert (
-        trinity(
-            env,
-            tmp_path,
-            *GRPO_ONLY,
-            "buffer.total_steps=2",
-            "trainer.save_interval=1",
-            "trainer.save_hf_checkpoint=always",
-        ).returncode
-        == 0
-    )
+@pytest.mark.train
+def test_checkpoints_are_hugging_face_models_that_bench_evaluates(hf_every_step):
+    assert hf_every_step.proc.returncode == 0, hf_every_step.proc.stderr[-3000:]
+    tmp_path, env = hf_every_step.folder, hf_every_step.env
     probe = (
         "import sys; from transformers import AutoModelForCausalLM as M; m = M.from_pretrained(sys.argv[1]); "
         "print(sum(p.numel() for p in m.parameters()))"
@@ -114,7 +150,8 @@ def test_checkpoints_are_hugging_face_models_that_bench_evaluates(env, tmp_path)
         timeout=120,
     )
     assert out.returncode == 0 and int(out.stdout.split()[-1]) > 500_000
-    bench = trinity(env, tmp_path, *GRPO_ONLY, "mode=bench")
+    # algorithm.* must stay as trained (a changed algorithm is another run); the rest is GRPO_ONLY's
+    bench = trinity(env, tmp_path, *GRPO_ONLY, "algorithm.bypass_old_logprobs=false", "mode=bench")
     assert bench.returncode == 0, bench.stderr[-3000:]
     evals = [
         (e["step"], e["stage"])
@@ -124,6 +161,7 @@ def test_checkpoints_are_hugging_face_models_that_bench_evaluates(env, tmp_path)
     assert evals == [(1, None), (2, None)]  # every saved checkpoint, in order
 
 
+@pytest.mark.train
 @pytest.mark.parametrize("method,extra", [("memory", ()), ("checkpoint", ("algorithm.kl_loss_fn=low_var_kl",))])
 def test_memory_and_checkpoint_sync_in_one_run(env, tmp_path, method, extra):
     proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", f"synchronizer.sync_method={method}", *extra)
@@ -135,6 +173,7 @@ def test_memory_and_checkpoint_sync_in_one_run(env, tmp_path, method, extra):
     assert not list((tmp_path / RUN / "sync").glob("*")) if method == "checkpoint" else True
 
 
+@pytest.mark.train
 def test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory(env, tmp_path):
     """mode: colocate: trainer ranks and the engine share devices, so the engines sleep before train steps and
     wake before explore steps (each handoff is a `devices` record), explore and train steps never overlap, even
@@ -192,6 +231,7 @@ def test_colocate_stops_at_once_when_one_explore_step_cannot_fill_a_train_batch(
     assert not lines(tmp_path / RUN, "trainer")
 
 
+@pytest.mark.train
 def test_long_prompts_keep_their_end_and_are_counted(env, tmp_path):
     # the demo's prompts are 4 to 6 tokens: a budget of 3 cuts every one of them
     kept = (
@@ -219,18 +259,10 @@ def test_long_prompts_keep_their_end_and_are_counted(env, tmp_path):
     assert "    repetition_penalty: 1.2\n" in (tmp_path / RUN / "config.yaml").read_text()
 
 
-def test_a_trusted_model_with_its_own_code_trains_and_its_checkpoints_carry_the_code(env, tmp_path, remote_code_model):
-    proc = trinity(
-        env,
-        tmp_path,
-        *GRPO_ONLY,
-        "buffer.total_steps=1",
-        "trainer.save_interval=1",
-        f"model.model_path={remote_code_model}",
-        "model.trust_remote_code=true",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    checkpoint = tmp_path / RUN / "checkpoints" / "global_step_1"
+@pytest.mark.train
+def test_a_trusted_model_with_its_own_code_trains_and_its_checkpoints_carry_the_code(trusted_code_run):
+    assert trusted_code_run.proc.returncode == 0, trusted_code_run.proc.stderr[-3000:]
+    checkpoint = trusted_code_run.folder / RUN / "checkpoints" / "global_step_1"
     assert {"configuration_tiny.py", "modeling_tiny.py"} <= set(os.listdir(checkpoint))
     probe = (
         "import sys; from transformers import AutoModelForCausalLM as M; "
@@ -240,21 +272,24 @@ def test_a_trusted_model_with_its_own_code_trains_and_its_checkpoints_carry_the_
     assert out.returncode == 0 and out.stdout.split()[-1] == "TinyForCausalLM", out.stderr[-2000:]
 
 
-def test_recomputed_old_logprobs_report_how_far_the_engine_was(env, tmp_path):
-    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", "algorithm.bypass_old_logprobs=false")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    diffs = [r["logprob_diff"] for r in lines(tmp_path / RUN, "trainer")]
+@pytest.mark.train
+def test_recomputed_old_logprobs_report_how_far_the_engine_was(hf_every_step):
+    assert hf_every_step.proc.returncode == 0, hf_every_step.proc.stderr[-3000:]
+    diffs = [r["logprob_diff"] for r in lines(hf_every_step.folder / RUN, "trainer")]  # the bench run adds none
     # both float32 on the CPU: close, not equal (the engine's min_tokens mask)
     assert len(diffs) == 2 and all(0 < d < 0.5 for d in diffs), diffs
 
 
-def test_a_second_run_of_a_finished_run_does_nothing_and_says_so(env, tmp_path):
-    assert trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1").returncode == 0
-    again = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1")
-    assert again.returncode == 0 and "done earlier (global_step_1)" in again.stdout
-    assert len(lines(tmp_path / RUN, "trainer")) == 1
+@pytest.mark.train
+def test_a_second_run_of_a_finished_run_does_nothing_and_says_so(trusted_code_run):
+    first = trusted_code_run
+    assert first.proc.returncode == 0, first.proc.stderr[-3000:]
+    again = trinity(first.env, first.folder, *first.args)
+    assert again.returncode == 0 and "done earlier (global_step_1)" in again.stdout, again.stderr[-3000:]
+    assert len(lines(first.folder / RUN, "trainer")) == 1
 
 
+@pytest.mark.train
 def test_resume_after_sigterm_continues_from_the_last_checkpoint(env, tmp_path):
     args = (*GRPO_ONLY, "buffer.total_steps=8", "trainer.save_interval=2")
     proc = subprocess.Popen(
@@ -298,6 +333,7 @@ def test_resume_after_sigterm_continues_from_the_last_checkpoint(env, tmp_path):
     ).exists()
 
 
+@pytest.mark.train
 def test_explore_and_train_runs_share_experiences_and_weights_through_files(env, tmp_path):
     split = (
         *GRPO_ONLY,
@@ -321,6 +357,7 @@ def test_explore_and_train_runs_share_experiences_and_weights_through_files(env,
     assert lines(run, "synchronizer")[-1]["method"] == "checkpoint"
 
 
+@pytest.mark.train
 def test_a_killed_rollout_engine_ends_the_run_with_its_name_and_leaves_nothing(env, tmp_path):
     import ray
     from ray.cluster_utils import Cluster

@@ -16,7 +16,7 @@ pytest.importorskip("verl")
 pytest.importorskip("ray")
 pytest.importorskip("wandb")
 
-pytestmark = pytest.mark.ray
+pytestmark = [pytest.mark.ray, pytest.mark.train]
 
 ROOT = (
     "buffer.total_steps=2",

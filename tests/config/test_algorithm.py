@@ -340,3 +340,35 @@ def test_two_different_gradient_clips_are_an_error(cli, write):
         and "run.yaml:8:3: trainer.grad_clip: 0.3 contradicts algorithm.optimizer.clip_grad=0.5 (run.yaml:6:5)"
         in result.err
     )
+
+
+# --- one predicate per question; the entries the runtime reads --------------------------------------------------
+
+
+def test_one_predicate_says_whether_an_algorithm_reads_rollouts():
+    from trinity.config.algorithms import ALGORITHMS, needs_rollout
+
+    assert [name for name in ALGORITHMS if not needs_rollout(name)] == ["sft", "dpo", "cpt"]  # data sets, no explorer
+    assert needs_rollout("grpo") and needs_rollout("raft")  # RAFT: SFT on the explorer's rollouts
+    assert needs_rollout("no_such_algorithm") and needs_rollout(None)  # refused by the preset rule, counted as RL
+
+
+def test_whether_a_loss_trains_on_advantages_is_the_loss_entrys_answer():
+    from trinity.config.algorithms import POLICY_LOSSES, is_rl_loss
+
+    assert [name for name in POLICY_LOSSES if not is_rl_loss(name)] == ["sft"]
+    assert is_rl_loss("ppo") and is_rl_loss("no_such_loss")
+    # an RL loss names the verl loss mode verl's ppo_loss calls; SFT's verl sft_loss reads none
+    assert all((loss.batch == "rl") == (loss.loss_mode is not None) for loss in POLICY_LOSSES.values())
+
+
+def test_the_function_registries_are_the_entries_arguments():
+    from trinity.config.algorithms import ADVANTAGES, FUNCTIONS, POLICY_LOSSES
+
+    assert FUNCTIONS["advantage_fn"] == {name: entry.args for name, entry in ADVANTAGES.items()}
+    assert FUNCTIONS["policy_loss_fn"] == {name: entry.args for name, entry in POLICY_LOSSES.items()}
+    # every runnable preset's functions have entries the runtime can look up
+    from trinity.config.algorithms import ALGORITHMS
+
+    for preset in (p for p in ALGORITHMS.values() if not p.unsupported):
+        assert preset.functions["advantage_fn"] in ADVANTAGES and preset.functions["policy_loss_fn"] in POLICY_LOSSES

@@ -7,6 +7,8 @@ import ray
 
 from tests.conftest import MINIMAL, ray_cluster
 
+pytestmark = pytest.mark.ray
+
 
 @pytest.fixture(scope="module")
 def cluster():

@@ -16,6 +16,8 @@ from ray.util import placement_group_table
 from tests.conftest import MINIMAL, ray_cluster
 from trinity.launch.launcher import Launch
 
+pytestmark = pytest.mark.ray
+
 # A second driver: holds both nodes whole until its stdin closes.
 GRABBER = """
 import sys, ray

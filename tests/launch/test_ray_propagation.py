@@ -14,6 +14,8 @@ from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.launch.runtime_env import runtime_env
 
+pytestmark = pytest.mark.ray
+
 
 @pytest.fixture(scope="module")
 def ray_node():

@@ -95,6 +95,7 @@ def test_cluster_with_more_devices_than_the_profile_says(run_file):
     )
 
 
+@pytest.mark.ray
 def test_real_multi_node_cluster(run_file):
     import ray
     from ray.cluster_utils import Cluster
@@ -192,3 +193,15 @@ def test_strict_applies_on_the_cluster_path(run_file):
     with pytest.raises(ConfigError) as err:
         resolve_on_cluster(request, nodes({"GPU": 8}), strict=True)
     assert err.value.issues[0].severity == "error" and err.value.issues[0].hint.endswith("(an error under --strict)")
+
+
+def test_the_config_resolved_before_ray_is_launched_when_the_cluster_changes_nothing(run_file):
+    from trinity.config.resolve import resolve
+
+    written = Request(run_file(), ("hardware=ascend910b", "cluster.gpu_per_node=4"))
+    before = resolve(written)
+    assert resolve_on_cluster(written, nodes({"NPU": 8}), standalone=before) is before
+    unset = Request(run_file(), ("hardware=ascend910b",))
+    before = resolve(unset)
+    after = resolve_on_cluster(unset, nodes({"NPU": 4}), standalone=before)
+    assert after is not before and (before.config.cluster.gpu_per_node, after.config.cluster.gpu_per_node) == (8, 4)

@@ -10,6 +10,8 @@ import ray
 from tests.conftest import MINIMAL, REFERENCE, ray_cluster
 from trinity.launch.launcher import Launch
 
+pytestmark = pytest.mark.ray
+
 
 @pytest.fixture(scope="module")
 def node():
@@ -86,7 +88,7 @@ def test_teardown_closes_the_actors_that_can_close_before_killing_them(node, tmp
     from trinity.launch.plan import build_plan
 
     class Plain:  # defined here: Ray ships it by value (the tests folder is not importable in its workers)
-        def __init__(self, name, role, visible_devices_env, folder):
+        def __init__(self, *, name, role, visible_devices_env, folder):
             self.name, self.folder = name, folder
 
         def report(self):
@@ -107,7 +109,9 @@ def test_teardown_closes_the_actors_that_can_close_before_killing_them(node, tmp
         )
         with Launch(plan, 60) as launch:
             launch.create_groups()
-            actors = launch.start_actors(lambda spec: (Closing if spec.role == "rollout" else Plain, (str(tmp_path),)))
+            actors = launch.start_actors(
+                lambda spec: (Closing if spec.role == "rollout" else Plain, {"folder": str(tmp_path)})
+            )
             ray.get([a.report.remote() for a in actors.values()], timeout=60)
         assert sorted(p.name for p in tmp_path.iterdir()) == ["rollout.engine0", "rollout.engine1"]
         deadline = time.monotonic() + 30  # Ray frees a removed group's resources a moment later

@@ -1,5 +1,5 @@
-"""Versions that work together: one table in the code, the same pins in pyproject.toml's extras and the
-README, and `trinity doctor` naming an installed pair that cannot work."""
+"""Versions that work together: one table in the code, the same pins in pyproject.toml's extras and
+docs/clusters.md, and `trinity doctor` naming an installed pair that cannot work."""
 
 import re
 import tomllib
@@ -32,7 +32,7 @@ def test_the_extras_pin_the_known_versions(extra):
 
 
 def test_the_readme_table_shows_the_known_versions():
-    readme = (REPO / "README.md").read_text()
+    readme = (REPO / "docs" / "clusters.md").read_text()
     table = readme[readme.index("### Versions that work together") :]
     for extra, versions in KNOWN.items():
         row = next(line for line in table.splitlines() if line.startswith(f"| `{extra}`"))
@@ -75,7 +75,7 @@ def test_a_vllm_beside_the_wrong_torch_is_an_error_either_build():
             (
                 "error",
                 f"{dist} 0.31.0 requires torch 2.13.0, but torch 2.11.0 is installed",
-                "pip install torch==2.13.0 (README: versions that work together)",
+                "pip install torch==2.13.0 (docs/clusters.md: versions that work together)",
             )
         ]
     assert (

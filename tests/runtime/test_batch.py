@@ -1,4 +1,4 @@
-"""Our side of the GRPO and SFT wiring, against hand-computed values."""
+"""Our side of the RL and SFT wiring, against hand-computed values."""
 
 import math
 
@@ -9,7 +9,7 @@ from tests.conftest import MINIMAL
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.runtime.experience import Experience
-from trinity.runtime.trainer import batch
+from trinity.runtime.trainer import batch, functions
 
 pytest.importorskip("verl")
 
@@ -45,7 +45,7 @@ def test_reward_sits_on_the_last_response_token():
 def test_grpo_advantages_normalise_within_each_task(algorithm):
     rewards = {"a": [1, 0, 0, 1], "b": [1, 1]}
     exps = [exp([1], [2], r, g) for g, rs in rewards.items() for r in rs] + [exp([1], [2], 1.0, "alone")]
-    advantages = batch.group_advantages(exps, algorithm("algorithm.repeat_times=4"))
+    advantages = [a[0] for a in functions.advantages(exps, algorithm("algorithm.repeat_times=4"))]
     spread = 0.5 / math.sqrt(1 / 3)  # (r - mean) / std with the unbiased std of [1, 0, 0, 1]
     assert advantages[:4] == pytest.approx([spread, -spread, -spread, spread], rel=1e-5)
     assert advantages[4:6] == pytest.approx([0.0, 0.0])  # all equal: nothing to learn from this task
@@ -54,15 +54,16 @@ def test_grpo_advantages_normalise_within_each_task(algorithm):
 
 def test_without_std_normalisation_it_is_the_centred_reward(algorithm):
     exps = [exp([1], [2], r, "a") for r in (1, 0, 0, 0)]
-    advantages = batch.group_advantages(
+    advantages = functions.advantages(
         exps, algorithm("algorithm.repeat_times=4", "+algorithm.advantage_fn_args.norm_adv_by_std=false")
     )
+    advantages = [a[0] for a in advantages]
     assert advantages == pytest.approx([0.75, -0.25, -0.25, -0.25])
 
 
 def test_advantage_covers_every_response_token_and_no_padding():
     exps = [exp([1], [2, 3, 4], 1.0, "a", [-0.5, -0.25, -0.125]), exp([1], [5], 0.0, "a", [-2.0])]
-    t = batch.rl_tensors(exps, [0.7, -0.7], pad_id=0)
+    t = batch.rl_tensors(exps, [[0.7] * 3, [-0.7]], pad_id=0)
     assert torch.allclose(t["advantages"], torch.tensor([[0.7, 0.7, 0.7], [-0.7, 0.0, 0.0]]))
     assert t["old_log_probs"].tolist() == [[-0.5, -0.25, -0.125], [-2.0, 0.0, 0.0]]
 

@@ -60,7 +60,7 @@ def explorer(demo_assets, monkeypatch):
 
     def _explorer(*overrides):
         config = resolve(Request(None, ("hardware=cpu", "~stages", *overrides))).config
-        role = Explorer("explorer", "explorer", None, None, config)
+        role = Explorer(name="explorer", role="explorer", config=config)
         role.setup([], None, str(demo_assets / "model"))
         return role
 

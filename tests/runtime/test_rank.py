@@ -1,5 +1,7 @@
 """What a checkpoint carries besides its weights: the model folder's own files, read once at setup."""
 
+import pytest
+
 from trinity.runtime.run_dir import STATE
 from trinity.runtime.trainer.rank import companion_files
 
@@ -26,7 +28,7 @@ def weights_as_sent(demo_dir: str, rollout_dtype: str, out) -> None:
 
     config = resolve(Request(None, ("hardware=cpu", f"explorer.rollout_model.dtype={rollout_dtype}"))).stage("grpo")
     os.environ.update(get_platform("cpu").verl_env())
-    rank = TrainerRank("trainer_node0.rank0", "trainer", None, None, config, 0, 1)
+    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
     rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 1, None)
     dtypes = lambda weights: sorted({str(t.dtype) for t in weights.values()})  # noqa: E731
     out.put(
@@ -38,6 +40,7 @@ def weights_as_sent(demo_dir: str, rollout_dtype: str, out) -> None:
     )
 
 
+@pytest.mark.train  # a real verl trainer rank, in a process of its own
 def test_weights_travel_to_the_engines_in_the_rollout_dtype_when_it_is_narrower(demo_assets):
     """A bf16 rollout gets bf16 weights from an fp32 trainer (half the bytes); checkpoints keep the trainer's fp32."""
     import multiprocessing

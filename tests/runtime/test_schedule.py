@@ -1,35 +1,45 @@
 """When the explorer may run ahead and when weights move: the sync styles, interval and offset."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from trinity.runtime.schedule import SyncPolicy
+from trinity.runtime.scheduler import EVALUATE, EXPLORE, SYNC, Scheduler, Stalled
 
 
-def drive(policy: SyncPolicy, total: int) -> list[tuple]:
-    """A sequential driver like a stage's: sync when due, else explore when allowed, else train; logs each event."""
-    explored = trained = version = asked = 0
-    log = []
-    while trained < total:
-        if policy.sync_due(trained, version, explored, asked):
-            version, asked = trained, explored
-            log.append(("sync", version))
-        elif explored < total and explored - trained < 50 and policy.may_explore(explored + 1, version, trained):
-            explored += 1
-            log.append(("explore", explored, version))
-        elif trained < explored:
-            trained += 1
-            log.append(("train", trained))
-        else:
-            raise AssertionError(f"deadlock at explored={explored} trained={trained} version={version}")
-    if version < trained:  # as a stage does: the final weights reach the engines for the last evaluation
-        log.append(("sync", trained))
+def drive(schedule: Scheduler, pick=lambda running: 0, experiences: int = 1) -> list[tuple]:
+    """Run the real Scheduler: start what it asks, finish the running call `pick` chooses; log every event.
+
+    Events: ("start", kind, step, kinds running), ("explore", step, engine version at its start),
+    ("train", step), ("sync", version), ("evaluate", version)."""
+    log, running = [], []
+    while not schedule.finished_all:
+        for call in schedule.next_calls():
+            schedule.started(call)
+            if call.kind in (SYNC, EVALUATE):
+                busy = {c.kind for c, _ in running}
+                # a sync needs both sides between steps; an evaluation the engines (and, shared, the devices)
+                assert not busy if call.kind == SYNC or schedule.shared else EXPLORE not in busy, (call, busy)
+                log.append((call.kind, call.step))
+                schedule.finished(call)
+                continue
+            running.append((call, schedule.engine_version))
+            log.append(("start", call.kind, call.step, sorted(c.kind for c, _ in running)))
+        if running:
+            call, version = running.pop(pick(running))
+            schedule.finished(call, experiences)
+            log.append((call.kind, call.step, version) if call.kind == EXPLORE else (call.kind, call.step))
     return log
 
 
+def events(log: list[tuple]) -> list[tuple]:
+    return [e for e in log if e[0] != "start"]
+
+
 def test_interval_1_offset_0_is_strictly_on_policy():
-    log = drive(SyncPolicy("fixed", 1, 0), 3)
-    assert log == [
+    log = drive(Scheduler(SyncPolicy("fixed", 1, 0), 3))
+    assert events(log) == [
         ("explore", 1, 0),
         ("train", 1),
         ("sync", 1),
@@ -39,20 +49,61 @@ def test_interval_1_offset_0_is_strictly_on_policy():
         ("explore", 3, 2),
         ("train", 3),
         ("sync", 3),
+        ("evaluate", 3),
     ]
 
 
 def test_offset_1_lets_the_explorer_run_one_step_ahead():
     policy = SyncPolicy("fixed", 1, 1)
     assert [policy.version_needed(s) for s in range(1, 6)] == [0, 0, 1, 2, 3]
-    assert ("explore", 2, 0) in drive(policy, 4)[:2]  # step 2 needs no new weights: it overlaps train step 1
+    log = drive(Scheduler(policy, 4))
+    assert events(log)[:2] == [("explore", 1, 0), ("explore", 2, 0)]  # step 2 needs no new weights
+    assert ("start", "train", 1, ["explore", "train"]) in log  # it overlaps train step 1
+
+
+def test_sharing_devices_never_overlaps_explore_and_train():
+    log = drive(Scheduler(SyncPolicy("fixed", 1, 1), 4, shared=True))
+    assert all(len(e[3]) == 1 for e in log if e[0] == "start")
+    assert [e[1] for e in events(log) if e[0] == "train"] == [1, 2, 3, 4]
 
 
 def test_interval_2_syncs_every_second_train_step():
     policy = SyncPolicy("fixed", 2, 0)
     assert [policy.version_needed(s) for s in range(1, 7)] == [0, 0, 2, 2, 4, 4]
-    syncs = [e[1] for e in drive(policy, 6) if e[0] == "sync"]
+    syncs = [e[1] for e in drive(Scheduler(policy, 6)) if e[0] == "sync"]
     assert syncs == [2, 4, 6]
+
+
+def test_evaluations_follow_the_interval_and_the_start():
+    schedule = Scheduler(SyncPolicy("fixed", 1, 0), 5, eval_interval=2, eval_first=True, sync_first=True)
+    log = events(drive(schedule))
+    assert log[:2] == [("sync", 0), ("evaluate", 0)]  # a resumed stage's engines first get the trainer's weights
+    # after explore steps 2 and 4, at the weights they explored with; the last after the final sync
+    assert [e for e in log if e[0] == "evaluate"] == [
+        ("evaluate", 0),
+        ("evaluate", 1),
+        ("evaluate", 3),
+        ("evaluate", 5),
+    ]
+    assert log[-2:] == [("sync", 5), ("evaluate", 5)]
+    # the last explore step is evaluated once, after the final sync
+    evaluated = [
+        e for e in events(drive(Scheduler(SyncPolicy("fixed", 1, 0), 4, eval_interval=2))) if e[0] == "evaluate"
+    ]
+    assert evaluated == [("evaluate", 1), ("evaluate", 4)]
+
+
+def test_a_resumed_stage_counts_from_its_checkpoint():
+    log = events(drive(Scheduler(SyncPolicy("fixed", 1, 0), 4, done=2)))
+    assert log[0] == ("explore", 3, 2) and log[-1] == ("evaluate", 4)
+    assert [e[1] for e in log if e[0] == "train"] == [3, 4]
+
+
+def test_sharing_devices_stops_when_one_turn_cannot_fill_a_batch():
+    schedule = Scheduler(SyncPolicy("fixed", 1, 0), 3, shared=True, batch_size=4)
+    with pytest.raises(Stalled, match=r"holds 2 experiences, fewer than buffer.train_batch_size=4"):
+        drive(schedule, experiences=2)
+    assert schedule.explored == 1 and schedule.trained == 0
 
 
 def test_trainer_driven_never_blocks_on_a_version():
@@ -76,17 +127,29 @@ def test_explorer_driven_asks_every_interval_explore_steps():
     interval=st.integers(1, 4),
     offset=st.integers(0, 3),
     total=st.integers(1, 12),
+    shared=st.booleans(),
+    data=st.data(),
 )
-def test_every_style_finishes_and_never_trains_ahead_of_its_data(style, interval, offset, total):
-    log = drive(SyncPolicy(style, interval, offset), total)
-    explored = trained = 0
+def test_every_style_finishes_and_never_trains_ahead_of_its_data(style, interval, offset, total, shared, data):
+    policy = SyncPolicy(style, interval, offset)
+    pick = lambda running: data.draw(st.integers(0, len(running) - 1))  # noqa: E731 - calls finish in any order
+    log = drive(Scheduler(policy, total, shared=shared), pick)
+    explored = version = 0
+    asked = []  # explore steps done at each sync before the stage's last
     for event in log:
+        if event[0] == "start" and event[1] == "train":
+            assert event[2] <= explored  # train step t learns from explore step t's experiences
+        if event[0] == "start" and shared:
+            assert len(event[3]) == 1  # one holder of the devices at a time
         if event[0] == "explore":
             explored = event[1]
-        elif event[0] == "train":
-            trained = event[1]
-            assert trained <= explored  # train step t learns from explore step t
-    assert trained == total
-    if style == "fixed":  # each explore step waited for the weights its offset and interval allow
-        policy = SyncPolicy(style, interval, offset)
-        assert all(e[2] >= policy.version_needed(e[1]) for e in log if e[0] == "explore")
+            if style == "fixed":  # each explore step waited for the weights its offset and interval allow
+                assert event[2] >= policy.version_needed(event[1])
+        if event[0] == "sync":
+            assert event[1] > version
+            version = event[1]
+            asked.append(explored)
+    assert explored == total and [e[1] for e in events(log) if e[0] == "train"] == list(range(1, total + 1))
+    assert events(log)[-1] == ("evaluate", total) and version == total
+    if style == "explorer_driven":  # the explorer asks once at each interval-th explore step, and at the end
+        assert all(n % interval == 0 for n in asked[:-1]) and len(set(asked[:-1])) == len(asked[:-1])

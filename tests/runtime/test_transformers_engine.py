@@ -16,7 +16,7 @@ from trinity.runtime.rollout.transformers_engine import TransformersEngine  # no
 def engine(demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     config = resolve(Request(None, ("hardware=cpu",))).stage("grpo")
-    engine = TransformersEngine("rollout.engine0", "rollout", None, None, config, 0)
+    engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
     asyncio.run(engine.setup(str(demo_assets / "model"), 3))
     return engine
 
@@ -95,7 +95,7 @@ def test_the_repetition_penalty_shapes_sampling_and_the_logprobs_report_it(engin
 def test_a_model_with_its_own_code_loads_when_trusted(remote_code_model, monkeypatch, demo_assets):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     config = resolve(Request(None, ("hardware=cpu", "model.trust_remote_code=true"))).stage("grpo")
-    trusted = TransformersEngine("rollout.engine0", "rollout", None, None, config, 0)
+    trusted = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
     asyncio.run(trusted.setup(str(remote_code_model), 0))
     assert type(trusted.model).__name__ == "TinyForCausalLM"
     _, [sample] = asyncio.run(trusted.generate(prompt(trusted, "1+1="), 1, Sampling(max_tokens=2)))

@@ -25,7 +25,7 @@ def config(profile="a100", *extra):
 
 
 def engine(cfg, slot=0, name="rollout.engine0"):
-    return VllmEngine(name, "rollout", None, None, cfg, slot)
+    return VllmEngine(name=name, role="rollout", config=cfg, index=slot)
 
 
 @pytest.fixture(autouse=True)

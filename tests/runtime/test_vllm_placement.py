@@ -9,6 +9,7 @@ import pytest
 from tests.conftest import REFERENCE
 
 ray = pytest.importorskip("ray")
+pytestmark = pytest.mark.ray
 
 
 @pytest.fixture(scope="module")

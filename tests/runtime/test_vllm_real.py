@@ -65,7 +65,13 @@ def engine(demo_config, demo_assets, tmp_path_factory):
         actor = (
             ray.remote(VllmEngine)
             .options(num_cpus=1)
-            .remote("rollout.engine0", "rollout", None, str(tmp_path_factory.mktemp("logs")), demo_config, 0)
+            .remote(
+                name="rollout.engine0",
+                role="rollout",
+                log_dir=str(tmp_path_factory.mktemp("logs")),
+                config=demo_config,
+                index=0,
+            )
         )
         ray.get(actor.setup.remote(str(demo_assets / "model"), 0), timeout=300)
         yield actor

@@ -50,7 +50,7 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
 
 
 def _version_pairs(packages: dict[str, str | None]) -> list[dict[str, str]]:
-    """Installed versions that do not belong together (README: versions that work together)."""
+    """Installed versions that do not belong together (docs/clusters.md: versions that work together)."""
     return [{"severity": s, "message": m, "hint": h} for s, m, h in pair_problems(packages)]
 
 

@@ -61,37 +61,44 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 
 
 def run_cmd(args: argparse.Namespace) -> int:
-    """Dry run: print the plan. Placement only: launch, verify, tear down. Otherwise train every stage."""
-    from ..config.resolve import resolve
-    from ..launch.launcher import cpus_needed, join, run_identity, start_local
+    """Dry run: print the plan. Placement only: launch, verify, tear down. Otherwise train every stage.
+
+    The config is resolved once before Ray (what can be checked without the cluster ends the run in
+    seconds) and once more against the cluster only when the cluster changes it; preflight checks
+    the config that is launched."""
+    from ..config.compose import compose
+    from ..config.run_target import run_target
+    from ..launch.launcher import cpus_needed, join, start_local
     from ..launch.plan import build_plan
     from ..launch.reconcile import live_nodes, resolve_on_cluster
 
     request = request_from(args)
     if args.config is None and not args.dry_run:
         _ensure_demo(args)
-    identity = run_identity(request)
-    if args.dry_run and not identity.address:
-        resolved = resolve(request, strict=args.strict)
-        print_issues(fit_checked(resolved, args.strict)[1])
-        return _show(args, [(n, build_plan(c), None) for n, c in _stages(resolved)])
+    composed = compose(request)
+    target = run_target(composed)
+    standalone, refusal = _standalone(composed, args.strict)
+    if args.dry_run and not target.address:
+        if refusal:
+            raise refusal
+        print_issues(fit_checked(standalone, args.strict)[1])
+        return _show(args, [(n, build_plan(c), None) for n, c in _stages(standalone)])
     training = not (args.dry_run or args.placement_only)
-    standalone = _standalone(request, args.strict)
     if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends in seconds
         fit_checked(standalone, args.strict)
-    checked = training and standalone is not None and _preflight(standalone)
+    checked = _preflight(standalone) if training and standalone is not None else None
     import ray
 
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
     try:
-        if not join(identity):  # no cluster named or running here (a dry run always names one by now)
-            # no cluster to ask: the config must stand on its own
-            standalone = standalone or resolve(request, strict=args.strict)
-            start_local(identity, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
+        if not join(target):  # no cluster named or running here (a dry run always names one by now)
+            if refusal:  # no cluster to ask: the config must stand on its own
+                raise refusal
+            start_local(target, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
         signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
-        resolved = resolve_on_cluster(request, live_nodes(), strict=args.strict)
+        resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
         print_issues(fit_checked(resolved, args.strict)[1])
-        if training and not checked:
+        if training and resolved is not checked:
             _preflight(resolved)
         if args.dry_run:
             from ..launch.launcher import check_live
@@ -106,15 +113,17 @@ def run_cmd(args: argparse.Namespace) -> int:
         ray.shutdown()
 
 
-def _preflight(resolved) -> bool:
+def _preflight(resolved):
+    """Check `resolved` before anything of it runs; returns it, checked."""
     from ..runtime.preflight import check
 
     check(resolved)
-    return True
+    return resolved
 
 
-def _standalone(request, strict: bool):
-    """The config resolved without a cluster, or None when only the cluster's device counts can make it valid.
+def _standalone(composed, strict: bool) -> tuple:
+    """(the config resolved without a cluster, None), or (None, its ConfigError) when only the cluster's device
+    counts can make it valid.
 
     A live cluster changes only the device split (gpu_per_node left unset), so an error about any
     other key stops the run here, before Ray. What does not fit a device here does not fit on the
@@ -123,11 +132,11 @@ def _standalone(request, strict: bool):
     from ..config.resolve import resolve
 
     try:
-        return resolve(request, strict=strict)
+        return resolve(composed, strict=strict), None
     except ConfigError as exc:
         if any(i.severity == "error" and not i.key.startswith(DEVICE_SPLIT_KEYS) for i in exc.issues):
             raise
-        return None  # resolve_on_cluster reports it, with the cluster's numbers
+        return None, exc  # resolve_on_cluster reports it, with the cluster's numbers
 
 
 # what the cluster's device count decides
@@ -206,7 +215,7 @@ def _placement_only(args: argparse.Namespace, config) -> int:
     with Launch(plan, args.timeout) as launch:
         launch.create_groups()
         # every role's base process: it reports placement and environment only
-        launch.start_actors(lambda spec: (Role, ()))
+        launch.start_actors(lambda spec: (Role, {}))
         placements = launch.placements()
     if args.format == "json":
         print(
@@ -228,9 +237,9 @@ def _placement_only(args: argparse.Namespace, config) -> int:
 
 def _train(args: argparse.Namespace, resolved) -> int:
     """Every stage in order; the summary table (or JSON) at the end; a failed role is exit 1 with its error."""
+    from ..runtime.calls import RoleFailed
     from ..runtime.progress import summary_table
     from ..runtime.run import RunOptions, run_dir_of, train
-    from ..runtime.stage import RoleFailed
 
     show = _Shown(args.format, args.quiet, args.show_secrets)
     try:

@@ -5,9 +5,16 @@ does. Each function's arguments are a small model, so a negative clip range or a
 argument is a config error here instead of something verl accepts silently. Upstream's other
 algorithms and functions are known by name and refused with the reason (`UNSUPPORTED`); an
 argument upstream has that the runtime cannot honour accepts only upstream's default.
+
+Each advantage function and policy loss is an entry (`ADVANTAGES`, `POLICY_LOSSES`) naming the
+function in verl's registries that computes it; the trainer looks it up there by that name
+(trinity/runtime/trainer/functions.py). Adding an algorithm is its preset in `ALGORITHMS`, the
+entries of functions it introduces, and, where verl lacks a function, one runtime module that
+registers it with verl (named by the entry's `module`). `needs_rollout` is the one predicate of
+whether an algorithm's trainer reads rollouts.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
 from pydantic import Field
@@ -85,16 +92,64 @@ class EntropyLossArgs(Section):
 
 KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "abs", "mse")
 
+CONFIG = "config."  # an estimator keyword under this prefix is a field of the `config` (verl's AlgoConfig) it is given
+
+
+@dataclass(frozen=True)
+class Advantage:
+    """An advantage function: its arguments, and the estimator in verl's registry that computes it.
+
+    `estimator` is a name in verl's advantage-estimator registry (`get_adv_estimator_fn`); a function
+    trinity defines itself is registered there beside verl's own by `module` (a runtime module the
+    trainer imports first). The trainer calls the estimator with the inputs its signature names
+    (token_level_rewards, response_mask, index, config) plus our arguments renamed by `kwargs`.
+    """
+
+    args: type[Section]
+    estimator: str | None = None  # None: this function computes no advantages (a loss that reads none)
+    kwargs: dict[str, str] = field(default_factory=dict)  # our argument -> the estimator's keyword (or config.<field>)
+    grouped: bool = False  # compares the rollouts of one task with each other (the estimator reads `index`)
+    module: str | None = None  # the trinity module that registers `estimator` with verl; None: verl's own
+
+
+@dataclass(frozen=True)
+class PolicyLoss:
+    """A policy loss: its arguments, what verl's actor trains on, and (for "rl") the loss mode verl's ppo_loss calls.
+
+    batch "rl": responses with per-token advantages and the old policy's log-probs, under the sampling
+    temperature; verl's `ppo_loss` calls `get_policy_loss_fn(loss_mode)`. batch "sft": packed sequences
+    with a loss mask over the responses, trained by verl's `sft_loss`, which reads no loss mode.
+    A loss trinity defines itself is registered with verl's `register_policy_loss` by `module`.
+    """
+
+    args: type[Section]
+    loss_mode: str | None = None  # a name in verl's policy-loss registry; None only for batch "sft"
+    batch: Literal["rl", "sft"] = "rl"
+    module: str | None = None  # the trinity module that registers `loss_mode` with verl; None: verl's own
+
+
+ADVANTAGES: dict[str, Advantage] = {
+    "grpo": Advantage(
+        GRPOAdvantageArgs,
+        "grpo",
+        kwargs={"epsilon": "epsilon", "norm_adv_by_std": "norm_adv_by_std_in_grpo"},
+        grouped=True,
+    ),
+    "none": Advantage(NoArgs),
+}
+
+POLICY_LOSSES: dict[str, PolicyLoss] = {
+    "ppo": PolicyLoss(PPOPolicyLossArgs, "vanilla"),
+    "sft": PolicyLoss(SFTLossArgs, batch="sft"),
+    "gspo": PolicyLoss(GSPOPolicyLossArgs, "gspo"),
+    "cispo": PolicyLoss(CISPOPolicyLossArgs, "cispo"),
+}
+
 # function kind -> name -> the arguments it takes (what the runtime can run)
 FUNCTIONS: dict[str, dict[str, type[Section]]] = {
     "sample_strategy": {"default": NoArgs},
-    "policy_loss_fn": {
-        "ppo": PPOPolicyLossArgs,
-        "sft": SFTLossArgs,
-        "gspo": GSPOPolicyLossArgs,
-        "cispo": CISPOPolicyLossArgs,
-    },
-    "advantage_fn": {"grpo": GRPOAdvantageArgs, "none": NoArgs},
+    "policy_loss_fn": {name: loss.args for name, loss in POLICY_LOSSES.items()},
+    "advantage_fn": {name: advantage.args for name, advantage in ADVANTAGES.items()},
     "kl_penalty_fn": {"none": KLArgs},
     "kl_loss_fn": {"none": KLArgs, **{kind: KLArgs for kind in KL_KINDS}},
     "entropy_loss_fn": {"default": EntropyLossArgs, "none": EntropyLossArgs},
@@ -234,3 +289,20 @@ ALGORITHMS: dict[str, Preset] = {
     ),
     "cpt": Preset(_SFT, needs_rollout=False, unsupported=f"continued pre-training {_DATA_SET} (raw text)"),
 }
+
+
+def needs_rollout(algorithm_type: str | None) -> bool:
+    """Whether `algorithm_type` trains on experiences the explorer generates (False: on a data set, with no explorer).
+
+    The one answer for every consumer (the stage loop, sync and buffer rules, local input checks). A name
+    that is not an algorithm counts as one that does, as the algorithm_preset rule refuses it anyway.
+    """
+    preset = ALGORITHMS.get(algorithm_type)
+    return preset is None or preset.needs_rollout
+
+
+def is_rl_loss(policy_loss_fn: str | None) -> bool:
+    """Whether the policy loss trains on sampled responses with advantages, under the sampling temperature
+    (False: a likelihood loss on given tokens, SFT). An unknown name counts as RL, as it is refused anyway."""
+    loss = POLICY_LOSSES.get(policy_loss_fn)
+    return loss is None or loss.batch == "rl"

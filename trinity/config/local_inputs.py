@@ -9,8 +9,8 @@ import re
 from pathlib import Path
 
 from ..errors import Issue, dotted
-from .algorithms import ALGORITHMS
-from .derive.cluster import EXPLORING_MODES
+from . import modes
+from .algorithms import needs_rollout
 from .resolve import ResolvedConfig
 from .schema import RunConfig
 
@@ -56,14 +56,13 @@ def _data_inputs(config: RunConfig) -> list[tuple[tuple, str, str]]:
     """(key of the path, the path, its subset) of every data set the config reads."""
     found = []
     explorer_input = config.buffer.explorer_input
-    if config.mode in EXPLORING_MODES:
+    if modes.mode(config.mode).explores:
         named = [(("taskset",), explorer_input.taskset)] if explorer_input.taskset else []
         named += [(("tasksets", i), t) for i, t in enumerate(explorer_input.tasksets)]
         named += [(("eval_tasksets", i), t) for i, t in enumerate(explorer_input.eval_tasksets)]
         found += [(("buffer", "explorer_input", *key, "path"), t.path, t.subset_name) for key, t in named]
     experiences = config.buffer.trainer_input.experience_buffer
-    preset = ALGORITHMS.get(config.algorithm.algorithm_type)
-    if experiences and preset and not preset.needs_rollout and experiences.storage_type == "file":
+    if experiences and not needs_rollout(config.algorithm.algorithm_type) and experiences.storage_type == "file":
         found.append(
             (("buffer", "trainer_input", "experience_buffer", "path"), experiences.path, experiences.subset_name)
         )

@@ -4,9 +4,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, Issue
+from . import modes
 from .compose import Composed, Request, compose
 from .derive import derive
-from .derive.cluster import TRAINERLESS_MODES
 from .interpolate import resolve_interpolations
 from .merge import deep_merge
 from .profiles import LoadedProfile
@@ -38,9 +38,9 @@ class ResolvedConfig:
         raise ConfigError([Issue(f"no stage named '{name}'", key="stages", allowed=known)])
 
 
-def resolve(request: Request, strict: bool = False) -> ResolvedConfig:
-    """Resolve a run config for its hardware; every problem is raised in one ConfigError."""
-    composed = compose(request)
+def resolve(request: Request | Composed, strict: bool = False) -> ResolvedConfig:
+    """Resolve a run config (a request or a composed tree) for its hardware; all problems in one ConfigError."""
+    composed = compose(request) if isinstance(request, Request) else request
     config, issues = _resolve_tree(composed.tree, composed)
     stages, stage_provenance, stage_issues = _resolve_stages(composed)
     issues += stage_issues
@@ -105,7 +105,7 @@ def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Prove
     weights."""
     issues = []
     for (name, config), provenance in list(zip(stages, provenances))[:-1]:
-        if config.mode not in TRAINERLESS_MODES and config.trainer.save_hf_checkpoint == "never":
+        if modes.mode(config.mode).trains and config.trainer.save_hf_checkpoint == "never":
             key = "trainer.save_hf_checkpoint"
             message = (
                 f"'never' leaves stage '{name}' without Hugging Face weights, but the next stage starts from "

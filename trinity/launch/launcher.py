@@ -6,13 +6,12 @@ import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
-from ..config.compose import Request, compose
-from ..config.interpolate import resolve_interpolations
-from ..config.merge import get_path
+from ..config.run_target import RunTarget
 from ..errors import ConfigError, Issue
 from .feasibility import check
-from .plan import ActorSpec, LaunchPlan, run_namespace
+from .plan import ActorSpec, LaunchPlan
 from .reconcile import Node, live_nodes
 
 LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
@@ -30,41 +29,22 @@ class Placement:
     problem: str = ""
 
 
-@dataclass(frozen=True)
-class RunIdentity:
-    """What the driver needs before it can resolve against a cluster: where Ray is, and the namespace."""
-
-    address: str | None  # None: a running local Ray, else start one
-    namespace: str
-
-
-def run_identity(request: Request) -> RunIdentity:
-    """$RAY_ADDRESS, else cluster.ray_address unless 'auto'; the namespace from ray_namespace or project/name."""
-    composed = compose(request)
-    plain, issues = resolve_interpolations(composed.tree, composed.provenance.where)
-    if issues:
-        raise ConfigError(issues)
-    ray_address = get_path(plain, ("cluster", "ray_address"), "auto")
-    address = os.environ.get("RAY_ADDRESS") or (None if ray_address == "auto" else str(ray_address))
-    return RunIdentity(address, run_namespace(plain.get("ray_namespace"), plain["project"], plain["name"]))
-
-
-def join(identity: RunIdentity) -> bool:
+def join(target: RunTarget) -> bool:
     """Join the named cluster, or a Ray already running on this machine; False when there is none (or 'local' asks for a
     new one)."""
     import ray
 
-    if identity.address == LOCAL:
+    if target.address == LOCAL:
         return False
     try:
-        ray.init(address=identity.address or "auto", namespace=identity.namespace, log_to_driver=False)
+        ray.init(address=target.address or "auto", namespace=target.namespace, log_to_driver=False)
         return True
     except ConnectionError:
-        if identity.address:
+        if target.address:
             raise ConfigError(
                 [
                     Issue(
-                        f"cannot reach the Ray cluster at {identity.address}",
+                        f"cannot reach the Ray cluster at {target.address}",
                         key="cluster.ray_address",
                         source="$RAY_ADDRESS or cluster.ray_address",
                         hint="check the address, or unset it to start a local Ray",
@@ -74,12 +54,12 @@ def join(identity: RunIdentity) -> bool:
         return False
 
 
-def start_local(identity: RunIdentity, cpus: int) -> None:
+def start_local(target: RunTarget, cpus: int) -> None:
     """The embedded default: a local Ray with CPU slots enough for the plan (the cpu profile's devices)."""
     import ray
 
     ray.init(
-        namespace=identity.namespace,
+        namespace=target.namespace,
         num_cpus=max(os.cpu_count() or 1, cpus),
         include_dashboard=False,
         log_to_driver=False,
@@ -146,8 +126,8 @@ class Launch:
                     ]
                 )
 
-    def start_actors(self, make: Callable[[ActorSpec], tuple[type, tuple]]) -> dict[str, object]:
-        """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and args."""
+    def start_actors(self, make: Callable[[ActorSpec], tuple[type, dict[str, Any]]]) -> dict[str, object]:
+        """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and kwargs."""
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -162,10 +142,9 @@ class Launch:
                 "runtime_env": {"env_vars": spec.env},
                 **({"scheduling_strategy": strategy} if strategy else {}),
             }
-            cls, args = make(spec)
-            self.actors[spec.name] = (
-                ray.remote(cls).options(**options).remote(spec.name, spec.role, self.plan.visible_devices_env, *args)
-            )
+            cls, kwargs = make(spec)
+            identity = {"name": spec.name, "role": spec.role, "visible_devices_env": self.plan.visible_devices_env}
+            self.actors[spec.name] = ray.remote(cls).options(**options).remote(**identity, **kwargs)
             # it started processes of its own (vLLM's); a role busy in a collective is not asked
             if hasattr(cls, "close"):
                 self.closing.append(spec.name)

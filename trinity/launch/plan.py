@@ -8,13 +8,14 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from ..config import modes
+from ..config.engines import devices_per_engine
+from ..config.run_target import run_namespace
 from ..config.schema import RunConfig
 from .runtime_env import EXPORTED, role_env
 
 CPUS_PER_DEVICE = 1
-COLOCATE_SHARE = 0.5  # in colocate mode the trainer and a rollout engine each take half of a device
-BUFFERED_MODES = ("both", "explore", "train", "colocate")  # modes whose experiences go through the buffer actor
-SYNCED_MODES = ("both", "colocate")  # modes whose trainer moves weights to engines of the same run
+COLOCATE_SHARE = 0.5  # where they share devices, the trainer and a rollout engine each take half of a device
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,8 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
     """Placement groups (trainer first: STRICT_PACK per node; rollout: PACK) and every role actor."""
     hw, cluster = config.hardware, config.cluster
     builder = _Builder(config, exported)
-    colocate = config.mode == "colocate"
+    mode = modes.mode(config.mode)
+    colocate = mode.shares_devices
     if cluster.trainer_gpu_num:
         share, processes = (COLOCATE_SHARE, 2) if colocate else (1, 1)
         for node in range(cluster.trainer_node_num):
@@ -86,11 +88,11 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
             builder.colocated_engines(config.explorer.rollout_model)
         else:
             builder.engines("rollout", config.explorer.rollout_model)
-    if config.mode != "train":
+    if mode.explores:
         builder.actor("explorer", "explorer", None, None, 0, 1)
-    if config.mode in SYNCED_MODES:
+    if mode.syncs:
         builder.actor("synchronizer", "synchronizer", None, None, 0, 1)
-    if config.mode in BUFFERED_MODES:
+    if mode.buffers:
         builder.actor("buffer", "buffer", None, None, 0, 0)  # stores and forwards: no CPU slot of its own
     namespace = run_namespace(config.ray_namespace, config.project, config.name)
     return LaunchPlan(
@@ -107,16 +109,11 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
 def engine_parts(model, gpu_per_node: int, colocate: bool) -> tuple[int, int]:
     """(actors one engine spans, devices each holds): one actor per node it spans (whole nodes, checked
     when resolving); in colocate one actor per device, beside a trainer rank."""
-    per_engine = model.tensor_parallel_size * model.pipeline_parallel_size * model.data_parallel_size
+    per_engine = devices_per_engine(model)
     if colocate:
         return per_engine, 1
     parts = per_engine // gpu_per_node if per_engine > gpu_per_node else 1
     return parts, per_engine // parts
-
-
-def run_namespace(ray_namespace: str | None, project: str, name: str) -> str:
-    """The Ray namespace of a run: ray_namespace, else <project>/<name>."""
-    return ray_namespace or f"{project}/{name}"
 
 
 class _Builder:

@@ -4,12 +4,11 @@ Upstream read only the `GPU` key and divided by it: an NPU-only cluster crashed.
 comes from the hardware profile, and every mismatch is one clear error.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from ..config.compose import ClusterLayer, Request, compose
-from ..config.merge import get_path
-from ..config.provenance import WRITTEN
+from ..config.compose import Request
 from ..config.resolve import ResolvedConfig, resolve
+from ..config.run_target import RunTarget, on_cluster, run_target
 from ..errors import ConfigError, Issue
 from ..platforms import PLATFORMS, accelerator_keys
 
@@ -43,16 +42,20 @@ def live_nodes() -> list[Node]:
     return nodes_from_ray(ray.nodes(), available_resources_per_node())
 
 
-def resolve_on_cluster(request: Request, nodes: list[Node], strict: bool = False) -> ResolvedConfig:
-    """Resolve against a live cluster: a gpu_per_node you left unset comes from it; mismatches are errors."""
-    composed = compose(request)  # the profile and what the user wrote, before any derivation
-    key = composed.profile.profile.facts.ray_resource_key
-    counts = _counts(key, nodes, composed.profile.name, composed.selection)
-    if not composed.provenance.set_by(("cluster", "gpu_per_node"), *WRITTEN):
-        wanted = get_path(composed.tree, ("cluster", "node_num"))
-        per_node = counts[wanted - 1] if isinstance(wanted, int) and 0 < wanted <= len(counts) else counts[-1]
-        request = replace(request, cluster=ClusterLayer(per_node, f"Ray cluster ({per_node} {key} per node)"))
-    resolved = resolve(request, strict)
+def resolve_on_cluster(
+    request: Request,
+    nodes: list[Node],
+    strict: bool = False,
+    target: RunTarget | None = None,
+    standalone: ResolvedConfig | None = None,
+) -> ResolvedConfig:
+    """Resolve against a live cluster: a gpu_per_node you left unset comes from it; mismatches are errors.
+
+    `standalone`, the config resolved without the cluster, is the answer when the cluster adds nothing."""
+    target = target or run_target(request)
+    counts = _counts(target.resource_key, nodes, target.profile, target.selection)
+    on = on_cluster(request, target, counts)
+    resolved = standalone if standalone is not None and on == request else resolve(on, strict)
     check_fits(resolved, counts)
     return resolved
 

@@ -1,4 +1,4 @@
-"""Versions known to work together, by install extra: the README's table and the pins of pyproject.toml's
+"""Versions known to work together, by install extra: the table in docs/clusters.md and the pins of pyproject.toml's
 extras (a test keeps the three in step), the vLLM each device type ships, and the pairs `trinity doctor`
 checks on a machine.
 
@@ -85,7 +85,7 @@ def _vllm_torch(packages: dict[str, str | None]) -> list[tuple[str, str, str]]:
         (
             "error",
             f"{dist} {vllm} requires torch {needs}, but torch {torch} is installed",
-            f"pip install torch=={needs} (README: versions that work together)",
+            f"pip install torch=={needs} (docs/clusters.md: versions that work together)",
         )
     ]
 

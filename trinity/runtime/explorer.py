@@ -13,6 +13,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any
 
+from ..config.schema import RunConfig
 from .experience import Experience
 from .roles import Role
 
@@ -28,8 +29,8 @@ class _TaskSet:
 class Explorer(Role):
     """Drives workflows; the constructor is light, `setup` loads tasksets and the tokenizer."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: str | None, log_dir: str | None, config: Any):
-        super().__init__(name, role, visible_devices_env, log_dir)
+    def __init__(self, *, config: RunConfig, **identity: Any) -> None:
+        super().__init__(**identity)
         self.config = config
 
     def setup(self, engines: list, buffer: Any, model_path: str) -> dict:

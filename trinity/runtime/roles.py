@@ -1,5 +1,6 @@
 """What every role actor shares: a light constructor (so a launch can be checked before anything
-heavy starts), a placement report, and a log file of its own in the run directory. A role that starts
+heavy starts) taking keyword arguments only, a placement report, and a log file of its own in the
+run directory. A role that starts
 processes of its own (vLLM's) also has `close()`, which teardown calls before Ray kills it."""
 
 import logging
@@ -12,7 +13,9 @@ from pathlib import Path
 class Role:
     """Base of the role actors: explorer, rollout engine, trainer rank, synchronizer, buffer."""
 
-    def __init__(self, name: str, role: str, visible_devices_env: str | None, log_dir: str | None = None):
+    def __init__(
+        self, *, name: str, role: str, visible_devices_env: str | None = None, log_dir: str | None = None
+    ) -> None:
         self.name, self.role, self.visible_devices_env = name, role, visible_devices_env
         self.log = _logger(name, log_dir)
 

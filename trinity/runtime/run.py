@@ -9,13 +9,16 @@ from pathlib import Path
 from typing import Any
 
 from ..config.diff import ABSENT, diff
-from ..config.provenance import WRITTEN
+from ..config.provenance import WRITTEN, Provenance
 from ..config.redact import redact
+from ..config.resolve import ResolvedConfig
+from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue, undotted
+from .calls import RoleFailed
 from .metrics import MetricsLog
 from .progress import StageSummary
-from .run_dir import LOCKS, Checkpoint, RunDir
-from .stage import RoleFailed, Stage, StageStart
+from .run_dir import Checkpoint, RunDir
+from .stage import RoleHandles, Stage, StageStart
 
 # A resumed run must be the same run: these keys change what it trains (the rest, e.g. intervals, may change).
 RUN_CHANGING = (
@@ -38,12 +41,12 @@ class RunOptions:
     force: bool = False
 
 
-def run_dir_of(config: Any) -> RunDir:
+def run_dir_of(config: RunConfig) -> RunDir:
     """`checkpoint_root_dir/project/name`."""
     return RunDir(Path(config.checkpoint_root_dir) / config.project / config.name)
 
 
-def train(resolved: Any, options: RunOptions, show: Any) -> list[StageSummary]:
+def train(resolved: ResolvedConfig, options: RunOptions, show: Any) -> list[StageSummary]:
     """Run every stage in order; `show` prints each stage's plan and placements."""
     config = resolved.config
     stages = list(resolved.stages) or [(None, config)]
@@ -60,9 +63,9 @@ def train(resolved: Any, options: RunOptions, show: Any) -> list[StageSummary]:
             metrics.close()
 
 
-def _lock_mode(modes: set) -> str:
-    names = {n for m in modes for n in LOCKS.get(m, (m,))}
-    return "both" if {"explore", "train"} <= names else next(iter(modes))
+def _lock_mode(modes: set) -> tuple[str, ...]:
+    """Every mode the run's stages run: the run holds all their locks (Mode.locks) for its whole length."""
+    return tuple(sorted(modes))
 
 
 def _stages(
@@ -86,7 +89,6 @@ def _stages(
             metrics,
             StageStart(model_path, offset, resume),
             options.quiet,
-            options.timeout_s,
         )
         summaries.append(_launch(stage, options, show))
         if stage.last_checkpoint:
@@ -125,7 +127,7 @@ def _launch(stage: Stage, options: RunOptions, show: Any) -> StageSummary:
                 f"{len(misplaced)} actor(s) did not land as planned: "
                 + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced)
             )
-        stage.setup(actors)
+        stage.setup(RoleHandles.of(list(plan.actors), actors))
         summary = stage.run()
         stage.finish()
     return summary
@@ -141,7 +143,7 @@ def _placements(launch: Any) -> list:
         raise RoleFailed(f"a role actor failed to start: {lines[-1] if lines else type(exc).__name__}") from None
 
 
-def _resume_point(run_dir: RunDir, config: Any, provenance: Any, force: bool) -> Checkpoint | None:
+def _resume_point(run_dir: RunDir, config: RunConfig, provenance: Provenance, force: bool) -> Checkpoint | None:
     """The checkpoint to continue from, after checking the saved config describes the same run."""
     latest = run_dir.latest()
     if latest is None:

@@ -7,26 +7,18 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import yaml
 
+from ..config import modes
 from ..errors import ConfigError, Issue
 from ..utils.atomic import publish_dir, write_text_atomic
 
 STATE = "state.json"
-# Which locks each mode holds: `both` excludes every other run of the same project/name;
-# an `explore` run and a `train` run may share a run directory (checkpoint sync between them).
-LOCKS = {
-    "both": ("explore", "train"),
-    "colocate": ("explore", "train"),
-    "explore": ("explore",),
-    "train": ("train",),
-    "bench": ("bench",),
-}
 
 
 @dataclass(frozen=True)
@@ -58,12 +50,15 @@ class RunDir:
         self.config = self.root / "config.yaml"
 
     @contextmanager
-    def lock(self, mode: str) -> Iterator[None]:
-        """Hold this mode's locks for the block; the OS drops them if the process dies."""
+    def lock(self, mode: str | Collection[str]) -> Iterator[None]:
+        """Hold the locks of a mode, or of every mode of a staged run, for the block (Mode.locks: `both` excludes
+        every other run of the directory, an `explore` and a `train` run may share it); the OS drops them if the
+        process dies."""
+        names = sorted({n for m in ([mode] if isinstance(mode, str) else mode) for n in modes.mode(m).locks})
         self.root.mkdir(parents=True, exist_ok=True)
         handles = []
         try:
-            for name in LOCKS.get(mode, (mode,)):
+            for name in names:
                 handle = (self.root / f"{name}.lock").open("a+")
                 try:
                     fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)

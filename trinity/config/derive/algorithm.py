@@ -3,6 +3,7 @@
 from dataclasses import replace
 
 from ...errors import ConfigError, Issue, did_you_mean, dotted, undotted
+from .. import modes
 from ..algorithms import ALGORITHMS, FUNCTIONS, ONLY_DEFAULT, UNSUPPORTED, NoArgs
 from ..validate import validate
 from ._context import Context
@@ -129,15 +130,18 @@ def _check_groups(ctx: Context) -> None:
 
 
 def _check_mode(ctx: Context, name: str, needs_rollout: bool) -> None:
-    if not needs_rollout and ctx.get("mode") not in ("train",):
-        ctx.report(
-            "error",
-            "mode",
-            f"algorithm {name!r} trains on a data set and generates nothing; mode {ctx.get('mode')!r} would start "
-            "rollout engines for nothing",
-            allowed="train",
-            hint="set mode: train (or a stage with mode: train)",
-        )
+    entry = modes.mode(ctx.get("mode"))
+    if needs_rollout or (entry.trains and not entry.explores):
+        return
+    allowed = [n for n, m in modes.MODES.items() if m.trains and not m.explores and m.refused is None]
+    ctx.report(
+        "error",
+        "mode",
+        f"algorithm {name!r} trains on a data set and generates nothing; mode {ctx.get('mode')!r} would start "
+        "rollout engines for nothing",
+        allowed=", ".join(allowed),
+        hint=f"set mode: {allowed[0]} (or a stage with mode: {allowed[0]})",
+    )
 
 
 def lr_scheduler(ctx: Context) -> None:

@@ -1,9 +1,10 @@
 """Rules for the data path: each taskset's name, workflow, sampling and repeat count, and the trainer's batch size."""
 
 from ...errors import did_you_mean
+from .. import modes
+from ..algorithms import is_rl_loss
 from ..workflows import REWARDS, WORKFLOWS, workflow_path
 from ._context import Context
-from .cluster import EXPLORING_MODES, TRAINERLESS_MODES
 
 INPUT = "buffer.explorer_input"
 EXPERIENCES = "buffer.trainer_input.experience_buffer"
@@ -34,7 +35,7 @@ def taskset_workflows(ctx: Context) -> None:
     """Each taskset's workflow: its own, else (evaluation) default_eval_workflow_type, else default_workflow_type; known
     when the run explores."""
     sources = _fill_defaults(ctx)
-    if ctx.get("mode") not in EXPLORING_MODES:
+    if not modes.mode(ctx.get("mode")).explores:
         return
     reported = set()
     for key, taskset, _ in tasksets(ctx):
@@ -148,7 +149,7 @@ def rollout_args(ctx: Context) -> None:
 
 def training_temperature(ctx: Context) -> None:
     """An RL update divides logits by the sampling temperature: one temperature, above 0, for every training taskset."""
-    if ctx.get("mode") in TRAINERLESS_MODES or ctx.get("algorithm.policy_loss_fn") == "sft":
+    if not modes.mode(ctx.get("mode")).trains or not is_rl_loss(ctx.get("algorithm.policy_loss_fn")):
         return
     found = {}
     for key, taskset, is_eval in tasksets(ctx):

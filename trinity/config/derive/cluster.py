@@ -1,10 +1,8 @@
 """Rules that split the cluster's devices between rollout and trainer (Trinity-RFT 0.6 semantics)."""
 
+from .. import modes
+from ..engines import devices_per_engine
 from ._context import Context
-
-ENGINE_PARALLEL = ("tensor_parallel_size", "pipeline_parallel_size", "data_parallel_size")
-EXPLORING_MODES = ("both", "explore", "bench", "serve", "colocate")
-TRAINERLESS_MODES = ("explore", "bench", "serve")
 
 
 def gpu_per_node(ctx: Context) -> None:
@@ -29,7 +27,7 @@ def cluster_counts(ctx: Context) -> None:
     if per_node > ctx.facts.devices_per_node:
         return  # already reported by gpu_per_node
     total = nodes * per_node
-    rollout = _engine_devices(ctx, "explorer.rollout_model") if mode in EXPLORING_MODES else 0
+    rollout = _engine_devices(ctx, "explorer.rollout_model") if modes.mode(mode).explores else 0
     explorer = rollout  # auxiliary models are refused (rollout.auxiliary_models): they take no devices
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
@@ -41,7 +39,7 @@ def cluster_counts(ctx: Context) -> None:
 def _engine_devices(ctx: Context, key: str) -> int:
     """Devices of all engines under `key`; an engine bigger than a node must fill whole nodes."""
     engine = ctx.get(key)
-    per_engine = engine["tensor_parallel_size"] * engine["pipeline_parallel_size"] * engine["data_parallel_size"]
+    per_engine = devices_per_engine(engine)
     per_node = ctx.get("cluster.gpu_per_node")
     if per_engine > per_node and per_engine % per_node:
         ctx.report(
@@ -56,10 +54,12 @@ def _engine_devices(ctx: Context, key: str) -> int:
 
 
 def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node: int) -> dict[str, int]:
-    if mode in TRAINERLESS_MODES:
+    """The trainer's devices: none, all of them (alone, or shared with the engines), or what rollout leaves."""
+    entry = modes.mode(mode)
+    if not entry.trains:
         _check_fits(ctx, explorer, total)
         return {"trainer_gpu_num": 0, "trainer_node_num": 0, "trainer_gpu_num_per_node": 0}
-    if mode in ("train", "colocate"):
+    if not entry.splits_devices:
         _check_fits(ctx, explorer, total)
         return {
             "trainer_gpu_num": total,

@@ -1,6 +1,8 @@
 """Rules that copy hardware facts into the run config: the `hardware` block, trainer device, backends."""
 
 from ...platforms import get_platform
+from .. import engines
+from ..engines import devices_per_engine
 from ..sources.yaml_file import display_path
 from ._context import Context
 
@@ -87,10 +89,6 @@ def dtypes(ctx: Context) -> None:
             )
 
 
-# Devices one engine of each type can drive: the transformers engine has no tensor or pipeline parallelism.
-ENGINE_MAX_DEVICES = {"transformers": 1}
-
-
 def rollout_engines(ctx: Context) -> None:
     """Every engine's type must run on the hardware, and fit the devices that type can drive."""
     for key, engine in _engines(ctx):
@@ -104,14 +102,13 @@ def rollout_engines(ctx: Context) -> None:
                 allowed=", ".join(ctx.facts.rollout_engines),
                 hint=f"set {key}.engine_type={ctx.facts.rollout_engines[0]}, or remove it to take the profile's",
             )
-        devices = engine["tensor_parallel_size"] * engine["pipeline_parallel_size"] * engine["data_parallel_size"]
-        limit = ENGINE_MAX_DEVICES.get(kind)
-        if limit is not None and devices > limit:
+        devices = devices_per_engine(engine)
+        if not engines.engine(kind).parallel and devices > 1:  # no tensor, pipeline or data parallelism
             ctx.report(
                 "error",
                 f"{key}.tensor_parallel_size",
-                f"one {kind} engine drives {limit} device; TP x PP x DP = {devices}",
-                allowed=f"tensor_parallel_size x pipeline_parallel_size x data_parallel_size = {limit}",
+                f"one {kind} engine drives 1 device; TP x PP x DP = {devices}",
+                allowed="tensor_parallel_size x pipeline_parallel_size x data_parallel_size = 1",
                 hint=f"raise {key}.engine_num instead, or use an engine type with tensor parallelism",
             )
 

@@ -1,5 +1,6 @@
 """Rules for what the rollout engines may ask of the hardware: auxiliary engines, sleep mode, KV cache size."""
 
+from .. import engines, modes
 from ._context import Context
 
 ROLLOUT = "explorer.rollout_model"
@@ -19,34 +20,48 @@ def auxiliary_models(ctx: Context) -> None:
 
 
 def sleep_mode(ctx: Context) -> None:
-    """mode colocate with vLLM needs vLLM's sleep mode (the engine frees the devices while the trainer steps)."""
-    if ctx.get("mode") != "colocate" or ctx.get(f"{ROLLOUT}.engine_type") != "vllm" or ctx.facts.rollout_sleep_mode:
+    """A mode sharing devices needs an engine that sleeps here (it frees the devices while the trainer steps)."""
+    mode, kind = ctx.get("mode"), ctx.get(f"{ROLLOUT}.engine_type")
+    if not modes.mode(mode).shares_devices or _sleeps_here(ctx, kind):
         return
-    reason = ctx.facts.reasons.get("rollout_sleep_mode", "the hardware profile says it is missing")
-    ctx.report(
-        "error",
-        f"{ROLLOUT}.engine_type",
-        f"mode 'colocate' with engine type 'vllm' needs vLLM's sleep mode, which {ctx.loaded.name} lacks "
-        f"({ctx.fact('rollout_sleep_mode')}): {reason}",
-        allowed=", ".join(e for e in ctx.facts.rollout_engines if e != "vllm") or "none",
-        hint=f"set {ROLLOUT}.engine_type=transformers, or mode=both",
-    )
+    entry = engines.engine(kind)
+    allowed = [e for e in ctx.facts.rollout_engines if _sleeps_here(ctx, e)]
+    splitting = next(n for n, m in modes.MODES.items() if m.splits_devices)
+    hint = f"set {ROLLOUT}.engine_type={allowed[0]}, or mode={splitting}" if allowed else f"set mode={splitting}"
+    if not entry.sleeps:
+        message = f"mode {mode!r} needs an engine that sleeps while the trainer steps; {kind!r} never sleeps"
+    else:
+        reason = ctx.facts.reasons.get("rollout_sleep_mode", "the hardware profile says it is missing")
+        message = (
+            f"mode {mode!r} with engine type {kind!r} needs {entry.label}'s sleep mode, which {ctx.loaded.name} "
+            f"lacks ({ctx.fact('rollout_sleep_mode')}): {reason}"
+        )
+    ctx.report("error", f"{ROLLOUT}.engine_type", message, allowed=", ".join(allowed) or "none", hint=hint)
+
+
+def _sleeps_here(ctx: Context, kind: str) -> bool:
+    """Whether an engine of this type can free its devices on this hardware."""
+    entry = engines.engine(kind)
+    return entry.sleeps and (ctx.facts.rollout_sleep_mode or not entry.sleep_is_hardware_fact)
 
 
 def kv_cache(ctx: Context) -> None:
     """A vLLM engine's KV cache takes the profile's explicit size where vLLM would size it wrongly from memory shares;
     another engine has no KV cache to size, so a size given to it is refused."""
     key, size, engine = f"{ROLLOUT}.kv_cache_mib", ctx.facts.rollout_kv_cache_mib, ctx.get(f"{ROLLOUT}.engine_type")
-    if engine != "vllm" and ctx.get(key) is not None:
+    sized = engines.engine(engine).kv_cache
+    if not sized and ctx.get(key) is not None:
+        takers = [e for e in engines.ENGINES.values() if e.kv_cache]
         ctx.report(
             "error",
             key,
-            f"a KV cache size is vLLM's, but the engine is {engine!r}, which keeps no KV cache of a set size",
+            f"a KV cache size is {' or '.join(e.label for e in takers)}'s, but the engine is {engine!r}, which keeps "
+            "no KV cache of a set size",
             allowed="null",
-            hint=f"remove it, or set {ROLLOUT}.engine_type=vllm",
+            hint=f"remove it, or set {ROLLOUT}.engine_type={takers[0].name}",
         )
         return
-    if engine == "vllm" and ctx.get(key) is None and size is not None:
+    if sized and ctx.get(key) is None and size is not None:
         ctx.set(key, size, "kv_cache", (ctx.fact("rollout_kv_cache_mib"), ctx.input(f"{ROLLOUT}.engine_type")))
 
 
@@ -54,7 +69,9 @@ def memory_utilization(ctx: Context) -> None:
     """A gpu_memory_utilization above what starts vLLM on this hardware is reported with the reason."""
     key, ceiling = f"{ROLLOUT}.gpu_memory_utilization", ctx.facts.max_gpu_memory_utilization
     value = ctx.get(key)
-    if ctx.get(f"{ROLLOUT}.engine_type") != "vllm" or not ctx.user_set(key) or value <= ceiling:
+    # the ceiling is on the share of device memory an engine takes as its budget at start
+    budget = engines.engine(ctx.get(f"{ROLLOUT}.engine_type")).memory == "budget"
+    if not budget or not ctx.user_set(key) or value <= ceiling:
         return
     reason = ctx.facts.reasons.get("max_gpu_memory_utilization", "")
     size = ctx.get(f"{ROLLOUT}.kv_cache_mib")

@@ -1,6 +1,7 @@
 """Rule for synchronizer.sync_method and the weight-sync world size."""
 
-from ..algorithms import ALGORITHMS
+from .. import modes
+from ..algorithms import needs_rollout
 from ..schema.synchronizer import COLLECTIVE_METHODS
 from ._context import Context
 
@@ -22,10 +23,12 @@ def sync_method(ctx: Context) -> None:
             hint="write sync_method: online to get the right collective on every hardware",
         )
         method = backend
-    if method in COLLECTIVE_METHODS and mode != "both":
-        method = "memory" if mode == "colocate" else "checkpoint"
-        preset = ALGORITHMS.get(ctx.get("algorithm.algorithm_type"))
-        if preset is None or preset.needs_rollout:  # SFT syncs nothing: no note about how it would
+    entry = modes.mode(mode)
+    # a collective joins trainer and engines running side by side; taking turns on the devices, the weights go through
+    # memory; across two runs (explore and train), through checkpoint files
+    if method in COLLECTIVE_METHODS and not entry.splits_devices:
+        method = "memory" if entry.shares_devices else "checkpoint"
+        if needs_rollout(ctx.get("algorithm.algorithm_type")):  # SFT syncs nothing: no note about how it would
             ctx.report(
                 "note",
                 KEY,
@@ -47,8 +50,9 @@ def eval_interval(ctx: Context) -> None:
     """explorer.eval_interval is rounded down to a multiple of sync_interval, so evaluation follows a sync (upstream's
     rule)."""
     every, sync = ctx.get("explorer.eval_interval"), ctx.get("synchronizer.sync_interval")
-    preset = ALGORITHMS.get(ctx.get("algorithm.algorithm_type"))
-    if ctx.get("mode") == "bench" or (preset is not None and not preset.needs_rollout) or every % sync == 0:
+    # the bench loop evaluates each checkpoint once: it has no evaluation interval
+    bench = modes.mode(ctx.get("mode")).loop == "bench"
+    if bench or not needs_rollout(ctx.get("algorithm.algorithm_type")) or every % sync == 0:
         return
     value = max(every // sync, 1) * sync
     ctx.report(

@@ -7,6 +7,7 @@ that runs it.
 
 import typing
 
+from ..modes import MODES
 from ..schema import RunConfig
 from ._context import Context
 from .buffer import EXPERIENCES, tasksets
@@ -23,10 +24,7 @@ _TASKSET_FILE = (
 # dotted key (a taskset's keys start with 'taskset.', the SFT data set's with 'experience_buffer.') -> value -> why it
 # is refused
 NOT_RUN: dict[str, dict[str, str]] = {
-    "mode": {
-        "serve": "trinity has no OpenAI-compatible server yet, so no stage loop drives this mode "
-        "(trinity.runtime.preflight.MODES lists the ones that run)"
-    },
+    "mode": {name: entry.refused for name, entry in MODES.items() if entry.refused},  # the modes table says why
     "synchronizer.sync_style": {
         "fully_async": "the stage loop runs fixed, trainer_driven and explorer_driven "
         "(trinity.runtime.schedule.SyncPolicy); fully asynchronous explore and train is not "

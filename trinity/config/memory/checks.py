@@ -9,6 +9,7 @@ while vLLM generates.
 from math import ceil
 from typing import NamedTuple
 
+from .. import engines, modes
 from ..algorithms import ALGORITHMS
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
@@ -100,11 +101,12 @@ def needs_reference(config: RunConfig) -> bool:
 
 
 def trainer_capacity(config: RunConfig, memory: int) -> tuple[int, str]:
-    """What a device gives the trainer: all of it, less a sleeping vLLM's context in colocate."""
-    if config.mode == "colocate":
+    """What a device gives the trainer: all of it, less a sleeping engine's context where they share devices."""
+    if modes.mode(config.mode).shares_devices:
         return (
             memory - DEVICE_RUNTIME,
-            f"{memory / GIB:.0f} GiB less {DEVICE_RUNTIME / GIB:.0f} GiB for the sleeping vLLM engine",
+            f"{memory / GIB:.0f} GiB less {DEVICE_RUNTIME / GIB:.0f} GiB for the sleeping "
+            f"{_label(config.explorer.rollout_model)} engine",
         )
     return memory, ""
 
@@ -132,9 +134,9 @@ def engine_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelSh
 
 
 def engine_check(key: str, engine: InferenceModelConfig, setup: EngineSetup, memory: int, name: str) -> Check:
-    """Whether vLLM can start: weights, workspace and one full-length sequence inside its budget."""
+    """Whether the engine can start: weights, workspace and one full-length sequence inside its budget."""
     per_engine = setup.tensor_parallel * setup.pipeline_parallel
-    subject = f"vLLM engine ({name}, {devices(per_engine)} per engine)"
+    subject = f"{_label(engine)} engine ({name}, {devices(per_engine)} per engine)"
     label = f"gpu_memory_utilization {engine.gpu_memory_utilization} x {memory / GIB:.0f} GiB"
     return Check(
         key,
@@ -159,7 +161,14 @@ def sequences_check(config: RunConfig, key: str, engine: InferenceModelConfig, s
     room = kv_cache_room(setup)
     label = f"the budget left after weights, workspace and runtime (room for {sequences_that_fit(setup)} of them)"
     return Check(
-        key, length_key(config, key, engine), f"vLLM KV cache ({name})", 1, room, label, Estimate((item,)), hard=False
+        key,
+        length_key(config, key, engine),
+        f"{_label(engine)} KV cache ({name})",
+        1,
+        room,
+        label,
+        Estimate((item,)),
+        hard=False,
     )
 
 
@@ -173,8 +182,13 @@ def shared_device_check(
         if not off
     ]
     items = (
-        Item(f"vLLM budget (gpu_memory_utilization {engine.gpu_memory_utilization})", setup.budget),
+        Item(f"{_label(engine)} budget (gpu_memory_utilization {engine.gpu_memory_utilization})", setup.budget),
         Item(f"trainer between updates ({' and '.join(kept + ['runtime'])})", idle_bytes(trainer)),
     )
     subject = "rollout and trainer on one device (colocate)"
     return Check("colocate", f"{key}.gpu_memory_utilization", subject, trainer.devices, memory, "", Estimate(items))
+
+
+def _label(engine: InferenceModelConfig) -> str:
+    """How the checks name an engine's type (its registry entry's label)."""
+    return engines.engine(engine.engine_type).label

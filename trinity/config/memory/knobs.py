@@ -3,6 +3,8 @@ fits comfortably (else the first that fits at all) of each kind is offered, writ
 
 from collections.abc import Callable, Iterable
 
+from .. import modes
+from ..engines import devices_per_engine
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .checks import TIGHT, Knob, length_key, status, trainer_capacity
@@ -95,7 +97,8 @@ def _first_of_each(kinds: Iterable[list[Candidate]], need: Callable, capacity: i
 def _device_changes(config: RunConfig, devices: int) -> list[list[tuple[str, int]]]:
     """Per kind (fewer engines, more devices per node, more nodes): (override, trainer devices) in order."""
     cluster, per_node, nodes = config.cluster, config.cluster.gpu_per_node, config.cluster.node_num
-    explorer = cluster.explorer_gpu_num if config.mode == "both" else 0
+    split = modes.mode(config.mode).splits_devices  # the trainer gets what rollout leaves
+    explorer = cluster.explorer_gpu_num if split else 0
     kinds = [
         [
             (f"cluster.gpu_per_node={g}", nodes * g - explorer, g)
@@ -108,9 +111,9 @@ def _device_changes(config: RunConfig, devices: int) -> list[list[tuple[str, int
             for k in range(nodes + 1, nodes * MAX_NODES_FACTOR + 1)
         ]
     )
-    if config.mode == "both":
+    if split:
         engine = config.explorer.rollout_model
-        per_engine = engine.tensor_parallel_size * engine.pipeline_parallel_size * engine.data_parallel_size
+        per_engine = devices_per_engine(engine)
         fewer = [
             (f"explorer.rollout_model.engine_num={e}", devices + (engine.engine_num - e) * per_engine, per_node)
             for e in range(engine.engine_num - 1, 0, -1)
@@ -126,7 +129,7 @@ def _devices_suffice(config: RunConfig, engine: InferenceModelConfig, tensor_par
     explorer = cluster.explorer_gpu_num + engine.engine_num * per_engine * (
         tensor_parallel - engine.tensor_parallel_size
     )
-    if config.mode != "both":
+    if not modes.mode(config.mode).splits_devices:
         return explorer <= cluster.total_gpu_num
     return _splits(cluster.total_gpu_num - explorer, cluster.gpu_per_node)
 

@@ -3,6 +3,7 @@
 from collections.abc import Callable
 from typing import NamedTuple
 
+from .. import engines, modes
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .catalog import FoundShape, NoShape, find_shape
@@ -16,7 +17,6 @@ from .checks import (
     trainer_setup,
 )
 from .estimate import GIB
-from .rollout import EngineSetup
 from .trainer import TrainerSetup
 
 
@@ -117,36 +117,42 @@ def _engines(plan: _Plan, trainer: TrainerSetup | None) -> None:
     config = plan.config
     if not config.cluster.explorer_gpu_num:
         return
-    engines = [("explorer.rollout_model", config.explorer.rollout_model)]  # auxiliary models are refused at validation
-    for key, engine in engines:
-        if engine.engine_type != "vllm":
-            continue  # the estimate knows vLLM's memory only
-        found = plan.shape(engine.model_path, f"{key}.model_path")
-        setup = found and engine_setup(config, engine, found.shape, plan.memory)
-        if found and setup is None:
-            plan.unchecked.append(
-                Unchecked(
-                    f"{key}.max_model_len",
-                    f"memory fit of {key} not checked: its max_model_len is unknown",
-                    "set model.max_model_len",
-                )
-            )
-        if setup:
-            _engine(plan, key, engine, setup, found.name, trainer)
+    models = [("explorer.rollout_model", config.explorer.rollout_model)]  # auxiliary models are refused at validation
+    for key, engine in models:
+        estimate = ESTIMATES.get(engines.engine(engine.engine_type).memory)
+        if estimate is not None:  # an engine without an estimate is not checked
+            estimate(plan, key, engine, trainer)
 
 
-def _engine(
-    plan: _Plan, key: str, engine: InferenceModelConfig, setup: EngineSetup, name: str, trainer: TrainerSetup | None
-) -> None:
+def _budget_engine(plan: _Plan, key: str, engine: InferenceModelConfig, trainer: TrainerSetup | None) -> None:
+    """An engine that takes gpu_memory_utilization x device memory at start: vLLM's memory (memory/rollout.py)."""
     config, memory = plan.config, plan.memory
-    start = engine_check(key, engine, setup, memory, name)
+    found = plan.shape(engine.model_path, f"{key}.model_path")
+    setup = found and engine_setup(config, engine, found.shape, memory)
+    if found and setup is None:
+        plan.unchecked.append(
+            Unchecked(
+                f"{key}.max_model_len",
+                f"memory fit of {key} not checked: its max_model_len is unknown",
+                "set model.max_model_len",
+            )
+        )
+    if not setup:
+        return
+    start = engine_check(key, engine, setup, memory, found.name)
     plan.add(start, lambda: _knobs().engine_knobs(config, key, engine, setup, memory))
     if start.status == "does not fit":
-        return  # vLLM does not start: how many sequences would fit says nothing more
-    plan.checks.append(sequences_check(config, key, engine, setup, name))
-    if config.mode == "colocate" and trainer is not None and key == "explorer.rollout_model":
+        return  # the engine does not start: how many sequences would fit says nothing more
+    plan.checks.append(sequences_check(config, key, engine, setup, found.name))
+    if modes.mode(config.mode).shares_devices and trainer is not None and key == "explorer.rollout_model":
         shared = shared_device_check(key, engine, setup, trainer, memory)
         plan.add(shared, lambda: _knobs().colocate_knobs(key, engine, setup, trainer, memory))
+
+
+# EngineEntry.memory -> how the plan checks one engine of that kind
+ESTIMATES: dict[str, Callable[[_Plan, str, InferenceModelConfig, TrainerSetup | None], None]] = {
+    "budget": _budget_engine,
+}
 
 
 def _knobs():

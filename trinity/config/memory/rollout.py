@@ -1,5 +1,7 @@
 """Rollout memory per device: one vLLM engine, sharded over tensor_parallel x pipeline_parallel devices.
 
+The estimate of every engine whose registry entry says memory="budget" (trinity/config/engines.py).
+
 vLLM takes `gpu_memory_utilization` x device memory (its budget) at start, puts the weights and the
 peak activations of a profiling forward pass in it, and gives the rest to the KV cache. It refuses
 to start when that rest cannot hold one sequence of `max_model_len` tokens; when it holds fewer

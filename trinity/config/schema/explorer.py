@@ -4,13 +4,16 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt
 
+from ..engines import ENGINES
 from ._base import Section
 from .env import EnvVars
+
+EngineType = Literal[tuple(ENGINES)]  # the engine registry (config/engines.py) lists them
 
 
 class InferenceModelConfig(Section):
     model_path: str | None = Field(None, description="Model served by these engines; defaults to model.model_path.")
-    engine_type: Literal["vllm", "transformers"] = Field(
+    engine_type: EngineType = Field(
         "vllm",
         description="Inference engine: vllm (GPU/NPU), or transformers (Hugging Face generate, any torch device).",
     )

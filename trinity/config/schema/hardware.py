@@ -4,6 +4,7 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
+from ..engines import ENGINES
 from ._base import Section
 from .env import EnvConfig
 
@@ -43,8 +44,8 @@ class HardwareFacts(Section):
     trainer_strategies: list[Literal["fsdp", "fsdp2", "megatron"]] = Field(
         ..., min_length=1, description="Training strategies that run here."
     )
-    rollout_engines: list[Literal["vllm", "transformers"]] = Field(
-        default_factory=lambda: ["vllm", "transformers"], min_length=1, description="Rollout engines that run here."
+    rollout_engines: list[Literal[tuple(ENGINES)]] = Field(
+        default_factory=lambda: list(ENGINES), min_length=1, description="Rollout engines that run here."
     )
     attn_implementation: str = Field(
         "sdpa",

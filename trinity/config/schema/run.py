@@ -4,6 +4,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from ..modes import MODES
 from ._base import Section
 from .algorithm import AlgorithmConfig
 from .buffer import BufferConfig
@@ -16,7 +17,7 @@ from .monitor import MonitorConfig
 from .synchronizer import SynchronizerConfig
 from .trainer import TrainerConfig
 
-Mode = Literal["both", "explore", "train", "bench", "serve", "colocate"]
+Mode = Literal[tuple(MODES)]  # the modes table (config/modes.py) lists them
 
 
 class StageConfig(Section):

@@ -4,6 +4,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from ...config.schema.buffer import StorageConfig
 from ..experience import Experience
 from ..roles import Role
 from . import stores
@@ -14,16 +15,8 @@ POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process 
 class ExperienceBuffer(Role):
     """One storage type behind put/get; `get` waits for enough experiences, up to a timeout."""
 
-    def __init__(
-        self,
-        name: str,
-        role: str,
-        visible_devices_env: str | None,
-        log_dir: str | None,
-        storage: Any,
-        run_dir: str,
-    ):
-        super().__init__(name, role, visible_devices_env, log_dir)
+    def __init__(self, *, storage: StorageConfig, run_dir: str, **identity: Any) -> None:
+        super().__init__(**identity)
         self.storage, self.run_dir = storage, Path(run_dir)
         self.store = None
         self.changed = asyncio.Event()

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from ...config.schema import RunConfig
 from ..roles import Role
 
 GATHER_S = 0.002
@@ -54,12 +55,34 @@ class _Request:
 
 
 class RolloutEngine(Role):
-    """Base of every engine type. The constructor is light; `setup` loads the model."""
+    """Base of every engine type: the contract the explorer, the synchronizer and the stage loop rely on.
 
-    def __init__(
-        self, name: str, role: str, visible_devices_env: str | None, log_dir: str | None, config: Any, index: int
-    ):
-        super().__init__(name, role, visible_devices_env, log_dir)
+    - Built from keyword arguments (`config`, the resolved RunConfig; `index`, its rollout slot: engine x parts +
+      part; the Role's identity), lightly: nothing is loaded before `setup`.
+    - `setup(model_path, version) -> dict` loads the model (a checkpoint's, when resuming) on the devices Ray gave
+      the actor, as weight version `version`, and returns what it loaded (at least engine, model_path,
+      weight_version).
+    - `generate(prompt_ids, n, sampling) -> (version, samples)`: `n` samples continuing `prompt_ids`, each with the
+      log-prob of every token under the distribution it was drawn from (after temperature, top-k, top-p and
+      penalties), cut after the end-of-sequence token (kept); all of them from weights `version`. Concurrent calls
+      may be generated together. `weight_version()` is the version it holds.
+    - Weights arrive between batches, never during one, under their Hugging Face names (tied weights under both):
+      `join_sync_group(...)` then `receive_weights(specs, version)` take a collective broadcast in `specs` order;
+      `load_weights(weights, version)` takes a safetensors path or (name, tensor) pairs (checkpoint and memory sync).
+      Both return `version`.
+    - `sleep(level) -> bool` frees the device memory for a trainer sharing the devices (colocate) and returns whether
+      the engine now sleeps (False: it cannot, and keeps its memory); `wake_up() -> bool` takes it back and returns
+      whether it still sleeps. An engine never generates asleep: it wakes itself first or refuses.
+    - `close()` exists only on an engine that starts processes of its own (vLLM's); teardown calls it before Ray
+      kills the actor.
+
+    An engine type implements `_load`, `_generate` and `_params` (this class batches and loads weights), or
+    overrides the public methods (vLLM batches itself). Its entry in trinity/config/engines.py tells the other
+    layers its devices, sleep, memory estimate, preflight check and verl name.
+    """
+
+    def __init__(self, *, config: RunConfig, index: int, **identity: Any) -> None:
+        super().__init__(**identity)
         self.config, self.index = config, index
         self.version = 0
         self._pending: list[_Request] = []

@@ -21,6 +21,8 @@ How vLLM's workers map onto the actors of the launch plan:
 from dataclasses import dataclass
 from typing import Any
 
+from ...config import modes
+from ...config.schema import RunConfig
 from ...launch.plan import engine_parts
 
 WORKER_EXTENSION = "trinity.runtime.rollout.vllm_worker.WeightSyncWorker"
@@ -52,9 +54,9 @@ class Topology:
         return 1 + (position_rank - 1) // self.parts * self.per_engine
 
 
-def topology(config: Any, slot: int) -> Topology:
+def topology(config: RunConfig, slot: int) -> Topology:
     """The topology of the rollout actor at `slot` (the plan's engine x parts + part)."""
-    parts, devices = engine_parts(config.explorer.rollout_model, config.cluster.gpu_per_node, config.mode == "colocate")
+    parts, devices = engine_parts(config.explorer.rollout_model, config.cluster.gpu_per_node, _shares_devices(config))
     return Topology(slot // parts, slot % parts, parts, devices, parts * devices)
 
 
@@ -71,12 +73,16 @@ OPTIONAL_ARGS = (*LAYOUT_ARGS, "kv_cache_memory_bytes")
 MIB = 2**20
 
 
-def engine_kwargs(config: Any, model_path: str, topo: Topology, head: tuple[str, int] | None = None) -> dict[str, Any]:
+def engine_kwargs(
+    config: RunConfig, model_path: str, topo: Topology, head: tuple[str, int] | None = None
+) -> dict[str, Any]:
     """AsyncEngineArgs keyword arguments for this actor: the user's extra_engine_args under trinity's own."""
     return config.explorer.rollout_model.extra_engine_args | own_kwargs(config, model_path, topo, head)
 
 
-def own_kwargs(config: Any, model_path: str, topo: Topology, head: tuple[str, int] | None = None) -> dict[str, Any]:
+def own_kwargs(
+    config: RunConfig, model_path: str, topo: Topology, head: tuple[str, int] | None = None
+) -> dict[str, Any]:
     """The engine arguments trinity sets from the config; `head` is the head part's (address, port) when the engine
     spans actors."""
     rollout = config.explorer.rollout_model
@@ -95,7 +101,7 @@ def own_kwargs(config: Any, model_path: str, topo: Topology, head: tuple[str, in
         "enable_chunked_prefill": rollout.enable_chunked_prefill,
         "distributed_executor_backend": "mp" if topo.per_engine > 1 else "uni",
         "worker_extension_cls": WORKER_EXTENSION,
-        "enable_sleep_mode": config.mode == "colocate",  # trainer and engine share each device
+        "enable_sleep_mode": sleep_mode(config),  # trainer and engine take turns on each device
         "logprobs_mode": LOGPROBS_MODE,
         "disable_log_stats": True,
     }
@@ -110,7 +116,7 @@ def own_kwargs(config: Any, model_path: str, topo: Topology, head: tuple[str, in
     return kwargs
 
 
-def engine_env(config: Any, topo: Topology) -> dict[str, str]:
+def engine_env(config: RunConfig, topo: Topology) -> dict[str, str]:
     """Variables this rollout actor sets before importing vLLM: its own cores where the profile binds engines
     (hardware.rollout_core_binding), else none."""
     binding = config.hardware.rollout_core_binding
@@ -123,7 +129,7 @@ def engine_env(config: Any, topo: Topology) -> dict[str, str]:
     return {binding.env: _worker_ranges(first, end, topo.devices), **binding.fixed}
 
 
-def _engines_per_node(config: Any, topo: Topology, cores: int) -> int:
+def _engines_per_node(config: RunConfig, topo: Topology, cores: int) -> int:
     """Engines sharing one node, counted as the plan's PACK group fills nodes in order; a part of an engine
     spanning nodes has its node to itself."""
     if topo.parts > 1:
@@ -137,13 +143,22 @@ def _worker_ranges(first: int, end: int, workers: int) -> str:
     return "|".join(f"{lo}-{hi - 1}" for lo, hi in zip(bounds, bounds[1:]))
 
 
-def layout_problem(config: Any) -> str | None:
+def layout_problem(config: RunConfig) -> str | None:
     """Why vLLM cannot run this engine layout, or None."""
     rollout = config.explorer.rollout_model
-    parts, _ = engine_parts(rollout, config.cluster.gpu_per_node, config.mode == "colocate")
+    parts, _ = engine_parts(rollout, config.cluster.gpu_per_node, _shares_devices(config))
     if parts > 1 and rollout.data_parallel_size > 1:
         return (
             f"an engine spanning {parts} actors runs as one vLLM multi-node engine, which takes no "
             f"data_parallel_size ({rollout.data_parallel_size})"
         )
     return None
+
+
+def sleep_mode(config: RunConfig) -> bool:
+    """Whether vLLM starts with its sleep mode: where the trainer takes turns with it on the devices."""
+    return _shares_devices(config)
+
+
+def _shares_devices(config: RunConfig) -> bool:
+    return modes.mode(config.mode).shares_devices  # the modes table says (config/modes.py)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..weights import safetensors_bytes
 from .base import RolloutEngine, Sample, Sampling, WeightSpec
-from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, topology
+from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
 
 HEAD_WAIT_S = 600  # how long a part waits for its head to publish its address
 
@@ -27,8 +27,8 @@ HEAD_WAIT_S = 600  # how long a part waits for its head to publish its address
 class VllmEngine(RolloutEngine):
     """One vLLM engine (its head part), or the headless workers of one of its parts."""
 
-    def __init__(self, *args: Any):
-        super().__init__(*args)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.llm: Any = None  # vLLM's AsyncLLM (head only)
         self.head: Any = None  # the head's actor handle (other parts only)
         self.workers: Any = None  # vLLM's executor of this part's workers (other parts only)
@@ -152,7 +152,7 @@ class VllmEngine(RolloutEngine):
 
     async def sleep(self, level: int = 1) -> bool:
         """Hand the device memory to the trainer: weights to host memory (level 1) and the KV cache freed."""
-        if self.llm is None or self.config.mode != "colocate":
+        if self.llm is None or not sleep_mode(self.config):  # started without it: it cannot sleep
             return False
         async with self._exclusive():
             if not self.asleep:

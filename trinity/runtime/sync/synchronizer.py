@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ...config.schema import RunConfig
 from ...config.schema.synchronizer import COLLECTIVE_METHODS
 from ..roles import Role
 
@@ -22,16 +23,8 @@ class SyncTimeout(RuntimeError):
 class Synchronizer(Role):
     """Owns the weight-sync group and the version the engines hold."""
 
-    def __init__(
-        self,
-        name: str,
-        role: str,
-        visible_devices_env: str | None,
-        log_dir: str | None,
-        config: Any,
-        run_dir: str,
-    ):
-        super().__init__(name, role, visible_devices_env, log_dir)
+    def __init__(self, *, config: RunConfig, run_dir: str, **identity: Any) -> None:
+        super().__init__(**identity)
         self.config, self.run_dir = config, Path(run_dir)
         self.method = config.synchronizer.sync_method
         self.timeout = config.synchronizer.sync_timeout

@@ -1,13 +1,11 @@
-"""Our side of the GRPO and SFT wiring: experiences to the tensors verl's actor consumes.
+"""Our side of the RL and SFT wiring: experiences to the tensors verl's actor consumes.
 
 RL batches are left-right padded (prompts padded on the left, responses on the right), with the
 rollout engine's log-probs as the old policy's (the trainer recomputes them when
-`algorithm.bypass_old_logprobs` is false), the reward on a response's last token, and advantages
-from verl's GRPO estimator over groups of one task's rollouts. SFT batches are packed sequences
-with a loss mask over the response tokens.
+`algorithm.bypass_old_logprobs` is false), the reward on a response's last token, and per-token
+advantages from the estimator the algorithm names (`functions.advantages`). SFT batches are packed
+sequences with a loss mask over the response tokens.
 """
-
-from typing import Any
 
 import numpy as np
 import torch
@@ -47,28 +45,13 @@ def old_logprobs(exps: list[Experience], width: int) -> torch.Tensor:
     return torch.tensor([e.logprobs + [0.0] * (width - len(e.logprobs)) for e in exps], dtype=torch.float32)
 
 
-def group_advantages(exps: list[Experience], algorithm: Any) -> list[float]:
-    """One advantage per experience from verl's GRPO estimator, grouping the rollouts of each task."""
-    from verl.trainer.ppo.core_algos import compute_grpo_outcome_advantage
-
-    args = algorithm.advantage_fn_args or {}
-    mask = padded(exps, 0)["response_mask"]
-    index = np.array([e.group for e in exps], dtype=object)
-    advantages, _ = compute_grpo_outcome_advantage(
-        token_rewards(exps, mask),
-        mask.float(),
-        index,
-        epsilon=args.get("epsilon", 1e-6),
-        norm_adv_by_std_in_grpo=args.get("norm_adv_by_std", True),
-    )
-    return advantages[:, 0].tolist()  # the outcome advantage is the same on every token of a response
-
-
-def rl_tensors(exps: list[Experience], advantages: list[float], pad_id: int) -> dict[str, torch.Tensor]:
-    """Padded sequences, the engine's log-probs as the old policy's, and each advantage on every response token."""
+def rl_tensors(exps: list[Experience], advantages: list[list[float]], pad_id: int) -> dict[str, torch.Tensor]:
+    """Padded sequences, the engine's log-probs as the old policy's, and each experience's per-token advantages
+    (one per response token, zeros on the padding)."""
     tensors = padded(exps, pad_id)
-    tensors["old_log_probs"] = old_logprobs(exps, tensors["responses"].shape[1])
-    tensors["advantages"] = torch.tensor(advantages, dtype=torch.float32)[:, None] * tensors["response_mask"]
+    width = tensors["responses"].shape[1]
+    tensors["old_log_probs"] = old_logprobs(exps, width)
+    tensors["advantages"] = torch.tensor([list(a) + [0.0] * (width - len(a)) for a in advantages], dtype=torch.float32)
     return tensors
 
 

@@ -1,6 +1,7 @@
 """One trainer rank: verl's ActorRolloutRefWorker (FSDP2) in a process group we initialise.
 
-Rank 0 takes each batch from the buffer, computes advantages over whole groups, and scatters
+Rank 0 takes each batch from the buffer, computes advantages over the whole batch (with the
+estimator the algorithm's entry names: a group estimator compares the rollouts of each task), and scatters
 equal shards; every rank then runs verl's update. Saving and weight sync gather full tensors on
 every rank (an FSDP collective); rank 0 writes or sends them.
 """
@@ -12,9 +13,12 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ...config.algorithms import is_rl_loss
+from ...config.schema import RunConfig
 from ..roles import Role
 from ..run_dir import STATE
 from . import batch as batches
+from . import functions
 
 # the checkpoint writes its own
 WEIGHT_FILES = (
@@ -33,17 +37,8 @@ WEIGHT_FILES = (
 class TrainerRank(Role):
     """A verl actor worker on one device; the constructor is light, `setup` builds the model."""
 
-    def __init__(
-        self,
-        name: str,
-        role: str,
-        visible_devices_env: str | None,
-        log_dir: str | None,
-        config: Any,
-        rank: int,
-        world_size: int,
-    ):
-        super().__init__(name, role, visible_devices_env, log_dir)
+    def __init__(self, *, config: RunConfig, rank: int, world_size: int, **identity: Any) -> None:
+        super().__init__(**identity)
         self.config, self.rank, self.world_size = config, rank, world_size
         self.worker = self.ref = self.buffer = self.sync_group = None
         self.companions: dict[str, bytes] = {}
@@ -77,6 +72,7 @@ class TrainerRank(Role):
                 rank=self.rank,
                 world_size=self.world_size,
             )
+        functions.prepare(self.config.algorithm)  # trinity's own functions registered with verl in this process
         from verl.workers.engine_workers import ActorRolloutRefWorker
 
         from ..verl.config import build
@@ -88,7 +84,7 @@ class TrainerRank(Role):
         if section.actor.use_kl_loss:
             self.ref = ActorRolloutRefWorker(section, role="ref")
             self.ref.init_model()
-        if self.config.algorithm.policy_loss_fn == "sft":
+        if not self._rl():  # verl's actor runs ppo_loss, which calls the entry's loss mode; SFT replaces it
             from verl.workers.utils.losses import sft_loss
 
             self.worker.actor.set_loss_fn(partial(sft_loss, config=None))
@@ -117,7 +113,8 @@ class TrainerRank(Role):
         } | extra
 
     def _my_shard(self, step: int) -> list:
-        """(experience, advantage) pairs of this rank; advantages need whole groups, so rank 0 computes them first."""
+        """(experience, per-token advantages) pairs of this rank (None for SFT); rank 0 computes the advantages over
+        the whole batch first, as group estimators need whole groups."""
         import ray
         import torch.distributed as dist
 
@@ -126,7 +123,7 @@ class TrainerRank(Role):
             exps = ray.get(
                 self.buffer.get.remote(self.config.buffer.train_batch_size, step, self.config.synchronizer.sync_timeout)
             )
-            advantages = batches.group_advantages(exps, self.config.algorithm) if self._rl() else [0.0] * len(exps)
+            advantages = functions.advantages(exps, self.config.algorithm) if self._rl() else [None] * len(exps)
             shards = batches.shards(list(zip(exps, advantages)), self.world_size)
         if self.world_size == 1:
             return shards[0]
@@ -135,7 +132,8 @@ class TrainerRank(Role):
         return mine[0]
 
     def _rl(self) -> bool:
-        return self.config.algorithm.policy_loss_fn != "sft"
+        """The policy loss trains on advantages and old log-probs (else: SFT's packed sequences)."""
+        return is_rl_loss(self.config.algorithm.policy_loss_fn)
 
     def _tensors(self, pairs: list) -> tuple[Any, dict]:
         """verl's batch for this rank's pairs, and metrics of building it."""

@@ -11,29 +11,25 @@ before any trainer starts.
 import os
 from typing import Any
 
+from ...config import engines
+from ...config.algorithms import POLICY_LOSSES
+from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
 
 VERL_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_TYPES = {"k1": "k1", "k2": "k2", "k3": "k3", "low_var_kl": "low_var_kl", "abs": "abs", "mse": "mse"}
-# sft: the rank sets verl's SFT loss
-LOSS_MODES = {
-    "ppo": "vanilla",
-    "sft": "vanilla",
-    "gspo": "gspo",
-    "cispo": "cispo",
-}
 OPTIMIZERS = {"adam": "AdamW", "adamw": "AdamW", "sgd": "SGD"}  # Trinity-RFT's names for verl's FSDP optimizer
 PASSTHROUGH = "trainer.trainer_config"
 SECTIONS = ("model", "actor", "ref", "rollout")
 ARR = "actor_rollout_ref"
 
 
-def overrides(config: Any, model_path: str, total_steps: int) -> list[str]:
+def overrides(config: RunConfig, model_path: str, total_steps: int) -> list[str]:
     """Hydra overrides of verl's `ppo_trainer` config for the trainer of `config`."""
     return [f"{key}={_hydra(value)}" for key, (value, _) in _settings(config, model_path, total_steps).items()]
 
 
-def _settings(config: Any, model_path: str, total_steps: int) -> dict[str, tuple[Any, str]]:
+def _settings(config: RunConfig, model_path: str, total_steps: int) -> dict[str, tuple[Any, str]]:
     """verl key -> (value, the trinity key it comes from)."""
     trainer, algo, optim = config.trainer, config.algorithm, config.algorithm.optimizer
     kl_on = algo.kl_loss_fn not in (None, "none")
@@ -53,9 +49,9 @@ def _settings(config: Any, model_path: str, total_steps: int) -> dict[str, tuple
             trainer.attn_implementation,
             "trainer.attn_implementation",
         ),
-        # verl needs a name; our engines do the rollout
+        # verl needs a name; our engines do the rollout (the engine's entry says which name)
         f"{ARR}.rollout.name": (
-            "hf",
+            engines.engine(config.explorer.rollout_model.engine_type).verl_name,
             "explorer.rollout_model.engine_type",
         ),
         f"{ARR}.rollout.log_prob_use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
@@ -125,8 +121,11 @@ def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
     high = policy.get("clip_range_high") if policy.get("clip_range_high") is not None else clip
     entropy = (algo.entropy_loss_fn_args or {}).get("entropy_coef", 0.0) if algo.entropy_loss_fn != "none" else 0.0
     args = "algorithm.policy_loss_fn_args"
+    # the entry's name in verl's policy-loss registry; an SFT loss has none (the rank sets verl's sft_loss, which
+    # reads no mode), so verl's default stands there
+    mode = POLICY_LOSSES[algo.policy_loss_fn].loss_mode or "vanilla"
     return {
-        f"{actor}.policy_loss.loss_mode": (LOSS_MODES.get(algo.policy_loss_fn, "vanilla"), "algorithm.policy_loss_fn"),
+        f"{actor}.policy_loss.loss_mode": (mode, "algorithm.policy_loss_fn"),
         f"{actor}.clip_ratio": (clip if clip is not None else low or 0.2, f"{args}.clip_range"),
         f"{actor}.clip_ratio_low": (low or 0.2, f"{args}.clip_range_low"),
         f"{actor}.clip_ratio_high": (high or 0.2, f"{args}.clip_range_high"),
@@ -148,7 +147,7 @@ def _hydra(value: Any) -> str:
     return str(value)
 
 
-def build(config: Any, model_path: str, total_steps: int) -> Any:
+def build(config: RunConfig, model_path: str, total_steps: int) -> Any:
     """verl's `actor_rollout_ref` DictConfig with the passthrough merged, after verl's dataclasses accepted it."""
     import verl
     from hydra import compose, initialize_config_dir

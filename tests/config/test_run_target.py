@@ -1,0 +1,38 @@
+"""What a run asks of Ray, read from the composed config: address, namespace, resource key, node shape."""
+
+from tests.conftest import MINIMAL
+from trinity.config.compose import Request
+from trinity.config.run_target import on_cluster, run_target
+
+
+def test_the_address_comes_from_the_environment_before_the_config(tmp_path, monkeypatch):
+    path = tmp_path / "run.yaml"
+    path.write_text(MINIMAL + "cluster:\n  ray_address: 10.0.0.1:6379\n")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    target = run_target(Request(path, ("hardware=ascend910b", "project=p", "name=n")))
+    assert (target.address, target.namespace, target.resource_key, target.profile) == (
+        "10.0.0.1:6379",
+        "p/n",
+        "NPU",
+        "ascend910b",
+    )
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.2:6379")
+    assert run_target(Request(path, ("hardware=a100", "ray_namespace=mine"))).address == "10.0.0.2:6379"
+    assert run_target(Request(path, ("hardware=a100", "ray_namespace=mine"))).namespace == "mine"
+
+
+def test_auto_asks_for_a_local_ray(tmp_path, monkeypatch):
+    path = tmp_path / "run.yaml"
+    path.write_text(MINIMAL)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert run_target(Request(path, ("hardware=cpu",))).address is None
+
+
+def test_the_cluster_decides_gpu_per_node_only_where_nobody_wrote_it(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(MINIMAL)
+    unset = Request(path, ("hardware=a100", "cluster.node_num=2"))
+    layered = on_cluster(unset, run_target(unset), [8, 4, 4])
+    assert (layered.cluster.gpu_per_node, layered.cluster.source) == (4, "Ray cluster (4 GPU per node)")
+    written = Request(path, ("hardware=a100", "cluster.gpu_per_node=2"))
+    assert on_cluster(written, run_target(written), [8]) is written

@@ -1,0 +1,22 @@
+"""A stand-in for a module of trinity's own algorithm functions: importing it registers them with verl."""
+
+import torch
+
+from trinity.runtime.trainer.functions import register_advantage, register_loss
+
+ESTIMATOR = "trinity_test_centred_reward"
+LOSS = "trinity_test_mean_ratio"
+
+
+@register_advantage(ESTIMATOR)
+def centred_reward(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, shift: float = 0.0, config=None):
+    """The reward minus the batch's mean reward, plus `shift`, on every response token."""
+    scores = token_level_rewards.sum(dim=-1)
+    scores = (scores - scores.mean() + shift).unsqueeze(-1) * response_mask
+    return scores, scores
+
+
+@register_loss(LOSS)
+def mean_ratio(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None, **_):
+    ratio = torch.exp(log_prob - old_log_prob)
+    return -(ratio * advantages * response_mask).sum() / response_mask.sum(), {}

@@ -1,0 +1,192 @@
+"""Stand-ins for Ray actor handles and for the stage's call watcher, to drive the real Stage in this process.
+
+Ray itself runs in the launch and end-to-end tests. Here the stage's loop (which call comes next, what it
+records, when the devices change hands) runs against role objects that keep the roles' protocols
+(trinity.runtime.protocols; tests/runtime/test_protocols.py holds them to it). A call runs when the
+watcher finishes it, in the order the test picks, as an actor's call would run later on Ray.
+"""
+
+import asyncio
+import inspect
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class Ref:
+    """A call made on a stand-in handle; it runs when the watcher finishes it."""
+
+    def __init__(self, method, args, kwargs):
+        self.method, self.args, self.kwargs = method, args, kwargs
+
+    def result(self):
+        value = self.method(*self.args, **self.kwargs)
+        return asyncio.run(value) if inspect.iscoroutine(value) else value
+
+
+class Handle:
+    """`handle.method.remote(*args)` as on a Ray actor handle, over a plain object."""
+
+    def __init__(self, role):
+        self.role = role
+
+    def __getattr__(self, name):
+        method = getattr(self.role, name)
+        return type("Method", (), {"remote": staticmethod(lambda *a, **kw: Ref(method, a, kw))})
+
+
+class InlineCalls:
+    """The stage's call watcher (RayCalls' interface) without Ray: `pick` chooses which started call ends next."""
+
+    def __init__(self, pick=lambda kinds: 0):
+        self.pick, self.started = pick, []  # [(kind, refs)] in start order
+
+    def start(self, kind: str, refs: list) -> None:
+        self.started.append((kind, refs))
+
+    def wait(self, refs: list) -> list:
+        return [r.result() for r in refs]
+
+    def next_done(self) -> list[tuple[str, list]]:
+        kind, refs = self.started.pop(self.pick([k for k, _ in self.started]))
+        return [(kind, self.wait(refs))]
+
+
+@dataclass
+class World:
+    """What the stand-in roles share: the engines' weights, whether they sleep, and every call in order."""
+
+    experiences: int = 4  # per explore step
+    version: int = 0
+    asleep: bool = False
+    log: list = field(default_factory=list)
+
+
+class Explorer:
+    def __init__(self, world: World):
+        self.world = world
+
+    def peak_rss_mb(self) -> float:
+        return 1.0
+
+    def setup(self, engines: list, buffer, model_path: str) -> dict:
+        return {}
+
+    def steps_per_epoch(self) -> int:
+        return 3
+
+    def explore_step(self, step: int) -> dict:
+        assert not self.world.asleep, "explored on sleeping engines"
+        self.world.log.append(("explore", step, self.world.version))
+        n = self.world.experiences
+        return dict(
+            reward_mean=0.5,
+            response_length_mean=3.0,
+            tokens_per_s=10.0,
+            weight_version=self.world.version,
+            experiences=n,
+            failed_tasks=0,
+            truncated_prompts=0,
+            seconds=0.1,
+        )
+
+    def evaluate(self, step: int) -> list[dict]:
+        assert not self.world.asleep, "evaluated on sleeping engines"
+        self.world.log.append(("evaluate", step, self.world.version))
+        return [dict(taskset="eval", accuracy=step / 10, reward_mean=0.5, tasks=4)]
+
+
+class Trainer:
+    def __init__(self, world: World, rank: int):
+        self.world, self.rank = world, rank
+
+    def peak_rss_mb(self) -> float:
+        return 1.0
+
+    def rendezvous(self) -> tuple[str, int]:
+        return "127.0.0.1", 0
+
+    def setup(self, host: str, port: int, model_path: str, total_steps: int, buffer, resume: str | None = None) -> dict:
+        return {}
+
+    def train_step(self, step: int) -> dict | None:
+        if self.rank == 0:
+            self.world.log.append(("train", step, "asleep" if self.world.asleep else "awake"))
+        return dict(loss=1.0 / step, grad_norm=1.0, lr=1e-5, experiences=4, seconds=0.1) if self.rank == 0 else None
+
+    def save(self, folder: str, step: int, hf: bool) -> None:
+        if self.rank == 0:
+            self.world.log.append(("save", step, hf))
+            (Path(folder) / "trainer.pt").write_text(str(step))
+
+    def write_weights(self, path: str, version: int) -> None:
+        self.world.log.append(("publish", version))
+
+
+class Engine:
+    def __init__(self, world: World):
+        self.world = world
+
+    def peak_rss_mb(self) -> float:
+        return 1.0
+
+    async def setup(self, model_path: str, version: int) -> dict:
+        return {}
+
+    async def load_weights(self, weights, version: int) -> int:
+        self.world.version = version
+        return version
+
+    async def sleep(self, level: int = 1) -> bool:
+        self.world.asleep = True
+        return True
+
+    async def wake_up(self) -> bool:
+        self.world.asleep = False
+        return False
+
+
+class Synchronizer:
+    def __init__(self, world: World):
+        self.world = world
+
+    def peak_rss_mb(self) -> float:
+        return 1.0
+
+    def setup(self, trainer_ranks: list, engines: list) -> dict:
+        return {}
+
+    def sync(self, version: int) -> dict:
+        assert not self.world.asleep, "synced into sleeping engines"
+        self.world.version = version
+        self.world.log.append(("sync", version))
+        return {"method": "memory", "seconds": 0.01}
+
+
+class Buffer:
+    def peak_rss_mb(self) -> float:
+        return 1.0
+
+    def setup(self, sft: dict | None = None) -> dict:
+        return {"samples": 0}
+
+    def rewind(self, after_step: int | None) -> int:
+        return 0
+
+
+STAND_INS = {
+    "explorer": Explorer,
+    "trainer": Trainer,
+    "rollout": Engine,
+    "synchronizer": Synchronizer,
+    "buffer": Buffer,
+}
+
+
+def handles_for(specs: list, world: World) -> dict:
+    """name -> stand-in handle for every planned actor, as Launch.start_actors returns Ray handles."""
+    made = {}
+    for spec in specs:
+        kind = STAND_INS[spec.role]
+        role = kind(world, spec.rank) if spec.role == "trainer" else kind() if kind is Buffer else kind(world)
+        made[spec.name] = Handle(role)
+    return made

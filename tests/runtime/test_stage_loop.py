@@ -1,0 +1,93 @@
+"""The real Stage, its scheduler and its bookkeeping, in this process: stand-in role handles, no Ray.
+
+What Ray adds (actors, placement, a role that dies) is tested in tests/launch and tests/cli/test_run.py.
+"""
+
+import json
+
+import pytest
+
+from tests.runtime.stand_ins import InlineCalls, World, handles_for
+from trinity.config.compose import Request
+from trinity.config.resolve import resolve
+from trinity.launch.plan import build_plan
+from trinity.runtime.calls import RoleFailed
+from trinity.runtime.metrics import MetricsLog
+from trinity.runtime.run_dir import RunDir
+from trinity.runtime.stage import RoleHandles, Stage, StageStart
+
+
+def stage_run(tmp_path, *overrides: str, pick=lambda kinds: 0, world: World | None = None):
+    """Resolve the demo's GRPO stage with `overrides`, run it on stand-ins; (world, metrics records, summary)."""
+    config = resolve(Request(None, ("hardware=cpu", "~stages", "trainer.total_steps=3", *overrides))).config
+    plan = build_plan(config)
+    world = world or World(experiences=config.buffer.train_batch_size)
+    run_dir = RunDir(tmp_path / "run")
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    stage = Stage(config, "grpo", 0, run_dir, metrics, StageStart("model", 0), quiet=True)
+    stage.setup(RoleHandles.of(list(plan.actors), handles_for(plan.actors, world)), InlineCalls(pick))
+    summary = stage.run()
+    stage.finish()
+    metrics.close()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return world, records, summary
+
+
+@pytest.fixture(autouse=True)
+def demo(demo_assets, monkeypatch):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+
+
+def test_strictly_on_policy_each_step_explores_with_the_last_weights(tmp_path):
+    world, records, summary = stage_run(tmp_path)
+    assert world.log == [
+        ("evaluate", 0, 0),  # explorer.eval_on_startup
+        ("explore", 1, 0),
+        ("train", 1, "awake"),
+        ("sync", 1),
+        ("explore", 2, 1),
+        ("train", 2, "awake"),
+        ("sync", 2),
+        ("explore", 3, 2),
+        ("train", 3, "awake"),
+        ("sync", 3),
+        ("evaluate", 3, 3),
+        ("save", 3, True),
+    ]
+    roles = [(r["role"], r["step"]) for r in records]
+    assert roles[:4] == [("eval", 0), ("explorer", 1), ("trainer", 1), ("synchronizer", 1)] and roles[-1] == ("eval", 3)
+    explored = [r for r in records if r["role"] == "explorer"]
+    assert [r["weight_version"] for r in explored] == [0, 1, 2]
+    assert summary.steps == 3 and summary.eval_last == {"eval": 0.3}
+    assert set(summary.peak_rss_mb) == {
+        a.name for a in build_plan(resolve(Request(None, ("hardware=cpu", "~stages"))).config).actors
+    }
+
+
+def test_an_explorer_one_step_ahead_overlaps_training(tmp_path):
+    # the watcher finishes the newest call first: train step 1 ends while explore step 2 still runs on weights 0
+    world, _, _ = stage_run(tmp_path, "synchronizer.sync_offset=1", pick=lambda kinds: len(kinds) - 1)
+    assert world.log[1:5] == [("explore", 1, 0), ("train", 1, "awake"), ("explore", 2, 0), ("sync", 1)]
+
+
+def test_colocate_engines_sleep_through_every_train_step(tmp_path):
+    world, records, _ = stage_run(tmp_path, "mode=colocate")
+    assert [e for e in world.log if e[0] == "train"] == [("train", s, "asleep") for s in (1, 2, 3)]
+    handoffs = [(r["holder"], r["step"], r["engines_asleep"]) for r in records if r["role"] == "devices"]
+    assert handoffs == [("trainer", 1, 1), ("rollout", 1, 0), ("trainer", 2, 1), ("rollout", 2, 0)] + [
+        ("trainer", 3, 1),
+        ("rollout", 3, 0),
+    ]
+
+
+def test_colocate_that_one_turn_cannot_fill_stops_with_the_reason(tmp_path):
+    with pytest.raises(RoleFailed, match=r"colocate stalled after explore step 1: the buffer holds 4 experiences"):
+        stage_run(tmp_path, "mode=colocate", world=World(experiences=4))
+
+
+def test_checkpoints_follow_save_interval_and_hf_weights_the_policy(tmp_path):
+    world, _, summary = stage_run(
+        tmp_path, "trainer.total_steps=5", "trainer.save_interval=2", "trainer.save_hf_checkpoint=last"
+    )
+    assert [e for e in world.log if e[0] == "save"] == [("save", 2, False), ("save", 4, False), ("save", 5, True)]
+    assert summary.checkpoint.endswith("global_step_5")

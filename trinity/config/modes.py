@@ -1,0 +1,109 @@
+"""The run modes, one table: what each mode runs, what it locks and which stage loop drives it.
+
+Every consumer reads an entry here (the derive rules, the launch plan, preflight, the run directory,
+the stage loop); adding a mode is one entry plus the stage loop it names.
+"""
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What one mode runs, as plain facts."""
+
+    name: str
+    explores: bool  # an explorer and rollout engines run: tasksets are read, engines take devices
+    trains: bool  # trainer ranks run and write checkpoints
+    syncs: bool  # a synchronizer moves the trainer's weights to this run's own engines
+    buffers: bool  # experiences (or the SFT data set) go through the buffer actor
+    shares_devices: bool  # trainer and engines take turns on the same devices (engines sleep while it steps)
+    locks: tuple[str, ...]  # run-directory locks it holds: runs whose locks overlap never share a directory
+    loop: str | None  # the stage loop that drives it: both, explore, train, bench; None when no loop runs it
+    refused: str | None = None  # why validation refuses it, when this version does not run it
+
+    @property
+    def splits_devices(self) -> bool:
+        """Explorer and trainer run side by side on devices of their own: the trainer gets what rollout leaves."""
+        return self.explores and self.trains and not self.shares_devices
+
+
+_ENTRIES = (
+    Mode(
+        "both",
+        explores=True,
+        trains=True,
+        syncs=True,
+        buffers=True,
+        shares_devices=False,
+        locks=("explore", "train"),
+        loop="both",
+    ),
+    # An explore run and a train run may share one directory: the train run publishes checkpoints, the explore run
+    # loads them and writes the experiences the train run reads through the buffer's storage.
+    Mode(
+        "explore",
+        explores=True,
+        trains=False,
+        syncs=False,
+        buffers=True,
+        shares_devices=False,
+        locks=("explore",),
+        loop="explore",
+    ),
+    Mode(
+        "train",
+        explores=False,
+        trains=True,
+        syncs=False,
+        buffers=True,
+        shares_devices=False,
+        locks=("train",),
+        loop="train",
+    ),
+    # evaluates the directory's checkpoints one after another: no trainer, nothing through the buffer
+    Mode(
+        "bench",
+        explores=True,
+        trains=False,
+        syncs=False,
+        buffers=False,
+        shares_devices=False,
+        locks=("bench",),
+        loop="bench",
+    ),
+    Mode(
+        "serve",
+        explores=True,
+        trains=False,
+        syncs=False,
+        buffers=False,
+        shares_devices=False,
+        locks=("serve",),
+        loop=None,
+        refused="trinity has no OpenAI-compatible server yet, so no stage loop drives this mode",
+    ),
+    # the loop of `both`, the trainer and the engines taking turns on the same devices
+    Mode(
+        "colocate",
+        explores=True,
+        trains=True,
+        syncs=True,
+        buffers=True,
+        shares_devices=True,
+        locks=("explore", "train"),
+        loop="both",
+    ),
+)
+MODES: dict[str, Mode] = {m.name: m for m in _ENTRIES}
+
+
+def mode(name: str) -> Mode:
+    """The entry of mode `name`; a ValueError naming the modes there are."""
+    if name not in MODES:
+        raise ValueError(f"unknown mode {name!r} (modes: {', '.join(MODES)})")
+    return MODES[name]
+
+
+def running() -> tuple[str, ...]:
+    """The modes this version runs (the others are refused at validation)."""
+    return tuple(name for name, m in MODES.items() if m.refused is None)

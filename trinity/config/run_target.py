@@ -1,0 +1,65 @@
+"""What a run asks of Ray, read from the composed config before any derivation: where Ray is, the
+namespace, and which resource key and node shape the cluster must offer.
+
+The launch layer asks this module instead of composing the config itself; `on_cluster` turns what
+a live cluster says into the request's cluster layer.
+"""
+
+import os
+from dataclasses import dataclass, replace
+
+from ..errors import ConfigError
+from .compose import ClusterLayer, Composed, Request, compose
+from .interpolate import resolve_interpolations
+from .merge import get_path
+from .provenance import WRITTEN
+
+AUTO = "auto"  # cluster.ray_address: a Ray running on this machine, else start one
+
+
+@dataclass(frozen=True)
+class RunTarget:
+    """Where the run's Ray is and what the run asks of it."""
+
+    address: str | None  # None: a running local Ray, else start one
+    namespace: str
+    resource_key: str  # the Ray resource the profile's devices are counted by
+    profile: str
+    selection: str  # how the profile was chosen (for errors about it)
+    node_num: int | None
+    gpu_per_node_written: bool  # a person set cluster.gpu_per_node: the cluster does not decide it
+
+
+def run_namespace(ray_namespace: str | None, project: str, name: str) -> str:
+    """The Ray namespace of a run: ray_namespace, else <project>/<name>."""
+    return ray_namespace or f"{project}/{name}"
+
+
+def run_target(source: Request | Composed) -> RunTarget:
+    """$RAY_ADDRESS, else cluster.ray_address unless 'auto'; the namespace; the profile's resource key."""
+    composed = compose(source) if isinstance(source, Request) else source
+    plain, issues = resolve_interpolations(composed.tree, composed.provenance.where)
+    if issues:
+        raise ConfigError(issues)
+    ray_address = get_path(plain, ("cluster", "ray_address"), AUTO)
+    address = os.environ.get("RAY_ADDRESS") or (None if ray_address == AUTO else str(ray_address))
+    node_num = get_path(plain, ("cluster", "node_num"))
+    return RunTarget(
+        address,
+        run_namespace(plain.get("ray_namespace"), plain["project"], plain["name"]),
+        composed.profile.profile.facts.ray_resource_key,
+        composed.profile.name,
+        composed.selection,
+        node_num if isinstance(node_num, int) else None,
+        composed.provenance.set_by(("cluster", "gpu_per_node"), *WRITTEN),
+    )
+
+
+def on_cluster(request: Request, target: RunTarget, counts: list[int]) -> Request:
+    """`request` with what the cluster says (`counts`: devices per node, largest first) as its cluster layer;
+    unchanged when a person set gpu_per_node."""
+    if target.gpu_per_node_written:
+        return request
+    wanted = target.node_num
+    per_node = counts[wanted - 1] if wanted and 0 < wanted <= len(counts) else counts[-1]
+    return replace(request, cluster=ClusterLayer(per_node, f"Ray cluster ({per_node} {target.resource_key} per node)"))

@@ -1,0 +1,87 @@
+"""The remote methods the stage calls on each role, as typed protocols, and what they return.
+
+A role class keeps its protocol (tests/runtime/test_protocols.py holds each class to its methods'
+names and parameters); the stage reaches roles only through these methods.
+"""
+
+from typing import Any, NotRequired, Protocol, TypedDict
+
+
+class ExploreResult(TypedDict):
+    reward_mean: float
+    response_length_mean: float
+    tokens_per_s: float
+    weight_version: int
+    experiences: int
+    failed_tasks: int
+    truncated_prompts: int
+    seconds: float
+
+
+class EvalRecord(TypedDict):
+    taskset: str
+    accuracy: float
+    reward_mean: float
+    tasks: int
+
+
+class TrainResult(TypedDict):
+    loss: float
+    grad_norm: float
+    lr: float
+    experiences: int
+    seconds: float
+    logprob_diff: NotRequired[float]  # only when the trainer recomputes the old log-probs
+
+
+class SyncResult(TypedDict):
+    method: str
+    seconds: float
+
+
+class AnyRole(Protocol):
+    def peak_rss_mb(self) -> float: ...
+
+
+class ExplorerCalls(AnyRole, Protocol):
+    def setup(self, engines: list, buffer: Any, model_path: str) -> dict: ...
+    def steps_per_epoch(self) -> int: ...
+    def explore_step(self, step: int) -> ExploreResult: ...
+    def evaluate(self, step: int) -> list[EvalRecord]: ...
+
+
+class TrainerCalls(AnyRole, Protocol):
+    def rendezvous(self) -> tuple[str, int]: ...
+    def setup(
+        self, host: str, port: int, model_path: str, total_steps: int, buffer: Any, resume: str | None = None
+    ) -> dict: ...
+    def train_step(self, step: int) -> TrainResult | None: ...
+    def save(self, folder: str, step: int, hf: bool) -> None: ...
+    def write_weights(self, path: str, version: int) -> None: ...
+
+
+class EngineCalls(AnyRole, Protocol):
+    async def setup(self, model_path: str, version: int) -> dict: ...
+    async def load_weights(self, weights: Any, version: int) -> int: ...
+    async def sleep(self, level: int = 1) -> bool: ...
+    async def wake_up(self) -> bool: ...
+
+
+class SynchronizerCalls(AnyRole, Protocol):
+    def setup(self, trainer_ranks: list, engines: list) -> dict: ...
+    def sync(self, version: int) -> SyncResult: ...
+
+
+class BufferCalls(AnyRole, Protocol):
+    def setup(self, sft: dict | None = None) -> dict: ...
+    def rewind(self, after_step: int | None) -> int: ...
+
+
+# role (ActorSpec.role) -> the protocol its class keeps
+PROTOCOLS: dict[str, type] = {
+    "explorer": ExplorerCalls,
+    "trainer": TrainerCalls,
+    "rollout": EngineCalls,
+    "synchronizer": SynchronizerCalls,
+    "buffer": BufferCalls,
+}
