@@ -372,3 +372,18 @@ def test_the_function_registries_are_the_entries_arguments():
 
     for preset in (p for p in ALGORITHMS.values() if not p.unsupported):
         assert preset.functions["advantage_fn"] in ADVANTAGES and preset.functions["policy_loss_fn"] in POLICY_LOSSES
+
+
+def test_a_loss_and_an_advantage_function_that_would_ignore_each_other_are_refused(cli, write):
+    rl = cli("config", "validate", "-c", write("run.yaml", GRPO + "  advantage_fn: none\n"), "hardware=cpu")
+    assert rl.code == 2
+    assert "run.yaml:5:3: algorithm.advantage_fn: policy_loss_fn 'ppo' trains on advantages, and 'none'" in rl.err
+    assert "allowed: grpo" in rl.err
+    sft = MINIMAL + "mode: train\nalgorithm:\n  algorithm_type: sft\n  advantage_fn: grpo\n"
+    ignored = cli("config", "validate", "-c", write("sft.yaml", sft), "hardware=cpu")
+    assert ignored.code == 2 and "policy_loss_fn 'sft' reads no advantages: 'grpo' is ignored" in ignored.err
+    assert "allowed: none" in ignored.err
+    written = cli("config", "validate", "-c", write("loss.yaml", GRPO + "  policy_loss_fn: sft\n"), "hardware=cpu")
+    assert written.code == 2  # the key you wrote is the one named, where you wrote it
+    assert "loss.yaml:5:3: algorithm.policy_loss_fn: policy_loss_fn 'sft' reads no advantages" in written.err
+    assert "allowed: ppo, gspo, cispo" in written.err

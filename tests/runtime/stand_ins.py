@@ -35,7 +35,8 @@ class Handle:
 
 
 class InlineCalls:
-    """The stage's call watcher (RayCalls' interface) without Ray: `pick` chooses which started call ends next."""
+    """The stage's call watcher (RayCalls' interface) without Ray: `pick` chooses which started call ends next
+    (None: every started call ends at once, as ray.wait can report several)."""
 
     def __init__(self, pick=lambda kinds: 0):
         self.pick, self.started = pick, []  # [(kind, refs)] in start order
@@ -47,6 +48,9 @@ class InlineCalls:
         return [r.result() for r in refs]
 
     def next_done(self) -> list[tuple[str, list]]:
+        if self.pick is None:
+            done, self.started = self.started, []
+            return [(kind, self.wait(refs)) for kind, refs in done]
         kind, refs = self.started.pop(self.pick([k for k, _ in self.started]))
         return [(kind, self.wait(refs))]
 

@@ -4,6 +4,7 @@ registered there beside verl's. GRPO's advantages through that path, against han
 import importlib
 import inspect
 import math
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -113,11 +114,12 @@ def test_no_advantages_for_an_advantage_function_that_computes_none():
     assert functions.advantages([exp([2], 1.0)], SimpleNamespace(advantage_fn="none", advantage_fn_args={})) is None
 
 
-def test_an_rl_loss_without_advantages_fails_before_training():
+def test_a_loss_mode_verl_lacks_fails_before_training(monkeypatch):
     functions.prepare(SimpleNamespace(policy_loss_fn="ppo", advantage_fn="grpo"))
     functions.prepare(SimpleNamespace(policy_loss_fn="sft", advantage_fn="none"))
-    with pytest.raises(ValueError, match="trains on advantages; advantage_fn 'none' computes none"):
-        functions.prepare(SimpleNamespace(policy_loss_fn="ppo", advantage_fn="none"))
+    monkeypatch.setitem(POLICY_LOSSES, "ppo", replace(POLICY_LOSSES["ppo"], loss_mode="no_such_mode"))
+    with pytest.raises(ValueError, match="no_such_mode"):
+        functions.prepare(SimpleNamespace(policy_loss_fn="ppo", advantage_fn="grpo"))
 
 
 # --- trinity's own functions, registered beside verl's ---------------------------------------------------------

@@ -13,18 +13,18 @@ from trinity.config.resolve import resolve
 from trinity.launch.plan import build_plan
 from trinity.runtime.calls import RoleFailed
 from trinity.runtime.metrics import MetricsLog
-from trinity.runtime.run_dir import RunDir
+from trinity.runtime.run_dir import Checkpoint, RunDir
 from trinity.runtime.stage import RoleHandles, Stage, StageStart
 
 
-def stage_run(tmp_path, *overrides: str, pick=lambda kinds: 0, world: World | None = None):
+def stage_run(tmp_path, *overrides: str, pick=lambda kinds: 0, world: World | None = None, start=None):
     """Resolve the demo's GRPO stage with `overrides`, run it on stand-ins; (world, metrics records, summary)."""
     config = resolve(Request(None, ("hardware=cpu", "~stages", "trainer.total_steps=3", *overrides))).config
     plan = build_plan(config)
     world = world or World(experiences=config.buffer.train_batch_size)
     run_dir = RunDir(tmp_path / "run")
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
-    stage = Stage(config, "grpo", 0, run_dir, metrics, StageStart("model", 0), quiet=True)
+    stage = Stage(config, "grpo", 0, run_dir, metrics, start or StageStart("model", 0), quiet=True)
     stage.setup(RoleHandles.of(list(plan.actors), handles_for(plan.actors, world)), InlineCalls(pick))
     summary = stage.run()
     stage.finish()
@@ -70,6 +70,13 @@ def test_an_explorer_one_step_ahead_overlaps_training(tmp_path):
     assert world.log[1:5] == [("explore", 1, 0), ("train", 1, "awake"), ("explore", 2, 0), ("sync", 1)]
 
 
+def test_steps_that_end_together_are_each_recorded(tmp_path):
+    world, records, _ = stage_run(tmp_path, "synchronizer.sync_offset=1", pick=None)
+    assert world.log[1:4] == [("explore", 1, 0), ("explore", 2, 0), ("train", 1, "awake")]
+    assert [r["step"] for r in records if r["role"] == "trainer"] == [1, 2, 3]
+    assert [r["step"] for r in records if r["role"] == "explorer"] == [1, 2, 3]
+
+
 def test_colocate_engines_sleep_through_every_train_step(tmp_path):
     world, records, _ = stage_run(tmp_path, "mode=colocate")
     assert [e for e in world.log if e[0] == "train"] == [("train", s, "asleep") for s in (1, 2, 3)]
@@ -83,6 +90,15 @@ def test_colocate_engines_sleep_through_every_train_step(tmp_path):
 def test_colocate_that_one_turn_cannot_fill_stops_with_the_reason(tmp_path):
     with pytest.raises(RoleFailed, match=r"colocate stalled after explore step 1: the buffer holds 4 experiences"):
         stage_run(tmp_path, "mode=colocate", world=World(experiences=4))
+
+
+def test_a_resume_without_hugging_face_weights_first_gives_the_engines_the_trainers(tmp_path):
+    saved = tmp_path / "global_step_2"
+    saved.mkdir()  # the trainer's state only (save_hf_checkpoint: last)
+    resume = Checkpoint(saved, 2, "grpo", 0, 2, 4)
+    world, records, _ = stage_run(tmp_path, "trainer.total_steps=4", start=StageStart("model", 0, resume))
+    assert world.log[:3] == [("sync", 2), ("evaluate", 2, 2), ("explore", 3, 2)]
+    assert [r["step"] for r in records if r["role"] == "trainer"] == [3, 4]
 
 
 def test_checkpoints_follow_save_interval_and_hf_weights_the_policy(tmp_path):

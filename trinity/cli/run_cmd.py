@@ -64,8 +64,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     """Dry run: print the plan. Placement only: launch, verify, tear down. Otherwise train every stage.
 
     The config is resolved once before Ray (what can be checked without the cluster ends the run in
-    seconds) and once more against the cluster only when the cluster changes it; preflight checks
-    the config that is launched."""
+    seconds, preflight included) and once against the cluster where the cluster may change it (a
+    gpu_per_node nobody wrote); preflight checks again only a config the cluster changed."""
     from ..config.compose import compose
     from ..config.run_target import run_target
     from ..launch.launcher import cpus_needed, join, start_local
@@ -98,7 +98,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
         resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
         print_issues(fit_checked(resolved, args.strict)[1])
-        if training and resolved is not checked:
+        if training and not _same_run(resolved, checked):
             _preflight(resolved)
         if args.dry_run:
             from ..launch.launcher import check_live
@@ -119,6 +119,12 @@ def _preflight(resolved):
 
     check(resolved)
     return resolved
+
+
+def _same_run(resolved, checked) -> bool:
+    """Whether the config resolved against the cluster is the one preflight already checked (the cluster's layer
+    may restate what the profile said)."""
+    return checked is not None and (resolved.config, resolved.stages) == (checked.config, checked.stages)
 
 
 def _standalone(composed, strict: bool) -> tuple:

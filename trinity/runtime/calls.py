@@ -4,13 +4,21 @@ A role that raises or dies ends the wait at once with a RoleFailed naming it. Th
 what to call (scheduler.py); this module only watches.
 """
 
-from typing import Any
+from typing import Any, Protocol
 
 WAIT_S = 1.0  # how often the driver looks at its outstanding calls
 
 
 class RoleFailed(RuntimeError):
     """A role actor raised or died; the message names it and carries its error."""
+
+
+class Calls(Protocol):
+    """What the stage needs of a watcher: RayCalls on Ray; the stage's in-process tests give their own."""
+
+    def start(self, kind: str, refs: list) -> None: ...
+    def wait(self, refs: list) -> list: ...
+    def next_done(self) -> list[tuple[str, list]]: ...
 
 
 class RayCalls:

@@ -26,7 +26,6 @@ def check(resolved: ResolvedConfig) -> None:
     """Raise one ConfigError listing every problem found."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
     issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved))
-    looped = [name for name, m in modes.MODES.items() if m.loop]  # what the stage loop drives
     for config in stages:
         if not modes.mode(config.mode).loop:
             issues.append(
@@ -34,7 +33,7 @@ def check(resolved: ResolvedConfig) -> None:
                     f"mode {config.mode!r} is not run by this version of trinity",
                     key="mode",
                     source=resolved.provenance.where(("mode",)),
-                    allowed=", ".join(looped),
+                    allowed=", ".join(modes.running()),
                 )
             )
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]

@@ -1,7 +1,7 @@
 """What every role actor shares: a light constructor (so a launch can be checked before anything
 heavy starts) taking keyword arguments only, a placement report, and a log file of its own in the
-run directory. A role that starts
-processes of its own (vLLM's) also has `close()`, which teardown calls before Ray kills it."""
+run directory. A role that starts processes of its own (vLLM's) also has `close()`, which teardown
+calls before Ray kills it."""
 
 import logging
 import os

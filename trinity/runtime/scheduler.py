@@ -41,7 +41,7 @@ class Scheduler:
     explored: int = field(init=False)
     trained: int = field(init=False)
     engine_version: int = field(init=False)
-    running: set[str] = field(default_factory=set, init=False)
+    running: dict[str, Call] = field(default_factory=dict, init=False)  # kind -> the call of that kind now running
     gathered: int = field(default=0, init=False)  # experiences this stage's explore steps wrote
     _last_asked: int = field(init=False)
     _queued: list[Call] = field(default_factory=list, init=False)  # syncs and evaluations, run in order
@@ -81,11 +81,11 @@ class Scheduler:
 
     def started(self, call: Call) -> None:
         """`call` is now running (or, for a sync or an evaluation, being waited on)."""
-        self.running.add(call.kind)
+        self.running[call.kind] = call
 
     def finished(self, call: Call, experiences: int = 0) -> None:
         """`call` is done; an explore step reports how many experiences it wrote."""
-        self.running.discard(call.kind)
+        self.running.pop(call.kind, None)
         if call.kind == EXPLORE:
             self.explored += 1
             self.gathered += experiences

@@ -15,15 +15,13 @@ from typing import Any
 from ..config.algorithms import needs_rollout
 from ..config.modes import mode
 from ..config.schema import RunConfig
-from .calls import RayCalls, RoleFailed
+from .calls import Calls, RayCalls, RoleFailed
 from .metrics import MetricsLog
 from .progress import Progress, StageSummary
 from .protocols import EvalRecord, ExploreResult, TrainResult
 from .run_dir import Checkpoint, RunDir
 from .schedule import SyncPolicy
 from .scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Call, Scheduler, Stalled
-
-__all__ = ["RoleFailed", "RoleHandles", "Stage", "StageStart"]
 
 
 @dataclass
@@ -87,7 +85,7 @@ class Stage:
 
     # --- setting up ----------------------------------------------------------------------------------
 
-    def setup(self, handles: RoleHandles, calls: Any = None) -> None:
+    def setup(self, handles: RoleHandles, calls: Calls | None = None) -> None:
         """Set up every role (heavy work: models, data, groups), then learn the stage's length.
 
         `calls` watches the calls in flight: RayCalls over `handles` unless a test gives its own."""
@@ -169,7 +167,7 @@ class Stage:
 
     def _both(self) -> None:
         """Explore and train in the order the scheduler gives, watching every call until all are done."""
-        schedule, running = self.scheduler(), {}
+        schedule = self.scheduler()
         while not schedule.finished_all:
             try:
                 calls = schedule.next_calls()
@@ -177,18 +175,27 @@ class Stage:
                 raise RoleFailed(f"{self.config.mode} {exc}") from None
             for call in calls:
                 schedule.started(call)
-                if call.kind in (SYNC, EVALUATE):  # between steps: the stage waits for it
-                    self._sync(call.step) if call.kind == SYNC else self._evaluate(self.start.offset + call.step)
-                    schedule.finished(call)
-                else:
-                    running[call.kind] = call
+                if call.kind in (EXPLORE, TRAIN):
                     self._start_step(call)
-            if calls and calls[-1].kind in (SYNC, EVALUATE):
-                continue
-            for kind, results in self.calls.next_done() if running else []:
-                call = running.pop(kind)
-                schedule.finished(call, results[0]["experiences"] if kind == EXPLORE else 0)
-                self._explored(call.step, results[0]) if kind == EXPLORE else self._trained(call.step, results[0])
+                    continue
+                # a sync or an evaluation: the stage waits for it before it asks for the next call
+                if call.kind == SYNC:
+                    self._sync(call.step)
+                else:
+                    self._evaluate(self.start.offset + call.step)
+                schedule.finished(call)
+            if schedule.running and not any(c.kind in (SYNC, EVALUATE) for c in calls):
+                for kind, results in self.calls.next_done():
+                    self._step_done(schedule, schedule.running[kind], results[0])
+
+    def _step_done(self, schedule: Scheduler, call: Call, result: dict) -> None:
+        """Record a finished explore or train step and tell the scheduler."""
+        if call.kind == EXPLORE:
+            schedule.finished(call, result["experiences"])
+            self._explored(call.step, result)
+        else:
+            schedule.finished(call)
+            self._trained(call.step, result)
 
     def _start_step(self, call: Call) -> None:
         """Start an explore step (on the engines) or a train step (on every rank); the stage does not wait."""

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from ...errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from .. import modes
-from ..algorithms import ALGORITHMS, FUNCTIONS, ONLY_DEFAULT, UNSUPPORTED, NoArgs
+from ..algorithms import ADVANTAGES, ALGORITHMS, FUNCTIONS, ONLY_DEFAULT, POLICY_LOSSES, UNSUPPORTED, NoArgs, is_rl_loss
 from ..validate import validate
 from ._context import Context
 
@@ -34,8 +34,44 @@ def algorithm_preset(ctx: Context) -> None:
         ctx.set("algorithm.loss_agg_mode", preset.loss_agg_mode, "algorithm_preset", (ctx.input(KEY),))
     for kind, default in preset.functions.items():
         _function(ctx, kind, default)
+    _check_pairing(ctx)
     _check_groups(ctx)
     _check_mode(ctx, name, preset.needs_rollout)
+
+
+def _check_pairing(ctx: Context) -> None:
+    """An RL loss needs advantages and an SFT loss reads none: a pairing that would ignore one is refused, on the
+    key a person wrote (advantage_fn when both were)."""
+    loss, advantage = ctx.get("algorithm.policy_loss_fn"), ctx.get("algorithm.advantage_fn")
+    if loss not in POLICY_LOSSES or advantage not in ADVANTAGES:
+        return  # reported as unknown
+    rl, computes = is_rl_loss(loss), ADVANTAGES[advantage].estimator is not None
+    if rl == computes:
+        return
+    why = (
+        f"trains on advantages, and {advantage!r} computes none"
+        if rl
+        else f"reads no advantages: {advantage!r} is ignored"
+    )
+    message = f"policy_loss_fn {loss!r} {why}"
+    if ctx.user_set("algorithm.advantage_fn") or not ctx.user_set("algorithm.policy_loss_fn"):
+        fits = [n for n, a in ADVANTAGES.items() if (a.estimator is not None) == rl]
+        ctx.report(
+            "error",
+            "algorithm.advantage_fn",
+            message,
+            allowed=", ".join(fits),
+            hint="remove advantage_fn to take the algorithm's",
+        )
+        return
+    fits = [n for n in POLICY_LOSSES if is_rl_loss(n) == computes]
+    ctx.report(
+        "error",
+        "algorithm.policy_loss_fn",
+        message,
+        allowed=", ".join(fits),
+        hint="remove policy_loss_fn to take the algorithm's",
+    )
 
 
 def _function(ctx: Context, kind: str, default: str) -> None:
@@ -118,7 +154,8 @@ def _check_groups(ctx: Context) -> None:
     explorer_input = ctx.get("buffer.explorer_input")
     training = [t for t in [explorer_input.get("taskset"), *explorer_input.get("tasksets", [])] if t]
     once = [t for t in training if (t.get("repeat_times") or ctx.get("algorithm.repeat_times")) < 2]
-    if ctx.get("algorithm.advantage_fn") == "grpo" and once:
+    advantage = ADVANTAGES.get(ctx.get("algorithm.advantage_fn"))
+    if advantage is not None and advantage.grouped and once:
         ctx.report(
             "warning",
             "algorithm.repeat_times",

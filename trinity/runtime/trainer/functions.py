@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ...config.algorithms import ADVANTAGES, CONFIG, POLICY_LOSSES, Advantage, PolicyLoss
+from ...config.schema.algorithm import AlgorithmConfig
 from ..experience import Experience
 from . import batch as batches
 
@@ -88,17 +89,12 @@ def loss_mode(policy_loss_fn: str) -> str | None:
     return entry.loss_mode
 
 
-def prepare(algorithm: Any) -> None:
+def prepare(algorithm: AlgorithmConfig) -> None:
     """Register (by importing their modules) and look up the algorithm's functions: run in every trainer
-    process before verl's actor calls a loss by its mode. A name verl lacks fails here, before training."""
-    loss = POLICY_LOSSES[algorithm.policy_loss_fn]
+    process before verl's actor calls a loss by its mode. A name verl lacks fails here, before training.
+    (A loss and an advantage function that do not go together are refused at validate.)"""
     loss_mode(algorithm.policy_loss_fn)
-    found = estimator(algorithm.advantage_fn)
-    if loss.batch == "rl" and found is None:
-        raise ValueError(
-            f"policy loss {algorithm.policy_loss_fn!r} trains on advantages; advantage_fn "
-            f"{algorithm.advantage_fn!r} computes none"
-        )
+    estimator(algorithm.advantage_fn)
 
 
 def _load(entry: Advantage | PolicyLoss) -> None:
@@ -146,7 +142,7 @@ def estimator_kwargs(fn: Callable, entry: Advantage, args: dict, exps: list[Expe
     return out
 
 
-def advantages(exps: list[Experience], algorithm: Any) -> list[list[float]] | None:
+def advantages(exps: list[Experience], algorithm: AlgorithmConfig) -> list[list[float]] | None:
     """Each experience's per-token advantages (one per response token) from the estimator the algorithm's
     advantage_fn names, over the whole batch (group estimators compare the rollouts of each task); None
     when the advantage function computes none."""
