@@ -1,6 +1,7 @@
 """The CLI as a separate process: exit codes, tracebacks, imports, side effects, `trinity run`."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -18,6 +19,18 @@ def test_config_error_exits_2_without_traceback(tmp_path):
     result = run_process("config", "validate", "--config", str(REFERENCE), "hardware=nope", cwd=tmp_path)
     assert result.code == 2
     assert "unknown hardware profile 'nope'" in result.err and "Traceback" not in result.err
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly(tmp_path):
+    # `trinity config render | head -1`, with the reader gone before the command writes its first line
+    command = [sys.executable, "-m", "trinity", "config", "render", "--config", str(REFERENCE), "hardware=a100"]
+    read, write = os.pipe()
+    render = subprocess.Popen(command, cwd=tmp_path, stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    os.close(read)
+    err = render.stderr.read().decode()
+    assert render.wait(timeout=60) == 141, err
+    assert "internal error" not in err and "Traceback" not in err and "BrokenPipe" not in err, err
 
 
 def test_debug_shows_the_traceback(tmp_path):

@@ -68,6 +68,7 @@ def test_each_entry_keeps_the_invariants(entry):
     assert entry.loop in LOOPS or entry.loop is None
     assert (entry.loop is None) == (entry.refused is not None)  # a mode no loop drives is refused at validation
     assert entry.splits_devices == (entry.explores and entry.trains and not entry.shares_devices)
+    assert not entry.evaluates_checkpoints or (entry.explores and not entry.trains and not entry.buffers)
 
 
 def test_two_runs_that_may_share_a_directory_hold_disjoint_locks():
@@ -155,6 +156,13 @@ def test_a_staged_run_holds_the_locks_of_every_stages_mode(tmp_path):
                 pass
         with RunDir(tmp_path).lock("train"):  # an explore and a train run may share the directory
             pass
+
+
+def test_evaluates_checkpoints_drops_the_evaluation_interval(change):
+    written = ("mode=bench", "synchronizer.sync_interval=4", "explorer.eval_interval=6")
+    assert resolved(*written).explorer.eval_interval == 6  # nothing to round to: bench evaluates each checkpoint
+    change("bench", evaluates_checkpoints=False)
+    assert resolved(*written).explorer.eval_interval == 4
 
 
 def test_the_loops_the_stage_runs():

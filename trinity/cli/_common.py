@@ -22,7 +22,9 @@ Plans = list[tuple[str, "MemoryPlan"]]
 
 def add_config_options(parser: argparse.ArgumentParser) -> None:
     """--config, overrides, --profile-dir, --strict."""
-    parser.add_argument("-c", "--config", type=Path, help="run config YAML (default: the packaged GRPO GSM8K example)")
+    parser.add_argument(
+        "-c", "--config", type=Path, help="run config YAML (default: the embedded demo, examples/arith/arith.yaml)"
+    )
     parser.add_argument(
         "overrides",
         nargs="*",

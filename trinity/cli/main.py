@@ -51,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM (exit_code 143); teardown already ran
         return getattr(exc, "exit_code", 130)
+    except BrokenPipeError:  # the reader stopped reading (`| head`): nothing more to say, as for SIGPIPE
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python flushes stdout again at exit
+        return 141
     except Exception as exc:  # a bug of ours: say so briefly, unless --debug asks for the trace
         if args.debug:
             raise

@@ -1,12 +1,20 @@
 """`trinity run`: resolve, check before Ray, plan, place every role, train stage by stage, summarise, tear down."""
 
+from __future__ import annotations
+
 import argparse
 import json
 import signal
 import sys
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, Issue
+
+if TYPE_CHECKING:  # the CLI imports the config layer lazily: `trinity --help` stays fast
+    from ..config.compose import Composed
+    from ..config.resolve import ResolvedConfig
+    from ..config.schema import RunConfig
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,
@@ -113,7 +121,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         ray.shutdown()
 
 
-def _preflight(resolved):
+def _preflight(resolved: ResolvedConfig) -> ResolvedConfig:
     """Check `resolved` before anything of it runs; returns it, checked."""
     from ..runtime.preflight import check
 
@@ -121,13 +129,13 @@ def _preflight(resolved):
     return resolved
 
 
-def _same_run(resolved, checked) -> bool:
+def _same_run(resolved: ResolvedConfig, checked: ResolvedConfig | None) -> bool:
     """Whether the config resolved against the cluster is the one preflight already checked (the cluster's layer
     may restate what the profile said)."""
     return checked is not None and (resolved.config, resolved.stages) == (checked.config, checked.stages)
 
 
-def _standalone(composed, strict: bool) -> tuple:
+def _standalone(composed: Composed, strict: bool) -> tuple[ResolvedConfig | None, ConfigError | None]:
     """(the config resolved without a cluster, None), or (None, its ConfigError) when only the cluster's device
     counts can make it valid.
 
@@ -153,7 +161,7 @@ DEVICE_SPLIT_KEYS = (
 )
 
 
-def _stages(resolved) -> list:
+def _stages(resolved: ResolvedConfig) -> list[tuple[str | None, RunConfig]]:
     return list(resolved.stages) or [(None, resolved.config)]
 
 
@@ -205,7 +213,7 @@ def _show(args: argparse.Namespace, plans: list) -> int:
     return 0
 
 
-def _placement_only(args: argparse.Namespace, config) -> int:
+def _placement_only(args: argparse.Namespace, config: RunConfig) -> int:
     """Create the groups, start every role (constructed lightly), check where each landed, remove everything."""
     from ..launch.launcher import Launch, check_live
     from ..launch.plan import build_plan
@@ -241,7 +249,7 @@ def _placement_only(args: argparse.Namespace, config) -> int:
     return 1 if bad else 0
 
 
-def _train(args: argparse.Namespace, resolved) -> int:
+def _train(args: argparse.Namespace, resolved: ResolvedConfig) -> int:
     """Every stage in order; the summary table (or JSON) at the end; a failed role is exit 1 with its error."""
     from ..runtime.calls import RoleFailed
     from ..runtime.progress import summary_table

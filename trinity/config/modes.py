@@ -20,6 +20,8 @@ class Mode:
     locks: tuple[str, ...]  # run-directory locks it holds: runs whose locks overlap never share a directory
     loop: str | None  # the stage loop that drives it: both, explore, train, bench; None when no loop runs it
     refused: str | None = None  # why validation refuses it, when this version does not run it
+    # its steps are the run directory's saved checkpoints, each evaluated once (no explore/train steps, no interval)
+    evaluates_checkpoints: bool = False
 
     @property
     def splits_devices(self) -> bool:
@@ -70,6 +72,7 @@ _ENTRIES = (
         shares_devices=False,
         locks=("bench",),
         loop="bench",
+        evaluates_checkpoints=True,
     ),
     Mode(
         "serve",

@@ -127,7 +127,7 @@ class Stage:
     def _total(self) -> int:
         """Steps of this stage: trainer.total_steps, else buffer.total_steps, else total_epochs passes over the data."""
         explicit = self.config.trainer.total_steps or self.config.buffer.total_steps
-        if self.mode.loop == "bench":
+        if self.mode.evaluates_checkpoints:
             return max(1, len(self.run_dir.complete_checkpoints()))
         if explicit:
             return explicit

@@ -50,9 +50,12 @@ def eval_interval(ctx: Context) -> None:
     """explorer.eval_interval is rounded down to a multiple of sync_interval, so evaluation follows a sync (upstream's
     rule)."""
     every, sync = ctx.get("explorer.eval_interval"), ctx.get("synchronizer.sync_interval")
-    # the bench loop evaluates each checkpoint once: it has no evaluation interval
-    bench = modes.mode(ctx.get("mode")).loop == "bench"
-    if bench or not needs_rollout(ctx.get("algorithm.algorithm_type")) or every % sync == 0:
+    # a mode that evaluates each saved checkpoint once has no evaluation interval
+    if (
+        modes.mode(ctx.get("mode")).evaluates_checkpoints
+        or not needs_rollout(ctx.get("algorithm.algorithm_type"))
+        or every % sync == 0
+    ):
         return
     value = max(every // sync, 1) * sync
     ctx.report(
