@@ -33,8 +33,7 @@ PROMPTS, SAMPLES, NEW_TOKENS = 16, 8, 4
 
 def model_folder(root: Path, hidden: int, layers: int) -> Path:
     """The demo's tokenizer with a Qwen2 of the given size (the demo's own when hidden=128, layers=2)."""
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer
 
     from trinity import demo
 
@@ -44,8 +43,6 @@ def model_folder(root: Path, hidden: int, layers: int) -> Path:
         return root / "model"
     folder = root / f"model_{hidden}x{layers}"
     if not folder.exists():
-        tokenizer = AutoTokenizer.from_pretrained(root / "model")
-        tokenizer.save_pretrained(folder)
         shape = {
             **demo.MODEL_SHAPE,
             "hidden_size": hidden,
@@ -54,16 +51,7 @@ def model_folder(root: Path, hidden: int, layers: int) -> Path:
             "num_attention_heads": 8,
             "num_key_value_heads": 8,
         }
-        torch.manual_seed(0)
-        Qwen2ForCausalLM(
-            Qwen2Config(
-                vocab_size=len(tokenizer),
-                tie_word_embeddings=True,
-                eos_token_id=tokenizer.eos_token_id,
-                pad_token_id=tokenizer.pad_token_id,
-                **shape,
-            )
-        ).save_pretrained(folder)
+        demo.save_model(folder, AutoTokenizer.from_pretrained(root / "model"), shape, 0)
     return folder
 
 

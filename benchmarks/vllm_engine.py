@@ -90,23 +90,13 @@ def build_models(root: Path) -> dict[str, Path]:
 
 def big_model(root: Path, name: str, seed: int) -> Path:
     """BIG_SHAPE with tied embeddings, its weights drawn from `seed`, saved beside the demo's model."""
-    import torch
-    from transformers import AutoTokenizer, Qwen2Config, Qwen2ForCausalLM
+    from transformers import AutoTokenizer
+
+    from trinity.demo import save_model
 
     folder = root / name
     if not folder.exists():
-        tokenizer = AutoTokenizer.from_pretrained(root / "model")
-        tokenizer.save_pretrained(folder)
-        config = Qwen2Config(
-            vocab_size=BIG_VOCAB,
-            tie_word_embeddings=True,
-            eos_token_id=tokenizer.eos_token_id,
-            pad_token_id=tokenizer.pad_token_id,
-            bos_token_id=None,
-            **BIG_SHAPE,
-        )
-        torch.manual_seed(seed)
-        Qwen2ForCausalLM(config).save_pretrained(folder)
+        save_model(folder, AutoTokenizer.from_pretrained(root / "model"), BIG_SHAPE, seed, BIG_VOCAB)
     return folder
 
 

@@ -61,18 +61,22 @@ def build(folder: Path, seed: int = 0) -> None:
 
 
 def _model(folder: Path, rows: list[dict], seed: int) -> None:
+    save_model(folder, _tokenizer(rows), MODEL_SHAPE, seed)
+
+
+def save_model(folder: Path, tokenizer, shape: dict, seed: int, vocab_size: int | None = None) -> None:
+    """A Qwen2 of `shape` with tied embeddings and weights drawn from `seed`, saved with `tokenizer` in `folder`."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    tokenizer = _tokenizer(rows)
     tokenizer.save_pretrained(folder)
     config = Qwen2Config(
-        vocab_size=len(tokenizer),
+        vocab_size=vocab_size or len(tokenizer),
         tie_word_embeddings=True,
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=None,
-        **MODEL_SHAPE,
+        **shape,
     )
     torch.manual_seed(seed)
     Qwen2ForCausalLM(config).save_pretrained(folder)

@@ -205,3 +205,4 @@ def test_the_config_resolved_before_ray_is_launched_when_the_cluster_changes_not
     before = resolve(unset)
     after = resolve_on_cluster(unset, nodes({"NPU": 4}), standalone=before)
     assert after is not before and (before.config.cluster.gpu_per_node, after.config.cluster.gpu_per_node) == (8, 4)
+    assert resolve_on_cluster(unset, nodes({"NPU": 8}), standalone=before) is before  # it restates the profile's 8

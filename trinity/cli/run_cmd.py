@@ -106,7 +106,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
         resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
         print_issues(fit_checked(resolved, args.strict)[1])
-        if training and not _same_run(resolved, checked):
+        if training and resolved is not checked:  # the cluster changed the config: check what is launched
             _preflight(resolved)
         if args.dry_run:
             from ..launch.launcher import check_live
@@ -127,12 +127,6 @@ def _preflight(resolved: ResolvedConfig) -> ResolvedConfig:
 
     check(resolved)
     return resolved
-
-
-def _same_run(resolved: ResolvedConfig, checked: ResolvedConfig | None) -> bool:
-    """Whether the config resolved against the cluster is the one preflight already checked (the cluster's layer
-    may restate what the profile said)."""
-    return checked is not None and (resolved.config, resolved.stages) == (checked.config, checked.stages)
 
 
 def _standalone(composed: Composed, strict: bool) -> tuple[ResolvedConfig | None, ConfigError | None]:

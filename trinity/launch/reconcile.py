@@ -51,11 +51,13 @@ def resolve_on_cluster(
 ) -> ResolvedConfig:
     """Resolve against a live cluster: a gpu_per_node you left unset comes from it; mismatches are errors.
 
-    `standalone`, the config resolved without the cluster, is the answer when the cluster adds nothing."""
+    `standalone`, the config resolved without the cluster, is the answer when the cluster adds nothing or
+    restates the gpu_per_node it already has (the cluster's layer sets nothing else)."""
     target = target or run_target(request)
     counts = _counts(target.resource_key, nodes, target.profile, target.selection)
     on = on_cluster(request, target, counts)
-    resolved = standalone if standalone is not None and on == request else resolve(on, strict)
+    restated = on.cluster is None or (standalone and on.cluster.gpu_per_node == standalone.config.cluster.gpu_per_node)
+    resolved = standalone if standalone is not None and restated else resolve(on, strict)
     check_fits(resolved, counts)
     return resolved
 

@@ -21,9 +21,18 @@ from ..experience import Experience
 from . import batch as batches
 
 
-def _same_function(a: Callable, b: Callable) -> bool:
-    """The same function defined again (its module imported twice), not a different one under the same name."""
-    return (a.__module__, a.__qualname__) == (b.__module__, b.__qualname__)
+def _taken(registry: dict, name: str, fn: Callable, what: str) -> bool:
+    """Whether `fn` (or its earlier self: its module imported again) already holds `name`; another holder is an
+    error, as replacing verl's or another module's function under our name would change what it runs."""
+    current = registry.get(name)
+    if current is None or current is fn:
+        return current is fn
+    if (current.__module__, current.__qualname__) != (fn.__module__, fn.__qualname__):
+        raise ValueError(
+            f"{what} {name!r} is already registered with verl by {current.__module__}.{current.__qualname__}; "
+            f"give {fn.__module__}.{fn.__qualname__} another name"
+        )
+    return True
 
 
 def register_advantage(name: str) -> Callable[[Callable], Callable]:
@@ -35,15 +44,8 @@ def register_advantage(name: str) -> Callable[[Callable], Callable]:
     from verl.trainer.ppo import core_algos
 
     def decorator(fn: Callable) -> Callable:
-        current = core_algos.ADV_ESTIMATOR_REGISTRY.get(name)
-        if current is not None and current is not fn:
-            if not _same_function(current, fn):
-                raise ValueError(
-                    f"advantage estimator {name!r} is already registered with verl by "
-                    f"{current.__module__}.{current.__qualname__}; give {fn.__module__}.{fn.__qualname__} "
-                    "another name"
-                )
-            del core_algos.ADV_ESTIMATOR_REGISTRY[name]  # verl's decorator refuses any other function
+        if _taken(core_algos.ADV_ESTIMATOR_REGISTRY, name, fn, "advantage estimator"):
+            del core_algos.ADV_ESTIMATOR_REGISTRY[name]  # verl's decorator refuses any name registered before
         return core_algos.register_adv_est(name)(fn)
 
     return decorator
@@ -55,12 +57,7 @@ def register_loss(name: str) -> Callable[[Callable], Callable]:
     from verl.trainer.ppo import core_algos
 
     def decorator(fn: Callable) -> Callable:
-        current = core_algos.POLICY_LOSS_REGISTRY.get(name)
-        if current is not None and current is not fn and not _same_function(current, fn):
-            raise ValueError(
-                f"policy loss {name!r} is already registered with verl by {current.__module__}."
-                f"{current.__qualname__}; give {fn.__module__}.{fn.__qualname__} another name"
-            )
+        _taken(core_algos.POLICY_LOSS_REGISTRY, name, fn, "policy loss")
         return core_algos.register_policy_loss(name)(fn)
 
     return decorator
