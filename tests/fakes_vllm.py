@@ -117,8 +117,9 @@ class FakeAsyncLLM:
     def from_engine_args(cls, args: FakeEngineArgs) -> "FakeAsyncLLM":
         return cls(args)
 
-    async def generate(self, prompt, params, request_id):
+    async def generate(self, prompt, params, request_id, lora_request=None):
         self.calls.append(("generate", prompt["prompt_token_ids"], params))
+        self.lora_request = lora_request
         if self.gate is not None:
             await self.gate.wait()
         outputs = [
@@ -151,6 +152,14 @@ class FakeAsyncLLM:
         self.calls.append(("reset_prefix_cache",))
         return True
 
+    async def add_lora(self, request) -> bool:
+        self.calls.append(("add_lora", request))
+        return True
+
+    async def remove_lora(self, lora_id: int) -> bool:
+        self.calls.append(("remove_lora", lora_id))
+        return True
+
     async def sleep(self, level=1):
         self.calls.append(("sleep", level))
 
@@ -169,4 +178,5 @@ def fake_vllm_api(env: dict) -> SimpleNamespace:
         SamplingParams=FakeSamplingParams,
         RequestOutputKind=SimpleNamespace(FINAL_ONLY="final_only"),
         MultiprocExecutor=None,
+        LoRARequest=lambda name, lora_id, path: SimpleNamespace(lora_name=name, lora_int_id=lora_id, lora_path=path),
     )

@@ -30,6 +30,8 @@ SYNCS = RUN + "test_memory_and_checkpoint_sync_in_one_run"
 # runs the same code path with the CPU profile's value, and the value itself is profile data (a collective's name, a
 # torch device, a dtype) that only a GPU or NPU run exercises. The CPU profile corrects or refuses the value itself.
 ON_DEVICE = {"gloo path": BOTH, "fsdp2 path": BOTH, "bf16 path": BOTH}
+LORA_RUN = "tests/cli/test_run_lora.py::test_a_lora_run_syncs_the_adapter_and_checkpoints_it_in_peft_layout"
+LORA_DTYPES = "tests/runtime/test_transformers_engine.py::test_the_adapter_runs_in_the_lora_dtype_it_is_given"
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
 # as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
@@ -117,6 +119,11 @@ RUNS = {
     **{("algorithm.kl_loss_fn", kind): EVERY for kind in ("k1", "k2", "k3", "abs", "mse")},
     ("algorithm.entropy_loss_fn", "default"): BOTH,
     ("algorithm.entropy_loss_fn", "none"): BOTH,
+    ("synchronizer.lora_sync", "adapter"): LORA_RUN,
+    ("synchronizer.lora_sync", "merged"): "tests/cli/test_run_lora.py::"
+    "test_merged_sync_hands_the_engines_full_weights_and_bench_evaluates_the_merged_checkpoints",
+    ("model.lora_configs[].lora_dtype", "auto"): LORA_RUN,
+    **{("model.lora_configs[].lora_dtype", dtype): LORA_DTYPES for dtype in ("float32", "bfloat16", "float16")},
     ("workflow", "arith_workflow"): BOTH,
     ("workflow", "math_workflow"): EVERY,
     ("reward", "exact_match"): EVERY,
@@ -232,6 +239,7 @@ ITEMS = {
     "eval_tasksets": {"path": "/data/t"},
     "stages": {"stage_name": "one"},
     "auxiliary_models": {},
+    "lora_configs": {},
 }
 
 

@@ -6,6 +6,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from tests.lora_adapters import adapter_tensors, logprobs, peft_model  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout.base import Sampling  # noqa: E402
@@ -122,3 +123,64 @@ def test_logprobs_are_of_the_distribution_after_top_k(engine):
     )
     # one token kept: probability 1
     assert all(lp == pytest.approx(0.0, abs=1e-6) for s in samples for lp in s.logprobs)
+
+
+# --- LoRA: the engine applies the trainer's adapter (adapter syncs), or holds its merged weights --------------------
+
+
+def lora_engine(demo_assets, monkeypatch, model_path, *extra):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    overrides = ("hardware=cpu", "+model.lora_configs=[{lora_rank: 8, lora_alpha: 16}]", *extra)
+    config = resolve(Request(None, overrides)).stage("grpo")
+    engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
+    asyncio.run(engine.setup(str(model_path), 0))
+    return engine
+
+
+def assert_generates_like(engine, reference):
+    """Sampled tokens' log-probs are the reference model's own (the engine's model computes in fp32 too)."""
+    for text in ("12+30=", "7+8="):
+        ids = prompt(engine, text)
+        _, samples = asyncio.run(engine.generate(ids, 3, Sampling(temperature=1.0, max_tokens=4)))
+        for sample in samples:
+            expected = logprobs(reference, ids, sample.response_ids)
+            chosen = expected.gather(1, torch.tensor(sample.response_ids)[:, None]).squeeze(1)
+            assert torch.allclose(torch.tensor(sample.logprobs), chosen, atol=1e-4)
+
+
+def test_an_adapter_sync_moves_only_the_adapter_and_the_engine_generates_base_plus_adapter(demo_assets, monkeypatch):
+    engine = lora_engine(demo_assets, monkeypatch, demo_assets / "model")
+    reference = peft_model(str(demo_assets / "model"), rank=8, alpha=16)
+    adapter = adapter_tensors(reference)
+    assert sorted(engine._params()) == sorted(adapter)  # what the trainer sends, and nothing else
+    with reference.disable_adapter():
+        assert_generates_like(engine, reference)  # before the first sync: the base model
+    assert asyncio.run(engine.load_weights(adapter, 4)) == 4
+    assert_generates_like(engine, reference)
+
+
+def test_a_lora_checkpoint_starts_the_engine_with_its_adapter_or_merged(demo_assets, monkeypatch, tmp_path):
+    from trinity.runtime import lora
+
+    reference = peft_model(str(demo_assets / "model"), rank=8, alpha=16, seed=3)
+    config = resolve(Request(None, ("hardware=cpu", "+model.lora_configs=[{lora_rank: 8, lora_alpha: 16}]")))
+    settings = lora.peft_config(config.stage("grpo").model.lora_configs[0], str(demo_assets / "model"))
+    lora.write_adapter(tmp_path, adapter_tensors(reference), settings)
+    for extra in ((), ("synchronizer.lora_sync=merged",)):
+        engine = lora_engine(demo_assets, monkeypatch, tmp_path, *extra)
+        assert_generates_like(engine, reference)
+    assert not any(lora.is_adapter_key(k) for k in engine._params())  # merged: a plain model
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_the_adapter_runs_in_the_lora_dtype_it_is_given(demo_assets, monkeypatch, dtype):
+    engine = lora_engine(demo_assets, monkeypatch, demo_assets / "model", f"model.lora_configs.0.lora_dtype={dtype}")
+    reference = peft_model(str(demo_assets / "model"), rank=8, alpha=16, seed=5)
+    assert {t.dtype for t in engine._params().values()} == {getattr(torch, dtype)}
+    asyncio.run(engine.load_weights(adapter_tensors(reference), 1))
+    ids = prompt(engine, "12+30=")
+    _, [sample] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=1.0, max_tokens=4)))
+    expected = logprobs(reference, ids, sample.response_ids)
+    chosen = expected.gather(1, torch.tensor(sample.response_ids)[:, None]).squeeze(1)
+    tol = {"float32": 1e-4, "bfloat16": 0.1, "float16": 0.02}[dtype]  # the adapter's matrices rounded to it
+    assert (torch.tensor(sample.logprobs) - chosen).abs().max() < tol

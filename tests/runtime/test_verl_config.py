@@ -213,3 +213,36 @@ def test_run_refuses_a_bad_passthrough_before_ray_starts(demo_assets, tmp_path):
         in result.err
     )
     assert not (tmp_path / "ckpt").exists() and "Ray" not in result.err  # nothing started, nothing written
+
+
+@pytest.mark.parametrize("key", ["model.lora_rank", "model.target_modules", "model.lora.merge"])
+def test_verls_lora_keys_are_refused_in_the_passthrough_for_model_lora_configs(key):
+    """A LoRA trinity does not know of would train an adapter whose weights never reach the engines."""
+    from trinity.runtime.verl.config import build
+
+    config = resolve(Request(REFERENCE, ("hardware=a100", f"+trainer.trainer_config.{key}=8"))).config
+    with pytest.raises(ConfigError) as err:
+        build(config, "/models/m", 10)
+    [issue] = err.value.issues
+    assert (
+        issue.key == f"trainer.trainer_config.actor_rollout_ref.{key}" or issue.key == f"trainer.trainer_config.{key}"
+    )
+    assert "set model.lora_configs instead" in issue.hint
+
+
+def test_a_lora_config_reaches_verls_peft_path():
+    from trinity.runtime.verl.config import build
+
+    config = resolve(
+        Request(REFERENCE, ("hardware=a100", "+model.lora_configs=[{lora_rank: 16, exclude_modules: 'o_proj'}]"))
+    ).config
+    section = build(config, "/models/m", 10, "/adapters/a")
+    model = section.model
+    assert (model.lora_rank, model.lora_alpha, model.target_modules, list(model.exclude_modules)) == (
+        16,
+        32,
+        "all-linear",
+        ["o_proj"],
+    )
+    assert model.lora_adapter_path == "/adapters/a"
+    assert section.actor.fsdp_config.model_dtype == "bf16"  # the frozen base in the training dtype

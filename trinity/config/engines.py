@@ -38,9 +38,18 @@ class EngineEntry:
     # verl's rollout.name in the trainer's config. verl builds no rollout here (the engines are trinity's), and
     # "hf" is the name verl takes without packages of its own rollout, whichever engine generates.
     verl_name: str
+    # The LoRA settings it honours when it applies adapters itself (derive/lora.py ENGINE_KEYS names them)
+    lora_args: tuple[str, ...] = ()
+    # The adapter ranks it serves at (a rank is rounded up to one of them); empty: any rank
+    lora_ranks: tuple[int, ...] = ()
     # "module:function" that `trinity run` calls before Ray starts: (stage configs running this engine, resolved)
     # -> issues; None: preflight checks only that `needs` is importable.
     preflight: str | None = None
+
+    def adapter_rank(self, rank: int) -> int:
+        """The rank it serves an adapter of rank `rank` at: the smallest of lora_ranks that holds it (vLLM's
+        max_lora_rank), or the rank itself."""
+        return min((r for r in self.lora_ranks if r >= rank), default=rank)
 
 
 _ENTRIES = (
@@ -56,6 +65,8 @@ _ENTRIES = (
         kv_cache=True,
         engine_args=True,
         verl_name="hf",
+        lora_args=("max_cpu_loras", "fully_sharded_loras", "lora_dtype"),
+        lora_ranks=(1, 8, 16, 32, 64, 128, 256, 320, 512),  # vLLM's max_lora_rank values (vllm/config/lora.py)
         preflight="trinity.runtime.rollout.vllm_preflight:issues",
     ),
     EngineEntry(
@@ -70,6 +81,7 @@ _ENTRIES = (
         kv_cache=False,
         engine_args=False,
         verl_name="hf",
+        lora_args=("lora_dtype",),
     ),
 )
 ENGINES: dict[str, EngineEntry] = {e.name: e for e in _ENTRIES}

@@ -102,9 +102,21 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
 
 def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:
     """A stage that trains hands its last checkpoint to the next stage as its model: that checkpoint needs Hugging Face
-    weights."""
+    weights, and a merged model when an adapter's stage hands over to full fine-tuning."""
     issues = []
-    for (name, config), provenance in list(zip(stages, provenances))[:-1]:
+    for index, ((name, config), (_, after), provenance) in enumerate(zip(stages, stages[1:], provenances)):
+        if config.model.lora_configs and not after.model.lora_configs and not config.trainer.save_merged_model:
+            issues.append(
+                Issue(
+                    f"stage '{name}' trains a LoRA adapter and the next stage trains every weight: it starts from "
+                    "a full model, which the adapter's checkpoint holds only with trainer.save_merged_model",
+                    key="trainer.save_merged_model",
+                    source=provenance.where(("model", "lora_configs")),
+                    allowed="true",
+                    hint=f"set stages.{index}.trainer.save_merged_model: true, or give stage {index + 1} "
+                    "model.lora_configs too",
+                )
+            )
         if modes.mode(config.mode).trains and config.trainer.save_hf_checkpoint == "never":
             key = "trainer.save_hf_checkpoint"
             message = (

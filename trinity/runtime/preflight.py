@@ -49,7 +49,8 @@ def check(resolved: ResolvedConfig) -> None:
                 warnings.simplefilter("ignore", UserWarning)
                 from .verl.config import build
 
-                build(config, str(config.model.model_path), 1)
+                lora = config.model.lora_configs
+                build(config, str(config.model.model_path), 1, lora[0].path if lora else None)
 
 
 def _remote_code_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:

@@ -15,6 +15,7 @@ from typing import Any
 from ..config.algorithms import needs_rollout
 from ..config.modes import mode
 from ..config.schema import RunConfig
+from . import lora
 from .calls import Calls, RayCalls, RoleFailed
 from .metrics import MetricsLog
 from .progress import Progress, StageSummary
@@ -94,7 +95,7 @@ class Stage:
         self.explorer, self.buffer = handles.one("explorer"), handles.one("buffer")
         self.synchronizer = handles.one("synchronizer")
         resume = self.start.resume
-        hf = bool(resume) and (resume.path / "model.safetensors").exists()
+        hf = bool(resume) and lora.engine_file(resume.path, self.config) is not None
         weights = str(resume.path) if hf else self.start.model_path
         self.engines_behind = bool(resume) and not hf  # they load the stage's model; the trainer resumes its own state
         version = self.start.offset + self.start.done
@@ -247,11 +248,12 @@ class Stage:
 
     def _bench(self) -> None:
         """Evaluate every complete checkpoint of this run (or the model itself when there is none)."""
-        checkpoints = [c for c in self.run_dir.complete_checkpoints() if (c.path / "model.safetensors").exists()]
+        files = [(c, lora.engine_file(c.path, self.config)) for c in self.run_dir.complete_checkpoints()]
+        checkpoints = [(c, f) for c, f in files if f is not None]
         if not checkpoints:
             self._evaluate(0)
-        for done, checkpoint in enumerate(checkpoints, 1):
-            weights = str(checkpoint.path / "model.safetensors")
+        for done, (checkpoint, file) in enumerate(checkpoints, 1):
+            weights = str(file)
             self.call([e.load_weights.remote(weights, checkpoint.global_step) for e in self.engines])
             self._evaluate(checkpoint.global_step)
             self.progress.update(done)

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from tests.cpu_torch import torch_cpu  # noqa: F401 (fixture)
 from trinity.config.memory.catalog import known_models
 from trinity.config.memory.estimate import DEVICE_RUNTIME, GIB
+from trinity.config.memory.lora import adapter
 from trinity.config.memory.rollout import EngineSetup, engine_estimate, kv_cache_wanted, sequences_that_fit
 from trinity.config.memory.shape import ModelShape
 from trinity.config.memory.trainer import (
@@ -91,6 +92,8 @@ setups = st.builds(
     reference=st.booleans(),
     param_offload=st.booleans(),
     optimizer_offload=st.booleans(),
+    lora=st.none() | st.builds(adapter, st.integers(1, 256), st.sampled_from(["all-linear", "q_proj,v_proj,lm_head"])),
+    param_dtype=st.sampled_from(["bfloat16", "float16", "float32"]),
 )
 
 

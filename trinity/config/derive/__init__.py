@@ -5,7 +5,7 @@ from typing import Any
 from ...errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
-from . import algorithm, buffer, chat_template, cluster, env, hardware, model, rollout, sync, trainer, values
+from . import algorithm, buffer, chat_template, cluster, env, hardware, lora, model, rollout, sync, trainer, values
 from ._context import Context
 
 # Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
@@ -36,6 +36,9 @@ RULES = (
     model.critic_model,
     chat_template.chat_template,
     model.rollout_model,
+    lora.lora_adapter,
+    lora.lora_modules,
+    lora.lora_engine,
     rollout.kv_cache,
     rollout.memory_utilization,
     model.token_budget,

@@ -2,10 +2,11 @@
 
 Pure arithmetic on the resolved config, the hardware profile's `memory_gb_per_device` and the
 model's shape (no weights, no torch, no device): `shape` counts parameters from config.json fields,
-`catalog` finds them (a local folder, else the shipped table), `trainer` and `rollout` estimate each
-role's bytes per device (their docstrings give the formulas and sources), `checks` builds one check
-per role against what its device gives it, `knobs` finds changes that would make a check fit,
-`plan` puts them together, `issues` turns them into config issues and `report` prints them.
+`catalog` finds them (a local folder, else the shipped table), `lora` counts a LoRA adapter's
+parameters, `trainer` and `rollout` estimate each role's bytes per device (their docstrings give the
+formulas and sources), `checks` builds one check per role against what its device gives it, `knobs`
+finds changes that would make a check fit, `plan` puts them together, `issues` turns them into config
+issues and `report` prints them.
 
 Each stage that runs is checked on its own; without stages, the root config is.
 """

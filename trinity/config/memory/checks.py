@@ -14,7 +14,8 @@ from ..algorithms import ALGORITHMS
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .estimate import DEVICE_RUNTIME, GIB, Estimate, Item
-from .rollout import EngineSetup, engine_estimate, kv_cache_room, kv_cache_wanted, sequences_that_fit
+from .lora import Adapter, adapter
+from .rollout import EngineSetup, LoRASlot, engine_estimate, kv_cache_room, kv_cache_wanted, sequences_that_fit
 from .shape import ModelShape
 from .trainer import MICRO_BATCH_SIZE, TrainerSetup, idle_bytes, trainer_estimate
 
@@ -84,7 +85,27 @@ def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> Trainer
         critic=shape if ALGORITHMS[config.algorithm.algorithm_type].critic else None,
         param_offload=config.trainer.param_offload,
         optimizer_offload=config.trainer.optimizer_offload,
+        lora=trained_adapter(config),
+        param_dtype=config.trainer.param_dtype,
     )
+
+
+def trained_adapter(config: RunConfig) -> Adapter | None:
+    """The LoRA adapter the actor trains (model.lora_configs[0]), None when every weight trains."""
+    if not config.model.lora_configs:
+        return None
+    lora = config.model.lora_configs[0]
+    return adapter(lora.lora_rank, lora.target_modules, lora.exclude_modules)
+
+
+def engine_slot(config: RunConfig, engine: InferenceModelConfig) -> LoRASlot | None:
+    """The adapter slot an engine keeps: only where it applies the adapter itself (synchronizer.lora_sync: adapter)."""
+    if not config.model.lora_configs or config.synchronizer.lora_sync != "adapter":
+        return None  # merged: the engines hold plain full weights
+    lora = config.model.lora_configs[0]
+    rank = engines.engine(engine.engine_type).adapter_rank(lora.lora_rank)  # vLLM's max_lora_rank
+    dtype = engine.dtype if lora.lora_dtype == "auto" else lora.lora_dtype
+    return LoRASlot(rank, dtype, config.model.fully_sharded_loras)
 
 
 def trainer_tokens(config: RunConfig) -> int | None:
@@ -114,7 +135,8 @@ def trainer_capacity(config: RunConfig, memory: int) -> tuple[int, str]:
 def trainer_check(config: RunConfig, setup: TrainerSetup, memory: int, name: str) -> Check:
     """The trainer's memory on one of its devices."""
     capacity, label = trainer_capacity(config, memory)
-    subject = f"trainer ({name}, FSDP over {devices(setup.devices)}, {setup.tokens} tokens per micro-batch)"
+    lora = f", LoRA rank {setup.lora.rank}" if setup.lora else ""
+    subject = f"trainer ({name}{lora}, FSDP over {devices(setup.devices)}, {setup.tokens} tokens per micro-batch)"
     return Check("trainer", "model.model_path", subject, setup.devices, capacity, label, trainer_estimate(setup))
 
 
@@ -130,6 +152,7 @@ def engine_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelSh
         max_model_len=engine.max_model_len,
         sequences=config.explorer.runner_per_model * config.algorithm.repeat_times,
         budget=int(engine.gpu_memory_utilization * memory),
+        lora=engine_slot(config, engine),
     )
 
 

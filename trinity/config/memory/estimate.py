@@ -7,6 +7,7 @@ GIB = 1 << 30
 # NCCL/HCCL buffers of the process group. A round allowance, not a measurement: contexts are
 # 0.3-0.6 GiB, collective buffers a few hundred MB.
 DEVICE_RUNTIME = 1 * GIB
+DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
 class Item(NamedTuple):

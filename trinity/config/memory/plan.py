@@ -17,6 +17,7 @@ from .checks import (
     trainer_setup,
 )
 from .estimate import GIB
+from .lora import LAYER_LINEARS, ROOT_MODULES, Adapter, adapter_params, unknown_modules
 from .trainer import TrainerSetup
 
 
@@ -29,6 +30,16 @@ class Unchecked(NamedTuple):
     source: str = ""  # where to point the user; empty: where the key's value was written
 
 
+class TrainedAdapter(NamedTuple):
+    """The LoRA adapter the trainer trains: its model, shape, parameter count, and what the engines hold."""
+
+    model: str
+    adapter: Adapter
+    parameters: int
+    share: float  # of the model's parameters
+    lora_sync: str  # adapter: the engines apply it; merged: they hold plain weights
+
+
 class MemoryPlan(NamedTuple):
     """Every check of one run config, the models it read, and what it could not check."""
 
@@ -37,6 +48,7 @@ class MemoryPlan(NamedTuple):
     models: tuple[FoundShape, ...] = ()
     checks: tuple[Check, ...] = ()
     unchecked: tuple[Unchecked, ...] = ()
+    lora: TrainedAdapter | None = None
 
     @property
     def fits(self) -> bool:
@@ -52,6 +64,7 @@ class _Plan:
         self.models: dict[str, FoundShape] = {}
         self.checks: list[Check] = []
         self.unchecked: list[Unchecked] = []
+        self.lora: TrainedAdapter | None = None
 
     def shape(self, path: str | None, key: str) -> FoundShape | None:
         found = find_shape(path) if path else NoShape("", "no model is named")
@@ -88,7 +101,8 @@ def plan_memory(config: RunConfig) -> MemoryPlan:
     plan = _Plan(config, int(hw.memory_gb_per_device * GIB))
     trainer = _trainer(plan)
     _engines(plan, trainer)
-    return MemoryPlan(hw.name, plan.memory, tuple(plan.models.values()), tuple(plan.checks), tuple(plan.unchecked))
+    models, checks, unchecked = tuple(plan.models.values()), tuple(plan.checks), tuple(plan.unchecked)
+    return MemoryPlan(hw.name, plan.memory, models, checks, unchecked, plan.lora)
 
 
 def _trainer(plan: _Plan) -> TrainerSetup | None:
@@ -110,7 +124,32 @@ def _trainer(plan: _Plan) -> TrainerSetup | None:
             trainer_check(config, setup, plan.memory, found.name),
             lambda: _knobs().trainer_knobs(config, setup, plan.memory),
         )
+        _trained_adapter(plan, found, setup)
     return setup or None
+
+
+def _trained_adapter(plan: _Plan, found: FoundShape, setup: TrainerSetup) -> None:
+    if setup.lora is None:
+        return
+    count = adapter_params(found.shape, setup.lora)
+    sync = plan.config.synchronizer.lora_sync
+    plan.lora = TrainedAdapter(found.name, setup.lora, count, count / found.shape.params, sync)
+    _uncounted_modules(plan)
+
+
+def _uncounted_modules(plan: _Plan) -> None:
+    """A note for LoRA target names the estimate has no shape for: it counts no adapter for them."""
+    loras = plan.config.model.lora_configs
+    unknown = unknown_modules(loras[0].target_modules) if loras else []
+    if unknown:
+        plan.unchecked.append(
+            Unchecked(
+                "model.lora_configs[0].target_modules",
+                f"memory fit counts no LoRA adapter for {', '.join(map(repr, unknown))}: the estimate knows "
+                f"{', '.join(LAYER_LINEARS + ROOT_MODULES)}",
+                "name the model's linear modules by their leaf names, or all-linear",
+            )
+        )
 
 
 def _engines(plan: _Plan, trainer: TrainerSetup | None) -> None:

@@ -3,7 +3,7 @@
 from .checks import Check
 from .estimate import GIB
 from .issues import gets, gib, knob_text
-from .plan import MemoryPlan
+from .plan import MemoryPlan, TrainedAdapter
 
 LABEL_WIDTH = 72
 
@@ -24,10 +24,21 @@ def plan_text(plan: MemoryPlan, stage: str = "") -> str:
             f"model {found.name}: {shape.params / 1e9:.2f} B parameters ({shape.model_type}, {shape.layers} layers, "
             f"vocabulary {shape.vocab}; shape from {found.source})"
         )
+    if plan.lora:
+        lines.append(_lora_line(plan.lora))
     for check in plan.checks:
         lines += ["", *_check_lines(check)]
     lines += [f"{u.reason}" + (f" ({u.hint})" if u.hint else "") for u in plan.unchecked]
     return "\n".join(lines) + "\n"
+
+
+def _lora_line(lora: TrainedAdapter) -> str:
+    engines = {"adapter": "the engines apply it", "merged": "the engines take merged full weights"}[lora.lora_sync]
+    return (
+        f"LoRA adapter on {lora.model}: rank {lora.adapter.rank} on {', '.join(lora.adapter.modules) or 'no module'}, "
+        f"{lora.parameters / 1e6:.1f} M parameters ({lora.share:.2%} of the model), trained on a frozen base; "
+        f"{engines} (synchronizer.lora_sync: {lora.lora_sync})"
+    )
 
 
 def _check_lines(check: Check) -> list[str]:
@@ -62,8 +73,21 @@ def plan_dict(plan: MemoryPlan) -> dict:
             {"name": f.name, "parameters": f.shape.params, "source": f.source, "shape": f.shape._asdict()}
             for f in plan.models
         ],
+        "lora": _lora_dict(plan.lora),
         "checks": [_check_dict(c) for c in plan.checks],
         "unchecked": [u._asdict() for u in plan.unchecked],
+    }
+
+
+def _lora_dict(lora: TrainedAdapter | None) -> dict | None:
+    if lora is None:
+        return None
+    return {
+        "model": lora.model,
+        "rank": lora.adapter.rank,
+        "modules": list(lora.adapter.modules),
+        "parameters": lora.parameters,
+        "lora_sync": lora.lora_sync,
     }
 
 

@@ -18,17 +18,37 @@ Per device, with d the dtype's bytes, t = tensor_parallel_size, p = pipeline_par
     runtime       DEVICE_RUNTIME (context, graphs, communicators)
 Sequences at once: the explorer's runners per engine x repeat_times (each runner asks for
 repeat_times samples of one task), at most max_num_seqs.
+
+A LoRA run whose engines apply the adapter (synchronizer.lora_sync: adapter) starts vLLM with enable_lora,
+max_loras 1 and max_lora_rank R, the adapter's rank rounded up to one vLLM serves (engines.py lora_ranks).
+vLLM then replaces every linear layer of the model with a LoRA layer holding A (R x in) and B (out x R) per
+slot, in lora_dtype (auto: the model's dtype), whichever modules the adapter adapts: trinity passes no
+target modules to vLLM (vLLM `lora/model_manager.py` `_create_lora_modules`, `lora/layers/`):
+    adapter slot  d x R x (in + out) per linear and layer (of L / p layers), where a column-parallel linear
+                  (q, k, v, gate, up) shards B's out over t and a row-parallel one (o, down) A's in;
+                  fully_sharded_loras shards the other matrix over t too. KV heads are replicated as in the
+                  KV cache.
+vLLM's Qwen2/Qwen3 models name no embedding modules for LoRA, so no vocabulary-sized slot is counted;
+the kernels' own buffers (max_num_batched_tokens x R) are under 1 % of the slot and left out.
 """
 
 from math import ceil
 from typing import NamedTuple
 
-from .estimate import DEVICE_RUNTIME, Estimate, Item
+from .estimate import DEVICE_RUNTIME, DTYPE_BYTES, Estimate, Item
+from .lora import ROW_PARALLEL, linear_features
 from .shape import ModelShape
 
-DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 MAX_NUM_SEQS = 256  # verl rollout.yaml max_num_seqs (vLLM's default too)
 MAX_NUM_BATCHED_TOKENS = 8192  # verl rollout.yaml max_num_batched_tokens
+
+
+class LoRASlot(NamedTuple):
+    """The adapter slot vLLM keeps: its max_lora_rank, lora_dtype, and whether fully_sharded_loras is on."""
+
+    rank: int
+    dtype: str
+    fully_sharded: bool = False
 
 
 class EngineSetup(NamedTuple):
@@ -41,6 +61,7 @@ class EngineSetup(NamedTuple):
     max_model_len: int
     sequences: int  # the explorer sends this many at once
     budget: int  # gpu_memory_utilization x device memory, bytes
+    lora: LoRASlot | None = None  # the engine applies a LoRA adapter itself
 
     @property
     def kv_bytes_per_token(self) -> int:
@@ -78,7 +99,39 @@ def sequences_that_fit(setup: EngineSetup) -> int:
     return max(0, kv_cache_room(setup) // (setup.max_model_len * setup.kv_bytes_per_token))
 
 
+def lora_slot_bytes(setup: EngineSetup) -> int:
+    """The adapter slot on one device: A and B at max_lora_rank for every linear of the device's layers."""
+    slot, shape, t = setup.lora, setup.shape, setup.tensor_parallel
+    per_layer = 0
+    for name, (inputs, outputs) in linear_features(shape).items():
+        if name in ROW_PARALLEL:
+            inputs, outputs = ceil(inputs / t), ceil(outputs / t) if slot.fully_sharded else outputs
+        else:
+            inputs, outputs = ceil(inputs / t) if slot.fully_sharded else inputs, _column_out(shape, name, t)
+        per_layer += slot.rank * (inputs + outputs)
+    return ceil(shape.layers / setup.pipeline_parallel) * per_layer * DTYPE_BYTES[slot.dtype]
+
+
+def _column_out(shape: ModelShape, name: str, t: int) -> int:
+    """A column-parallel linear's outputs on one device; KV heads are replicated when fewer than the devices."""
+    if name in ("k_proj", "v_proj"):
+        return ceil(shape.kv_heads / t) * shape.head_dim
+    return ceil(linear_features(shape)[name][1] / t)
+
+
 def _fixed(setup: EngineSetup) -> tuple[Item, ...]:
+    return (*_base(setup), *_slot(setup))
+
+
+def _slot(setup: EngineSetup) -> tuple[Item, ...]:
+    if setup.lora is None:
+        return ()
+    slot, layers = setup.lora, ceil(setup.shape.layers / setup.pipeline_parallel)
+    label = f"LoRA adapter slot (max_lora_rank {slot.rank}, {slot.dtype}, every linear of {layers} layers)"
+    return (Item(label, lora_slot_bytes(setup)),)
+
+
+def _base(setup: EngineSetup) -> tuple[Item, ...]:
     s, d = setup.shape, DTYPE_BYTES[setup.dtype]
     t, shards = setup.tensor_parallel, setup.tensor_parallel * setup.pipeline_parallel
     per_token = 2 * s.hidden + (s.q_dim + 2 * s.kv_dim + 2 * s.intermediate) // t

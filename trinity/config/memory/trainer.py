@@ -37,16 +37,42 @@ Tokens per micro-batch: `max_token_len_per_gpu` with dynamic batching (unset: 2 
 as the schema documents); without it, sequences of max_model_len, split over the Ulysses group,
 times the micro-batch size. verl has no default micro-batch size (it refuses to start without one);
 Trinity-RFT's verl config fills `ppo_micro_batch_size_per_gpu: 1`, and so do we.
+
+LoRA (model.lora_configs; lora.py counts the adapter's Pa parameters): verl loads the frozen base in
+trainer.param_dtype (B bytes, `model_dtype`: runtime/verl/config.py) and its peft path casts the adapter to the
+same dtype (FSDP shards one dtype per group), so the adapter's gradients and AdamW moments are in B bytes too.
+FSDP2 shards each parameter on its own and allocates gradients only for those that require one.
+Held throughout, per device:
+    frozen base weights   B x P/N   no gradients, no optimizer state
+    adapter weights       B x Pa/N
+    AdamW m and v         2B x Pa/N
+During the actor's update:
+    adapter gradients     B x Pa/N
+    FSDP working set      B x (root + two layers, base and adapter) for the weights, B x (their adapter) for
+                          the gradients
+    activations           as above, less what the frozen weights need no gradient for, plus what the adapter
+                          keeps: per token and layer A - 4h (- 2(q + kv) with q/k norms) + 2r x (adapted linears),
+                          the tail 4h (+ 2h + 2r for an adapted lm_head, + 2r for adapted embeddings). The frozen
+                          RMSNorms keep no normalized input and a frozen lm_head no input; every adapted linear's
+                          input is still kept (lora_A needs it) and its lora_A output (bf16, r wide) too. Measured
+                          like A with peft on top (tests/config/memory/test_memory_lora.py): within 3 % for
+                          all-linear; an upper bound for fewer modules, whose frozen linears keep no input.
+    logits                as above
+During the reference log-probs: no reference model. verl computes them with the actor's adapter disabled
+(`no_lora_adapter`), so no reference weights exist anywhere; the forward pass brings the actor's B-byte working
+set (weights only), one layer's activations and 4 bytes x T x V of logits.
 """
 
 from typing import NamedTuple
 
-from .estimate import DEVICE_RUNTIME, Estimate, Item
+from .estimate import DEVICE_RUNTIME, DTYPE_BYTES, Estimate, Item
+from .lora import ROOT_MODULES, Adapter, adapter_params, layer_adapter_params, root_adapter_params
 from .shape import ModelShape
 
 MICRO_BATCH_SIZE = 1  # Trinity-RFT's ppo_micro_batch_size_per_gpu; verl itself has none
 LOGIT_BYTES_TRAIN = 8
 LOGIT_BYTES_FORWARD = 4
+SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}  # as the full fine-tuning items write them
 UPDATE, CRITIC_UPDATE, REFERENCE = "actor update", "critic update", "reference log-probs"
 
 
@@ -61,32 +87,39 @@ class TrainerSetup(NamedTuple):
     critic: ModelShape | None = None
     param_offload: bool = False
     optimizer_offload: bool = False
+    lora: Adapter | None = None  # the actor trains this adapter on a frozen base
+    param_dtype: str = "bfloat16"  # trainer.param_dtype: what a LoRA run keeps its base and adapter in (B bytes)
 
 
 def trainer_estimate(setup: TrainerSetup) -> Estimate:
     """The trainer's memory on one device."""
     n, actor = setup.devices, setup.actor
-    items = [
-        Item(f"actor weights (fp32, 1/{n} shard)", 4 * actor.params // n),
-        Item(f"actor Adam moments (fp32, 1/{n} shard)", 8 * actor.params // n),
-    ]
+    items = _lora_states(setup) if setup.lora else _full_states(actor, n)
     if setup.critic is not None:
         critic = body(setup.critic)
         items += [Item(f"critic weights and Adam moments (fp32, 1/{n} shard)", 12 * critic.params // n)]
         items += _update(critic, setup, CRITIC_UPDATE, logits=False)
     items.append(Item("device runtime (context, collective buffers)", DEVICE_RUNTIME))
-    items += _update(actor, setup, UPDATE, logits=True)
+    items += _update(actor, setup, UPDATE, logits=True, lora=setup.lora)
     if setup.reference:
-        items += _reference(actor, setup.tokens)
+        items += _reference(actor, setup)
     return Estimate(tuple(items))
 
 
 def idle_bytes(setup: TrainerSetup) -> int:
     """What the trainer keeps on a device between updates, after the offload flags moved what they move."""
-    params = setup.actor.params + (body(setup.critic).params if setup.critic else 0)
-    weights = 0 if setup.param_offload else 4 * params // setup.devices
-    moments = 0 if setup.optimizer_offload else 8 * params // setup.devices
-    return weights + moments + DEVICE_RUNTIME
+    weights, moments = _kept(setup)
+    return (0 if setup.param_offload else weights) + (0 if setup.optimizer_offload else moments) + DEVICE_RUNTIME
+
+
+def _kept(setup: TrainerSetup) -> tuple[int, int]:
+    """Weights and optimizer moments per device (actor and critic)."""
+    n, actor = setup.devices, setup.actor.params
+    critic = body(setup.critic).params if setup.critic else 0
+    if setup.lora is None:
+        return 4 * (actor + critic) // n, 8 * (actor + critic) // n
+    b, pa = param_bytes(setup), adapter_params(setup.actor, setup.lora)
+    return b * (actor + pa) // n + 4 * critic // n, 2 * b * pa // n + 8 * critic // n
 
 
 def body(shape: ModelShape) -> ModelShape:
@@ -94,27 +127,59 @@ def body(shape: ModelShape) -> ModelShape:
     return shape._replace(tied=True)
 
 
-def activation_bytes_per_layer_token(shape: ModelShape) -> int:
-    """A: what one decoder layer keeps for backward per token (bf16, sdpa attention)."""
+def activation_bytes_per_layer_token(shape: ModelShape, lora: Adapter | None = None) -> int:
+    """A: what one decoder layer keeps for backward per token (bf16, sdpa attention); with LoRA, on a frozen base."""
     attention = shape.q_dim + shape.kv_dim
-    return 16 * shape.hidden + 4 * attention + 8 * shape.intermediate + 6 * attention * shape.qk_norm
+    full = 16 * shape.hidden + 4 * attention + 8 * shape.intermediate + 6 * attention * shape.qk_norm
+    if lora is None:
+        return full
+    adapted = sum(m not in ROOT_MODULES for m in lora.modules)
+    frozen_norms = 4 * shape.hidden + 2 * attention * shape.qk_norm  # their bf16 normalized inputs, 2 bytes each
+    return full - frozen_norms + 2 * lora.rank * adapted
 
 
-def activation_bytes(shape: ModelShape, tokens: int, checkpointing: bool) -> int:
+def activation_bytes(shape: ModelShape, tokens: int, checkpointing: bool, lora: Adapter | None = None) -> int:
     """What the forward pass keeps for backward for `tokens` tokens."""
-    layer = activation_bytes_per_layer_token(shape)
-    tail = 8 * shape.hidden  # final norm and lm_head input
+    layer = activation_bytes_per_layer_token(shape, lora)
     kept = shape.layers * 2 * shape.hidden + layer if checkpointing else shape.layers * layer
-    return tokens * (kept + tail)
+    return tokens * (kept + _tail_bytes(shape, lora))
 
 
-def _update(shape: ModelShape, setup: TrainerSetup, phase: str, logits: bool) -> list[Item]:
+def _tail_bytes(shape: ModelShape, lora: Adapter | None) -> int:
+    """Per token after the layers: the final norm's input and output, the lm_head's input."""
+    if lora is None:
+        return 8 * shape.hidden
+    roots = [m for m in lora.modules if m in ROOT_MODULES]
+    return 4 * shape.hidden + 2 * lora.rank * len(roots) + 2 * shape.hidden * ("lm_head" in roots)
+
+
+def _full_states(actor: ModelShape, n: int) -> list[Item]:
+    return [
+        Item(f"actor weights (fp32, 1/{n} shard)", 4 * actor.params // n),
+        Item(f"actor Adam moments (fp32, 1/{n} shard)", 8 * actor.params // n),
+    ]
+
+
+def _lora_states(setup: TrainerSetup) -> list[Item]:
+    n, b, shape, dtype, rank = setup.devices, param_bytes(setup), setup.actor, _short(setup), setup.lora.rank
+    pa = adapter_params(shape, setup.lora)
+    return [
+        Item(f"frozen base weights ({dtype}, 1/{n} shard; no gradients, no Adam moments)", b * shape.params // n),
+        Item(f"LoRA adapter weights (rank {rank}, {pa / 1e6:.1f} M parameters, {dtype}, 1/{n} shard)", b * pa // n),
+        Item(f"LoRA adapter AdamW moments ({dtype}, 1/{n} shard)", 2 * b * pa // n),
+    ]
+
+
+def _update(
+    shape: ModelShape, setup: TrainerSetup, phase: str, logits: bool, lora: Adapter | None = None
+) -> list[Item]:
     n, tokens = setup.devices, setup.tokens
     how = "checkpointed" if setup.checkpointing else "no checkpointing"
+    how += f", rank-{lora.rank} LoRA" if lora else ""
+    kept = activation_bytes(shape, tokens, setup.checkpointing, lora)
     items = [
-        Item(f"gradients (fp32, 1/{n} shard)", 4 * shape.params // n, phase),
-        Item("FSDP working set (bf16 weights and gradients of embeddings + 2 layers)", 4 * _unit_params(shape), phase),
-        Item(f"activations ({tokens} tokens, {how})", activation_bytes(shape, tokens, setup.checkpointing), phase),
+        *(_lora_update(setup, phase) if lora else _full_update(shape, n, phase)),
+        Item(f"activations ({tokens} tokens, {how})", kept, phase),
     ]
     if logits:
         items.append(
@@ -125,9 +190,40 @@ def _update(shape: ModelShape, setup: TrainerSetup, phase: str, logits: bool) ->
     return items
 
 
-def _reference(shape: ModelShape, tokens: int) -> list[Item]:
+def _full_update(shape: ModelShape, n: int, phase: str) -> list[Item]:
     return [
-        Item("reference working set (bf16; its weights stay in host memory)", 2 * _unit_params(shape), REFERENCE),
+        Item(f"gradients (fp32, 1/{n} shard)", 4 * shape.params // n, phase),
+        Item("FSDP working set (bf16 weights and gradients of embeddings + 2 layers)", 4 * _unit_params(shape), phase),
+    ]
+
+
+def _lora_update(setup: TrainerSetup, phase: str) -> list[Item]:
+    n, b, shape, lora = setup.devices, param_bytes(setup), setup.actor, setup.lora
+    adapter = _unit_adapter_params(shape, lora)
+    return [
+        Item(f"LoRA adapter gradients ({_short(setup)}, 1/{n} shard)", b * adapter_params(shape, lora) // n, phase),
+        Item(
+            f"FSDP working set ({_short(setup)} weights of embeddings + 2 layers; adapter grads)",
+            b * (_unit_params(shape) + 2 * adapter),
+            phase,
+        ),
+    ]
+
+
+def _reference(shape: ModelShape, setup: TrainerSetup) -> list[Item]:
+    tokens = setup.tokens
+    if setup.lora:
+        working = Item(
+            "reference working set (the actor, adapter off; no reference weights)",
+            param_bytes(setup) * (_unit_params(shape) + _unit_adapter_params(shape, setup.lora)),
+            REFERENCE,
+        )
+    else:
+        working = Item(
+            "reference working set (bf16; its weights stay in host memory)", 2 * _unit_params(shape), REFERENCE
+        )
+    return [
+        working,
         Item(
             f"reference activations ({tokens} tokens, one layer at a time)",
             tokens * activation_bytes_per_layer_token(shape),
@@ -140,3 +236,17 @@ def _reference(shape: ModelShape, tokens: int) -> list[Item]:
 def _unit_params(shape: ModelShape) -> int:
     """Parameters FSDP holds unsharded at once: the root unit and two decoder layers."""
     return shape.root_params + 2 * shape.layer_params
+
+
+def _unit_adapter_params(shape: ModelShape, lora: Adapter) -> int:
+    """The adapter's parameters in the root unit and two decoder layers."""
+    return root_adapter_params(shape, lora) + 2 * layer_adapter_params(shape, lora)
+
+
+def _short(setup: TrainerSetup) -> str:
+    return SHORT_DTYPES[setup.param_dtype]
+
+
+def param_bytes(setup: TrainerSetup) -> int:
+    """B: bytes of one parameter of a LoRA run (trainer.param_dtype)."""
+    return DTYPE_BYTES[setup.param_dtype]

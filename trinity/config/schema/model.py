@@ -1,8 +1,38 @@
 """`model:` section: the policy model, its token budget and its sampling defaults."""
 
+from typing import Literal
+
 from pydantic import Field, PositiveInt
 
 from ._base import Section
+
+LoraDtype = Literal["auto", "float32", "bfloat16", "float16"]
+ALL_LINEAR = "all-linear"
+
+
+def module_names(text: str | None) -> list[str]:
+    """A comma-separated list of module names as a list: 'q_proj, v_proj' -> ['q_proj', 'v_proj']."""
+    return [n.strip() for n in (text or "").split(",") if n.strip()]
+
+
+class LoRAConfig(Section):
+    """One LoRA adapter: trained by the trainer (verl's peft path), applied by the rollout engines."""
+
+    name: str | None = Field(None, description="The adapter's name in the engines and checkpoints; derived 'default'.")
+    path: str | None = Field(
+        None,
+        description="A PEFT adapter folder (adapter_config.json) to go on training; its rank, alpha and modules "
+        "are used.",
+    )
+    lora_rank: PositiveInt = Field(32, description="Rank r of the adapter's low-rank matrices.")
+    lora_alpha: PositiveInt = Field(32, description="Scaling numerator: the update is (lora_alpha / lora_rank) B A.")
+    lora_dtype: LoraDtype = Field("auto", description="dtype of the adapter in the rollout engines; auto: theirs.")
+    target_modules: str = Field(
+        "all-linear",
+        description="Comma-separated module names to adapt (q_proj,v_proj), or all-linear (every linear but the "
+        "output head).",
+    )
+    exclude_modules: str | None = Field(None, description="Comma-separated module names left out of target_modules.")
 
 
 class ModelConfig(Section):
@@ -44,4 +74,13 @@ class ModelConfig(Section):
     enable_prompt_truncation: bool = Field(
         True,
         description="Keep only the last max_prompt_tokens tokens of a longer prompt; false sends every prompt whole.",
+    )
+    lora_configs: list[LoRAConfig] | None = Field(
+        None, description="Train a LoRA adapter instead of every weight: one entry (trinity trains one adapter)."
+    )
+    max_cpu_loras: PositiveInt | None = Field(
+        None, description="vLLM: adapters kept in host memory (weight versions to swap between); derived 1."
+    )
+    fully_sharded_loras: bool = Field(
+        False, description="vLLM: shard the adapter's computation across tensor-parallel ranks too."
     )

@@ -23,6 +23,11 @@ class SynchronizerConfig(Section):
     sync_interval: PositiveInt = Field(1, description="Train steps between synchronisations.")
     sync_offset: NonNegativeInt = Field(0, description="Explore steps the explorer may run ahead.")
     sync_timeout: PositiveInt = Field(3600, description="Seconds one synchronisation may take.")
+    lora_sync: Literal["adapter", "merged"] = Field(
+        "adapter",
+        description="LoRA runs: what a sync moves. adapter: the adapter's matrices, which the engines apply "
+        "(megabytes); merged: base + adapter as full weights (the engines run a plain model).",
+    )
     weight_sync_world_size: PositiveInt | None = Field(
         None, description="Derived: rollout devices + 1 (trainer rank 0) for collective methods."
     )

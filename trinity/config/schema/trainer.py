@@ -50,6 +50,11 @@ class TrainerConfig(Section):
         description="When to also save a Hugging Face checkpoint: last (the stage's last checkpoint only), always, "
         "never.",
     )
+    save_merged_model: bool = Field(
+        False,
+        description="LoRA runs: a Hugging Face checkpoint also holds base + adapter merged (in merged/), a plain "
+        "model; the adapter alone is saved either way.",
+    )
     max_checkpoints_to_keep: NonNegativeInt = Field(0, description="Checkpoints kept; 0 keeps all.")
     max_actor_ckpt_to_keep: NonNegativeInt | None = Field(
         None, description="Derived from max_checkpoints_to_keep: checkpoints kept, None keeps all."

@@ -7,6 +7,7 @@ requests with the same sampling arguments share one `generate` call.
 import asyncio
 from typing import Any
 
+from .. import lora
 from .base import RolloutEngine, Sample, Sampling
 
 MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batches
@@ -22,13 +23,11 @@ class TransformersEngine(RolloutEngine):
         rollout = self.config.explorer.rollout_model
         torch.manual_seed(rollout.seed + self.index)
         remote = self.config.model.trust_remote_code
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path, trust_remote_code=remote)
+        start = lora.sources(model_path, self.config)
+        self.tokenizer = AutoTokenizer.from_pretrained(start.base, trust_remote_code=remote)
         dtype = getattr(torch, rollout.dtype)
-        self.model = (
-            AutoModelForCausalLM.from_pretrained(model_path, dtype=dtype, trust_remote_code=remote)
-            .to(self._device())
-            .eval()
-        )
+        model = AutoModelForCausalLM.from_pretrained(start.base, dtype=dtype, trust_remote_code=remote)
+        self.model = self._adapted(model, start.adapter).to(self._device()).eval()
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         )
@@ -55,8 +54,32 @@ class TransformersEngine(RolloutEngine):
         if torch.accelerator.is_available():
             torch.accelerator.empty_cache()  # hand the freed blocks back to the device, not just to torch's cache
 
+    def _adapted(self, model: Any, adapter: str | None) -> Any:
+        """With LoRA: the model with the adapter applied on the fly (adapter syncs), or merged into its weights."""
+        settings = lora.adapter_of(self.config)
+        if settings is None:
+            return model
+        import torch
+        from peft import LoraConfig, PeftModel, get_peft_model
+
+        if not lora.moves_adapter(self.config):
+            return PeftModel.from_pretrained(model, adapter).merge_and_unload() if adapter else model
+        if adapter:
+            model = PeftModel.from_pretrained(model, adapter)
+        else:  # the trainer's initial adapter is zero in B: this one applies nothing until the first sync
+            model = get_peft_model(model, LoraConfig(**lora.peft_config(settings, model.name_or_path)))
+        if settings.lora_dtype != "auto":
+            dtype = getattr(torch, settings.lora_dtype)
+            for name, param in model.named_parameters():
+                if lora.is_adapter_key(name):
+                    param.data = param.data.to(dtype)
+        return model
+
     def _params(self) -> dict[str, Any]:
-        return self.model.state_dict(keep_vars=True)  # tied weights appear under both names, as the trainer sends them
+        params = self.model.state_dict(keep_vars=True)  # tied weights appear under both names, as the trainer sends
+        if not lora.moves_adapter(self.config):
+            return params
+        return {lora.saved_name(k): v for k, v in params.items() if lora.is_adapter_key(k)}  # the adapter's only
 
     def _generate(self, requests: list[tuple[list[int], int, Sampling]]) -> list[list[Sample]]:
         if self.asleep:  # its model is in host memory: the stage hands the devices back first

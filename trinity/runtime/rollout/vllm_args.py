@@ -21,9 +21,10 @@ How vLLM's workers map onto the actors of the launch plan:
 from dataclasses import dataclass
 from typing import Any
 
-from ...config import modes
+from ...config import engines, modes
 from ...config.schema import RunConfig
 from ...launch.plan import engine_parts
+from ..lora import adapter_of, moves_adapter
 
 WORKER_EXTENSION = "trinity.runtime.rollout.vllm_worker.WeightSyncWorker"
 # Log-probs of the distribution each token was sampled from (after temperature, top-k, top-p): what the
@@ -68,8 +69,10 @@ LAYOUT_ARGS = (
     "master_addr",
     "master_port",
 )
+# set by trinity only when the engines apply a LoRA adapter
+LORA_ARGS = ("enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras", "fully_sharded_loras", "lora_dtype")
 # Set by trinity only when the config asks: never an extra_engine_args name either.
-OPTIONAL_ARGS = (*LAYOUT_ARGS, "kv_cache_memory_bytes")
+OPTIONAL_ARGS = (*LAYOUT_ARGS, *LORA_ARGS, "kv_cache_memory_bytes")
 MIB = 2**20
 
 
@@ -113,6 +116,23 @@ def own_kwargs(
         if head is None:
             raise ValueError("an engine spanning several actors needs its head's address")
         kwargs.update(nnodes=topo.parts, node_rank=topo.part, master_addr=head[0], master_port=head[1])
+    return kwargs | lora_kwargs(config)
+
+
+def lora_kwargs(config: RunConfig) -> dict[str, Any]:
+    """The LORA_ARGS: one adapter slot, at the smallest rank vLLM serves that holds the adapter's."""
+    if not moves_adapter(config):
+        return {}
+    lora, entry = adapter_of(config), engines.engine(config.explorer.rollout_model.engine_type)
+    kwargs = {
+        "enable_lora": True,
+        "max_lora_rank": entry.adapter_rank(lora.lora_rank),
+        "max_loras": 1,  # every request of a batch runs the current weight version's adapter
+        "fully_sharded_loras": config.model.fully_sharded_loras,
+        "lora_dtype": lora.lora_dtype,
+    }
+    if config.model.max_cpu_loras is not None:
+        kwargs["max_cpu_loras"] = config.model.max_cpu_loras
     return kwargs
 
 

@@ -11,12 +11,15 @@ the resolved config only.
 
 import asyncio
 import os
+import tempfile
 import time
 import uuid
 from contextlib import asynccontextmanager
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from .. import lora
 from ..weights import safetensors_bytes
 from .base import RolloutEngine, Sample, Sampling, WeightSpec
 from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
@@ -36,6 +39,8 @@ class VllmEngine(RolloutEngine):
         self.asleep = False
         self._inflight, self._updating = 0, False
         self._turn = asyncio.Condition()
+        self.adapter: Any = None  # the LoRARequest of the weight version's adapter (LoRA runs, after the first sync)
+        self.base = ""
 
     # --- starting -----------------------------------------------------------------------------------
 
@@ -44,18 +49,26 @@ class VllmEngine(RolloutEngine):
         self.version = version
         self.topology = topo = topology(self.config, self.index)
         self.vllm = vllm_api(engine_env(self.config, topo))
+        start = lora.sources(model_path, self.config)
+        self.base, base = start.base, start.base
+        if start.adapter and lora.moves_adapter(self.config):
+            self.adapter = self._request_for(version, start.adapter)
         started = time.perf_counter()
         if topo.parts == 1:
-            self.llm = self._start_engine(engine_kwargs(self.config, model_path, topo))
+            self.llm = self._start_engine(engine_kwargs(self.config, base, topo))
         elif topo.is_head:
             address = _head_address()
             _publish(self._key(model_path, version), (address, _current_actor()))
-            self.llm = self._start_engine(engine_kwargs(self.config, model_path, topo, address))
+            self.llm = self._start_engine(engine_kwargs(self.config, base, topo, address))
         else:
             _announce_node_address()
             address, self.head = await asyncio.to_thread(_wait_for, self._key(model_path, version), HEAD_WAIT_S)
-            kwargs = engine_kwargs(self.config, model_path, topo, address)
+            kwargs = engine_kwargs(self.config, base, topo, address)
             self.workers = await asyncio.to_thread(self._start_workers, kwargs)
+        if (
+            self.llm is not None and self.adapter is not None
+        ):  # loaded now: an adapter that fails at generate kills vLLM
+            await self.llm.add_lora(self.adapter)
         self.log.info(
             "vLLM %s part %d/%d ready in %.1f s", self.name, topo.part, topo.parts, time.perf_counter() - started
         )
@@ -94,7 +107,10 @@ class VllmEngine(RolloutEngine):
         async with self._request():
             version, final = self.version, None
             async for output in self.llm.generate(
-                {"prompt_token_ids": prompt_ids}, self._params(n, sampling), request_id=uuid.uuid4().hex
+                {"prompt_token_ids": prompt_ids},
+                self._params(n, sampling),
+                request_id=uuid.uuid4().hex,
+                lora_request=self.adapter,
             ):
                 final = output
             return version, [_sample(c) for c in final.outputs]
@@ -142,11 +158,35 @@ class VllmEngine(RolloutEngine):
             self.version = version
             return version
         await self._awake()
+        slot = self._adapter_slot(version) if lora.moves_adapter(self.config) else None
         async with self._exclusive():
-            await self.llm.collective_rpc(method, timeout=self.config.synchronizer.sync_timeout, args=(payload,))
+            timeout = self.config.synchronizer.sync_timeout
+            await self.llm.collective_rpc(method, timeout=timeout, args=(payload,) if slot is None else (payload, slot))
+            if slot is not None:  # the trainer's tensors were this version's adapter; the last one's is dropped
+                previous, self.adapter = self.adapter, self._request_for(version, slot["folder"])
+                if previous is not None and previous.lora_int_id != self.adapter.lora_int_id:
+                    await self.llm.remove_lora(previous.lora_int_id)
             await self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
             self.version = version
         return version
+
+    def _adapter_slot(self, version: int) -> dict:
+        """Where the workers put weight version `version`'s adapter, and what they register it as (plain data)."""
+        import ray
+
+        engine = self.name.rsplit(".part", 1)[0]
+        root = Path(tempfile.gettempdir()) / "trinity-lora" / ray.get_runtime_context().get_job_id() / engine
+        settings = lora.adapter_of(self.config)
+        return {
+            "name": settings.name,
+            "id": version + 1,  # vLLM's adapter ids start at 1
+            "folder": str(root / f"v{version}"),
+            "config": lora.peft_config(settings, self.base),
+        }
+
+    def _request_for(self, version: int, folder: str) -> Any:
+        """The LoRARequest naming the adapter of weight version `version` in `folder`."""
+        return self.vllm.LoRARequest(lora.adapter_of(self.config).name, version + 1, folder)
 
     # --- sharing the devices with the trainer (colocate) ------------------------------------------------------
 
@@ -215,6 +255,7 @@ def vllm_api(env: dict[str, str]) -> SimpleNamespace:
     for name, value in (ENGINE_ENV | env).items():
         os.environ.setdefault(name, value)
     from vllm import AsyncEngineArgs, SamplingParams
+    from vllm.lora.request import LoRARequest
     from vllm.sampling_params import RequestOutputKind
     from vllm.v1.engine.async_llm import AsyncLLM
     from vllm.v1.executor.multiproc_executor import MultiprocExecutor
@@ -222,6 +263,7 @@ def vllm_api(env: dict[str, str]) -> SimpleNamespace:
     return SimpleNamespace(
         AsyncEngineArgs=AsyncEngineArgs,
         AsyncLLM=AsyncLLM,
+        LoRARequest=LoRARequest,
         SamplingParams=SamplingParams,
         RequestOutputKind=RequestOutputKind,
         MultiprocExecutor=MultiprocExecutor,

@@ -10,8 +10,9 @@ the weight-sync group.
 Weights load through the worker's `reload_weights` (vLLM's layer-by-layer reload), which works
 where the plain `load_weights` does not: vLLM's CPU build packs each linear weight for its kernels
 at load time and leaves the parameter empty. A tied output head shares the embedding's weight but
-keeps a processed copy of its own, so it is processed again after each load. Nothing here imports
-vLLM.
+keeps a processed copy of its own, so it is processed again after each load. With LoRA adapters, a
+sync's tensors are the adapter's: written as a PEFT folder on the worker's node and added to vLLM's LoRA
+manager as a new adapter id per weight version. Nothing here imports vLLM at module level.
 """
 
 from collections import deque
@@ -46,25 +47,51 @@ class WeightSyncWorker:
         self.trinity_group = group.join(backend, host, port, rank, world_size, timeout_s)
         return rank
 
-    def trinity_receive(self, specs: list[Plain]) -> int:
-        """Receive each tensor of `specs` from the trainer's broadcast, in order, into the model; returns the count.
+    def trinity_receive(self, specs: list[Plain], adapter: dict | None = None) -> int:
+        """Receive each tensor of `specs` from the trainer's broadcast, in order, into the model (or, given
+        `adapter`, as that LoRA adapter version); returns the count.
 
         Every broadcast is received even when loading fails part-way, so trainer rank 0 never waits for a
         receiver that gave up; the load's error is raised after the last tensor."""
         received = _Received(self, specs)
         try:
-            self._trinity_reload(received)
+            if adapter is None:
+                self._trinity_reload(received)
+            else:
+                self._trinity_adapter(dict(received), adapter)
         finally:
             received.drain()
         return received.count
 
-    def trinity_load(self, source: Any) -> int:
-        """Load a safetensors file's path (checkpoint sync) or safetensors bytes (memory sync); returns the count."""
+    def trinity_load(self, source: Any, adapter: dict | None = None) -> int:
+        """Load a safetensors file's path (checkpoint sync) or safetensors bytes (memory sync) into the model, or
+        given `adapter`, as that LoRA adapter version; returns the count."""
         from safetensors.torch import load, load_file
 
         weights = load_file(source) if isinstance(source, str) else load(bytes(source))
-        self._trinity_reload(iter(weights.items()))
+        if adapter is None:
+            self._trinity_reload(iter(weights.items()))
+        else:
+            self._trinity_adapter(weights, adapter)
         return len(weights)
+
+    def _trinity_adapter(self, weights: dict, adapter: dict) -> None:
+        """Write the adapter's version where this worker's node reads it, register it with vLLM's LoRA manager
+        under its own id (requests then name it), and drop this engine's older versions' folders."""
+        import shutil
+        from pathlib import Path
+
+        from vllm.lora.request import LoRARequest
+
+        from ..lora import publish_adapter
+
+        folder = Path(adapter["folder"])
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        publish_adapter(folder, weights, adapter["config"])
+        self.model_runner.add_lora(LoRARequest(adapter["name"], adapter["id"], str(folder)))
+        for old in folder.parent.iterdir():
+            if old != folder and not old.name.startswith(f"{folder.name}.draft"):
+                shutil.rmtree(old, ignore_errors=True)
 
     def _trinity_reload(self, weights: Iterator[tuple[str, Any]]) -> None:
         # vLLM's GPU and CPU workers wrap the runner's reload in their config; vllm-ascend's NPUWorker may

@@ -15,6 +15,7 @@ from typing import Any
 
 from ...config.algorithms import is_rl_loss
 from ...config.schema import RunConfig
+from .. import lora
 from ..roles import Role
 from ..run_dir import STATE
 from . import batch as batches
@@ -42,6 +43,7 @@ class TrainerRank(Role):
         self.config, self.rank, self.world_size = config, rank, world_size
         self.worker = self.ref = self.buffer = self.sync_group = None
         self.companions: dict[str, bytes] = {}
+        self.lora, self.base = lora.adapter_of(config), ""
 
     def rendezvous(self) -> tuple[str, int]:
         """Address and a free port on this node for the trainer's process group (asked of rank 0)."""
@@ -77,11 +79,12 @@ class TrainerRank(Role):
 
         from ..verl.config import build
 
-        section = build(self.config, model_path, total_steps)
+        start = lora.sources(model_path, self.config)
+        section = build(self.config, start.base, total_steps, start.adapter)
         self.log.info("verl actor config: %s", dict(section.actor))
         self.worker = ActorRolloutRefWorker(section, role="actor")
         self.worker.init_model()
-        if section.actor.use_kl_loss:
+        if section.actor.use_kl_loss and self.lora is None:  # a LoRA actor is its own reference, adapter disabled
             self.ref = ActorRolloutRefWorker(section, role="ref")
             self.ref.init_model()
         if not self._rl():  # verl's actor runs ppo_loss, which calls the entry's loss mode; SFT replaces it
@@ -90,7 +93,7 @@ class TrainerRank(Role):
             self.worker.actor.set_loss_fn(partial(sft_loss, config=None))
         if resume:
             self.worker.load_checkpoint(str(Path(resume) / "trainer_state"))
-        self.buffer, self.companions = buffer, companion_files(Path(model_path))
+        self.buffer, self.companions, self.base = buffer, companion_files(Path(start.base)), start.base
         return {"rank": self.rank, "seconds": time.perf_counter() - started}
 
     def train_step(self, step: int) -> dict | None:
@@ -159,6 +162,8 @@ class TrainerRank(Role):
         tensors = batches.rl_tensors(exps, [a for _, a in pairs], self._pad_id())
         if self.ref is not None:
             tensors["ref_log_prob"] = self._logprobs(self.ref.compute_ref_log_prob, tensors)
+        elif self.worker.config.actor.use_kl_loss:  # LoRA: the base model is the adapter switched off
+            tensors["ref_log_prob"] = self._logprobs(self.worker.compute_log_prob, tensors, no_lora_adapter=True)
         extra = {}
         if not self.config.algorithm.bypass_old_logprobs:  # the old policy is the trainer's numerics, not the engine's
             recomputed = self._logprobs(self.worker.compute_log_prob, tensors)
@@ -170,8 +175,9 @@ class TrainerRank(Role):
         tu.assign_non_tensor(td, calculate_entropy=self.worker.config.actor.entropy_coeff != 0, **meta)
         return td, extra
 
-    def _logprobs(self, infer: Any, tensors: dict) -> Any:
-        """Log-probs of the batch's responses under `infer` (the reference model's, or the actor's own)."""
+    def _logprobs(self, infer: Any, tensors: dict, **flags: bool) -> Any:
+        """Log-probs of the batch's responses under `infer` (the reference model's, or the actor's own; `flags` are
+        verl's, such as no_lora_adapter)."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
@@ -180,7 +186,7 @@ class TrainerRank(Role):
         td = left_right_2_no_padding(
             TensorDict({k: tensors[k].clone() for k in keys}, batch_size=[tensors["input_ids"].shape[0]])
         )
-        tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False, temperature=self._temperature())
+        tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False, temperature=self._temperature(), **flags)
         out = infer(td)
         return no_padding_2_padding(tu.get(out, "log_probs"), td).float()
 
@@ -197,7 +203,8 @@ class TrainerRank(Role):
     # --- weights out: checkpoints and sync ------------------------------------------------------------
 
     def full_weights(self) -> dict | None:
-        """Every weight as a full CPU tensor on rank 0 (None elsewhere); all ranks must call it."""
+        """Every weight of the model the engines run, as a full CPU tensor on rank 0 (None elsewhere; all ranks must
+        call it): with LoRA, what the engines take (the adapter, or base + adapter merged)."""
         return self._on_rank0(self._gathered())
 
     def engine_weights(self) -> dict | None:
@@ -211,10 +218,14 @@ class TrainerRank(Role):
             return None
         return {name: tensor.to("cpu") for name, tensor in pairs}
 
-    def _gathered(self, narrow: Any = None) -> Iterator[tuple[str, Any]]:
+    def _gathered(self, narrow: Any = None, kind: str | None = None) -> Iterator[tuple[str, Any]]:
         """Each full weight in turn (an FSDP gather on every rank); rank 0's cast to `narrow` where that dtype is
-        narrower, the other ranks' as gathered (they only take part)."""
-        params, _ = self.worker.actor.engine.get_per_tensor_param()
+        narrower, the other ranks' as gathered (they only take part). With LoRA, `kind` (adapter or merged) says
+        which tensors; by default the ones the engines take."""
+        if self.lora is None:
+            params, _ = self.worker.actor.engine.get_per_tensor_param()
+        else:
+            params = self._lora_tensors(kind or ("adapter" if lora.moves_adapter(self.config) else "merged"))
         for name, tensor in params:
             if self.rank == 0:
                 tensor = tensor.detach()
@@ -222,24 +233,68 @@ class TrainerRank(Role):
                 tensor = (tensor if dtype == tensor.dtype else tensor.to(dtype)).contiguous()
             yield name, tensor
 
+    def _lora_tensors(self, kind: str) -> Iterator[tuple[str, Any]]:
+        """The adapter's matrices (PEFT's names), or the plain model with the adapter merged (Hugging Face names)."""
+        from torch.distributed.tensor import DTensor
+        from verl.utils.fsdp_utils import load_fsdp_model_to_gpu, offload_fsdp_model_to_cpu
+        from verl.utils.model import convert_weight_keys
+
+        engine = self.worker.actor.engine
+        module = engine.module
+        offloaded = engine._is_offload_param  # verl's flag: parameters live on the host between steps
+        if offloaded:
+            load_fsdp_model_to_gpu(module)
+        try:
+            state = module.state_dict()
+            keys = list(state)
+            outputs = lora.adapter_outputs(keys) if kind == "adapter" else lora.merged_outputs(keys)
+            if kind == "merged":  # the model's own checkpoint names, where transformers maps them
+                renamed = convert_weight_keys(
+                    {o.name: o for o in outputs}, getattr(module, "_fsdp_wrapped_module", module)
+                )
+                outputs = [lora.Output(name, o.keys) for name, o in renamed.items()]
+            factor = lora.scale(self.lora)
+            for output in outputs:
+                parts = [state[k].full_tensor() if isinstance(state[k], DTensor) else state[k] for k in output.keys]
+                yield output.name, lora.combine(parts, factor)
+        finally:
+            if offloaded:
+                offload_fsdp_model_to_cpu(module)
+
     def _rollout_dtype(self) -> Any:
         import torch
 
         return getattr(torch, self.config.explorer.rollout_model.dtype)
 
     def save(self, folder: str, step: int, hf: bool) -> None:
-        """verl's trainer state (model, optimizer, schedule) per rank; on rank 0 also Hugging Face files."""
+        """verl's trainer state (model, optimizer, schedule) per rank; on rank 0 also Hugging Face files: the model,
+        or with LoRA the adapter (PEFT's layout) and, if trainer.save_merged_model, the merged model in merged/."""
         self.worker.save_checkpoint(str(Path(folder) / "trainer_state"), global_step=step)
-        weights = self.full_weights() if hf else None
-        if self.rank == 0 and hf:
-            self._write_hf(Path(folder), weights)
+        if not hf:
+            return
+        if self.lora is None:
+            weights = self.full_weights()
+            if self.rank == 0:
+                self._write_hf(Path(folder), weights)
+            return
+        adapter = self._on_rank0(self._gathered(kind="adapter"))
+        merged = self._on_rank0(self._gathered(kind="merged")) if self.config.trainer.save_merged_model else None
+        if self.rank == 0:
+            self._write_companions(Path(folder))
+            lora.write_adapter(Path(folder), adapter, lora.peft_config(self.lora, self.base))
+            if merged is not None:
+                self._write_hf(Path(folder) / lora.MERGED, merged)
 
     def _write_hf(self, folder: Path, weights: dict) -> None:
         from ..weights import save_safetensors
 
+        folder.mkdir(parents=True, exist_ok=True)
+        self._write_companions(folder)
+        save_safetensors(weights, folder / "model.safetensors")
+
+    def _write_companions(self, folder: Path) -> None:
         for name, content in self.companions.items():
             (folder / name).write_bytes(content)
-        save_safetensors(weights, folder / "model.safetensors")
 
     def write_weights(self, path: str, version: int) -> None:
         """Rank 0 writes the engines' weights to `path` (atomically), then `<path stem>.json` naming their version."""
@@ -258,11 +313,9 @@ class TrainerRank(Role):
         """Name, shape and dtype of each weight, in the order and dtype `broadcast_weights` sends them."""
         from ..rollout.base import WeightSpec
 
-        params, _ = self.worker.actor.engine.get_per_tensor_param()
-        narrow = self._rollout_dtype()
         return [
-            WeightSpec(name, tuple(t.shape), str(_sent_dtype(t.dtype, narrow)).removeprefix("torch."))
-            for name, t in params
+            WeightSpec(name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
+            for name, t in self._gathered(self._rollout_dtype())
         ]
 
     def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None:

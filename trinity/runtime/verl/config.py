@@ -14,22 +14,30 @@ from typing import Any
 from ...config import engines
 from ...config.algorithms import POLICY_LOSSES
 from ...config.schema import RunConfig
+from ...config.schema.model import module_names
 from ...errors import ConfigError, Issue
 
 VERL_DTYPE = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_TYPES = {"k1": "k1", "k2": "k2", "k3": "k3", "low_var_kl": "low_var_kl", "abs": "abs", "mse": "mse"}
 OPTIMIZERS = {"adam": "AdamW", "adamw": "AdamW", "sgd": "SGD"}  # Trinity-RFT's names for verl's FSDP optimizer
 PASSTHROUGH = "trainer.trainer_config"
+LORA_KEYS = {
+    f"model.{key}": "model.lora_configs"
+    for key in ("lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path", "lora")
+}
 SECTIONS = ("model", "actor", "ref", "rollout")
 ARR = "actor_rollout_ref"
 
 
-def overrides(config: RunConfig, model_path: str, total_steps: int) -> list[str]:
+def overrides(config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None) -> list[str]:
     """Hydra overrides of verl's `ppo_trainer` config for the trainer of `config`."""
-    return [f"{key}={_hydra(value)}" for key, (value, _) in _settings(config, model_path, total_steps).items()]
+    settings = _settings(config, model_path, total_steps, adapter)
+    return [f"{key}={_hydra(value)}" for key, (value, _) in settings.items()]
 
 
-def _settings(config: RunConfig, model_path: str, total_steps: int) -> dict[str, tuple[Any, str]]:
+def _settings(
+    config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None
+) -> dict[str, tuple[Any, str]]:
     """verl key -> (value, the trinity key it comes from)."""
     trainer, algo, optim = config.trainer, config.algorithm, config.algorithm.optimizer
     kl_on = algo.kl_loss_fn not in (None, "none")
@@ -59,7 +67,12 @@ def _settings(config: RunConfig, model_path: str, total_steps: int) -> dict[str,
         f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
         f"{ARR}.ref.log_prob_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
         f"+{ARR}.ref.fsdp_config.mixed_precision": (precision, "trainer.param_dtype"),
-        f"{actor}.fsdp_config.model_dtype": ("fp32", "trainer.param_dtype"),
+        # full fine-tuning keeps fp32 master weights; LoRA's frozen base stays in the training dtype (verl casts the
+        # adapter to it: FSDP shards one dtype per group)
+        f"{actor}.fsdp_config.model_dtype": (
+            VERL_DTYPE[trainer.param_dtype] if config.model.lora_configs else "fp32",
+            "trainer.param_dtype",
+        ),
         f"+{actor}.fsdp_config.mixed_precision": (precision, "trainer.param_dtype"),
         f"{actor}.fsdp_config.param_offload": (trainer.param_offload, "trainer.param_offload"),
         f"{actor}.fsdp_config.optimizer_offload": (trainer.optimizer_offload, "trainer.optimizer_offload"),
@@ -80,7 +93,28 @@ def _settings(config: RunConfig, model_path: str, total_steps: int) -> dict[str,
         **_compile(trainer),
         **_optimizer(optim, total_steps),
         **_losses(algo, kl_on),
+        **_lora(config, adapter),
     }
+    return out
+
+
+def _lora(config: RunConfig, adapter: str | None) -> dict[str, tuple[Any, str]]:
+    """verl's peft path in the FSDP engine: the adapter's shape, and the adapter folder it goes on training."""
+    from ..lora import adapter_of, target_modules
+
+    lora, model, key = adapter_of(config), f"{ARR}.model", "model.lora_configs[0]"
+    if lora is None:
+        return {}
+    targets = target_modules(lora)
+    excluded = module_names(lora.exclude_modules)
+    out = {
+        f"{model}.lora_rank": (lora.lora_rank, f"{key}.lora_rank"),
+        f"{model}.lora_alpha": (lora.lora_alpha, f"{key}.lora_alpha"),
+        f"{model}.target_modules": (targets if isinstance(targets, str) else f"[{','.join(targets)}]", key),
+        f"{model}.exclude_modules": (f"[{','.join(excluded)}]" if excluded else "null", f"{key}.exclude_modules"),
+    }
+    if adapter is not None:
+        out[f"{model}.lora_adapter_path"] = (adapter, f"{key}.path")
     return out
 
 
@@ -147,7 +181,7 @@ def _hydra(value: Any) -> str:
     return str(value)
 
 
-def build(config: RunConfig, model_path: str, total_steps: int) -> Any:
+def build(config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None) -> Any:
     """verl's `actor_rollout_ref` DictConfig with the passthrough merged, after verl's dataclasses accepted it."""
     import verl
     from hydra import compose, initialize_config_dir
@@ -156,7 +190,7 @@ def build(config: RunConfig, model_path: str, total_steps: int) -> Any:
     folder = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()
-    settings = _settings(config, model_path, total_steps)
+    settings = _settings(config, model_path, total_steps, adapter)
     try:
         with initialize_config_dir(config_dir=folder, version_base=None):
             composed = compose(
@@ -183,13 +217,21 @@ def _merge_passthrough(section: Any, trainer_config: dict, settings: dict[str, t
 
     sections = passthrough_sections(trainer_config)
     ours = {key.lstrip("+").removeprefix(f"{ARR}."): source for key, (_, source) in settings.items()}
-    clashes = [_clash(path, ours[path], _written(trainer_config, path)) for path in _leaves(sections) if path in ours]
+    ours = LORA_KEYS | ours  # trinity's, set or not: a LoRA that trinity does not know of would not sync
+    owned = [(path, _owner(path, ours)) for path in _leaves(sections)]
+    clashes = [_clash(path, source, _written(trainer_config, path)) for path, source in owned if source]
     if clashes:
         raise ConfigError(clashes)
     with open_dict(section):
         for name, values in sections.items():
             section[name] = OmegaConf.merge(section[name], values)
     return set(sections)
+
+
+def _owner(path: str, ours: dict[str, str]) -> str | None:
+    """The trinity key that sets verl's `path` or a section holding it (None: the passthrough may set it)."""
+    parts = path.split(".")
+    return next((ours[k] for k in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if k in ours), None)
 
 
 def _leaves(tree: dict, prefix: str = "") -> list[str]:

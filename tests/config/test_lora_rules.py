@@ -1,0 +1,150 @@
+"""LoRA settings through `trinity config validate`, as a user writes them: one adapter, its modules checked against
+the model folder's own weights (read from their safetensors headers), a pre-trained adapter's own settings used,
+each engine given only the LoRA settings it honours, and a LoRA stage handing a full model to a full fine-tune."""
+
+import json
+
+import numpy as np
+import pytest
+from safetensors.numpy import save_file
+
+from tests.conftest import REFERENCE
+from trinity.config import model_modules
+
+LAYER = "model.layers.0"
+WEIGHTS = {
+    "model.embed_tokens.weight": (16, 8),
+    f"{LAYER}.self_attn.q_proj.weight": (8, 8),
+    f"{LAYER}.self_attn.q_proj.bias": (8,),
+    f"{LAYER}.self_attn.v_proj.weight": (4, 8),
+    f"{LAYER}.mlp.up_proj.weight": (12, 8),
+    f"{LAYER}.input_layernorm.weight": (8,),
+    "lm_head.weight": (16, 8),
+}
+
+
+@pytest.fixture
+def model(tmp_path):
+    """A model folder whose weights name q_proj, v_proj and up_proj (and the output head, norms, embeddings)."""
+    folder = tmp_path / "model"
+    folder.mkdir()
+    save_file({k: np.zeros(s, dtype=np.float32) for k, s in WEIGHTS.items()}, str(folder / "model.safetensors"))
+    (folder / "config.json").write_text("{}")
+    return folder
+
+
+def validate(cli, write, model, *overrides, text=""):
+    path = write("run.yaml", f"model:\n  model_path: {model}\n{text}")
+    return cli("config", "validate", "-c", str(path), "hardware=a100", *overrides)
+
+
+def test_module_names_come_from_the_weights_headers(model):
+    found = model_modules.read(model)
+    assert found.linear == {"q_proj", "v_proj", "up_proj"}  # no embeddings, no output head, no norms
+    assert found.every == {"embed_tokens", "q_proj", "v_proj", "up_proj", "input_layernorm", "lm_head"}
+
+
+def test_a_folder_without_safetensors_is_not_read(tmp_path):
+    (tmp_path / "pytorch_model.bin").write_bytes(b"x" * 16)
+    assert model_modules.read(tmp_path) is None
+
+
+def test_a_lora_config_with_modules_the_model_has_is_valid(cli, write, model):
+    result = validate(cli, write, model, "+model.lora_configs=[{target_modules: 'q_proj, up_proj'}]")
+    assert result.code == 0, result.err
+    assert "valid for a100" in result.out
+
+
+def test_a_target_module_the_model_lacks_is_named_with_the_ones_it_has(cli, write, model):
+    text = "  lora_configs:\n    - lora_rank: 8\n      target_modules: q_proj,o_proj\n"
+    result = validate(cli, write, model, text=text)
+    assert result.code == 2 and "Traceback" not in result.err
+    assert "run.yaml:5:7: model.lora_configs[0].target_modules: 'o_proj' is not among the model's linear modules" in (
+        result.err
+    )
+    assert "allowed: q_proj, up_proj, v_proj, or all-linear" in result.err
+
+
+def test_an_excluded_module_must_be_one_of_the_models(cli, write, model):
+    result = validate(cli, write, model, "+model.lora_configs=[{exclude_modules: gate}]")
+    assert result.code == 2
+    assert "model.lora_configs[0].exclude_modules: 'gate' is not among the model's modules" in result.err
+
+
+def test_trinity_trains_one_adapter(cli, write, model):
+    result = validate(cli, write, model, "+model.lora_configs=[{},{lora_rank: 4}]")
+    assert result.code == 2
+    assert "model.lora_configs[1]: trinity trains one LoRA adapter; 2 are configured" in result.err
+
+
+def test_a_pretrained_adapters_settings_are_used_and_a_conflicting_one_is_refused(cli, write, model, tmp_path):
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"r": 16, "lora_alpha": 8, "target_modules": ["v_proj"]}))
+    rendered = cli(
+        "config", "render", "-c", str(write("run.yaml", f"model:\n  model_path: {model}\n")), "hardware=a100",
+        f"+model.lora_configs=[{{path: {folder}}}]", "--format", "json",
+    )  # fmt: skip
+    assert rendered.code == 0, rendered.err
+    adapter = rendered.json()["model"]["lora_configs"][0]
+    assert (adapter["lora_rank"], adapter["lora_alpha"], adapter["target_modules"], adapter["name"]) == (
+        16, 8, "v_proj", "default",
+    )  # fmt: skip
+    result = validate(cli, write, model, f"+model.lora_configs=[{{path: {folder}, lora_rank: 4}}]")
+    assert result.code == 2
+    assert f"model.lora_configs[0].lora_rank: 4 differs from the adapter at '{folder}', which has r=16" in result.err
+
+
+def test_a_path_that_is_not_an_adapter_is_refused(cli, write, model, tmp_path):
+    result = validate(cli, write, model, f"+model.lora_configs=[{{path: {tmp_path}}}]")
+    assert result.code == 2
+    assert f"model.lora_configs[0].path: '{tmp_path}' is not a readable PEFT adapter folder" in result.err
+
+
+@pytest.mark.parametrize(
+    "override,why",
+    [
+        ("model.max_cpu_loras=2", "the run trains no LoRA adapter"),
+        ("model.fully_sharded_loras=true", "the run trains no LoRA adapter"),
+        ("synchronizer.lora_sync=merged", "the run trains no LoRA adapter"),
+    ],
+)
+def test_a_lora_setting_without_an_adapter_is_refused(cli, write, model, override, why):
+    result = validate(cli, write, model, override)
+    assert result.code == 2
+    assert f"{override.split('=')[0]}: is set, but {why}" in result.err
+
+
+def test_vllms_adapter_settings_are_refused_on_the_transformers_engine_and_with_merged_weights(cli, write, model):
+    lora = "+model.lora_configs=[{lora_dtype: bfloat16}]"
+    transformers = validate(
+        cli, write, model, lora, "model.max_cpu_loras=2", "explorer.rollout_model.engine_type=transformers"
+    )
+    assert transformers.code == 2
+    assert "model.max_cpu_loras: is set, but the transformers engine does not take it" in transformers.err
+    assert "lora_dtype" not in transformers.err  # the transformers engine casts its adapter
+    merged = validate(cli, write, model, lora, "synchronizer.lora_sync=merged")
+    assert merged.code == 2
+    assert "model.lora_configs[0].lora_dtype: is set, but synchronizer.lora_sync is 'merged'" in merged.err
+    assert validate(cli, write, model, lora, "model.max_cpu_loras=2", "model.fully_sharded_loras=true").code == 0
+
+
+def test_a_rank_above_what_vllm_serves_is_refused_unless_weights_are_merged(cli, write, model):
+    result = validate(cli, write, model, "+model.lora_configs=[{lora_rank: 1024}]")
+    assert result.code == 2
+    assert "model.lora_configs[0].lora_rank: 1024 is above the highest rank vLLM serves adapters at (512)" in result.err
+    merged = validate(cli, write, model, "+model.lora_configs=[{lora_rank: 1024}]", "synchronizer.lora_sync=merged")
+    assert merged.code == 0, merged.err
+
+
+def test_a_lora_stage_before_a_full_fine_tune_must_save_its_merged_model(cli):
+    stages = ("-c", str(REFERENCE), "hardware=a100", "+stages=[{stage_name: a}, {stage_name: b}]")
+    result = cli("config", "render", *stages, "+stages.0.model.lora_configs=[{}]")  # the data sets are not here
+    assert result.code == 2
+    assert "trainer.save_merged_model: stage 'a' trains a LoRA adapter and the next stage trains every weight" in (
+        result.err
+    )
+    fixed = cli(
+        "config", "validate", *stages, "+stages.0.model.lora_configs=[{}]", "stages.0.trainer.save_merged_model=true"
+    )
+    assert "save_merged_model" not in fixed.err

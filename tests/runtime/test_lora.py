@@ -1,0 +1,102 @@
+"""LoRA adapters in the runtime: which state-dict keys make each tensor handed on, the merge against peft's own, PEFT's
+folder layout, and where a role's base model and adapter come from."""
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from tests.lora_adapters import adapter_tensors, peft_model  # noqa: E402
+from trinity.config.compose import Request  # noqa: E402
+from trinity.config.resolve import resolve  # noqa: E402
+from trinity.runtime import lora  # noqa: E402
+
+KEYS = [
+    "base_model.model.model.embed_tokens.weight",
+    "base_model.model.model.layers.0.self_attn.q_proj.base_layer.weight",
+    "base_model.model.model.layers.0.self_attn.q_proj.base_layer.bias",
+    "base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight",
+    "base_model.model.model.layers.0.self_attn.q_proj.lora_B.default.weight",
+    "base_model.model.model.layers.0.self_attn.o_proj.weight",  # excluded: no adapter
+    "base_model.model.lm_head.weight",
+]
+
+
+def config(demo_assets, monkeypatch, *extra):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    return resolve(Request(None, ("hardware=cpu", "+model.lora_configs=[{lora_rank: 8}]", *extra))).stage("grpo")
+
+
+def test_the_adapter_is_its_matrices_under_peft_saved_names():
+    assert lora.adapter_outputs(KEYS) == [
+        lora.Output("base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight", (KEYS[3],)),
+        lora.Output("base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight", (KEYS[4],)),
+    ]
+
+
+def test_the_merged_model_has_the_plain_names_and_merges_only_adapted_weights():
+    assert lora.merged_outputs(KEYS) == [
+        lora.Output("model.embed_tokens.weight", (KEYS[0],)),
+        lora.Output("model.layers.0.self_attn.q_proj.weight", (KEYS[1], KEYS[3], KEYS[4])),
+        lora.Output("model.layers.0.self_attn.q_proj.bias", (KEYS[2],)),
+        lora.Output("model.layers.0.self_attn.o_proj.weight", (KEYS[5],)),
+        lora.Output("lm_head.weight", (KEYS[6],)),
+    ]
+
+
+def test_combine_is_base_plus_scale_b_a():
+    base, a, b = torch.ones(3, 2), torch.tensor([[1.0, 2.0]]), torch.tensor([[1.0], [0.0], [-1.0]])
+    assert torch.equal(lora.combine([base], 2.0), base)
+    assert torch.equal(lora.combine([base, a, b], 2.0), torch.tensor([[3.0, 5.0], [1.0, 1.0], [-1.0, -3.0]]))
+
+
+def test_merging_the_trainers_tensors_gives_peft_merge_and_unload(demo_assets):
+    wrapped = peft_model(str(demo_assets / "model"), rank=8, alpha=16)
+    state = wrapped.state_dict()
+    outputs = lora.merged_outputs(list(state))
+    ours = {o.name: lora.combine([state[k] for k in o.keys], 16 / 8) for o in outputs}
+    theirs = wrapped.merge_and_unload().state_dict()
+    assert sorted(ours) == sorted(theirs)
+    assert max((ours[n] - theirs[n]).abs().max().item() for n in ours) < 1e-6
+
+
+def test_an_adapter_folder_is_what_peft_loads(demo_assets, tmp_path, monkeypatch):
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM
+
+    wrapped = peft_model(str(demo_assets / "model"))
+    settings = lora.peft_config(config(demo_assets, monkeypatch).model.lora_configs[0], str(demo_assets / "model"))
+    lora.write_adapter(tmp_path, adapter_tensors(wrapped), settings | {"lora_alpha": 16})
+    saved = json.loads((tmp_path / lora.ADAPTER_CONFIG).read_text())
+    assert saved["target_modules"] == sorted(
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+    )
+    loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(saved["base_model_name_or_path"]), tmp_path)
+    ids = torch.tensor([[1, 2, 3, 4]])
+    with torch.no_grad():
+        assert torch.allclose(loaded(input_ids=ids).logits, wrapped(input_ids=ids).logits, atol=1e-5)
+
+
+def test_a_lora_checkpoint_names_its_base_and_is_the_adapter(demo_assets, tmp_path, monkeypatch):
+    cfg = config(demo_assets, monkeypatch)
+    model = str(demo_assets / "model")
+    assert lora.sources(model, cfg) == lora.Sources(model, None)
+    lora.write_adapter(
+        tmp_path, {"x.lora_A.weight": torch.zeros(1)}, lora.peft_config(cfg.model.lora_configs[0], model)
+    )
+    assert lora.sources(str(tmp_path), cfg) == lora.Sources(model, str(tmp_path))
+    assert lora.engine_file(tmp_path, cfg) == tmp_path / lora.ADAPTER_WEIGHTS
+    plain = resolve(Request(None, ("hardware=cpu",))).stage("grpo")  # a stage that trains every weight
+    assert lora.sources(str(tmp_path), plain) == lora.Sources(str(tmp_path / lora.MERGED), None)
+    assert lora.engine_file(tmp_path, plain) is None  # no merged model was saved
+    merged = resolve(Request(None, ("hardware=cpu", "+model.lora_configs=[{}]", "synchronizer.lora_sync=merged")))
+    assert lora.engine_file(tmp_path, merged.stage("grpo")) is None
+
+
+def test_a_pretrained_adapter_starts_the_run_from_the_models_own_folder(demo_assets, tmp_path, monkeypatch):
+    (tmp_path / lora.ADAPTER_CONFIG).write_text(json.dumps({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}))
+    cfg = config(demo_assets, monkeypatch, f"model.lora_configs.0.path={tmp_path}")
+    model = cfg.model.model_path
+    assert lora.sources(model, cfg) == lora.Sources(model, str(tmp_path))
+    assert (cfg.model.lora_configs[0].lora_alpha, cfg.model.lora_configs[0].target_modules) == (16, "q_proj")

@@ -1,0 +1,133 @@
+"""Rules for a LoRA run: one adapter, its settings taken from a pre-trained adapter when it names one, its modules
+checked against the model's own names, and each engine given only the LoRA settings it honours."""
+
+import json
+from pathlib import Path
+
+from .. import engines, model_modules
+from ..schema.model import ALL_LINEAR, module_names
+from ._context import Context
+
+LORAS, ROLLOUT = "model.lora_configs", "explorer.rollout_model"
+FROM_ADAPTER = {"lora_rank": "r", "lora_alpha": "lora_alpha", "target_modules": "target_modules"}
+# what an engine's entry may honour (EngineEntry.lora_args): the key, and the value that asks nothing of the engine
+ENGINE_KEYS = {
+    "max_cpu_loras": ("model.max_cpu_loras", None),
+    "fully_sharded_loras": ("model.fully_sharded_loras", False),
+    "lora_dtype": (f"{LORAS}[0].lora_dtype", "auto"),
+}
+
+
+def lora_adapter(ctx: Context) -> None:
+    """One adapter: its name defaults to 'default' (peft's); a pre-trained one's rank, alpha and modules are used."""
+    loras = ctx.get(LORAS)
+    if not loras:
+        return
+    for extra in range(1, len(loras)):
+        ctx.report(
+            "error",
+            f"{LORAS}[{extra}]",
+            f"trinity trains one LoRA adapter; {len(loras)} are configured",
+            allowed="one entry",
+            hint=f"keep {LORAS}[0] and remove the others",
+        )
+    first = f"{LORAS}[0]"
+    if ctx.get(f"{first}.name") is None:
+        ctx.set(f"{first}.name", "default", "lora_adapter", ())
+    if ctx.get(f"{first}.path") is not None:
+        _from_adapter(ctx, first)
+
+
+def _from_adapter(ctx: Context, first: str) -> None:
+    key = f"{first}.path"
+    folder = Path(ctx.get(key))
+    try:
+        saved = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        ctx.report(
+            "error",
+            key,
+            f"{str(folder)!r} is not a readable PEFT adapter folder ({_reason(exc)})",
+            allowed="a folder with adapter_config.json and adapter_model.safetensors (peft's save_pretrained)",
+            hint="paths are relative to the directory trinity runs in",
+        )
+        return
+    for ours, theirs in FROM_ADAPTER.items():
+        value = saved.get(theirs)
+        if isinstance(value, list):
+            value = ",".join(value)
+        written = f"{first}.{ours}"
+        if value is None or value == ctx.get(written):
+            continue
+        if ctx.user_set(written):
+            ctx.report(
+                "error",
+                written,
+                f"{ctx.get(written)!r} differs from the adapter at {str(folder)!r}, which has {theirs}={value!r}",
+                allowed=repr(value),
+                hint=f"remove {written}: the adapter's own value is used",
+            )
+            continue
+        ctx.set(written, value, "lora_adapter", (ctx.input(key),))
+
+
+def _reason(exc: Exception) -> str:
+    return f"no adapter_config.json: {exc.strerror}" if isinstance(exc, OSError) else f"adapter_config.json: {exc}"
+
+
+def lora_modules(ctx: Context) -> None:
+    """target_modules and exclude_modules name modules the model has (read from its weights' headers, where the
+    model folder is on this machine)."""
+    if not ctx.get(LORAS):
+        return
+    modules = model_modules.read(Path(ctx.get("model.model_path")))
+    if modules is None:
+        return  # not a local folder of safetensors: `trinity run` stops at the model path, or peft names the module
+    for field, pool, what in (
+        ("target_modules", modules.linear, "linear modules"),
+        ("exclude_modules", modules.every, "modules"),
+    ):
+        key = f"{LORAS}[0].{field}"
+        wanted = module_names(ctx.get(key))
+        unknown = [n for n in wanted if n != ALL_LINEAR and n not in pool]
+        if unknown:
+            ctx.report(
+                "error",
+                key,
+                f"{', '.join(map(repr, unknown))} {'is' if len(unknown) == 1 else 'are'} not among the model's {what}",
+                allowed=", ".join(sorted(pool)) + (f", or {ALL_LINEAR}" if field == "target_modules" else ""),
+                hint=f"the names come from {ctx.get('model.model_path')}'s weights; write them comma-separated",
+            )
+
+
+def lora_engine(ctx: Context) -> None:
+    """Each engine takes only the LoRA settings it honours; an adapter's rank fits what the engine serves."""
+    kind = ctx.get(f"{ROLLOUT}.engine_type")
+    entry = engines.engine(kind)
+    lora, adapter = ctx.get(LORAS), ctx.get("synchronizer.lora_sync") == "adapter"
+    honoured = set(entry.lora_args) if lora and adapter else set()
+    why = "the run trains no LoRA adapter" if not lora else None
+    why = why or ("synchronizer.lora_sync is 'merged' (the engines hold plain weights)" if not adapter else None)
+    why = why or f"the {entry.label} engine does not take it"
+    if not lora and ctx.user_set("synchronizer.lora_sync"):
+        ctx.report("error", "synchronizer.lora_sync", f"is set, but {why}", allowed="unset", hint="remove it")
+    for arg, (key, neutral) in ENGINE_KEYS.items():
+        if (lora or not key.startswith(LORAS)) and ctx.get(key) != neutral and arg not in honoured:
+            takers = [e.name for e in engines.ENGINES.values() if arg in e.lora_args]
+            ctx.report(
+                "error",
+                key,
+                f"is set, but {why}",
+                allowed=f"{neutral!r} here; {', '.join(takers)} engines with adapters take it",
+                hint=f"remove {key}",
+            )
+    if lora and adapter and entry.lora_ranks:
+        rank = ctx.get(f"{LORAS}[0].lora_rank")
+        if rank > max(entry.lora_ranks):
+            ctx.report(
+                "error",
+                f"{LORAS}[0].lora_rank",
+                f"{rank} is above the highest rank {entry.label} serves adapters at ({max(entry.lora_ranks)})",
+                allowed=f"<= {max(entry.lora_ranks)}",
+                hint="lower lora_rank, or set synchronizer.lora_sync: merged (the engines then take merged weights)",
+            )
