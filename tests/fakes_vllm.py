@@ -44,9 +44,14 @@ class FakeModelRunner:
     def __init__(self):
         self.model = FakeModel()
         self.model.config = SimpleNamespace(tie_word_embeddings=False)
+        self.loras: list = []  # the LoRARequests of add_lora, in order
 
     def reload_weights(self, weights_iterator=None) -> None:
         self.model.load_weights(weights_iterator)
+
+    def add_lora(self, request) -> bool:
+        self.loras.append(request)
+        return True
 
     def get_model(self) -> FakeModel:
         return self.model
@@ -142,10 +147,16 @@ class FakeAsyncLLM:
         results: list = [None] * len(self.workers)
 
         def call(i, worker):
-            results[i] = getattr(worker, method)(*args, **(kwargs or {}))
+            try:
+                results[i] = getattr(worker, method)(*args, **(kwargs or {}))
+            except Exception as exc:  # vLLM raises a worker's error from collective_rpc
+                failures.append(exc)
 
+        failures: list[Exception] = []
         threads = [threading.Thread(target=call, args=(i, w)) for i, w in enumerate(self.workers)]
         await asyncio.to_thread(lambda: [t.start() for t in threads] and [t.join() for t in threads])
+        if failures:
+            raise failures[0]
         return results
 
     async def reset_prefix_cache(self):
@@ -178,5 +189,10 @@ def fake_vllm_api(env: dict) -> SimpleNamespace:
         SamplingParams=FakeSamplingParams,
         RequestOutputKind=SimpleNamespace(FINAL_ONLY="final_only"),
         MultiprocExecutor=None,
-        LoRARequest=lambda name, lora_id, path: SimpleNamespace(lora_name=name, lora_int_id=lora_id, lora_path=path),
+        LoRARequest=fake_lora_request,
     )
+
+
+def fake_lora_request(name: str, lora_id: int, path: str) -> SimpleNamespace:
+    """vLLM's LoRARequest, its three fields (`vllm_worker.lora_request` and the engine's `vllm.LoRARequest`)."""
+    return SimpleNamespace(lora_name=name, lora_int_id=lora_id, lora_path=path)

@@ -107,6 +107,7 @@ def test_a_path_that_is_not_an_adapter_is_refused(cli, write, model, tmp_path):
         ("model.max_cpu_loras=2", "the run trains no LoRA adapter"),
         ("model.fully_sharded_loras=true", "the run trains no LoRA adapter"),
         ("synchronizer.lora_sync=merged", "the run trains no LoRA adapter"),
+        ("trainer.save_merged_model=true", "the run trains no LoRA adapter"),
     ],
 )
 def test_a_lora_setting_without_an_adapter_is_refused(cli, write, model, override, why):
@@ -126,7 +127,9 @@ def test_vllms_adapter_settings_are_refused_on_the_transformers_engine_and_with_
     merged = validate(cli, write, model, lora, "synchronizer.lora_sync=merged")
     assert merged.code == 2
     assert "model.lora_configs[0].lora_dtype: is set, but synchronizer.lora_sync is 'merged'" in merged.err
-    assert validate(cli, write, model, lora, "model.max_cpu_loras=2", "model.fully_sharded_loras=true").code == 0
+    assert validate(cli, write, model, lora, "model.max_cpu_loras=1", "model.fully_sharded_loras=true").code == 0
+    slots = validate(cli, write, model, lora, "model.max_cpu_loras=4")
+    assert slots.code == 2 and "model.max_cpu_loras: 4: the engines serve one adapter" in slots.err
 
 
 def test_a_rank_above_what_vllm_serves_is_refused_unless_weights_are_merged(cli, write, model):
@@ -141,10 +144,63 @@ def test_a_lora_stage_before_a_full_fine_tune_must_save_its_merged_model(cli):
     stages = ("-c", str(REFERENCE), "hardware=a100", "+stages=[{stage_name: a}, {stage_name: b}]")
     result = cli("config", "render", *stages, "+stages.0.model.lora_configs=[{}]")  # the data sets are not here
     assert result.code == 2
-    assert "trainer.save_merged_model: stage 'a' trains a LoRA adapter and the next stage trains every weight" in (
-        result.err
-    )
+    assert "trainer.save_merged_model: stage 'a' trains a LoRA adapter and stage 'b' trains every weight" in result.err
     fixed = cli(
         "config", "validate", *stages, "+stages.0.model.lora_configs=[{}]", "stages.0.trainer.save_merged_model=true"
     )
     assert "save_merged_model" not in fixed.err
+
+
+def test_a_lora_stage_goes_on_training_the_adapter_of_the_stage_before(cli, tmp_path):
+    stages = ("-c", str(REFERENCE), "hardware=a100", "+stages=[{stage_name: a}, {stage_name: b}]")
+    lora = ("+model.lora_configs=[{lora_rank: 8}]", "+stages.1.model.lora_configs=[{lora_rank: 16}]")
+    result = cli("config", "render", *stages, *lora)
+    assert result.code == 2
+    assert "model.lora_configs[0].lora_rank: stage 'b' goes on training stage 'a''s adapter, which has lora_rank=8" in (
+        result.err
+    )
+    assert "allowed: 8" in result.err
+    same = cli("config", "render", *stages, "+model.lora_configs=[{lora_rank: 8}]", "algorithm.kl_loss_fn=low_var_kl")
+    assert same.code == 0, same.err
+    assert "stage 'b' goes on training an adapter: its KL reference is the base model" in same.err  # a warning
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 32, "lora_alpha": 32}))
+    later = f"+stages.1.model.lora_configs=[{{path: {tmp_path}}}]"
+    path = cli("config", "render", *stages, "+model.lora_configs=[{}]", later)
+    assert path.code == 2
+    assert "model.lora_configs[0].path: stage 'b' starts from the previous stage's checkpoint" in path.err
+
+
+def test_a_pretrained_adapter_with_settings_trinity_does_not_apply_is_refused(cli, write, model, tmp_path):
+    folder = tmp_path / "adapter"
+    folder.mkdir()
+    saved = {"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"], "use_rslora": True, "rank_pattern": {}}
+    (folder / "adapter_config.json").write_text(json.dumps(saved))
+    result = validate(cli, write, model, f"+model.lora_configs=[{{path: {folder}}}]")
+    assert result.code == 2
+    assert f"model.lora_configs[0].path: the adapter at '{folder}' has use_rslora=True" in result.err
+    assert "rank_pattern" not in result.err  # empty: as a plain adapter has it
+
+
+def test_adapters_on_embeddings_or_the_output_head_are_refused_without_reading_the_model(cli, write, tmp_path):
+    result = validate(cli, write, tmp_path / "absent", "+model.lora_configs=[{target_modules: 'q_proj,lm_head'}]")
+    assert result.code == 2
+    assert "adapters on embeddings or the output head ('lm_head') are not supported" in result.err
+
+
+def test_a_lora_checkpoint_as_the_model_is_checked_against_its_base(cli, write, model, tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    (checkpoint / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": str(model), "r": 8}))
+    save_file(
+        {"x.q_proj.lora_A.weight": np.zeros((8, 8), dtype=np.float32)}, str(checkpoint / "adapter_model.safetensors")
+    )
+    assert validate(cli, write, checkpoint, "+model.lora_configs=[{target_modules: q_proj}]").code == 0
+    refused = validate(cli, write, checkpoint, "+model.lora_configs=[{target_modules: o_proj}]")
+    assert refused.code == 2 and "allowed: q_proj, up_proj, v_proj, or all-linear" in refused.err
+
+
+def test_fsdp1_is_refused_for_a_lora_run(cli, write, model):
+    result = validate(cli, write, model, "+model.lora_configs=[{}]", "trainer.trainer_strategy=fsdp")
+    assert result.code == 2
+    assert "trainer.trainer_strategy: 'fsdp' (FSDP1) gathers the whole model on every rank" in result.err
+    assert "allowed: fsdp2" in result.err

@@ -96,7 +96,60 @@ def test_a_lora_checkpoint_names_its_base_and_is_the_adapter(demo_assets, tmp_pa
 
 def test_a_pretrained_adapter_starts_the_run_from_the_models_own_folder(demo_assets, tmp_path, monkeypatch):
     (tmp_path / lora.ADAPTER_CONFIG).write_text(json.dumps({"r": 8, "lora_alpha": 16, "target_modules": ["q_proj"]}))
-    cfg = config(demo_assets, monkeypatch, f"model.lora_configs.0.path={tmp_path}")
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    lora_path = ("+model.lora_configs=[{lora_rank: 8}]", f"model.lora_configs.0.path={tmp_path}")
+    cfg = resolve(Request(None, ("hardware=cpu", "~stages", *lora_path))).config  # a path starts the first stage
     model = cfg.model.model_path
     assert lora.sources(model, cfg) == lora.Sources(model, str(tmp_path))
     assert (cfg.model.lora_configs[0].lora_alpha, cfg.model.lora_configs[0].target_modules) == (16, "q_proj")
+
+
+def test_the_adapters_names_are_peft_own(demo_assets):
+    from peft import get_peft_model_state_dict
+
+    wrapped = peft_model(str(demo_assets / "model"))
+    names = [o.name for o in lora.adapter_outputs(list(wrapped.state_dict()))]
+    assert sorted(names) == sorted(get_peft_model_state_dict(wrapped))
+
+
+def test_a_second_writer_of_an_adapter_folder_keeps_the_first_ones(tmp_path):
+    settings = {"target_modules": ["q_proj"], "r": 1}
+    lora.publish_adapter(tmp_path / "a1", {"m.q_proj.lora_A.weight": torch.ones(1, 2)}, settings)
+    lora.publish_adapter(tmp_path / "a1", {"m.q_proj.lora_A.weight": torch.zeros(1, 2)}, settings)
+    from safetensors.torch import load_file
+
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a1"]  # no draft left behind
+    assert load_file(str(tmp_path / "a1" / lora.ADAPTER_WEIGHTS))["m.q_proj.lora_A.weight"].sum() == 2
+
+
+def test_bench_names_checkpoints_its_engines_cannot_load(demo_assets, tmp_path, monkeypatch):
+    adapter_run = config(demo_assets, monkeypatch)
+    merged_run = config(demo_assets, monkeypatch, "synchronizer.lora_sync=merged")
+    (tmp_path / "model.safetensors").write_text("w")  # a full fine-tune's checkpoint
+    assert "it holds a full model, and these engines apply a LoRA adapter" in lora.mismatch(tmp_path, adapter_run)
+    assert lora.mismatch(tmp_path, merged_run) is None
+    (tmp_path / "model.safetensors").unlink()
+    (tmp_path / lora.ADAPTER_WEIGHTS).write_text("w")  # a LoRA checkpoint without merged/
+    assert lora.mismatch(tmp_path, adapter_run) is None
+    assert "a LoRA adapter without its merged model" in lora.mismatch(tmp_path, merged_run)
+    (tmp_path / lora.MERGED).mkdir()
+    (tmp_path / lora.MERGED / "model.safetensors").write_text("w")
+    assert lora.mismatch(tmp_path, merged_run) is None
+
+
+def test_a_fresh_adapter_is_peft_own_initialisation_in_float32(demo_assets, tmp_path, monkeypatch):
+    from safetensors.torch import load_file
+
+    settings = config(demo_assets, monkeypatch).model.lora_configs[0]
+    lora.initial_adapter(str(demo_assets / "model"), settings, tmp_path / "a", seed=0)
+    lora.initial_adapter(str(demo_assets / "model"), settings, tmp_path / "b", seed=0)
+    first, again = (load_file(str(tmp_path / f / lora.ADAPTER_WEIGHTS)) for f in ("a", "b"))
+    reference = peft_model(str(demo_assets / "model"), rank=8)
+    assert sorted(first) == sorted(adapter_tensors(reference))
+    for name, tensor in first.items():
+        assert tensor.dtype == torch.float32 and torch.equal(tensor, again[name])  # every rank builds the same
+        if ".lora_B." in name:
+            assert not tensor.any()
+        else:  # kaiming_uniform_(a=sqrt(5)): uniform within 1/sqrt(fan_in)
+            bound = 1 / tensor.shape[1] ** 0.5
+            assert tensor.abs().max() <= bound and tensor.abs().max() > 0.9 * bound

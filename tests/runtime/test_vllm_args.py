@@ -430,14 +430,14 @@ def test_accelerator_engines_set_no_core_binding(profile):
 @pytest.mark.parametrize("profile", ["a100", "ascend910b", "cpu"])
 def test_an_adapter_run_starts_vllm_with_one_lora_slot_at_the_rank_vllm_serves(profile):
     lora = "+model.lora_configs=[{lora_rank: 12, lora_dtype: bfloat16}]"
-    extra = ("explorer.rollout_model.engine_type=vllm", lora, "model.max_cpu_loras=3", "model.fully_sharded_loras=true")
+    extra = ("explorer.rollout_model.engine_type=vllm", lora, "model.max_cpu_loras=1", "model.fully_sharded_loras=true")
     config = resolve(Request(REFERENCE, (f"hardware={profile}", *extra))).config
     kwargs = vllm_args.engine_kwargs(config, "/models/m", vllm_args.topology(config, 0))
     assert {k: kwargs[k] for k in vllm_args.LORA_ARGS} == {
         "enable_lora": True,
         "max_lora_rank": 16,  # 12 rounded up to one of vLLM's ranks
         "max_loras": 1,
-        "max_cpu_loras": 3,
+        "max_cpu_loras": 1,
         "fully_sharded_loras": True,
         "lora_dtype": "bfloat16",
     }

@@ -5,6 +5,7 @@ memory loads into every worker of a TP engine, sleep and wake-up. tests/runtime/
 the engine on the real vLLM."""
 
 import asyncio
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -225,3 +226,28 @@ def test_a_follower_part_announces_the_node_address_ray_knows(monkeypatch):
         2345,
         1,
     )
+
+
+def test_every_adapter_load_takes_a_new_id_and_folder_which_requests_then_name(tmp_path, monkeypatch):
+    """vLLM caches an adapter by id: a re-sync of one weight version (resuming) must not reuse one. The last
+    adapter is removed from vLLM and its folder from the node."""
+    from tests.fakes_vllm import fake_lora_request
+    from trinity.runtime.rollout import vllm_worker
+
+    monkeypatch.setattr(VllmEngine, "_adapter_root", lambda self: tmp_path)
+    monkeypatch.setattr(vllm_worker, "lora_request", fake_lora_request)
+    tp = ("explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2")
+    e = started(config("a100", "+model.lora_configs=[{lora_rank: 8}]", *tp))
+    adapter = {"m.q_proj.lora_A.weight": torch.ones(8, 3), "m.q_proj.lora_B.weight": torch.zeros(3, 8)}
+    for version in (4, 4):  # the same version twice
+        assert asyncio.run(e.load_weights(adapter, version)) == version
+        asyncio.run(e.generate([1, 2], 1, Sampling(max_tokens=2)))
+    first, second = (e.llm.workers[0].model_runner.loras[i] for i in (0, 1))
+    assert (first.lora_int_id, second.lora_int_id) == (1, 2) and first.lora_path != second.lora_path
+    assert all([r.lora_int_id for r in w.model_runner.loras] == [1, 2] for w in e.llm.workers)  # every TP worker
+    assert e.llm.lora_request.lora_int_id == 2 and e.llm.lora_request.lora_path == second.lora_path
+    assert ("remove_lora", 1) in e.llm.calls
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a2"]
+    assert json.loads((tmp_path / "a2" / "adapter_config.json").read_text())["target_modules"] == ["q_proj"]
+    e.close()
+    assert not tmp_path.exists()  # close drops this node's adapters

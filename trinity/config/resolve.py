@@ -4,7 +4,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..errors import ConfigError, Issue
-from . import modes
+from . import lora, modes
 from .compose import Composed, Request, compose
 from .derive import derive
 from .interpolate import resolve_interpolations
@@ -94,7 +94,9 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
             issues += [in_stage(issue, label) for issue in found]
         except ConfigError as exc:
             errors += [in_stage(issue, label) for issue in exc.issues]
-    errors += _handoff_issues(stages, provenances)
+    handoffs = _handoff_issues(stages, provenances) + lora.handoff_issues(stages, provenances)
+    errors += [i for i in handoffs if i.severity == "error"]
+    issues += [i for i in handoffs if i.severity != "error"]
     if errors:
         raise ConfigError(errors + issues)
     return stages, provenances, issues
@@ -102,21 +104,9 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
 
 def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:
     """A stage that trains hands its last checkpoint to the next stage as its model: that checkpoint needs Hugging Face
-    weights, and a merged model when an adapter's stage hands over to full fine-tuning."""
+    weights."""
     issues = []
-    for index, ((name, config), (_, after), provenance) in enumerate(zip(stages, stages[1:], provenances)):
-        if config.model.lora_configs and not after.model.lora_configs and not config.trainer.save_merged_model:
-            issues.append(
-                Issue(
-                    f"stage '{name}' trains a LoRA adapter and the next stage trains every weight: it starts from "
-                    "a full model, which the adapter's checkpoint holds only with trainer.save_merged_model",
-                    key="trainer.save_merged_model",
-                    source=provenance.where(("model", "lora_configs")),
-                    allowed="true",
-                    hint=f"set stages.{index}.trainer.save_merged_model: true, or give stage {index + 1} "
-                    "model.lora_configs too",
-                )
-            )
+    for (name, config), provenance in list(zip(stages, provenances))[:-1]:
         if modes.mode(config.mode).trains and config.trainer.save_hf_checkpoint == "never":
             key = "trainer.save_hf_checkpoint"
             message = (

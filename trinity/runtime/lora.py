@@ -13,22 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..config.lora import adapter_of, moves_adapter
 from ..config.schema import LoRAConfig, RunConfig
 from ..config.schema.model import ALL_LINEAR, module_names
 
 ADAPTER_CONFIG, ADAPTER_WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
 MERGED = "merged"  # the checkpoint's sub-folder holding base + adapter as a plain model
 PEFT_PREFIX = "base_model.model."
-
-
-def adapter_of(config: RunConfig) -> LoRAConfig | None:
-    """The run's LoRA adapter settings (None: every weight trains)."""
-    return config.model.lora_configs[0] if config.model.lora_configs else None
-
-
-def moves_adapter(config: RunConfig) -> bool:
-    """Whether the engines apply the adapter themselves, so syncs and checkpoints hand them adapter tensors."""
-    return adapter_of(config) is not None and config.synchronizer.lora_sync == "adapter"
+__all__ = ["adapter_of", "moves_adapter"]  # the config layer's, re-exported for the runtime
 
 
 @dataclass(frozen=True)
@@ -52,6 +44,19 @@ def sources(path: str, config: RunConfig) -> Sources:
     return Sources(json.loads((folder / ADAPTER_CONFIG).read_text())["base_model_name_or_path"], path)
 
 
+def engine_start(path: str, config: RunConfig) -> tuple[str, bool]:
+    """What the engines load to run the model at `path`, and whether they must then wait for the trainer's first
+    sync: engines holding merged weights (lora_sync: merged) take a merged model, never an adapter, so one with no
+    merged model beside it starts them on the base."""
+    start = sources(path, config)
+    if moves_adapter(config) or start.adapter is None:
+        return path, False
+    merged = Path(start.adapter) / MERGED
+    if (merged / "model.safetensors").is_file():
+        return str(merged), False
+    return start.base, True
+
+
 def engine_file(folder: Path, config: RunConfig) -> Path | None:
     """The file of a checkpoint's weights that the engines load (None: the checkpoint has none for them)."""
     if moves_adapter(config):
@@ -61,6 +66,20 @@ def engine_file(folder: Path, config: RunConfig) -> Path | None:
     else:
         found = folder / "model.safetensors"
     return found if found.is_file() else None
+
+
+def mismatch(folder: Path, config: RunConfig) -> str | None:
+    """Why the engines of `config` cannot load a checkpoint that has Hugging Face weights of another kind (None: they
+    can, or it has none)."""
+    adapter, full = (folder / ADAPTER_WEIGHTS).is_file(), (folder / "model.safetensors").is_file()
+    if moves_adapter(config) and full and not adapter:
+        return "it holds a full model, and these engines apply a LoRA adapter (synchronizer.lora_sync: adapter)"
+    if not moves_adapter(config) and adapter and not (folder / MERGED / "model.safetensors").is_file():
+        return (
+            "it holds a LoRA adapter without its merged model (trainer.save_merged_model), and these engines run a "
+            "plain model"
+        )
+    return None
 
 
 def peft_config(lora: LoRAConfig, base: str) -> dict:
@@ -146,6 +165,34 @@ def combine(tensors: list[Any], factor: float) -> Any:
     return (base.float() + factor * (b.float() @ a.float())).to(base.dtype)
 
 
+def initial_adapter(base: str, lora: LoRAConfig, folder: Path, seed: int, trust_remote_code: bool = False) -> None:
+    """A fresh adapter for the model at `base` as peft initialises one (A Kaiming-uniform, B zero), in float32,
+    written as a PEFT folder. verl casts an adapter it creates to the base's dtype, where Adam's small steps round
+    away in bfloat16; one it loads keeps float32. The model is built on the meta device (no weights), and the same
+    seed gives every trainer rank the same adapter."""
+    import math
+
+    import torch
+    from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
+    from transformers import AutoConfig, AutoModelForCausalLM
+
+    settings = peft_config(lora, base)
+    with torch.device("meta"):
+        shape = AutoConfig.from_pretrained(base, trust_remote_code=trust_remote_code)
+        model = AutoModelForCausalLM.from_config(shape, trust_remote_code=trust_remote_code)
+        shapes = {
+            k: t.shape for k, t in get_peft_model_state_dict(get_peft_model(model, LoraConfig(**settings))).items()
+        }
+    generator = torch.Generator().manual_seed(seed)
+    weights = {
+        name: torch.zeros(size)
+        if ".lora_B." in name
+        else (torch.rand(size, generator=generator) * 2 - 1) / math.sqrt(size[1])  # kaiming_uniform_(a=sqrt(5))
+        for name, size in shapes.items()
+    }
+    write_adapter(folder, weights, settings)
+
+
 def write_adapter(folder: Path, weights: dict, settings: dict) -> None:
     """adapter_config.json (`settings`, as peft_config gives them) and adapter_model.safetensors in `folder`; the
     caller makes it atomic. all-linear is written as the modules the adapter holds, as peft itself saves it."""
@@ -162,10 +209,10 @@ def write_adapter(folder: Path, weights: dict, settings: dict) -> None:
 def publish_adapter(folder: Path, weights: dict, settings: dict) -> None:
     """`write_adapter` into a fresh folder, renamed into place whole; a folder already there (another worker of the
     node wrote the same version) is kept."""
-    import os
     import shutil
+    import tempfile
 
-    draft = folder.with_name(f"{folder.name}.draft{os.getpid()}")
+    draft = Path(tempfile.mkdtemp(prefix=f"{folder.name}.draft", dir=folder.parent))  # one per writer
     write_adapter(draft, weights, settings)
     try:
         draft.rename(folder)

@@ -127,9 +127,22 @@ class RunDir:
         return replace(checkpoint, path=target)
 
     def _prune(self, keep: int | None) -> None:
-        if keep:
-            for old in self.complete_checkpoints()[:-keep]:
+        if not keep:
+            return
+        checkpoints = self.complete_checkpoints()
+        # a LoRA checkpoint names the full model it adapts, which may be an earlier stage's checkpoint: kept with it
+        bases = {_adapter_base(c.path) for c in checkpoints[-keep:]}
+        for old in checkpoints[:-keep]:
+            if old.path.resolve() not in bases:
                 shutil.rmtree(old.path, ignore_errors=True)
+
+
+def _adapter_base(folder: Path) -> Path | None:
+    """The base model a LoRA checkpoint's adapter names (None: not a LoRA checkpoint)."""
+    try:
+        return Path(json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]).resolve()
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def config_hash(data: dict) -> str:

@@ -15,6 +15,7 @@ from typing import Any
 from ..config.algorithms import needs_rollout
 from ..config.modes import mode
 from ..config.schema import RunConfig
+from ..errors import ConfigError, Issue
 from . import lora
 from .calls import Calls, RayCalls, RoleFailed
 from .metrics import MetricsLog
@@ -96,8 +97,10 @@ class Stage:
         self.synchronizer = handles.one("synchronizer")
         resume = self.start.resume
         hf = bool(resume) and lora.engine_file(resume.path, self.config) is not None
-        weights = str(resume.path) if hf else self.start.model_path
-        self.engines_behind = bool(resume) and not hf  # they load the stage's model; the trainer resumes its own state
+        weights, behind = lora.engine_start(str(resume.path) if hf else self.start.model_path, self.config)
+        # they load the stage's model (or, holding merged weights, the base of an adapter) while the trainer resumes
+        # its own state: the trainer's weights reach them by a sync before their first step
+        self.engines_behind = behind or (bool(resume) and not hf)
         version = self.start.offset + self.start.done
         if self.buffer:
             self.data_size = self._setup_buffer(resume)
@@ -248,7 +251,20 @@ class Stage:
 
     def _bench(self) -> None:
         """Evaluate every complete checkpoint of this run (or the model itself when there is none)."""
-        files = [(c, lora.engine_file(c.path, self.config)) for c in self.run_dir.complete_checkpoints()]
+        saved = self.run_dir.complete_checkpoints()
+        refused = [f"{c.path.name}: {why}" for c in saved if (why := lora.mismatch(c.path, self.config))]
+        if refused:
+            raise ConfigError(
+                [
+                    Issue(
+                        f"bench cannot evaluate {len(refused)} checkpoint(s) of this run: {'; '.join(refused)}",
+                        key="synchronizer.lora_sync",
+                        source="the run config",
+                        hint="bench with the model.lora_configs and synchronizer.lora_sync the run trained with",
+                    )
+                ]
+            )
+        files = [(c, lora.engine_file(c.path, self.config)) for c in saved]
         checkpoints = [(c, f) for c, f in files if f is not None]
         if not checkpoints:
             self._evaluate(0)

@@ -9,7 +9,24 @@ from ..schema.model import ALL_LINEAR, module_names
 from ._context import Context
 
 LORAS, ROLLOUT = "model.lora_configs", "explorer.rollout_model"
-FROM_ADAPTER = {"lora_rank": "r", "lora_alpha": "lora_alpha", "target_modules": "target_modules"}
+FROM_ADAPTER = {
+    "lora_rank": "r",
+    "lora_alpha": "lora_alpha",
+    "target_modules": "target_modules",
+    "exclude_modules": "exclude_modules",
+}
+# PEFT settings an adapter may carry that trinity's merge, sync and engines do not apply: refused unless as here
+PLAIN_ADAPTER = {
+    "use_rslora": False,
+    "use_dora": False,
+    "bias": "none",
+    "rank_pattern": {},
+    "alpha_pattern": {},
+    "modules_to_save": None,
+    "layers_to_transform": None,
+    "fan_in_fan_out": False,
+}
+HEADS = ("lm_head", "embed")  # adapters on embeddings and output heads: peft names them otherwise
 # what an engine's entry may honour (EngineEntry.lora_args): the key, and the value that asks nothing of the engine
 ENGINE_KEYS = {
     "max_cpu_loras": ("model.max_cpu_loras", None),
@@ -52,6 +69,25 @@ def _from_adapter(ctx: Context, first: str) -> None:
             hint="paths are relative to the directory trinity runs in",
         )
         return
+    for setting, plain in PLAIN_ADAPTER.items():
+        value = saved.get(setting)
+        if not (value is None or value == plain or not value):  # unset, as plain, or empty
+            ctx.report(
+                "error",
+                key,
+                f"the adapter at {str(folder)!r} has {setting}={saved[setting]!r}, which trinity's merge, sync and "
+                "engines do not apply",
+                allowed=f"{setting}: {plain!r} (a plain LoRA adapter)",
+                hint="train a plain adapter, or merge this one into the model and set model.model_path to it",
+            )
+    if ctx.get("algorithm.kl_loss_fn") not in (None, "none"):
+        ctx.report(
+            "warning",
+            "algorithm.kl_loss_fn",
+            f"the run goes on training the adapter at {str(folder)!r}: its KL reference is the base model (the "
+            "adapter switched off), not the adapter the run starts from",
+            hint="set kl_loss_fn: none to train without it",
+        )
     for ours, theirs in FROM_ADAPTER.items():
         value = saved.get(theirs)
         if isinstance(value, list):
@@ -80,7 +116,18 @@ def lora_modules(ctx: Context) -> None:
     model folder is on this machine)."""
     if not ctx.get(LORAS):
         return
-    modules = model_modules.read(Path(ctx.get("model.model_path")))
+    targets = f"{LORAS}[0].target_modules"
+    heads = [n for n in module_names(ctx.get(targets)) if n.startswith(HEADS)]
+    if heads:
+        ctx.report(
+            "error",
+            targets,
+            f"adapters on embeddings or the output head ({', '.join(map(repr, heads))}) are not supported: trinity "
+            "syncs and merges adapters of linear layers",
+            allowed="the decoder layers' linear modules, or all-linear (which leaves the output head out)",
+            hint=f"remove {', '.join(heads)} from target_modules",
+        )
+    modules = model_modules.read(_weights_folder(Path(ctx.get("model.model_path"))))
     if modules is None:
         return  # not a local folder of safetensors: `trinity run` stops at the model path, or peft names the module
     for field, pool, what in (
@@ -100,6 +147,14 @@ def lora_modules(ctx: Context) -> None:
             )
 
 
+def _weights_folder(folder: Path) -> Path:
+    """Where the model's weights are: the folder, or for a LoRA checkpoint (an adapter folder) its base model's."""
+    try:
+        return Path(json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return folder
+
+
 def lora_engine(ctx: Context) -> None:
     """Each engine takes only the LoRA settings it honours; an adapter's rank fits what the engine serves."""
     kind = ctx.get(f"{ROLLOUT}.engine_type")
@@ -109,8 +164,26 @@ def lora_engine(ctx: Context) -> None:
     why = "the run trains no LoRA adapter" if not lora else None
     why = why or ("synchronizer.lora_sync is 'merged' (the engines hold plain weights)" if not adapter else None)
     why = why or f"the {entry.label} engine does not take it"
-    if not lora and ctx.user_set("synchronizer.lora_sync"):
-        ctx.report("error", "synchronizer.lora_sync", f"is set, but {why}", allowed="unset", hint="remove it")
+    for key in ("synchronizer.lora_sync", "trainer.save_merged_model"):
+        if not lora and ctx.user_set(key) and ctx.get(key) is not False:
+            ctx.report("error", key, f"is set, but {why}", allowed="unset", hint="remove it")
+    if lora and (ctx.get("model.max_cpu_loras") or 1) > 1:
+        ctx.report(
+            "error",
+            "model.max_cpu_loras",
+            f"{ctx.get('model.max_cpu_loras')}: the engines serve one adapter, the current weight version's, and drop "
+            "the last one at each sync; more host slots would hold nothing",
+            allowed="1, or unset",
+            hint="remove model.max_cpu_loras",
+        )
+    if lora and ctx.get("trainer.trainer_strategy") == "fsdp":
+        ctx.report(
+            "error",
+            "trainer.trainer_strategy",
+            "'fsdp' (FSDP1) gathers the whole model on every rank for each sync of a LoRA adapter",
+            allowed="fsdp2",
+            hint="set trainer.trainer_strategy: fsdp2",
+        )
     for arg, (key, neutral) in ENGINE_KEYS.items():
         if (lora or not key.startswith(LORAS)) and ctx.get(key) != neutral and arg not in honoured:
             takers = [e.name for e in engines.ENGINES.values() if arg in e.lora_args]

@@ -11,6 +11,7 @@ from typing import NamedTuple
 
 from .. import engines, modes
 from ..algorithms import ALGORITHMS
+from ..lora import adapter_of, moves_adapter
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .estimate import DEVICE_RUNTIME, GIB, Estimate, Item
@@ -92,17 +93,15 @@ def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> Trainer
 
 def trained_adapter(config: RunConfig) -> Adapter | None:
     """The LoRA adapter the actor trains (model.lora_configs[0]), None when every weight trains."""
-    if not config.model.lora_configs:
-        return None
-    lora = config.model.lora_configs[0]
-    return adapter(lora.lora_rank, lora.target_modules, lora.exclude_modules)
+    lora = adapter_of(config)
+    return adapter(lora.lora_rank, lora.target_modules, lora.exclude_modules) if lora else None
 
 
 def engine_slot(config: RunConfig, engine: InferenceModelConfig) -> LoRASlot | None:
     """The adapter slot an engine keeps: only where it applies the adapter itself (synchronizer.lora_sync: adapter)."""
-    if not config.model.lora_configs or config.synchronizer.lora_sync != "adapter":
+    if not moves_adapter(config):
         return None  # merged: the engines hold plain full weights
-    lora = config.model.lora_configs[0]
+    lora = adapter_of(config)
     rank = engines.engine(engine.engine_type).adapter_rank(lora.lora_rank)  # vLLM's max_lora_rank
     dtype = engine.dtype if lora.lora_dtype == "auto" else lora.lora_dtype
     return LoRASlot(rank, dtype, config.model.fully_sharded_loras)

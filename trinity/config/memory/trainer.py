@@ -39,15 +39,16 @@ times the micro-batch size. verl has no default micro-batch size (it refuses to 
 Trinity-RFT's verl config fills `ppo_micro_batch_size_per_gpu: 1`, and so do we.
 
 LoRA (model.lora_configs; lora.py counts the adapter's Pa parameters): verl loads the frozen base in
-trainer.param_dtype (B bytes, `model_dtype`: runtime/verl/config.py) and its peft path casts the adapter to the
-same dtype (FSDP shards one dtype per group), so the adapter's gradients and AdamW moments are in B bytes too.
-FSDP2 shards each parameter on its own and allocates gradients only for those that require one.
+trainer.param_dtype (B bytes, `model_dtype`: runtime/verl/config.py) and the adapter trinity initialises in fp32
+(runtime/lora.py initial_adapter: in B = bf16, Adam's small steps would round away), so the adapter's gradients
+and AdamW moments are fp32 too. FSDP2 shards each parameter on its own, requires one dtype only among the
+trainable ones, and allocates gradients only for those that require one.
 Held throughout, per device:
     frozen base weights   B x P/N   no gradients, no optimizer state
-    adapter weights       B x Pa/N
-    AdamW m and v         2B x Pa/N
+    adapter weights       4 x Pa/N
+    AdamW m and v         8 x Pa/N
 During the actor's update:
-    adapter gradients     B x Pa/N
+    adapter gradients     4 x Pa/N
     FSDP working set      B x (root + two layers, base and adapter) for the weights, B x (their adapter) for
                           the gradients
     activations           as above, less what the frozen weights need no gradient for, plus what the adapter
@@ -119,7 +120,7 @@ def _kept(setup: TrainerSetup) -> tuple[int, int]:
     if setup.lora is None:
         return 4 * (actor + critic) // n, 8 * (actor + critic) // n
     b, pa = param_bytes(setup), adapter_params(setup.actor, setup.lora)
-    return b * (actor + pa) // n + 4 * critic // n, 2 * b * pa // n + 8 * critic // n
+    return (b * actor + 4 * pa) // n + 4 * critic // n, 8 * pa // n + 8 * critic // n
 
 
 def body(shape: ModelShape) -> ModelShape:
@@ -165,8 +166,8 @@ def _lora_states(setup: TrainerSetup) -> list[Item]:
     pa = adapter_params(shape, setup.lora)
     return [
         Item(f"frozen base weights ({dtype}, 1/{n} shard; no gradients, no Adam moments)", b * shape.params // n),
-        Item(f"LoRA adapter weights (rank {rank}, {pa / 1e6:.1f} M parameters, {dtype}, 1/{n} shard)", b * pa // n),
-        Item(f"LoRA adapter AdamW moments ({dtype}, 1/{n} shard)", 2 * b * pa // n),
+        Item(f"LoRA adapter weights (rank {rank}, {pa / 1e6:.1f} M parameters, fp32, 1/{n} shard)", 4 * pa // n),
+        Item(f"LoRA adapter AdamW moments (fp32, 1/{n} shard)", 8 * pa // n),
     ]
 
 
@@ -201,7 +202,7 @@ def _lora_update(setup: TrainerSetup, phase: str) -> list[Item]:
     n, b, shape, lora = setup.devices, param_bytes(setup), setup.actor, setup.lora
     adapter = _unit_adapter_params(shape, lora)
     return [
-        Item(f"LoRA adapter gradients ({_short(setup)}, 1/{n} shard)", b * adapter_params(shape, lora) // n, phase),
+        Item(f"LoRA adapter gradients (fp32, 1/{n} shard)", 4 * adapter_params(shape, lora) // n, phase),
         Item(
             f"FSDP working set ({_short(setup)} weights of embeddings + 2 layers; adapter grads)",
             b * (_unit_params(shape) + 2 * adapter),

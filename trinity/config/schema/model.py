@@ -18,7 +18,7 @@ def module_names(text: str | None) -> list[str]:
 class LoRAConfig(Section):
     """One LoRA adapter: trained by the trainer (verl's peft path), applied by the rollout engines."""
 
-    name: str | None = Field(None, description="The adapter's name in the engines and checkpoints; derived 'default'.")
+    name: str | None = Field(None, description="The adapter's name in vLLM's requests; derived 'default'.")
     path: str | None = Field(
         None,
         description="A PEFT adapter folder (adapter_config.json) to go on training; its rank, alpha and modules "
@@ -79,7 +79,7 @@ class ModelConfig(Section):
         None, description="Train a LoRA adapter instead of every weight: one entry (trinity trains one adapter)."
     )
     max_cpu_loras: PositiveInt | None = Field(
-        None, description="vLLM: adapters kept in host memory (weight versions to swap between); derived 1."
+        None, description="vLLM: adapters kept in host memory; 1 (vLLM's default): the engines serve one adapter."
     )
     fully_sharded_loras: bool = Field(
         False, description="vLLM: shard the adapter's computation across tensor-parallel ranks too."

@@ -55,24 +55,23 @@ class TransformersEngine(RolloutEngine):
             torch.accelerator.empty_cache()  # hand the freed blocks back to the device, not just to torch's cache
 
     def _adapted(self, model: Any, adapter: str | None) -> Any:
-        """With LoRA: the model with the adapter applied on the fly (adapter syncs), or merged into its weights."""
-        settings = lora.adapter_of(self.config)
-        if settings is None:
-            return model
+        """With LoRA applied by the engines: the model under a peft adapter (the checkpoint's, or a fresh one, zero in
+        B like the trainer's, until the first sync), in lora_dtype (auto: the model's)."""
+        if not lora.moves_adapter(self.config):
+            return model  # merged weights: the stage hands this engine a plain model (lora.engine_start)
         import torch
         from peft import LoraConfig, PeftModel, get_peft_model
 
-        if not lora.moves_adapter(self.config):
-            return PeftModel.from_pretrained(model, adapter).merge_and_unload() if adapter else model
+        settings = lora.adapter_of(self.config)
         if adapter:
             model = PeftModel.from_pretrained(model, adapter)
-        else:  # the trainer's initial adapter is zero in B: this one applies nothing until the first sync
+        else:
             model = get_peft_model(model, LoraConfig(**lora.peft_config(settings, model.name_or_path)))
-        if settings.lora_dtype != "auto":
-            dtype = getattr(torch, settings.lora_dtype)
-            for name, param in model.named_parameters():
-                if lora.is_adapter_key(name):
-                    param.data = param.data.to(dtype)
+        wanted = self.config.explorer.rollout_model.dtype if settings.lora_dtype == "auto" else settings.lora_dtype
+        dtype = getattr(torch, wanted)
+        for name, param in model.named_parameters():
+            if lora.is_adapter_key(name):
+                param.data = param.data.to(dtype)
         return model
 
     def _params(self) -> dict[str, Any]:

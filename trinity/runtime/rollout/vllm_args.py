@@ -71,8 +71,10 @@ LAYOUT_ARGS = (
 )
 # set by trinity only when the engines apply a LoRA adapter
 LORA_ARGS = ("enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras", "fully_sharded_loras", "lora_dtype")
+# vLLM's own LoRA settings trinity leaves at vLLM's defaults: set beside an adapter they would change what it applies
+LORA_KEPT = ("lora_target_modules", "default_mm_loras", "max_lora_cls_labels")
 # Set by trinity only when the config asks: never an extra_engine_args name either.
-OPTIONAL_ARGS = (*LAYOUT_ARGS, *LORA_ARGS, "kv_cache_memory_bytes")
+OPTIONAL_ARGS = (*LAYOUT_ARGS, *LORA_ARGS, *LORA_KEPT, "kv_cache_memory_bytes")
 MIB = 2**20
 
 

@@ -41,6 +41,7 @@ class VllmEngine(RolloutEngine):
         self._turn = asyncio.Condition()
         self.adapter: Any = None  # the LoRARequest of the weight version's adapter (LoRA runs, after the first sync)
         self.base = ""
+        self._adapters = 0  # ids handed out: vLLM caches an adapter by id, so every load takes a new one
 
     # --- starting -----------------------------------------------------------------------------------
 
@@ -52,7 +53,7 @@ class VllmEngine(RolloutEngine):
         start = lora.sources(model_path, self.config)
         self.base, base = start.base, start.base
         if start.adapter and lora.moves_adapter(self.config):
-            self.adapter = self._request_for(version, start.adapter)
+            self.adapter = self._request_for(self._next_adapter_id(), start.adapter)
         started = time.perf_counter()
         if topo.parts == 1:
             self.llm = self._start_engine(engine_kwargs(self.config, base, topo))
@@ -158,35 +159,45 @@ class VllmEngine(RolloutEngine):
             self.version = version
             return version
         await self._awake()
-        slot = self._adapter_slot(version) if lora.moves_adapter(self.config) else None
+        slot = self._adapter_slot() if lora.moves_adapter(self.config) else None
         async with self._exclusive():
             timeout = self.config.synchronizer.sync_timeout
             await self.llm.collective_rpc(method, timeout=timeout, args=(payload,) if slot is None else (payload, slot))
             if slot is not None:  # the trainer's tensors were this version's adapter; the last one's is dropped
-                previous, self.adapter = self.adapter, self._request_for(version, slot["folder"])
-                if previous is not None and previous.lora_int_id != self.adapter.lora_int_id:
+                previous, self.adapter = self.adapter, self._request_for(slot["id"], slot["folder"])
+                if previous is not None:
                     await self.llm.remove_lora(previous.lora_int_id)
             await self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
             self.version = version
         return version
 
-    def _adapter_slot(self, version: int) -> dict:
-        """Where the workers put weight version `version`'s adapter, and what they register it as (plain data)."""
+    def _adapter_slot(self) -> dict:
+        """Where the workers put the next adapter, and the id they register it under (plain data, for collective_rpc).
+
+        A new id and folder each time, never a weight version's: a re-sync of the same version (resuming) under an
+        id vLLM has cached would serve the cached adapter."""
+        adapter_id = self._next_adapter_id()
+        return {
+            "name": lora.adapter_of(self.config).name,
+            "id": adapter_id,
+            "folder": str(self._adapter_root() / f"a{adapter_id}"),
+            "config": lora.peft_config(lora.adapter_of(self.config), self.base),
+        }
+
+    def _next_adapter_id(self) -> int:
+        self._adapters += 1  # vLLM's adapter ids start at 1
+        return self._adapters
+
+    def _adapter_root(self) -> Path:
+        """This engine's folder for its adapters on each of its workers' nodes, unique to this launch."""
         import ray
 
         engine = self.name.rsplit(".part", 1)[0]
-        root = Path(tempfile.gettempdir()) / "trinity-lora" / ray.get_runtime_context().get_job_id() / engine
-        settings = lora.adapter_of(self.config)
-        return {
-            "name": settings.name,
-            "id": version + 1,  # vLLM's adapter ids start at 1
-            "folder": str(root / f"v{version}"),
-            "config": lora.peft_config(settings, self.base),
-        }
+        return Path(tempfile.gettempdir()) / "trinity-lora" / ray.get_runtime_context().get_job_id() / engine
 
-    def _request_for(self, version: int, folder: str) -> Any:
-        """The LoRARequest naming the adapter of weight version `version` in `folder`."""
-        return self.vllm.LoRARequest(lora.adapter_of(self.config).name, version + 1, folder)
+    def _request_for(self, adapter_id: int, folder: str) -> Any:
+        """The LoRARequest naming the adapter registered as `adapter_id` from `folder`."""
+        return self.vllm.LoRARequest(lora.adapter_of(self.config).name, adapter_id, folder)
 
     # --- sharing the devices with the trainer (colocate) ------------------------------------------------------
 
@@ -214,11 +225,15 @@ class VllmEngine(RolloutEngine):
                 self.asleep = False
 
     def close(self) -> None:
-        """Stop vLLM's engine and worker processes (before Ray kills this actor)."""
+        """Stop vLLM's engine and worker processes (before Ray kills this actor), and drop this node's adapters."""
         for part in (self.llm, self.workers):
             if part is not None:
                 part.shutdown()
         self.llm = self.workers = None
+        if self._adapters:
+            import shutil
+
+            shutil.rmtree(self._adapter_root(), ignore_errors=True)
 
     # --- requests and updates never overlap -------------------------------------------------------------
 

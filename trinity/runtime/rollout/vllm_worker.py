@@ -81,14 +81,12 @@ class WeightSyncWorker:
         import shutil
         from pathlib import Path
 
-        from vllm.lora.request import LoRARequest
-
         from ..lora import publish_adapter
 
         folder = Path(adapter["folder"])
         folder.parent.mkdir(parents=True, exist_ok=True)
         publish_adapter(folder, weights, adapter["config"])
-        self.model_runner.add_lora(LoRARequest(adapter["name"], adapter["id"], str(folder)))
+        self.model_runner.add_lora(lora_request(adapter["name"], adapter["id"], str(folder)))
         for old in folder.parent.iterdir():
             if old != folder and not old.name.startswith(f"{folder.name}.draft"):
                 shutil.rmtree(old, ignore_errors=True)
@@ -148,3 +146,10 @@ class _Received:
         self.ready.clear()
         while self.count < len(self.specs) and not self.broken:
             self._next()
+
+
+def lora_request(name: str, adapter_id: int, path: str) -> Any:
+    """vLLM's LoRARequest for an adapter folder (vLLM imported here, in its worker process)."""
+    from vllm.lora.request import LoRARequest
+
+    return LoRARequest(name, adapter_id, path)

@@ -7,6 +7,7 @@ every rank (an FSDP collective); rank 0 writes or sends them.
 """
 
 import os
+import tempfile
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -44,6 +45,7 @@ class TrainerRank(Role):
         self.worker = self.ref = self.buffer = self.sync_group = None
         self.companions: dict[str, bytes] = {}
         self.lora, self.base = lora.adapter_of(config), ""
+        self._forwarded = False  # whether the actor has run a forward pass with its adapter on
 
     def rendezvous(self) -> tuple[str, int]:
         """Address and a free port on this node for the trainer's process group (asked of rank 0)."""
@@ -80,10 +82,12 @@ class TrainerRank(Role):
         from ..verl.config import build
 
         start = lora.sources(model_path, self.config)
-        section = build(self.config, start.base, total_steps, start.adapter)
-        self.log.info("verl actor config: %s", dict(section.actor))
-        self.worker = ActorRolloutRefWorker(section, role="actor")
-        self.worker.init_model()
+        with tempfile.TemporaryDirectory(prefix="trinity-adapter-") as fresh:
+            adapter = start.adapter or self._initial_adapter(start.base, Path(fresh))
+            section = build(self.config, start.base, total_steps, adapter)
+            self.log.info("verl actor config: %s", dict(section.actor))
+            self.worker = ActorRolloutRefWorker(section, role="actor")
+            self.worker.init_model()
         if section.actor.use_kl_loss and self.lora is None:  # a LoRA actor is its own reference, adapter disabled
             self.ref = ActorRolloutRefWorker(section, role="ref")
             self.ref.init_model()
@@ -95,6 +99,14 @@ class TrainerRank(Role):
             self.worker.load_checkpoint(str(Path(resume) / "trainer_state"))
         self.buffer, self.companions, self.base = buffer, companion_files(Path(start.base)), start.base
         return {"rank": self.rank, "seconds": time.perf_counter() - started}
+
+    def _initial_adapter(self, base: str, folder: Path) -> str | None:
+        """A fresh float32 adapter for verl to load (None without LoRA): lora.initial_adapter says why."""
+        if self.lora is None:
+            return None
+        seed, remote = self.config.explorer.rollout_model.seed, self.config.model.trust_remote_code
+        lora.initial_adapter(base, self.lora, folder, seed, remote)
+        return str(folder)
 
     def train_step(self, step: int) -> dict | None:
         """One update on `train_batch_size` experiences; rank 0 returns loss, grad_norm, lr and the update's seconds."""
@@ -163,7 +175,12 @@ class TrainerRank(Role):
         if self.ref is not None:
             tensors["ref_log_prob"] = self._logprobs(self.ref.compute_ref_log_prob, tensors)
         elif self.worker.config.actor.use_kl_loss:  # LoRA: the base model is the adapter switched off
+            if not self._forwarded:
+                # FSDP2 sets each group's dtypes at its first forward from the parameters that train then: with the
+                # adapter off there are none, and a bf16 base would make the fp32 adapter's gradients bf16
+                self._logprobs(self.worker.compute_log_prob, tensors)
             tensors["ref_log_prob"] = self._logprobs(self.worker.compute_log_prob, tensors, no_lora_adapter=True)
+        self._forwarded = True
         extra = {}
         if not self.config.algorithm.bypass_old_logprobs:  # the old policy is the trainer's numerics, not the engine's
             recomputed = self._logprobs(self.worker.compute_log_prob, tensors)
@@ -234,32 +251,29 @@ class TrainerRank(Role):
             yield name, tensor
 
     def _lora_tensors(self, kind: str) -> Iterator[tuple[str, Any]]:
-        """The adapter's matrices (PEFT's names), or the plain model with the adapter merged (Hugging Face names)."""
+        """The adapter's matrices (PEFT's names), or the plain model with the adapter merged (Hugging Face names).
+
+        Each shard is gathered on its own, on the device (where verl offloads parameters, from the host): a sync of
+        the adapter never brings the base onto the device."""
         from torch.distributed.tensor import DTensor
-        from verl.utils.fsdp_utils import load_fsdp_model_to_gpu, offload_fsdp_model_to_cpu
+        from verl.utils.device import get_device_id
         from verl.utils.model import convert_weight_keys
 
-        engine = self.worker.actor.engine
-        module = engine.module
-        offloaded = engine._is_offload_param  # verl's flag: parameters live on the host between steps
-        if offloaded:
-            load_fsdp_model_to_gpu(module)
-        try:
-            state = module.state_dict()
-            keys = list(state)
-            outputs = lora.adapter_outputs(keys) if kind == "adapter" else lora.merged_outputs(keys)
-            if kind == "merged":  # the model's own checkpoint names, where transformers maps them
-                renamed = convert_weight_keys(
-                    {o.name: o for o in outputs}, getattr(module, "_fsdp_wrapped_module", module)
-                )
-                outputs = [lora.Output(name, o.keys) for name, o in renamed.items()]
-            factor = lora.scale(self.lora)
-            for output in outputs:
-                parts = [state[k].full_tensor() if isinstance(state[k], DTensor) else state[k] for k in output.keys]
-                yield output.name, lora.combine(parts, factor)
-        finally:
-            if offloaded:
-                offload_fsdp_model_to_cpu(module)
+        module, device = self.worker.actor.engine.module, get_device_id()
+        state = module.state_dict()
+        keys = list(state)
+        outputs = lora.adapter_outputs(keys) if kind == "adapter" else lora.merged_outputs(keys)
+        if kind == "merged":  # the model's own checkpoint names, where transformers maps them
+            model = getattr(module, "_fsdp_wrapped_module", module)
+            outputs = [
+                lora.Output(n, o.keys) for n, o in convert_weight_keys({o.name: o for o in outputs}, model).items()
+            ]
+        factor = lora.scale(self.lora)
+        for output in outputs:
+            parts = [
+                state[k].to(device).full_tensor() if isinstance(state[k], DTensor) else state[k] for k in output.keys
+            ]
+            yield output.name, lora.combine(parts, factor)
 
     def _rollout_dtype(self) -> Any:
         import torch
