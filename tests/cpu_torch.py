@@ -19,10 +19,20 @@ import torch, transformers
 transformers.logging.set_verbosity_error()
 
 
-def build(config, dtype):
+def build(config, dtype, lora=None):
     hf = transformers.AutoConfig.for_model(**config)
     hf._attn_implementation = "sdpa"
-    return transformers.AutoModelForCausalLM.from_config(hf, dtype=dtype)
+    model = transformers.AutoModelForCausalLM.from_config(hf, dtype=dtype)
+    if lora is None:
+        return model
+    import peft  # wrapped as verl's peft path wraps it
+
+    model.enable_input_require_grads()
+    wrapped = peft.get_peft_model(model, peft.LoraConfig(task_type="CAUSAL_LM", bias="none", **lora))
+    for p in wrapped.parameters():  # FSDP2's mixed precision computes the fp32 adapter in the base's dtype
+        if p.requires_grad:
+            p.data = p.data.to(dtype)
+    return wrapped
 
 
 def count(config):
@@ -30,9 +40,13 @@ def count(config):
     return sum(p.numel() for p in build(config, torch.float32).parameters())
 
 
-def saved(config, tokens, checkpointing):
+def trainable(config, lora):
+    return sum(p.numel() for p in build(config, torch.float32, lora).parameters() if p.requires_grad)
+
+
+def saved(config, tokens, checkpointing, lora=None):
     # What autograd keeps for backward after a bf16 forward, once per storage, parameters excluded.
-    model = build(config, torch.bfloat16)
+    model = build(config, torch.bfloat16, lora)
     model.train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -53,12 +67,14 @@ def saved(config, tokens, checkpointing):
 
 for line in sys.stdin:
     request = json.loads(line)
-    print(json.dumps({"count": count, "saved": saved}[request.pop("op")](**request)), flush=True)
+    answer = {"count": count, "trainable": trainable, "saved": saved}[request.pop("op")](**request)
+    print(json.dumps(answer), flush=True)
 """
 
 
 class TorchWorker:
-    """A process with torch and transformers that answers `count` and `saved` requests."""
+    """A process with torch and transformers (and peft, for a `lora`) that answers `count`, `trainable` and `saved`
+    requests."""
 
     def __init__(self):
         self.log = tempfile.TemporaryFile(mode="w+")

@@ -204,3 +204,59 @@ def test_fsdp1_is_refused_for_a_lora_run(cli, write, model):
     assert result.code == 2
     assert "trainer.trainer_strategy: 'fsdp' (FSDP1) gathers the whole model on every rank" in result.err
     assert "allowed: fsdp2" in result.err
+
+
+def test_a_pretrained_adapter_with_merged_weights_needs_a_trainer_to_merge_it(cli, write, model, tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 32, "lora_alpha": 32}))
+    lora = f"+model.lora_configs=[{{path: {tmp_path}}}]"
+    result = validate(cli, write, model, lora, "synchronizer.lora_sync=merged", "mode=explore")
+    assert result.code == 2
+    assert "model.lora_configs[0].path: holding merged weights (synchronizer.lora_sync: merged)" in result.err
+    assert validate(cli, write, model, lora, "mode=explore").code == 0  # the engines apply it themselves
+
+
+def test_a_lora_checkpoint_as_the_model_gives_its_own_rank_and_alpha(cli, write, model, tmp_path):
+    checkpoint = tmp_path / "checkpoint"
+    checkpoint.mkdir()
+    saved = {"base_model_name_or_path": str(model), "r": 8, "lora_alpha": 4, "target_modules": ["q_proj"]}
+    (checkpoint / "adapter_config.json").write_text(json.dumps(saved))
+    path = write("run.yaml", f"model:\n  model_path: {checkpoint}\n")
+    rendered = cli("config", "render", "-c", str(path), "hardware=a100", "+model.lora_configs=[{}]", "--format", "json")
+    assert rendered.code == 0, rendered.err
+    adapter = rendered.json()["model"]["lora_configs"][0]
+    assert (adapter["lora_rank"], adapter["lora_alpha"], adapter["target_modules"]) == (8, 4, "q_proj")
+    refused = validate(cli, write, checkpoint, "+model.lora_configs=[{lora_alpha: 16}]")
+    assert refused.code == 2
+    assert f"model.lora_configs[0].lora_alpha: 16 differs from the adapter at '{checkpoint}', which has" in refused.err
+
+
+def test_vllm_keeps_adapters_in_its_own_dtypes(cli, write, model):
+    result = validate(cli, write, model, "+model.lora_configs=[{lora_dtype: float32}]")
+    assert result.code == 2
+    assert "model.lora_configs[0].lora_dtype: 'float32' is not a dtype vLLM keeps adapters in" in result.err
+    assert "allowed: auto, float16, bfloat16" in result.err
+    transformers = validate(
+        cli,
+        write,
+        model,
+        "+model.lora_configs=[{lora_dtype: float32}]",
+        "explorer.rollout_model.engine_type=transformers",
+    )
+    assert transformers.code == 0, transformers.err
+
+
+def test_an_adapter_with_its_merged_model_needs_no_trainer(cli, write, model, tmp_path):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 32, "lora_alpha": 32}))
+    (tmp_path / "merged").mkdir()
+    (tmp_path / "merged" / "model.safetensors").write_bytes(b"")
+    lora = f"+model.lora_configs=[{{path: {tmp_path}}}]"
+    assert validate(cli, write, model, lora, "synchronizer.lora_sync=merged", "mode=explore").code == 0
+
+
+@pytest.mark.parametrize(
+    "setting,value", [("layers_to_transform", 0), ("lora_bias", True), ("target_parameters", ["w"])]
+)
+def test_every_peft_setting_trinity_does_not_apply_is_refused(cli, write, model, tmp_path, setting, value):
+    (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 32, "lora_alpha": 32, setting: value}))
+    result = validate(cli, write, model, f"+model.lora_configs=[{{path: {tmp_path}}}]")
+    assert result.code == 2 and f"has {setting}={value!r}" in result.err

@@ -130,7 +130,10 @@ def test_bench_names_checkpoints_its_engines_cannot_load(demo_assets, tmp_path, 
     assert lora.mismatch(tmp_path, merged_run) is None
     (tmp_path / "model.safetensors").unlink()
     (tmp_path / lora.ADAPTER_WEIGHTS).write_text("w")  # a LoRA checkpoint without merged/
+    (tmp_path / lora.ADAPTER_CONFIG).write_text(json.dumps({"r": 8, "lora_alpha": 32}))
     assert lora.mismatch(tmp_path, adapter_run) is None
+    other = config(demo_assets, monkeypatch, "model.lora_configs.0.lora_alpha=16")  # another scale
+    assert "its adapter has r=8, lora_alpha=32, and this config's" in lora.mismatch(tmp_path, other)
     assert "a LoRA adapter without its merged model" in lora.mismatch(tmp_path, merged_run)
     (tmp_path / lora.MERGED).mkdir()
     (tmp_path / lora.MERGED / "model.safetensors").write_text("w")

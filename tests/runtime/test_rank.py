@@ -117,3 +117,25 @@ def test_a_bf16_lora_trainer_keeps_an_fp32_adapter_and_updates_it_with_a_kl_loss
     assert (seen["trained"], seen["frozen"]) == (["torch.float32"], ["torch.bfloat16"])
     assert (seen["b_was_zero"], seen["b_moved"]) == (True, True), seen
     assert seen["moments"] == seen["adapter"]
+
+
+@pytest.mark.parametrize(
+    "extra,dtype",
+    [
+        ((), "float32"),  # the cpu profile's rollout dtype
+        (("model.lora_configs.0.lora_dtype=bfloat16",), "bfloat16"),  # what the engines keep the adapter in
+        (("synchronizer.lora_sync=merged",), "float32"),  # merged weights: the rollout dtype
+    ],
+)
+def test_a_sync_moves_the_adapter_in_the_dtype_the_engines_keep_it_in(demo_assets, monkeypatch, extra, dtype):
+    import torch
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    overrides = ("hardware=cpu", "~stages", "+model.lora_configs=[{lora_rank: 8}]", *extra)
+    config = resolve(Request(None, overrides)).config
+    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
+    assert rank._rollout_dtype() == getattr(torch, dtype)

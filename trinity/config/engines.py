@@ -42,6 +42,8 @@ class EngineEntry:
     lora_args: tuple[str, ...] = ()
     # The adapter ranks it serves at (a rank is rounded up to one of them); empty: any rank
     lora_ranks: tuple[int, ...] = ()
+    # The lora_dtype values it keeps adapters in; empty: any
+    lora_dtypes: tuple[str, ...] = ()
     # "module:function" that `trinity run` calls before Ray starts: (stage configs running this engine, resolved)
     # -> issues; None: preflight checks only that `needs` is importable.
     preflight: str | None = None
@@ -67,6 +69,7 @@ _ENTRIES = (
         verl_name="hf",
         lora_args=("max_cpu_loras", "fully_sharded_loras", "lora_dtype"),
         lora_ranks=(1, 8, 16, 32, 64, 128, 256, 320, 512),  # vLLM's max_lora_rank values (vllm/config/lora.py)
+        lora_dtypes=("auto", "float16", "bfloat16"),  # vLLM's LoRADType
         preflight="trinity.runtime.rollout.vllm_preflight:issues",
     ),
     EngineEntry(

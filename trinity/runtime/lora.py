@@ -74,6 +74,13 @@ def mismatch(folder: Path, config: RunConfig) -> str | None:
     adapter, full = (folder / ADAPTER_WEIGHTS).is_file(), (folder / "model.safetensors").is_file()
     if moves_adapter(config) and full and not adapter:
         return "it holds a full model, and these engines apply a LoRA adapter (synchronizer.lora_sync: adapter)"
+    if moves_adapter(config) and adapter:  # the engines apply it with this config's scale (alpha / r)
+        saved, lora = json.loads((folder / ADAPTER_CONFIG).read_text()), adapter_of(config)
+        if (saved.get("r"), saved.get("lora_alpha")) != (lora.lora_rank, lora.lora_alpha):
+            return (
+                f"its adapter has r={saved.get('r')}, lora_alpha={saved.get('lora_alpha')}, and this config's "
+                f"model.lora_configs[0] has lora_rank={lora.lora_rank}, lora_alpha={lora.lora_alpha}"
+            )
     if not moves_adapter(config) and adapter and not (folder / MERGED / "model.safetensors").is_file():
         return (
             "it holds a LoRA adapter without its merged model (trainer.save_merged_model), and these engines run a "
@@ -213,7 +220,11 @@ def publish_adapter(folder: Path, weights: dict, settings: dict) -> None:
     import tempfile
 
     draft = Path(tempfile.mkdtemp(prefix=f"{folder.name}.draft", dir=folder.parent))  # one per writer
-    write_adapter(draft, weights, settings)
+    try:
+        write_adapter(draft, weights, settings)
+    except BaseException:
+        shutil.rmtree(draft, ignore_errors=True)
+        raise
     try:
         draft.rename(folder)
     except OSError:

@@ -96,11 +96,7 @@ class Stage:
         self.explorer, self.buffer = handles.one("explorer"), handles.one("buffer")
         self.synchronizer = handles.one("synchronizer")
         resume = self.start.resume
-        hf = bool(resume) and lora.engine_file(resume.path, self.config) is not None
-        weights, behind = lora.engine_start(str(resume.path) if hf else self.start.model_path, self.config)
-        # they load the stage's model (or, holding merged weights, the base of an adapter) while the trainer resumes
-        # its own state: the trainer's weights reach them by a sync before their first step
-        self.engines_behind = behind or (bool(resume) and not hf)
+        weights, self.engines_behind = self._engine_start(resume)
         version = self.start.offset + self.start.done
         if self.buffer:
             self.data_size = self._setup_buffer(resume)
@@ -115,6 +111,21 @@ class Stage:
             self.call([r.setup.remote(host, port, model, self.total, self.buffer, state) for r in self.ranks])
         if self.synchronizer:
             self.call([self.synchronizer.setup.remote(self.ranks, self.engines)])
+
+    def _engine_start(self, resume: Checkpoint | None) -> tuple[str, bool]:
+        """What the engines load, and whether the trainer's weights must reach them by a sync before their first step:
+        they load the stage's model (or, holding merged weights, an adapter's base) while the trainer resumes its own
+        state."""
+        hf = bool(resume) and lora.engine_file(resume.path, self.config) is not None
+        weights, behind = lora.engine_start(str(resume.path) if hf else self.start.model_path, self.config)
+        if behind and not self.mode.trains:  # no trainer to hand them base + adapter: they would run the base
+            message = (
+                f"the engines hold merged weights and {self.start.model_path} is an adapter without its merged "
+                f"model; mode {self.config.mode!r} has no trainer to sync them base + adapter"
+            )
+            hint = "set synchronizer.lora_sync: adapter, or save the merged model (trainer.save_merged_model)"
+            raise ConfigError([Issue(message, key="synchronizer.lora_sync", source="the run config", hint=hint)])
+        return weights, behind or (bool(resume) and not hf)
 
     def _setup_buffer(self, resume: Checkpoint | None) -> int:
         """The buffer's store (an SFT data set, or the experience queue); returns how many samples it holds."""

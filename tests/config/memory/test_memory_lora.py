@@ -2,21 +2,19 @@
 keeps, the trainer's and vLLM's items by hand, and a 7B run on 32 GB devices through the CLI."""
 
 import importlib.util
-import subprocess
-import sys
-import tempfile
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.config.memory.test_memory_estimates import shapes
 from tests.conftest import REFERENCE, REPO
 from tests.cpu_torch import TorchWorker
 from trinity.config.memory.catalog import known_models
 from trinity.config.memory.estimate import DEVICE_RUNTIME, GIB
 from trinity.config.memory.lora import adapter, adapter_params, unknown_modules
 from trinity.config.memory.rollout import EngineSetup, LoRASlot, engine_estimate, lora_slot_bytes
-from trinity.config.memory.shape import ModelShape, from_hf_config
+from trinity.config.memory.shape import from_hf_config
 from trinity.config.memory.trainer import (
     TrainerSetup,
     activation_bytes,
@@ -40,76 +38,13 @@ EXAMPLE = REPO / "examples" / "lora" / "gsm8k_lora.yaml"
 
 pytestmark = pytest.mark.usefixtures("local_gsm8k")  # the reference config reads its data from local disk
 
-# Builds a model with transformers and wraps it as verl's peft path does (tests/cpu_torch.py says why in a worker).
-PEFT_WORKER = r"""
-import json, sys
-import torch, transformers, peft
-transformers.logging.set_verbosity_error()
-
-
-def build(config, dtype, lora):
-    hf = transformers.AutoConfig.for_model(**config)
-    hf._attn_implementation = "sdpa"
-    model = transformers.AutoModelForCausalLM.from_config(hf, dtype=dtype)
-    model.enable_input_require_grads()
-    wrapped = peft.get_peft_model(model, peft.LoraConfig(task_type="CAUSAL_LM", bias="none", **lora))
-    for p in wrapped.parameters():  # verl casts the adapter to the base's dtype
-        if p.requires_grad:
-            p.data = p.data.to(dtype)
-    return wrapped
-
-
-def trainable(config, lora):
-    return sum(p.numel() for p in build(config, torch.float32, lora).parameters() if p.requires_grad)
-
-
-def saved(config, lora, tokens, checkpointing):
-    # What autograd keeps for backward after a bf16 forward, once per storage, parameters excluded.
-    model = build(config, torch.bfloat16, lora)
-    model.train()
-    if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    seen = {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    torch.manual_seed(0)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=torch.randint(0, config["vocab_size"], (1, tokens)), use_cache=False)
-    return sum(seen.values())
-
-
-for line in sys.stdin:
-    request = json.loads(line)
-    print(json.dumps({"trainable": trainable, "saved": saved}[request.pop("op")](**request)), flush=True)
-"""
-
-
-class PeftWorker(TorchWorker):
-    """A process with torch, transformers and peft that answers `trainable` and `saved` requests."""
-
-    def __init__(self):
-        self.log = tempfile.TemporaryFile(mode="w+")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", PEFT_WORKER],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-        )
-
 
 @pytest.fixture(scope="module")
 def peft_cpu():
-    """A PeftWorker for the module; skipped where torch, transformers or peft is not installed."""
+    """A TorchWorker (tests/cpu_torch.py) for the module, with peft; skipped where one of them is not installed."""
     if not all(importlib.util.find_spec(name) for name in ("torch", "transformers", "peft")):
         pytest.skip("torch, transformers and peft are needed for this comparison")
-    worker = PeftWorker()
+    worker = TorchWorker()
     yield worker
     worker.close()
 
@@ -313,19 +248,6 @@ def test_what_a_lora_trainer_keeps_between_updates():
     assert idle_bytes(lora7(critic=QWEN05, lora=None)) == 12 * (P7 + critic) // 2 + DEVICE_RUNTIME
 
 
-shapes = st.builds(
-    ModelShape,
-    model_type=st.just("qwen2"),
-    layers=st.integers(1, 96),
-    hidden=st.integers(64, 16384),
-    intermediate=st.integers(64, 65536),
-    heads=st.integers(1, 128),
-    kv_heads=st.integers(1, 16),
-    head_dim=st.sampled_from([64, 128, 256]),
-    vocab=st.integers(1000, 300_000),
-    tied=st.booleans(),
-    qk_norm=st.booleans(),
-)
 targets = st.sampled_from(["all-linear", "q_proj,v_proj", "q_proj,k_proj,v_proj,o_proj", "down_proj,lm_head"])
 
 
@@ -456,8 +378,8 @@ def test_the_engine_slot_follows_lora_sync_rank_and_dtype(cli):
     assert slots("model.lora_configs=[{lora_rank: 40}]") == [
         ("LoRA adapter slot (max_lora_rank 64, bfloat16, every linear of 28 layers)", 322_961_408)
     ]
-    assert slots("model.lora_configs=[{lora_rank: 8, lora_dtype: float32}]") == [
-        ("LoRA adapter slot (max_lora_rank 8, float32, every linear of 28 layers)", 4 * 28 * 8 * LINEAR_FEATURES7)
+    assert slots("model.lora_configs=[{lora_rank: 8, lora_dtype: float16}]") == [
+        ("LoRA adapter slot (max_lora_rank 8, float16, every linear of 28 layers)", 2 * 28 * 8 * LINEAR_FEATURES7)
     ]
     assert slots(LORA64, "explorer.rollout_model.dtype=float16") == [  # lora_dtype auto: the engine's dtype
         ("LoRA adapter slot (max_lora_rank 64, float16, every linear of 28 layers)", 322_961_408)

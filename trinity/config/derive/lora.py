@@ -4,7 +4,7 @@ checked against the model's own names, and each engine given only the LoRA setti
 import json
 from pathlib import Path
 
-from .. import engines, model_modules
+from .. import engines, model_modules, modes
 from ..schema.model import ALL_LINEAR, module_names
 from ._context import Context
 
@@ -20,12 +20,18 @@ PLAIN_ADAPTER = {
     "use_rslora": False,
     "use_dora": False,
     "bias": "none",
+    "lora_bias": False,
     "rank_pattern": {},
     "alpha_pattern": {},
     "modules_to_save": None,
     "layers_to_transform": None,
+    "layer_replication": None,
+    "trainable_token_indices": None,
+    "target_parameters": None,
+    "alora_invocation_tokens": None,
     "fan_in_fan_out": False,
 }
+YAML = {None: "null", False: "false"}  # how a value is written in the config
 HEADS = ("lm_head", "embed")  # adapters on embeddings and output heads: peft names them otherwise
 # what an engine's entry may honour (EngineEntry.lora_args): the key, and the value that asks nothing of the engine
 ENGINE_KEYS = {
@@ -51,12 +57,20 @@ def lora_adapter(ctx: Context) -> None:
     first = f"{LORAS}[0]"
     if ctx.get(f"{first}.name") is None:
         ctx.set(f"{first}.name", "default", "lora_adapter", ())
-    if ctx.get(f"{first}.path") is not None:
-        _from_adapter(ctx, first)
+    key = adapter_source(ctx)
+    if key is not None:
+        _from_adapter(ctx, first, key)
 
 
-def _from_adapter(ctx: Context, first: str) -> None:
-    key = f"{first}.path"
+def adapter_source(ctx: Context) -> str | None:
+    """The key naming the adapter the run goes on training: model.lora_configs[0].path, or model.model_path where it
+    is a LoRA checkpoint (an adapter folder naming its base); None for a fresh adapter."""
+    if ctx.get(f"{LORAS}[0].path") is not None:
+        return f"{LORAS}[0].path"
+    return "model.model_path" if (Path(ctx.get("model.model_path")) / "adapter_config.json").is_file() else None
+
+
+def _from_adapter(ctx: Context, first: str, key: str) -> None:
     folder = Path(ctx.get(key))
     try:
         saved = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
@@ -71,7 +85,7 @@ def _from_adapter(ctx: Context, first: str) -> None:
         return
     for setting, plain in PLAIN_ADAPTER.items():
         value = saved.get(setting)
-        if not (value is None or value == plain or not value):  # unset, as plain, or empty
+        if value not in (None, plain, {}, []):  # unset, as plain, or empty
             ctx.report(
                 "error",
                 key,
@@ -167,6 +181,26 @@ def lora_engine(ctx: Context) -> None:
     for key in ("synchronizer.lora_sync", "trainer.save_merged_model"):
         if not lora and ctx.user_set(key) and ctx.get(key) is not False:
             ctx.report("error", key, f"is set, but {why}", allowed="unset", hint="remove it")
+    mode, source = ctx.get("mode"), adapter_source(ctx) if lora else None
+    merged = source is not None and (Path(ctx.get(source)) / "merged" / "model.safetensors").is_file()
+    if source and not adapter and not merged and not modes.mode(mode).trains:
+        ctx.report(
+            "error",
+            source,
+            f"holding merged weights (synchronizer.lora_sync: merged), the engines take no adapter, and mode "
+            f"{mode!r} has no trainer to sync them base + adapter",
+            allowed="a path with lora_sync: adapter, or in a mode that trains",
+            hint="set synchronizer.lora_sync: adapter, or save the merged model beside the adapter "
+            "(trainer.save_merged_model)",
+        )
+    if lora and adapter and entry.lora_dtypes and lora[0]["lora_dtype"] not in entry.lora_dtypes:
+        ctx.report(
+            "error",
+            f"{LORAS}[0].lora_dtype",
+            f"{lora[0]['lora_dtype']!r} is not a dtype {entry.label} keeps adapters in",
+            allowed=", ".join(entry.lora_dtypes),
+            hint="set lora_dtype: auto (the rollout dtype)",
+        )
     if lora and (ctx.get("model.max_cpu_loras") or 1) > 1:
         ctx.report(
             "error",
@@ -191,7 +225,7 @@ def lora_engine(ctx: Context) -> None:
                 "error",
                 key,
                 f"is set, but {why}",
-                allowed=f"{neutral!r} here; {', '.join(takers)} engines with adapters take it",
+                allowed=f"{YAML.get(neutral, neutral)} here; {', '.join(takers)} engines with adapters take it",
                 hint=f"remove {key}",
             )
     if lora and adapter and entry.lora_ranks:

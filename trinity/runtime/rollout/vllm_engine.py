@@ -230,7 +230,7 @@ class VllmEngine(RolloutEngine):
             if part is not None:
                 part.shutdown()
         self.llm = self.workers = None
-        if self._adapters:
+        if lora.moves_adapter(self.config):  # the head's workers wrote them on this part's node too
             import shutil
 
             shutil.rmtree(self._adapter_root(), ignore_errors=True)

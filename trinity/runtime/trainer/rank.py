@@ -276,9 +276,13 @@ class TrainerRank(Role):
             yield output.name, lora.combine(parts, factor)
 
     def _rollout_dtype(self) -> Any:
+        """The dtype the engines keep what a sync moves in: the rollout dtype, or an adapter's lora_dtype."""
         import torch
 
-        return getattr(torch, self.config.explorer.rollout_model.dtype)
+        wanted = self.config.explorer.rollout_model.dtype
+        if lora.moves_adapter(self.config) and self.lora.lora_dtype != "auto":
+            wanted = self.lora.lora_dtype
+        return getattr(torch, wanted)
 
     def save(self, folder: str, step: int, hf: bool) -> None:
         """verl's trainer state (model, optimizer, schedule) per rank; on rank 0 also Hugging Face files: the model,
