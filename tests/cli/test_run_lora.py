@@ -4,11 +4,13 @@ checkpoints it in PEFT's layout (and the merged model on request), and bench eva
 real vLLM too. tests/runtime/test_lora.py, test_transformers_engine.py and test_vllm_lora_real.py check the
 tensors; this checks what a run leaves behind."""
 
+import importlib.util
 import os
 
 import pytest
 
 from tests.cli.test_run import GRPO_ONLY, RUN, SHORT, lines, shared_run, trinity
+from tests.runtime.test_vllm_real import NO_VLLM
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("verl")
@@ -115,8 +117,8 @@ def test_merged_sync_hands_the_engines_full_weights_and_bench_evaluates_the_merg
 
 @pytest.mark.train
 @pytest.mark.vllm
-def test_a_lora_run_on_the_real_vllm_applies_each_synced_adapter(run_env, tmp_path):
-    pytest.importorskip("vllm")
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason=NO_VLLM)  # looked up: importing it here would
+def test_a_lora_run_on_the_real_vllm_applies_each_synced_adapter(run_env, tmp_path):  # put vLLM in this process
     proc = trinity(
         run_env,
         tmp_path,
