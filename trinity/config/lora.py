@@ -2,13 +2,26 @@
 themselves (synchronizer.lora_sync: adapter) or hold base + adapter merged, and what one stage's adapter means for
 the next."""
 
+import json
+from pathlib import Path
+
 from ..errors import Issue
 from .schema import LoRAConfig, RunConfig
+
+ADAPTER_CONFIG = "adapter_config.json"  # PEFT's: an adapter folder, naming its base model
 
 
 def adapter_of(config: RunConfig) -> LoRAConfig | None:
     """The run's LoRA adapter settings (None: every weight trains)."""
     return config.model.lora_configs[0] if config.model.lora_configs else None
+
+
+def adapter_base(folder: Path) -> Path | None:
+    """The base model a LoRA checkpoint's adapter names (None: `folder` is no adapter folder)."""
+    try:
+        return Path(json.loads((folder / ADAPTER_CONFIG).read_text())["base_model_name_or_path"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 def moves_adapter(config: RunConfig) -> bool:

@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..config.lora import adapter_of, moves_adapter
+from ..config.lora import ADAPTER_CONFIG, adapter_base, adapter_of, moves_adapter
 from ..config.schema import LoRAConfig, RunConfig
 from ..config.schema.model import ALL_LINEAR, module_names
 
-ADAPTER_CONFIG, ADAPTER_WEIGHTS = "adapter_config.json", "adapter_model.safetensors"
+ADAPTER_WEIGHTS = "adapter_model.safetensors"
 MERGED = "merged"  # the checkpoint's sub-folder holding base + adapter as a plain model
 PEFT_PREFIX = "base_model.model."
-__all__ = ["adapter_of", "moves_adapter"]  # the config layer's, re-exported for the runtime
+__all__ = ["ADAPTER_CONFIG", "adapter_base", "adapter_of", "moves_adapter"]  # the config layer's, for the runtime
 
 
 @dataclass(frozen=True)
@@ -41,7 +41,12 @@ def sources(path: str, config: RunConfig) -> Sources:
         return Sources(path, start)
     if adapter_of(config) is None:
         return Sources(str(folder / MERGED), None)
-    return Sources(json.loads((folder / ADAPTER_CONFIG).read_text())["base_model_name_or_path"], path)
+    return Sources(str(adapter_base(folder)), path)
+
+
+def merged_file(folder: Path) -> Path:
+    """Where a LoRA checkpoint keeps its merged model's weights (there with trainer.save_merged_model)."""
+    return folder / MERGED / "model.safetensors"
 
 
 def engine_start(path: str, config: RunConfig) -> tuple[str, bool]:
@@ -51,9 +56,9 @@ def engine_start(path: str, config: RunConfig) -> tuple[str, bool]:
     start = sources(path, config)
     if moves_adapter(config) or start.adapter is None:
         return path, False
-    merged = Path(start.adapter) / MERGED
-    if (merged / "model.safetensors").is_file():
-        return str(merged), False
+    merged = merged_file(Path(start.adapter))
+    if merged.is_file():
+        return str(merged.parent), False
     return start.base, True
 
 
@@ -62,7 +67,7 @@ def engine_file(folder: Path, config: RunConfig) -> Path | None:
     if moves_adapter(config):
         found = folder / ADAPTER_WEIGHTS
     elif (folder / ADAPTER_CONFIG).is_file():  # a LoRA checkpoint, for engines running a plain model
-        found = folder / MERGED / "model.safetensors"
+        found = merged_file(folder)
     else:
         found = folder / "model.safetensors"
     return found if found.is_file() else None
@@ -81,7 +86,7 @@ def mismatch(folder: Path, config: RunConfig) -> str | None:
                 f"its adapter has r={saved.get('r')}, lora_alpha={saved.get('lora_alpha')}, and this config's "
                 f"model.lora_configs[0] has lora_rank={lora.lora_rank}, lora_alpha={lora.lora_alpha}"
             )
-    if not moves_adapter(config) and adapter and not (folder / MERGED / "model.safetensors").is_file():
+    if not moves_adapter(config) and adapter and not merged_file(folder).is_file():
         return (
             "it holds a LoRA adapter without its merged model (trainer.save_merged_model), and these engines run a "
             "plain model"

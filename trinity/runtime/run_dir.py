@@ -17,6 +17,7 @@ import yaml
 from ..config import modes
 from ..errors import ConfigError, Issue
 from ..utils.atomic import publish_dir, write_text_atomic
+from .lora import adapter_base
 
 STATE = "state.json"
 
@@ -131,18 +132,10 @@ class RunDir:
             return
         checkpoints = self.complete_checkpoints()
         # a LoRA checkpoint names the full model it adapts, which may be an earlier stage's checkpoint: kept with it
-        bases = {_adapter_base(c.path) for c in checkpoints[-keep:]}
+        bases = {base.resolve() for c in checkpoints[-keep:] if (base := adapter_base(c.path)) is not None}
         for old in checkpoints[:-keep]:
             if old.path.resolve() not in bases:
                 shutil.rmtree(old.path, ignore_errors=True)
-
-
-def _adapter_base(folder: Path) -> Path | None:
-    """The base model a LoRA checkpoint's adapter names (None: not a LoRA checkpoint)."""
-    try:
-        return Path(json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"]).resolve()
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
 
 
 def config_hash(data: dict) -> str:

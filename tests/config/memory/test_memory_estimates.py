@@ -116,20 +116,22 @@ def test_more_tensor_parallelism_never_needs_more_per_device(shape, tp, length):
     assert engine_estimate(setup._replace(tensor_parallel=2 * tp)).peak <= engine_estimate(setup).peak
 
 
+ACTIVATION_CONFIG = dict(  # small enough to build in a second, every part of a layer of its own size
+    hidden_size=256,
+    intermediate_size=704,
+    num_hidden_layers=3,
+    num_attention_heads=8,
+    num_key_value_heads=2,
+    head_dim=48,
+    vocab_size=512,
+)
+
+
 @pytest.mark.parametrize("kind", ["qwen2", "qwen3", "llama"])
 @pytest.mark.parametrize("checkpointing", [False, True])
 def test_activation_formula_matches_what_autograd_keeps(kind, checkpointing, torch_cpu):
     """Measured: what autograd keeps for backward after a bf16 forward with sdpa attention (tests/cpu_torch.py)."""
-    config = dict(
-        model_type=kind,
-        hidden_size=256,
-        intermediate_size=704,
-        num_hidden_layers=3,
-        num_attention_heads=8,
-        num_key_value_heads=2,
-        head_dim=48,
-        vocab_size=512,
-    )
+    config = dict(model_type=kind, **ACTIVATION_CONFIG)
     tokens = 256
     measured = torch_cpu.ask("saved", config=config, tokens=tokens, checkpointing=checkpointing)
     shape = ModelShape(kind, 3, 256, 704, 8, 2, 48, 512, False, qk_norm=kind == "qwen3")

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.config.memory.test_memory_estimates import shapes
+from tests.config.memory.test_memory_estimates import ACTIVATION_CONFIG, shapes
 from tests.conftest import REFERENCE, REPO
 from tests.cpu_torch import TorchWorker
 from trinity.config.memory.catalog import known_models
@@ -116,16 +116,6 @@ def test_adapter_parameters_match_what_peft_trains(case, peft_cpu):
 
 
 # --- the trainer --------------------------------------------------------------------------------------------------
-
-ACTIVATION_CONFIG = dict(
-    hidden_size=256,
-    intermediate_size=704,
-    num_hidden_layers=3,
-    num_attention_heads=8,
-    num_key_value_heads=2,
-    head_dim=48,
-    vocab_size=512,
-)
 
 
 @pytest.mark.parametrize("kind", ["qwen2", "qwen3", "llama"])

@@ -5,6 +5,7 @@ import json
 from pathlib import Path
 
 from .. import engines, model_modules, modes
+from ..lora import adapter_base
 from ..schema.model import ALL_LINEAR, module_names
 from ._context import Context
 
@@ -32,7 +33,6 @@ PLAIN_ADAPTER = {
     "fan_in_fan_out": False,
 }
 YAML = {None: "null", False: "false"}  # how a value is written in the config
-HEADS = ("lm_head", "embed")  # adapters on embeddings and output heads: peft names them otherwise
 # what an engine's entry may honour (EngineEntry.lora_args): the key, and the value that asks nothing of the engine
 ENGINE_KEYS = {
     "max_cpu_loras": ("model.max_cpu_loras", None),
@@ -67,7 +67,7 @@ def adapter_source(ctx: Context) -> str | None:
     is a LoRA checkpoint (an adapter folder naming its base); None for a fresh adapter."""
     if ctx.get(f"{LORAS}[0].path") is not None:
         return f"{LORAS}[0].path"
-    return "model.model_path" if (Path(ctx.get("model.model_path")) / "adapter_config.json").is_file() else None
+    return "model.model_path" if adapter_base(Path(ctx.get("model.model_path"))) is not None else None
 
 
 def _from_adapter(ctx: Context, first: str, key: str) -> None:
@@ -131,7 +131,8 @@ def lora_modules(ctx: Context) -> None:
     if not ctx.get(LORAS):
         return
     targets = f"{LORAS}[0].target_modules"
-    heads = [n for n in module_names(ctx.get(targets)) if n.startswith(HEADS)]
+    # adapters on embeddings and output heads: peft names their matrices otherwise
+    heads = [n for n in module_names(ctx.get(targets)) if n.startswith("embed") or n in model_modules.OUTPUT_HEADS]
     if heads:
         ctx.report(
             "error",
@@ -141,7 +142,8 @@ def lora_modules(ctx: Context) -> None:
             allowed="the decoder layers' linear modules, or all-linear (which leaves the output head out)",
             hint=f"remove {', '.join(heads)} from target_modules",
         )
-    modules = model_modules.read(_weights_folder(Path(ctx.get("model.model_path"))))
+    folder = Path(ctx.get("model.model_path"))
+    modules = model_modules.read(adapter_base(folder) or folder)  # a LoRA checkpoint: its base's weights
     if modules is None:
         return  # not a local folder of safetensors: `trinity run` stops at the model path, or peft names the module
     for field, pool, what in (
@@ -159,14 +161,6 @@ def lora_modules(ctx: Context) -> None:
                 allowed=", ".join(sorted(pool)) + (f", or {ALL_LINEAR}" if field == "target_modules" else ""),
                 hint=f"the names come from {ctx.get('model.model_path')}'s weights; write them comma-separated",
             )
-
-
-def _weights_folder(folder: Path) -> Path:
-    """Where the model's weights are: the folder, or for a LoRA checkpoint (an adapter folder) its base model's."""
-    try:
-        return Path(json.loads((folder / "adapter_config.json").read_text())["base_model_name_or_path"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return folder
 
 
 def lora_engine(ctx: Context) -> None:
