@@ -69,12 +69,48 @@ def test_unknown_algorithm_is_refused_with_a_suggestion(cli, write):
     assert "allowed: grpo, grpo_verl, dapo, gspo, cispo, sft" in result.err and "did you mean 'grpo'?" in result.err
 
 
-def test_ppo_is_known_but_needs_a_critic(cli, write):
-    result = cli("config", "validate", "-c", write("run.yaml", GRPO + "  algorithm_type: ppo\n"), "hardware=cpu")
-    assert (
-        result.code == 2
-        and "'ppo' is a Trinity-RFT algorithm trinity cannot run yet: PPO needs a critic model" in result.err
-    )
+def test_ppo_trains_a_critic_and_takes_gaes_arguments(render):
+    result, cfg = render(GRPO + "  algorithm_type: ppo\n  advantage_fn_args:\n    lam: 0.95\n")
+    assert result.code == 0
+    assert cfg["algorithm"]["advantage_fn"] == "ppo"
+    assert cfg["algorithm"]["advantage_fn_args"] == {"gamma": 1.0, "lam": 0.95}
+    assert cfg["model"]["critic_model_path"] == cfg["model"]["model_path"]  # upstream's default: the same model
+
+
+@pytest.mark.parametrize(
+    "algorithm, extra, where, message",
+    [
+        (
+            "grpo",
+            "trainer:\n  critic_warmup: 3\n",
+            "trainer.critic_warmup",
+            "3 steps of critic warm-up, but algorithm 'grpo' trains no critic",
+        ),
+        (
+            "grpo",
+            "trainer:\n  trainer_config:\n    critic:\n      cliprange_value: 0.2\n",
+            "trainer.trainer_config.critic",
+            "this algorithm trains no critic",
+        ),
+        (
+            "ppo",
+            "trainer:\n  trainer_config:\n    actor_rollout_ref:\n      critic:\n        cliprange_value: 0.2\n",
+            "trainer.trainer_config.actor_rollout_ref.critic",
+            "verl's critic section goes directly under trainer.trainer_config",
+        ),
+    ],
+)
+def test_critic_settings_without_a_critic_are_refused(cli, write, algorithm, extra, where, message):
+    text = GRPO + f"  algorithm_type: {algorithm}\n" + extra
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2 and f"{where}: " in result.err and message in result.err, result.err
+
+
+def test_a_critic_warmup_longer_than_the_run_warns(cli, write):
+    text = GRPO + "  algorithm_type: ppo\ntrainer:\n  critic_warmup: 500\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "buffer.total_steps=20")
+    assert result.code == 0 and "1 warning(s)" in result.out
+    assert "trainer.critic_warmup: 500 steps of critic warm-up in a run of 20 train steps" in result.err
 
 
 def test_negative_clip_range_is_caught_before_verl_sees_it(cli, write):
@@ -178,6 +214,15 @@ UPSTREAM_PRESETS = {
     "dapo": ("grpo", "ppo", "none", "none", "default"),
     "gspo": ("grpo", "gspo", "none", "k2", "default"),
     "cispo": ("grpo", "cispo", "none", "k2", "default"),
+    "reinforceplusplus": ("reinforceplusplus", "ppo", "none", "k2", "default"),
+    "rloo": ("rloo", "ppo", "none", "k2", "default"),
+    "opmd": ("opmd", "opmd", "none", "k2", "default"),
+    "asymre": ("asymre", "opmd", "none", "none", "none"),
+    "topr": ("reinforce", "topr", "none", "k2", "default"),
+    "sapo": ("grpo", "sapo", "none", "k2", "default"),
+    "rec": ("rec", "rec", "none", "k2", "default"),
+    "sppo": ("opmd", "sppo", "none", "none", "none"),
+    "ppo": ("ppo", "ppo", "none", "k2", "default"),
 }
 UPSTREAM_NAMES = {
     "cpt",
@@ -234,7 +279,7 @@ def test_gspo_takes_upstreams_clip_ranges_and_they_reach_verl(render):
     }
 
 
-@pytest.mark.parametrize("name", sorted(UPSTREAM_NAMES - set(UPSTREAM_PRESETS) - {"sft", "ppo"}))
+@pytest.mark.parametrize("name", sorted(UPSTREAM_NAMES - set(UPSTREAM_PRESETS) - {"sft"}))
 def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(cli, write, name):
     result = cli("config", "validate", "-c", write("run.yaml", GRPO + f"  algorithm_type: {name}\n"), "hardware=cpu")
     assert (
@@ -247,9 +292,8 @@ def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(
 @pytest.mark.parametrize(
     "kind,name,reason",
     [
-        ("kl_penalty_fn", "k2", "the trainer subtracts no KL penalty from rewards yet"),
-        ("advantage_fn", "rloo", "the trainer computes GRPO group advantages only"),
-        ("policy_loss_fn", "sapo", "verl's SAPO always aggregates seq-mean-token-mean"),
+        ("advantage_fn", "remax", "ReMax's baseline is the reward of a greedy rollout of each task"),
+        ("policy_loss_fn", "dpo", "DPO needs pairs of responses"),
         ("sample_strategy", "warmup", "the trainer takes experiences in the order they arrive"),
         ("kl_loss_fn", "corrected_k3", "verl has no corrected k3 KL loss"),
         ("entropy_loss_fn", "mix", "mixing SFT data into RL batches"),
@@ -261,6 +305,47 @@ def test_upstream_functions_the_runtime_cannot_run_are_refused_by_name(cli, writ
     assert (
         f"run.yaml:5:3: algorithm.{kind}: {kind} '{name}' is known to Trinity-RFT but not supported by trinity yet: "
         f"{reason}" in result.err
+    )
+
+
+def test_a_kl_penalty_takes_its_kind_and_coefficient(render):
+    result, cfg = render(GRPO + "  kl_penalty_fn: low_var_kl\n  kl_penalty_fn_args:\n    kl_coef: 0.05\n")
+    assert result.code == 0
+    assert cfg["algorithm"]["kl_penalty_fn"] == "low_var_kl"
+    assert cfg["algorithm"]["kl_penalty_fn_args"] == {"kl_coef": 0.05, "adaptive": False}
+
+
+@pytest.mark.parametrize(
+    "algorithm, args, where, message",
+    [
+        (
+            "sapo",
+            "    tau_pos: 2.0\n    tau_neg: 1.0\n",
+            "6:3: algorithm.policy_loss_fn_args: value error",
+            "tau_neg (1.0) must be >=",
+        ),
+        (
+            "rec",
+            "    weight: gspo_importance_sampling\n",
+            "6:3: algorithm.policy_loss_fn_args: value error",
+            "needs clip_mode 'gspo-one-side'",
+        ),
+        ("rec", "    clip_mode: both\n", "7:5: algorithm.policy_loss_fn_args.clip_mode", "input should be"),
+        ("sppo", "    epsilon: 0\n", "7:5: algorithm.policy_loss_fn_args.epsilon", "greater than 0"),
+        ("opmd", "    tua: 1.0\n", "7:5: algorithm.policy_loss_fn_args.tua", "did you mean 'tau'?"),
+    ],
+)
+def test_each_new_losss_arguments_are_checked_where_written(cli, write, algorithm, args, where, message):
+    text = GRPO + f"  algorithm_type: {algorithm}\n  policy_loss_fn_args:\n{args}"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2 and f"run.yaml:{where}" in result.err and message in result.err, result.err
+
+
+def test_an_advantage_baseline_upstream_lacks_is_refused(cli, write):
+    text = GRPO + "  algorithm_type: opmd\n  advantage_fn_args:\n    opmd_baseline: median\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2 and "algorithm.advantage_fn_args.opmd_baseline: input should be 'mean' or 'logavgexp'" in (
+        result.err
     )
 
 

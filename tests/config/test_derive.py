@@ -520,11 +520,12 @@ def test_trainer_config_takes_verls_actor_rollout_ref_sections(render):
 @pytest.mark.parametrize(
     "section,why",
     [
-        ("critic", "trinity has no critic model yet"),
-        ("trainer", "trinity passes verl's actor_rollout_ref sections only"),
+        ("critic", "this algorithm trains no critic (its advantage function reads no values)"),
+        ("trainer", "trinity passes verl's actor_rollout_ref sections and, for a critic, critic"),
     ],
 )
 def test_trainer_config_sections_trinity_would_drop_are_errors(render, section, why):
+    """The critic section only where the algorithm trains a critic (PPO: tests/config/test_algorithm.py)."""
     result, _ = render(f"trainer:\n  trainer_config:\n    {section}:\n      x: 1\n", "hardware=a100")
     assert (
         result.code == 2

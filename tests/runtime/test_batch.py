@@ -63,9 +63,34 @@ def test_without_std_normalisation_it_is_the_centred_reward(algorithm):
 
 def test_advantage_covers_every_response_token_and_no_padding():
     exps = [exp([1], [2, 3, 4], 1.0, "a", [-0.5, -0.25, -0.125]), exp([1], [5], 0.0, "a", [-2.0])]
-    t = batch.rl_tensors(exps, [[0.7] * 3, [-0.7]], pad_id=0)
-    assert torch.allclose(t["advantages"], torch.tensor([[0.7, 0.7, 0.7], [-0.7, 0.0, 0.0]]))
-    assert t["old_log_probs"].tolist() == [[-0.5, -0.25, -0.125], [-2.0, 0.0, 0.0]]
+    width = batch.padded(exps, 0)["responses"].shape[1]
+    advantages = batch.per_token([[0.7] * 3, [-0.7]], width)
+    assert torch.allclose(advantages, torch.tensor([[0.7, 0.7, 0.7], [-0.7, 0.0, 0.0]]))
+    assert batch.old_logprobs(exps, width).tolist() == [[-0.5, -0.25, -0.125], [-2.0, 0.0, 0.0]]
+
+
+def test_a_kl_penalty_comes_off_every_response_token_reward():
+    exps = [exp([1], [2, 3], reward=1.0), exp([1], [4], reward=0.5)]
+    mask = batch.padded(exps, 0)["response_mask"]
+    rewards = batch.token_rewards(exps, mask, [[0.25, 0.125], [0.5]])
+    assert rewards.tolist() == [[-0.25, 0.875], [0.0, 0.0]]
+
+
+@pytest.mark.parametrize(
+    "kind, expected",
+    [
+        ("k1", [-0.5, 0.25]),
+        ("abs", [0.5, 0.25]),
+        ("k2", [0.125, 0.03125]),
+        # exp(ref - logp) - (ref - logp) - 1
+        ("k3", [math.exp(0.5) - 1.5, math.exp(-0.25) - 0.75]),
+        ("low_var_kl", [math.exp(0.5) - 1.5, math.exp(-0.25) - 0.75]),
+        ("corrected_k3", [math.exp(0.5) - 1.5, math.exp(-0.25) - 0.75]),  # no old policy in a penalty: k3
+    ],
+)
+def test_each_kl_penalty_kind_estimates_as_trinity_rft_defines_it(kind, expected):
+    log_prob, ref = torch.tensor([[-1.0, -0.5]]), torch.tensor([[-0.5, -0.75]])
+    assert batch.kl(log_prob, ref, kind)[0].tolist() == pytest.approx(expected, rel=1e-5)
 
 
 def test_token_mean_aggregation_counts_response_tokens_only():

@@ -1,4 +1,5 @@
-"""The explorer's prompt budget (a long prompt keeps its end) and what it reads from a taskset's rows."""
+"""The explorer's prompt budget (a long prompt keeps its end), what it reads from a taskset's rows, and the reward
+function each taskset's tasks are given."""
 
 import json
 
@@ -8,8 +9,11 @@ from hypothesis import strategies as st
 
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
+from trinity.config.rewards import REWARDS
 from trinity.config.schema.buffer import TasksetConfig
 from trinity.runtime.explorer import Explorer, _Client, _row_workflows, fit_prompt
+from trinity.runtime.rewards import load as load_reward
+from trinity.runtime.workflows import Completion
 
 IDS = st.lists(st.integers(0, 50), max_size=40)
 
@@ -109,3 +113,88 @@ def test_a_mixed_taskset_loads_each_rows_workflow(explorer, tmp_path):
         "MathWorkflow",
         "ArithWorkflow",
     ]
+
+
+class Scripted:
+    """Stands in for the model client with fixed completions: these tests are about scoring, not generating."""
+
+    tokenizer = None
+
+    def __init__(self, texts):
+        self.texts = texts
+
+    def prompt(self, task):
+        return str(task.row["prompt"])
+
+    def generate(self, prompt, n):
+        return [Completion([1], [2, 3], [-0.1, -0.1], text, 0) for text in self.texts[:n]]
+
+
+# name -> (the row's reference, a response, the reward it earns)
+EARNS = {
+    "exact_match": ("\\boxed{3}", "\\boxed{3}", 1.0),
+    "math_reward": ("\\boxed{3}", "so 3", 1.0),
+    "accuracy_reward": ("\\boxed{3}", "\\boxed{3.0}", 1.0),
+    "format_reward": ("\\boxed{3}", "\\boxed{3}", -0.1),
+    "countdown_reward": ({"target": 3, "numbers": [1, 2]}, "<answer>2 + 1</answer>", 1.0),
+    "math_boxed_reward": ("\\boxed{3}", "\\boxed{\\frac{6}{2}}", 1.0),  # the same number
+    "math_dapo_reward": ("3", "<think>2?</think>\\boxed{3}", 1.0),
+}
+
+
+def test_every_builtin_reward_is_classified_here():
+    assert set(EARNS) == set(REWARDS)
+
+
+@pytest.mark.parametrize("name", sorted(EARNS))
+@pytest.mark.parametrize("where", ["buffer.explorer_input", "buffer.explorer_input.taskset"])
+def test_the_reward_a_taskset_names_scores_its_tasks(explorer, tmp_path, name, where):
+    truth, text, reward = EARNS[name]
+    (tmp_path / "rows.jsonl").write_text(json.dumps({"prompt": "1+2=", "response": truth}) + "\n")
+    role = explorer(
+        f"buffer.explorer_input.taskset.path={tmp_path / 'rows.jsonl'}",
+        f"{where}.default_reward_fn_type={name}",
+        "buffer.explorer_input.eval_tasksets=[]",
+    )
+    ts = role.train[0]
+    task = ts.tasks[0]
+    assert task.reward_fn.fn is load_reward(name)
+    exps = ts.workflows[task.uid](task, Scripted([text] * task.repeat_times)).run()
+    assert [e.reward for e in exps] == [reward] * task.repeat_times
+
+
+def test_without_a_named_reward_each_workflow_keeps_its_own(explorer):
+    role = explorer()
+    assert role.config.buffer.explorer_input.default_reward_fn_type is None
+    for ts in role.train + role.evals:
+        task = ts.tasks[0]
+        assert task.reward_fn is None
+        workflow = ts.workflows[task.uid](task, Scripted([str(task.row["response"])]))
+        assert workflow.reward_fn.name == "exact_match" and workflow.run()[0].reward == 1.0
+
+
+def test_reward_fn_args_reach_a_users_reward(explorer):
+    role = explorer(
+        "buffer.explorer_input.default_reward_fn_type=tests.runtime.own_rewards:length_reward",
+        "+buffer.explorer_input.taskset.reward_fn_args.per_char=0.5",
+    )
+    ts = role.train[0]
+    exps = ts.workflows[ts.tasks[0].uid](ts.tasks[0], Scripted(["abcd"])).run()
+    assert exps[0].reward == 2.0 and exps[0].metrics == {"accuracy": 2.0, "length": 2.0}
+    # the eval taskset has its own (no) reward_fn_args: the function's default
+    ev = role.evals[0]
+    assert ev.workflows[ev.tasks[0].uid](ev.tasks[0], Scripted(["abcd"])).run()[0].reward == 4.0
+
+
+@pytest.mark.parametrize(
+    "name,error",
+    [
+        ("tests.runtime.no_such:fn", "cannot import 'tests.runtime.no_such:fn'"),
+        ("tests.runtime.own_rewards:NOT_A_FUNCTION", "tests.runtime.own_rewards:NOT_A_FUNCTION is not a function"),
+    ],
+)
+def test_a_users_reward_that_cannot_run_stops_setup_naming_the_taskset(explorer, name, error):
+    with pytest.raises(ValueError) as err:
+        explorer(f"buffer.explorer_input.taskset.default_reward_fn_type={name}")
+    message = str(err.value)
+    assert message.startswith(f"taskset arith: reward function {name!r}: ") and error in message

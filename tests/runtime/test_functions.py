@@ -25,11 +25,24 @@ VERL_FUNCTIONS = {
     "gspo": ("compute_grpo_outcome_advantage", "compute_policy_loss_gspo"),
     "cispo": ("compute_grpo_outcome_advantage", "compute_policy_loss_cispo"),
     "sft": (None, None),
+    "reinforceplusplus": ("compute_reinforce_plus_plus_outcome_advantage", "compute_policy_loss_vanilla"),
+    "rloo": ("compute_rloo_outcome_advantage", "compute_policy_loss_vanilla"),
+    "opmd": ("opmd_advantage", "opmd_loss"),
+    "asymre": ("asymre_advantage", "opmd_loss"),
+    "topr": ("reinforce_advantage", "topr_loss"),
+    "sapo": ("compute_grpo_outcome_advantage", "sapo_loss"),
+    "rec": ("rec_advantage", "rec_loss"),
+    "sppo": ("opmd_advantage", "sppo_loss"),
+    "ppo": ("compute_gae_advantage_return", "compute_policy_loss_vanilla"),
 }
 
 
 def exp(response, reward, group="a"):
     return Experience([1], response, [-1.0] * len(response), reward, group)
+
+
+def algo(**fields):
+    return SimpleNamespace(policy_loss_fn_args={}, advantage_fn_args={}, **fields)
 
 
 def grpo(epsilon=1e-6, norm=True):
@@ -115,11 +128,11 @@ def test_no_advantages_for_an_advantage_function_that_computes_none():
 
 
 def test_a_loss_mode_verl_lacks_fails_before_training(monkeypatch):
-    functions.prepare(SimpleNamespace(policy_loss_fn="ppo", advantage_fn="grpo"))
-    functions.prepare(SimpleNamespace(policy_loss_fn="sft", advantage_fn="none"))
+    functions.prepare(algo(policy_loss_fn="ppo", advantage_fn="grpo"))
+    functions.prepare(algo(policy_loss_fn="sft", advantage_fn="none"))
     monkeypatch.setitem(POLICY_LOSSES, "ppo", replace(POLICY_LOSSES["ppo"], loss_mode="no_such_mode"))
     with pytest.raises(ValueError, match="no_such_mode"):
-        functions.prepare(SimpleNamespace(policy_loss_fn="ppo", advantage_fn="grpo"))
+        functions.prepare(algo(policy_loss_fn="ppo", advantage_fn="grpo"))
 
 
 # --- trinity's own functions, registered beside verl's ---------------------------------------------------------
@@ -146,7 +159,7 @@ def own(monkeypatch):
 def test_trinitys_own_estimator_and_loss_are_found_through_verls_registries(own):
     import sys
 
-    functions.prepare(SimpleNamespace(policy_loss_fn="own", advantage_fn="own"))  # imports the module: registers
+    functions.prepare(algo(policy_loss_fn="own", advantage_fn="own"))  # imports the module: registers
     module = sys.modules[OWN]
     assert core_algos.get_adv_estimator_fn("trinity_test_centred_reward") is module.centred_reward
     assert core_algos.get_policy_loss_fn("trinity_test_mean_ratio") is module.mean_ratio

@@ -68,7 +68,6 @@ def lora_update(demo_dir: str, out) -> None:
     from trinity.platforms import get_platform
     from trinity.runtime.experience import Experience
     from trinity.runtime.sync.group import free_port
-    from trinity.runtime.trainer import functions
     from trinity.runtime.trainer.rank import TrainerRank
 
     overrides = (
@@ -84,7 +83,7 @@ def lora_update(demo_dir: str, out) -> None:
     dtypes = lambda train: sorted({str(p.dtype) for p in module.parameters() if p.requires_grad == train})  # noqa: E731
     before = {n: t.clone() for n, t in rank.engine_weights().items()}  # on one CPU rank they alias the weights
     exps = [Experience([3, 4, 5], [6, 7], [-1.0, -1.0], reward=float(i % 2), group=f"g{i // 4}") for i in range(8)]
-    batch, _ = rank._tensors(list(zip(exps, functions.advantages(exps, config.algorithm))))
+    batch, _ = rank._tensors(exps)
     rank.worker.update_actor(batch)
     after = rank.engine_weights()
     state = rank.worker.actor.engine.optimizer.state.values()
@@ -139,3 +138,110 @@ def test_a_sync_moves_the_adapter_in_the_dtype_the_engines_keep_it_in(demo_asset
     config = resolve(Request(None, overrides)).config
     rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
     assert rank._rollout_dtype() == getattr(torch, dtype)
+
+
+GROUPS = [(1.0, "a"), (0.0, "a"), (1.0, "b"), (0.0, "b"), (0.0, "b"), (1.0, "b"), (0.5, "c"), (1.0, "c")]
+PENALTIES = [[0.1], [0.0], [0.2], [0.0], [0.05], [0.0], [0.0], [0.3]]
+
+
+def shard_advantages(rank: int, port: int, out) -> None:
+    """In a process of its own: trainer rank `rank` of 2 (gloo) computes its shard's advantages, the batch on both."""
+    import torch.distributed as dist
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    config = resolve(Request(None, ("hardware=cpu", "+stages.1.algorithm.algorithm_type=rloo"))).stage("grpo")
+    trainer = TrainerRank(name=f"trainer_node0.rank{rank}", role="trainer", config=config, rank=rank, world_size=2)
+    exps = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS][rank * 4 : rank * 4 + 4]
+    out.put((rank, trainer._advantages(exps, PENALTIES[rank * 4 : rank * 4 + 4])))
+    dist.destroy_process_group()
+
+
+@pytest.mark.train  # two trainer processes in a gloo group
+def test_advantages_are_computed_over_the_whole_batch_when_a_task_spans_ranks():
+    """Task 'b' has rollouts on both ranks: rank 0 gathers every rank's rewards less its KL penalties, computes the
+    group advantages once, and hands each rank its shard, which equals the single-process computation."""
+    import multiprocessing
+    from types import SimpleNamespace
+
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer import functions
+
+    ctx, port = multiprocessing.get_context("spawn"), free_port()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=shard_advantages, args=(rank, port, out)) for rank in (0, 1)]
+    for proc in procs:
+        proc.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    exps = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS]
+    whole = functions.advantages(exps, SimpleNamespace(advantage_fn="rloo", advantage_fn_args={}), PENALTIES)
+    assert got[0] + got[1] == whole
+    # by hand, task b: rewards less penalties [0.8, 0, -0.05, 1] -> each minus the mean of the other three
+    assert [a[0] for a in whole[2:6]] == pytest.approx([0.8 - 0.95 / 3, -1.75 / 3, -0.05 - 1.8 / 3, 1 - 0.75 / 3])
+
+
+def ppo_critic(demo_dir: str, folder: str, out) -> None:
+    """In a process of its own: a PPO trainer rank updates its critic on one batch and saves it; a rank resumed from
+    that checkpoint has the same critic, a new one (a fresh value head) does not."""
+    import os
+
+    os.environ["TRINITY_DEMO_DIR"] = demo_dir
+    import torch
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.platforms import get_platform
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer import batch as batches
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    overrides = ("hardware=cpu", "+stages.1.algorithm.algorithm_type=ppo", "buffer.train_batch_size=8")
+    config = resolve(Request(None, overrides)).stage("grpo")
+    os.environ.update(get_platform("cpu").verl_env())
+    port, model = free_port(), f"{demo_dir}/model"
+
+    def rank(resume=None):
+        trainer = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
+        trainer.setup("127.0.0.1", port, model, 4, None, resume)
+        return trainer
+
+    exps = [Experience([3, 4, 5], [6, 7], [-1.0, -1.0], reward=float(i % 2), group=f"g{i // 4}") for i in range(8)]
+    tensors = batches.padded(exps, 0)
+    trained = rank()
+    before = trained.critic.values(tensors)
+    _, extra = trained._tensors(exps)  # the critic's values, GAE, and the critic's update
+    after = trained.critic.values(tensors)
+    trained.save(folder, 1, hf=False)
+    out.put(
+        {
+            "critic_loss": extra["critic_loss"],
+            "moved": not torch.allclose(before, after),
+            "resumed": torch.allclose(rank(folder).critic.values(tensors), after),
+            "fresh": torch.allclose(rank().critic.values(tensors), after),
+        }
+    )
+
+
+@pytest.mark.train  # a real verl trainer rank with a critic, in a process of its own
+def test_a_ppo_trainer_updates_its_critic_and_a_resume_restores_it(demo_assets, tmp_path):
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=ppo_critic, args=(str(demo_assets), str(tmp_path / "global_step_1"), out))
+    proc.start()
+    seen = out.get(timeout=240)
+    proc.join(60)
+    assert proc.exitcode == 0
+    assert seen["critic_loss"] > 0 and seen["moved"], seen  # one update moved the value head
+    assert seen["resumed"] and not seen["fresh"], seen  # the saved critic comes back; a new one is not it
+    assert (tmp_path / "global_step_1" / "critic_state").is_dir()

@@ -246,3 +246,53 @@ def test_a_lora_config_reaches_verls_peft_path():
     )
     assert model.lora_adapter_path == "/adapters/a"
     assert section.actor.fsdp_config.model_dtype == "bf16"  # the frozen base in the training dtype
+
+
+# --- the critic (PPO) ----------------------------------------------------------------------------------------
+
+
+def critic_of(*extra, model="/models/m"):
+    from verl.utils.config import omega_conf_to_dataclass
+
+    from trinity.runtime.verl.config import build_critic
+
+    config = reference("a100", "algorithm.algorithm_type=ppo", *extra)
+    return omega_conf_to_dataclass(build_critic(config, model, 100))
+
+
+def test_the_critic_takes_the_actors_engine_and_budgets_and_verls_optimizer_defaults(demo_assets):
+    critic = critic_of("trainer.max_token_len_per_gpu=4096", model=str(demo_assets / "model"))
+    config = reference("a100", "algorithm.algorithm_type=ppo")
+    assert (critic.strategy, critic.model.path) == (config.trainer.trainer_strategy, str(demo_assets / "model"))
+    assert critic.ppo_mini_batch_size == config.buffer.train_batch_size and critic.ppo_max_token_len_per_gpu == 4096
+    assert (critic.optim.lr, critic.optim.total_training_steps, critic.cliprange_value) == (1e-5, 100, 0.5)
+    assert critic.engine.use_torch_compile is config.trainer.use_torch_compile
+    assert critic.model.override_config["attn_implementation"] == config.trainer.attn_implementation
+
+
+def test_the_critic_passthrough_reaches_verl(demo_assets):
+    critic = critic_of(
+        "+trainer.trainer_config.critic.optim.lr=3e-6",
+        "+trainer.trainer_config.critic.cliprange_value=0.2",
+        model=str(demo_assets / "model"),
+    )
+    assert (critic.optim.lr, critic.cliprange_value) == (3e-6, 0.2)
+
+
+@pytest.mark.parametrize(
+    "key,ours",
+    [("critic.optim.total_training_steps", "trainer.total_steps"), ("critic.strategy", "trainer.trainer_strategy")],
+)
+def test_a_critic_key_trinity_sets_is_refused_naming_the_trinity_key(key, ours):
+    with pytest.raises(ConfigError) as err:
+        critic_of(f"+trainer.trainer_config.{key}=1")
+    [issue] = err.value.issues
+    assert issue.key == f"trainer.trainer_config.{key}" and f"is set by trinity from {ours}" in issue.message
+
+
+def test_a_critic_key_verl_does_not_have_is_refused_by_verls_class(demo_assets):
+    with pytest.raises(ConfigError) as err:
+        critic_of("+trainer.trainer_config.critic.bogus=1", model=str(demo_assets / "model"))
+    [issue] = err.value.issues
+    assert issue.key == "trainer.trainer_config.critic" and issue.source == "verl's FSDPCriticConfig"
+    assert "unexpected keyword argument 'bogus'" in issue.message

@@ -1,10 +1,11 @@
-"""Final-answer extraction and the rewards of the built-in workflows."""
+"""Final-answer extraction, the default rewards of the built-in workflows, and the reward a task is given."""
 
 import pytest
 
 from trinity.config.schema.buffer import FormatConfig
+from trinity.runtime.rewards import bind
+from trinity.runtime.rewards.math_reward import final_answer, normalise
 from trinity.runtime.workflows import Completion, Task, load
-from trinity.runtime.workflows.math import final_answer, normalise
 
 
 @pytest.mark.parametrize(
@@ -42,13 +43,14 @@ class ScriptedModel:
         return [Completion([1, 2], [3], [-0.1], text, weight_version=7) for text in self.texts[:n]]
 
 
-def task(row, repeat=3, **reward_args):
+def task(row, repeat=3, reward_fn=None, **reward_args):
     return Task(
         "gsm8k/train/0",
         row,
         FormatConfig(prompt_key="question", response_key="answer"),
         repeat,
         reward_fn_args=reward_args,
+        reward_fn=reward_fn,
     )
 
 
@@ -80,4 +82,55 @@ def test_a_users_workflow_by_import_path_and_bad_names():
     with pytest.raises(ValueError, match="cannot import 'nowhere.mod:Flow'"):
         load("nowhere.mod:Flow")
     with pytest.raises(ValueError, match="is not a subclass of trinity.runtime.workflows.Workflow"):
-        load("trinity.runtime.workflows.math:final_answer")
+        load("trinity.runtime.workflows.base:Task")
+
+
+def test_a_workflow_scores_with_the_reward_function_its_task_is_given():
+    row = {"question": "Half of 3?", "answer": "\\boxed{\\frac{3}{2}}"}
+    texts = ["it is \\boxed{1.5}", "#### 1.5", "\\boxed{3/2}"]
+    # math_reward (the default) reads '####' and plain numbers, but not \frac: only the named reward gets these right
+    assert [e.reward for e in load("math_workflow")(task(row), ScriptedModel(texts)).run()] == [0.0, 0.0, 0.0]
+    boxed = bind("math_boxed_reward", {"with_think": True, "format_score_coef": 0.25})
+    exps = load("math_workflow")(task(row, reward_fn=boxed), ScriptedModel(texts)).run()
+    assert [e.reward for e in exps] == [0.75, -0.25, 0.75]  # accuracy + the missing-<think> penalty
+    assert [e.metrics["accuracy"] for e in exps] == [1.0, 0.0, 1.0]
+    assert [e.metrics["format_score"] for e in exps] == [-0.25] * 3
+    # the arithmetic workflow takes a reward too, instead of its exact match
+    arith = Task(
+        "t", {"question": "7*6=", "answer": "42"}, FormatConfig(prompt_key="question", response_key="answer"), 2
+    )
+    assert [e.reward for e in load("arith_workflow")(arith, ScriptedModel(["forty: 42", "42"])).run()] == [0.0, 1.0]
+    named = Task(**{**arith.__dict__, "reward_fn": bind("accuracy_reward", {})})
+    assert [e.reward for e in load("arith_workflow")(named, ScriptedModel(["forty: 42", "42"])).run()] == [1.0, 1.0]
+
+
+def test_a_reward_function_gets_the_context_it_names():
+    seen = []
+
+    def mine(response, truth, response_tokens, prompt, bonus=0.0):
+        seen.append((response, truth, response_tokens, prompt))
+        return {"accuracy": 1.0, "bonus": bonus}
+
+    from trinity.runtime.rewards import BoundReward
+
+    exps = load("math_workflow")(
+        task({"question": "q?", "answer": "1"}, 1, BoundReward("mine", mine, {"bonus": 0.5})), ScriptedModel(["x"])
+    ).run()
+    assert seen == [("x", "1", 1, "q?")]  # response_ids [3]: one token; the row is not asked for, so not passed
+    assert exps[0].reward == 1.5 and exps[0].metrics == {"accuracy": 1.0, "bonus": 0.5}
+
+
+def test_a_workflow_without_a_default_needs_the_taskset_to_name_a_reward():
+    from trinity.runtime.workflows import Workflow
+
+    class Mine(Workflow):
+        def run(self):
+            return [self.score(c, "1") for c in self.model.generate("", 1)]
+
+    plain = task({"question": "q", "answer": "1"}, 1)
+    with pytest.raises(
+        ValueError, match="Mine has no reward function: name one in the taskset's default_reward_fn_type"
+    ):
+        Mine(plain, ScriptedModel(["1"])).run()
+    named = task({"question": "q", "answer": "1"}, 1, reward_fn=bind("exact_match", {}))
+    assert Mine(named, ScriptedModel(["1"])).run()[0].reward == 1.0

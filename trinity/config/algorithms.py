@@ -15,9 +15,9 @@ whether an algorithm's trainer reads rollouts.
 """
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from .schema._base import Section
 from .schema.algorithm import LossAggMode
@@ -90,6 +90,81 @@ class EntropyLossArgs(Section):
     entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
 
 
+class PPOAdvantageArgs(Section):
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount of future rewards (GAE's gamma).")
+    lam: float = Field(1.0, ge=0, le=1, description="GAE's lambda: 1 is the Monte-Carlo return, 0 one-step TD.")
+
+
+class ReinforcePlusPlusAdvantageArgs(Section):
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount of the reward-to-go before whitening.")
+
+
+class OPMDAdvantageArgs(Section):
+    opmd_baseline: Literal["mean", "logavgexp"] = Field(
+        "mean", description="Group baseline: the mean reward, or tau * log(mean(exp(reward / tau)))."
+    )
+    tau: float = Field(1.0, gt=0, description="Temperature of the logavgexp baseline.")
+
+
+class AsymREAdvantageArgs(Section):
+    baseline_shift: float = Field(-0.1, description="Added to the group's mean reward to make the baseline.")
+
+
+class RECAdvantageArgs(Section):
+    epsilon: float = Field(1e-6, gt=0, description="Added to the group's reward std before dividing.")
+    std_normalize: bool = Field(False, description="Divide by the group's reward std.")
+    drop: Literal["balance"] | None = Field(
+        None, description="'balance': drop random below-mean rollouts until they are no more than the others."
+    )
+
+
+class OPMDPolicyLossArgs(_AggArgs):
+    tau: float = Field(1.0, ge=0, description="Regularisation strength: the loss is divided by 1 + tau.")
+
+
+class TOPRPolicyLossArgs(_AggArgs):
+    advantage_threshold: float = Field(
+        0.0, description="At or below it a token's weight is its ratio clipped to [0, 1]; above it, 1."
+    )
+
+
+class SPPOPolicyLossArgs(_AggArgs):
+    epsilon: float = Field(0.3, gt=0, description="Tokens whose ratio leaves [1/(1+epsilon), 1+epsilon] are masked.")
+
+
+class SAPOPolicyLossArgs(_AggArgs):
+    tau_pos: float = Field(1.0, gt=0, description="Soft-gate temperature for positive advantages.")
+    tau_neg: float = Field(1.05, gt=0, description="Soft-gate temperature for negative advantages (>= tau_pos).")
+
+    @model_validator(mode="after")
+    def _negative_at_least_positive(self) -> "SAPOPolicyLossArgs":
+        if self.tau_neg < self.tau_pos:
+            raise ValueError(f"tau_neg ({self.tau_neg}) must be >= tau_pos ({self.tau_pos}), as SAPO requires")
+        return self
+
+
+class RECPolicyLossArgs(_AggArgs):
+    epsilon_low: float = Field(0.2, gt=0, le=1, description="Lower edge of the trust region: 1 - epsilon_low.")
+    epsilon_high: float = Field(0.2, gt=0, description="Upper edge of the trust region: 1 + epsilon_high.")
+    epsilon_low_prime: float = Field(0.6, gt=0, le=1, description="ring: lower edge for positive advantages.")
+    epsilon_high_prime: float = Field(2.0, gt=0, description="ring: upper edge for negative advantages.")
+    clip_mode: Literal["none", "one-side", "gspo-one-side", "two-side", "ring"] = Field(
+        "none", description="Which tokens are masked by their ratio."
+    )
+    weight: Literal["none", "importance_sampling", "gspo_importance_sampling", "advantage"] = Field(
+        "none", description="Weight on each token's advantage."
+    )
+    regularizer: Literal["none", "k2", "forward-kl"] = Field("none", description="Regulariser added to the loss.")
+    regularizer_coef: float = Field(0.0, ge=0, description="Weight of the regulariser.")
+    temp: float = Field(1.0, gt=0, description="Temperature of weight 'advantage' (exp(advantage / temp)).")
+
+    @model_validator(mode="after")
+    def _sequence_ratio(self) -> "RECPolicyLossArgs":
+        if self.weight == "gspo_importance_sampling" and self.clip_mode != "gspo-one-side":
+            raise ValueError("weight 'gspo_importance_sampling' needs clip_mode 'gspo-one-side' (its sequence ratio)")
+        return self
+
+
 KL_KINDS = ("k1", "k2", "k3", "low_var_kl", "abs", "mse")
 
 CONFIG = "config."  # an estimator keyword under this prefix is a field of the `config` (verl's AlgoConfig) it is given
@@ -110,6 +185,7 @@ class Advantage:
     kwargs: dict[str, str] = field(default_factory=dict)  # our argument -> the estimator's keyword (or config.<field>)
     grouped: bool = False  # compares the rollouts of one task with each other (the estimator reads `index`)
     module: str | None = None  # the trinity module that registers `estimator` with verl; None: verl's own
+    critic: bool = False  # reads a critic model's values (the estimator's `values`): the trainer trains one
 
 
 @dataclass(frozen=True)
@@ -119,13 +195,22 @@ class PolicyLoss:
     batch "rl": responses with per-token advantages and the old policy's log-probs, under the sampling
     temperature; verl's `ppo_loss` calls `get_policy_loss_fn(loss_mode)`. batch "sft": packed sequences
     with a loss mask over the responses, trained by verl's `sft_loss`, which reads no loss mode.
-    A loss trinity defines itself is registered with verl's `register_policy_loss` by `module`.
+    A loss trinity defines itself lives in `module` and is registered in verl's policy-loss registry under
+    `loss_mode` by the trainer, bound to the run's arguments (verl's ppo_loss passes none of its own).
     """
 
     args: type[Section]
     loss_mode: str | None = None  # a name in verl's policy-loss registry; None only for batch "sft"
     batch: Literal["rl", "sft"] = "rl"
     module: str | None = None  # the trinity module that registers `loss_mode` with verl; None: verl's own
+
+
+OWN = "trinity.runtime.trainer.algos."  # the package of trinity's own functions, one module per algorithm family
+
+
+def _same_names(args: type[Section]) -> dict[str, str]:
+    """Every argument passed under its own name (trinity's own estimators take upstream's names)."""
+    return {name: name for name in args.model_fields}
 
 
 ADVANTAGES: dict[str, Advantage] = {
@@ -135,14 +220,41 @@ ADVANTAGES: dict[str, Advantage] = {
         kwargs={"epsilon": "epsilon", "norm_adv_by_std": "norm_adv_by_std_in_grpo"},
         grouped=True,
     ),
+    # GAE over a critic's values, whitened over the batch (verl's gae, Trinity-RFT's ppo)
+    "ppo": Advantage(PPOAdvantageArgs, "gae", kwargs={"gamma": "gamma", "lam": "lam"}, critic=True),
+    "reinforceplusplus": Advantage(
+        ReinforcePlusPlusAdvantageArgs, "reinforce_plus_plus", kwargs={"gamma": CONFIG + "gamma"}
+    ),
+    "rloo": Advantage(NoArgs, "rloo", grouped=True),
+    "reinforce": Advantage(NoArgs, "trinity_reinforce", module=OWN + "reinforce"),
+    "opmd": Advantage(
+        OPMDAdvantageArgs, "trinity_opmd", kwargs=_same_names(OPMDAdvantageArgs), grouped=True, module=OWN + "opmd"
+    ),
+    "asymre": Advantage(
+        AsymREAdvantageArgs,
+        "trinity_asymre",
+        kwargs=_same_names(AsymREAdvantageArgs),
+        grouped=True,
+        module=OWN + "asymre",
+    ),
+    "rec": Advantage(
+        RECAdvantageArgs, "trinity_rec", kwargs=_same_names(RECAdvantageArgs), grouped=True, module=OWN + "rec"
+    ),
     "none": Advantage(NoArgs),
 }
+# upstream's deprecated batch-wise versions compute the same values
+ADVANTAGES |= {"grpo_verl": ADVANTAGES["grpo"], "opmd_verl": ADVANTAGES["opmd"], "asymre_verl": ADVANTAGES["asymre"]}
 
 POLICY_LOSSES: dict[str, PolicyLoss] = {
     "ppo": PolicyLoss(PPOPolicyLossArgs, "vanilla"),
     "sft": PolicyLoss(SFTLossArgs, batch="sft"),
     "gspo": PolicyLoss(GSPOPolicyLossArgs, "gspo"),
     "cispo": PolicyLoss(CISPOPolicyLossArgs, "cispo"),
+    "opmd": PolicyLoss(OPMDPolicyLossArgs, "trinity_opmd", module=OWN + "opmd"),
+    "topr": PolicyLoss(TOPRPolicyLossArgs, "trinity_topr", module=OWN + "topr"),
+    "rec": PolicyLoss(RECPolicyLossArgs, "trinity_rec", module=OWN + "rec"),
+    "sppo": PolicyLoss(SPPOPolicyLossArgs, "trinity_sppo", module=OWN + "sppo"),
+    "sapo": PolicyLoss(SAPOPolicyLossArgs, "trinity_sapo", module=OWN + "sapo"),
 }
 
 # function kind -> name -> the arguments it takes (what the runtime can run)
@@ -150,13 +262,15 @@ FUNCTIONS: dict[str, dict[str, type[Section]]] = {
     "sample_strategy": {"default": NoArgs},
     "policy_loss_fn": {name: loss.args for name, loss in POLICY_LOSSES.items()},
     "advantage_fn": {name: advantage.args for name, advantage in ADVANTAGES.items()},
-    "kl_penalty_fn": {"none": KLArgs},
+    # a penalty has no old policy to correct by, so upstream's corrected_k3 penalty is k3
+    "kl_penalty_fn": {"none": KLArgs, **{kind: KLArgs for kind in (*KL_KINDS, "corrected_k3")}},
     "kl_loss_fn": {"none": KLArgs, **{kind: KLArgs for kind in KL_KINDS}},
     "entropy_loss_fn": {"default": EntropyLossArgs, "none": EntropyLossArgs},
 }
 
-_NO_PENALTY = "the trainer subtracts no KL penalty from rewards yet; use kl_loss_fn for a KL term"
-_ONLY_GRPO = "the trainer computes GRPO group advantages only"
+_MULTI_TURN = "step-wise advantages of multi-turn workflows are not supported yet"
+_DISTILL = "distillation needs a teacher model's log-probs in the experiences, which workflows do not record yet"
+_MIX = "mixing SFT data into RL batches is not supported yet"
 # Upstream's names the runtime cannot run yet, with the reason.
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "sample_strategy": {
@@ -165,41 +279,29 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
     },
     "policy_loss_fn": {
         **{
-            name: "this loss is not in verl's registry, which the trainer uses"
-            for name in ("opmd", "topr", "sft_is", "sft_phi", "sppo", "rec", "importance_sampling")
+            name: "this loss trains on SFT data mixed into RL batches, which the trainer's data path does not have yet"
+            for name in ("sft_is", "sft_phi")
         },
+        "importance_sampling": "this loss trains on a teacher's log-probs (distillation), which workflows do not "
+        "record yet",
         "dpo": "DPO needs pairs of responses, which the trainer's data path does not have yet",
-        "mix": "mixing SFT data into RL batches is not supported yet",
-        "mix_chord": "mixing SFT data into RL batches is not supported yet",
-        "sapo": "verl's SAPO always aggregates seq-mean-token-mean, Trinity-RFT's follows loss_agg_mode",
+        "mix": _MIX,
+        "mix_chord": _MIX,
     },
     "advantage_fn": {
-        "ppo": "PPO advantages need a critic model, which trinity's runtime does not have yet",
+        "remax": "ReMax's baseline is the reward of a greedy rollout of each task, which the explorer does not make",
+        "step_wise_grpo": _MULTI_TURN,
+        "gigpo": _MULTI_TURN,
+        "on_policy_distill": _DISTILL,
+        "jsd": _DISTILL,
         **{
-            name: _ONLY_GRPO
-            for name in (
-                "grpo_verl",
-                "step_wise_grpo",
-                "gigpo",
-                "reinforceplusplus",
-                "reinforce",
-                "remax",
-                "rloo",
-                "opmd",
-                "opmd_verl",
-                "asymre",
-                "asymre_verl",
-                "rec",
-                "on_policy_distill",
-                "jsd",
-                "clipb",
-                "clipv",
-            )
+            name: "this advantage masks tokens by the trainer's per-token entropy, which the trainer does not hand "
+            "to advantage functions yet"
+            for name in ("clipb", "clipv")
         },
     },
-    "kl_penalty_fn": {name: _NO_PENALTY for name in ("k1", "k2", "k3", "low_var_kl", "abs", "corrected_k3")},
     "kl_loss_fn": {"corrected_k3": "verl has no corrected k3 KL loss"},
-    "entropy_loss_fn": {"mix": "mixing SFT data into RL batches is not supported yet"},
+    "entropy_loss_fn": {"mix": _MIX},
 }
 
 
@@ -210,7 +312,6 @@ class Preset:
     functions: dict[str, str]
     unsupported: str = ""
     needs_rollout: bool = True  # False: trains on a data set (SFT), no explorer needed
-    critic: bool = False  # trains a value model beside the policy
     loss_agg_mode: str = "token-mean"
 
 
@@ -245,39 +346,21 @@ ALGORITHMS: dict[str, Preset] = {
     "gspo": _rl("grpo", "gspo"),
     "cispo": _rl("grpo", "cispo"),
     "sft": Preset(_SFT, needs_rollout=False),
-    "ppo": _rl(
-        "none", "ppo", unsupported="PPO needs a critic model, which trinity's runtime does not have yet", critic=True
-    ),
-    "reinforceplusplus": _rl("reinforceplusplus", "ppo", unsupported=_ONLY_GRPO),
-    "rloo": _rl("rloo", "ppo", unsupported=_ONLY_GRPO),
-    "opmd": _rl("opmd", "opmd", unsupported=_ONLY_GRPO),
-    "asymre": _rl("asymre", "opmd", kl_loss="none", entropy="none", unsupported=_ONLY_GRPO),
-    "topr": _rl("reinforce", "topr", unsupported=_ONLY_GRPO),
-    "sapo": _rl("grpo", "sapo", unsupported=UNSUPPORTED["policy_loss_fn"]["sapo"]),
-    "rec": _rl("rec", "rec", unsupported=_ONLY_GRPO),
-    "sppo": _rl("opmd", "sppo", kl_loss="none", entropy="none", unsupported=_ONLY_GRPO),
-    "multi_step_grpo": _rl(
-        "step_wise_grpo", "ppo", unsupported="step-wise advantages of multi-turn workflows are not supported yet"
-    ),
-    "gigpo": _rl("gigpo", "ppo", unsupported="step-wise advantages of multi-turn workflows are not supported yet"),
-    "on_policy_distill": _rl(
-        "on_policy_distill",
-        "ppo",
-        kl_loss="none",
-        entropy="none",
-        unsupported="distillation needs a teacher model's log-probs in the experiences, which workflows do not "
-        "record yet",
-    ),
-    "jsd": _rl(
-        "jsd",
-        "ppo",
-        kl_loss="none",
-        entropy="none",
-        unsupported="distillation needs a teacher model's log-probs in the experiences, which workflows do not "
-        "record yet",
-    ),
-    "mix": _rl("grpo", "mix", entropy="mix", unsupported=UNSUPPORTED["policy_loss_fn"]["mix"]),
-    "mix_chord": _rl("grpo", "mix_chord", entropy="mix", unsupported=UNSUPPORTED["policy_loss_fn"]["mix"]),
+    "ppo": _rl("ppo", "ppo"),
+    "reinforceplusplus": _rl("reinforceplusplus", "ppo"),
+    "rloo": _rl("rloo", "ppo"),
+    "opmd": _rl("opmd", "opmd"),
+    "asymre": _rl("asymre", "opmd", kl_loss="none", entropy="none"),
+    "topr": _rl("reinforce", "topr"),
+    "sapo": _rl("grpo", "sapo"),
+    "rec": _rl("rec", "rec"),
+    "sppo": _rl("opmd", "sppo", kl_loss="none", entropy="none"),
+    "multi_step_grpo": _rl("step_wise_grpo", "ppo", unsupported=_MULTI_TURN),
+    "gigpo": _rl("gigpo", "ppo", unsupported=_MULTI_TURN),
+    "on_policy_distill": _rl("on_policy_distill", "ppo", kl_loss="none", entropy="none", unsupported=_DISTILL),
+    "jsd": _rl("jsd", "ppo", kl_loss="none", entropy="none", unsupported=_DISTILL),
+    "mix": _rl("grpo", "mix", entropy="mix", unsupported=_MIX),
+    "mix_chord": _rl("grpo", "mix_chord", entropy="mix", unsupported=_MIX),
     "raft": Preset(
         {**_SFT, "advantage_fn": "none"},
         unsupported="RAFT trains SFT on rollouts; the trainer's SFT path reads a data set only",
@@ -306,3 +389,21 @@ def is_rl_loss(policy_loss_fn: str | None) -> bool:
     (False: a likelihood loss on given tokens, SFT). An unknown name counts as RL, as it is refused anyway."""
     loss = POLICY_LOSSES.get(policy_loss_fn)
     return loss is None or loss.batch == "rl"
+
+
+def uses_reference(algorithm: Any) -> bool:
+    """Whether the trainer needs the reference model's log-probs: for a KL loss, or a KL penalty in the reward."""
+    return any(name not in (None, "none") for name in (algorithm.kl_loss_fn, algorithm.kl_penalty_fn))
+
+
+def kl_penalty_coef(algorithm: Any) -> float:
+    """The weight of the KL penalty subtracted from token rewards (0 when there is none)."""
+    if algorithm.kl_penalty_fn in (None, "none"):
+        return 0.0
+    return (algorithm.kl_penalty_fn_args or {}).get("kl_coef", KLArgs().kl_coef)
+
+
+def uses_critic(advantage_fn: str | None) -> bool:
+    """Whether the trainer trains a critic (value) model: the advantage function reads its values."""
+    entry = ADVANTAGES.get(advantage_fn)
+    return entry is not None and entry.critic

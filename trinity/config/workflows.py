@@ -9,9 +9,8 @@ WORKFLOWS = {
     "math_workflow": "trinity.runtime.workflows.math:MathWorkflow",
     "arith_workflow": "trinity.runtime.workflows.arith:ArithWorkflow",
 }
-# The reward each built-in workflow computes itself (its module's docstring says how); a taskset's
-# default_reward_fn_type may name it and nothing else, since reward functions are not selectable yet.
-REWARDS = {
+# The reward function (trinity/config/rewards.py) each built-in workflow scores with when its taskset names none.
+DEFAULT_REWARDS = {
     "math_workflow": "math_reward",
     "arith_workflow": "exact_match",
 }

@@ -60,6 +60,7 @@ class Explorer(Role):
             raise ValueError(f"taskset {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
         check_columns(f"taskset {storage.name}", storage.format, rows[0])
         kind = "eval" if is_eval else "train"
+        reward_fn = _reward(storage, storage.default_reward_fn_type)  # the input's default was filled in by derive
         tasks = [
             Task(
                 f"{storage.name}/{kind}/{i}",
@@ -69,6 +70,7 @@ class Explorer(Role):
                 storage.workflow_args,
                 storage.reward_fn_args,
                 is_eval,
+                reward_fn,
             )
             for i, row in enumerate(rows)
         ]
@@ -190,6 +192,18 @@ def _row_workflows(storage: Any, rows: list[dict], default: str | None) -> list[
                 raise ValueError(f"taskset {storage.name}: row {i}: {exc}") from None
         out.append(classes[name])
     return out
+
+
+def _reward(storage: Any, name: str | None) -> Any:
+    """The taskset's reward function with its reward_fn_args; None leaves each workflow its default."""
+    from .rewards import bind
+
+    if name is None:
+        return None
+    try:
+        return bind(name, storage.reward_fn_args)
+    except ValueError as exc:
+        raise ValueError(f"taskset {storage.name}: {exc}") from None
 
 
 class TaskFailed(RuntimeError):

@@ -2,9 +2,9 @@
 
 Contract (other tools read it): explorer lines carry reward_mean, response_length_mean,
 tokens_per_s, weight_version; trainer lines loss, grad_norm, lr (and logprob_diff when the old
-log-probs are recomputed); synchronizer lines method, seconds, weight_version; eval lines taskset,
-accuracy. Each line is written with one append, so a
-reader never sees half a line.
+log-probs are recomputed, kl_penalty with a KL penalty in the reward); synchronizer lines
+method, seconds, weight_version; eval lines taskset, accuracy. Each line is written with one
+append, so a reader never sees half a line.
 """
 
 import json

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import engines, modes
+from ..config.algorithms import uses_critic
 from ..config.local_inputs import data_issues, model_issues
 from ..config.provenance import WRITTEN
 from ..config.resolve import ResolvedConfig
@@ -47,10 +48,12 @@ def check(resolved: ResolvedConfig) -> None:
             # verl warns at import about every optional engine it lacks (torchtitan, megatron, ...)
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", UserWarning)
-                from .verl.config import build
+                from .verl.config import build, build_critic
 
                 lora = config.model.lora_configs
                 build(config, str(config.model.model_path), 1, lora[0].path if lora else None)
+                if uses_critic(config.algorithm.advantage_fn):
+                    build_critic(config, str(config.model.critic_model_path), 1)
 
 
 def _remote_code_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:

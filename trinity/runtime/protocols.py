@@ -26,12 +26,16 @@ class EvalRecord(TypedDict):
 
 
 class TrainResult(TypedDict):
-    loss: float
-    grad_norm: float
-    lr: float
+    loss: float | None  # None while a critic warms up (the actor is not updated)
+    grad_norm: float | None
+    lr: float | None
     experiences: int
     seconds: float
     logprob_diff: NotRequired[float]  # only when the trainer recomputes the old log-probs
+    kl_penalty: NotRequired[float]  # only with a KL penalty in the reward: the mean KL it penalised
+    critic_loss: NotRequired[float]  # only with a critic (PPO): its value loss, gradient norm and update's seconds
+    critic_grad_norm: NotRequired[float]
+    critic_seconds: NotRequired[float]
 
 
 class SyncResult(TypedDict):

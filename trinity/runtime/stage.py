@@ -297,8 +297,9 @@ class Stage:
             self.progress.fields.update(reward=f"{result['reward_mean']:.3g}", tok_s=f"{result['tokens_per_s']:.3g}")
 
     def _trained(self, step: int, result: TrainResult) -> None:
-        # logprob_diff only when the trainer recomputes the old log-probs
-        values = {k: result.get(k) for k in TrainResult.__annotations__ if k in result or k != "logprob_diff"}
+        # the NotRequired ones (logprob_diff, kl_penalty) only where the trainer computed them
+        optional = TrainResult.__optional_keys__
+        values = {k: result.get(k) for k in TrainResult.__annotations__ if k in result or k not in optional}
         self.metrics.write("trainer", self.start.offset + step, self.name, **values)
         self.progress.update(step, loss=result.get("loss"))
         every = self.config.trainer.save_interval

@@ -318,6 +318,8 @@ def test_the_algorithm_decides_reference_and_critic(cli):
     assert phases() == {"actor update", "reference log-probs"}  # GRPO with its default KL loss
     assert phases("algorithm.kl_loss_fn=none") == {"actor update"}
     assert phases("algorithm.kl_loss_fn=low_var_kl") == {"actor update", "reference log-probs"}
+    # a KL penalty in the reward needs the reference's log-probs too
+    assert phases("algorithm.kl_loss_fn=none", "algorithm.kl_penalty_fn=k2") == {"actor update", "reference log-probs"}
 
 
 def test_a_kv_cache_too_small_for_every_sequence_is_a_warning(cli):

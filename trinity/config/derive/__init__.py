@@ -48,6 +48,7 @@ RULES = (
     sync.eval_interval,
     trainer.checkpoints_kept,
     trainer.trainer_config,
+    trainer.critic_warmup,
     env.env_when,
     env.collective_timeouts,
     env.explorer_env_vars,

@@ -1,13 +1,18 @@
 """Rules for the data path: each taskset's name, workflow, sampling and repeat count, and the trainer's batch size."""
 
-from ...errors import did_you_mean
+from dataclasses import replace
+
+from ...errors import ConfigError, did_you_mean, dotted, undotted
 from .. import modes
 from ..algorithms import is_rl_loss
-from ..workflows import REWARDS, WORKFLOWS, workflow_path
+from ..rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
+from ..validate import validate
+from ..workflows import DEFAULT_REWARDS, WORKFLOWS, workflow_path
 from ._context import Context
 
 INPUT = "buffer.explorer_input"
 EXPERIENCES = "buffer.trainer_input.experience_buffer"
+REWARD_HINT = "name a built-in reward function, your own as module:function, or null for the workflow's own"
 
 
 def tasksets(ctx: Context) -> list[tuple[str, dict, bool]]:
@@ -67,40 +72,56 @@ def taskset_workflows(ctx: Context) -> None:
 
 
 def _check_rewards(ctx: Context) -> None:
-    """A taskset's default_reward_fn_type may only name the reward its workflow computes: the runtime reads no other."""
+    """A taskset's reward function is a built-in name or `module:function`, and a built-in's reward_fn_args are the
+    ones it takes (the workflow's default reward's when the taskset names none)."""
     reported = set()
     for key, taskset, _ in tasksets(ctx):
-        reward, workflow = taskset.get("default_reward_fn_type"), taskset.get("default_workflow_type")
-        if reward is None or reward == REWARDS.get(workflow):
+        name = taskset.get("default_reward_fn_type")
+        if name is None and (taskset.get("format") or {}).get("workflow_key"):
+            continue  # rows may name other workflows, each scoring with its own default reward and these args
+        if name is None:
+            name = DEFAULT_REWARDS.get(taskset.get("default_workflow_type"))
+        elif not _known_reward(ctx, key, name, reported):
             continue
-        where = (
-            f"{key}.default_reward_fn_type"
-            if ctx.user_set(f"{key}.default_reward_fn_type")
-            else f"{INPUT}.default_reward_fn_type"
-        )
-        if where in reported:
-            continue  # several tasksets falling back to one default: one error
-        reported.add(where)
-        computes = _computes(workflow)
+        if name in REWARDS:
+            _check_reward_args(ctx, key, name, taskset.get("reward_fn_args") or {})
+
+
+def _known_reward(ctx: Context, key: str, name: str, reported: set) -> bool:
+    """Whether a taskset's reward name can run; reports it (once where several tasksets share it) when not."""
+    if reward_path(name) and name not in UNSUPPORTED_REWARDS:
+        return True
+    where = f"{key}.default_reward_fn_type"
+    where = where if ctx.user_set(where) else f"{INPUT}.default_reward_fn_type"
+    if where in reported:
+        return False  # several tasksets falling back to one default: one error
+    reported.add(where)
+    allowed = ", ".join(REWARDS) + ", or module:function"
+    if name in UNSUPPORTED_REWARDS:
+        message = f"reward function {name!r} is known to Trinity-RFT but not supported by trinity: "
+        ctx.report("error", where, message + UNSUPPORTED_REWARDS[name], allowed=allowed, hint=REWARD_HINT)
+    else:
+        hint = did_you_mean(name, REWARDS) or REWARD_HINT
+        ctx.report("error", where, f"unknown reward function {name!r}", allowed=allowed, hint=hint)
+    return False
+
+
+def _check_reward_args(ctx: Context, key: str, name: str, args: dict) -> None:
+    """A built-in reward's reward_fn_args against its argument model, each error where the argument is written."""
+    model, args_key = REWARDS[name].args, f"{key}.reward_fn_args"
+    if not model.model_fields and args:
         ctx.report(
             "error",
-            where,
-            f"reward function {reward!r} would not be run: each workflow computes its reward itself and {computes}; "
-            "reward functions are not selectable in this version of trinity",
-            allowed=(repr(REWARDS[workflow]) + ", or " if workflow in REWARDS else "") + "null",
-            hint="remove default_reward_fn_type (reward_fn_args still reach the workflow's reward)",
+            args_key,
+            f"reward function {name!r} takes no arguments",
+            allowed="{}",
+            hint=f"remove {args_key}",
         )
-
-
-def _computes(workflow) -> str:
-    """What computes a taskset's reward, for the error."""
-    if workflow in REWARDS:
-        return f"{workflow} computes {REWARDS[workflow]!r}"
-    return (
-        f"workflow {workflow!r} computes its own"
-        if workflow
-        else "each row's workflow (format.workflow_key) computes its own"
-    )
+        return
+    try:
+        validate(model, args, lambda path: ctx.where(dotted(path)), prefix=undotted(args_key))
+    except ConfigError as exc:
+        ctx.issues.extend(replace(i, message=f"{i.message} (reward function {name!r})") for i in exc.issues)
 
 
 def _fill_defaults(ctx: Context) -> dict[str, str]:

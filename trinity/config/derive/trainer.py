@@ -1,10 +1,12 @@
 """Rules for the trainer section: checkpoints kept, and the shape of the verl passthrough."""
 
+from ..algorithms import uses_critic
 from ._context import Context
 
 PASSTHROUGH = "trainer.trainer_config"
 # Where Trinity-RFT reads trainer_config's keys: verl's actor_rollout_ref sections, wrapped or flat.
 VERL_SECTIONS = ("model", "actor", "ref", "rollout")
+CRITIC = "critic"  # verl's critic section, for an algorithm that trains one
 
 
 def checkpoints_kept(ctx: Context) -> None:
@@ -23,15 +25,25 @@ def checkpoints_kept(ctx: Context) -> None:
 
 
 def trainer_config(ctx: Context) -> None:
-    """trainer.trainer_config holds verl sections (model, actor, ref, rollout), bare or under actor_rollout_ref."""
+    """trainer.trainer_config holds verl sections (model, actor, ref, rollout), bare or under actor_rollout_ref,
+    and verl's critic section where the algorithm trains a critic."""
+    critic = uses_critic(ctx.get("algorithm.advantage_fn"))
     for name, value in ctx.get(PASSTHROUGH).items():
         key = f"{PASSTHROUGH}.{name}"
         if name == "actor_rollout_ref" and isinstance(value, dict):
             for inner in value:
                 if inner not in VERL_SECTIONS:
-                    _refuse(ctx, f"{key}.{inner}", inner)
+                    _refuse(ctx, f"{key}.{inner}", inner, critic)
+        elif name == CRITIC and critic:
+            if not isinstance(value, dict):
+                ctx.report(
+                    "error",
+                    key,
+                    f"must be a mapping of verl's critic keys (got {value!r})",
+                    hint=f"write {key}: {{KEY: VALUE}}",
+                )
         elif name not in VERL_SECTIONS:
-            _refuse(ctx, key, name)
+            _refuse(ctx, key, name, critic)
         elif not isinstance(value, dict):
             ctx.report(
                 "error",
@@ -41,16 +53,44 @@ def trainer_config(ctx: Context) -> None:
             )
 
 
-def _refuse(ctx: Context, key: str, name: str) -> None:
-    reason = (
-        "trinity has no critic model yet"
-        if name == "critic"
-        else "trinity passes verl's actor_rollout_ref sections only (Trinity-RFT drops the rest silently)"
-    )
+def _refuse(ctx: Context, key: str, name: str, critic: bool) -> None:
+    if name == CRITIC:
+        reason = (
+            "verl's critic section goes directly under trainer.trainer_config"
+            if critic
+            else "this algorithm trains no critic (its advantage function reads no values)"
+        )
+    else:
+        reason = (
+            "trinity passes verl's actor_rollout_ref sections and, for a critic, critic (Trinity-RFT drops the "
+            "rest silently)"
+        )
+    allowed = ["actor_rollout_ref", *VERL_SECTIONS] + ([CRITIC] if critic else [])
     ctx.report(
         "error",
         key,
         f"not a verl section trinity passes on: {reason}",
-        allowed="actor_rollout_ref, " + ", ".join(VERL_SECTIONS),
-        hint=f"remove {key}",
+        allowed=", ".join(allowed),
+        hint=f"remove {key}" if name != CRITIC or not critic else f"write it as {PASSTHROUGH}.{CRITIC}",
     )
+
+
+def critic_warmup(ctx: Context) -> None:
+    """trainer.critic_warmup counts train steps of a critic: without one it would be ignored, so it is refused."""
+    warmup = ctx.get("trainer.critic_warmup")
+    if warmup and not uses_critic(ctx.get("algorithm.advantage_fn")):
+        ctx.report(
+            "error",
+            "trainer.critic_warmup",
+            f"{warmup} steps of critic warm-up, but algorithm {ctx.get('algorithm.algorithm_type')!r} trains no critic",
+            allowed="0",
+            hint="remove trainer.critic_warmup, or use algorithm_type: ppo",
+        )
+    elif warmup and warmup > (ctx.get("buffer.total_steps") or 0):
+        ctx.report(
+            "warning",
+            "trainer.critic_warmup",
+            f"{warmup} steps of critic warm-up in a run of {ctx.get('buffer.total_steps')} train steps: the actor is "
+            "never updated",
+            hint="lower trainer.critic_warmup",
+        )

@@ -10,7 +10,7 @@ from math import ceil
 from typing import NamedTuple
 
 from .. import engines, modes
-from ..algorithms import ALGORITHMS
+from ..algorithms import uses_critic, uses_reference
 from ..lora import adapter_of, moves_adapter
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
@@ -83,7 +83,7 @@ def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> Trainer
         tokens=tokens,
         checkpointing=config.trainer.enable_gradient_checkpointing,
         reference=needs_reference(config),
-        critic=shape if ALGORITHMS[config.algorithm.algorithm_type].critic else None,
+        critic=shape if uses_critic(config.algorithm.advantage_fn) else None,
         param_offload=config.trainer.param_offload,
         optimizer_offload=config.trainer.optimizer_offload,
         lora=trained_adapter(config),
@@ -116,8 +116,8 @@ def trainer_tokens(config: RunConfig) -> int | None:
 
 
 def needs_reference(config: RunConfig) -> bool:
-    """Whether the trainer keeps a reference model: its KL loss needs one (presets fill kl_loss_fn; 'none' for SFT)."""
-    return config.algorithm.kl_loss_fn not in (None, "none")
+    """Whether the trainer keeps a reference model: a KL loss or a KL penalty needs one (presets fill both)."""
+    return uses_reference(config.algorithm)
 
 
 def trainer_capacity(config: RunConfig, memory: int) -> tuple[int, str]:

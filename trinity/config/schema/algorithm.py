@@ -31,7 +31,7 @@ class OptimizerConfig(Section):
 
 
 class AlgorithmConfig(Section):
-    # Upstream's default is 'ppo', which needs a critic model that trinity's runtime does not have yet.
+    # Upstream's default is 'ppo', which trains a critic model beside the policy; GRPO needs none.
     algorithm_type: str = Field(
         "grpo", description="Algorithm preset (grpo, sft, ...); it fills the loss functions you leave unset."
     )

@@ -29,6 +29,9 @@ class TrainerConfig(Section):
         None, description="torch.compile the actor; unset takes the hardware's default."
     )
     save_interval: NonNegativeInt = Field(0, description="Train steps between checkpoints; 0 saves only at the end.")
+    critic_warmup: NonNegativeInt = Field(
+        0, description="With a critic (PPO): the actor is updated from this train step on; before it, only the critic."
+    )
     total_steps: PositiveInt | None = Field(None, description="Stop training after this many steps.")
     grad_clip: float = Field(
         1.0, gt=0, description="Gradient norm clip; the same value as algorithm.optimizer.clip_grad."

@@ -32,11 +32,15 @@ def padded(exps: list[Experience], pad_id: int) -> dict[str, torch.Tensor]:
     }
 
 
-def token_rewards(exps: list[Experience], response_mask: torch.Tensor) -> torch.Tensor:
-    """Each experience's reward on its last response token, zeros elsewhere."""
+def token_rewards(
+    exps: list[Experience], response_mask: torch.Tensor, penalties: list[list[float]] | None = None
+) -> torch.Tensor:
+    """Each experience's reward on its last response token, zeros elsewhere, less its per-token KL penalty."""
     rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
     last = response_mask.sum(dim=1) - 1
     rewards[torch.arange(len(exps)), last] = torch.tensor([e.reward for e in exps], dtype=torch.float32)
+    if penalties is not None:
+        rewards -= per_token(penalties, response_mask.shape[1])
     return rewards
 
 
@@ -45,14 +49,16 @@ def old_logprobs(exps: list[Experience], width: int) -> torch.Tensor:
     return torch.tensor([e.logprobs + [0.0] * (width - len(e.logprobs)) for e in exps], dtype=torch.float32)
 
 
-def rl_tensors(exps: list[Experience], advantages: list[list[float]], pad_id: int) -> dict[str, torch.Tensor]:
-    """Padded sequences, the engine's log-probs as the old policy's, and each experience's per-token advantages
-    (one per response token, zeros on the padding)."""
-    tensors = padded(exps, pad_id)
-    width = tensors["responses"].shape[1]
-    tensors["old_log_probs"] = old_logprobs(exps, width)
-    tensors["advantages"] = torch.tensor([list(a) + [0.0] * (width - len(a)) for a in advantages], dtype=torch.float32)
-    return tensors
+def per_token(rows: list[list[float]], width: int) -> torch.Tensor:
+    """Per-response-token values (advantages, penalties), right-padded with zeros to `width`."""
+    return torch.tensor([list(r) + [0.0] * (width - len(r)) for r in rows], dtype=torch.float32)
+
+
+def kl(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str) -> torch.Tensor:
+    """Per-token KL estimate of `kind` (verl's estimators; upstream's corrected_k3 without an old policy is k3)."""
+    from verl.trainer.ppo.core_algos import kl_penalty
+
+    return kl_penalty(log_prob, ref_log_prob, "k3" if kind == "corrected_k3" else kind)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
@@ -83,3 +89,10 @@ def shards(items: list, world_size: int) -> list[list]:
     """Split a batch over the trainer ranks in contiguous, equal parts."""
     size = len(items) // world_size
     return [items[r * size : (r + 1) * size] for r in range(world_size)]
+
+
+def metric_mean(values: object) -> float | None:
+    """The mean of a verl metric (one value, or one per micro-batch); None where it has none."""
+    values = values if isinstance(values, list) else [values]
+    values = [float(v) for v in values if v is not None]
+    return sum(values) / len(values) if values else None

@@ -63,6 +63,64 @@ def register_loss(name: str) -> Callable[[Callable], Callable]:
     return decorator
 
 
+# loss mode -> trinity's loss, before it is bound to a run's arguments (own_loss, bind_loss)
+OWN_LOSSES: dict[str, Callable] = {}
+
+
+def own_loss(name: str) -> Callable[[Callable], Callable]:
+    """Declare a policy loss of trinity's that takes arguments: `fn(log_prob, old_log_prob, advantages,
+    response_mask, agg, **args)`, where `agg(values, mode=None)` aggregates a per-token matrix as verl does over
+    the whole batch (by the run's loss_agg_mode, or `mode`). `bind_loss` registers it with verl per run."""
+
+    def decorator(fn: Callable) -> Callable:
+        OWN_LOSSES[name] = fn
+        return fn
+
+    return decorator
+
+
+class BoundLoss:
+    """An own loss bound to a run's arguments, in verl's policy-loss signature (what verl's ppo_loss calls)."""
+
+    def __init__(self, name: str, fn: Callable, args: dict[str, Any]) -> None:
+        self.name, self.fn, self.args = name, fn, args
+        self.__name__ = fn.__name__
+
+    def __call__(
+        self,
+        old_log_prob,
+        log_prob,
+        advantages,
+        response_mask,
+        loss_agg_mode="token-mean",
+        config=None,
+        rollout_is_weights=None,
+    ):
+        from verl.trainer.ppo.core_algos import agg_loss
+
+        if rollout_is_weights is not None:
+            raise ValueError(f"trinity's {self.name} takes no rollout importance weights (verl's rollout correction)")
+        info = dict(config.global_batch_info) if config is not None else {}
+
+        def agg(values, mode=None):
+            return agg_loss(loss_mat=values, loss_mask=response_mask, loss_agg_mode=mode or loss_agg_mode, **info)
+
+        return self.fn(log_prob, old_log_prob, advantages, response_mask, agg, **self.args)
+
+
+def bind_loss(name: str, args: dict[str, Any]) -> BoundLoss:
+    """Register trinity's loss `name` in verl's policy-loss registry bound to `args` (replacing an earlier binding of
+    ours, never a function of verl's or anyone else's)."""
+    from verl.trainer.ppo import core_algos
+
+    current = core_algos.POLICY_LOSS_REGISTRY.get(name)
+    if current is not None and not (isinstance(current, BoundLoss) and current.name == name):
+        raise ValueError(f"policy loss {name!r} is already registered with verl by {current!r}")
+    bound = BoundLoss(name, OWN_LOSSES[name], {k: v for k, v in args.items() if k != "loss_agg_mode"})
+    core_algos.POLICY_LOSS_REGISTRY[name] = bound
+    return bound
+
+
 def estimator(advantage_fn: str) -> Callable | None:
     """verl's registered estimator for our advantage function (None where it computes no advantages)."""
     from verl.trainer.ppo.core_algos import get_adv_estimator_fn
@@ -74,23 +132,26 @@ def estimator(advantage_fn: str) -> Callable | None:
     return get_adv_estimator_fn(entry.estimator)
 
 
-def loss_mode(policy_loss_fn: str) -> str | None:
-    """verl's loss mode for our policy loss, checked to be in verl's registry (None for an SFT loss)."""
+def loss_mode(policy_loss_fn: str, args: dict[str, Any] | None = None) -> str | None:
+    """verl's loss mode for our policy loss, checked to be in verl's registry (None for an SFT loss); a loss of
+    trinity's own is registered there bound to `args` (the run's policy_loss_fn_args) first."""
     from verl.trainer.ppo.core_algos import get_policy_loss_fn
 
     entry = POLICY_LOSSES[policy_loss_fn]
     if entry.loss_mode is None:
         return None
     _load(entry)
+    if entry.loss_mode in OWN_LOSSES:
+        bind_loss(entry.loss_mode, args or {})
     get_policy_loss_fn(entry.loss_mode)  # raises, naming verl's modes, when it is not there
     return entry.loss_mode
 
 
 def prepare(algorithm: AlgorithmConfig) -> None:
-    """Register (by importing their modules) and look up the algorithm's functions: run in every trainer
-    process before verl's actor calls a loss by its mode. A name verl lacks fails here, before training.
-    (A loss and an advantage function that do not go together are refused at validate.)"""
-    loss_mode(algorithm.policy_loss_fn)
+    """Register (by importing their modules, binding the run's arguments) and look up the algorithm's functions: run
+    in every trainer process before verl's actor calls a loss by its mode. A name verl lacks fails here, before
+    training. (A loss and an advantage function that do not go together are refused at validate.)"""
+    loss_mode(algorithm.policy_loss_fn, algorithm.policy_loss_fn_args)
     estimator(algorithm.advantage_fn)
 
 
@@ -99,20 +160,28 @@ def _load(entry: Advantage | PolicyLoss) -> None:
         importlib.import_module(entry.module)
 
 
-# What the trainer's batch gives an estimator, by the name of the estimator's parameter.
-INPUTS: dict[str, Callable[[list[Experience], torch.Tensor], Any]] = {
-    "token_level_rewards": lambda exps, mask: batches.token_rewards(exps, mask),
-    "response_mask": lambda exps, mask: mask.float(),
-    "index": lambda exps, mask: np.array([e.group for e in exps], dtype=object),
+# What the trainer's batch gives an estimator, by the name of the estimator's parameter: from the experiences, the
+# response mask and the batch's `extra` columns (per-token KL penalties, a critic's values: None where there are
+# none, and then an estimator that needs them is told so).
+INPUTS: dict[str, Callable[[list[Experience], torch.Tensor, dict], Any]] = {
+    "token_level_rewards": lambda exps, mask, extra: batches.token_rewards(exps, mask, extra.get("penalties")),
+    "response_mask": lambda exps, mask, extra: mask.float(),
+    "index": lambda exps, mask, extra: np.array([e.group for e in exps], dtype=object),
+    "values": lambda exps, mask, extra: (
+        None if extra.get("values") is None else batches.per_token(extra["values"], mask.shape[1])
+    ),
 }
 
 
-def estimator_kwargs(fn: Callable, entry: Advantage, args: dict, exps: list[Experience]) -> dict[str, Any]:
+def estimator_kwargs(
+    fn: Callable, entry: Advantage, args: dict, exps: list[Experience], **extra: Any
+) -> dict[str, Any]:
     """The keywords `fn` is called with: the batch inputs its signature names, our arguments under its names,
     and verl's AlgoConfig (with the fields `entry` maps) where it takes a config."""
     params = inspect.signature(fn).parameters
     mask = batches.padded(exps, 0)["response_mask"]
-    out = {name: make(exps, mask) for name, make in INPUTS.items() if name in params}
+    made = {name: make(exps, mask, extra) for name, make in INPUTS.items() if name in params}
+    out = {name: value for name, value in made.items() if value is not None}
     config_fields = {}
     for ours, theirs in entry.kwargs.items():
         if ours not in args:
@@ -139,13 +208,29 @@ def estimator_kwargs(fn: Callable, entry: Advantage, args: dict, exps: list[Expe
     return out
 
 
-def advantages(exps: list[Experience], algorithm: AlgorithmConfig) -> list[list[float]] | None:
-    """Each experience's per-token advantages (one per response token) from the estimator the algorithm's
-    advantage_fn names, over the whole batch (group estimators compare the rollouts of each task); None
-    when the advantage function computes none."""
+def advantages_and_returns(
+    exps: list[Experience], algorithm: AlgorithmConfig, penalties: list | None = None, values: list | None = None
+) -> tuple[list[list[float]] | None, list[list[float]] | None]:
+    """Each experience's per-token advantages and returns (one per response token) from the estimator the
+    algorithm's advantage_fn names, over the whole batch (group estimators compare the rollouts of each task), from
+    its reward less its per-token KL `penalties` and, for GAE, a critic's per-token `values`; (None, None) when the
+    advantage function computes none."""
     fn = estimator(algorithm.advantage_fn)
     if fn is None:
-        return None
-    kwargs = estimator_kwargs(fn, ADVANTAGES[algorithm.advantage_fn], algorithm.advantage_fn_args or {}, exps)
-    scores, _ = fn(**kwargs)
-    return [row[: len(e.response_ids)].tolist() for row, e in zip(scores, exps)]
+        return None, None
+    args = algorithm.advantage_fn_args or {}
+    kwargs = estimator_kwargs(fn, ADVANTAGES[algorithm.advantage_fn], args, exps, penalties=penalties, values=values)
+    scores, returns = fn(**kwargs)
+    return _rows(scores, exps), _rows(returns, exps)
+
+
+def _rows(matrix: torch.Tensor, exps: list[Experience]) -> list[list[float]]:
+    """Each experience's row of a padded per-token matrix, its response tokens only."""
+    return [row[: len(e.response_ids)].tolist() for row, e in zip(matrix, exps)]
+
+
+def advantages(
+    exps: list[Experience], algorithm: AlgorithmConfig, penalties: list | None = None, values: list | None = None
+) -> list[list[float]] | None:
+    """The advantages of `advantages_and_returns`."""
+    return advantages_and_returns(exps, algorithm, penalties, values)[0]

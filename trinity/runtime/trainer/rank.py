@@ -14,12 +14,13 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...config.algorithms import is_rl_loss
+from ...config.algorithms import is_rl_loss, kl_penalty_coef, uses_critic, uses_reference
 from ...config.schema import RunConfig
 from .. import lora
 from ..roles import Role
 from ..run_dir import STATE
 from . import batch as batches
+from . import critic as critics
 from . import functions
 
 # the checkpoint writes its own
@@ -42,7 +43,7 @@ class TrainerRank(Role):
     def __init__(self, *, config: RunConfig, rank: int, world_size: int, **identity: Any) -> None:
         super().__init__(**identity)
         self.config, self.rank, self.world_size = config, rank, world_size
-        self.worker = self.ref = self.buffer = self.sync_group = None
+        self.worker = self.ref = self.critic = self.buffer = self.sync_group = None
         self.companions: dict[str, bytes] = {}
         self.lora, self.base = lora.adapter_of(config), ""
         self._forwarded = False  # whether the actor has run a forward pass with its adapter on
@@ -88,15 +89,19 @@ class TrainerRank(Role):
             self.log.info("verl actor config: %s", dict(section.actor))
             self.worker = ActorRolloutRefWorker(section, role="actor")
             self.worker.init_model()
-        if section.actor.use_kl_loss and self.lora is None:  # a LoRA actor is its own reference, adapter disabled
+        if uses_reference(self.config.algorithm) and self.lora is None:  # a LoRA actor's reference: adapter off
             self.ref = ActorRolloutRefWorker(section, role="ref")
             self.ref.init_model()
         if not self._rl():  # verl's actor runs ppo_loss, which calls the entry's loss mode; SFT replaces it
             from verl.workers.utils.losses import sft_loss
 
             self.worker.actor.set_loss_fn(partial(sft_loss, config=None))
+        if uses_critic(self.config.algorithm.advantage_fn):
+            self.critic = critics.Critic(self.config, critics.start_model(self.config, start.base), total_steps)
         if resume:
             self.worker.load_checkpoint(str(Path(resume) / "trainer_state"))
+            if self.critic is not None:
+                self.critic.load(resume)
         self.buffer, self.companions, self.base = buffer, companion_files(Path(start.base)), start.base
         return {"rank": self.rank, "seconds": time.perf_counter() - started}
 
@@ -109,27 +114,28 @@ class TrainerRank(Role):
         return str(folder)
 
     def train_step(self, step: int) -> dict | None:
-        """One update on `train_batch_size` experiences; rank 0 returns loss, grad_norm, lr and the update's seconds."""
-        pairs = self._my_shard(step)
+        """One update on `train_batch_size` experiences (the critic's first, with one); rank 0 returns loss,
+        grad_norm, lr and the update's seconds. Before step trainer.critic_warmup only the critic is updated."""
+        exps = self._my_shard(step)
         started = time.perf_counter()
-        batch, extra = self._tensors(pairs)
-        output = self.worker.update_actor(batch)
+        batch, extra = self._tensors(exps)
+        warming = self.critic is not None and step < self.config.trainer.critic_warmup  # upstream's check
+        output = None if warming else self.worker.update_actor(batch)
         if self.rank != 0:
             return None
         from verl.utils import tensordict_utils as tu
 
-        metrics = tu.get(output, "metrics")
+        metrics = tu.get(output, "metrics") if output is not None else {}
         return {
-            "loss": _mean(metrics.get("loss")),
-            "grad_norm": _mean(metrics.get("grad_norm")),
+            "loss": batches.metric_mean(metrics.get("loss")),
+            "grad_norm": batches.metric_mean(metrics.get("grad_norm")),
             "lr": _last(metrics.get("lr")),
-            "experiences": len(pairs) * self.world_size,
+            "experiences": len(exps) * self.world_size,
             "seconds": time.perf_counter() - started,
         } | extra
 
     def _my_shard(self, step: int) -> list:
-        """(experience, per-token advantages) pairs of this rank (None for SFT); rank 0 computes the advantages over
-        the whole batch first, as group estimators need whole groups."""
+        """This rank's experiences: rank 0 takes the batch from the buffer and scatters equal, contiguous shards."""
         import ray
         import torch.distributed as dist
 
@@ -138,10 +144,30 @@ class TrainerRank(Role):
             exps = ray.get(
                 self.buffer.get.remote(self.config.buffer.train_batch_size, step, self.config.synchronizer.sync_timeout)
             )
-            advantages = functions.advantages(exps, self.config.algorithm) if self._rl() else [None] * len(exps)
-            shards = batches.shards(list(zip(exps, advantages)), self.world_size)
+            shards = batches.shards(exps, self.world_size)
         if self.world_size == 1:
             return shards[0]
+        mine = [None]
+        dist.scatter_object_list(mine, shards if self.rank == 0 else None, src=0)
+        return mine[0]
+
+    def _advantages(self, exps: list, penalties: list | None, values: list | None) -> tuple[list, list]:
+        """This rank's per-token advantages and returns, computed on rank 0 over the whole batch (group estimators
+        compare the rollouts of a task, which may sit on several ranks) from every rank's rewards less its KL
+        penalties, and its critic's values."""
+        import torch.distributed as dist
+
+        if self.world_size == 1:
+            return functions.advantages_and_returns(exps, self.config.algorithm, penalties, values)
+        gathered = [None] * self.world_size if self.rank == 0 else None
+        dist.gather_object((exps, penalties, values), gathered, dst=0)
+        shards = [None] * self.world_size
+        if self.rank == 0:
+            columns = [
+                [row for part in gathered for row in part[i]] if gathered[0][i] is not None else None for i in range(3)
+            ]
+            advantages, returns = functions.advantages_and_returns(columns[0], self.config.algorithm, *columns[1:])
+            shards = list(zip(batches.shards(advantages, self.world_size), batches.shards(returns, self.world_size)))
         mine = [None]
         dist.scatter_object_list(mine, shards if self.rank == 0 else None, src=0)
         return mine[0]
@@ -150,13 +176,12 @@ class TrainerRank(Role):
         """The policy loss trains on advantages and old log-probs (else: SFT's packed sequences)."""
         return is_rl_loss(self.config.algorithm.policy_loss_fn)
 
-    def _tensors(self, pairs: list) -> tuple[Any, dict]:
-        """verl's batch for this rank's pairs, and metrics of building it."""
+    def _tensors(self, exps: list) -> tuple[Any, dict]:
+        """verl's batch for this rank's experiences, and metrics of building it."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import left_right_2_no_padding
 
-        exps = [e for e, _ in pairs]
         total = len(exps) * self.world_size
         meta = dict(
             global_batch_size=total,
@@ -171,15 +196,11 @@ class TrainerRank(Role):
             td = TensorDict(batches.sft_batch(exps), batch_size=[len(exps)])
             tu.assign_non_tensor(td, **meta)
             return td, {}
-        tensors = batches.rl_tensors(exps, [a for _, a in pairs], self._pad_id())
-        if self.ref is not None:
-            tensors["ref_log_prob"] = self._logprobs(self.ref.compute_ref_log_prob, tensors)
-        elif self.worker.config.actor.use_kl_loss:  # LoRA: the base model is the adapter switched off
-            if not self._forwarded:
-                # FSDP2 sets each group's dtypes at its first forward from the parameters that train then: with the
-                # adapter off there are none, and a bf16 base would make the fp32 adapter's gradients bf16
-                self._logprobs(self.worker.compute_log_prob, tensors)
-            tensors["ref_log_prob"] = self._logprobs(self.worker.compute_log_prob, tensors, no_lora_adapter=True)
+        tensors = batches.padded(exps, self._pad_id())
+        tensors["old_log_probs"] = batches.old_logprobs(exps, tensors["responses"].shape[1])
+        reference = self._reference_logprobs(tensors)
+        if reference is not None:
+            tensors["ref_log_prob"] = reference
         self._forwarded = True
         extra = {}
         if not self.config.algorithm.bypass_old_logprobs:  # the old policy is the trainer's numerics, not the engine's
@@ -188,9 +209,40 @@ class TrainerRank(Role):
                 (recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"]
             )
             tensors["old_log_probs"] = recomputed
+        penalties = self._penalties(tensors, extra)
+        width = tensors["responses"].shape[1]
+        values = self.critic.values(tensors) if self.critic is not None else None
+        rows = None if values is None else [row[: len(e.response_ids)].tolist() for row, e in zip(values, exps)]
+        advantages, returns = self._advantages(exps, penalties, rows)
+        tensors["advantages"] = batches.per_token(advantages, width)
+        if self.critic is not None:
+            extra |= self.critic.update(tensors, values, batches.per_token(returns, width), len(exps) * self.world_size)
         td = left_right_2_no_padding(TensorDict(tensors, batch_size=[len(exps)]))
         tu.assign_non_tensor(td, calculate_entropy=self.worker.config.actor.entropy_coeff != 0, **meta)
         return td, extra
+
+    def _reference_logprobs(self, tensors: dict) -> Any:
+        """The reference model's log-probs of the batch (None where the algorithm needs none)."""
+        if self.ref is not None:
+            return self._logprobs(self.ref.compute_ref_log_prob, tensors)
+        if self.lora is None or not uses_reference(self.config.algorithm):
+            return None
+        if not self._forwarded:  # LoRA: the base model is the adapter switched off
+            # FSDP2 sets each group's dtypes at its first forward from the parameters that train then: with the
+            # adapter off there are none, and a bf16 base would make the fp32 adapter's gradients bf16
+            self._logprobs(self.worker.compute_log_prob, tensors)
+        return self._logprobs(self.worker.compute_log_prob, tensors, no_lora_adapter=True)
+
+    def _penalties(self, tensors: dict, metrics: dict) -> list | None:
+        """Each response's per-token KL penalty, kl_coef * KL(old policy, reference) as algorithm.kl_penalty_fn
+        estimates it, to subtract from its token rewards (None without a penalty); its mean goes into `metrics`."""
+        if self.config.algorithm.kl_penalty_fn in (None, "none"):
+            return None
+        coef = kl_penalty_coef(self.config.algorithm)
+        mask = tensors["response_mask"]
+        kl = batches.kl(tensors["old_log_probs"], tensors["ref_log_prob"], self.config.algorithm.kl_penalty_fn) * mask
+        metrics["kl_penalty"] = batches.masked_mean(kl, mask)
+        return [(coef * row[: int(n)]).tolist() for row, n in zip(kl, mask.sum(dim=1))]
 
     def _logprobs(self, infer: Any, tensors: dict, **flags: bool) -> Any:
         """Log-probs of the batch's responses under `infer` (the reference model's, or the actor's own; `flags` are
@@ -288,6 +340,8 @@ class TrainerRank(Role):
         """verl's trainer state (model, optimizer, schedule) per rank; on rank 0 also Hugging Face files: the model,
         or with LoRA the adapter (PEFT's layout) and, if trainer.save_merged_model, the merged model in merged/."""
         self.worker.save_checkpoint(str(Path(folder) / "trainer_state"), global_step=step)
+        if self.critic is not None:
+            self.critic.save(folder, step)
         if not hf:
             return
         if self.lora is None:
@@ -362,12 +416,6 @@ def companion_files(model_path: Path) -> dict[str, bytes]:
     """The model folder's config, tokenizer and code, read once: a later stage's source checkpoint may be pruned."""
     skipped = lambda name: name.endswith(WEIGHT_FILES) or name.startswith(".") or name == STATE  # noqa: E731
     return {p.name: p.read_bytes() for p in sorted(model_path.iterdir()) if p.is_file() and not skipped(p.name)}
-
-
-def _mean(values: Any) -> float | None:
-    values = values if isinstance(values, list) else [values]
-    values = [float(v) for v in values if v is not None]
-    return sum(values) / len(values) if values else None
 
 
 def _last(values: Any) -> float | None:

@@ -26,6 +26,7 @@ LORA_KEYS = {
     for key in ("lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path", "lora")
 }
 SECTIONS = ("model", "actor", "ref", "rollout")
+CRITIC = "critic"  # verl's critic section: trainer_config.critic, for an algorithm that trains a critic
 ARR = "actor_rollout_ref"
 
 
@@ -183,6 +184,79 @@ def _hydra(value: Any) -> str:
 
 def build(config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None) -> Any:
     """verl's `actor_rollout_ref` DictConfig with the passthrough merged, after verl's dataclasses accepted it."""
+    settings = _settings(config, model_path, total_steps, adapter)
+    composed = _compose(settings)
+    touched = _merge_passthrough(composed.actor_rollout_ref, config.trainer.trainer_config, settings)
+    _validate(composed.actor_rollout_ref, touched)
+    return composed.actor_rollout_ref
+
+
+def build_critic(config: RunConfig, model_path: str, total_steps: int) -> Any:
+    """verl's `critic` section (FSDPCriticConfig, validated) for a value model started from `model_path`, with
+    trainer_config.critic merged over what trinity does not set itself."""
+    from omegaconf import OmegaConf, open_dict
+
+    settings = _critic_settings(config, model_path, total_steps)
+    composed = _compose(settings)
+    passed = config.trainer.trainer_config.get(CRITIC) or {}
+    ours = {key.lstrip("+"): source for key, (_, source) in settings.items()}
+    clashes = [_clash(p, s, p) for p in (f"{CRITIC}.{leaf}" for leaf in _leaves(passed)) if (s := _owner(p, ours))]
+    if clashes:
+        raise ConfigError(clashes)
+    with open_dict(composed):
+        composed[CRITIC] = OmegaConf.merge(composed[CRITIC], passed)
+    issue = _refusal(composed, CRITIC, bool(passed))
+    if issue is not None:
+        raise ConfigError([issue])
+    return composed[CRITIC]
+
+
+def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> dict[str, tuple[Any, str]]:
+    """verl key -> (value, the trinity key it comes from), for the critic: the actor's engine and budgets, verl's
+    (and Trinity-RFT's) critic optimizer defaults with the run's total steps."""
+    trainer, batch, critic = config.trainer, config.buffer.train_batch_size, CRITIC
+    precision = f"{{param_dtype: {VERL_DTYPE[trainer.param_dtype]}, reduce_dtype: fp32, buffer_dtype: fp32}}"
+    tokens = trainer.max_token_len_per_gpu or 16384
+    return {
+        "trainer.device": (trainer.device, "trainer.device"),
+        f"{critic}.strategy": (trainer.trainer_strategy, "trainer.trainer_strategy"),
+        f"{critic}.model.path": (model_path, "model.critic_model_path"),
+        f"{critic}.model.trust_remote_code": (config.model.trust_remote_code, "model.trust_remote_code"),
+        f"{critic}.model.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
+        f"{critic}.model.enable_gradient_checkpointing": (
+            trainer.enable_gradient_checkpointing,
+            "trainer.enable_gradient_checkpointing",
+        ),
+        f"+{critic}.model.override_config.attn_implementation": (
+            trainer.attn_implementation,
+            "trainer.attn_implementation",
+        ),
+        f"{critic}.ppo_mini_batch_size": (batch, "buffer.train_batch_size"),
+        f"{critic}.ppo_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
+        f"{critic}.use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
+        f"{critic}.ppo_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
+        f"{critic}.ppo_epochs": (1, "the runtime (one update per batch)"),
+        f"{critic}.shuffle": (False, "the runtime (one update per batch)"),
+        f"{critic}.data_loader_seed": (config.explorer.rollout_model.seed, "explorer.rollout_model.seed"),
+        f"{critic}.rollout_n": (1, "the runtime (the trainer's batch counts every rollout)"),
+        f"{critic}.grad_clip": (trainer.grad_clip, "trainer.grad_clip"),
+        f"{critic}.ulysses_sequence_parallel_size": (
+            trainer.ulysses_sequence_parallel_size,
+            "trainer.ulysses_sequence_parallel_size",
+        ),
+        f"{critic}.fsdp.model_dtype": ("fp32", "trainer.param_dtype"),
+        f"+{critic}.fsdp.mixed_precision": (precision, "trainer.param_dtype"),
+        f"{critic}.fsdp.param_offload": (trainer.param_offload, "trainer.param_offload"),
+        f"{critic}.fsdp.optimizer_offload": (trainer.optimizer_offload, "trainer.optimizer_offload"),
+        f"{critic}.fsdp.offload_policy": (trainer.offload_policy, "trainer.offload_policy"),
+        f"{critic}.fsdp.seed": (config.explorer.rollout_model.seed, "explorer.rollout_model.seed"),
+        f"{critic}.fsdp.use_torch_compile": (trainer.use_torch_compile, "trainer.use_torch_compile"),
+        f"{critic}.optim.total_training_steps": (total_steps, "trainer.total_steps"),
+    }
+
+
+def _compose(settings: dict[str, tuple[Any, str]]) -> Any:
+    """verl's `ppo_trainer` config composed with `settings` as Hydra overrides (Hydra's global state restored)."""
     import verl
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
@@ -190,19 +264,13 @@ def build(config: RunConfig, model_path: str, total_steps: int, adapter: str | N
     folder = os.path.join(os.path.dirname(verl.__file__), "trainer", "config")
     saved = GlobalHydra.instance().hydra if GlobalHydra.instance().is_initialized() else None
     GlobalHydra.instance().clear()
-    settings = _settings(config, model_path, total_steps, adapter)
     try:
         with initialize_config_dir(config_dir=folder, version_base=None):
-            composed = compose(
-                "ppo_trainer", overrides=[f"{key}={_hydra(value)}" for key, (value, _) in settings.items()]
-            )
+            return compose("ppo_trainer", overrides=[f"{key}={_hydra(value)}" for key, (value, _) in settings.items()])
     finally:
         GlobalHydra.instance().clear()
         if saved is not None:
             GlobalHydra.instance().initialize(saved)
-    touched = _merge_passthrough(composed.actor_rollout_ref, config.trainer.trainer_config, settings)
-    _validate(composed.actor_rollout_ref, touched)
-    return composed.actor_rollout_ref
 
 
 def passthrough_sections(trainer_config: dict) -> dict[str, dict]:
@@ -219,7 +287,7 @@ def _merge_passthrough(section: Any, trainer_config: dict, settings: dict[str, t
     ours = {key.lstrip("+").removeprefix(f"{ARR}."): source for key, (_, source) in settings.items()}
     ours = LORA_KEYS | ours  # trinity's, set or not: a LoRA that trinity does not know of would not sync
     owned = [(path, _owner(path, ours)) for path in _leaves(sections)]
-    clashes = [_clash(path, source, _written(trainer_config, path)) for path, source in owned if source]
+    clashes = [_clash(f"{ARR}.{path}", source, _written(trainer_config, path)) for path, source in owned if source]
     if clashes:
         raise ConfigError(clashes)
     with open_dict(section):
@@ -247,9 +315,9 @@ def _written(trainer_config: dict, path: str) -> str:
     return path if path.split(".")[0] in trainer_config else f"{ARR}.{path}"
 
 
-def _clash(path: str, source: str, written: str) -> Issue:
+def _clash(verl_key: str, source: str, written: str) -> Issue:
     return Issue(
-        f"verl's {ARR}.{path} is set by trinity from {source}",
+        f"verl's {verl_key} is set by trinity from {source}",
         key=f"{PASSTHROUGH}.{written}",
         source="the run config",
         hint=f"set {source} instead, and remove {PASSTHROUGH}.{written}",

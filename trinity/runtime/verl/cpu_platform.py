@@ -2,9 +2,10 @@
 
 verl 0.9.1 knows only accelerators (`nvidia`, `huawei`, ...): on a machine without one it falls
 back to CUDA and fails. Importing this module (verl does, when VERL_USE_EXTERNAL_MODULES names it)
-registers a `cpu` platform in verl's own registry, the FSDP engine for device `cpu` in verl's
-engine registry, and turns off the pinned CPU offload verl forces on forward-only models (pinning
-needs an accelerator). Nothing here pretends to be CUDA.
+registers a `cpu` platform in verl's own registry, the FSDP engines (policy and critic) for device `cpu` in verl's
+engine registry, turns off the pinned CPU offload verl forces on forward-only models (pinning
+needs an accelerator), and loads a critic's value model with the configured attention rather than
+flash-attention (a CUDA kernel). Nothing here pretends to be CUDA.
 """
 
 from contextlib import contextmanager
@@ -143,15 +144,35 @@ def _no_pinned_offload(**_kwargs):
     return None
 
 
+def _value_model(local_path, torch_dtype, model_config, trust_remote_code):
+    """verl's critic loader asks transformers for flash_attention_2 (a CUDA kernel) and, failing, needs trl; on the
+    CPU the value model (a token classifier with one label) loads with the attention the config names (sdpa)."""
+    from transformers import AutoModelForTokenClassification
+
+    return AutoModelForTokenClassification.from_pretrained(
+        pretrained_model_name_or_path=local_path,
+        torch_dtype=torch_dtype,
+        config=model_config,
+        attn_implementation=getattr(model_config, "_attn_implementation", None) or "sdpa",
+        trust_remote_code=trust_remote_code,
+    )
+
+
 def _register_engine() -> None:
     # verl's engine modules ask for the platform at import time, so they come after the registration above.
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
-    EngineRegistry.register(model_type="language_model", backend="fsdp2", device=RECORD.device_type)(
-        transformer_impl.FSDPEngineWithLMHead
-    )
+    # the policy (language model) and, for PPO, the critic (value model)
+    for model_type, engine in (
+        ("language_model", transformer_impl.FSDPEngineWithLMHead),
+        ("value_model", transformer_impl.FSDPEngineWithValueHead),
+    ):
+        EngineRegistry.register(model_type=model_type, backend="fsdp2", device=RECORD.device_type)(engine)
     transformer_impl.CPUOffloadPolicy = _no_pinned_offload
+    from verl.utils import model
+
+    model.load_valuehead_model = _value_model  # transformer_impl imports it when it builds a critic
 
 
 _register_engine()

@@ -1,16 +1,16 @@
-"""`arith_workflow`: the embedded demo's task. The response must be exactly the reference (digits,
-then the end of sequence): reward 1, else 0."""
+"""`arith_workflow`: the embedded demo's task. Each response is scored by the taskset's reward function against
+the row's reference; without one, by `exact_match`: exactly the reference (digits, then the end of sequence),
+reward 1, else 0."""
 
 from .base import Workflow
 
 
 class ArithWorkflow(Workflow):
-    """Exact-match reward against the row's reference."""
+    """Scores each response against the row's reference; `exact_match` unless the taskset names another."""
+
+    default_reward = "exact_match"
 
     def run(self):
-        reference = str(self.task.row[self.task.format.response_key]).strip()
+        truth = self.task.row[self.task.format.response_key]
         prompt = self.model.prompt(self.task)
-        return [
-            self.experience(c, float(c.text.strip() == reference))
-            for c in self.model.generate(prompt, self.task.repeat_times)
-        ]
+        return [self.score(c, truth, prompt) for c in self.model.generate(prompt, self.task.repeat_times)]

@@ -1,9 +1,11 @@
 """What a workflow is: one task in, scored experiences out, through a model client."""
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..experience import Experience
+from ..rewards import bind
 
 
 @dataclass(frozen=True)
@@ -17,6 +19,8 @@ class Task:
     workflow_args: dict = field(default_factory=dict)
     reward_fn_args: dict = field(default_factory=dict)
     is_eval: bool = False
+    # the taskset's reward function with its reward_fn_args (rewards.BoundReward); None: the workflow's default
+    reward_fn: Callable[..., dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -44,14 +48,31 @@ class ModelClient(Protocol):
 
 
 class Workflow:
-    """Base of every workflow: subclasses implement `run`."""
+    """Base of every workflow: subclasses implement `run`, and score responses with `score`."""
+
+    # the reward function (a name in trinity/config/rewards.py) used when the taskset names none
+    default_reward: str | None = None
 
     def __init__(self, task: Task, model: ModelClient):
         self.task, self.model = task, model
+        self.reward_fn = task.reward_fn
+        if self.reward_fn is None and self.default_reward is not None:
+            self.reward_fn = bind(self.default_reward, task.reward_fn_args)
 
     def run(self) -> list[Experience]:
         """Generate, score, and return one experience per rollout."""
         raise NotImplementedError
+
+    def score(self, completion: Completion, truth: Any, prompt: str = "") -> Experience:
+        """An experience of this task from one completion, rewarded with the sum of its reward function's scores."""
+        if self.reward_fn is None:
+            raise ValueError(
+                f"{type(self).__name__} has no reward function: name one in the taskset's default_reward_fn_type"
+            )
+        scores = self.reward_fn(
+            completion.text, truth, prompt=prompt, response_tokens=len(completion.response_ids), row=self.task.row
+        )
+        return self.experience(completion, sum(scores.values()), **scores)
 
     def experience(self, completion: Completion, reward: float, **metrics: float) -> Experience:
         """An experience of this task from one completion."""

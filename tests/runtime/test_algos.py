@@ -1,0 +1,268 @@
+"""trinity's own advantage estimators and policy losses, and verl's that Trinity-RFT's presets name, against values
+computed by hand from Trinity-RFT 0.6.0's definitions (trinity/algorithm/advantage_fn/*.py and
+policy_loss_fn/*.py of its wheel; the papers they cite are named in each module). Every function is reached the way
+the trainer reaches it: by its entry, through verl's registries, with the arguments a run config gives it.
+Gradients are checked where a definition stops one (a detached weight or mask)."""
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from trinity.config.algorithms import ADVANTAGES, FUNCTIONS, POLICY_LOSSES
+from trinity.runtime.experience import Experience
+from trinity.runtime.trainer import functions
+
+core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
+
+
+def exp(reward, group="a", tokens=1):
+    return Experience([1], [2] * tokens, [-1.0] * tokens, float(reward), group)
+
+
+def advantages(name, rewards, tokens=1, **args):
+    """The first-token advantage of each rollout; `rewards` maps a task to its rollouts' rewards."""
+    exps = [exp(r, g, tokens) for g, rs in rewards.items() for r in rs]
+    full = FUNCTIONS["advantage_fn"][name](**args).model_dump()  # the defaults a config would fill
+    got = functions.advantages(exps, SimpleNamespace(advantage_fn=name, advantage_fn_args=full))
+    assert all(len(row) == tokens and len(set(row)) == 1 for row in got)  # one value on every response token
+    return [row[0] for row in got]
+
+
+# --- advantages ------------------------------------------------------------------------------------------------
+
+
+def test_rloo_is_the_reward_minus_the_mean_of_the_other_rollouts():
+    # [1, 0, 0, 1]: 1 - 1/3 = 2/3, 0 - 2/3 = -2/3; a lone rollout keeps its reward
+    got = advantages("rloo", {"a": [1, 0, 0, 1], "b": [1]})
+    assert got == pytest.approx([2 / 3, -2 / 3, -2 / 3, 2 / 3, 1.0])
+
+
+def test_reinforceplusplus_whitens_the_discounted_return_over_the_batch():
+    # gamma 1: every token's return is the reward, [[1, 1], [0, 0]]; whitened by the batch's (unbiased) token std
+    spread = 0.5 / math.sqrt(1 / 3)
+    assert advantages("reinforceplusplus", {"a": [1], "b": [0]}, tokens=2) == pytest.approx([spread, -spread])
+
+
+def test_reinforceplusplus_discounts_by_gamma():
+    exps = [exp(1, "a", tokens=2), exp(0, "b", tokens=2)]
+    got = functions.advantages(
+        exps, SimpleNamespace(advantage_fn="reinforceplusplus", advantage_fn_args={"gamma": 0.5})
+    )
+    # returns [[0.5, 1], [0, 0]]: mean 0.375, unbiased variance (0.015625 + 0.390625 + 2 * 0.140625) / 3
+    mean, std = 0.375, math.sqrt((0.125**2 + 0.625**2 + 2 * 0.375**2) / 3)
+    assert got[0] + got[1] == pytest.approx([(0.5 - mean) / std, (1 - mean) / std, -mean / std, -mean / std], rel=1e-5)
+
+
+def test_reinforce_is_the_reward_itself():
+    assert advantages("reinforce", {"a": [1, 0, 0.5]}) == pytest.approx([1.0, 0.0, 0.5])
+
+
+def test_opmd_subtracts_the_group_mean():
+    assert advantages("opmd", {"a": [1, 0, 0, 1], "b": [0.5]}) == pytest.approx([0.5, -0.5, -0.5, 0.5, 0.5])
+
+
+def test_opmd_logavgexp_baseline():
+    # tau * log(mean(exp(r / tau))) of [1, 0, 0, 1] at tau 2: 2 * log((2 e^0.5 + 2) / 4)
+    base = 2 * math.log((math.exp(0.5) + 1) / 2)
+    got = advantages("opmd", {"a": [1, 0, 0, 1]}, opmd_baseline="logavgexp", tau=2.0)
+    assert got == pytest.approx([1 - base, -base, -base, 1 - base])
+
+
+def test_asymre_shifts_the_baseline():
+    # baseline = mean 0.5 + shift -0.1 = 0.4; a group of one has baseline 0
+    got = advantages("asymre", {"a": [1, 0, 0, 1], "b": [1]})
+    assert got == pytest.approx([0.6, -0.4, -0.4, 0.6, 1.0])
+    assert advantages("asymre", {"a": [1, 0]}, baseline_shift=0.25) == pytest.approx([0.25, -0.75])
+
+
+def test_rec_centres_and_optionally_normalises():
+    assert advantages("rec", {"a": [1, 0, 0, 1]}) == pytest.approx([0.5, -0.5, -0.5, 0.5])
+    # population std of [1, 0, 0, 1] is 0.5
+    got = advantages("rec", {"a": [1, 0, 0, 1]}, std_normalize=True, epsilon=0.5)
+    assert got == pytest.approx([0.5, -0.5, -0.5, 0.5])  # 0.5 / (0.5 + 0.5)
+
+
+def test_rec_balance_drops_surplus_below_mean_rollouts():
+    # [1, 0, 0, 0]: three below the mean, one above: two of the zeros are dropped (advantage 0); the kept pair
+    # [1, 0] has mean 0.5
+    got = advantages("rec", {"a": [1, 0, 0, 0]}, drop="balance")
+    assert got[0] == pytest.approx(0.5)
+    assert sorted(got[1:]) == pytest.approx([-0.5, 0.0, 0.0])
+    assert advantages("rec", {"a": [1, 0, 0, 0]}, drop="balance") == got  # seeded by the task: the same ones
+
+
+@pytest.mark.parametrize(
+    "lam, raw, returns",
+    [
+        # lam 1: the return to go minus the value, [[0.5, 0.75], [-0.5, -0.25]]; returns = advantage + value
+        (1.0, [0.5, 0.75, -0.5, -0.25], [[1.0, 1.0], [0.0, 0.0]]),
+        # lam 0: one-step TD errors, r_t + V_{t+1} - V_t
+        (0.0, [-0.25, 0.75, -0.25, -0.25], [[0.25, 1.0], [0.25, 0.0]]),
+    ],
+)
+def test_ppos_gae_over_the_critics_values_whitened_over_the_batch(lam, raw, returns):
+    exps = [exp(1, "a", tokens=2), exp(0, "b", tokens=2)]
+    values = [[0.5, 0.25], [0.5, 0.25]]
+    algorithm = SimpleNamespace(advantage_fn="ppo", advantage_fn_args={"gamma": 1.0, "lam": lam})
+    got, got_returns = functions.advantages_and_returns(exps, algorithm, values=values)
+    mean = sum(raw) / 4
+    std = math.sqrt(sum((a - mean) ** 2 for a in raw) / 3)  # unbiased, over the batch's response tokens
+    assert got[0] + got[1] == pytest.approx([(a - mean) / std for a in raw], rel=1e-5)
+    assert got_returns == [pytest.approx(r) for r in returns]  # the critic's targets are not whitened
+
+
+def test_gae_discounts_by_gamma():
+    exps = [exp(1, "a", tokens=2), exp(0, "b", tokens=2)]
+    algorithm = SimpleNamespace(advantage_fn="ppo", advantage_fn_args={"gamma": 0.5, "lam": 1.0})
+    _, got_returns = functions.advantages_and_returns(exps, algorithm, values=[[0.0, 0.0], [0.0, 0.0]])
+    assert got_returns == [pytest.approx([0.5, 1.0]), pytest.approx([0.0, 0.0])]
+
+
+def test_gae_without_a_critics_values_names_what_is_missing():
+    with pytest.raises(TypeError, match=r"needs \['values'\]"):
+        functions.advantages([exp(1)], SimpleNamespace(advantage_fn="ppo", advantage_fn_args={"gamma": 1, "lam": 1}))
+
+
+def test_the_deprecated_verl_names_compute_the_same_values():
+    for old, new in (("grpo_verl", "grpo"), ("opmd_verl", "opmd"), ("asymre_verl", "asymre")):
+        assert ADVANTAGES[old] == ADVANTAGES[new]
+
+
+# --- policy losses ----------------------------------------------------------------------------------------------
+
+
+def loss(name, log_prob, old, adv, agg="token-mean", config=None, **args):
+    """(loss, d loss / d log_prob) of one row of tokens through verl's registry, bound to `args`."""
+    full = FUNCTIONS["policy_loss_fn"][name](**args).model_dump()
+    fn = core_algos.get_policy_loss_fn(functions.loss_mode(name, full))
+    log_prob = torch.tensor([log_prob], requires_grad=True)
+    value, metrics = fn(
+        old_log_prob=torch.tensor([old]),
+        log_prob=log_prob,
+        advantages=torch.tensor([adv]),
+        response_mask=torch.ones(1, len(adv), dtype=torch.bool),
+        loss_agg_mode=agg,
+        config=config,
+    )
+    value.backward()
+    return value.item(), log_prob.grad[0].tolist()
+
+
+def test_opmd_loss_is_the_policy_gradient_damped_by_one_plus_tau():
+    value, grad = loss("opmd", [-1.0, -2.0], [-9.0, -9.0], [1.0, 1.0])  # the old log-probs are not read
+    assert value == pytest.approx((1 + 2) / 2 / 2)
+    assert grad == pytest.approx([-0.25, -0.25])  # -A / n / (1 + tau)
+    assert loss("opmd", [-1.0, -2.0], [0.0, 0.0], [1.0, 1.0], tau=0.0)[0] == pytest.approx(1.5)
+
+
+def test_topr_tapers_only_the_rollouts_at_or_below_the_threshold():
+    ratios = [math.exp(0.5), math.exp(-1.0)]  # log pi - log mu = [0.5, -1]
+    value, grad = loss("topr", [-0.5, -2.0], [-1.0, -1.0], [1.0, -1.0])
+    # alpha = [1 (A > 0), clip(ratio, 0, 1) = e^-1]; loss tokens -alpha * A * log pi = [0.5, -2 e^-1]
+    assert value == pytest.approx((0.5 - 2 * ratios[1]) / 2)
+    assert grad == pytest.approx([-0.5, ratios[1] / 2])  # alpha is not differentiated
+    # a threshold above both advantages tapers both (the first ratio clipped to 1)
+    assert loss("topr", [-0.5, -2.0], [-1.0, -1.0], [1.0, -1.0], advantage_threshold=2.0)[0] == pytest.approx(
+        (0.5 - 2 * ratios[1]) / 2
+    )
+    assert loss("topr", [-1.5, -2.0], [-1.0, -1.0], [1.0, -1.0], advantage_threshold=2.0)[0] == pytest.approx(
+        (-(math.exp(-0.5) * -1.5) - 2 * ratios[1]) / 2
+    )
+
+
+def test_sppo_trains_the_log_ratio_inside_its_range_only():
+    # log-ratios [0.1, -0.1, 0.5]: ratios 1.105 and 0.905 lie in [1/1.3, 1.3]; 1.649 does not
+    value, grad = loss("sppo", [-0.9, -1.1, -0.5], [-1.0, -1.0, -1.0], [1.0, -1.0, 1.0])
+    assert value == pytest.approx((-0.1 - 0.1 + 0.0) / 3)
+    assert grad == pytest.approx([-1 / 3, 1 / 3, 0.0])
+    assert loss("sppo", [-0.9, -1.1, -0.5], [-1.0, -1.0, -1.0], [1.0, -1.0, 1.0], epsilon=1.0)[0] == pytest.approx(
+        (-0.1 - 0.1 - 0.5) / 3
+    )
+
+
+def test_sapo_gates_softly_with_a_temperature_per_sign():
+    # ratio 1: gate = sigmoid(0) * 4 / tau = 2 / tau; tokens -A * gate * log pi with log pi = -1
+    value, grad = loss("sapo", [-1.0, -1.0], [-1.0, -1.0], [1.0, -1.0])
+    assert value == pytest.approx((2.0 - 2 / 1.05) / 2, rel=1e-5)
+    assert grad == pytest.approx([-1.0, 1 / 1.05], rel=1e-5)  # -A * gate / n: the gate is not differentiated
+    gate = 1 / (1 + math.exp(-2 * (math.exp(0.5) - 1))) * 4 / 2  # tau_pos 2 at ratio e^0.5
+    assert loss("sapo", [-0.5], [-1.0], [1.0], tau_pos=2.0, tau_neg=2.0)[0] == pytest.approx(gate * 0.5)
+
+
+def test_rec_masks_by_its_clip_mode_and_weights_by_its_weight():
+    ratios = [math.exp(0.5), math.exp(-0.5), 1.0, math.exp(-1.0), 0.7]
+    lp, adv = [-1.0 + math.log(r) for r in ratios], [1.0, -1.0, 2.0, 1.0, 1.0]
+    old, tokens = [-1.0] * 5, [-a * p for a, p in zip(adv, lp)]
+
+    def kept(*rows):
+        return pytest.approx(sum(tokens[i] for i in rows) / 5)
+
+    assert loss("rec", lp, old, adv)[0] == kept(0, 1, 2, 3, 4)  # none: plain REINFORCE
+    assert loss("rec", lp, old, adv, clip_mode="two-side")[0] == kept(2)  # ratio within [0.8, 1.2]
+    # one-side: A >= 0 needs ratio <= 1.2, A <= 0 needs ratio >= 0.8
+    assert loss("rec", lp, old, adv, clip_mode="one-side")[0] == kept(2, 3, 4)
+    # ring: within [0.8, 1.2], or A >= 0 with ratio <= 1 - 0.6, or A <= 0 with ratio >= 1 + 2
+    assert loss("rec", lp, old, adv, clip_mode="ring")[0] == kept(2, 3)
+    assert loss("rec", lp, old, adv, clip_mode="ring", epsilon_low_prime=0.2)[0] == kept(2, 3, 4)
+    value, grad = loss("rec", lp, old, adv, weight="importance_sampling")
+    assert value == pytest.approx(sum(t * r for t, r in zip(tokens, ratios)) / 5, rel=1e-5)
+    assert grad == pytest.approx([-a * r / 5 for a, r in zip(adv, ratios)], rel=1e-5)  # the weight: no gradient
+    assert loss("rec", [-1.0], [-1.0], [2.0], weight="advantage", temp=2.0)[0] == pytest.approx(2 * math.e)
+
+
+def test_rec_regularisers():
+    lp, old, adv = [-0.5], [-1.0], [0.0]
+    assert loss("rec", lp, old, adv, regularizer="k2", regularizer_coef=2.0)[0] == pytest.approx(2 * 0.25)
+    assert loss("rec", lp, old, adv, regularizer="forward-kl", regularizer_coef=2.0)[0] == pytest.approx(1.0)
+
+
+def test_rec_gspo_one_side_judges_and_averages_whole_sequences():
+    lp = torch.tensor([[-0.5, -1.5], [-1.0, -1.0]])
+    fn = core_algos.get_policy_loss_fn(
+        functions.loss_mode("rec", FUNCTIONS["policy_loss_fn"]["rec"](clip_mode="gspo-one-side").model_dump())
+    )
+    value, _ = fn(
+        old_log_prob=torch.full((2, 2), -1.0),
+        log_prob=lp,
+        advantages=torch.tensor([[1.0, 1.0], [1.0, 1.0]]),
+        response_mask=torch.tensor([[1, 1], [1, 0]], dtype=torch.bool),
+        loss_agg_mode="token-mean",
+        config=None,
+    )
+    # sequence ratios: exp(mean(0.5, -0.5)) = 1 and 1: both kept; per-sequence means 1.0 and 1.0
+    assert value.item() == pytest.approx((1.0 + 1.0) / 2)
+
+
+@pytest.mark.parametrize("name", ["opmd", "topr", "sppo", "sapo"])
+def test_each_own_loss_aggregates_by_loss_agg_mode_over_the_global_batch(name):
+    lp, old, adv = [-0.9, -1.1], [-1.0, -1.0], [1.0, 1.0]
+    token_mean, _ = loss(name, lp, old, adv)
+    token_sum, _ = loss(name, lp, old, adv, agg="seq-mean-token-sum")
+    assert token_sum == pytest.approx(2 * token_mean)  # one sequence of two tokens
+    # verl's ppo_loss hands the global batch: 2 ranks, 8 tokens in all; this rank's 2 count for 2/8 of the mean
+    config = SimpleNamespace(global_batch_info={"dp_size": 2, "batch_num_tokens": 8, "global_batch_size": 4})
+    assert loss(name, lp, old, adv, config=config)[0] == pytest.approx(token_mean * 2 / 8 * 2)
+
+
+def test_an_own_loss_is_bound_to_the_runs_arguments_each_time():
+    assert loss("opmd", [-2.0], [0.0], [1.0], tau=1.0)[0] == pytest.approx(1.0)
+    assert loss("opmd", [-2.0], [0.0], [1.0], tau=3.0)[0] == pytest.approx(0.5)  # rebound, not the first binding
+
+
+def test_a_bound_loss_never_replaces_a_loss_of_verls():
+    with pytest.raises(ValueError, match="'vanilla' is already registered"):
+        functions.OWN_LOSSES["vanilla"] = functions.OWN_LOSSES["trinity_opmd"]
+        try:
+            functions.bind_loss("vanilla", {})
+        finally:
+            del functions.OWN_LOSSES["vanilla"]
+    assert core_algos.get_policy_loss_fn("vanilla") is core_algos.compute_policy_loss_vanilla
+
+
+def test_every_own_loss_entry_names_a_declared_loss():
+    own = {e.loss_mode for e in POLICY_LOSSES.values() if e.module}
+    for name in (n for n, e in POLICY_LOSSES.items() if e.module):
+        functions.loss_mode(name)  # imports its module
+    assert own <= set(functions.OWN_LOSSES)

@@ -1,0 +1,91 @@
+"""Reward functions: a taskset names one (`default_reward_fn_type`), its workflow scores each response with it.
+
+A reward function is a plain function
+
+    def my_reward(response: str, truth, **reward_fn_args) -> dict[str, float]
+
+`response` is the generated text, `truth` the row's `format.response_key` column as stored (a string,
+or whatever the data set holds there), and `reward_fn_args` the taskset's, as keyword arguments. It
+may also name any of `prompt` (the prompt text), `response_tokens` (the response's length in tokens)
+and `row` (the whole row) as parameters: those it names are passed, the others are not. It returns
+named scores; the experience's reward is their sum, and a score named `accuracy` is also the
+evaluation accuracy (else the reward is). The built-in ones are listed in trinity/config/rewards.py;
+your own is `my_package.module:my_reward`.
+"""
+
+import importlib
+import inspect
+from collections.abc import Callable
+from numbers import Real
+from typing import Any
+
+from pydantic import ValidationError
+
+from ...config.rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
+
+CONTEXT = ("prompt", "response_tokens", "row")  # what a reward function may ask for beyond response and truth
+
+
+def load(name: str) -> Callable[..., Any]:
+    """The reward function named `name` (built in, or `module:function`)."""
+    if name in UNSUPPORTED_REWARDS:
+        raise ValueError(f"reward function {name!r} is not supported by trinity: {UNSUPPORTED_REWARDS[name]}")
+    path = reward_path(name)
+    if not path:
+        raise ValueError(
+            f"unknown reward function {name!r}; built in: {', '.join(REWARDS)}, or your own function as module:function"
+        )
+    module_name, _, attr = path.partition(":")
+    try:
+        fn = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"reward function {name!r}: cannot import {path!r}: {exc}") from exc
+    if isinstance(fn, type) or not callable(fn):
+        raise ValueError(
+            f"reward function {name!r}: {path} is not a function; give one taking (response, truth, **reward_fn_args) "
+            "and returning a dict of scores"
+        )
+    return fn
+
+
+class BoundReward:
+    """A reward function with its taskset's reward_fn_args: called with one response and its reference."""
+
+    def __init__(self, name: str, fn: Callable[..., Any], args: dict[str, Any]):
+        self.name, self.fn, self.args = name, fn, args
+        try:
+            params = inspect.signature(fn).parameters
+        except (TypeError, ValueError):  # a builtin without a signature: it gets no context
+            params = {}
+        self.context = frozenset(c for c in CONTEXT if c in params)
+
+    def __call__(self, response: str, truth: Any, **context: Any) -> dict[str, float]:
+        """The named scores of `response`; `context` holds prompt, response_tokens and row, passed where asked."""
+        asked = {k: v for k, v in context.items() if k in self.context}
+        return _scores(self.name, self.fn(response, truth, **asked, **self.args))
+
+
+def bind(name: str, args: dict[str, Any]) -> BoundReward:
+    """The reward function `name` with `args`; a built-in's are checked and completed by its argument model."""
+    fn = load(name)
+    if name in REWARDS:
+        try:
+            args = REWARDS[name].args.model_validate(args).model_dump()
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(map(str, e['loc'])) or 'reward_fn_args'}: {e['msg']}" for e in exc.errors(include_url=False)
+            )
+            raise ValueError(f"reward function {name!r}: bad reward_fn_args: {problems}") from None
+    return BoundReward(name, fn, dict(args))
+
+
+def _scores(name: str, scores: Any) -> dict[str, float]:
+    """A reward function's result as named float scores; a plain number counts as {'reward': number}."""
+    if isinstance(scores, Real):
+        return {"reward": float(scores)}
+    if not isinstance(scores, dict) or not all(isinstance(k, str) and isinstance(v, Real) for k, v in scores.items()):
+        raise TypeError(f"reward function {name!r} returned {scores!r}, not a dict of named numbers")
+    return {k: float(v) for k, v in scores.items()}
+
+
+__all__ = ["BoundReward", "bind", "load"]
