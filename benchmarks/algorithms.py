@@ -25,7 +25,20 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "arith" / "arith.yaml"
-ALGORITHMS = ("grpo", "rloo", "reinforceplusplus", "opmd", "asymre", "topr", "rec", "sppo", "sapo", "cispo", "gspo")
+ALGORITHMS = (
+    "grpo",
+    "rloo",
+    "reinforceplusplus",
+    "ppo",
+    "opmd",
+    "asymre",
+    "topr",
+    "rec",
+    "sppo",
+    "sapo",
+    "cispo",
+    "gspo",
+)
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -111,6 +111,8 @@ def test_a_critic_warmup_longer_than_the_run_warns(cli, write):
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "buffer.total_steps=20")
     assert result.code == 0 and "1 warning(s)" in result.out
     assert "trainer.critic_warmup: 500 steps of critic warm-up in a run of 20 train steps" in result.err
+    unknown = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")  # steps from the data: unknown
+    assert unknown.code == 0 and "0 warning(s)" in unknown.out and "critic warm-up" not in unknown.err
 
 
 def test_negative_clip_range_is_caught_before_verl_sees_it(cli, write):
@@ -252,6 +254,61 @@ UPSTREAM_NAMES = {
 }
 
 
+KINDS = ("advantage_fn", "policy_loss_fn", "kl_penalty_fn", "kl_loss_fn", "entropy_loss_fn")
+# the presets that train on a data set (mode train): upstream's functions, and the format columns each reads
+DATA_SET_PRESETS = {
+    "sft": (("none", "sft", "none", "none", "none"), "prompt_key, response_key"),
+    "dpo": (("none", "dpo", "none", "k2", "default"), "prompt_key, chosen_key, rejected_key"),
+    "cpt": (("none", "sft", "none", "none", "none"), "prompt_key"),
+}
+DATA_SET = (
+    "mode: train\ncluster:\n  gpu_per_node: 2\nbuffer:\n  train_batch_size: 8\n"
+    "  trainer_input:\n    experience_buffer:\n      name: data\n"
+    "      storage_type: file\n      path: {path}\n      format:\n        prompt_type: plaintext\n"
+)
+
+
+@pytest.mark.parametrize("name", sorted(DATA_SET_PRESETS))
+def test_each_data_set_preset_fills_upstreams_functions(render, tmp_path, name):
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    result, cfg = render(
+        MINIMAL + DATA_SET.format(path=tmp_path / "d.jsonl") + f"algorithm:\n  algorithm_type: {name}\n"
+    )
+    algo = cfg["algorithm"]
+    assert result.code == 0, result.err
+    assert tuple(algo[k] for k in KINDS) == DATA_SET_PRESETS[name][0]
+
+
+@pytest.mark.parametrize("name", sorted(DATA_SET_PRESETS))
+def test_a_data_set_preset_without_a_data_set_names_the_columns_it_reads(cli, write, name):
+    text = MINIMAL + f"mode: train\nalgorithm:\n  algorithm_type: {name}\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2
+    assert f"buffer.trainer_input.experience_buffer.path: algorithm '{name}' trains on a data set" in result.err
+    assert f"format: {{{DATA_SET_PRESETS[name][1]}}}" in result.err
+
+
+def test_dpo_takes_whole_pairs_per_rank_and_keeps_rows_in_order(cli, write, tmp_path):
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    base = MINIMAL + DATA_SET.format(path=tmp_path / "d.jsonl") + "algorithm:\n  algorithm_type: dpo\n"
+    odd = cli("config", "validate", "-c", write("run.yaml", base), "hardware=cpu", "buffer.train_batch_size=6")
+    assert odd.code == 2 and "6 experiences do not split into whole (chosen, rejected) pairs over 2" in odd.err
+    assert "allowed: a multiple of 4" in odd.err
+    packed = cli("config", "validate", "-c", write("run.yaml", base), "hardware=cpu", "trainer.use_dynamic_bsz=true")
+    assert packed.code == 2 and "trainer.use_dynamic_bsz: 'dpo' pairs adjacent rows" in packed.err
+    rendered = cli("config", "render", "-c", write("run.yaml", base), "hardware=cpu", "--format", "json")
+    assert rendered.code == 0 and rendered.json()["trainer"]["use_dynamic_bsz"] is False
+
+
+def test_cpt_reads_plain_text(cli, write, tmp_path):
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    text = MINIMAL + DATA_SET.format(path=tmp_path / "d.jsonl").replace("plaintext", "messages")
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", text + "algorithm:\n  algorithm_type: cpt\n"), "hardware=cpu"
+    )
+    assert result.code == 2 and "format.prompt_type: algorithm 'cpt' trains on raw text" in result.err
+
+
 def test_every_upstream_algorithm_is_known():
     from trinity.config.algorithms import ALGORITHMS
 
@@ -263,10 +320,7 @@ def test_each_runnable_preset_fills_upstreams_functions(render, name):
     result, cfg = render(GRPO + f"  algorithm_type: {name}\n")
     algo = cfg["algorithm"]
     assert result.code == 0
-    assert (
-        tuple(algo[k] for k in ("advantage_fn", "policy_loss_fn", "kl_penalty_fn", "kl_loss_fn", "entropy_loss_fn"))
-        == UPSTREAM_PRESETS[name]
-    )
+    assert tuple(algo[k] for k in KINDS) == UPSTREAM_PRESETS[name]
 
 
 def test_gspo_takes_upstreams_clip_ranges_and_they_reach_verl(render):
@@ -279,7 +333,7 @@ def test_gspo_takes_upstreams_clip_ranges_and_they_reach_verl(render):
     }
 
 
-@pytest.mark.parametrize("name", sorted(UPSTREAM_NAMES - set(UPSTREAM_PRESETS) - {"sft"}))
+@pytest.mark.parametrize("name", sorted(UPSTREAM_NAMES - set(UPSTREAM_PRESETS) - set(DATA_SET_PRESETS)))
 def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(cli, write, name):
     result = cli("config", "validate", "-c", write("run.yaml", GRPO + f"  algorithm_type: {name}\n"), "hardware=cpu")
     assert (
@@ -293,7 +347,7 @@ def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(
     "kind,name,reason",
     [
         ("advantage_fn", "remax", "ReMax's baseline is the reward of a greedy rollout of each task"),
-        ("policy_loss_fn", "dpo", "DPO needs pairs of responses"),
+        ("policy_loss_fn", "mix", "mixing SFT data into RL batches is not supported yet"),
         ("sample_strategy", "warmup", "the trainer takes experiences in the order they arrive"),
         ("kl_loss_fn", "corrected_k3", "verl has no corrected k3 KL loss"),
         ("entropy_loss_fn", "mix", "mixing SFT data into RL batches"),
@@ -441,10 +495,10 @@ def test_one_predicate_says_whether_an_algorithm_reads_rollouts():
 def test_whether_a_loss_trains_on_advantages_is_the_loss_entrys_answer():
     from trinity.config.algorithms import POLICY_LOSSES, is_rl_loss
 
-    assert [name for name in POLICY_LOSSES if not is_rl_loss(name)] == ["sft"]
+    assert [name for name in POLICY_LOSSES if not is_rl_loss(name)] == ["sft", "dpo"]
     assert is_rl_loss("ppo") and is_rl_loss("no_such_loss")
-    # an RL loss names the verl loss mode verl's ppo_loss calls; SFT's verl sft_loss reads none
-    assert all((loss.batch == "rl") == (loss.loss_mode is not None) for loss in POLICY_LOSSES.values())
+    # an RL or pairs loss names the verl loss mode verl's ppo_loss calls; SFT's verl sft_loss reads none
+    assert all((loss.batch != "sft") == (loss.loss_mode is not None) for loss in POLICY_LOSSES.values())
 
 
 def test_the_function_registries_are_the_entries_arguments():

@@ -112,9 +112,9 @@ RUNS = {
     **{("algorithm.algorithm_type", name): EVERY for name in ("grpo_verl", "dapo", "gspo", "cispo")},
     **{
         ("algorithm.algorithm_type", name): ALGOS
-        for name in ("reinforceplusplus", "rloo", "opmd", "asymre", "topr", "sapo", "rec", "sppo", "ppo")
+        for name in ("reinforceplusplus", "rloo", "opmd", "asymre", "topr", "sapo", "rec", "sppo", "ppo", "dpo", "cpt")
     },
-    **{("algorithm.policy_loss_fn", name): ALGOS for name in ("opmd", "topr", "rec", "sppo", "sapo")},
+    **{("algorithm.policy_loss_fn", name): ALGOS for name in ("opmd", "topr", "rec", "sppo", "sapo", "dpo")},
     **{
         ("algorithm.advantage_fn", name): ALGOS
         for name in ("reinforceplusplus", "rloo", "reinforce", "opmd", "asymre", "rec", "ppo")

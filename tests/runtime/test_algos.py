@@ -17,6 +17,11 @@ from trinity.runtime.trainer import functions
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 
 
+def advantage_rows(*args, **kwargs):
+    """The advantages of functions.advantages_and_returns."""
+    return functions.advantages_and_returns(*args, **kwargs)[0]
+
+
 def exp(reward, group="a", tokens=1):
     return Experience([1], [2] * tokens, [-1.0] * tokens, float(reward), group)
 
@@ -25,7 +30,7 @@ def advantages(name, rewards, tokens=1, **args):
     """The first-token advantage of each rollout; `rewards` maps a task to its rollouts' rewards."""
     exps = [exp(r, g, tokens) for g, rs in rewards.items() for r in rs]
     full = FUNCTIONS["advantage_fn"][name](**args).model_dump()  # the defaults a config would fill
-    got = functions.advantages(exps, SimpleNamespace(advantage_fn=name, advantage_fn_args=full))
+    got = advantage_rows(exps, SimpleNamespace(advantage_fn=name, advantage_fn_args=full))
     assert all(len(row) == tokens and len(set(row)) == 1 for row in got)  # one value on every response token
     return [row[0] for row in got]
 
@@ -47,9 +52,7 @@ def test_reinforceplusplus_whitens_the_discounted_return_over_the_batch():
 
 def test_reinforceplusplus_discounts_by_gamma():
     exps = [exp(1, "a", tokens=2), exp(0, "b", tokens=2)]
-    got = functions.advantages(
-        exps, SimpleNamespace(advantage_fn="reinforceplusplus", advantage_fn_args={"gamma": 0.5})
-    )
+    got = advantage_rows(exps, SimpleNamespace(advantage_fn="reinforceplusplus", advantage_fn_args={"gamma": 0.5}))
     # returns [[0.5, 1], [0, 0]]: mean 0.375, unbiased variance (0.015625 + 0.390625 + 2 * 0.140625) / 3
     mean, std = 0.375, math.sqrt((0.125**2 + 0.625**2 + 2 * 0.375**2) / 3)
     assert got[0] + got[1] == pytest.approx([(0.5 - mean) / std, (1 - mean) / std, -mean / std, -mean / std], rel=1e-5)
@@ -122,7 +125,7 @@ def test_gae_discounts_by_gamma():
 
 def test_gae_without_a_critics_values_names_what_is_missing():
     with pytest.raises(TypeError, match=r"needs \['values'\]"):
-        functions.advantages([exp(1)], SimpleNamespace(advantage_fn="ppo", advantage_fn_args={"gamma": 1, "lam": 1}))
+        advantage_rows([exp(1)], SimpleNamespace(advantage_fn="ppo", advantage_fn_args={"gamma": 1, "lam": 1}))
 
 
 def test_the_deprecated_verl_names_compute_the_same_values():
@@ -266,3 +269,101 @@ def test_every_own_loss_entry_names_a_declared_loss():
     for name in (n for n, e in POLICY_LOSSES.items() if e.module):
         functions.loss_mode(name)  # imports its module
     assert own <= set(functions.OWN_LOSSES)
+
+
+# --- DPO: pairs of rows, the reference's log-probs where an RL batch has the old policy's ------------------------
+
+
+def dpo(log_prob, ref, mask, config=None, **args):
+    full = FUNCTIONS["policy_loss_fn"]["dpo"](**args).model_dump()
+    fn = core_algos.get_policy_loss_fn(functions.loss_mode("dpo", full))
+    log_prob = torch.tensor(log_prob, requires_grad=True)
+    value, metrics = fn(
+        old_log_prob=torch.tensor(ref),
+        log_prob=log_prob,
+        advantages=torch.zeros(len(ref), len(ref[0])),
+        response_mask=torch.tensor(mask, dtype=torch.bool),
+        loss_agg_mode="token-mean",  # DPO's loss is a mean over pairs whatever the mode
+        config=config,
+    )
+    value.backward()
+    return value.item(), log_prob.grad.tolist(), metrics
+
+
+def test_dpo_compares_the_chosen_and_rejected_log_ratios_to_the_reference():
+    # chosen: log-ratio 0.5 + 0.5 = 1; rejected (one token): -2 - -1 = -1; z = 0.1 * (1 - -1) = 0.2
+    lp, ref, mask = [[-1.0, -1.0], [-2.0, 0.0]], [[-1.5, -1.5], [-1.0, 0.0]], [[1, 1], [1, 0]]
+    value, grad, metrics = dpo(lp, ref, mask)
+    assert value == pytest.approx(math.log(1 + math.exp(-0.2)), rel=1e-5)  # -logsigmoid(0.2)
+    step = 0.1 / (1 + math.exp(0.2))  # beta * sigmoid(-z)
+    assert grad == [pytest.approx([-step, -step], rel=1e-4), pytest.approx([step, 0.0], rel=1e-4)]
+    assert metrics["actor/dpo_accuracy"] == 1.0
+    smoothed, _, _ = dpo(lp, ref, mask, label_smoothing=0.25, beta=0.5)  # z = 1
+    assert smoothed == pytest.approx(0.75 * math.log(1 + math.exp(-1)) + 0.25 * math.log(1 + math.exp(1)), rel=1e-5)
+
+
+def test_dpo_averages_over_pairs_of_the_whole_batch():
+    one = [[-1.0], [-2.0]], [[-1.0], [-1.0]], [[1], [1]]  # z = 0.1 * (0 - -1) = 0.1
+    two = [[-1.0], [-2.0], [-3.0], [-1.0]], [[-1.0], [-1.0], [-1.0], [-1.0]], [[1], [1], [1], [1]]  # z = 0.1, -0.2
+    expected = (math.log(1 + math.exp(-0.1)) + math.log(1 + math.exp(0.2))) / 2
+    assert dpo(*one)[0] == pytest.approx(math.log(1 + math.exp(-0.1)), rel=1e-5)
+    assert dpo(*two)[0] == pytest.approx(expected, rel=1e-5)
+    # this rank's 2 pairs of 8 sequences on 2 ranks: its share of the global pair mean, scaled by dp as verl's
+    config = SimpleNamespace(global_batch_info={"dp_size": 2, "batch_num_tokens": 8, "global_batch_size": 8})
+    assert dpo(*two, config=config)[0] == pytest.approx(expected * 2 / 4 * 2, rel=1e-5)
+
+
+# --- boundaries: each case below tells one comparison or aggregation from its neighbour ------------------------
+
+
+def test_topr_tapers_a_rollout_exactly_at_the_threshold():
+    # A == threshold: tapered (<=), weight = ratio e^-1; untapered it would be 1
+    assert loss("topr", [-2.0], [-1.0], [1.0], advantage_threshold=1.0)[0] == pytest.approx(2 * math.exp(-1), rel=1e-5)
+
+
+def test_sapo_gives_a_zero_advantage_the_negative_temperature():
+    fn = core_algos.get_policy_loss_fn(functions.loss_mode("sapo", {"tau_pos": 1.0, "tau_neg": 2.0}))
+    _, metrics = fn(
+        old_log_prob=torch.tensor([[-1.0]]),
+        log_prob=torch.tensor([[-1.0]]),
+        advantages=torch.tensor([[0.0]]),
+        response_mask=torch.ones(1, 1, dtype=torch.bool),
+        loss_agg_mode="token-mean",
+        config=None,
+    )
+    assert metrics["actor/sapo_gate"] == pytest.approx(2 / 2.0)  # 4 sigmoid(0) / tau_neg, not / tau_pos
+
+
+def test_sppos_lower_edge_is_one_over_one_plus_epsilon():
+    # ratio 0.75: inside [1 - 0.3, 1.3] but outside [1 / 1.3, 1.3]
+    assert loss("sppo", [-1.0 + math.log(0.75)], [-1.0], [1.0])[0] == 0.0
+
+
+def test_rec_gspo_one_side_takes_the_mean_of_each_sequence():
+    fn = core_algos.get_policy_loss_fn(functions.loss_mode("rec", {"clip_mode": "gspo-one-side"}))
+    value, _ = fn(
+        old_log_prob=torch.full((2, 2), -1.0),
+        log_prob=torch.tensor([[-0.5, -2.5], [-1.0, 0.0]]),
+        advantages=torch.ones(2, 2),
+        response_mask=torch.tensor([[1, 1], [1, 0]], dtype=torch.bool),
+        loss_agg_mode="token-mean",
+        config=None,
+    )
+    assert value.item() == pytest.approx(((0.5 + 2.5) / 2 + 1.0) / 2)  # 1.25 per sequence; by token 4 / 3
+
+
+def test_rec_balance_leaves_rewards_at_the_mean_alone():
+    # mean 0.5: one rollout below it, three at or above: nothing to drop
+    assert advantages("rec", {"a": [1, 0.5, 0, 0.5]}, drop="balance") == pytest.approx([0.5, 0.0, -0.5, 0.0])
+
+
+def test_rec_a_group_of_one_keeps_its_reward():
+    assert advantages("rec", {"a": [1.0]}) == pytest.approx([1.0])  # mean 0, std 1
+    assert advantages("rec", {"a": [1.0]}, std_normalize=True, epsilon=0.5) == pytest.approx([1 / 1.5])
+
+
+def test_rec_regularisers_carry_their_gradients():
+    assert loss("rec", [-0.5], [-1.0], [0.0], regularizer="k2", regularizer_coef=2.0)[1] == pytest.approx([2.0])
+    assert loss("rec", [-0.5], [-1.0], [0.0], regularizer="forward-kl", regularizer_coef=2.0)[1] == pytest.approx(
+        [-2.0]
+    )

@@ -14,6 +14,11 @@ from trinity.runtime.trainer import batch, functions
 pytest.importorskip("verl")
 
 
+def advantage_rows(*args, **kwargs):
+    """The advantages of functions.advantages_and_returns."""
+    return functions.advantages_and_returns(*args, **kwargs)[0]
+
+
 @pytest.fixture
 def algorithm(write):
     def _algorithm(*overrides):
@@ -45,7 +50,7 @@ def test_reward_sits_on_the_last_response_token():
 def test_grpo_advantages_normalise_within_each_task(algorithm):
     rewards = {"a": [1, 0, 0, 1], "b": [1, 1]}
     exps = [exp([1], [2], r, g) for g, rs in rewards.items() for r in rs] + [exp([1], [2], 1.0, "alone")]
-    advantages = [a[0] for a in functions.advantages(exps, algorithm("algorithm.repeat_times=4"))]
+    advantages = [a[0] for a in advantage_rows(exps, algorithm("algorithm.repeat_times=4"))]
     spread = 0.5 / math.sqrt(1 / 3)  # (r - mean) / std with the unbiased std of [1, 0, 0, 1]
     assert advantages[:4] == pytest.approx([spread, -spread, -spread, spread], rel=1e-5)
     assert advantages[4:6] == pytest.approx([0.0, 0.0])  # all equal: nothing to learn from this task
@@ -54,7 +59,7 @@ def test_grpo_advantages_normalise_within_each_task(algorithm):
 
 def test_without_std_normalisation_it_is_the_centred_reward(algorithm):
     exps = [exp([1], [2], r, "a") for r in (1, 0, 0, 0)]
-    advantages = functions.advantages(
+    advantages = advantage_rows(
         exps, algorithm("algorithm.repeat_times=4", "+algorithm.advantage_fn_args.norm_adv_by_std=false")
     )
     advantages = [a[0] for a in advantages]
@@ -74,6 +79,12 @@ def test_a_kl_penalty_comes_off_every_response_token_reward():
     mask = batch.padded(exps, 0)["response_mask"]
     rewards = batch.token_rewards(exps, mask, [[0.25, 0.125], [0.5]])
     assert rewards.tolist() == [[-0.25, 0.875], [0.0, 0.0]]
+
+
+def test_k3_is_unclamped_as_upstreams_and_low_var_kl_clamped():
+    log_prob, ref = torch.tensor([[-20.0]]), torch.tensor([[0.0]])
+    assert batch.kl(log_prob, ref, "k3").item() == pytest.approx(math.exp(20) - 21, rel=1e-5)
+    assert batch.kl(log_prob, ref, "low_var_kl").item() == 10.0
 
 
 @pytest.mark.parametrize(

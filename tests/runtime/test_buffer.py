@@ -79,6 +79,32 @@ def test_sft_data_set_shuffles_each_epoch_and_covers_every_sample():
     assert data.take(3, step=1) == data.take(3, step=1)  # by position: the same step reads the same samples
 
 
+def test_dpo_pairs_stay_adjacent_and_whole_in_every_step():
+    from trinity.config.schema.buffer import FormatConfig
+
+    rows = [{"prompt": f"{i}+1=", "chosen": str(i + 1), "rejected": str(i + 2)} for i in range(5)]
+    data = stores.DataSet(rows, FormatConfig(), Tokenizer(), seed=1, data="pairs")
+    text = lambda e: ("".join(map(chr, e.prompt_ids)), "".join(map(chr, e.response_ids[:-1])))  # noqa: E731
+    for step in (1, 2, 3):
+        batch = [text(e) for e in data.take(4, step)]  # 4 experiences: 2 pairs
+        assert len(batch) == 4
+        for (prompt, chosen), (again, rejected) in zip(batch[::2], batch[1::2]):
+            i = int(prompt.split("+")[0])
+            assert (again, chosen, rejected) == (prompt, str(i + 1), str(i + 2))  # chosen first, same prompt
+
+
+def test_cpt_text_trains_every_token_but_the_first():
+    from trinity.config.schema.buffer import FormatConfig
+
+    class WithBos(Tokenizer):
+        def __call__(self, text, add_special_tokens=True):
+            return {"input_ids": [1] * add_special_tokens + [ord(c) for c in text]}
+
+    data = stores.DataSet([{"text": "abc"}], FormatConfig(prompt_key="text"), WithBos(), seed=0, data="text")
+    [exp] = data.take(1, step=1)
+    assert (exp.prompt_ids, exp.response_ids) == ([1], [ord("a"), ord("b"), ord("c")])  # no end of sequence added
+
+
 @settings(max_examples=40, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["add", "take", "restart"]), st.integers(1, 4)), max_size=25))
 def test_every_experience_is_trained_exactly_once(tmp_path_factory, ops):
@@ -121,6 +147,6 @@ def test_sft_samples_go_through_the_models_chat_template(demo_assets, tmp_path):
         name="sft", storage_type="file", path=str(data), format={"prompt_type": "messages", "messages_key": "messages"}
     )
     model = ModelConfig(model_path=str(demo_assets / "model"), custom_chat_template="{{ messages[-1].content }}=?")
-    [sample] = _data_set(storage, {"tokenizer": model.model_path, "seed": 0, "model": model}).samples
+    [[sample]] = _data_set(storage, {"tokenizer": model.model_path, "seed": 0, "model": model, "data": "sft"}).samples
     tokenizer = AutoTokenizer.from_pretrained(model.model_path)
     assert sample.prompt_ids == tokenizer("1+1==?", add_special_tokens=False)["input_ids"]

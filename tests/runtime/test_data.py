@@ -147,17 +147,17 @@ def test_a_format_column_the_rows_lack_fails_at_setup(key):
 )
 def test_an_sft_data_set_needs_its_response_and_system_columns(fmt, column, key):
     row = {"prompt": "1+1=", "response": "2"}
-    check_columns("data set sft", FormatConfig(), row, sft=True)
+    check_columns("data set sft", FormatConfig(), row, "sft")
     with pytest.raises(
         ValueError,
         match=f"data set sft: rows have no column '{column}' \\(columns: prompt, response\\); set its format.{key}",
     ):
-        check_columns("data set sft", FormatConfig(**fmt), row, sft=True)
+        check_columns("data set sft", FormatConfig(**fmt), row, "sft")
     if key == "response_key":
         check_columns("taskset t", FormatConfig(**fmt), row)  # a taskset's reference is the workflow's business
 
 
 def test_messages_rows_need_no_prompt_or_response_column():
     check_columns(
-        "data set chat", FormatConfig(prompt_type="messages", messages_key="messages"), {"messages": []}, sft=True
+        "data set chat", FormatConfig(prompt_type="messages", messages_key="messages"), {"messages": []}, "sft"
     )

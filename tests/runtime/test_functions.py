@@ -34,7 +34,14 @@ VERL_FUNCTIONS = {
     "rec": ("rec_advantage", "rec_loss"),
     "sppo": ("opmd_advantage", "sppo_loss"),
     "ppo": ("compute_gae_advantage_return", "compute_policy_loss_vanilla"),
+    "dpo": (None, "dpo_loss"),
+    "cpt": (None, None),
 }
+
+
+def advantage_rows(*args, **kwargs):
+    """The advantages of functions.advantages_and_returns."""
+    return functions.advantages_and_returns(*args, **kwargs)[0]
 
 
 def exp(response, reward, group="a"):
@@ -92,7 +99,7 @@ def test_each_advantage_entry_names_keywords_its_estimator_takes(name):
 def test_grpo_through_the_registry_normalises_within_each_task():
     rewards = {"a": [1, 0, 0, 1], "b": [1, 1]}
     exps = [exp([2, 3, 4], r, g) for g, rs in rewards.items() for r in rs] + [exp([2], 1.0, "alone")]
-    got = functions.advantages(exps, grpo())
+    got = advantage_rows(exps, grpo())
     spread = 0.5 / (math.sqrt(1 / 3) + 1e-6)  # (r - mean) / (unbiased std + epsilon) of [1, 0, 0, 1]
     assert [a[0] for a in got[:4]] == pytest.approx([spread, -spread, -spread, spread], rel=1e-6)
     assert [a[0] for a in got[4:6]] == [0.0, 0.0]  # all equal: nothing to learn from this task
@@ -102,29 +109,29 @@ def test_grpo_through_the_registry_normalises_within_each_task():
 
 def test_grpo_without_std_normalisation_through_the_registry_is_the_centred_reward():
     exps = [exp([2], r) for r in (1, 0, 0, 1)]
-    assert [a[0] for a in functions.advantages(exps, grpo(norm=False))] == pytest.approx([0.5, -0.5, -0.5, 0.5])
+    assert [a[0] for a in advantage_rows(exps, grpo(norm=False))] == pytest.approx([0.5, -0.5, -0.5, 0.5])
 
 
 def test_grpos_epsilon_reaches_verl():
     exps = [exp([2], r) for r in (1, 0, 0, 1)]
-    assert functions.advantages(exps, grpo(epsilon=1.0))[0][0] == pytest.approx(0.5 / (math.sqrt(1 / 3) + 1))
+    assert advantage_rows(exps, grpo(epsilon=1.0))[0][0] == pytest.approx(0.5 / (math.sqrt(1 / 3) + 1))
 
 
 def test_a_keyword_the_estimator_does_not_take_is_an_error_not_dropped(monkeypatch):
     wrong = Advantage(ADVANTAGES["grpo"].args, "grpo", kwargs={"norm_adv_by_std": "norm_adv_by_std"}, grouped=True)
     monkeypatch.setitem(ADVANTAGES, "grpo", wrong)
     with pytest.raises(TypeError, match="takes no argument 'norm_adv_by_std'"):
-        functions.advantages([exp([2], 1.0), exp([2], 0.0)], grpo(norm=False))
+        advantage_rows([exp([2], 1.0), exp([2], 0.0)], grpo(norm=False))
 
 
 def test_an_input_trinitys_batch_lacks_is_named(monkeypatch):
     monkeypatch.setitem(ADVANTAGES, "gae", Advantage(NoArgs, "gae"))  # verl's GAE reads a critic's values
     with pytest.raises(TypeError, match=r"needs \['values', 'gamma', 'lam'\]"):
-        functions.advantages([exp([2], 1.0)], SimpleNamespace(advantage_fn="gae", advantage_fn_args={}))
+        advantage_rows([exp([2], 1.0)], SimpleNamespace(advantage_fn="gae", advantage_fn_args={}))
 
 
 def test_no_advantages_for_an_advantage_function_that_computes_none():
-    assert functions.advantages([exp([2], 1.0)], SimpleNamespace(advantage_fn="none", advantage_fn_args={})) is None
+    assert advantage_rows([exp([2], 1.0)], SimpleNamespace(advantage_fn="none", advantage_fn_args={})) is None
 
 
 def test_a_loss_mode_verl_lacks_fails_before_training(monkeypatch):
@@ -166,9 +173,7 @@ def test_trinitys_own_estimator_and_loss_are_found_through_verls_registries(own)
     assert (
         functions.estimator("own") is module.centred_reward and functions.loss_mode("own") == "trinity_test_mean_ratio"
     )
-    got = functions.advantages(
-        [exp([2, 3], 1.0), exp([2], 0.0)], SimpleNamespace(advantage_fn="own", advantage_fn_args={})
-    )
+    got = advantage_rows([exp([2, 3], 1.0), exp([2], 0.0)], SimpleNamespace(advantage_fn="own", advantage_fn_args={}))
     assert got == [[0.5, 0.5], [-0.5]]  # our estimator, called with the inputs its signature names
 
 

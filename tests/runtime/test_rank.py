@@ -145,7 +145,8 @@ PENALTIES = [[0.1], [0.0], [0.2], [0.0], [0.05], [0.0], [0.0], [0.3]]
 
 
 def shard_advantages(rank: int, port: int, out) -> None:
-    """In a process of its own: trainer rank `rank` of 2 (gloo) computes its shard's advantages, the batch on both."""
+    """In a process of its own: trainer rank `rank` of 2 (gloo) computes its shard's advantages from its own KL rows;
+    rank 0 holds the step's whole batch, as after taking it from the buffer."""
     import torch.distributed as dist
 
     from trinity.config.compose import Request
@@ -154,17 +155,22 @@ def shard_advantages(rank: int, port: int, out) -> None:
     from trinity.runtime.trainer.rank import TrainerRank
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    config = resolve(Request(None, ("hardware=cpu", "+stages.1.algorithm.algorithm_type=rloo"))).stage("grpo")
+    overrides = ("+stages.1.algorithm.algorithm_type=rloo", "+stages.1.algorithm.kl_penalty_fn=k2")
+    config = resolve(Request(None, ("hardware=cpu", *overrides, "+stages.1.algorithm.kl_penalty_fn_args.kl_coef=2")))
+    config = config.stage("grpo")
     trainer = TrainerRank(name=f"trainer_node0.rank{rank}", role="trainer", config=config, rank=rank, world_size=2)
-    exps = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS][rank * 4 : rank * 4 + 4]
-    out.put((rank, trainer._advantages(exps, PENALTIES[rank * 4 : rank * 4 + 4])))
+    if rank == 0:
+        trainer.whole = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS]
+    kl = [[p / 2 for p in row] for row in PENALTIES[rank * 4 : rank * 4 + 4]]  # kl_coef 2 makes them the penalties
+    out.put((rank, trainer._advantages(kl, None)))
     dist.destroy_process_group()
 
 
 @pytest.mark.train  # two trainer processes in a gloo group
 def test_advantages_are_computed_over_the_whole_batch_when_a_task_spans_ranks():
-    """Task 'b' has rollouts on both ranks: rank 0 gathers every rank's rewards less its KL penalties, computes the
-    group advantages once, and hands each rank its shard, which equals the single-process computation."""
+    """Task 'b' has rollouts on both ranks: rank 0 gathers every rank's KL rows, takes kl_coef x KL off the rewards,
+    computes the group advantages once, and hands each rank its shard, which equals the single-process computation;
+    the KL metric is the whole batch's."""
     import multiprocessing
     from types import SimpleNamespace
 
@@ -182,10 +188,13 @@ def test_advantages_are_computed_over_the_whole_batch_when_a_task_spans_ranks():
         proc.join(60)
         assert proc.exitcode == 0
     exps = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS]
-    whole = functions.advantages(exps, SimpleNamespace(advantage_fn="rloo", advantage_fn_args={}), PENALTIES)
-    assert got[0] + got[1] == whole
+    whole, _ = functions.advantages_and_returns(
+        exps, SimpleNamespace(advantage_fn="rloo", advantage_fn_args={}), PENALTIES
+    )
+    assert got[0][0] + got[1][0] == whole
     # by hand, task b: rewards less penalties [0.8, 0, -0.05, 1] -> each minus the mean of the other three
     assert [a[0] for a in whole[2:6]] == pytest.approx([0.8 - 0.95 / 3, -1.75 / 3, -0.05 - 1.8 / 3, 1 - 0.75 / 3])
+    assert got[0][2] == {"kl_penalty": pytest.approx(sum(p[0] for p in PENALTIES) / 2 / 8)} and got[1][2] == {}
 
 
 def ppo_critic(demo_dir: str, folder: str, out) -> None:

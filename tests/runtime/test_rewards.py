@@ -238,7 +238,9 @@ def test_math_dapo_reward_reads_after_the_reasoning():
     assert math_dapo_reward("<think>\\boxed{5}</think> so \\boxed{7}", "7", 10)["accuracy"] == 1.0
     assert math_dapo_reward("<think>\\boxed{7}</think> so \\boxed{5}", "7", 10)["accuracy"] == 0.0
     assert math_dapo_reward("<think>...</think> 7", "7", 10)["accuracy"] == 1.0  # no box: the text after
-    assert math_dapo_reward("\\boxed{7}", "7", 10) == {"accuracy": 1.0, "format_score": 0.0}  # penalty off
+    assert math_dapo_reward("\\boxed{7}", "7", 10) == {"accuracy": 1.0, "incorrect": 0.0, "format_score": 0.0}
+    wrong = math_dapo_reward("\\boxed{5}", "7", 10)
+    assert wrong == {"accuracy": 0.0, "incorrect": -1.0, "format_score": 0.0}  # DAPO's -1; the metric stays 0
 
 
 @pytest.mark.parametrize(
@@ -250,3 +252,11 @@ def test_dapos_overlong_penalty_grows_linearly_over_the_cache(tokens, penalty):
     assert overlong_penalty(tokens, 100, 40, 1.0) == pytest.approx(penalty)
     args = {"enable_overlong_penalty": True, "penalty_factor": 1.0, "max_response_length": 100, "cache_length": 40}
     assert math_dapo_reward("\\boxed{1}", "1", tokens, **args)["format_score"] == pytest.approx(penalty)
+
+
+def test_your_own_rewards_arguments_must_be_keywords_it_takes():
+    from trinity.runtime.rewards import bind
+
+    assert bind("tests.runtime.own_rewards:length_reward", {"per_char": 2.0})("abc", None) == {"length": 6.0}
+    with pytest.raises(ValueError, match=r"reward_fn_args \['per_chr'\] do not fit it: .*per_chr"):
+        bind("tests.runtime.own_rewards:length_reward", {"per_chr": 2.0})

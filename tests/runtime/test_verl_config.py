@@ -296,3 +296,15 @@ def test_a_critic_key_verl_does_not_have_is_refused_by_verls_class(demo_assets):
     [issue] = err.value.issues
     assert issue.key == "trainer.trainer_config.critic" and issue.source == "verl's FSDPCriticConfig"
     assert "unexpected keyword argument 'bogus'" in issue.message
+
+
+@pytest.mark.parametrize("dynamic", [True, False])
+def test_the_critics_engine_takes_the_critics_batching(demo_assets, dynamic):
+    from trinity.runtime.trainer.critic import engine
+
+    extra = ("trainer.max_token_len_per_gpu=1000", f"trainer.use_dynamic_bsz={str(dynamic).lower()}")
+    section = critic_of(*extra, model=str(demo_assets / "model"))
+    got = engine(section)
+    assert (got.use_dynamic_bsz, got.max_token_len_per_gpu, got.infer_max_token_len_per_gpu) == (dynamic, 1000, 1000)
+    shard = reference("a100").buffer.train_batch_size // reference("a100").cluster.trainer_gpu_num
+    assert got.micro_batch_size_per_gpu == got.infer_micro_batch_size_per_gpu == shard

@@ -118,6 +118,13 @@ class RECAdvantageArgs(Section):
     )
 
 
+class DPOLossArgs(Section):
+    beta: float = Field(0.1, gt=0, description="Strength of the implicit KL to the reference model.")
+    label_smoothing: float = Field(
+        0.0, ge=0, le=0.5, description="Share of the loss that assumes the labels are swapped (conservative DPO)."
+    )
+
+
 class OPMDPolicyLossArgs(_AggArgs):
     tau: float = Field(1.0, ge=0, description="Regularisation strength: the loss is divided by 1 + tau.")
 
@@ -194,14 +201,16 @@ class PolicyLoss:
 
     batch "rl": responses with per-token advantages and the old policy's log-probs, under the sampling
     temperature; verl's `ppo_loss` calls `get_policy_loss_fn(loss_mode)`. batch "sft": packed sequences
-    with a loss mask over the responses, trained by verl's `sft_loss`, which reads no loss mode.
+    with a loss mask over the responses, trained by verl's `sft_loss`, which reads no loss mode. batch
+    "pairs": a chosen and a rejected response in adjacent rows, with the reference model's log-probs
+    where an RL batch has the old policy's (DPO has no rollout policy), through verl's `ppo_loss`.
     A loss trinity defines itself lives in `module` and is registered in verl's policy-loss registry under
     `loss_mode` by the trainer, bound to the run's arguments (verl's ppo_loss passes none of its own).
     """
 
     args: type[Section]
     loss_mode: str | None = None  # a name in verl's policy-loss registry; None only for batch "sft"
-    batch: Literal["rl", "sft"] = "rl"
+    batch: Literal["rl", "sft", "pairs"] = "rl"
     module: str | None = None  # the trinity module that registers `loss_mode` with verl; None: verl's own
 
 
@@ -255,6 +264,7 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
     "rec": PolicyLoss(RECPolicyLossArgs, "trinity_rec", module=OWN + "rec"),
     "sppo": PolicyLoss(SPPOPolicyLossArgs, "trinity_sppo", module=OWN + "sppo"),
     "sapo": PolicyLoss(SAPOPolicyLossArgs, "trinity_sapo", module=OWN + "sapo"),
+    "dpo": PolicyLoss(DPOLossArgs, "trinity_dpo", batch="pairs", module=OWN + "dpo"),
 }
 
 # function kind -> name -> the arguments it takes (what the runtime can run)
@@ -284,7 +294,6 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         },
         "importance_sampling": "this loss trains on a teacher's log-probs (distillation), which workflows do not "
         "record yet",
-        "dpo": "DPO needs pairs of responses, which the trainer's data path does not have yet",
         "mix": _MIX,
         "mix_chord": _MIX,
     },
@@ -311,7 +320,9 @@ class Preset:
 
     functions: dict[str, str]
     unsupported: str = ""
-    needs_rollout: bool = True  # False: trains on a data set (SFT), no explorer needed
+    # what the trainer reads: rollouts from the explorer, or a data set of (prompt, response) samples, of
+    # (prompt, chosen, rejected) pairs, or of raw text (continued pre-training), with no explorer
+    data: Literal["rollouts", "sft", "pairs", "text"] = "rollouts"
     loss_agg_mode: str = "token-mean"
 
 
@@ -336,7 +347,6 @@ _SFT = {
     "kl_loss_fn": "none",
     "entropy_loss_fn": "none",
 }
-_DATA_SET = "trains on a data set the trainer's data path does not read yet"
 
 ALGORITHMS: dict[str, Preset] = {
     "grpo": _rl("grpo", "ppo"),
@@ -345,7 +355,7 @@ ALGORITHMS: dict[str, Preset] = {
     "dapo": _rl("grpo", "ppo", kl_loss="none"),  # DAPO's clip-higher and token-mean loss are arguments you set
     "gspo": _rl("grpo", "gspo"),
     "cispo": _rl("grpo", "cispo"),
-    "sft": Preset(_SFT, needs_rollout=False),
+    "sft": Preset(_SFT, data="sft"),
     "ppo": _rl("ppo", "ppo"),
     "reinforceplusplus": _rl("reinforceplusplus", "ppo"),
     "rloo": _rl("rloo", "ppo"),
@@ -365,12 +375,8 @@ ALGORITHMS: dict[str, Preset] = {
         {**_SFT, "advantage_fn": "none"},
         unsupported="RAFT trains SFT on rollouts; the trainer's SFT path reads a data set only",
     ),
-    "dpo": Preset(
-        {**_SFT, "policy_loss_fn": "dpo", "kl_loss_fn": "k2", "entropy_loss_fn": "default"},
-        needs_rollout=False,
-        unsupported=UNSUPPORTED["policy_loss_fn"]["dpo"],
-    ),
-    "cpt": Preset(_SFT, needs_rollout=False, unsupported=f"continued pre-training {_DATA_SET} (raw text)"),
+    "dpo": Preset({**_SFT, "policy_loss_fn": "dpo", "kl_loss_fn": "k2", "entropy_loss_fn": "default"}, data="pairs"),
+    "cpt": Preset(_SFT, data="text"),
 }
 
 
@@ -380,8 +386,13 @@ def needs_rollout(algorithm_type: str | None) -> bool:
     The one answer for every consumer (the stage loop, sync and buffer rules, local input checks). A name
     that is not an algorithm counts as one that does, as the algorithm_preset rule refuses it anyway.
     """
+    return data_kind(algorithm_type) == "rollouts"
+
+
+def data_kind(algorithm_type: str | None) -> str:
+    """What the trainer of `algorithm_type` reads: rollouts, or a data set of sft samples, pairs or text."""
     preset = ALGORITHMS.get(algorithm_type)
-    return preset is None or preset.needs_rollout
+    return "rollouts" if preset is None else preset.data
 
 
 def is_rl_loss(policy_loss_fn: str | None) -> bool:
@@ -392,8 +403,10 @@ def is_rl_loss(policy_loss_fn: str | None) -> bool:
 
 
 def uses_reference(algorithm: Any) -> bool:
-    """Whether the trainer needs the reference model's log-probs: for a KL loss, or a KL penalty in the reward."""
-    return any(name not in (None, "none") for name in (algorithm.kl_loss_fn, algorithm.kl_penalty_fn))
+    """Whether the trainer needs the reference model's log-probs: for a KL loss, a KL penalty in the reward, or a
+    loss on pairs (DPO's implicit reward is the log-ratio to the reference)."""
+    pairs = getattr(POLICY_LOSSES.get(algorithm.policy_loss_fn), "batch", None) == "pairs"
+    return pairs or any(name not in (None, "none") for name in (algorithm.kl_loss_fn, algorithm.kl_penalty_fn))
 
 
 def kl_penalty_coef(algorithm: Any) -> float:

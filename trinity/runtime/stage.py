@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config.algorithms import needs_rollout
+from ..config.algorithms import data_kind, needs_rollout
 from ..config.modes import mode
 from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue
@@ -130,7 +130,8 @@ class Stage:
     def _setup_buffer(self, resume: Checkpoint | None) -> int:
         """The buffer's store (an SFT data set, or the experience queue); returns how many samples it holds."""
         rollout = self.config.explorer.rollout_model
-        sft = {"tokenizer": self.start.model_path, "seed": rollout.seed, "model": self.config.model}
+        data = data_kind(self.config.algorithm.algorithm_type)
+        sft = {"tokenizer": self.start.model_path, "seed": rollout.seed, "model": self.config.model, "data": data}
         info = self.call([self.buffer.setup.remote(None if self._rl() else sft)])[0]
         if resume:
             self.call([self.buffer.rewind.remote(self.start.done)])

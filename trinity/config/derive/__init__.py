@@ -44,6 +44,7 @@ RULES = (
     model.token_budget,
     cluster.gpu_per_node,
     cluster.cluster_counts,
+    algorithm.pairs_batch,
     sync.sync_method,
     sync.eval_interval,
     trainer.checkpoints_kept,

@@ -36,7 +36,8 @@ def algorithm_preset(ctx: Context) -> None:
         _function(ctx, kind, default)
     _check_pairing(ctx)
     _check_groups(ctx)
-    _check_mode(ctx, name, preset.needs_rollout)
+    _check_mode(ctx, name, preset.data == "rollouts")
+    _check_data_set(ctx, name, preset.data)
 
 
 def _check_pairing(ctx: Context) -> None:
@@ -179,6 +180,62 @@ def _check_mode(ctx: Context, name: str, needs_rollout: bool) -> None:
         allowed=", ".join(allowed),
         hint=f"set mode: {allowed[0]} (or a stage with mode: {allowed[0]})",
     )
+
+
+DATA_KEYS = {"sft": "prompt_key, response_key", "pairs": "prompt_key, chosen_key, rejected_key", "text": "prompt_key"}
+
+
+def _check_data_set(ctx: Context, name: str, data: str) -> None:
+    """An algorithm that trains on a data set reads it from buffer.trainer_input.experience_buffer.path."""
+    key = "buffer.trainer_input.experience_buffer"
+    if data == "rollouts" or not modes.mode(ctx.get("mode")).trains:
+        return
+    data_set = ctx.get(key) or {}
+    if data == "text" and data_set.get("path") and (data_set.get("format") or {}).get("prompt_type") != "plaintext":
+        ctx.report(
+            "error",
+            f"{key}.format.prompt_type",
+            f"algorithm {name!r} trains on raw text, read from the column format.prompt_key",
+            allowed="plaintext",
+            hint=f"set {key}.format.prompt_type: plaintext",
+        )
+    if data_set.get("path"):
+        return
+    ctx.report(
+        "error",
+        f"{key}.path",
+        f"algorithm {name!r} trains on a data set, and no experience_buffer names one",
+        allowed="a local JSONL, JSON or Parquet file or folder",
+        hint=f"set {key}: {{storage_type: file, path: DATA, format: {{{DATA_KEYS[data]}}}}}",
+    )
+
+
+def pairs_batch(ctx: Context) -> None:
+    """A loss on pairs (DPO) reads a chosen and a rejected response in adjacent rows of one micro-batch: each trainer
+    rank takes whole pairs, and verl's token-balanced micro-batches (use_dynamic_bsz), which reorder rows, are off."""
+    loss = POLICY_LOSSES.get(ctx.get("algorithm.policy_loss_fn"))
+    if loss is None or loss.batch != "pairs":
+        return
+    batch, ranks = ctx.get("buffer.train_batch_size"), ctx.get("cluster.trainer_gpu_num") or 1
+    if batch % (2 * ranks):
+        ctx.report(
+            "error",
+            "buffer.train_batch_size",
+            f"{batch} experiences do not split into whole (chosen, rejected) pairs over {ranks} trainer rank(s)",
+            allowed=f"a multiple of {2 * ranks}",
+            hint=f"set buffer.train_batch_size to {2 * ranks * max(1, batch // (2 * ranks))}",
+        )
+    key = "trainer.use_dynamic_bsz"
+    if ctx.user_set(key) and ctx.get(key):
+        ctx.report(
+            "error",
+            key,
+            f"{ctx.get('algorithm.policy_loss_fn')!r} pairs adjacent rows; token-balanced micro-batches reorder them",
+            allowed="false",
+            hint=f"remove {key}",
+        )
+        return
+    ctx.set(key, False, "pairs_batch", (ctx.input("algorithm.policy_loss_fn"),))
 
 
 def lr_scheduler(ctx: Context) -> None:

@@ -86,11 +86,12 @@ def critic_warmup(ctx: Context) -> None:
             allowed="0",
             hint="remove trainer.critic_warmup, or use algorithm_type: ppo",
         )
-    elif warmup and warmup > (ctx.get("buffer.total_steps") or 0):
+        return
+    steps = ctx.get("trainer.total_steps") or ctx.get("buffer.total_steps")  # None: from the data's epochs
+    if warmup and steps and warmup > steps:
         ctx.report(
             "warning",
             "trainer.critic_warmup",
-            f"{warmup} steps of critic warm-up in a run of {ctx.get('buffer.total_steps')} train steps: the actor is "
-            "never updated",
+            f"{warmup} steps of critic warm-up in a run of {steps} train steps: the actor is never updated",
             hint="lower trainer.critic_warmup",
         )

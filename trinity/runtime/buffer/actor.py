@@ -22,7 +22,8 @@ class ExperienceBuffer(Role):
         self.changed = asyncio.Event()
 
     def setup(self, sft: dict | None = None) -> dict:
-        """Open the store; `sft` = {tokenizer path, seed, model section} makes it serve a data set's samples instead."""
+        """Open the store; `sft` = {tokenizer path, seed, model section, data kind} makes it serve a data set's
+        samples instead (SFT samples, DPO pairs or raw text)."""
         storage = self.storage
         if sft is not None:
             self.store = _data_set(storage, sft)
@@ -80,7 +81,7 @@ def _data_set(storage: Any, sft: dict) -> stores.DataSet:
     rows = load_rows(storage.path, storage.split, storage.subset_name)
     if not rows:
         raise ValueError(f"data set {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
-    check_columns(f"data set {storage.name}", storage.format, rows[0], sft=True)
+    check_columns(f"data set {storage.name}", storage.format, rows[0], sft["data"])
     model = sft["model"]
     tokenizer = AutoTokenizer.from_pretrained(sft["tokenizer"], trust_remote_code=model.trust_remote_code)
-    return stores.DataSet(rows, storage.format, tokenizer, sft["seed"], model.custom_chat_template)
+    return stores.DataSet(rows, storage.format, tokenizer, sft["seed"], model.custom_chat_template, sft["data"])

@@ -71,27 +71,26 @@ class JsonlFile:
 
 
 class DataSet:
-    """SFT samples: (prompt, response) token ids of a local data set, one shuffled pass per epoch."""
+    """A trainer's data set, one shuffled pass per epoch: (prompt, response) token ids of each SFT sample, a chosen
+    and a rejected one (adjacent) of each DPO pair, or one raw text whose every token but the first is trained
+    (continued pre-training, as Trinity-RFT's formatter does). `data` says which (config/algorithms.py)."""
 
-    def __init__(self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: str | None = None):
-        from ..data.prompts import sft_pair
-
-        self.samples = [self._encode(*sft_pair(row, fmt, tokenizer, template), tokenizer) for row in rows]
+    def __init__(
+        self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: str | None = None, data: str = "sft"
+    ):
+        self.samples = [ENCODERS[data](row, fmt, tokenizer, template) for row in rows]  # each a list of experiences
         self.seed = seed
         self.orders: dict[int, list[int]] = {}
-
-    @staticmethod
-    def _encode(prompt: str, response: str, tokenizer: Any) -> Experience:
-        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        response_ids = tokenizer(response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-        return Experience(prompt_ids, response_ids)
 
     def add(self, experiences: list[Experience]) -> None:
         raise ValueError("an SFT data set is read-only")
 
     def take(self, n: int, step: int) -> list[Experience]:
-        size = len(self.samples)
-        return [self.samples[self._order(i // size)[i % size]] for i in range((step - 1) * n, step * n)]
+        """The `n` experiences of train step `step`: n // len(sample) whole samples (a pair is two experiences)."""
+        size, per = len(self.samples), len(self.samples[0])
+        count = n // per
+        picked = [self.samples[self._order(i // size)[i % size]] for i in range((step - 1) * count, step * count)]
+        return [exp for sample in picked for exp in sample]
 
     def _order(self, epoch: int) -> list[int]:
         if epoch not in self.orders:
@@ -101,3 +100,31 @@ class DataSet:
 
     def rewind(self, after_step: int | None) -> int:
         return 0
+
+
+def _tokens(text: str, tokenizer: Any) -> list[int]:
+    return tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+def _sft(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> list[Experience]:
+    from ..data.prompts import sft_pair
+
+    prompt, response = sft_pair(row, fmt, tokenizer, template)
+    return [Experience(_tokens(prompt, tokenizer), _tokens(response, tokenizer) + [tokenizer.eos_token_id])]
+
+
+def _pair(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> list[Experience]:
+    from ..data.prompts import dpo_triple
+
+    prompt, chosen, rejected = dpo_triple(row, fmt, tokenizer, template)
+    ids = _tokens(prompt, tokenizer)
+    return [Experience(ids, _tokens(reply, tokenizer) + [tokenizer.eos_token_id]) for reply in (chosen, rejected)]
+
+
+def _text(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> list[Experience]:
+    ids = tokenizer(str(row[fmt.prompt_key]))["input_ids"]  # with the tokenizer's special tokens, as upstream's
+    return [Experience(ids[:1], ids[1:])]
+
+
+# data kind -> a row's experiences
+ENCODERS = {"sft": _sft, "pairs": _pair, "text": _text}

@@ -8,10 +8,17 @@ class FormatError(KeyError):
     """A row lacks a column the format names."""
 
 
-def check_columns(what: str, fmt: Any, row: dict, sft: bool = False) -> None:
-    """A data set whose format names a column its rows lack fails at setup, not row by row; row 0 stands for all."""
+# the columns a data set's rows need beyond the prompt, by what the trainer reads (config/algorithms.py Preset.data)
+DATA_COLUMNS = {"sft": ("response_key",), "pairs": ("chosen_key", "rejected_key"), "text": ()}
+
+
+def check_columns(what: str, fmt: Any, row: dict, data: str = "rollouts") -> None:
+    """A data set whose format names a column its rows lack fails at setup, not row by row; row 0 stands for all.
+    `data` is what the rows feed: rollouts (a taskset), or a trainer's sft samples, pairs or text."""
     by_messages = fmt.prompt_type != "plaintext" and fmt.messages_key in row
-    wanted = {} if by_messages else {fmt.prompt_key: "prompt_key"} | ({fmt.response_key: "response_key"} if sft else {})
+    wanted = {} if by_messages else {fmt.prompt_key: "prompt_key"}
+    if not (by_messages and data == "sft"):  # an SFT conversation's last assistant message is its response
+        wanted |= {getattr(fmt, key): key for key in DATA_COLUMNS.get(data, ())}
     wanted |= {fmt.system_prompt_key: "system_prompt_key", getattr(fmt, "workflow_key", None): "workflow_key"}
     for column, key in wanted.items():
         if column and column not in row:
@@ -39,6 +46,19 @@ def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -
         prompt = _chat(_with_system(messages[:-1], _system(row, fmt)), tokenizer, False, _template(fmt, template))
         return prompt + (fmt.reply_prefix or ""), messages[-1]["content"]
     return prompt_text(row, fmt, tokenizer, template=template), str(_column(row, fmt.response_key))
+
+
+def dpo_triple(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -> tuple[str, str, str]:
+    """(prompt, chosen, rejected) of one preference pair: the prompt as a taskset's; each response a string, or
+    assistant messages whose last one is the response (Trinity-RFT's messages layout)."""
+    prompt = prompt_text(row, fmt, tokenizer, template=template)
+    return prompt, _reply(_column(row, fmt.chosen_key)), _reply(_column(row, fmt.rejected_key))
+
+
+def _reply(value: Any) -> str:
+    if isinstance(value, list) and value and isinstance(value[-1], dict):
+        return str(value[-1].get("content", ""))
+    return str(value)
 
 
 def _prompt_messages(row: dict, fmt: Any) -> list[dict]:

@@ -76,6 +76,13 @@ def bind(name: str, args: dict[str, Any]) -> BoundReward:
                 f"{'.'.join(map(str, e['loc'])) or 'reward_fn_args'}: {e['msg']}" for e in exc.errors(include_url=False)
             )
             raise ValueError(f"reward function {name!r}: bad reward_fn_args: {problems}") from None
+    else:  # your own: its reward_fn_args must be keywords it takes, or every rollout would fail
+        try:
+            inspect.signature(fn).bind_partial("response", "truth", **args)
+        except TypeError as exc:
+            raise ValueError(f"reward function {name!r}: reward_fn_args {sorted(args)} do not fit it: {exc}") from None
+        except ValueError:  # a builtin without a signature: checked when it is called
+            pass
     return BoundReward(name, fn, dict(args))
 
 

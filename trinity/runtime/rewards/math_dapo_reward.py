@@ -1,7 +1,8 @@
 """`math_dapo_reward` (DAPO, arXiv 2503.14476): answer accuracy, plus DAPO's soft penalty for overlong responses.
 
 The answer is the last `\\boxed{}` after the last `</think>` (else all the text after it), compared with
-the reference by normalised text or number (rewards/_answers.py); accuracy 1 or 0. With
+the reference by normalised text or number (rewards/_answers.py). DAPO's reward is +1 right, -1 wrong: the
+scores are `accuracy` (1 or 0, the evaluation metric) and `incorrect` (-1 when wrong). With
 `enable_overlong_penalty`, a response of L tokens gets format_score 0 while L <= max - cache,
 -(L - (max - cache)) / cache * penalty_factor up to max, and -penalty_factor beyond
 (max = max_response_length, cache = cache_length).
@@ -31,11 +32,12 @@ def math_dapo_reward(
     max_response_length: int | None = None,
     cache_length: int | None = None,
 ) -> dict[str, float]:
-    """accuracy: the answer after the reasoning matches the reference; format_score: the overlong penalty."""
+    """accuracy (1 or 0) and incorrect (-1 or 0): DAPO's +1 / -1 for the answer after the reasoning;
+    format_score: the overlong penalty."""
     answer = response.split("</think>")[-1]
     boxed = last_boxed(answer)
     correct = equivalent(answer if boxed is None else boxed, str(truth))
     penalty = 0.0
     if enable_overlong_penalty:
         penalty = overlong_penalty(response_tokens, max_response_length, cache_length, penalty_factor)
-    return {"accuracy": float(correct), "format_score": penalty}
+    return {"accuracy": float(correct), "incorrect": float(correct) - 1.0, "format_score": penalty}

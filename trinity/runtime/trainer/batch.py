@@ -55,10 +55,14 @@ def per_token(rows: list[list[float]], width: int) -> torch.Tensor:
 
 
 def kl(log_prob: torch.Tensor, ref_log_prob: torch.Tensor, kind: str) -> torch.Tensor:
-    """Per-token KL estimate of `kind` (verl's estimators; upstream's corrected_k3 without an old policy is k3)."""
+    """Per-token KL estimate of `kind`, as Trinity-RFT's penalties compute it: k3 unclamped (verl's k3 is its clamped
+    low_var_kl), corrected_k3 without an old policy to correct by is k3; the others verl's estimators."""
+    if kind in ("k3", "corrected_k3"):
+        log_ratio = ref_log_prob - log_prob
+        return log_ratio.exp() - 1 - log_ratio
     from verl.trainer.ppo.core_algos import kl_penalty
 
-    return kl_penalty(log_prob, ref_log_prob, "k3" if kind == "corrected_k3" else kind)
+    return kl_penalty(log_prob, ref_log_prob, kind)
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:

@@ -25,6 +25,17 @@ def start_model(config: RunConfig, actor_start: str) -> str:
     return actor_start if path in (None, config.model.model_path) else path
 
 
+def engine(section: Any) -> Any:
+    """verl's critic section's engine, given the critic's batching: verl's engine reads token-balanced micro-batches,
+    their token budgets and their sizes from itself, not from the critic's section."""
+    engine = section.engine
+    engine.use_dynamic_bsz = section.use_dynamic_bsz
+    engine.max_token_len_per_gpu = section.ppo_max_token_len_per_gpu
+    engine.infer_max_token_len_per_gpu = section.ppo_infer_max_token_len_per_gpu
+    engine.micro_batch_size_per_gpu = engine.infer_micro_batch_size_per_gpu = section.ppo_micro_batch_size_per_gpu
+    return engine
+
+
 class Critic:
     """A value model trained by verl's FSDP engine in this trainer rank's process group."""
 
@@ -36,14 +47,11 @@ class Critic:
         from ..verl.config import build_critic
 
         section = omega_conf_to_dataclass(build_critic(config, model_path, total_steps))
-        engine = section.engine  # verl's trainer hands the critic's token budgets to its engine the same way
-        engine.infer_max_token_len_per_gpu = section.ppo_infer_max_token_len_per_gpu
-        engine.max_token_len_per_gpu = section.ppo_max_token_len_per_gpu
         self.worker = TrainingWorker(
             TrainingWorkerConfig(
                 model_type="value_model",
                 model_config=section.model,
-                engine_config=engine,
+                engine_config=engine(section),
                 optimizer_config=section.optim,
                 checkpoint_config=section.checkpoint,
             )

@@ -221,16 +221,9 @@ def advantages_and_returns(
     args = algorithm.advantage_fn_args or {}
     kwargs = estimator_kwargs(fn, ADVANTAGES[algorithm.advantage_fn], args, exps, penalties=penalties, values=values)
     scores, returns = fn(**kwargs)
-    return _rows(scores, exps), _rows(returns, exps)
+    return rows(scores, exps), rows(returns, exps)
 
 
-def _rows(matrix: torch.Tensor, exps: list[Experience]) -> list[list[float]]:
+def rows(matrix: torch.Tensor, exps: list[Experience]) -> list[list[float]]:
     """Each experience's row of a padded per-token matrix, its response tokens only."""
     return [row[: len(e.response_ids)].tolist() for row, e in zip(matrix, exps)]
-
-
-def advantages(
-    exps: list[Experience], algorithm: AlgorithmConfig, penalties: list | None = None, values: list | None = None
-) -> list[list[float]] | None:
-    """The advantages of `advantages_and_returns`."""
-    return advantages_and_returns(exps, algorithm, penalties, values)[0]

@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...config.algorithms import is_rl_loss, kl_penalty_coef, uses_critic, uses_reference
+from ...config.algorithms import POLICY_LOSSES, is_rl_loss, kl_penalty_coef, uses_critic, uses_reference
 from ...config.schema import RunConfig
 from .. import lora
 from ..roles import Role
@@ -44,6 +44,7 @@ class TrainerRank(Role):
         super().__init__(**identity)
         self.config, self.rank, self.world_size = config, rank, world_size
         self.worker = self.ref = self.critic = self.buffer = self.sync_group = None
+        self.whole: list = []  # rank 0: the step's whole batch
         self.companions: dict[str, bytes] = {}
         self.lora, self.base = lora.adapter_of(config), ""
         self._forwarded = False  # whether the actor has run a forward pass with its adapter on
@@ -92,7 +93,9 @@ class TrainerRank(Role):
         if uses_reference(self.config.algorithm) and self.lora is None:  # a LoRA actor's reference: adapter off
             self.ref = ActorRolloutRefWorker(section, role="ref")
             self.ref.init_model()
-        if not self._rl():  # verl's actor runs ppo_loss, which calls the entry's loss mode; SFT replaces it
+        if (
+            self._batch_kind() == "sft"
+        ):  # verl's actor runs ppo_loss, which calls the entry's loss mode; SFT replaces it
             from verl.workers.utils.losses import sft_loss
 
             self.worker.actor.set_loss_fn(partial(sft_loss, config=None))
@@ -118,7 +121,9 @@ class TrainerRank(Role):
         grad_norm, lr and the update's seconds. Before step trainer.critic_warmup only the critic is updated."""
         exps = self._my_shard(step)
         started = time.perf_counter()
-        batch, extra = self._tensors(exps)
+        batch, extra, critic_batch = self._tensors(exps)
+        if critic_batch is not None:  # the critic first, as upstream's trainer
+            extra |= self.critic.update(*critic_batch)
         warming = self.critic is not None and step < self.config.trainer.critic_warmup  # upstream's check
         output = None if warming else self.worker.update_actor(batch)
         if self.rank != 0:
@@ -141,46 +146,57 @@ class TrainerRank(Role):
 
         shards = [None] * self.world_size
         if self.rank == 0:
-            exps = ray.get(
+            self.whole = ray.get(
                 self.buffer.get.remote(self.config.buffer.train_batch_size, step, self.config.synchronizer.sync_timeout)
             )
-            shards = batches.shards(exps, self.world_size)
+            shards = batches.shards(self.whole, self.world_size)
         if self.world_size == 1:
             return shards[0]
         mine = [None]
         dist.scatter_object_list(mine, shards if self.rank == 0 else None, src=0)
         return mine[0]
 
-    def _advantages(self, exps: list, penalties: list | None, values: list | None) -> tuple[list, list]:
-        """This rank's per-token advantages and returns, computed on rank 0 over the whole batch (group estimators
-        compare the rollouts of a task, which may sit on several ranks) from every rank's rewards less its KL
-        penalties, and its critic's values."""
+    def _advantages(self, kl: list | None, values: list | None) -> tuple[list, list, dict]:
+        """This rank's per-token advantages and returns, and (rank 0) the batch's mean penalised KL: rank 0 computes
+        them over the whole batch (group estimators compare the rollouts of a task, which may sit on several ranks)
+        from the rewards less every rank's KL penalties (kl_coef x `kl`), and its critic's `values`."""
         import torch.distributed as dist
 
-        if self.world_size == 1:
-            return functions.advantages_and_returns(exps, self.config.algorithm, penalties, values)
-        gathered = [None] * self.world_size if self.rank == 0 else None
-        dist.gather_object((exps, penalties, values), gathered, dst=0)
-        shards = [None] * self.world_size
+        gathered = [(kl, values)]
+        if self.world_size > 1:
+            gathered = [None] * self.world_size if self.rank == 0 else None
+            dist.gather_object((kl, values), gathered, dst=0)
+        shards, metrics = [None] * self.world_size, {}
         if self.rank == 0:
-            columns = [
-                [row for part in gathered for row in part[i]] if gathered[0][i] is not None else None for i in range(3)
-            ]
-            advantages, returns = functions.advantages_and_returns(columns[0], self.config.algorithm, *columns[1:])
+            kl, values = (
+                [row for part in gathered for row in part[i]] if gathered[0][i] is not None else None for i in (0, 1)
+            )
+            penalties = None
+            if kl is not None:
+                coef = kl_penalty_coef(self.config.algorithm)
+                penalties = [[coef * v for v in row] for row in kl]
+                metrics["kl_penalty"] = sum(map(sum, kl)) / max(1, sum(map(len, kl)))
+            advantages, returns = functions.advantages_and_returns(self.whole, self.config.algorithm, penalties, values)
             shards = list(zip(batches.shards(advantages, self.world_size), batches.shards(returns, self.world_size)))
+        if self.world_size == 1:
+            return (*shards[0], metrics)
         mine = [None]
         dist.scatter_object_list(mine, shards if self.rank == 0 else None, src=0)
-        return mine[0]
+        return (*mine[0], metrics)
+
+    def _batch_kind(self) -> str:
+        """What verl's actor trains on: rl (advantages and the old policy), sft (packed samples), or pairs (DPO)."""
+        return POLICY_LOSSES[self.config.algorithm.policy_loss_fn].batch
 
     def _rl(self) -> bool:
         """The policy loss trains on advantages and old log-probs (else: SFT's packed sequences)."""
         return is_rl_loss(self.config.algorithm.policy_loss_fn)
 
-    def _tensors(self, exps: list) -> tuple[Any, dict]:
-        """verl's batch for this rank's experiences, and metrics of building it."""
+    def _tensors(self, exps: list) -> tuple[Any, dict, tuple | None]:
+        """verl's batch for this rank's experiences, metrics of building it, and (with a critic) what its update
+        takes."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import left_right_2_no_padding
 
         total = len(exps) * self.world_size
         meta = dict(
@@ -192,16 +208,21 @@ class TrainerRank(Role):
             compute_loss=True,
             temperature=self._temperature(),
         )
-        if not self._rl():
+        kind = self._batch_kind()
+        if kind == "sft":
             td = TensorDict(batches.sft_batch(exps), batch_size=[len(exps)])
             tu.assign_non_tensor(td, **meta)
-            return td, {}
+            return td, {}, None
         tensors = batches.padded(exps, self._pad_id())
-        tensors["old_log_probs"] = batches.old_logprobs(exps, tensors["responses"].shape[1])
+        width = tensors["responses"].shape[1]
+        tensors["old_log_probs"] = batches.old_logprobs(exps, width)
         reference = self._reference_logprobs(tensors)
         if reference is not None:
             tensors["ref_log_prob"] = reference
         self._forwarded = True
+        if kind == "pairs":  # DPO: no rollout policy; its loss reads the reference where RL reads the old policy
+            tensors["old_log_probs"], tensors["advantages"] = reference, reference.new_zeros(reference.shape)
+            return self._actor_batch(tensors, meta), {}, None
         extra = {}
         if not self.config.algorithm.bypass_old_logprobs:  # the old policy is the trainer's numerics, not the engine's
             recomputed = self._logprobs(self.worker.compute_log_prob, tensors)
@@ -209,17 +230,23 @@ class TrainerRank(Role):
                 (recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"]
             )
             tensors["old_log_probs"] = recomputed
-        penalties = self._penalties(tensors, extra)
-        width = tensors["responses"].shape[1]
         values = self.critic.values(tensors) if self.critic is not None else None
-        rows = None if values is None else [row[: len(e.response_ids)].tolist() for row, e in zip(values, exps)]
-        advantages, returns = self._advantages(exps, penalties, rows)
+        advantages, returns, metrics = self._advantages(
+            self._kl(tensors, exps), None if values is None else functions.rows(values, exps)
+        )
         tensors["advantages"] = batches.per_token(advantages, width)
-        if self.critic is not None:
-            extra |= self.critic.update(tensors, values, batches.per_token(returns, width), len(exps) * self.world_size)
-        td = left_right_2_no_padding(TensorDict(tensors, batch_size=[len(exps)]))
+        critic_batch = None if values is None else (tensors, values, batches.per_token(returns, width), total)
+        return self._actor_batch(tensors, meta), extra | metrics, critic_batch
+
+    def _actor_batch(self, tensors: dict, meta: dict) -> Any:
+        """verl's unpadded batch of the padded `tensors`, with the update's settings."""
+        from tensordict import TensorDict
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        td = left_right_2_no_padding(TensorDict(tensors, batch_size=[tensors["input_ids"].shape[0]]))
         tu.assign_non_tensor(td, calculate_entropy=self.worker.config.actor.entropy_coeff != 0, **meta)
-        return td, extra
+        return td
 
     def _reference_logprobs(self, tensors: dict) -> Any:
         """The reference model's log-probs of the batch (None where the algorithm needs none)."""
@@ -233,16 +260,13 @@ class TrainerRank(Role):
             self._logprobs(self.worker.compute_log_prob, tensors)
         return self._logprobs(self.worker.compute_log_prob, tensors, no_lora_adapter=True)
 
-    def _penalties(self, tensors: dict, metrics: dict) -> list | None:
-        """Each response's per-token KL penalty, kl_coef * KL(old policy, reference) as algorithm.kl_penalty_fn
-        estimates it, to subtract from its token rewards (None without a penalty); its mean goes into `metrics`."""
-        if self.config.algorithm.kl_penalty_fn in (None, "none"):
+    def _kl(self, tensors: dict, exps: list) -> list | None:
+        """Each response's per-token KL(old policy, reference) as algorithm.kl_penalty_fn estimates it, for the
+        penalty in its reward (None without one)."""
+        kind = self.config.algorithm.kl_penalty_fn
+        if kind in (None, "none"):
             return None
-        coef = kl_penalty_coef(self.config.algorithm)
-        mask = tensors["response_mask"]
-        kl = batches.kl(tensors["old_log_probs"], tensors["ref_log_prob"], self.config.algorithm.kl_penalty_fn) * mask
-        metrics["kl_penalty"] = batches.masked_mean(kl, mask)
-        return [(coef * row[: int(n)]).tolist() for row, n in zip(kl, mask.sum(dim=1))]
+        return functions.rows(batches.kl(tensors["old_log_probs"], tensors["ref_log_prob"], kind), exps)
 
     def _logprobs(self, infer: Any, tensors: dict, **flags: bool) -> Any:
         """Log-probs of the batch's responses under `infer` (the reference model's, or the actor's own; `flags` are

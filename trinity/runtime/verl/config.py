@@ -42,9 +42,9 @@ def _settings(
     """verl key -> (value, the trinity key it comes from)."""
     trainer, algo, optim = config.trainer, config.algorithm, config.algorithm.optimizer
     kl_on = algo.kl_loss_fn not in (None, "none")
-    tokens = trainer.max_token_len_per_gpu or 16384  # verl's default when no max_model_len says otherwise
-    precision = f"{{param_dtype: {VERL_DTYPE[trainer.param_dtype]}, reduce_dtype: fp32, buffer_dtype: fp32}}"
+    tokens, precision = _tokens(trainer), _precision(trainer)
     batch, seed, actor = config.buffer.train_batch_size, config.explorer.rollout_model.seed, f"{ARR}.actor"
+    shard = _shard(config)
     out = {
         "trainer.device": (trainer.device, "trainer.device"),
         f"{ARR}.model.path": (model_path, "model.model_path"),
@@ -65,8 +65,8 @@ def _settings(
         ),
         f"{ARR}.rollout.log_prob_use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
         f"{ARR}.rollout.log_prob_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
-        f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
-        f"{ARR}.ref.log_prob_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
+        f"{ARR}.rollout.log_prob_micro_batch_size_per_gpu": (shard, "buffer.train_batch_size"),
+        f"{ARR}.ref.log_prob_micro_batch_size_per_gpu": (shard, "buffer.train_batch_size"),
         f"+{ARR}.ref.fsdp_config.mixed_precision": (precision, "trainer.param_dtype"),
         # full fine-tuning keeps fp32 master weights; LoRA's frozen base stays in the training dtype and its adapter,
         # which the rank hands verl as a folder (runtime/lora.py initial_adapter), in fp32
@@ -84,7 +84,7 @@ def _settings(
             "trainer.ulysses_sequence_parallel_size",
         ),
         f"{actor}.ppo_mini_batch_size": (batch, "buffer.train_batch_size"),
-        f"{actor}.ppo_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
+        f"{actor}.ppo_micro_batch_size_per_gpu": (shard, "buffer.train_batch_size"),
         f"{actor}.use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
         f"{actor}.ppo_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
         f"{actor}.grad_clip": (trainer.grad_clip, "trainer.grad_clip"),
@@ -97,6 +97,21 @@ def _settings(
         **_lora(config, adapter),
     }
     return out
+
+
+def _tokens(trainer: Any) -> int:
+    """A micro-batch's token budget per device: verl's default when no max_model_len says otherwise."""
+    return trainer.max_token_len_per_gpu or 16384
+
+
+def _precision(trainer: Any) -> str:
+    """FSDP mixed precision: parameters in the training dtype, reductions and buffers in fp32."""
+    return f"{{param_dtype: {VERL_DTYPE[trainer.param_dtype]}, reduce_dtype: fp32, buffer_dtype: fp32}}"
+
+
+def _shard(config: RunConfig) -> int:
+    """Experiences one trainer rank takes a step: with token-balanced micro-batches off, one micro-batch of them."""
+    return max(1, config.buffer.train_batch_size // (config.cluster.trainer_gpu_num or 1))
 
 
 def _lora(config: RunConfig, adapter: str | None) -> dict[str, tuple[Any, str]]:
@@ -215,8 +230,7 @@ def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> di
     """verl key -> (value, the trinity key it comes from), for the critic: the actor's engine and budgets, verl's
     (and Trinity-RFT's) critic optimizer defaults with the run's total steps."""
     trainer, batch, critic = config.trainer, config.buffer.train_batch_size, CRITIC
-    precision = f"{{param_dtype: {VERL_DTYPE[trainer.param_dtype]}, reduce_dtype: fp32, buffer_dtype: fp32}}"
-    tokens = trainer.max_token_len_per_gpu or 16384
+    precision, tokens = _precision(trainer), _tokens(trainer)
     return {
         "trainer.device": (trainer.device, "trainer.device"),
         f"{critic}.strategy": (trainer.trainer_strategy, "trainer.trainer_strategy"),
@@ -232,9 +246,10 @@ def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> di
             "trainer.attn_implementation",
         ),
         f"{critic}.ppo_mini_batch_size": (batch, "buffer.train_batch_size"),
-        f"{critic}.ppo_micro_batch_size_per_gpu": (batch, "buffer.train_batch_size"),
+        f"{critic}.ppo_micro_batch_size_per_gpu": (_shard(config), "buffer.train_batch_size"),
         f"{critic}.use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),
         f"{critic}.ppo_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
+        f"+{critic}.ppo_infer_max_token_len_per_gpu": (tokens, "trainer.max_token_len_per_gpu"),
         f"{critic}.ppo_epochs": (1, "the runtime (one update per batch)"),
         f"{critic}.shuffle": (False, "the runtime (one update per batch)"),
         f"{critic}.data_loader_seed": (config.explorer.rollout_model.seed, "explorer.rollout_model.seed"),
