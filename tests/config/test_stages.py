@@ -1,5 +1,7 @@
 """Stages deep-merge into the root config (upstream replaced whole sections and lost values)."""
 
+from pathlib import Path
+
 from tests.conftest import MINIMAL
 
 STAGED = (
@@ -18,10 +20,15 @@ stages:
     algorithm:
       algorithm_type: sft
     buffer:
+      trainer_input:
+        experience_buffer:
+          name: sft
+          storage_type: file
+          path: SFT_DATA
       train_batch_size: 128
   - stage_name: rft
 """
-)
+).replace("SFT_DATA", str(Path(__file__).with_name("stage_sft.jsonl")))  # an SFT stage reads a data set
 
 
 def test_stage_merges_into_the_root_without_losing_values(cli, write):
@@ -70,7 +77,7 @@ def test_stage_that_breaks_a_hardware_fact(cli, write):
     result = cli("config", "validate", "-c", path, "hardware=ascend910b")
     assert result.code == 2
     assert (
-        "run.yaml:19:7: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b"
+        "run.yaml:24:7: trainer.use_torch_compile: torch.compile cannot be used for training on ascend910b"
         in result.err
     )
     assert "(in stage 'rft')" in result.err
@@ -88,7 +95,7 @@ def test_a_stage_that_hands_on_its_checkpoint_keeps_hugging_face_weights(cli, wr
     result = cli("config", "validate", "-c", path, "hardware=a100")
     assert result.code == 2
     assert (
-        "run.yaml:18:7: trainer.save_hf_checkpoint: 'never' leaves stage 'sft_warmup' without Hugging Face weights, "
+        "run.yaml:23:7: trainer.save_hf_checkpoint: 'never' leaves stage 'sft_warmup' without Hugging Face weights, "
         "but the next stage starts from its last checkpoint" in result.err
     )
     assert "allowed: last, always" in result.err
