@@ -83,7 +83,8 @@ def lora_update(demo_dir: str, out) -> None:
     dtypes = lambda train: sorted({str(p.dtype) for p in module.parameters() if p.requires_grad == train})  # noqa: E731
     before = {n: t.clone() for n, t in rank.engine_weights().items()}  # on one CPU rank they alias the weights
     exps = [Experience([3, 4, 5], [6, 7], [-1.0, -1.0], reward=float(i % 2), group=f"g{i // 4}") for i in range(8)]
-    batch, _ = rank._tensors(exps)
+    rank.whole = exps  # rank 0's step batch, as taken from the buffer
+    batch, _, _ = rank._tensors(exps)
     rank.worker.update_actor(batch)
     after = rank.engine_weights()
     state = rank.worker.actor.engine.optimizer.state.values()
@@ -227,7 +228,9 @@ def ppo_critic(demo_dir: str, folder: str, out) -> None:
     tensors = batches.padded(exps, 0)
     trained = rank()
     before = trained.critic.values(tensors)
-    _, extra = trained._tensors(exps)  # the critic's values, GAE, and the critic's update
+    trained.whole = exps  # rank 0's step batch, as taken from the buffer
+    _, _, (batch, values, returns, total) = trained._tensors(exps)  # the critic's values, GAE
+    extra = trained.critic.update(batch, values, returns, total)
     after = trained.critic.values(tensors)
     trained.save(folder, 1, hf=False)
     out.put(

@@ -34,15 +34,7 @@ def trainer_config(ctx: Context) -> None:
             for inner in value:
                 if inner not in VERL_SECTIONS:
                     _refuse(ctx, f"{key}.{inner}", inner, critic)
-        elif name == CRITIC and critic:
-            if not isinstance(value, dict):
-                ctx.report(
-                    "error",
-                    key,
-                    f"must be a mapping of verl's critic keys (got {value!r})",
-                    hint=f"write {key}: {{KEY: VALUE}}",
-                )
-        elif name not in VERL_SECTIONS:
+        elif name not in VERL_SECTIONS and not (name == CRITIC and critic):
             _refuse(ctx, key, name, critic)
         elif not isinstance(value, dict):
             ctx.report(

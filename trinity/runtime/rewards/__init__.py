@@ -13,7 +13,6 @@ evaluation accuracy (else the reward is). The built-in ones are listed in trinit
 your own is `my_package.module:my_reward`.
 """
 
-import importlib
 import inspect
 from collections.abc import Callable
 from numbers import Real
@@ -22,6 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from ...config.rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
+from ...utils.imports import import_path
 
 CONTEXT = ("prompt", "response_tokens", "row")  # what a reward function may ask for beyond response and truth
 
@@ -35,11 +35,7 @@ def load(name: str) -> Callable[..., Any]:
         raise ValueError(
             f"unknown reward function {name!r}; built in: {', '.join(REWARDS)}, or your own function as module:function"
         )
-    module_name, _, attr = path.partition(":")
-    try:
-        fn = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"reward function {name!r}: cannot import {path!r}: {exc}") from exc
+    fn = import_path(path, f"reward function {name!r}")
     if isinstance(fn, type) or not callable(fn):
         raise ValueError(
             f"reward function {name!r}: {path} is not a function; give one taking (response, truth, **reward_fn_args) "

@@ -47,17 +47,7 @@ def _settings(
     shard = _shard(config)
     out = {
         "trainer.device": (trainer.device, "trainer.device"),
-        f"{ARR}.model.path": (model_path, "model.model_path"),
-        f"{ARR}.model.trust_remote_code": (config.model.trust_remote_code, "model.trust_remote_code"),
-        f"{ARR}.model.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
-        f"{ARR}.model.enable_gradient_checkpointing": (
-            trainer.enable_gradient_checkpointing,
-            "trainer.enable_gradient_checkpointing",
-        ),
-        f"+{ARR}.model.override_config.attn_implementation": (
-            trainer.attn_implementation,
-            "trainer.attn_implementation",
-        ),
+        **_model(config, f"{ARR}.model", model_path, "model.model_path"),
         # verl needs a name; our engines do the rollout (the engine's entry says which name)
         f"{ARR}.rollout.name": (
             engines.engine(config.explorer.rollout_model.engine_type).verl_name,
@@ -97,6 +87,21 @@ def _settings(
         **_lora(config, adapter),
     }
     return out
+
+
+def _model(config: RunConfig, prefix: str, path: str, source: str) -> dict[str, tuple[Any, str]]:
+    """verl's model section at `prefix` (the actor's or the critic's): where it starts, how it is run."""
+    trainer = config.trainer
+    return {
+        f"{prefix}.path": (path, source),
+        f"{prefix}.trust_remote_code": (config.model.trust_remote_code, "model.trust_remote_code"),
+        f"{prefix}.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
+        f"{prefix}.enable_gradient_checkpointing": (
+            trainer.enable_gradient_checkpointing,
+            "trainer.enable_gradient_checkpointing",
+        ),
+        f"+{prefix}.override_config.attn_implementation": (trainer.attn_implementation, "trainer.attn_implementation"),
+    }
 
 
 def _tokens(trainer: Any) -> int:
@@ -234,17 +239,7 @@ def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> di
     return {
         "trainer.device": (trainer.device, "trainer.device"),
         f"{critic}.strategy": (trainer.trainer_strategy, "trainer.trainer_strategy"),
-        f"{critic}.model.path": (model_path, "model.critic_model_path"),
-        f"{critic}.model.trust_remote_code": (config.model.trust_remote_code, "model.trust_remote_code"),
-        f"{critic}.model.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
-        f"{critic}.model.enable_gradient_checkpointing": (
-            trainer.enable_gradient_checkpointing,
-            "trainer.enable_gradient_checkpointing",
-        ),
-        f"+{critic}.model.override_config.attn_implementation": (
-            trainer.attn_implementation,
-            "trainer.attn_implementation",
-        ),
+        **_model(config, f"{critic}.model", model_path, "model.critic_model_path"),
         f"{critic}.ppo_mini_batch_size": (batch, "buffer.train_batch_size"),
         f"{critic}.ppo_micro_batch_size_per_gpu": (_shard(config), "buffer.train_batch_size"),
         f"{critic}.use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),

@@ -1,8 +1,7 @@
 """Workflows turn a task into scored experiences; `load` finds one by the name a taskset gives."""
 
-import importlib
-
 from ...config.workflows import WORKFLOWS, workflow_path
+from ...utils.imports import import_path
 from .base import Completion, ModelClient, Task, Workflow
 
 
@@ -13,11 +12,7 @@ def load(name: str) -> type[Workflow]:
         raise ValueError(
             f"unknown workflow {name!r}; built in: {', '.join(WORKFLOWS)}, or your own class as module:Class"
         )
-    module_name, _, attr = path.partition(":")
-    try:
-        cls = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"workflow {name!r}: cannot import {path!r}: {exc}") from exc
+    cls = import_path(path, f"workflow {name!r}")
     if not (isinstance(cls, type) and issubclass(cls, Workflow)):
         raise ValueError(f"workflow {name!r}: {path} is not a subclass of trinity.runtime.workflows.Workflow")
     return cls
