@@ -300,6 +300,15 @@ def test_dpo_takes_whole_pairs_per_rank_and_keeps_rows_in_order(cli, write, tmp_
     assert rendered.code == 0 and rendered.json()["trainer"]["use_dynamic_bsz"] is False
 
 
+@pytest.mark.parametrize("name", ["sft", "dpo"])
+def test_a_kl_penalty_on_a_loss_without_rewards_is_refused(cli, write, tmp_path, name):
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    text = MINIMAL + DATA_SET.format(path=tmp_path / "d.jsonl") + f"algorithm:\n  algorithm_type: {name}\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text + "  kl_penalty_fn: k2\n"), "hardware=cpu")
+    assert result.code == 2
+    assert f"algorithm.kl_penalty_fn: policy_loss_fn '{name}' trains on no rewards: a KL penalty 'k2'" in result.err
+
+
 def test_cpt_reads_plain_text(cli, write, tmp_path):
     (tmp_path / "d.jsonl").write_text("{}\n")
     text = MINIMAL + DATA_SET.format(path=tmp_path / "d.jsonl").replace("plaintext", "messages")

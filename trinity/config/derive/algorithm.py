@@ -35,6 +35,7 @@ def algorithm_preset(ctx: Context) -> None:
     for kind, default in preset.functions.items():
         _function(ctx, kind, default)
     _check_pairing(ctx)
+    _check_penalty(ctx)
     _check_groups(ctx)
     _check_mode(ctx, name, preset.data == "rollouts")
     _check_data_set(ctx, name, preset.data)
@@ -72,6 +73,20 @@ def _check_pairing(ctx: Context) -> None:
         message,
         allowed=", ".join(fits),
         hint="remove policy_loss_fn to take the algorithm's",
+    )
+
+
+def _check_penalty(ctx: Context) -> None:
+    """A KL penalty comes off the rewards of rollouts: a loss on a data set (SFT, DPO) reads none, so it is refused."""
+    loss, penalty = ctx.get("algorithm.policy_loss_fn"), ctx.get("algorithm.kl_penalty_fn")
+    if penalty in (None, "none") or loss not in POLICY_LOSSES or is_rl_loss(loss):
+        return
+    ctx.report(
+        "error",
+        "algorithm.kl_penalty_fn",
+        f"policy_loss_fn {loss!r} trains on no rewards: a KL penalty {penalty!r} would be ignored",
+        allowed="none",
+        hint="set kl_penalty_fn in the RL stage only (stages.N.algorithm.kl_penalty_fn), or use kl_loss_fn",
     )
 
 
