@@ -14,7 +14,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...config.algorithms import POLICY_LOSSES, is_rl_loss, kl_penalty_coef, uses_critic, uses_reference
+from ...config.algorithms import POLICY_LOSSES, kl_penalty_coef, uses_critic, uses_reference
 from ...config.schema import RunConfig
 from .. import lora
 from ..roles import Role
@@ -188,10 +188,6 @@ class TrainerRank(Role):
         """What verl's actor trains on: rl (advantages and the old policy), sft (packed samples), or pairs (DPO)."""
         return POLICY_LOSSES[self.config.algorithm.policy_loss_fn].batch
 
-    def _rl(self) -> bool:
-        """The policy loss trains on advantages and old log-probs (else: SFT's packed sequences)."""
-        return is_rl_loss(self.config.algorithm.policy_loss_fn)
-
     def _tensors(self, exps: list) -> tuple[Any, dict, tuple | None]:
         """verl's batch for this rank's experiences, metrics of building it, and (with a critic) what its update
         takes."""
@@ -287,7 +283,7 @@ class TrainerRank(Role):
         tasksets = [
             t for t in [self.config.buffer.explorer_input.taskset, *self.config.buffer.explorer_input.tasksets] if t
         ]
-        return tasksets[0].rollout_args.temperature if tasksets and self._rl() else 1.0
+        return tasksets[0].rollout_args.temperature if tasksets and self._batch_kind() == "rl" else 1.0
 
     def _pad_id(self) -> int:
         tokenizer = self.worker.actor.model_config.tokenizer
