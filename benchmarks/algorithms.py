@@ -25,20 +25,28 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "examples" / "arith" / "arith.yaml"
-ALGORITHMS = (
-    "grpo",
-    "rloo",
-    "reinforceplusplus",
-    "ppo",
-    "opmd",
-    "asymre",
-    "topr",
-    "rec",
-    "sppo",
-    "sapo",
-    "cispo",
-    "gspo",
-)
+# name -> the algorithm keys its RL stage sets (algorithm_type is the name unless given)
+DEMO_DATA = "${oc.env:TRINITY_DEMO_DIR}/data"
+ALGORITHMS: dict[str, dict] = {
+    "grpo": {},
+    "rloo": {},
+    "reinforceplusplus": {},
+    "ppo": {},
+    "opmd": {},
+    "asymre": {},
+    "topr": {},
+    "rec": {},
+    "sppo": {},
+    "sapo": {},
+    "cispo": {},
+    "gspo": {},
+    "remax": {"algorithm_type": "grpo", "advantage_fn": "remax"},
+    "raft": {"advantage_fn_args": {"min_reward": 1.0}},  # SFT on each task's correct answer, if one was found
+    "dapo": {"advantage_fn_args": {"std_threshold": 0.0, "duplicate_experiences": True}},  # dynamic sampling
+    "mix": {},  # the SFT stage's data mixed into every batch (buffer set in rl_config)
+}
+# what mix reads: the SFT stage's data set (the demo's training problems with their answers)
+SFT_DATA = {"path": DEMO_DATA, "split": "train", "format": {"prompt_type": "plaintext"}}
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -83,7 +91,9 @@ def rl_config(algorithm: str, model: Path, steps: int, seed: int) -> dict:
     del config["stages"]
     config["model"]["model_path"] = str(model)
     config["name"] = f"bench-{algorithm}"
-    config["algorithm"]["algorithm_type"] = algorithm
+    config["algorithm"] |= {"algorithm_type": algorithm, **ALGORITHMS[algorithm]}
+    if algorithm == "mix":
+        config["buffer"]["trainer_input"]["auxiliary_buffers"] = {"sft_dataset": SFT_DATA}
     config["buffer"]["total_steps"] = steps
     config["explorer"]["eval_interval"] = steps
     config["explorer"]["rollout_model"]["seed"] = seed
@@ -112,7 +122,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--only", default=",".join(ALGORITHMS), help="comma-separated algorithm types (grpo first)")
+    parser.add_argument("--only", default=",".join(ALGORITHMS), help="comma-separated names of ALGORITHMS (grpo first)")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     args = parser.parse_args()
     names = ["grpo", *[n for n in args.only.split(",") if n != "grpo"]]

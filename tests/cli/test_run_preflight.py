@@ -90,3 +90,25 @@ def test_a_model_defined_by_its_own_code_needs_trust(run, remote_code_model):
         "hint: read the .py files in the model folder; if you trust them, set model.trust_remote_code: true"
         in proc.stderr
     )
+
+
+@pytest.mark.parametrize("vocab", ["missing", 100, 10**6])
+def test_a_teacher_that_is_not_here_or_speaks_another_vocabulary(run, demo_assets, tmp_path, vocab):
+    """Distillation reads the teacher's log-probs at the student's token ids: a teacher folder without config.json,
+    or with a vocabulary of another size (smaller or larger), stops the run before Ray."""
+    import json
+
+    teacher = tmp_path / "teacher"
+    teacher.mkdir()
+    if vocab != "missing":
+        (teacher / "config.json").write_text(json.dumps({"vocab_size": vocab}))
+    stage = "stages.1.algorithm.algorithm_type=jsd", f"+stages.1.model.teacher_model_path={teacher}"
+    proc, started = run(*stage)
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    ours = json.loads((demo_assets / "model" / "config.json").read_text())["vocab_size"]
+    want = (
+        f"model.teacher_model_path: '{teacher}' is not a local model folder (no config.json)"
+        if vocab == "missing"
+        else f"model.teacher_model_path: the teacher's vocabulary ({vocab} tokens) is not the policy model's ({ours})"
+    )
+    assert want in proc.stderr

@@ -225,7 +225,10 @@ UPSTREAM_PRESETS = {
     "rec": ("rec", "rec", "none", "k2", "default"),
     "sppo": ("opmd", "sppo", "none", "none", "none"),
     "ppo": ("ppo", "ppo", "none", "k2", "default"),
+    "raft": ("raft", "sft", "none", "none", "none"),  # upstream's advantage_fn is none: SFT on every rollout
 }
+TEACHER_PRESETS = {"on_policy_distill", "jsd"}  # run with a teacher: test_distillation_needs_a_teacher...
+MIX_PRESETS = {"mix", "mix_chord"}  # run with an SFT data set: test_mix_...
 UPSTREAM_NAMES = {
     "cpt",
     "sft",
@@ -342,7 +345,9 @@ def test_gspo_takes_upstreams_clip_ranges_and_they_reach_verl(render):
     }
 
 
-@pytest.mark.parametrize("name", sorted(UPSTREAM_NAMES - set(UPSTREAM_PRESETS) - set(DATA_SET_PRESETS)))
+@pytest.mark.parametrize(
+    "name", sorted(UPSTREAM_NAMES - set(UPSTREAM_PRESETS) - set(DATA_SET_PRESETS) - TEACHER_PRESETS - MIX_PRESETS)
+)
 def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(cli, write, name):
     result = cli("config", "validate", "-c", write("run.yaml", GRPO + f"  algorithm_type: {name}\n"), "hardware=cpu")
     assert (
@@ -355,11 +360,8 @@ def test_upstream_algorithms_the_runtime_cannot_run_are_refused_with_the_reason(
 @pytest.mark.parametrize(
     "kind,name,reason",
     [
-        ("advantage_fn", "remax", "ReMax's baseline is the reward of a greedy rollout of each task"),
-        ("policy_loss_fn", "mix", "mixing SFT data into RL batches is not supported yet"),
-        ("sample_strategy", "warmup", "the trainer takes experiences in the order they arrive"),
+        ("advantage_fn", "clipb", "this advantage masks tokens by the trainer's per-token entropy"),
         ("kl_loss_fn", "corrected_k3", "verl has no corrected k3 KL loss"),
-        ("entropy_loss_fn", "mix", "mixing SFT data into RL batches"),
     ],
 )
 def test_upstream_functions_the_runtime_cannot_run_are_refused_by_name(cli, write, kind, name, reason):
@@ -413,12 +415,12 @@ def test_an_advantage_baseline_upstream_lacks_is_refused(cli, write):
 
 
 def test_an_upstream_argument_takes_only_upstreams_default(cli, write):
-    text = GRPO + "  advantage_fn_args:\n    std_threshold: 0.1\n  kl_loss_fn_args:\n    adaptive: true\n"
+    text = GRPO + "  advantage_fn_args:\n    rank_penalty: 0.1\n  kl_loss_fn_args:\n    adaptive: true\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
     assert (
-        "run.yaml:6:5: algorithm.advantage_fn_args.std_threshold: known Trinity-RFT argument, not supported by "
-        "trinity yet: Skip groups" in result.err
+        "run.yaml:6:5: algorithm.advantage_fn_args.rank_penalty: known Trinity-RFT argument, not supported by "
+        "trinity yet: Rank-based reward correction" in result.err
     )
     assert (
         "run.yaml:8:5: algorithm.kl_loss_fn_args.adaptive: known Trinity-RFT argument, not supported by trinity yet: "
@@ -504,7 +506,7 @@ def test_one_predicate_says_whether_an_algorithm_reads_rollouts():
 def test_whether_a_loss_trains_on_advantages_is_the_loss_entrys_answer():
     from trinity.config.algorithms import POLICY_LOSSES, is_rl_loss
 
-    assert [name for name in POLICY_LOSSES if not is_rl_loss(name)] == ["sft", "dpo"]
+    assert [name for name in POLICY_LOSSES if not is_rl_loss(name)] == ["sft", "dpo", "sft_is", "sft_phi"]
     assert is_rl_loss("ppo") and is_rl_loss("no_such_loss")
     # an RL or pairs loss names the verl loss mode verl's ppo_loss calls; SFT's verl sft_loss reads none
     assert all((loss.batch != "sft") == (loss.loss_mode is not None) for loss in POLICY_LOSSES.values())
@@ -535,3 +537,136 @@ def test_a_loss_and_an_advantage_function_that_would_ignore_each_other_are_refus
     assert written.code == 2  # the key you wrote is the one named, where you wrote it
     assert "loss.yaml:5:3: algorithm.policy_loss_fn: policy_loss_fn 'sft' reads no advantages" in written.err
     assert "allowed: ppo, gspo, cispo" in written.err
+
+
+# --- distillation's teacher; RAFT's choice of rollouts ------------------------------------------------------------
+
+DISTILL = GRPO + "  algorithm_type: {name}\n"
+
+
+@pytest.mark.parametrize("name", ["on_policy_distill", "jsd"])
+def test_distillation_needs_a_teacher_and_takes_upstreams_functions(cli, render, write, name):
+    missing = cli("config", "validate", "-c", write("run.yaml", DISTILL.format(name=name)), "hardware=cpu")
+    assert missing.code == 2
+    where = f"run.yaml:5:3: model.teacher_model_path: advantage_fn '{name}' learns from a teacher model's log-probs"
+    assert where in missing.err
+    assert "hint: set model.teacher_model_path: PATH (Trinity-RFT's explorer.auxiliary_models[0]" in missing.err
+    result, cfg = render(DISTILL.format(name=name), "+model.teacher_model_path=/models/teacher")
+    assert result.code == 0, result.err
+    algo = cfg["algorithm"]
+    assert tuple(algo[k] for k in KINDS) == (name, "ppo", "none", "none", "none")  # upstream's preset
+    want = (
+        {"kl_coef": 1.0}
+        if name == "on_policy_distill"
+        else {"lambda_coef": 0.5, "kl_coef": 1.0, "temperature": 1.0, "chunk_size": None}
+    )
+    assert algo["advantage_fn_args"] == want
+
+
+def test_a_teacher_that_nothing_reads_is_refused_and_jsd_arguments_are_checked(cli, write):
+    unread = cli("config", "validate", "-c", write("run.yaml", GRPO), "hardware=cpu", "+model.teacher_model_path=/t")
+    assert unread.code == 2 and "advantage_fn 'grpo' reads no teacher: '/t' would be loaded for nothing" in unread.err
+    assert "allowed: unset, or an advantage_fn that reads one (on_policy_distill, jsd)" in unread.err
+    text = DISTILL.format(name="jsd") + "  advantage_fn_args:\n    lambda_coef: 1.5\n"
+    bad = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+model.teacher_model_path=/t")
+    assert (
+        bad.code == 2
+        and "run.yaml:7:5: algorithm.advantage_fn_args.lambda_coef: input should be less than or" in bad.err
+    )
+
+
+def test_raft_is_sft_on_the_chosen_rollouts_and_its_choice_needs_rollouts(cli, render, write, tmp_path):
+    result, cfg = render(GRPO + "  algorithm_type: raft\n")
+    assert result.code == 0, result.err
+    algo = cfg["algorithm"]
+    assert tuple(algo[k] for k in KINDS) == ("raft", "sft", "none", "none", "none")
+    assert algo["advantage_fn_args"] == {"min_reward": None}
+    rl = cli("config", "validate", "-c", write("rl.yaml", GRPO + "  advantage_fn: raft\n"), "hardware=cpu")
+    assert rl.code == 2 and "policy_loss_fn 'ppo' trains on advantages, and 'raft' computes none" in rl.err
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    sft = (
+        MINIMAL
+        + DATA_SET.format(path=tmp_path / "d.jsonl")
+        + "algorithm:\n  algorithm_type: sft\n  advantage_fn: raft\n"
+    )
+    data = cli("config", "validate", "-c", write("sft.yaml", sft), "hardware=cpu")
+    assert (
+        data.code == 2 and "'raft' chooses among a task's rollouts by reward; algorithm 'sft' trains on a" in data.err
+    )
+    every = cli("config", "validate", "-c", write("all.yaml", GRPO + "  algorithm_type: raft\n  advantage_fn: none\n"))
+    assert every.code == 0, every.err  # upstream's RAFT: the SFT loss on every rollout
+
+
+# --- sample strategies: mixing SFT samples in, dropping stale experiences, GRPO's dynamic sampling ----------------
+
+SFT_DATA = "buffer.trainer_input.auxiliary_buffers.sft_dataset"
+
+
+@pytest.mark.parametrize("name", sorted(MIX_PRESETS))
+def test_mix_reads_its_sft_data_set_and_its_batch_is_an_explore_step_plus_the_samples(cli, render, write, name):
+    text = GRPO + f"  algorithm_type: {name}\n"
+    missing = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert missing.code == 2
+    assert f"run.yaml:5:3: {SFT_DATA}.path: sample_strategy 'mix' mixes samples of the SFT data set" in missing.err
+    data = f"+{SFT_DATA}={{path: /d.jsonl}}"
+    result, cfg = render(text, data, "buffer.batch_size=3")
+    assert result.code == 0, result.err
+    assert cfg["algorithm"]["sample_strategy"] == "mix" and cfg["algorithm"]["entropy_loss_fn"] == "mix"
+    # 3 tasks x 4 rollouts = 12; half the batch are samples: 24 (Trinity-RFT rounds the samples up)
+    assert cfg["buffer"]["train_batch_size"] == 24
+    _, cfg = render(text, data, "buffer.batch_size=3", "+algorithm.sample_strategy_args.expert_data_ratio=0.2")
+    assert cfg["buffer"]["train_batch_size"] == 15  # 15 - ceil(3) = 12
+    bad = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", data, "buffer.train_batch_size=20")
+    assert bad.code == 2 and "20 splits into 10 SFT samples and 10 rollouts; an explore step makes 4" in bad.err
+    assert "allowed: 8" in bad.err
+    short = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", data, "buffer.train_batch_size=6")
+    assert short.code == 2 and "6 splits into 3 SFT samples and 3 rollouts; an explore step makes 4" in short.err
+
+
+def test_mixing_needs_a_mixing_loss_and_a_data_set_nothing_reads_is_refused(cli, write):
+    data = f"+{SFT_DATA}={{path: /d.jsonl}}"
+    loss = cli("config", "validate", "-c", write("run.yaml", GRPO + "  sample_strategy: mix\n"), "hardware=cpu", data)
+    assert loss.code == 2 and "sample_strategy 'mix' puts SFT samples in each batch; policy_loss_fn 'ppo'" in loss.err
+    assert "allowed: mix, mix_chord" in loss.err
+    strategy = cli("config", "validate", "-c", write("run.yaml", GRPO + "  policy_loss_fn: mix\n"), "hardware=cpu")
+    assert strategy.code == 2 and "policy_loss_fn 'mix' trains SFT samples mixed into each batch" in strategy.err
+    unread = cli("config", "validate", "-c", write("run.yaml", GRPO), "hardware=cpu", data)
+    assert unread.code == 2 and f"{SFT_DATA}: no sample strategy reads 'sft_dataset'" in unread.err
+    renamed = GRPO + "  algorithm_type: mix\n  sample_strategy_args:\n    sft_dataset_name: expert\n"
+    other = cli("config", "validate", "-c", write("run.yaml", renamed), "hardware=cpu", data)
+    assert other.code == 2 and "no sample strategy reads 'sft_dataset' (mix reads 'expert')" in other.err
+
+
+def test_staleness_control_needs_a_store_that_can_skip_and_warmup_is_default(cli, render, write):
+    text = GRPO + "  sample_strategy: staleness_control\n  sample_strategy_args:\n    max_staleness: 2\n"
+    result, cfg = render(text)
+    assert result.code == 0 and cfg["algorithm"]["sample_strategy_args"] == {"max_staleness": 2.0}
+    file = cli(
+        "config",
+        "validate",
+        "-c",
+        write("run.yaml", text),
+        "hardware=cpu",
+        "+buffer.trainer_input.experience_buffer={name: exp, storage_type: file}",
+    )
+    assert file.code == 2 and "a 'file' experience buffer is read by position" in file.err
+    result, cfg = render(GRPO + "  sample_strategy: warmup\n")
+    assert result.code == 0 and cfg["algorithm"]["sample_strategy"] == "default"
+    assert "algorithm.sample_strategy: 'warmup' is Trinity-RFT's deprecated name of 'default'" in result.err
+
+
+def test_a_data_set_algorithm_reads_its_data_in_order(cli, write, tmp_path):
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    text = MINIMAL + DATA_SET.format(path=tmp_path / "d.jsonl") + "algorithm:\n  algorithm_type: sft\n"
+    text += "  sample_strategy: staleness_control\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2 and "algorithm 'sft' reads its data set in order" in result.err
+
+
+def test_dynamic_sampling_refills_only_what_a_threshold_drops(cli, render, write):
+    text = GRPO + "  advantage_fn_args:\n    std_threshold: 0.0\n    duplicate_experiences: true\n"
+    result, cfg = render(text)
+    assert result.code == 0 and cfg["algorithm"]["advantage_fn_args"]["std_threshold"] == 0.0
+    text = GRPO + "  advantage_fn_args:\n    duplicate_experiences: true\n"
+    bad = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert bad.code == 2 and "duplicate_experiences refills the groups std_threshold drops" in bad.err

@@ -72,6 +72,9 @@ RUNS = {
     ("experience_buffer.storage_type", "sql"): SPLIT,
     ("experience_buffer.format.prompt_type", "plaintext"): BOTH,
     ("experience_buffer.format.prompt_type", "messages"): EVERY,
+    ("auxiliary_buffer.storage_type", "file"): ALGOS,  # the SFT data sets mix and mix_chord put in their batches
+    ("auxiliary_buffer.format.prompt_type", "plaintext"): ALGOS,
+    ("auxiliary_buffer.format.prompt_type", "messages"): ALGOS,
     ("explorer.rollout_model.engine_type", "transformers"): BOTH,
     (
         "explorer.rollout_model.engine_type",
@@ -113,13 +116,21 @@ RUNS = {
     **{
         ("algorithm.algorithm_type", name): ALGOS
         for name in ("reinforceplusplus", "rloo", "opmd", "asymre", "topr", "sapo", "rec", "sppo", "ppo", "dpo", "cpt")
+        + ("raft", "on_policy_distill", "jsd", "mix", "mix_chord")
     },
-    **{("algorithm.policy_loss_fn", name): ALGOS for name in ("opmd", "topr", "rec", "sppo", "sapo", "dpo")},
+    **{
+        ("algorithm.policy_loss_fn", name): ALGOS
+        for name in ("opmd", "topr", "rec", "sppo", "sapo", "dpo", "importance_sampling", "mix", "mix_chord")
+        + ("sft_is", "sft_phi")
+    },
     **{
         ("algorithm.advantage_fn", name): ALGOS
-        for name in ("reinforceplusplus", "rloo", "reinforce", "opmd", "asymre", "rec", "ppo")
+        for name in ("reinforceplusplus", "rloo", "reinforce", "opmd", "asymre", "rec", "ppo", "raft", "remax")
+        + ("on_policy_distill", "jsd")
         + ("grpo_verl", "opmd_verl", "asymre_verl")  # upstream's deprecated names of the same functions
     },
+    **{("algorithm.sample_strategy", name): ALGOS for name in ("warmup", "staleness_control", "mix")},
+    ("algorithm.entropy_loss_fn", "mix"): ALGOS,
     **{
         ("algorithm.kl_penalty_fn", kind): ALGOS
         for kind in ("k1", "k2", "k3", "low_var_kl", "abs", "mse", "corrected_k3")
@@ -171,14 +182,20 @@ def _is_list(annotation) -> bool:
     return typing.get_origin(annotation) is list or any(_is_list(a) for a in typing.get_args(annotation))
 
 
+def _is_dict(annotation) -> bool:
+    return typing.get_origin(annotation) is dict or any(_is_dict(a) for a in typing.get_args(annotation))
+
+
 def schema_values(model: type[BaseModel] = RunConfig, prefix: str = "") -> list[tuple[str, object]]:
-    """(schema path, value) of every value a Literal field of the run config accepts; `[]` marks a list item."""
+    """(schema path, value) of every value a Literal field of the run config accepts; `[]` marks a list item, `{}` a
+    value of a mapping."""
     out = []
     for name, field in model.model_fields.items():
         path = prefix + name
         out += [(path, value) for value in _literal_values(field.annotation)]
         for sub in _models(field.annotation):
-            out += schema_values(sub, path + ("[]." if _is_list(field.annotation) else "."))
+            mark = "[]." if _is_list(field.annotation) else "{}." if _is_dict(field.annotation) else "."
+            out += schema_values(sub, path + mark)
     return out
 
 
@@ -200,8 +217,10 @@ def classified_key(path: str) -> str:
     ):
         if path.startswith(start):
             return "taskset." + path.removeprefix(start)
-    return path.replace("buffer.trainer_input.experience_buffer.", "experience_buffer.").replace(
-        "stages[].mode", "mode"
+    return (
+        path.replace("buffer.trainer_input.experience_buffer.", "experience_buffer.")
+        .replace("buffer.trainer_input.auxiliary_buffers{}.", "auxiliary_buffer.")
+        .replace("stages[].mode", "mode")
     )
 
 
@@ -253,6 +272,7 @@ BASE = {
         "trainer_input": {"experience_buffer": {"name": "e"}},
     },
 }
+MAPPED = "sft_dataset"  # the name a value of a mapping written with `{}` gets
 # a list item of a path written with `[]`, completed to what the schema requires
 ITEMS = {
     "tasksets": {"path": "/data/t"},
@@ -272,9 +292,11 @@ def _written(path: str, value) -> dict:
     tree = yaml.safe_load(yaml.safe_dump(BASE))
     node, parts = tree, path.split(".")
     for part in parts[:-1]:
-        name = part.removesuffix("[]")
+        name = part.removesuffix("[]").removesuffix("{}")
         if part.endswith("[]"):
             node = node.setdefault(name, [dict(ITEMS[name])])[0]
+        elif part.endswith("{}"):
+            node = node.setdefault(name, {MAPPED: {}})[MAPPED]
         else:
             node = node.setdefault(name, {})
     node[parts[-1]] = value
@@ -292,7 +314,7 @@ def _error_key(path: str) -> str:
         "workflow": "buffer.explorer_input.default_workflow_type",
         "reward": "buffer.explorer_input.default_reward_fn_type",
     }.get(path, path)
-    return path.replace("stages[].", "").replace("[]", "[0]")
+    return path.replace("stages[].", "").replace("[]", "[0]").replace("{}", f".{MAPPED}")
 
 
 def _refusal(tmp_path, path: str, value, profile: str) -> list:
@@ -410,6 +432,7 @@ def test_every_supported_key_written_with_its_default_resolves(tmp_path):
             or entry.fate != "supported"
             or default == "<required>"
             or "[]" in path
+            or "{}" in path  # a mapping of sections: an entry is only read when a strategy names it
             or path.startswith(("stages", "hardware"))
         ):
             continue

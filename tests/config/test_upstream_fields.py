@@ -55,10 +55,13 @@ def _schema_leaves(model: type[BaseModel], prefix: str = "") -> dict:
     for name, field in model.model_fields.items():
         tp, path = _unwrap(field.annotation), f"{prefix}{name}"
         item = typing.get_args(tp)[0] if typing.get_origin(tp) is list else None
+        value = typing.get_args(tp)[1] if typing.get_origin(tp) is dict else None
         if isinstance(tp, type) and issubclass(tp, BaseModel):
             out |= _schema_leaves(tp, path + ".")
         elif isinstance(item, type) and issubclass(item, BaseModel):
             out |= _schema_leaves(item, path + "[].")
+        elif isinstance(value, type) and issubclass(value, BaseModel):  # a mapping of sections, as upstream's {}
+            out |= _schema_leaves(value, path + "{}.")
         else:
             out[path] = field
     return out

@@ -128,6 +128,18 @@ def test_gae_without_a_critics_values_names_what_is_missing():
         advantage_rows([exp(1)], SimpleNamespace(advantage_fn="ppo", advantage_fn_args={"gamma": 1, "lam": 1}))
 
 
+def test_remax_is_the_return_minus_the_tasks_greedy_reward():
+    exps = [exp(1.0, "a", tokens=2), exp(0.0, "a", tokens=2)]
+    exps = [Experience(e.prompt_ids, e.response_ids, e.logprobs, e.reward, e.group, baseline=0.25) for e in exps]
+    got = advantage_rows(exps, SimpleNamespace(advantage_fn="remax", advantage_fn_args={}))
+    assert got == [pytest.approx([0.75, 0.75]), pytest.approx([-0.25, -0.25])]  # the return to go is the reward
+
+
+def test_remax_without_the_greedy_baselines_names_what_is_missing():
+    with pytest.raises(TypeError, match=r"needs \['reward_baselines'\]"):
+        advantage_rows([exp(1.0)], SimpleNamespace(advantage_fn="remax", advantage_fn_args={}))
+
+
 def test_the_deprecated_verl_names_compute_the_same_values():
     for old, new in (("grpo_verl", "grpo"), ("opmd_verl", "opmd"), ("asymre_verl", "asymre")):
         assert ADVANTAGES[old] == ADVANTAGES[new]
@@ -238,7 +250,7 @@ def test_rec_gspo_one_side_judges_and_averages_whole_sequences():
     assert value.item() == pytest.approx((1.0 + 1.0) / 2)
 
 
-@pytest.mark.parametrize("name", ["opmd", "topr", "sppo", "sapo"])
+@pytest.mark.parametrize("name", ["opmd", "topr", "sppo", "sapo", "importance_sampling"])
 def test_each_own_loss_aggregates_by_loss_agg_mode_over_the_global_batch(name):
     lp, old, adv = [-0.9, -1.1], [-1.0, -1.0], [1.0, 1.0]
     token_mean, _ = loss(name, lp, old, adv)
@@ -265,10 +277,16 @@ def test_a_bound_loss_never_replaces_a_loss_of_verls():
 
 
 def test_every_own_loss_entry_names_a_declared_loss():
-    own = {e.loss_mode for e in POLICY_LOSSES.values() if e.module}
+    own = {e.loss_mode for e in POLICY_LOSSES.values() if e.module and e.actor_loss is None}
     for name in (n for n, e in POLICY_LOSSES.items() if e.module):
         functions.loss_mode(name)  # imports its module
     assert own <= set(functions.OWN_LOSSES)
+    # a loss that replaces verl's actor loss is a function of its module, and a mixing one runs verl's PPO part
+    import importlib
+
+    for entry in (e for e in POLICY_LOSSES.values() if e.actor_loss):
+        assert callable(getattr(importlib.import_module(entry.module), entry.actor_loss))
+        assert entry.batch == "sft" or core_algos.get_policy_loss_fn(entry.loss_mode)
 
 
 # --- DPO: pairs of rows, the reference's log-probs where an RL batch has the old policy's ------------------------
@@ -367,3 +385,192 @@ def test_rec_regularisers_carry_their_gradients():
     assert loss("rec", [-0.5], [-1.0], [0.0], regularizer="forward-kl", regularizer_coef=2.0)[1] == pytest.approx(
         [-2.0]
     )
+
+
+# --- distillation: a teacher's log-probs against the student's (Trinity-RFT's on_policy_distill and jsd) ----------
+
+
+def distill(name, student, teacher, **args):
+    """Per-token advantages of one response per row, through the trainer's path with the log-prob columns."""
+    exps = [exp(0.0, "a", tokens=len(row)) for row in student]
+    full = FUNCTIONS["advantage_fn"][name](**args).model_dump()
+    algorithm = SimpleNamespace(advantage_fn=name, advantage_fn_args=full)
+    return advantage_rows(exps, algorithm, old_log_probs=student, teacher_log_probs=teacher)
+
+
+def test_on_policy_distill_is_the_teachers_log_prob_minus_the_students():
+    got = distill("on_policy_distill", [[-1.0, -2.0], [-0.5]], [[-0.5, -3.0], [-0.5]], kl_coef=2.0)
+    assert got == [pytest.approx([1.0, -2.0]), pytest.approx([0.0])]  # 2 * (t - s); rewards are not read
+
+
+def test_jsd_is_minus_the_mixture_divergence_per_token():
+    s, t = -1.0, -2.0
+    m = math.log(0.5 * math.exp(s) + 0.5 * math.exp(t))  # lambda 0.5: the even mixture
+    want = -(0.5 * (t - m) + 0.5 * (s - m))
+    assert distill("jsd", [[s]], [[t]]) == [pytest.approx([want])]
+    m3 = math.log(0.3 * math.exp(t) + 0.7 * math.exp(s))  # lambda weighs the teacher
+    assert distill("jsd", [[s]], [[t]], lambda_coef=0.3) == [pytest.approx([-(0.3 * (t - m3) + 0.7 * (s - m3))])]
+
+
+def test_jsd_at_its_ends_is_a_plain_log_ratio_scaled_by_temperature_and_kl_coef():
+    assert distill("jsd", [[-1.0]], [[-3.0]], lambda_coef=0.0) == [pytest.approx([-2.0])]  # -(s - t)
+    assert distill("jsd", [[-1.0]], [[-3.0]], lambda_coef=1.0, kl_coef=0.5, temperature=2.0) == [
+        pytest.approx([0.5])  # -0.5 * (t - s) / 2
+    ]
+
+
+def test_jsd_in_chunks_gives_the_same_values():
+    student, teacher = [[-1.0, -0.2, -3.0], [-0.7]], [[-2.0, -0.1, -1.0], [-0.9]]
+    assert distill("jsd", student, teacher, chunk_size=1) == distill("jsd", student, teacher)
+
+
+def test_distillation_without_a_teachers_log_probs_names_what_is_missing():
+    algorithm = SimpleNamespace(advantage_fn="on_policy_distill", advantage_fn_args={"kl_coef": 1.0})
+    with pytest.raises(TypeError, match=r"needs \['old_log_probs', 'teacher_log_probs'\]"):
+        advantage_rows([exp(1)], algorithm)
+
+
+def test_importance_sampling_loss_is_the_unclipped_ratio_times_the_advantage():
+    value, grad = loss("importance_sampling", [math.log(3.0), -1.0], [0.0, -1.0], [1.0, -2.0])
+    assert value == pytest.approx((-3.0 + 2.0) / 2)  # ratios 3 (no clip at 1.2) and 1
+    assert grad == pytest.approx([-3.0 / 2, 2.0 / 2])  # d(-A r)/d log pi = -A r, token-mean
+    assert loss("importance_sampling", [30.0], [0.0], [1.0])[0] == pytest.approx(-math.exp(20.0))  # clamped
+
+
+# --- RAFT: the SFT loss on each task's best rollout --------------------------------------------------------------
+
+
+def test_raft_selects_each_tasks_best_rollout_the_first_of_equals():
+    got = advantages("raft", {"a": [0.2, 0.9, 0.9], "b": [-1.0, -3.0], "c": [0.0]}, tokens=2)
+    assert got == [0.0, 1.0, 0.0, 1.0, 0.0, 1.0]
+
+
+def test_raft_keeps_a_best_rollout_only_if_it_reaches_min_reward():
+    rewards = {"a": [0.5, 1.0], "b": [0.0, 0.99]}
+    assert advantages("raft", rewards, min_reward=1.0) == [0.0, 1.0, 0.0, 0.0]  # b's best falls short
+    assert advantages("raft", rewards, min_reward=0.99) == [0.0, 1.0, 0.0, 1.0]  # reaching it is enough
+
+
+# --- SFT samples mixed into RL batches (Trinity-RFT's mix, CHORD's mix_chord), weighted SFT -----------------------
+
+
+def mixed_batch(lp, old, adv, expert, config_kl=False):
+    """verl's unpadded batch of one-token prompts and the given responses (rows of per-token values), as the trainer
+    builds it, and the model output whose response log-probs are `lp` (a leaf to take gradients of)."""
+    from tensordict import TensorDict
+    from verl.utils import tensordict_utils as tu
+    from verl.workers.utils.padding import left_right_2_no_padding
+
+    from trinity.runtime.trainer import batch as batches
+
+    exps = [Experience([1], [2] * len(row), expert=e) for row, e in zip(lp, expert)]
+    tensors = batches.padded(exps, 0)
+    width = tensors["responses"].shape[1]
+    tensors |= {
+        "old_log_probs": batches.per_token(old, width),
+        "advantages": batches.per_token(adv, width),
+        "expert_mask": batches.expert_mask(exps, tensors["response_mask"]),
+    }
+    td = left_right_2_no_padding(TensorDict(tensors, batch_size=[len(exps)]))
+    tokens = int(tensors["response_mask"].sum())
+    tu.assign_non_tensor(td, dp_size=1, batch_num_tokens=tokens, global_batch_size=len(exps))
+    leaf = torch.tensor([v for row in lp for v in row], requires_grad=True)
+    values, at = [], 0
+    for row in lp:  # position t holds the log-prob of token t + 1: the response's, then the next token's (unread)
+        values.append(torch.cat([leaf[at : at + len(row)], torch.zeros(1)]))
+        at += len(row)
+    output = {"log_probs": torch.nested.as_nested_tensor(values, layout=torch.jagged)}
+    return td, output, leaf, batches.counts(exps)
+
+
+def actor_config(**kw):
+    """verl's own actor config, as the trainer's verl section makes it."""
+    from verl.workers.config import FSDPActorConfig
+
+    return FSDPActorConfig(strategy="fsdp", ppo_mini_batch_size=4, ppo_micro_batch_size_per_gpu=1, rollout_n=1, **kw)
+
+
+def test_mix_is_one_minus_mu_ppo_on_rollouts_plus_mu_sft_on_samples_each_over_its_own_tokens():
+    from trinity.runtime.trainer.algos import mix
+
+    # rollouts: 2 tokens at ratio 1 (log-prob = old), advantages 1 and -2: PPO loss mean(-1, 2) = 0.5
+    # samples: one row of 1 token, log-prob -3: SFT loss 3 (its own mean, not diluted by the rollouts' tokens)
+    lp, old, adv = [[-1.0, -1.0], [-3.0]], [[-1.0, -1.0], [0.0]], [[1.0, -2.0], [0.0]]
+    td, output, leaf, info = mixed_batch(lp, old, adv, [False, True])
+    args = FUNCTIONS["policy_loss_fn"]["mix"](mu=0.25).model_dump()
+    loss, metrics = mix.mix_loss(actor_config(), output, td, args=args, step=1, info=info)
+    assert loss.item() == pytest.approx(0.75 * 0.5 + 0.25 * 3.0)
+    loss.backward()
+    # d/d lp: rollouts -A * ratio / 2 tokens * 0.75; the sample -1 * 0.25
+    assert leaf.grad.tolist() == pytest.approx([-0.375, 0.75, -0.25])
+    assert metrics["actor/mu"] == 0.25
+
+
+def test_chord_weights_sample_tokens_by_p_one_minus_p_and_follows_its_mu_schedule():
+    from trinity.runtime.trainer.algos import mix
+
+    lp, old, adv = [[-1.0], [math.log(0.5)]], [[-1.0], [0.0]], [[0.0], [0.0]]
+    td, output, leaf, info = mixed_batch(lp, old, adv, [False, True])
+    args = FUNCTIONS["policy_loss_fn"]["mix_chord"](mu_warmup_steps=4, mu_peak=0.4, mu_valley=0.1).model_dump()
+    loss, metrics = mix.chord_loss(actor_config(), output, td, args=args, step=2, info=info)
+    assert metrics["actor/mu"] == pytest.approx(0.2)  # half way up the warm-up
+    assert loss.item() == pytest.approx(0.2 * 0.25 * math.log(2))  # p(1 - p) = 0.25 on -log 0.5; no advantage
+    plain = mix.chord_loss(actor_config(), output, td, args=args | {"enable_phi_function": False}, step=2, info=info)
+    assert plain[0].item() == pytest.approx(0.2 * math.log(2))
+
+
+@pytest.mark.parametrize(
+    "step,mu",
+    [(0, 0.0), (2, 0.5), (4, 1.0), (5, 0.5 * 0.8 * (1 + math.cos(math.pi / 4)) + 0.2), (8, 0.2), (100, 0.2)],
+)
+def test_chords_mu_rises_linearly_then_decays_on_a_cosine(step, mu):
+    from trinity.runtime.trainer.algos.mix import mu_schedule
+
+    assert mu_schedule(step, warmup=4, decay=4, peak=1.0, valley=0.2) == pytest.approx(mu)
+
+
+def test_chords_mu_without_a_decay_drops_to_the_valley_at_the_end_of_the_warm_up():
+    from trinity.runtime.trainer.algos.mix import mu_schedule
+
+    assert [mu_schedule(s, warmup=2, decay=0, peak=1.0, valley=0.2) for s in (1, 2, 3)] == [0.5, 0.2, 0.2]
+
+
+def test_weighted_sft_losses_weight_each_token_and_phi_clamps_at_its_cutoff():
+    from trinity.runtime.trainer.algos.mix import token_weights
+
+    lp = torch.tensor([math.log(0.5), math.log(0.9)])
+    trained, weights = token_weights(lp, "is")
+    assert weights.tolist() == pytest.approx([0.5, 0.9]) and torch.equal(trained, lp)
+    trained, weights = token_weights(lp, "phi", cutoff_prob=0.8)
+    assert weights.tolist() == pytest.approx([0.25, 0.09])  # from the unclamped probabilities
+    assert trained.tolist() == pytest.approx([math.log(0.5), math.log(0.8)])
+
+
+def test_sft_is_and_sft_phi_average_their_weighted_tokens_over_the_whole_batch():
+    from trinity.runtime.trainer import batch as batches
+    from trinity.runtime.trainer.algos import mix
+
+    exps = [Experience([1], [2, 3]), Experience([1, 1], [4])]
+    td = batches.sft_batch(exps)
+    # position t holds the log-prob of token t + 1; the loss mask (shifted by verl's loss) picks the responses'
+    probs = [[0.5, 0.9, 1.0], [1.0, 0.8, 1.0]]
+    output = {"log_probs": torch.nested.as_nested_tensor([torch.tensor(r).log() for r in probs], layout=torch.jagged)}
+    data = {**td, "dp_size": 1, "batch_num_tokens": 3}
+    is_loss, _ = mix.sft_is_loss(None, output, data, args={}, step=1, info={})
+    assert is_loss.item() == pytest.approx(-(0.5 * math.log(0.5) + 0.9 * math.log(0.9) + 0.8 * math.log(0.8)) / 3)
+    phi, _ = mix.sft_phi_loss(None, output, data, args={"cutoff_prob": 1.0}, step=1, info={})
+    assert phi.item() == pytest.approx(-(0.25 * math.log(0.5) + 0.09 * math.log(0.9) + 0.16 * math.log(0.8)) / 3)
+
+
+def test_the_batchs_advantages_skip_mixed_in_samples_and_report_the_teachers_gap():
+    rollouts = [exp(1.0, "a"), exp(0.0, "a")]
+    sample = Experience([1], [2, 2], expert=True)
+    algorithm = SimpleNamespace(advantage_fn="on_policy_distill", advantage_fn_args={"kl_coef": 1.0})
+    columns = {"kl": None, "old_log_probs": [[-1.0], [-0.5], [0.0, 0.0]], "teacher_log_probs": [[-2.0], [-0.5], [9, 9]]}
+    advantages, returns, metrics = functions.batch_advantages(
+        [rollouts[0], sample, rollouts[1]],
+        algorithm,
+        {name: [rows[0], rows[2], rows[1]] if rows else rows for name, rows in columns.items()},
+    )
+    assert advantages == [pytest.approx([-1.0]), [0.0, 0.0], pytest.approx([0.0])]  # the sample: zeros, unread
+    assert metrics == {"teacher_kl": pytest.approx((1.0 + 0.0) / 2)}  # over the rollouts' tokens only

@@ -137,7 +137,7 @@ def test_sft_samples_go_through_the_models_chat_template(demo_assets, tmp_path):
 
     from trinity.config.schema.buffer import ExperienceBufferConfig
     from trinity.config.schema.model import ModelConfig
-    from trinity.runtime.buffer.actor import _data_set
+    from trinity.runtime.buffer.actor import data_set
 
     data = tmp_path / "chat.jsonl"
     data.write_text(
@@ -147,6 +147,29 @@ def test_sft_samples_go_through_the_models_chat_template(demo_assets, tmp_path):
         name="sft", storage_type="file", path=str(data), format={"prompt_type": "messages", "messages_key": "messages"}
     )
     model = ModelConfig(model_path=str(demo_assets / "model"), custom_chat_template="{{ messages[-1].content }}=?")
-    [[sample]] = _data_set(storage, {"tokenizer": model.model_path, "seed": 0, "model": model, "data": "sft"}).samples
+    [[sample]] = data_set(storage, {"tokenizer": model.model_path, "seed": 0, "model": model, "data": "sft"}).samples
     tokenizer = AutoTokenizer.from_pretrained(model.model_path)
     assert sample.prompt_ids == tokenizer("1+1==?", add_special_tokens=False)["input_ids"]
+
+
+def versioned(versions):
+    return [Experience([1], [2], reward=float(i), weight_version=v) for i, v in enumerate(versions)]
+
+
+def test_stale_experiences_are_dropped_and_a_rewind_gives_them_back_to_be_judged_again(tmp_path):
+    path = tmp_path / "b.db"
+    queue = stores.MemoryQueue(SqliteStore(path))
+    queue.add(versioned([0, 1, 2, 0, 2]))
+    assert queue.drop_stale(min_version=1, step=3) == 2  # made by weights 0, older than 1
+    assert rewards(queue.take(3, step=3)) == [1, 2, 4] and queue.drop_stale(1, step=4) == 0
+    restarted = stores.MemoryQueue(SqliteStore(path))
+    assert restarted.persist.rewind(after_step=2) == 5  # dropped ones count as the step's too
+    restarted = stores.MemoryQueue(SqliteStore(path))
+    assert restarted.drop_stale(min_version=2, step=3) == 3 and rewards(restarted.take(2, step=3)) == [2, 4]
+
+
+def test_sql_drops_stale_experiences_by_their_weight_version(tmp_path):
+    store = SqliteStore(tmp_path / "s.db")
+    store.add(versioned([3, 1, 4, 1]))
+    assert store.drop_stale(min_version=2, step=5) == 2 and store.waiting() == 2
+    assert rewards(store.take(2, step=5)) == [0, 2]

@@ -36,6 +36,12 @@ VERL_FUNCTIONS = {
     "ppo": ("compute_gae_advantage_return", "compute_policy_loss_vanilla"),
     "dpo": (None, "dpo_loss"),
     "cpt": (None, None),
+    "raft": ("raft_selection", None),
+    "on_policy_distill": ("on_policy_distill_advantage", "compute_policy_loss_vanilla"),
+    "jsd": ("jsd_advantage", "compute_policy_loss_vanilla"),
+    # verl's PPO loss is the rollouts' part of trinity's mixing loss (algos/mix.py), which replaces verl's actor loss
+    "mix": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
+    "mix_chord": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
 }
 
 

@@ -163,7 +163,7 @@ def shard_advantages(rank: int, port: int, out) -> None:
     if rank == 0:
         trainer.whole = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS]
     kl = [[p / 2 for p in row] for row in PENALTIES[rank * 4 : rank * 4 + 4]]  # kl_coef 2 makes them the penalties
-    out.put((rank, trainer._advantages(kl, None)))
+    out.put((rank, trainer._advantages(kl, {"values": None})))
     dist.destroy_process_group()
 
 

@@ -40,6 +40,14 @@ class SFTLossArgs(_AggArgs):
     pass
 
 
+class ImportanceSamplingLossArgs(_AggArgs):
+    pass
+
+
+class SFTPhiLossArgs(_AggArgs):
+    cutoff_prob: float = Field(1.0, ge=0, le=1, description="Log-probs are clamped at log(cutoff_prob) (1: no clamp).")
+
+
 class PPOPolicyLossArgs(_AggArgs):
     clip_range: float = Field(0.2, gt=0, description="PPO clip range on both sides.")
     clip_range_low: float | None = Field(None, gt=0, description="Lower clip range; defaults to clip_range.")
@@ -68,17 +76,46 @@ class CISPOPolicyLossArgs(_AggArgs):
     mask_clip_range_high: float = Field(0.28, description="Upper mask range (unused while enable_mask_clip is off).")
 
 
+class StalenessArgs(Section):
+    max_staleness: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="Experiences made by weights more than this many train steps older than the trainer's are "
+        "dropped, never trained on (None: no limit, Trinity-RFT's inf).",
+    )
+
+
+class MixSampleArgs(Section):
+    expert_data_ratio: float = Field(
+        0.5, ge=0, lt=1, description="Share of each train batch taken from the SFT data set (rounded up)."
+    )
+    sft_dataset_name: str = Field(
+        "sft_dataset", min_length=1, description="Name of the SFT data set in buffer.trainer_input.auxiliary_buffers."
+    )
+
+
 class GRPOAdvantageArgs(Section):
     epsilon: float = Field(1e-6, gt=0, description="Added to the group's reward std before dividing.")
     norm_adv_by_std: bool = Field(
         True, description="Divide by the group's reward std (False: Dr. GRPO; trinity's addition)."
     )
-    std_threshold: Literal[None] | None = Field(
-        None, description="Skip groups with a reward std at or below this" + ONLY_DEFAULT
+    std_threshold: float | None = Field(
+        None,
+        ge=0,
+        description="Drop the groups whose reward std is at or below it (DAPO's dynamic sampling); None keeps all.",
     )
-    duplicate_experiences: Literal[False] = Field(False, description="Refill skipped groups" + ONLY_DEFAULT)
+    duplicate_experiences: bool = Field(
+        False, description="Refill the batch with copies of kept groups for those dropped (needs std_threshold)."
+    )
     rank_penalty: Literal[None] | None = Field(None, description="Rank-based reward correction" + ONLY_DEFAULT)
     std_cal_level: Literal["group"] = Field("group", description="Where the std is taken" + ONLY_DEFAULT)
+
+    @model_validator(mode="after")
+    def _refill_needs_a_threshold(self) -> "GRPOAdvantageArgs":
+        if self.duplicate_experiences and self.std_threshold is None:
+            raise ValueError("duplicate_experiences refills the groups std_threshold drops; set std_threshold")
+        return self
 
 
 class KLArgs(Section):
@@ -116,6 +153,47 @@ class RECAdvantageArgs(Section):
     drop: Literal["balance"] | None = Field(
         None, description="'balance': drop random below-mean rollouts until they are no more than the others."
     )
+
+
+class RAFTAdvantageArgs(Section):
+    min_reward: float | None = Field(
+        None, description="A task's best rollout is trained on only if its reward reaches this (None: always)."
+    )
+
+
+class _MixLossArgs(_AggArgs):
+    clip_range: float | None = Field(0.2, gt=0, description="PPO clip range of the RL part on both sides.")
+    clip_range_low: float | None = Field(None, gt=0, description="Lower clip range; defaults to clip_range.")
+    clip_range_high: float | None = Field(None, gt=0, description="Upper clip range; defaults to clip_range.")
+    sft_loss_agg_mode: LossAggMode | None = Field(None, description="Aggregation of the SFT part (loss_agg_mode).")
+    grpo_loss_agg_mode: LossAggMode | None = Field(None, description="Aggregation of the RL part (loss_agg_mode).")
+
+
+class MixLossArgs(_MixLossArgs):
+    mu: float = Field(0.1, ge=0, le=1, description="Weight of the SFT part: (1 - mu) RL + mu SFT.")
+
+
+class MixChordLossArgs(_MixLossArgs):
+    mu_warmup_steps: int = Field(0, ge=0, description="Steps over which mu rises linearly from 0 to mu_peak.")
+    mu_decay_steps: int = Field(0, ge=0, description="Steps of the cosine decay from mu_peak to mu_valley after it.")
+    mu_peak: float = Field(0.1, ge=0, le=1, description="mu at the end of the warm-up.")
+    mu_valley: float = Field(0.1, ge=0, le=1, description="mu after the decay.")
+    enable_phi_function: bool = Field(
+        True, description="Weight each SFT token by p(1 - p) (CHORD-phi); False: plain SFT."
+    )
+
+
+class OnPolicyDistillAdvantageArgs(Section):
+    kl_coef: float = Field(1.0, ge=0, description="Scale of the advantage: kl_coef * (teacher - student log-prob).")
+
+
+class JSDAdvantageArgs(Section):
+    lambda_coef: float = Field(
+        0.5, ge=0, le=1, description="JSD's mixture weight of the teacher: 0 is KL(student||teacher), 1 the reverse."
+    )
+    kl_coef: float = Field(1.0, ge=0, description="Scale of the advantage: -kl_coef * JSD.")
+    temperature: float = Field(1.0, gt=0, description="Both log-probs are divided by it before the JSD.")
+    chunk_size: int | None = Field(None, gt=0, description="Tokens computed at once (memory only; same values).")
 
 
 class DPOLossArgs(Section):
@@ -193,13 +271,17 @@ class Advantage:
     grouped: bool = False  # compares the rollouts of one task with each other (the estimator reads `index`)
     module: str | None = None  # the trinity module that registers `estimator` with verl; None: verl's own
     critic: bool = False  # reads a critic model's values (the estimator's `values`): the trainer trains one
+    teacher: bool = False  # reads a teacher model's log-probs (`teacher_log_probs`): the trainer keeps one
+    selects: bool = False  # its values are 1/0 weights choosing the rollouts an SFT loss trains on (RAFT)
+    greedy_baseline: bool = False  # reads the reward of each task's greedy rollout, which the explorer then makes
 
 
 @dataclass(frozen=True)
 class PolicyLoss:
     """A policy loss: its arguments, what verl's actor trains on, and (for "rl") the loss mode verl's ppo_loss calls.
 
-    batch "rl": responses with per-token advantages and the old policy's log-probs, under the sampling
+    batch "mix": an RL batch with samples of an SFT data set among its rows (sample strategy mix), trained by
+    `actor_loss`. batch "rl": responses with per-token advantages and the old policy's log-probs, under the sampling
     temperature; verl's `ppo_loss` calls `get_policy_loss_fn(loss_mode)`. batch "sft": packed sequences
     with a loss mask over the responses, trained by verl's `sft_loss`, which reads no loss mode. batch
     "pairs": a chosen and a rejected response in adjacent rows, with the reference model's log-probs
@@ -210,8 +292,11 @@ class PolicyLoss:
 
     args: type[Section]
     loss_mode: str | None = None  # a name in verl's policy-loss registry; None only for batch "sft"
-    batch: Literal["rl", "sft", "pairs"] = "rl"
+    batch: Literal["rl", "sft", "pairs", "mix"] = "rl"
     module: str | None = None  # the trinity module that registers `loss_mode` with verl; None: verl's own
+    # a trinity function of `module` that replaces verl's whole actor loss (ppo_loss or sft_loss): for a loss that
+    # reads more of the batch than verl hands a policy loss (which rows are SFT samples, the step)
+    actor_loss: str | None = None
 
 
 OWN = "trinity.runtime.trainer.algos."  # the package of trinity's own functions, one module per algorithm family
@@ -220,6 +305,12 @@ OWN = "trinity.runtime.trainer.algos."  # the package of trinity's own functions
 def _same_names(args: type[Section]) -> dict[str, str]:
     """Every argument passed under its own name (trinity's own estimators take upstream's names)."""
     return {name: name for name in args.model_fields}
+
+
+def _own(args: type[Section], name: str, module: str, **flags: bool) -> Advantage:
+    """An estimator of trinity's: registered with verl as `trinity_<name>` by the algos module `module`, taking
+    upstream's argument names."""
+    return Advantage(args, f"trinity_{name}", kwargs=_same_names(args), module=OWN + module, **flags)
 
 
 ADVANTAGES: dict[str, Advantage] = {
@@ -235,20 +326,15 @@ ADVANTAGES: dict[str, Advantage] = {
         ReinforcePlusPlusAdvantageArgs, "reinforce_plus_plus", kwargs={"gamma": CONFIG + "gamma"}
     ),
     "rloo": Advantage(NoArgs, "rloo", grouped=True),
-    "reinforce": Advantage(NoArgs, "trinity_reinforce", module=OWN + "reinforce"),
-    "opmd": Advantage(
-        OPMDAdvantageArgs, "trinity_opmd", kwargs=_same_names(OPMDAdvantageArgs), grouped=True, module=OWN + "opmd"
-    ),
-    "asymre": Advantage(
-        AsymREAdvantageArgs,
-        "trinity_asymre",
-        kwargs=_same_names(AsymREAdvantageArgs),
-        grouped=True,
-        module=OWN + "asymre",
-    ),
-    "rec": Advantage(
-        RECAdvantageArgs, "trinity_rec", kwargs=_same_names(RECAdvantageArgs), grouped=True, module=OWN + "rec"
-    ),
+    # the return minus the reward of the task's greedy rollout (arXiv 2310.10505; verl's remax)
+    "remax": Advantage(NoArgs, "remax", greedy_baseline=True),
+    "reinforce": _own(NoArgs, "reinforce", "reinforce"),
+    "opmd": _own(OPMDAdvantageArgs, "opmd", "opmd", grouped=True),
+    "asymre": _own(AsymREAdvantageArgs, "asymre", "asymre", grouped=True),
+    "rec": _own(RECAdvantageArgs, "rec", "rec", grouped=True),
+    "raft": _own(RAFTAdvantageArgs, "raft", "raft", grouped=True, selects=True),
+    "on_policy_distill": _own(OnPolicyDistillAdvantageArgs, "on_policy_distill", "distill", teacher=True),
+    "jsd": _own(JSDAdvantageArgs, "jsd", "distill", teacher=True),
     "none": Advantage(NoArgs),
 }
 # upstream's deprecated batch-wise versions compute the same values
@@ -265,44 +351,53 @@ POLICY_LOSSES: dict[str, PolicyLoss] = {
     "sppo": PolicyLoss(SPPOPolicyLossArgs, "trinity_sppo", module=OWN + "sppo"),
     "sapo": PolicyLoss(SAPOPolicyLossArgs, "trinity_sapo", module=OWN + "sapo"),
     "dpo": PolicyLoss(DPOLossArgs, "trinity_dpo", batch="pairs", module=OWN + "dpo"),
+    "importance_sampling": PolicyLoss(
+        ImportanceSamplingLossArgs, "trinity_importance_sampling", module=OWN + "distill"
+    ),
+    # SFT data mixed into RL batches: verl's PPO loss on the rollouts, an SFT loss on the samples
+    "mix": PolicyLoss(MixLossArgs, "vanilla", batch="mix", module=OWN + "mix", actor_loss="mix_loss"),
+    "mix_chord": PolicyLoss(MixChordLossArgs, "vanilla", batch="mix", module=OWN + "mix", actor_loss="chord_loss"),
+    # SFT with each token's loss weighted by its probability p (sft_is) or by p(1 - p) (sft_phi, CHORD's)
+    "sft_is": PolicyLoss(SFTLossArgs, batch="sft", module=OWN + "mix", actor_loss="sft_is_loss"),
+    "sft_phi": PolicyLoss(SFTPhiLossArgs, batch="sft", module=OWN + "mix", actor_loss="sft_phi_loss"),
+}
+
+
+@dataclass(frozen=True)
+class SampleStrategy:
+    """How the trainer takes each batch from the buffer."""
+
+    args: type[Section]
+    drops_stale: bool = False  # drops experiences older than max_staleness train steps (StalenessArgs)
+    mixes: bool = False  # fills part of each batch from an SFT data set (MixSampleArgs)
+    same_as: str | None = None  # a deprecated name of another strategy, which it is
+
+
+SAMPLE_STRATEGIES: dict[str, SampleStrategy] = {
+    "default": SampleStrategy(NoArgs),  # experiences in the order they arrive
+    "warmup": SampleStrategy(NoArgs, same_as="default"),  # deprecated upstream, kept for its old configs
+    "staleness_control": SampleStrategy(StalenessArgs, drops_stale=True),
+    "mix": SampleStrategy(MixSampleArgs, mixes=True),
 }
 
 # function kind -> name -> the arguments it takes (what the runtime can run)
 FUNCTIONS: dict[str, dict[str, type[Section]]] = {
-    "sample_strategy": {"default": NoArgs},
+    "sample_strategy": {name: strategy.args for name, strategy in SAMPLE_STRATEGIES.items()},
     "policy_loss_fn": {name: loss.args for name, loss in POLICY_LOSSES.items()},
     "advantage_fn": {name: advantage.args for name, advantage in ADVANTAGES.items()},
     # a penalty has no old policy to correct by, so upstream's corrected_k3 penalty is k3
     "kl_penalty_fn": {"none": KLArgs, **{kind: KLArgs for kind in (*KL_KINDS, "corrected_k3")}},
     "kl_loss_fn": {"none": KLArgs, **{kind: KLArgs for kind in KL_KINDS}},
-    "entropy_loss_fn": {"default": EntropyLossArgs, "none": EntropyLossArgs},
+    # mix: the entropy bonus of the rollouts only (the mixing losses'; elsewhere the same as default)
+    "entropy_loss_fn": {"default": EntropyLossArgs, "none": EntropyLossArgs, "mix": EntropyLossArgs},
 }
 
 _MULTI_TURN = "step-wise advantages of multi-turn workflows are not supported yet"
-_DISTILL = "distillation needs a teacher model's log-probs in the experiences, which workflows do not record yet"
-_MIX = "mixing SFT data into RL batches is not supported yet"
 # Upstream's names the runtime cannot run yet, with the reason.
 UNSUPPORTED: dict[str, dict[str, str]] = {
-    "sample_strategy": {
-        name: "the trainer takes experiences in the order they arrive (upstream's 'default')"
-        for name in ("warmup", "staleness_control", "mix")
-    },
-    "policy_loss_fn": {
-        **{
-            name: "this loss trains on SFT data mixed into RL batches, which the trainer's data path does not have yet"
-            for name in ("sft_is", "sft_phi")
-        },
-        "importance_sampling": "this loss trains on a teacher's log-probs (distillation), which workflows do not "
-        "record yet",
-        "mix": _MIX,
-        "mix_chord": _MIX,
-    },
     "advantage_fn": {
-        "remax": "ReMax's baseline is the reward of a greedy rollout of each task, which the explorer does not make",
         "step_wise_grpo": _MULTI_TURN,
         "gigpo": _MULTI_TURN,
-        "on_policy_distill": _DISTILL,
-        "jsd": _DISTILL,
         **{
             name: "this advantage masks tokens by the trainer's per-token entropy, which the trainer does not hand "
             "to advantage functions yet"
@@ -310,7 +405,6 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
         },
     },
     "kl_loss_fn": {"corrected_k3": "verl has no corrected k3 KL loss"},
-    "entropy_loss_fn": {"mix": _MIX},
 }
 
 
@@ -326,10 +420,12 @@ class Preset:
     loss_agg_mode: str = "token-mean"
 
 
-def _rl(advantage: str, policy: str, kl_loss: str = "k2", entropy: str = "default", **kwargs) -> Preset:
+def _rl(
+    advantage: str, policy: str, kl_loss: str = "k2", entropy: str = "default", sample: str = "default", **kwargs
+) -> Preset:
     """An RL preset as upstream writes them: default sampling, no KL penalty in the reward."""
     functions = {
-        "sample_strategy": "default",
+        "sample_strategy": sample,
         "advantage_fn": advantage,
         "policy_loss_fn": policy,
         "kl_penalty_fn": "none",
@@ -367,14 +463,12 @@ ALGORITHMS: dict[str, Preset] = {
     "sppo": _rl("opmd", "sppo", kl_loss="none", entropy="none"),
     "multi_step_grpo": _rl("step_wise_grpo", "ppo", unsupported=_MULTI_TURN),
     "gigpo": _rl("gigpo", "ppo", unsupported=_MULTI_TURN),
-    "on_policy_distill": _rl("on_policy_distill", "ppo", kl_loss="none", entropy="none", unsupported=_DISTILL),
-    "jsd": _rl("jsd", "ppo", kl_loss="none", entropy="none", unsupported=_DISTILL),
-    "mix": _rl("grpo", "mix", entropy="mix", unsupported=_MIX),
-    "mix_chord": _rl("grpo", "mix_chord", entropy="mix", unsupported=_MIX),
-    "raft": Preset(
-        {**_SFT, "advantage_fn": "none"},
-        unsupported="RAFT trains SFT on rollouts; the trainer's SFT path reads a data set only",
-    ),
+    "on_policy_distill": _rl("on_policy_distill", "ppo", kl_loss="none", entropy="none"),
+    "jsd": _rl("jsd", "ppo", kl_loss="none", entropy="none"),
+    "mix": _rl("grpo", "mix", entropy="mix", sample="mix"),
+    "mix_chord": _rl("grpo", "mix_chord", entropy="mix", sample="mix"),
+    # the SFT loss on each task's best rollout (upstream's preset trains on every rollout: advantage_fn none)
+    "raft": Preset({**_SFT, "advantage_fn": "raft"}),
     "dpo": Preset({**_SFT, "policy_loss_fn": "dpo", "kl_loss_fn": "k2", "entropy_loss_fn": "default"}, data="pairs"),
     "cpt": Preset(_SFT, data="text"),
 }
@@ -399,7 +493,7 @@ def is_rl_loss(policy_loss_fn: str | None) -> bool:
     """Whether the policy loss trains on sampled responses with advantages, under the sampling temperature
     (False: a likelihood loss on given tokens, SFT). An unknown name counts as RL, as it is refused anyway."""
     loss = POLICY_LOSSES.get(policy_loss_fn)
-    return loss is None or loss.batch == "rl"
+    return loss is None or loss.batch in ("rl", "mix")
 
 
 def uses_reference(algorithm: Any) -> bool:
@@ -414,6 +508,27 @@ def kl_penalty_coef(algorithm: Any) -> float:
     if algorithm.kl_penalty_fn in (None, "none"):
         return 0.0
     return (algorithm.kl_penalty_fn_args or {}).get("kl_coef", KLArgs().kl_coef)
+
+
+def fits_loss(advantage_fn: str, policy_loss_fn: str) -> bool:
+    """Whether an advantage function gives what a policy loss reads: an RL loss trains on advantages; an SFT loss
+    reads none, or a selection of the rollouts it trains on (RAFT)."""
+    entry = ADVANTAGES[advantage_fn]
+    if is_rl_loss(policy_loss_fn):
+        return entry.estimator is not None and not entry.selects
+    return entry.estimator is None or entry.selects
+
+
+def uses_greedy_baseline(advantage_fn: str | None) -> bool:
+    """Whether the explorer also makes one greedy rollout of each training task, whose reward the advantage reads."""
+    entry = ADVANTAGES.get(advantage_fn)
+    return entry is not None and entry.greedy_baseline
+
+
+def uses_teacher(advantage_fn: str | None) -> bool:
+    """Whether the trainer computes a teacher model's log-probs (model.teacher_model_path): the advantage reads them."""
+    entry = ADVANTAGES.get(advantage_fn)
+    return entry is not None and entry.teacher
 
 
 def uses_critic(advantage_fn: str | None) -> bool:

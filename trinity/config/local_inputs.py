@@ -5,6 +5,7 @@ here, in a second, by `trinity config validate` and before `trinity run` starts 
 inside a role ten minutes later. `render` and `run --dry-run` only describe, so they do not look.
 """
 
+import json
 import re
 from pathlib import Path
 
@@ -52,6 +53,48 @@ def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
     ]
 
 
+def teacher_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """An error for a distillation teacher that is not a local model folder, or whose vocabulary differs from the
+    policy model's: its log-probs are read at the student's token ids (checked by `run` only)."""
+    staged = list(zip((c for _, c in resolved.stages), resolved.stage_provenance))
+    policy = _vocab(Path(resolved.config.model.model_path))
+    issues: list[Issue] = []
+    for config, provenance in staged or [(resolved.config, resolved.provenance)]:
+        teacher = config.model.teacher_model_path
+        if not teacher:
+            continue
+        where, vocab = provenance.where(("model", "teacher_model_path")), _vocab(Path(teacher))
+        if vocab is None:
+            issue = Issue(
+                f"{teacher!r} is not a local model folder (no config.json); trinity downloads nothing",
+                key="model.teacher_model_path",
+                source=where,
+                hint="download the teacher once and name its folder",
+            )
+        elif policy is not None and vocab != policy:
+            issue = Issue(
+                f"the teacher's vocabulary ({vocab} tokens) is not the policy model's ({policy}): its log-probs of "
+                "the student's token ids would be of other tokens",
+                key="model.teacher_model_path",
+                source=where,
+                allowed=f"a model with model.model_path's tokenizer ({policy} tokens)",
+            )
+        else:
+            continue
+        if issue not in issues:
+            issues.append(issue)
+    return issues
+
+
+def _vocab(folder: Path) -> int | None:
+    """The vocabulary size a model folder's config.json states (None: no readable config.json)."""
+    try:
+        data = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return (data.get("text_config") or data).get("vocab_size", -1)
+
+
 def _data_inputs(config: RunConfig) -> list[tuple[tuple, str, str]]:
     """(key of the path, the path, its subset) of every data set the config reads."""
     found = []
@@ -65,6 +108,10 @@ def _data_inputs(config: RunConfig) -> list[tuple[tuple, str, str]]:
     if experiences and not needs_rollout(config.algorithm.algorithm_type) and experiences.storage_type == "file":
         found.append(
             (("buffer", "trainer_input", "experience_buffer", "path"), experiences.path, experiences.subset_name)
+        )
+    for name, data_set in config.buffer.trainer_input.auxiliary_buffers.items():  # mixed into batches (mix)
+        found.append(
+            (("buffer", "trainer_input", "auxiliary_buffers", name, "path"), data_set.path, data_set.subset_name)
         )
     return found
 

@@ -45,11 +45,21 @@ def _fate(key: str, value) -> Fate:
     return Fate(key, value["fate"], value.get("why", ""), value.get("use", ""))
 
 
+# sections that map names of the user's choosing to sections, as `{}` in the table's keys
+MAPPINGS = ("buffer.trainer_input.auxiliary_buffers",)
+
+
 def pattern(path: tuple) -> str:
-    """('buffer', 'explorer_input', 'tasksets', 0, 'name') -> 'buffer.explorer_input.tasksets[].name'."""
+    """('buffer', 'explorer_input', 'tasksets', 0, 'name') -> 'buffer.explorer_input.tasksets[].name'; a name in a
+    mapping (MAPPINGS) becomes `{}`."""
     out = ""
     for part in path:
-        out += "[]" if isinstance(part, int) else (f".{part}" if out else str(part))
+        if isinstance(part, int):
+            out += "[]"
+        elif out in MAPPINGS:
+            out += "{}"
+        else:
+            out += f".{part}" if out else str(part)
     return out
 
 

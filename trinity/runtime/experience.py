@@ -16,6 +16,8 @@ class Experience:
     weight_version: int = 0  # the trainer step whose weights generated it (0: the initial model)
     step: int = 0  # the explore step that made it
     metrics: dict[str, float] = field(default_factory=dict)  # e.g. accuracy, for evaluation
+    expert: bool = False  # a sample of an SFT data set mixed into an RL batch (sample strategy mix), not a rollout
+    baseline: float | None = None  # ReMax: the reward of its task's greedy rollout (None: not made)
 
     def to_json(self) -> str:
         """One line of JSON."""

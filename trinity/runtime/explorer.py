@@ -10,9 +10,10 @@ import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from ..config.algorithms import uses_greedy_baseline
 from ..config.schema import RunConfig
 from .experience import Experience
 from .roles import Role
@@ -156,6 +157,12 @@ class Explorer(Role):
         client = _Client(
             engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens
         )
+        exps = self._retried(ts, task, client)
+        if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
+            exps = self._with_baseline(ts, task, engine, exps)
+        return exps
+
+    def _retried(self, ts: _TaskSet, task: Any, client: Any) -> list[Experience]:
         errors = []
         for _ in range(self.config.explorer.max_retry_times + 1):
             try:
@@ -165,6 +172,17 @@ class Explorer(Role):
                     raise
                 errors.append(f"{type(exc).__name__}: {exc}")
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
+
+    def _with_baseline(self, ts: _TaskSet, task: Any, engine: Any, exps: list[Experience]) -> list[Experience]:
+        """`exps` with the reward of one greedy rollout of the task as their baseline (ReMax); that rollout is not
+        trained on."""
+        greedy = replace(ts.sampling, temperature=0.0)
+        client = _Client(
+            engine, self.tokenizer, greedy, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens
+        )
+        rewards = [e.reward for e in self._retried(ts, replace(task, repeat_times=1), client)]
+        baseline = sum(rewards) / len(rewards)  # one rollout; a workflow that returns several is averaged
+        return [replace(e, baseline=baseline) for e in exps]
 
 
 def _row_workflows(storage: Any, rows: list[dict], default: str | None) -> list[type]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..config import engines, modes
 from ..config.algorithms import uses_critic
-from ..config.local_inputs import data_issues, model_issues
+from ..config.local_inputs import data_issues, model_issues, teacher_issues
 from ..config.provenance import WRITTEN
 from ..config.resolve import ResolvedConfig
 from ..config.schema import RunConfig
@@ -27,6 +27,7 @@ def check(resolved: ResolvedConfig) -> None:
     """Raise one ConfigError listing every problem found."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
     issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved))
+    issues += teacher_issues(resolved)
     for config in stages:
         if not modes.mode(config.mode).loop:
             issues.append(

@@ -26,7 +26,7 @@ class EvalRecord(TypedDict):
 
 
 class TrainResult(TypedDict):
-    loss: float | None  # None while a critic warms up (the actor is not updated)
+    loss: float | None  # None while the actor is not updated: a critic warms up, or sampling left nothing to train
     grad_norm: float | None
     lr: float | None
     experiences: int
@@ -36,6 +36,11 @@ class TrainResult(TypedDict):
     critic_loss: NotRequired[float]  # only with a critic (PPO): its value loss, gradient norm and update's seconds
     critic_grad_norm: NotRequired[float]
     critic_seconds: NotRequired[float]
+    teacher_kl: NotRequired[float]  # only with a distillation teacher: the student's sampled KL to it, per token
+    selected: NotRequired[int]  # only with RAFT: the rollouts chosen to train on
+    stale_dropped: NotRequired[int]  # only with staleness_control: experiences dropped as too old, so far
+    filtered_groups: NotRequired[int]  # only with std_threshold: groups dropped for rewards that all agree
+    mixed_samples: NotRequired[int]  # only with sample strategy mix: the SFT samples in the batch
 
 
 class SyncResult(TypedDict):

@@ -70,6 +70,13 @@ def test_a_critic_adds_its_states_and_its_own_update_phase():
     assert critic.resident - trainer_estimate(setup).resident == 12 * QWEN15.params // 2
 
 
+def test_a_distillation_teacher_runs_forward_only_in_its_own_phase_with_its_own_shape():
+    setup = TrainerSetup(QWEN15, devices=2, tokens=2048)
+    small, big = (trainer_estimate(setup._replace(teacher=t)) for t in (QWEN15, known_models()["Qwen/Qwen2.5-7B"][0]))
+    assert "teacher log-probs" in small.phases and small.resident == trainer_estimate(setup).resident  # host weights
+    assert big.phases["teacher log-probs"] > small.phases["teacher log-probs"]  # its own layers, not the actor's
+
+
 shapes = st.builds(
     ModelShape,
     model_type=st.just("qwen2"),
@@ -90,6 +97,8 @@ setups = st.builds(
     tokens=st.integers(1, 65536),
     checkpointing=st.booleans(),
     reference=st.booleans(),
+    critic=st.none(),
+    teacher=st.none() | shapes,
     param_offload=st.booleans(),
     optimizer_offload=st.booleans(),
     lora=st.none() | st.builds(adapter, st.integers(1, 256), st.sampled_from(["all-linear", "q_proj,v_proj,lm_head"])),

@@ -320,6 +320,9 @@ def test_the_algorithm_decides_reference_and_critic(cli):
     assert phases("algorithm.kl_loss_fn=low_var_kl") == {"actor update", "reference log-probs"}
     # a KL penalty in the reward needs the reference's log-probs too
     assert phases("algorithm.kl_loss_fn=none", "algorithm.kl_penalty_fn=k2") == {"actor update", "reference log-probs"}
+    # a distillation teacher: forward only, its own phase (its shape from the catalog, like the model's)
+    teacher = ("algorithm.algorithm_type=on_policy_distill", "+model.teacher_model_path=Qwen/Qwen2.5-7B-Instruct")
+    assert phases(*teacher) == {"actor update", "teacher log-probs"}
 
 
 def test_a_kv_cache_too_small_for_every_sequence_is_a_warning(cli):

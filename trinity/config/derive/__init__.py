@@ -28,6 +28,7 @@ RULES = (
     buffer.buffer_names,
     buffer.taskset_workflows,
     buffer.taskset_repeat_times,
+    algorithm.mix_batch,
     buffer.train_batch_size,
     model.model_budget,
     model.min_response,

@@ -1,10 +1,23 @@
 """Rules for the algorithm section: preset functions with their arguments, the optimizer's schedule and clip."""
 
 from dataclasses import replace
+from math import ceil
 
 from ...errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from .. import modes
-from ..algorithms import ADVANTAGES, ALGORITHMS, FUNCTIONS, ONLY_DEFAULT, POLICY_LOSSES, UNSUPPORTED, NoArgs, is_rl_loss
+from ..algorithms import (
+    ADVANTAGES,
+    ALGORITHMS,
+    FUNCTIONS,
+    ONLY_DEFAULT,
+    POLICY_LOSSES,
+    SAMPLE_STRATEGIES,
+    UNSUPPORTED,
+    NoArgs,
+    fits_loss,
+    is_rl_loss,
+    uses_teacher,
+)
 from ..validate import validate
 from ._context import Context
 
@@ -34,22 +47,34 @@ def algorithm_preset(ctx: Context) -> None:
         ctx.set("algorithm.loss_agg_mode", preset.loss_agg_mode, "algorithm_preset", (ctx.input(KEY),))
     for kind, default in preset.functions.items():
         _function(ctx, kind, default)
-    _check_pairing(ctx)
+    _check_pairing(ctx, preset.data)
     _check_penalty(ctx)
+    _check_teacher(ctx)
+    _check_sampling(ctx, preset.data)
     _check_groups(ctx)
     _check_mode(ctx, name, preset.data == "rollouts")
     _check_data_set(ctx, name, preset.data)
 
 
-def _check_pairing(ctx: Context) -> None:
-    """An RL loss needs advantages and an SFT loss reads none: a pairing that would ignore one is refused, on the
-    key a person wrote (advantage_fn when both were)."""
+def _check_pairing(ctx: Context, data: str) -> None:
+    """An RL loss needs advantages and an SFT loss reads none (or RAFT's choice of rollouts): a pairing that would
+    ignore one is refused, on the key a person wrote (advantage_fn when both were)."""
     loss, advantage = ctx.get("algorithm.policy_loss_fn"), ctx.get("algorithm.advantage_fn")
     if loss not in POLICY_LOSSES or advantage not in ADVANTAGES:
         return  # reported as unknown
-    rl, computes = is_rl_loss(loss), ADVANTAGES[advantage].estimator is not None
-    if rl == computes:
+    if ADVANTAGES[advantage].selects and data != "rollouts":
+        ctx.report(
+            "error",
+            "algorithm.advantage_fn",
+            f"{advantage!r} chooses among a task's rollouts by reward; algorithm {ctx.get(KEY)!r} trains on a data "
+            "set, which has neither",
+            allowed="none",
+            hint="remove advantage_fn, or use algorithm_type: raft",
+        )
         return
+    if fits_loss(advantage, loss):
+        return
+    rl = is_rl_loss(loss)
     why = (
         f"trains on advantages, and {advantage!r} computes none"
         if rl
@@ -57,21 +82,21 @@ def _check_pairing(ctx: Context) -> None:
     )
     message = f"policy_loss_fn {loss!r} {why}"
     if ctx.user_set("algorithm.advantage_fn") or not ctx.user_set("algorithm.policy_loss_fn"):
-        fits = [n for n, a in ADVANTAGES.items() if (a.estimator is not None) == rl]
         ctx.report(
             "error",
             "algorithm.advantage_fn",
             message,
-            allowed=", ".join(fits),
+            allowed=", ".join(
+                n for n, a in ADVANTAGES.items() if fits_loss(n, loss) and (data == "rollouts" or not a.selects)
+            ),
             hint="remove advantage_fn to take the algorithm's",
         )
         return
-    fits = [n for n in POLICY_LOSSES if is_rl_loss(n) == computes]
     ctx.report(
         "error",
         "algorithm.policy_loss_fn",
         message,
-        allowed=", ".join(fits),
+        allowed=", ".join(n for n in POLICY_LOSSES if fits_loss(advantage, n)),
         hint="remove policy_loss_fn to take the algorithm's",
     )
 
@@ -90,6 +115,142 @@ def _check_penalty(ctx: Context) -> None:
     )
 
 
+TEACHER = "model.teacher_model_path"
+
+
+def _chosen_at(ctx: Context, key: str) -> str:
+    """Where a function was chosen: where `key` was written, else where the algorithm_type that filled it was."""
+    return ctx.where(key if ctx.user_set(key) else KEY)
+
+
+def _check_teacher(ctx: Context) -> None:
+    """Distillation reads a teacher's log-probs, so it needs model.teacher_model_path; a teacher that no advantage
+    function reads would be loaded for nothing, so it is refused."""
+    advantage, teacher = ctx.get("algorithm.advantage_fn"), ctx.get(TEACHER)
+    readers = ", ".join(n for n, a in ADVANTAGES.items() if a.teacher)
+    if uses_teacher(advantage) and not teacher:  # located where the distillation was chosen
+        ctx.issues.append(
+            Issue(
+                f"advantage_fn {advantage!r} learns from a teacher model's log-probs, and no teacher is named",
+                key=TEACHER,
+                source=_chosen_at(ctx, "algorithm.advantage_fn"),
+                allowed="a local model folder with model.model_path's tokenizer",
+                hint=f"set {TEACHER}: PATH (Trinity-RFT's explorer.auxiliary_models[0] is this teacher)",
+            )
+        )
+    elif teacher and advantage in ADVANTAGES and not uses_teacher(advantage):
+        ctx.report(
+            "error",
+            TEACHER,
+            f"advantage_fn {advantage!r} reads no teacher: {teacher!r} would be loaded for nothing",
+            allowed=f"unset, or an advantage_fn that reads one ({readers})",
+            hint=f"remove {TEACHER}, or set it in the distillation stage only (stages.N.{TEACHER})",
+        )
+
+
+SAMPLE = "algorithm.sample_strategy"
+AUXILIARY = "buffer.trainer_input.auxiliary_buffers"
+
+
+def _check_sampling(ctx: Context, data: str) -> None:
+    """The sample strategy fits what the trainer reads: mixing SFT samples goes with a loss that trains them (and
+    needs their data set), dropping stale experiences with a store that can skip them; a data set is read as is."""
+    name, loss = ctx.get(SAMPLE), POLICY_LOSSES.get(ctx.get("algorithm.policy_loss_fn"))
+    strategy = SAMPLE_STRATEGIES.get(name)
+    if strategy is None or loss is None:
+        return  # reported as unknown
+    if data != "rollouts" and name != "default":
+        ctx.report(
+            "error",
+            SAMPLE,
+            f"algorithm {ctx.get(KEY)!r} reads its data set in order",
+            allowed="default",
+            hint=f"remove {SAMPLE}",
+        )
+        return
+    mixing = [n for n, p in POLICY_LOSSES.items() if p.batch == "mix"]
+    if strategy.mixes != (loss.batch == "mix"):
+        key, what = (
+            (
+                SAMPLE,
+                f"sample_strategy {name!r} puts SFT samples in each batch; policy_loss_fn "
+                f"{ctx.get('algorithm.policy_loss_fn')!r} would train them as rollouts",
+            )
+            if strategy.mixes
+            else (
+                "algorithm.policy_loss_fn",
+                f"policy_loss_fn {ctx.get('algorithm.policy_loss_fn')!r} trains "
+                f"SFT samples mixed into each batch; sample_strategy {name!r} puts none there",
+            )
+        )
+        allowed = ", ".join(mixing) if strategy.mixes else "mix"
+        ctx.report("error", key, what, allowed=allowed, hint="use algorithm_type: mix (or mix_chord)")
+        return
+    _check_auxiliary(ctx, strategy.mixes)
+    storage = (ctx.get("buffer.trainer_input.experience_buffer") or {}).get("storage_type")
+    if strategy.drops_stale and storage == "file":
+        ctx.report(
+            "error",
+            SAMPLE,
+            f"{name!r} skips experiences made by old weights; a 'file' experience buffer is read by position",
+            allowed="default, or an experience buffer with storage_type queue or sql",
+            hint="set buffer.trainer_input.experience_buffer.storage_type: queue",
+        )
+
+
+def _check_auxiliary(ctx: Context, mixes: bool) -> None:
+    """mix reads its SFT data set from auxiliary_buffers[sft_dataset_name]; a data set nothing reads is refused."""
+    buffers = ctx.get(AUXILIARY) or {}
+    wanted = (ctx.get("algorithm.sample_strategy_args") or {}).get("sft_dataset_name") if mixes else None
+    for unread in (n for n in buffers if n != wanted):
+        ctx.report(
+            "error",
+            f"{AUXILIARY}.{unread}",
+            f"no sample strategy reads {unread!r}" + (f" (mix reads {wanted!r})" if wanted else ""),
+            allowed=f"{{{wanted}: ...}}" if wanted else "{} (none)",
+            hint=f"set algorithm.sample_strategy_args.sft_dataset_name: {unread}" if wanted else f"remove {AUXILIARY}",
+        )
+    if wanted and not (buffers.get(wanted) or {}).get("path"):  # located where mixing was chosen
+        ctx.issues.append(
+            Issue(
+                f"sample_strategy 'mix' mixes samples of the SFT data set {wanted!r} into each batch, and none is "
+                "named",
+                key=f"{AUXILIARY}.{wanted}.path",
+                source=_chosen_at(ctx, SAMPLE),
+                allowed="a local JSONL, JSON or Parquet file or folder",
+                hint=f"set {AUXILIARY}: {{{wanted}: {{storage_type: file, path: DATA, format: "
+                f"{{{DATA_KEYS['sft']}}}}}}}",
+            )
+        )
+
+
+def mix_batch(ctx: Context) -> None:
+    """With SFT samples mixed in (sample strategy mix), a train batch is Trinity-RFT's split of train_batch_size:
+    ceil(expert_data_ratio x it) samples, the rest rollouts; its rollouts are one explore step's (batch_size x
+    repeat_times), so the default train_batch_size is the smallest that gives that many, and another is refused."""
+    strategy = SAMPLE_STRATEGIES.get(ctx.get(SAMPLE))
+    if strategy is None or not strategy.mixes:
+        return
+    ratio = (ctx.get("algorithm.sample_strategy_args") or {}).get("expert_data_ratio", 0.5)
+    rollouts = ctx.get("buffer.batch_size") * ctx.get("algorithm.repeat_times")
+    fits = ceil(rollouts / (1 - ratio) - 1e-9)  # t - ceil(ratio t) >= rollouts <=> t >= rollouts / (1 - ratio)
+    while fits - ceil(ratio * fits) < rollouts:  # float rounding
+        fits += 1
+    key, total = "buffer.train_batch_size", ctx.get("buffer.train_batch_size")
+    if total == 0:
+        sources = (ctx.input("buffer.batch_size"), ctx.input("algorithm.repeat_times"), ctx.input(SAMPLE))
+        ctx.set(key, fits, "mix_batch", sources)
+    elif total - ceil(ratio * total) != rollouts:
+        ctx.report(
+            "error",
+            key,
+            f"{total} splits into {ceil(ratio * total)} SFT samples and {total - ceil(ratio * total)} rollouts; an "
+            f"explore step makes {rollouts} (buffer.batch_size x algorithm.repeat_times)",
+            allowed=str(fits),
+            hint=f"remove {key} to take {fits}",
+        )
+
+
 def _function(ctx: Context, kind: str, default: str) -> None:
     key = f"algorithm.{kind}"
     if ctx.get(key) is None:
@@ -98,6 +259,11 @@ def _function(ctx: Context, kind: str, default: str) -> None:
     if name not in known:
         _unknown(ctx, kind, name)
         return
+    if kind == "sample_strategy" and SAMPLE_STRATEGIES[name].same_as:
+        same = SAMPLE_STRATEGIES[name].same_as
+        ctx.report("warning", key, f"{name!r} is Trinity-RFT's deprecated name of {same!r}", hint=f"set {same!r}")
+        ctx.set(key, same, "algorithm_preset", (ctx.input(key),))
+        name = same
     args_key = f"{key}_args"
     if known[name] is NoArgs and ctx.get(args_key):
         ctx.report("error", args_key, f"{kind} {name!r} takes no arguments", allowed="{}", hint=f"remove {args_key}")

@@ -15,7 +15,8 @@ def auxiliary_models(ctx: Context) -> None:
             "auxiliary models (judges, reward models) are not run by this version of trinity: no workflow calls "
             "them, so their engines would hold devices and do nothing",
             allowed="[] (none)",
-            hint="remove explorer.auxiliary_models; score responses in the workflow's reward function instead",
+            hint="remove explorer.auxiliary_models; score responses in the workflow's reward function instead (a "
+            "distillation teacher is model.teacher_model_path: trinity computes its log-probs in the trainer)",
         )
 
 

@@ -12,17 +12,20 @@ from ..schema import RunConfig
 from ._context import Context
 from .buffer import EXPERIENCES, tasksets
 
+AUXILIARY = "buffer.trainer_input.auxiliary_buffers"
+
 _DPO = (
     "chatpair rows (a prompt with a chosen and a rejected response) are for DPO, which trinity does not run yet; "
     "the data path reads plaintext and messages rows"
 )
+_DATA_SET_FILE = "a data set mixed into batches is read from its path (a file, a folder or a saved data set)"
 _TASKSET_FILE = (
     "a taskset is read from its path (a file, a folder or a saved data set); queue and sql are "
     "experience buffer storages"
 )
 
-# dotted key (a taskset's keys start with 'taskset.', the SFT data set's with 'experience_buffer.') -> value -> why it
-# is refused
+# dotted key (a taskset's keys start with 'taskset.', the SFT data set's with 'experience_buffer.', a data set mixed
+# into batches with 'auxiliary_buffer.') -> value -> why it is refused
 NOT_RUN: dict[str, dict[str, str]] = {
     "mode": {name: entry.refused for name, entry in MODES.items() if entry.refused},  # the modes table says why
     "synchronizer.sync_style": {
@@ -41,6 +44,8 @@ NOT_RUN: dict[str, dict[str, str]] = {
     "taskset.storage_type": {name: _TASKSET_FILE for name in ("queue", "sql")},
     "taskset.format.prompt_type": {"chatpair": _DPO},
     "experience_buffer.format.prompt_type": {"chatpair": _DPO},
+    "auxiliary_buffer.storage_type": {name: _DATA_SET_FILE for name in ("queue", "sql")},
+    "auxiliary_buffer.format.prompt_type": {"chatpair": _DPO},
 }
 # keys whose values the hardware profile narrows further: what is allowed is what both trinity and the profile run
 PROFILE_FACT = {"trainer.trainer_strategy": "trainer_strategies"}
@@ -65,7 +70,8 @@ def values_not_run(ctx: Context) -> None:
 
 def _keys(ctx: Context) -> list[tuple[str, dict[str, str]]]:
     """(dotted key, its refused values) for every place a table entry applies in this config."""
-    out = [(key, table) for key, table in NOT_RUN.items() if not key.startswith(("taskset.", "experience_buffer."))]
+    places = ("taskset.", "experience_buffer.", "auxiliary_buffer.")
+    out = [(key, table) for key, table in NOT_RUN.items() if not key.startswith(places)]
     for key, _, _ in tasksets(ctx):
         out += [(f"{key}.{k.removeprefix('taskset.')}", t) for k, t in NOT_RUN.items() if k.startswith("taskset.")]
     if ctx.get(EXPERIENCES):
@@ -73,6 +79,12 @@ def _keys(ctx: Context) -> list[tuple[str, dict[str, str]]]:
             (f"{EXPERIENCES}.{k.removeprefix('experience_buffer.')}", t)
             for k, t in NOT_RUN.items()
             if k.startswith("experience_buffer.")
+        ]
+    for name in ctx.get(AUXILIARY) or {}:
+        out += [
+            (f"{AUXILIARY}.{name}.{k.removeprefix('auxiliary_buffer.')}", t)
+            for k, t in NOT_RUN.items()
+            if k.startswith("auxiliary_buffer.")
         ]
     return out
 
@@ -86,7 +98,7 @@ def _choices(key: str) -> list:
     """The values the schema's Literal field at `key` accepts (list indices are skipped)."""
     model, annotation = RunConfig, None
     for part in key.split("."):
-        if part.isdigit():
+        if part.isdigit() or part not in model.model_fields:  # a list index, a mapping's key
             continue
         annotation = model.model_fields[part].annotation
         model = _model_in(annotation)

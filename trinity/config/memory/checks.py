@@ -72,8 +72,11 @@ def devices(count: int) -> str:
     return f"{count} device{'' if count == 1 else 's'}"
 
 
-def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> TrainerSetup | None:
-    """The trainer's setup from the config, None when its tokens per micro-batch are unknown."""
+def trainer_setup(
+    config: RunConfig, shape: ModelShape, devices: int, teacher: ModelShape | None = None
+) -> TrainerSetup | None:
+    """The trainer's setup from the config (and a distillation teacher's shape), None when its tokens per micro-batch
+    are unknown."""
     tokens = trainer_tokens(config)
     if tokens is None:
         return None
@@ -84,6 +87,7 @@ def trainer_setup(config: RunConfig, shape: ModelShape, devices: int) -> Trainer
         checkpointing=config.trainer.enable_gradient_checkpointing,
         reference=needs_reference(config),
         critic=shape if uses_critic(config.algorithm.advantage_fn) else None,
+        teacher=teacher,
         param_offload=config.trainer.param_offload,
         optimizer_offload=config.trainer.optimizer_offload,
         lora=trained_adapter(config),

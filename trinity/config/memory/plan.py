@@ -4,6 +4,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .. import engines, modes
+from ..algorithms import uses_teacher
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .catalog import FoundShape, NoShape, find_shape
@@ -110,7 +111,12 @@ def _trainer(plan: _Plan) -> TrainerSetup | None:
     if not config.cluster.trainer_gpu_num:
         return None
     found = plan.shape(config.model.model_path, "model.model_path")
-    setup = found and trainer_setup(config, found.shape, config.cluster.trainer_gpu_num)
+    teacher = None
+    if found and uses_teacher(config.algorithm.advantage_fn):
+        teacher = plan.shape(config.model.teacher_model_path, "model.teacher_model_path")
+        if teacher is None:  # unchecked, and said so: the trainer's total would leave the teacher out
+            return None
+    setup = found and trainer_setup(config, found.shape, config.cluster.trainer_gpu_num, teacher and teacher.shape)
     if found and setup is None:
         plan.unchecked.append(
             Unchecked(

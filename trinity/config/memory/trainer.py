@@ -27,7 +27,8 @@ During the actor's update:
 During the reference model's log-probs (when the algorithm needs one):
     verl forces CPU offload on forward-only models, so its weights live in host memory and only
     its bf16 working set (2 bytes x (root + two layers)), one layer's activations and 4 bytes x
-    T x V of logits reach the device.
+    T x V of logits reach the device. A distillation teacher (model.teacher_model_path) is the same with its own
+    shape, at its own time (the teacher's log-probs).
 
 `param_offload` and `optimizer_offload` do not lower this peak: verl moves the weights and the
 optimizer state back to the device for each update (`BaseEngineCtx`). They lower what the trainer
@@ -74,7 +75,7 @@ MICRO_BATCH_SIZE = 1  # Trinity-RFT's ppo_micro_batch_size_per_gpu; verl itself 
 LOGIT_BYTES_TRAIN = 8
 LOGIT_BYTES_FORWARD = 4
 SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}  # as the full fine-tuning items write them
-UPDATE, CRITIC_UPDATE, REFERENCE = "actor update", "critic update", "reference log-probs"
+UPDATE, CRITIC_UPDATE, REFERENCE, TEACHER = "actor update", "critic update", "reference log-probs", "teacher log-probs"
 
 
 class TrainerSetup(NamedTuple):
@@ -86,6 +87,7 @@ class TrainerSetup(NamedTuple):
     checkpointing: bool = True
     reference: bool = False
     critic: ModelShape | None = None
+    teacher: ModelShape | None = None  # a distillation teacher's shape (forward only, like the reference)
     param_offload: bool = False
     optimizer_offload: bool = False
     lora: Adapter | None = None  # the actor trains this adapter on a frozen base
@@ -104,6 +106,8 @@ def trainer_estimate(setup: TrainerSetup) -> Estimate:
     items += _update(actor, setup, UPDATE, logits=True, lora=setup.lora)
     if setup.reference:
         items += _reference(actor, setup)
+    if setup.teacher is not None:
+        items += _forward_only(setup.teacher, setup, "teacher", TEACHER)
     return Estimate(tuple(items))
 
 
@@ -212,25 +216,27 @@ def _lora_update(setup: TrainerSetup, phase: str) -> list[Item]:
 
 
 def _reference(shape: ModelShape, setup: TrainerSetup) -> list[Item]:
+    if not setup.lora:
+        return _forward_only(shape, setup, "reference", REFERENCE)
+    working = Item(
+        "reference working set (the actor, adapter off; no reference weights)",
+        param_bytes(setup) * (_unit_params(shape) + _unit_adapter_params(shape, setup.lora)),
+        REFERENCE,
+    )
+    return [working, *_forward_only(shape, setup, "reference", REFERENCE)[1:]]
+
+
+def _forward_only(shape: ModelShape, setup: TrainerSetup, name: str, phase: str) -> list[Item]:
+    """A model verl runs forward only (the reference, a teacher): its weights offloaded to the host."""
     tokens = setup.tokens
-    if setup.lora:
-        working = Item(
-            "reference working set (the actor, adapter off; no reference weights)",
-            param_bytes(setup) * (_unit_params(shape) + _unit_adapter_params(shape, setup.lora)),
-            REFERENCE,
-        )
-    else:
-        working = Item(
-            "reference working set (bf16; its weights stay in host memory)", 2 * _unit_params(shape), REFERENCE
-        )
     return [
-        working,
+        Item(f"{name} working set (bf16; its weights stay in host memory)", 2 * _unit_params(shape), phase),
         Item(
-            f"reference activations ({tokens} tokens, one layer at a time)",
+            f"{name} activations ({tokens} tokens, one layer at a time)",
             tokens * activation_bytes_per_layer_token(shape),
-            REFERENCE,
+            phase,
         ),
-        Item(f"reference logits ({tokens} tokens)", LOGIT_BYTES_FORWARD * tokens * shape.vocab, REFERENCE),
+        Item(f"{name} logits ({tokens} tokens)", LOGIT_BYTES_FORWARD * tokens * shape.vocab, phase),
     ]
 
 

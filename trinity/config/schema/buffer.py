@@ -76,6 +76,14 @@ class ExperienceBufferConfig(StorageConfig):
     enable_progress_bar: bool | None = Field(False, description="Show a progress bar while reading.")
 
 
+class AuxiliaryBufferConfig(ExperienceBufferConfig):
+    """A data set a sample strategy mixes into batches (mix's SFT data set), read from its path."""
+
+    storage_type: Literal["file", "queue", "sql"] = Field(
+        "file", description="Where the data set lives: read from its path (upstream's default 'queue' reads nothing)."
+    )
+
+
 class ExplorerInput(Section):
     taskset: TasksetConfig | None = Field(None, description="The training task set.")
     tasksets: list[TasksetConfig] = Field(default_factory=list, description="Several training task sets.")
@@ -89,6 +97,10 @@ class ExplorerInput(Section):
 
 class TrainerInput(Section):
     experience_buffer: ExperienceBufferConfig | None = Field(None, description="Where the trainer reads experiences.")
+    auxiliary_buffers: dict[str, AuxiliaryBufferConfig] = Field(
+        default_factory=dict,
+        description="Data sets the sample strategy mixes into each batch, by name (mix: the SFT data set).",
+    )
 
 
 class BufferConfig(Section):

@@ -38,6 +38,11 @@ class LoRAConfig(Section):
 class ModelConfig(Section):
     model_path: str = Field(..., min_length=1, description="Local path or hub name of the policy model.")
     critic_model_path: str | None = Field(None, description="Critic model; defaults to model_path.")
+    teacher_model_path: str | None = Field(
+        None,
+        description="Teacher of on-policy distillation (advantage_fn on_policy_distill, jsd): a local model with "
+        "model_path's tokenizer; the trainer computes its log-probs of every response.",
+    )
     max_model_len: PositiveInt | None = Field(
         None, description="Context length of prompt plus response; derived as their sum when both are set."
     )

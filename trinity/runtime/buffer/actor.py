@@ -20,13 +20,14 @@ class ExperienceBuffer(Role):
         self.storage, self.run_dir = storage, Path(run_dir)
         self.store = None
         self.changed = asyncio.Event()
+        self.stale = 0  # experiences dropped as too old (sample strategy staleness_control)
 
     def setup(self, sft: dict | None = None) -> dict:
         """Open the store; `sft` = {tokenizer path, seed, model section, data kind} makes it serve a data set's
         samples instead (SFT samples, DPO pairs or raw text)."""
         storage = self.storage
         if sft is not None:
-            self.store = _data_set(storage, sft)
+            self.store = data_set(storage, sft)
         elif storage.storage_type == "file":
             self.store = stores.JsonlFile(
                 Path(storage.path) if storage.path else self.run_dir / f"{storage.name}.jsonl"
@@ -50,11 +51,14 @@ class ExperienceBuffer(Role):
         self.changed.set()
         return len(experiences)
 
-    async def get(self, n: int, step: int, timeout_s: float) -> list[Experience]:
-        """`n` experiences for train step `step`; raises TimeoutError when they do not come in time."""
+    async def get(self, n: int, step: int, timeout_s: float, min_version: int = 0) -> list[Experience]:
+        """`n` experiences for train step `step`, none made by weights older than `min_version` (older ones are
+        dropped and counted in `stale`); raises TimeoutError when they do not come in time."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
+            if min_version > 0:
+                self.stale += self.store.drop_stale(min_version, step)
             taken = self.store.take(n, step)
             if taken:
                 return taken
@@ -67,12 +71,17 @@ class ExperienceBuffer(Role):
             except TimeoutError:
                 pass
 
+    def dropped(self) -> int:
+        """Experiences dropped as too old so far."""
+        return self.stale
+
     def rewind(self, after_step: int | None) -> int:
         """Give back what train steps after `after_step` consumed (a resume from that step's checkpoint)."""
         return self.store.rewind(after_step)
 
 
-def _data_set(storage: Any, sft: dict) -> stores.DataSet:
+def data_set(storage: Any, sft: dict) -> stores.DataSet:
+    """A local data set's rows, checked for the columns `sft["data"]` reads and tokenised (stores.DataSet)."""
     from transformers import AutoTokenizer
 
     from ..data.prompts import check_columns

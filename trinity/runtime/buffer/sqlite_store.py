@@ -45,6 +45,17 @@ class SqliteStore:
             )
         return [Experience.from_json(body) for _, body in rows]
 
+    def drop_stale(self, min_version: int, step: int) -> int:
+        """Mark the waiting experiences made by weights older than `min_version` consumed by `step`, unread (a
+        rewind past `step` gives them back, to be judged again)."""
+        with self.db:
+            cursor = self.db.execute(
+                "UPDATE experiences SET consumed_step = ? "
+                "WHERE consumed_step IS NULL AND json_extract(body, '$.weight_version') < ?",
+                (step, min_version),
+            )
+        return cursor.rowcount
+
     def waiting(self) -> int:
         """Experiences not consumed yet."""
         return self.db.execute("SELECT COUNT(*) FROM experiences WHERE consumed_step IS NULL").fetchone()[0]

@@ -43,6 +43,14 @@ class MemoryQueue:
             self.persist.take(n, step)  # same order as the queue: oldest first
         return [self.items.popleft() for _ in range(n)]
 
+    def drop_stale(self, min_version: int, step: int) -> int:
+        """Drop the waiting experiences made by weights older than `min_version` (marked consumed by `step`)."""
+        fresh = deque(e for e in self.items if e.weight_version >= min_version)
+        dropped, self.items = len(self.items) - len(fresh), fresh
+        if self.persist and dropped:
+            self.persist.drop_stale(min_version, step)
+        return dropped
+
     def rewind(self, after_step: int | None) -> int:
         if not self.persist:
             return 0

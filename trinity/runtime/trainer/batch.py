@@ -71,11 +71,13 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> float:
     return float(kept.mean()) if kept.numel() else 0.0
 
 
-def sft_batch(exps: list[Experience]) -> dict[str, torch.Tensor]:
-    """Packed (nested) sequences with a loss mask over each response, as verl's sft_loss reads them."""
+def sft_batch(exps: list[Experience], weights: list[list[float]] | None = None) -> dict[str, torch.Tensor]:
+    """Packed (nested) sequences with a loss mask over each response, as verl's sft_loss reads them; `weights` (one
+    per response token, RAFT's 1 or 0) multiply the mask."""
     sequences = [e.prompt_ids + e.response_ids for e in exps]
     offsets = torch.tensor([0, *np.cumsum([len(s) for s in sequences])])
-    mask = [[0] * len(e.prompt_ids) + [1] * len(e.response_ids) for e in exps]
+    weights = weights or [[1] * len(e.response_ids) for e in exps]
+    mask = [[0] * len(e.prompt_ids) + [int(w) for w in row] for e, row in zip(exps, weights)]
     return {
         "input_ids": torch.nested.nested_tensor_from_jagged(
             torch.tensor([t for s in sequences for t in s]), offsets=offsets
@@ -87,6 +89,33 @@ def sft_batch(exps: list[Experience]) -> dict[str, torch.Tensor]:
             torch.tensor([m for row in mask for m in row]), offsets=offsets
         ),
     }
+
+
+def expert_mask(exps: list[Experience], response_mask: torch.Tensor) -> torch.Tensor:
+    """The response mask of the rows that are SFT samples mixed into the batch (sample strategy mix); 0 elsewhere."""
+    return response_mask * torch.tensor([[int(e.expert)] for e in exps])
+
+
+def counts(exps: list[Experience]) -> dict[str, int]:
+    """The whole batch's response tokens and rows, of its rollouts and of its mixed-in SFT samples: what a loss
+    that treats the two apart aggregates each part over."""
+    out = {"rollout_tokens": 0, "rollout_rows": 0, "sample_tokens": 0, "sample_rows": 0}
+    for e in exps:
+        part = "sample" if e.expert else "rollout"
+        out[f"{part}_tokens"] += len(e.response_ids)
+        out[f"{part}_rows"] += 1
+    return out
+
+
+def scatter_rows(rows: list[list[float]] | None, kept: list[int], exps: list[Experience]) -> list[list[float]] | None:
+    """Per-token rows computed for `exps[i]` for i in `kept`, in place among zeros for the other experiences (None:
+    the function computes none)."""
+    if rows is None:
+        return None
+    out = [[0.0] * len(e.response_ids) for e in exps]
+    for i, row in zip(kept, rows):
+        out[i] = row
+    return out
 
 
 def shards(items: list, world_size: int) -> list[list]:

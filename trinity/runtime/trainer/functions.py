@@ -10,12 +10,13 @@ refusing to replace a function someone else registered under the name).
 import importlib
 import inspect
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 import torch
 
-from ...config.algorithms import ADVANTAGES, CONFIG, POLICY_LOSSES, Advantage, PolicyLoss
+from ...config.algorithms import ADVANTAGES, CONFIG, POLICY_LOSSES, Advantage, PolicyLoss, kl_penalty_coef
 from ...config.schema.algorithm import AlgorithmConfig
 from ..experience import Experience
 from . import batch as batches
@@ -147,6 +148,16 @@ def loss_mode(policy_loss_fn: str, args: dict[str, Any] | None = None) -> str | 
     return entry.loss_mode
 
 
+def actor_loss(algorithm: AlgorithmConfig, config: Any, step: int, info: dict) -> Callable | None:
+    """The trinity function that replaces verl's whole actor loss for this step (None where verl's own runs), bound
+    to verl's actor `config`, the run's policy_loss_fn_args, the step and the batch's global counts `info`."""
+    entry = POLICY_LOSSES[algorithm.policy_loss_fn]
+    if entry.actor_loss is None:
+        return None
+    fn = getattr(importlib.import_module(entry.module), entry.actor_loss)
+    return partial(fn, config=config, args=algorithm.policy_loss_fn_args or {}, step=step, info=info)
+
+
 def prepare(algorithm: AlgorithmConfig) -> None:
     """Register (by importing their modules, binding the run's arguments) and look up the algorithm's functions: run
     in every trainer process before verl's actor calls a loss by its mode. A name verl lacks fails here, before
@@ -160,16 +171,30 @@ def _load(entry: Advantage | PolicyLoss) -> None:
         importlib.import_module(entry.module)
 
 
+# Per-token columns an estimator may read besides the rewards, as the trainer's batch hands them over whole (each a
+# row per experience; None where the run has none: a critic's values, the old policy's and a teacher's log-probs).
+COLUMNS = ("values", "old_log_probs", "teacher_log_probs")
+
+
+def _column(name: str) -> Callable[[list[Experience], torch.Tensor, dict], Any]:
+    def make(exps: list[Experience], mask: torch.Tensor, extra: dict) -> Any:
+        return None if extra.get(name) is None else batches.per_token(extra[name], mask.shape[1])
+
+    return make
+
+
 # What the trainer's batch gives an estimator, by the name of the estimator's parameter: from the experiences, the
-# response mask and the batch's `extra` columns (per-token KL penalties, a critic's values: None where there are
-# none, and then an estimator that needs them is told so).
+# response mask and the batch's `extra` columns (per-token KL penalties and COLUMNS; an estimator that needs one the
+# run lacks is told so).
 INPUTS: dict[str, Callable[[list[Experience], torch.Tensor, dict], Any]] = {
     "token_level_rewards": lambda exps, mask, extra: batches.token_rewards(exps, mask, extra.get("penalties")),
     "response_mask": lambda exps, mask, extra: mask.float(),
     "index": lambda exps, mask, extra: np.array([e.group for e in exps], dtype=object),
-    "values": lambda exps, mask, extra: (
-        None if extra.get("values") is None else batches.per_token(extra["values"], mask.shape[1])
+    # ReMax: each rollout's greedy baseline (the explorer makes them only for an advantage that reads them)
+    "reward_baselines": lambda exps, mask, extra: (
+        None if any(e.baseline is None for e in exps) else torch.tensor([e.baseline for e in exps])
     ),
+    **{name: _column(name) for name in COLUMNS},
 }
 
 
@@ -209,19 +234,46 @@ def estimator_kwargs(
 
 
 def advantages_and_returns(
-    exps: list[Experience], algorithm: AlgorithmConfig, penalties: list | None = None, values: list | None = None
+    exps: list[Experience], algorithm: AlgorithmConfig, penalties: list | None = None, **columns: list | None
 ) -> tuple[list[list[float]] | None, list[list[float]] | None]:
     """Each experience's per-token advantages and returns (one per response token) from the estimator the
     algorithm's advantage_fn names, over the whole batch (group estimators compare the rollouts of each task), from
-    its reward less its per-token KL `penalties` and, for GAE, a critic's per-token `values`; (None, None) when the
-    advantage function computes none."""
+    its reward less its per-token KL `penalties` and the per-token `columns` it reads (COLUMNS: a critic's values
+    for GAE, the old policy's and a teacher's log-probs for distillation); (None, None) when it computes none."""
     fn = estimator(algorithm.advantage_fn)
     if fn is None:
         return None, None
     args = algorithm.advantage_fn_args or {}
-    kwargs = estimator_kwargs(fn, ADVANTAGES[algorithm.advantage_fn], args, exps, penalties=penalties, values=values)
+    kwargs = estimator_kwargs(fn, ADVANTAGES[algorithm.advantage_fn], args, exps, penalties=penalties, **columns)
     scores, returns = fn(**kwargs)
     return rows(scores, exps), rows(returns, exps)
+
+
+def batch_advantages(
+    exps: list[Experience], algorithm: AlgorithmConfig, columns: dict[str, list | None]
+) -> tuple[list | None, list | None, dict]:
+    """Rank 0's advantages and returns of the whole batch, one row per experience, and their metrics: over its
+    rollouts only (mixed-in SFT samples get zeros), from the rewards less kl_coef x the `kl` column (a KL penalty),
+    with the other per-token `columns` the estimator reads (COLUMNS). Metrics: the mean penalised KL, and with a
+    teacher the student's mean per-token log-prob gap to it (the sampled reverse KL distillation drives down)."""
+    rollouts = [i for i, e in enumerate(exps) if not e.expert]
+    columns = {name: None if rows is None else [rows[i] for i in rollouts] for name, rows in columns.items()}
+    kl, penalties, metrics = columns.pop("kl", None), None, {}
+    if kl is not None:
+        coef = kl_penalty_coef(algorithm)
+        penalties = [[coef * v for v in row] for row in kl]
+        metrics["kl_penalty"] = _token_mean(kl)
+    if columns.get("teacher_log_probs") is not None:
+        gaps = [[s - t for s, t in zip(*pair)] for pair in zip(columns["old_log_probs"], columns["teacher_log_probs"])]
+        metrics["teacher_kl"] = _token_mean(gaps)
+    advantages = returns = []  # a batch of mixed-in samples alone (sampling dropped every rollout)
+    if rollouts:
+        advantages, returns = advantages_and_returns([exps[i] for i in rollouts], algorithm, penalties, **columns)
+    return batches.scatter_rows(advantages, rollouts, exps), batches.scatter_rows(returns, rollouts, exps), metrics
+
+
+def _token_mean(rows: list[list[float]]) -> float:
+    return sum(map(sum, rows)) / max(1, sum(map(len, rows)))
 
 
 def rows(matrix: torch.Tensor, exps: list[Experience]) -> list[list[float]]:

@@ -14,14 +14,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from ...config.algorithms import POLICY_LOSSES, kl_penalty_coef, uses_critic, uses_reference
+from ...config.algorithms import POLICY_LOSSES, uses_critic, uses_reference, uses_teacher
 from ...config.schema import RunConfig
 from .. import lora
 from ..roles import Role
 from ..run_dir import STATE
 from . import batch as batches
 from . import critic as critics
-from . import functions
+from . import functions, sampling
 
 # the checkpoint writes its own
 WEIGHT_FILES = (
@@ -43,8 +43,10 @@ class TrainerRank(Role):
     def __init__(self, *, config: RunConfig, rank: int, world_size: int, **identity: Any) -> None:
         super().__init__(**identity)
         self.config, self.rank, self.world_size = config, rank, world_size
-        self.worker = self.ref = self.critic = self.buffer = self.sync_group = None
+        self.worker = self.ref = self.teacher = self.critic = self.buffer = self.sync_group = None
         self.whole: list = []  # rank 0: the step's whole batch
+        self.sampler: sampling.Sampler | None = None  # rank 0: assembles each step's batch
+        self.sampled: dict = {}  # rank 0: what sampling dropped or added this step
         self.companions: dict[str, bytes] = {}
         self.lora, self.base = lora.adapter_of(config), ""
         self._forwarded = False  # whether the actor has run a forward pass with its adapter on
@@ -93,6 +95,10 @@ class TrainerRank(Role):
         if uses_reference(self.config.algorithm) and self.lora is None:  # a LoRA actor's reference: adapter off
             self.ref = ActorRolloutRefWorker(section, role="ref")
             self.ref.init_model()
+        if uses_teacher(self.config.algorithm.advantage_fn):
+            self.teacher = ActorRolloutRefWorker(self._teacher_section(build, total_steps), role="ref")
+            self.teacher.init_model()
+        self.verl_loss = self.worker.loss_fn  # verl's ppo_loss bound to its actor config, which own losses read
         if (
             self._batch_kind() == "sft"
         ):  # verl's actor runs ppo_loss, which calls the entry's loss mode; SFT replaces it
@@ -106,7 +112,26 @@ class TrainerRank(Role):
             if self.critic is not None:
                 self.critic.load(resume)
         self.buffer, self.companions, self.base = buffer, companion_files(Path(start.base)), start.base
+        if self.rank == 0:
+            self.sampler = sampling.Sampler(self.config, buffer, self._expert_data(start.base))
         return {"rank": self.rank, "seconds": time.perf_counter() - started}
+
+    def _expert_data(self, tokenizer: str) -> Any:
+        """The SFT data set sample strategy mix puts in each batch (None without one)."""
+        args = self.config.algorithm.sample_strategy_args or {}
+        if not sampling.SAMPLE_STRATEGIES[self.config.algorithm.sample_strategy].mixes:
+            return None
+        from ..buffer.actor import data_set
+
+        storage = self.config.buffer.trainer_input.auxiliary_buffers[args["sft_dataset_name"]]
+        seed = self.config.explorer.rollout_model.seed
+        return data_set(storage, {"tokenizer": tokenizer, "seed": seed, "model": self.config.model, "data": "sft"})
+
+    def _teacher_section(self, build: Any, total_steps: int) -> Any:
+        """verl's section for the distillation teacher: the actor's, from model.teacher_model_path, without LoRA (the
+        teacher is a whole model; only its log-probs are computed)."""
+        plain = self.config.model.model_copy(update={"lora_configs": None})
+        return build(self.config.model_copy(update={"model": plain}), self.config.model.teacher_model_path, total_steps)
 
     def _initial_adapter(self, base: str, folder: Path) -> str | None:
         """A fresh float32 adapter for verl to load (None without LoRA): lora.initial_adapter says why."""
@@ -119,64 +144,75 @@ class TrainerRank(Role):
     def train_step(self, step: int) -> dict | None:
         """One update on `train_batch_size` experiences (the critic's first, with one); rank 0 returns loss,
         grad_norm, lr and the update's seconds. Before step trainer.critic_warmup only the critic is updated."""
-        exps = self._my_shard(step)
+        exps, info = self._my_shard(step)
         started = time.perf_counter()
+        if not exps:  # sampling dropped every group: nothing to train on this step
+            return (
+                None
+                if self.rank
+                else {"loss": None, "grad_norm": None, "lr": None, "experiences": 0, "seconds": 0.0} | self.sampled
+            )
+        own = functions.actor_loss(self.config.algorithm, self.verl_loss.keywords["config"], step, info)
+        if own is not None:
+            self.worker.actor.set_loss_fn(own)
         batch, extra, critic_batch = self._tensors(exps)
         if critic_batch is not None:  # the critic first, as upstream's trainer
             extra |= self.critic.update(*critic_batch)
         warming = self.critic is not None and step < self.config.trainer.critic_warmup  # upstream's check
-        output = None if warming else self.worker.update_actor(batch)
+        output = None if warming or batch is None else self.worker.update_actor(batch)
         if self.rank != 0:
             return None
         from verl.utils import tensordict_utils as tu
 
         metrics = tu.get(output, "metrics") if output is not None else {}
-        return {
-            "loss": batches.metric_mean(metrics.get("loss")),
-            "grad_norm": batches.metric_mean(metrics.get("grad_norm")),
-            "lr": _last(metrics.get("lr")),
-            "experiences": len(exps) * self.world_size,
-            "seconds": time.perf_counter() - started,
-        } | extra
+        return (
+            {
+                "loss": batches.metric_mean(metrics.get("loss")),
+                "grad_norm": batches.metric_mean(metrics.get("grad_norm")),
+                "lr": _last(metrics.get("lr")),
+                "experiences": len(exps) * self.world_size,
+                "seconds": time.perf_counter() - started,
+            }
+            | self.sampled
+            | extra
+        )
 
-    def _my_shard(self, step: int) -> list:
-        """This rank's experiences: rank 0 takes the batch from the buffer and scatters equal, contiguous shards."""
-        import ray
+    def _my_shard(self, step: int) -> tuple[list, dict]:
+        """This rank's experiences and the batch's global counts (batches.counts): rank 0 assembles the batch
+        (sampling) and scatters equal, contiguous shards."""
         import torch.distributed as dist
 
         shards = [None] * self.world_size
         if self.rank == 0:
-            self.whole = ray.get(
-                self.buffer.get.remote(self.config.buffer.train_batch_size, step, self.config.synchronizer.sync_timeout)
-            )
-            shards = batches.shards(self.whole, self.world_size)
+            self.whole, self.sampled = self.sampler.batch(step)
+            parts = batches.shards(self.whole, self.world_size)
+            counts = batches.counts([e for part in parts for e in part])
+            shards = [(part, counts) for part in parts]
         if self.world_size == 1:
             return shards[0]
         mine = [None]
         dist.scatter_object_list(mine, shards if self.rank == 0 else None, src=0)
         return mine[0]
 
-    def _advantages(self, kl: list | None, values: list | None) -> tuple[list, list, dict]:
+    def _advantages(self, kl: list | None, columns: dict[str, list | None]) -> tuple[list, list, dict]:
         """This rank's per-token advantages and returns, and (rank 0) the batch's mean penalised KL: rank 0 computes
         them over the whole batch (group estimators compare the rollouts of a task, which may sit on several ranks)
-        from the rewards less every rank's KL penalties (kl_coef x `kl`), and its critic's `values`."""
+        from the rewards less every rank's KL penalties (kl_coef x `kl`), and every rank's rows of the per-token
+        `columns` the estimator reads (functions.COLUMNS)."""
         import torch.distributed as dist
 
-        gathered = [(kl, values)]
+        mine = {"kl": kl, **columns}
+        gathered = [mine]
         if self.world_size > 1:
             gathered = [None] * self.world_size if self.rank == 0 else None
-            dist.gather_object((kl, values), gathered, dst=0)
+            dist.gather_object(mine, gathered, dst=0)
         shards, metrics = [None] * self.world_size, {}
         if self.rank == 0:
-            kl, values = (
-                [row for part in gathered for row in part[i]] if gathered[0][i] is not None else None for i in (0, 1)
-            )
-            penalties = None
-            if kl is not None:
-                coef = kl_penalty_coef(self.config.algorithm)
-                penalties = [[coef * v for v in row] for row in kl]
-                metrics["kl_penalty"] = sum(map(sum, kl)) / max(1, sum(map(len, kl)))
-            advantages, returns = functions.advantages_and_returns(self.whole, self.config.algorithm, penalties, values)
+            whole = {
+                name: None if gathered[0][name] is None else [row for part in gathered for row in part[name]]
+                for name in mine
+            }
+            advantages, returns, metrics = functions.batch_advantages(self.whole, self.config.algorithm, whole)
             shards = list(zip(batches.shards(advantages, self.world_size), batches.shards(returns, self.world_size)))
         if self.world_size == 1:
             return (*shards[0], metrics)
@@ -185,15 +221,13 @@ class TrainerRank(Role):
         return (*mine[0], metrics)
 
     def _batch_kind(self) -> str:
-        """What verl's actor trains on: rl (advantages and the old policy), sft (packed samples), or pairs (DPO)."""
+        """What verl's actor trains on: rl (advantages and the old policy), sft (packed samples), pairs (DPO), or
+        mix (rl with SFT samples among its rows)."""
         return POLICY_LOSSES[self.config.algorithm.policy_loss_fn].batch
 
     def _tensors(self, exps: list) -> tuple[Any, dict, tuple | None]:
         """verl's batch for this rank's experiences, metrics of building it, and (with a critic) what its update
         takes."""
-        from tensordict import TensorDict
-        from verl.utils import tensordict_utils as tu
-
         total = len(exps) * self.world_size
         meta = dict(
             global_batch_size=total,
@@ -206,9 +240,7 @@ class TrainerRank(Role):
         )
         kind = self._batch_kind()
         if kind == "sft":
-            td = TensorDict(batches.sft_batch(exps), batch_size=[len(exps)])
-            tu.assign_non_tensor(td, **meta)
-            return td, {}, None
+            return self._sft_batch(exps, meta)
         tensors = batches.padded(exps, self._pad_id())
         width = tensors["responses"].shape[1]
         tensors["old_log_probs"] = batches.old_logprobs(exps, width)
@@ -216,6 +248,8 @@ class TrainerRank(Role):
         if reference is not None:
             tensors["ref_log_prob"] = reference
         self._forwarded = True
+        if kind == "mix":  # which rows are SFT samples, for the mixing loss
+            tensors["expert_mask"] = batches.expert_mask(exps, tensors["response_mask"])
         if kind == "pairs":  # DPO: no rollout policy; its loss reads the reference where RL reads the old policy
             tensors["old_log_probs"], tensors["advantages"] = reference, reference.new_zeros(reference.shape)
             return self._actor_batch(tensors, meta), {}, None
@@ -227,12 +261,43 @@ class TrainerRank(Role):
             )
             tensors["old_log_probs"] = recomputed
         values = self.critic.values(tensors) if self.critic is not None else None
-        advantages, returns, metrics = self._advantages(
-            self._kl(tensors, exps), None if values is None else functions.rows(values, exps)
-        )
+        columns = {"values": None if values is None else functions.rows(values, exps)}
+        if self.teacher is not None:  # distillation: the student's log-probs against the teacher's
+            teacher = self._logprobs(self.teacher.compute_ref_log_prob, tensors)
+            columns |= {
+                "old_log_probs": functions.rows(tensors["old_log_probs"], exps),
+                "teacher_log_probs": functions.rows(teacher, exps),
+            }
+        advantages, returns, metrics = self._advantages(self._kl(tensors, exps), columns)
         tensors["advantages"] = batches.per_token(advantages, width)
         critic_batch = None if values is None else (tensors, values, batches.per_token(returns, width), total)
         return self._actor_batch(tensors, meta), extra | metrics, critic_batch
+
+    def _sft_batch(self, exps: list, meta: dict) -> tuple[Any, dict, None]:
+        """verl's SFT batch: every response, or those the advantage function selects (RAFT; rank 0 chooses over the
+        whole batch). None when none is chosen anywhere: verl's loss would divide by zero tokens."""
+        from tensordict import TensorDict
+        from verl.utils import tensordict_utils as tu
+
+        weights, extra = None, {}
+        if functions.estimator(self.config.algorithm.advantage_fn) is not None:
+            weights, _, extra = self._advantages(None, {})
+            extra["selected"] = self._sum_over_ranks(sum(1 for row in weights if any(row)))
+            if not extra["selected"]:
+                return None, extra, None
+        td = TensorDict(batches.sft_batch(exps, weights), batch_size=[len(exps)])
+        tu.assign_non_tensor(td, **meta)
+        return td, extra, None
+
+    def _sum_over_ranks(self, count: int) -> int:
+        import torch
+        import torch.distributed as dist
+
+        if self.world_size == 1:
+            return count
+        total = torch.tensor([count])
+        dist.all_reduce(total)
+        return int(total.item())
 
     def _actor_batch(self, tensors: dict, meta: dict) -> Any:
         """verl's unpadded batch of the padded `tensors`, with the update's settings."""
@@ -283,7 +348,7 @@ class TrainerRank(Role):
         tasksets = [
             t for t in [self.config.buffer.explorer_input.taskset, *self.config.buffer.explorer_input.tasksets] if t
         ]
-        return tasksets[0].rollout_args.temperature if tasksets and self._batch_kind() == "rl" else 1.0
+        return tasksets[0].rollout_args.temperature if tasksets and self._batch_kind() in ("rl", "mix") else 1.0
 
     def _pad_id(self) -> int:
         tokenizer = self.worker.actor.model_config.tokenizer

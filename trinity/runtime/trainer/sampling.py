@@ -1,0 +1,74 @@
+"""How trainer rank 0 assembles each step's batch, as the algorithm's sample strategy and GRPO's dynamic sampling
+say: an explore step's rollouts from the buffer, none made by weights more than max_staleness steps older than the
+trainer's (staleness_control); the groups whose rewards all agree dropped (std_threshold: they teach GRPO nothing)
+and, with duplicate_experiences, the batch refilled with copies of the groups kept (POLARIS's refill; Trinity-RFT
+instead waits for later explore steps, which a step-locked run cannot); then ceil(expert_data_ratio x
+train_batch_size) samples of the SFT data set (mix)."""
+
+import random
+import statistics
+from dataclasses import replace
+from math import ceil
+from typing import Any
+
+from ...config.algorithms import SAMPLE_STRATEGIES
+from ...config.schema import RunConfig
+from ..experience import Experience
+
+
+class Sampler:
+    """Rank 0's batches: `expert` is the SFT data set of sample strategy mix (None without one)."""
+
+    def __init__(self, config: RunConfig, buffer: Any, expert: Any = None) -> None:
+        algorithm = config.algorithm
+        self.config, self.buffer, self.expert = config, buffer, expert
+        self.strategy = SAMPLE_STRATEGIES[algorithm.sample_strategy]
+        self.args = algorithm.sample_strategy_args or {}
+        advantage = algorithm.advantage_fn_args or {}
+        self.threshold, self.refill = advantage.get("std_threshold"), advantage.get("duplicate_experiences", False)
+
+    def sizes(self) -> tuple[int, int]:
+        """Rollouts and SFT samples per train batch (Trinity-RFT's split: the samples rounded up)."""
+        total = self.config.buffer.train_batch_size
+        samples = ceil(self.args.get("expert_data_ratio", 0.0) * total) if self.strategy.mixes else 0
+        return total - samples, samples
+
+    def min_version(self, step: int) -> int:
+        """The oldest weights train step `step` takes experiences of (0: any)."""
+        limit = self.args.get("max_staleness") if self.strategy.drops_stale else None
+        return 0 if limit is None else max(0, ceil(step - 1 - limit))
+
+    def batch(self, step: int) -> tuple[list[Experience], dict]:
+        """Train step `step`'s experiences and what sampling dropped or added."""
+        import ray
+
+        rollouts, samples = self.sizes()
+        timeout = self.config.synchronizer.sync_timeout
+        exps = ray.get(self.buffer.get.remote(rollouts, step, timeout, self.min_version(step)))
+        metrics: dict[str, float] = {}
+        if self.strategy.drops_stale:
+            metrics["stale_dropped"] = ray.get(self.buffer.dropped.remote())
+        if self.threshold is not None:
+            exps, metrics["filtered_groups"] = informative(exps, self.threshold, self.refill, random.Random(step))
+        if samples:
+            exps += [replace(e, expert=True) for e in self.expert.take(samples, step)]
+            metrics["mixed_samples"] = samples
+        return exps, metrics
+
+
+def informative(
+    exps: list[Experience], threshold: float, refill: bool, rng: random.Random
+) -> tuple[list[Experience], int]:
+    """The rollouts of the groups whose reward std (unbiased; a group of one has none) is above `threshold`, and how
+    many groups were dropped; with `refill`, as many copies of kept groups (drawn at random, each copy a group of its
+    own with the same advantages) as were dropped."""
+    groups: dict[str, list[Experience]] = {}
+    for exp in exps:
+        groups.setdefault(exp.group, []).append(exp)
+    kept = [g for g in groups.values() if len(g) > 1 and statistics.stdev(e.reward for e in g) > threshold]
+    dropped = len(groups) - len(kept)
+    out = [e for g in kept for e in g]
+    if refill and kept and dropped:
+        copies = rng.choices(kept, k=dropped)
+        out += [replace(e, group=f"{e.group}#copy{i}") for i, group in enumerate(copies) for e in group]
+    return out, dropped
