@@ -181,6 +181,8 @@ class Explorer(Role):
             engine, self.tokenizer, greedy, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens
         )
         rewards = [e.reward for e in self._retried(ts, replace(task, repeat_times=1), client)]
+        if not rewards:
+            raise TaskFailed(f"task {task.uid}: its greedy rollout (ReMax's baseline) returned no experience")
         baseline = sum(rewards) / len(rewards)  # one rollout; a workflow that returns several is averaged
         return [replace(e, baseline=baseline) for e in exps]
 

@@ -20,6 +20,7 @@ from ..algorithms import (
 )
 from ..validate import validate
 from ._context import Context
+from .buffer import AUXILIARY, EXPERIENCES
 
 KEY = "algorithm.algorithm_type"
 OPTIM = "algorithm.optimizer"
@@ -149,7 +150,6 @@ def _check_teacher(ctx: Context) -> None:
 
 
 SAMPLE = "algorithm.sample_strategy"
-AUXILIARY = "buffer.trainer_input.auxiliary_buffers"
 
 
 def _check_sampling(ctx: Context, data: str) -> None:
@@ -167,28 +167,31 @@ def _check_sampling(ctx: Context, data: str) -> None:
             allowed="default",
             hint=f"remove {SAMPLE}",
         )
+    elif strategy.mixes != (loss.batch == "mix"):
+        _mixing_mismatch(ctx, name, strategy.mixes)
+    else:
+        _check_auxiliary(ctx, strategy.mixes)
+        _check_stale(ctx, name, strategy.drops_stale)
+
+
+def _mixing_mismatch(ctx: Context, name: str, mixes: bool) -> None:
+    """SFT samples in the batch without a loss that trains them as such, or such a loss without them."""
+    loss = ctx.get("algorithm.policy_loss_fn")
+    hint = "use algorithm_type: mix (or mix_chord)"
+    if mixes:
+        message = f"sample_strategy {name!r} puts SFT samples in each batch; policy_loss_fn {loss!r} would train "
+        mixing = ", ".join(n for n, p in POLICY_LOSSES.items() if p.batch == "mix")
+        ctx.report("error", SAMPLE, message + "them as rollouts", allowed=mixing, hint=hint)
         return
-    mixing = [n for n, p in POLICY_LOSSES.items() if p.batch == "mix"]
-    if strategy.mixes != (loss.batch == "mix"):
-        key, what = (
-            (
-                SAMPLE,
-                f"sample_strategy {name!r} puts SFT samples in each batch; policy_loss_fn "
-                f"{ctx.get('algorithm.policy_loss_fn')!r} would train them as rollouts",
-            )
-            if strategy.mixes
-            else (
-                "algorithm.policy_loss_fn",
-                f"policy_loss_fn {ctx.get('algorithm.policy_loss_fn')!r} trains "
-                f"SFT samples mixed into each batch; sample_strategy {name!r} puts none there",
-            )
-        )
-        allowed = ", ".join(mixing) if strategy.mixes else "mix"
-        ctx.report("error", key, what, allowed=allowed, hint="use algorithm_type: mix (or mix_chord)")
-        return
-    _check_auxiliary(ctx, strategy.mixes)
-    storage = (ctx.get("buffer.trainer_input.experience_buffer") or {}).get("storage_type")
-    if strategy.drops_stale and storage == "file":
+    message = f"policy_loss_fn {loss!r} trains SFT samples mixed into each batch; sample_strategy {name!r} puts none"
+    hint = f"set {SAMPLE}: mix with its SFT data set in {AUXILIARY}, or {hint}"
+    ctx.report("error", "algorithm.policy_loss_fn", message + " there", hint=hint)
+
+
+def _check_stale(ctx: Context, name: str, drops_stale: bool) -> None:
+    """Dropping stale experiences needs a store that can skip them: a file is read by position."""
+    storage = (ctx.get(EXPERIENCES) or {}).get("storage_type")
+    if drops_stale and storage == "file":
         ctx.report(
             "error",
             SAMPLE,
@@ -368,7 +371,7 @@ DATA_KEYS = {"sft": "prompt_key, response_key", "pairs": "prompt_key, chosen_key
 
 def _check_data_set(ctx: Context, name: str, data: str) -> None:
     """An algorithm that trains on a data set reads it from buffer.trainer_input.experience_buffer.path."""
-    key = "buffer.trainer_input.experience_buffer"
+    key = EXPERIENCES
     if data == "rollouts" or not modes.mode(ctx.get("mode")).trains:
         return
     data_set = ctx.get(key) or {}

@@ -12,6 +12,7 @@ from ._context import Context
 
 INPUT = "buffer.explorer_input"
 EXPERIENCES = "buffer.trainer_input.experience_buffer"
+AUXILIARY = "buffer.trainer_input.auxiliary_buffers"  # data sets a sample strategy mixes into batches
 REWARD_HINT = "name a built-in reward function, your own as module:function, or null for the workflow's own"
 
 

@@ -10,9 +10,7 @@ import typing
 from ..modes import MODES
 from ..schema import RunConfig
 from ._context import Context
-from .buffer import EXPERIENCES, tasksets
-
-AUXILIARY = "buffer.trainer_input.auxiliary_buffers"
+from .buffer import AUXILIARY, EXPERIENCES, tasksets
 
 _DPO = (
     "chatpair rows (a prompt with a chosen and a rejected response) are for DPO, which trinity does not run yet; "
