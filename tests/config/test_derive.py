@@ -678,6 +678,20 @@ def test_flash_attention_stays_selectable_on_a_gpu_profile(render):
     )
 
 
+@pytest.mark.parametrize("profile,packs", [("a100", True), ("ascend910b", True), ("cpu", False)])
+def test_sequences_are_packed_where_the_profile_says_packing_pays(render, profile, packs):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")
+    assert result.code == 0 and cfg["trainer"]["use_remove_padding"] is packs
+
+
+@pytest.mark.parametrize("yours", [True, False])
+def test_your_use_remove_padding_wins_over_the_profile(render, yours):
+    for profile in ("a100", "cpu"):
+        text = f"algorithm:\n  repeat_times: 2\ntrainer:\n  use_remove_padding: {str(yours).lower()}\n"
+        result, cfg = render(text, f"hardware={profile}")
+        assert result.code == 0 and cfg["trainer"]["use_remove_padding"] is yours
+
+
 def test_fsdp1_on_the_cpu_profile_is_refused_with_the_reason(cli, write):
     result = cli(
         "config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: fsdp\n"), "hardware=cpu"

@@ -48,12 +48,22 @@ def test_quiet_prints_nothing():
 
 def test_summary_has_a_row_per_stage_with_eval_start_and_end():
     rows = [
-        StageSummary("sft_warmup", "train", steps=400, seconds=113.2, checkpoint="ckpt/global_step_400"),
+        StageSummary(
+            "sft_warmup",
+            "train",
+            steps=400,
+            seconds=113.2,
+            checkpoint="ckpt/global_step_400",
+            setup_s=21.04,
+            kept=(0, 3),
+        ),
         StageSummary(
             "grpo",
             "both",
             steps=300,
             seconds=119.0,
+            setup_s=0.84,
+            kept=(5, 5),
             reward=0.281,
             eval_first={"arith-heldout": 0.63},
             eval_last={"arith-heldout": 0.875},
@@ -61,12 +71,16 @@ def test_summary_has_a_row_per_stage_with_eval_start_and_end():
         ),
     ]
     table = summary_table(rows).splitlines()
-    assert table[0].split() == ["STAGE", "MODE", "STEPS", "TIME", "REWARD", "EVAL", "START", "->", "END", "CHECKPOINT"]
+    assert table[0].split() == [
+        "STAGE", "MODE", "STEPS", "TIME", "SETUP", "KEPT", "REWARD", "EVAL", "START", "->", "END", "CHECKPOINT"
+    ]  # fmt: skip
     assert table[2].split() == [
         "grpo",
         "both",
         "300",
         "119s",
+        "0.8s",
+        "5/5",
         "0.281",
         "arith-heldout",
         "0.630",
@@ -74,4 +88,9 @@ def test_summary_has_a_row_per_stage_with_eval_start_and_end():
         "0.875",
         "ckpt/global_step_700",
     ]
-    assert table[1].split()[:5] == ["sft_warmup", "train", "400", "113s", "-"]
+    assert table[1].split()[:7] == ["sft_warmup", "train", "400", "113s", "21.0s", "0/3", "-"]
+
+
+def test_a_stage_done_earlier_has_no_setup():
+    table = summary_table([StageSummary("sft", "train", note="done earlier (global_step_4)")]).splitlines()
+    assert table[1].split()[:6] == ["sft", "train", "0", "0s", "-", "-"]

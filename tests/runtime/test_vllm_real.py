@@ -162,6 +162,28 @@ def test_checkpoint_sync_loads_the_written_file(engine, reference, tokenizer, tm
     assert_engine_matches(engine, reference, tokenizer, 2)
 
 
+def test_a_kept_engine_takes_the_next_stages_model_folder(engine, reference, tokenizer, demo_config, tmp_path):
+    """The run's next stage keeps a running engine that would start alike (restage), and its setup loads the stage's
+    model folder (a checkpoint's safetensors shards, tied head left out as Hugging Face saves it) into it."""
+    rollout = demo_config.explorer.rollout_model
+    reseeded = demo_config.model_copy(
+        update={
+            "explorer": demo_config.explorer.model_copy(
+                update={"rollout_model": rollout.model_copy(update={"seed": rollout.seed + 1})}
+            )
+        }
+    )
+    identity = {"name": "rollout.engine0", "role": "rollout", "log_dir": str(tmp_path / "logs"), "index": 0}
+    assert ray.get(engine.restage.remote(config=reseeded, **identity), timeout=60) is False  # it would start otherwise
+    assert ray.get(engine.restage.remote(config=demo_config, **identity), timeout=60) is True
+    perturb(reference, 5)
+    reference.save_pretrained(tmp_path / "model", max_shard_size="300KB")
+    assert len(list((tmp_path / "model").glob("*.safetensors"))) > 1
+    loaded = ray.get(engine.setup.remote(str(tmp_path / "model"), 5), timeout=120)
+    assert loaded["weight_version"] == 5 and loaded["model_path"] == str(tmp_path / "model")
+    assert_engine_matches(engine, reference, tokenizer, 5)
+
+
 class Trainer:
     """Trainer rank 0 of a weight-sync group of two (this process and the engine's one worker)."""
 

@@ -275,14 +275,22 @@ class _Shown:
     def __init__(self, fmt: str, quiet: bool, show_secrets: bool):
         self.fmt, self.quiet, self.show_secrets, self.launches = fmt, quiet, show_secrets, []
 
-    def plan(self, stage: str, plan, feasibility) -> None:
+    def plan(self, stage: str, plan, feasibility, kept: tuple[str, ...] = ()) -> None:
         from ..launch.show import plan_data, plan_text
 
         self.launches.append(
-            {"stage": stage, "plan": plan_data(plan, self.show_secrets), "feasibility": list(feasibility.lines)}
+            {
+                "stage": stage,
+                "plan": plan_data(plan, self.show_secrets),
+                "feasibility": list(feasibility.lines),
+                "kept": list(kept),
+            }
         )
         if self.fmt == "text" and not self.quiet:
-            print(f"stage {stage}: " + plan_text(plan, feasibility, self.show_secrets), file=sys.stderr)
+            text = plan_text(plan, feasibility, self.show_secrets)
+            if kept:
+                text += f"\nkept running from the previous stage: {', '.join(kept)}\n"
+            print(f"stage {stage}: " + text, file=sys.stderr)
 
     def placements(self, placements) -> None:
         from ..launch.show import placements_text

@@ -90,13 +90,17 @@ def cpus_needed(plan: LaunchPlan) -> int:
 
 
 class Launch:
-    """Owns every group and actor it creates; leaving the `with` block removes them all."""
+    """Owns every group and actor it creates; leaving the `with` block removes them all. A run's stages go on in one
+    launch: `replan` keeps what the next stage's plan names exactly as it runs, and the kept actors take the next
+    stage's arguments in their running processes (`Role.restage`)."""
 
-    def __init__(self, plan: LaunchPlan, timeout_s: float):
-        self.plan, self.timeout_s = plan, timeout_s
+    def __init__(self, plan: LaunchPlan | None, timeout_s: float):
+        self.plan, self.timeout_s = plan, timeout_s  # a run's launch starts without one and replans each stage
         self.groups: dict[str, object] = {}
         self.actors: dict[str, object] = {}
+        self.started: dict[str, tuple[ActorSpec, type]] = {}  # name -> the spec and class each running actor has
         self.closing: list[str] = []  # actors whose class has close()
+        self.kept: tuple[str, ...] = ()  # actors the last replan kept running
 
     def __enter__(self) -> "Launch":
         return self
@@ -104,12 +108,34 @@ class Launch:
     def __exit__(self, *exc) -> None:
         self.teardown()
 
+    def replan(self, plan: LaunchPlan) -> LaunchPlan:
+        """Go on with `plan`: keep the groups and actors it names with the spec they run with, remove every other one;
+        returns the part of `plan` still to create (what feasibility is checked on)."""
+        running = self.plan.placement_groups if self.plan else ()
+        groups = {g.name for g in plan.placement_groups if g.name in self.groups and g in running}
+        kept = {
+            a.name
+            for a in plan.actors
+            if a.name in self.started
+            and self.started[a.name][0] == a
+            and (a.placement_group is None or a.placement_group in groups)
+        }
+        self._remove([n for n in self.actors if n not in kept], [n for n in self.groups if n not in groups])
+        self.plan, self.kept = plan, tuple(a.name for a in plan.actors if a.name in kept)
+        return replace(
+            plan,
+            placement_groups=tuple(g for g in plan.placement_groups if g.name not in groups),
+            actors=tuple(a for a in plan.actors if a.name not in kept),
+        )
+
     def create_groups(self) -> None:
         """Create each group in plan order and wait for it; a group not ready in time is removed and explained."""
         import ray
         from ray.util.placement_group import placement_group
 
         for spec in self.plan.placement_groups:
+            if spec.name in self.groups:  # kept from the stage before
+                continue
             group = placement_group([dict(b) for b in spec.bundles], strategy=spec.strategy, name=spec.name)
             self.groups[spec.name] = group
             ready, _ = ray.wait([group.ready()], timeout=self.timeout_s)
@@ -127,28 +153,52 @@ class Launch:
                 )
 
     def start_actors(self, make: Callable[[ActorSpec], tuple[type, dict[str, Any]]]) -> dict[str, object]:
-        """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and kwargs."""
+        """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and kwargs.
+        A kept actor of the same class takes its new kwargs in place (`restage`); one that cannot is replaced."""
+        made = {spec.name: make(spec) for spec in self.plan.actors}
+        self._restage(made)
+        for spec in self.plan.actors:
+            if spec.name not in self.actors:
+                self._start(spec, *made[spec.name])
+        self.actors = {spec.name: self.actors[spec.name] for spec in self.plan.actors}  # plan order
+        return self.actors
+
+    def _restage(self, made: dict[str, tuple[type, dict[str, Any]]]) -> None:
+        import ray
+
+        same = [name for name in self.kept if self.started[name][1] is made[name][0]]
+        refs = [
+            self.actors[name].restage.remote(**self._identity(self.started[name][0]), **made[name][1]) for name in same
+        ]
+        taken = ray.get(refs, timeout=self.timeout_s)
+        refused = [name for name in self.kept if name not in same] + [n for n, ok in zip(same, taken) if not ok]
+        self._remove(refused, [])
+        self.kept = tuple(name for name in self.kept if name not in refused)
+
+    def _start(self, spec: ActorSpec, cls: type, kwargs: dict[str, Any]) -> None:
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        for spec in self.plan.actors:
-            strategy = None
-            if spec.placement_group:
-                strategy = PlacementGroupSchedulingStrategy(
-                    self.groups[spec.placement_group], placement_group_bundle_index=spec.bundle_index
-                )
-            options = {
-                **spec.options,
-                "runtime_env": {"env_vars": spec.env},
-                **({"scheduling_strategy": strategy} if strategy else {}),
-            }
-            cls, kwargs = make(spec)
-            identity = {"name": spec.name, "role": spec.role, "visible_devices_env": self.plan.visible_devices_env}
-            self.actors[spec.name] = ray.remote(cls).options(**options).remote(**identity, **kwargs)
-            # it started processes of its own (vLLM's); a role busy in a collective is not asked
-            if hasattr(cls, "close"):
-                self.closing.append(spec.name)
-        return self.actors
+        strategy = None
+        if spec.placement_group:
+            strategy = PlacementGroupSchedulingStrategy(
+                self.groups[spec.placement_group], placement_group_bundle_index=spec.bundle_index
+            )
+        options = {
+            **spec.options,
+            "runtime_env": {"env_vars": spec.env},
+            **({"scheduling_strategy": strategy} if strategy else {}),
+        }
+        actor = ray.remote(cls).options(**options).remote(**self._identity(spec), **kwargs)
+        if getattr(cls, "WARM", ()):  # heavy imports start now, beside the other roles' setup; setup waits for them
+            actor.warm.remote()
+        self.actors[spec.name], self.started[spec.name] = actor, (spec, cls)
+        # it started processes of its own (vLLM's); a role busy in a collective is not asked
+        if hasattr(cls, "close"):
+            self.closing.append(spec.name)
+
+    def _identity(self, spec: ActorSpec) -> dict[str, Any]:
+        return {"name": spec.name, "role": spec.role, "visible_devices_env": self.plan.visible_devices_env}
 
     def placements(self) -> list[Placement]:
         """Every actor's report, checked against the plan: node of its bundle, number of visible devices, device."""
@@ -177,19 +227,23 @@ class Launch:
     def teardown(self) -> None:
         """Ask the actors that have close() to close, kill every actor, and remove every group this launch created; wait
         until Ray has freed them."""
+        self._remove(list(self.actors), list(self.groups))
+
+    def _remove(self, actors: list[str], groups: list[str]) -> None:
+        """Close (where they can), kill and forget `actors`, then remove `groups` and wait until Ray has freed them."""
         import ray
         from ray.util.placement_group import remove_placement_group
 
-        closing = [self.actors[name].close.remote() for name in self.closing]
+        closing = [self.actors[name].close.remote() for name in actors if name in self.closing]
         ray.wait(closing, num_returns=len(closing), timeout=CLOSE_S)  # a dead or hung actor is killed all the same
-        for actor in self.actors.values():
-            ray.kill(actor)
-        for group in self.groups.values():
+        for name in actors:
+            ray.kill(self.actors.pop(name))
+            self.started.pop(name, None)
+        self.closing = [name for name in self.closing if name not in actors]
+        removed = [self.groups.pop(name) for name in groups]
+        for group in removed:
             remove_placement_group(group)
-        _wait_removed(list(self.groups.values()), self.timeout_s)
-        self.actors.clear()
-        self.closing.clear()
-        self.groups.clear()
+        _wait_removed(removed, self.timeout_s)
 
     def _pending_plan(self, name: str) -> LaunchPlan:
         """The plan reduced to the group that did not fit, checked against what is free now (after removing it)."""

@@ -30,6 +30,8 @@ class _TaskSet:
 class Explorer(Role):
     """Drives workflows; the constructor is light, `setup` loads tasksets and the tokenizer."""
 
+    WARM = ("transformers",)
+
     def __init__(self, *, config: RunConfig, **identity: Any) -> None:
         super().__init__(**identity)
         self.config = config
@@ -48,6 +50,11 @@ class Explorer(Role):
         self.evals = [self._load(t, True) for t in explorer_input.eval_tasksets]
         self.pool = ThreadPoolExecutor(max_workers=max(1, self.config.explorer.runner_per_model * len(engines)))
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
+
+    def release(self) -> None:
+        """Stop the workflow threads (the next stage's setup starts its own)."""
+        if hasattr(self, "pool"):
+            self.pool.shutdown(wait=False, cancel_futures=True)
 
     def _load(self, storage: Any, is_eval: bool) -> _TaskSet:
         from .data.prompts import check_columns

@@ -72,17 +72,35 @@ class StageSummary:
     checkpoint: str = ""
     note: str = ""
     peak_rss_mb: dict[str, float] = field(default_factory=dict)  # each role's peak resident memory
+    # from the previous stage's end (or the run's launch) to this stage's first step: placement and setup
+    setup_s: float | None = None
+    kept: tuple[int, int] = (0, 0)  # actors kept running from the previous stage, of the stage's actors
 
 
 def summary_table(stages: list[StageSummary]) -> str:
-    """One row per stage: steps, time, last reward, eval accuracy at its start and end, last checkpoint."""
-    head = ["STAGE", "MODE", "STEPS", "TIME", "REWARD", "EVAL START -> END", "CHECKPOINT"]
+    """One row per stage: steps, time, setup time and actors kept, last reward, eval accuracy at its start and end,
+    last checkpoint."""
+    head = ["STAGE", "MODE", "STEPS", "TIME", "SETUP", "KEPT", "REWARD", "EVAL START -> END", "CHECKPOINT"]
     rows = [head]
     for s in stages:
         evals = (
             "; ".join(f"{k} {s.eval_first.get(k, float('nan')):.3f} -> {v:.3f}" for k, v in s.eval_last.items()) or "-"
         )
         reward = f"{s.reward:.3f}" if s.reward is not None else "-"
-        rows.append([s.name, s.mode, str(s.steps), f"{s.seconds:.0f}s", reward, evals, s.checkpoint or s.note or "-"])
+        setup = f"{s.setup_s:.1f}s" if s.setup_s is not None else "-"
+        kept = f"{s.kept[0]}/{s.kept[1]}" if s.setup_s is not None else "-"
+        rows.append(
+            [
+                s.name,
+                s.mode,
+                str(s.steps),
+                f"{s.seconds:.0f}s",
+                setup,
+                kept,
+                reward,
+                evals,
+                s.checkpoint or s.note or "-",
+            ]
+        )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"

@@ -4,6 +4,7 @@ Each stage starts from the previous stage's last checkpoint; a resumed run skips
 checkpoints say are done and continues the one that is not from its last complete checkpoint.
 """
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,40 +72,37 @@ def _lock_mode(modes: set) -> tuple[str, ...]:
 def _stages(
     stages: list, run_dir: RunDir, metrics: MetricsLog, latest: Checkpoint | None, options: RunOptions, show: Any
 ) -> list[StageSummary]:
+    from ..launch.launcher import Launch
+
     summaries, model_path, offset = [], stages[0][1].model.model_path, 0
-    for index, (name, config) in enumerate(stages):
-        own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
-        done = {index: own[-1]} if own and own[-1].stage_done else {}
-        latest = own[-1] if own else None
-        if index in done:
-            model_path, offset = str(done[index].path), done[index].global_step
-            summaries.append(StageSummary(name or "run", config.mode, note=f"done earlier ({done[index].path.name})"))
-            continue
-        resume = latest if latest and not latest.stage_done else None
-        stage = Stage(
-            config,
-            name,
-            index,
-            run_dir,
-            metrics,
-            StageStart(model_path, offset, resume),
-            options.quiet,
-        )
-        summaries.append(_launch(stage, options, show))
-        if stage.last_checkpoint:
-            model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
+    with Launch(None, options.timeout_s) as launch:  # the run's actors: a stage keeps those its plan names alike
+        for index, (name, config) in enumerate(stages):
+            own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
+            latest = own[-1] if own else None
+            if latest and latest.stage_done:
+                model_path, offset = str(latest.path), latest.global_step
+                summaries.append(StageSummary(name or "run", config.mode, note=f"done earlier ({latest.path.name})"))
+                continue
+            resume = latest if latest and not latest.stage_done else None
+            start = StageStart(model_path, offset, resume)
+            stage = Stage(config, name, index, run_dir, metrics, start, options.quiet)
+            summaries.append(_launch(stage, launch, show))
+            if stage.last_checkpoint:
+                model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
     return summaries
 
 
-def _launch(stage: Stage, options: RunOptions, show: Any) -> StageSummary:
-    """Place the stage's actors, check where they landed, set them up, run, checkpoint; always tear down."""
-    from ..launch.launcher import Launch, check_live
+def _launch(stage: Stage, launch: Any, show: Any) -> StageSummary:
+    """Place the stage's actors (keeping the previous stage's where its plan names them alike), check where they
+    landed, set them up, run, checkpoint. The run's launch removes everything at its end or on the first error."""
+    from ..launch.launcher import check_live
     from ..launch.plan import build_plan
     from .factory import role_factory
 
+    started = time.monotonic()
     plan = build_plan(stage.config)
-    feasibility = check_live(plan)
-    show.plan(stage.summary.name, plan, feasibility)
+    feasibility = check_live(launch.replan(plan))
+    show.plan(stage.summary.name, plan, feasibility, launch.kept)
     if not feasibility.ok:
         raise ConfigError(
             [
@@ -116,21 +114,31 @@ def _launch(stage: Stage, options: RunOptions, show: Any) -> StageSummary:
                 )
             ]
         )
-    with Launch(plan, options.timeout_s) as launch:
-        launch.create_groups()
-        actors = launch.start_actors(role_factory(stage.config, stage.run_dir.root))
-        placements = _placements(launch)
-        show.placements(placements)
-        misplaced = [p for p in placements if p.problem]
-        if misplaced:
-            raise RoleFailed(
-                f"{len(misplaced)} actor(s) did not land as planned: "
-                + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced)
-            )
-        stage.setup(RoleHandles.of(list(plan.actors), actors))
-        summary = stage.run()
-        stage.finish()
+    launch.create_groups()
+    actors = _started(launch, role_factory(stage.config, stage.run_dir.root))
+    placements = _placements(launch)
+    show.placements(placements)
+    misplaced = [p for p in placements if p.problem]
+    if misplaced:
+        raise RoleFailed(
+            f"{len(misplaced)} actor(s) did not land as planned: "
+            + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced)
+        )
+    stage.setup(RoleHandles.of(list(plan.actors), actors))
+    stage.summary.setup_s, stage.summary.kept = time.monotonic() - started, (len(launch.kept), len(plan.actors))
+    summary = stage.run()
+    stage.finish()
     return summary
+
+
+def _started(launch: Any, make: Any) -> dict:
+    """The stage's actors, started or kept (a kept one that fails to take the new stage is a failed role)."""
+    import ray
+
+    try:
+        return launch.start_actors(make)
+    except ray.exceptions.RayError as exc:
+        raise RoleFailed(f"a kept role actor failed to take the next stage: {_last_line(exc)}") from None
 
 
 def _placements(launch: Any) -> list:
@@ -139,8 +147,12 @@ def _placements(launch: Any) -> list:
     try:
         return launch.placements()
     except ray.exceptions.RayError as exc:  # an actor that cannot even start (a missing package on a node, say)
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        raise RoleFailed(f"a role actor failed to start: {lines[-1] if lines else type(exc).__name__}") from None
+        raise RoleFailed(f"a role actor failed to start: {_last_line(exc)}") from None
+
+
+def _last_line(exc: Exception) -> str:
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return lines[-1] if lines else type(exc).__name__
 
 
 def _resume_point(run_dir: RunDir, config: RunConfig, provenance: Provenance, force: bool) -> Checkpoint | None:

@@ -20,6 +20,7 @@ RULES = (
     hardware.rollout_engines,
     values.values_not_run,
     hardware.attn_implementation,
+    hardware.remove_padding,
     rollout.auxiliary_models,
     rollout.sleep_mode,
     algorithm.algorithm_preset,

@@ -125,6 +125,12 @@ def attn_implementation(ctx: Context) -> None:
         )
 
 
+def remove_padding(ctx: Context) -> None:
+    """trainer.use_remove_padding: the user's, else whether packing pays on this hardware (facts.pack_sequences)."""
+    if not ctx.user_set("trainer.use_remove_padding"):
+        ctx.set("trainer.use_remove_padding", ctx.facts.pack_sequences, "remove_padding", (ctx.fact("pack_sequences"),))
+
+
 def _engines(ctx: Context) -> list[tuple[str, dict]]:
     # auxiliary models are refused as a whole (rollout.auxiliary_models): their fields are not checked one by one
     return [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]

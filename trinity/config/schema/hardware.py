@@ -52,6 +52,12 @@ class HardwareFacts(Section):
         description="Attention kernel the trainer's model uses by default (a Hugging Face attn_implementation; "
         "trainer.attn_implementation overrides it).",
     )
+    pack_sequences: bool = Field(
+        True,
+        description="Whether the trainer packs a batch's sequences into one row without padding by default "
+        "(trainer.use_remove_padding): faster with variable-length attention kernels, slower where the packed row is "
+        "attended with a dense block mask.",
+    )
     rollout_sleep_mode: bool = Field(
         True,
         description="Whether vLLM's sleep mode (freeing device memory for the trainer in colocate mode) exists here.",

@@ -41,7 +41,11 @@ class TrainerConfig(Section):
         None, description="Token budget per device and micro-batch; defaults to 2 x max_model_len."
     )
     ulysses_sequence_parallel_size: PositiveInt = Field(1, description="Ulysses sequence-parallel degree.")
-    use_remove_padding: bool = Field(True, description="Pack sequences without padding in the actor's forward pass.")
+    use_remove_padding: bool | None = Field(
+        None,
+        description="Pack sequences without padding in the actor's forward pass; default: the hardware profile's "
+        "facts.pack_sequences.",
+    )
     param_offload: bool = Field(False, description="Offload FSDP parameters to host memory.")
     optimizer_offload: bool = Field(False, description="Offload optimizer state to host memory.")
     offload_policy: bool = Field(

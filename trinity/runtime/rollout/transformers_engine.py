@@ -16,6 +16,8 @@ MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batc
 class TransformersEngine(RolloutEngine):
     """A Hugging Face causal LM behind the engine interface."""
 
+    WARM = ("torch", "transformers")
+
     def _load(self, model_path: str) -> None:
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer

@@ -19,6 +19,7 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+from ...config.schema import RunConfig
 from .. import lora
 from ..weights import safetensors_bytes
 from .base import RolloutEngine, Sample, Sampling, WeightSpec
@@ -45,8 +46,30 @@ class VllmEngine(RolloutEngine):
 
     # --- starting -----------------------------------------------------------------------------------
 
+    def restage(self, **kwargs: Any) -> bool:
+        """Keep the running engine for the next stage when it would start alike (the same arguments but the model's
+        path, one part, no adapter); that stage's setup then loads its weights into it."""
+        if not self._starts_alike(kwargs["config"], kwargs["index"]):
+            return False
+        running = {"llm": self.llm, "vllm": self.vllm, "topology": self.topology}
+        super().restage(**kwargs)
+        self.__dict__.update(running)
+        return True
+
+    def _starts_alike(self, config: RunConfig, index: int) -> bool:
+        if self.llm is None or self.topology.parts > 1 or lora.moves_adapter(self.config) or lora.moves_adapter(config):
+            return False
+        topo = topology(config, index)
+        return (engine_kwargs(self.config, "", self.topology), engine_env(self.config, self.topology)) == (
+            engine_kwargs(config, "", topo),
+            engine_env(config, topo),
+        )
+
     async def setup(self, model_path: str, version: int) -> dict:
-        """Start vLLM on this actor's devices: the engine on the head part, headless workers elsewhere."""
+        """Start vLLM on this actor's devices: the engine on the head part, headless workers elsewhere. An engine kept
+        from the stage before loads the stage's weights instead."""
+        if self.llm is not None:
+            return await self._reload(model_path, version)
         self.version = version
         self.topology = topo = topology(self.config, self.index)
         self.vllm = vllm_api(engine_env(self.config, topo))
@@ -80,6 +103,24 @@ class VllmEngine(RolloutEngine):
             "part": topo.part,
             "parts": topo.parts,
         }
+
+    async def _reload(self, model_path: str, version: int) -> dict:
+        """The stage's weights (its model folder's safetensors files, all in one reload) into the kept engine."""
+        files = sorted(str(f) for f in Path(model_path).glob("*.safetensors"))
+        if not files:  # weights vLLM reads only at start (.bin, say): start it again, in this process
+            self.close()
+            return await self.setup(model_path, version)
+        started = time.perf_counter()
+        await self._update("trinity_load", files, version)
+        self.base = model_path
+        self.log.info(
+            "vLLM %s kept; %d weight file(s) of %s loaded in %.1f s",
+            self.name,
+            len(files),
+            model_path,
+            time.perf_counter() - started,
+        )
+        return {"engine": self.name, "model_path": model_path, "weight_version": version, "part": 0, "parts": 1}
 
     def _start_engine(self, kwargs: dict) -> Any:
         self.log.info("vLLM engine arguments: %s", kwargs)

@@ -64,11 +64,16 @@ class WeightSyncWorker:
         return received.count
 
     def trinity_load(self, source: Any, adapter: dict | None = None) -> int:
-        """Load a safetensors file's path (checkpoint sync) or safetensors bytes (memory sync) into the model, or
-        given `adapter`, as that LoRA adapter version; returns the count."""
+        """Load a safetensors file's path (checkpoint sync), a model folder's files' paths (a new stage's weights) or
+        safetensors bytes (memory sync) into the model, or given `adapter`, as that LoRA adapter version; returns the
+        count."""
         from safetensors.torch import load, load_file
 
-        weights = load_file(source) if isinstance(source, str) else load(bytes(source))
+        if isinstance(source, (str, list)):
+            paths = [source] if isinstance(source, str) else source
+            weights = {name: tensor for path in paths for name, tensor in load_file(path).items()}
+        else:
+            weights = load(bytes(source))
         if adapter is None:
             self._trinity_reload(iter(weights.items()))
         else:

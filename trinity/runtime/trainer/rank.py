@@ -40,6 +40,8 @@ WEIGHT_FILES = (
 class TrainerRank(Role):
     """A verl actor worker on one device; the constructor is light, `setup` builds the model."""
 
+    WARM = ("verl.workers.engine_workers",)
+
     def __init__(self, *, config: RunConfig, rank: int, world_size: int, **identity: Any) -> None:
         super().__init__(**identity)
         self.config, self.rank, self.world_size = config, rank, world_size
@@ -50,6 +52,15 @@ class TrainerRank(Role):
         self.companions: dict[str, bytes] = {}
         self.lora, self.base = lora.adapter_of(config), ""
         self._forwarded = False  # whether the actor has run a forward pass with its adapter on
+
+    def restage(self, **kwargs: Any) -> bool:
+        """The next stage's rank in this process, its trainer group kept (the launch keeps a rank only with the same
+        group; another world size starts new ranks)."""
+        if kwargs["world_size"] != self.world_size or kwargs["rank"] != self.rank:
+            return False
+        kept = super().restage(**kwargs)
+        _empty_device_cache()  # the last stage's models are gone: their cached device blocks go back to the device
+        return kept
 
     def rendezvous(self) -> tuple[str, int]:
         """Address and a free port on this node for the trainer's process group (asked of rank 0)."""
@@ -506,3 +517,10 @@ def companion_files(model_path: Path) -> dict[str, bytes]:
 def _last(values: Any) -> float | None:
     values = values if isinstance(values, list) else [values]
     return float(values[-1]) if values and values[-1] is not None else None
+
+
+def _empty_device_cache() -> None:
+    import torch
+
+    if torch.accelerator.is_available():
+        torch.accelerator.empty_cache()

@@ -1,0 +1,113 @@
+"""A run's stages in one launch (Launch.replan): the next stage keeps the groups and actors its plan names exactly as
+they run, their processes take the new stage's arguments (restage), and everything else is replaced, on a real Ray
+with simulated GPUs."""
+
+import time
+
+import pytest
+import ray
+
+from tests.conftest import ray_cluster
+from trinity.config.compose import Request
+from trinity.config.resolve import resolve
+from trinity.launch.launcher import Launch
+from trinity.launch.plan import build_plan
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def node():
+    with ray_cluster({"num_cpus": 12, "num_gpus": 8}) as c:
+        ray.init(address=c.address, log_to_driver=False)
+        try:
+            yield c
+        finally:
+            ray.shutdown()
+
+
+def classes() -> tuple[type, type]:
+    """Defined in a function: Ray then ships them by value (the tests folder is not importable in its workers)."""
+
+    class Stand:
+        """A role that reports its process and the stage it was given; it refuses a restage when told to."""
+
+        def __init__(self, *, name, role, visible_devices_env, stage, refuse=()):
+            self.name, self.stage, self.refuse = name, stage, refuse
+
+        def restage(self, **kwargs):
+            if self.name in kwargs["refuse"]:
+                return False
+            self.__init__(**kwargs)
+            return True
+
+        def report(self):
+            import os
+
+            return {"pid": os.getpid(), "stage": self.stage}
+
+    class Other(Stand):
+        """Another role class under the same actor name."""
+
+    return Stand, Other
+
+
+def plan(*overrides: str, minimal_file):
+    return build_plan(
+        resolve(Request(minimal_file, ("hardware=a100", "explorer.rollout_model.engine_num=2", *overrides))).config
+    )
+
+
+def reports(actors: dict) -> dict:
+    return dict(zip(actors, ray.get([a.report.remote() for a in actors.values()], timeout=60)))
+
+
+def test_the_next_stage_keeps_what_its_plan_names_alike_and_replaces_the_rest(node, minimal_file):
+    Stand, Other = classes()
+    first, second = plan(minimal_file=minimal_file), plan("cluster.gpu_per_node=6", minimal_file=minimal_file)
+    with Launch(None, 60) as launch:
+        launch.create_groups() if launch.replan(first) == first else pytest.fail("a fresh launch creates everything")
+        before = reports(launch.start_actors(lambda spec: (Stand, {"stage": "first"})))
+        assert launch.kept == ()
+
+        pending = launch.replan(second)
+        # the trainer group went from 6 devices to 4: it and its ranks are new; the rollout group and the roles
+        # without a group are the same specs
+        assert [g.name for g in pending.placement_groups] == ["trainer_node0"]
+        assert [a.name for a in pending.actors] == [f"trainer_node0.rank{i}" for i in range(4)]
+        assert launch.kept == ("rollout.engine0", "rollout.engine1", "explorer", "synchronizer", "buffer")
+        launch.create_groups()
+        refuse = ("rollout.engine1",)
+        after = reports(
+            launch.start_actors(
+                lambda spec: (Other if spec.role == "explorer" else Stand, {"stage": "second", "refuse": refuse})
+            )
+        )
+        assert launch.kept == ("rollout.engine0", "synchronizer", "buffer")
+        assert list(after) == [a.name for a in second.actors]
+        assert {r["stage"] for r in after.values()} == {"second"}
+        same = {name for name in after if before.get(name, {}).get("pid") == after[name]["pid"]}
+        assert same == {"rollout.engine0", "synchronizer", "buffer"}  # engine1 refused, the explorer's class changed
+        deadline = time.monotonic() + 30  # Ray frees a removed group's devices a moment later
+        while ray.available_resources().get("GPU") != 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert ray.available_resources().get("GPU") == 2  # 4 ranks and 2 engines hold 6 of 8: the old ranks are gone
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("GPU") != 8 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert ray.available_resources().get("GPU") == 8  # the run's end removes everything, kept or not
+
+
+def test_a_stage_with_another_env_for_a_role_starts_that_role_anew(node, minimal_file):
+    first = plan(minimal_file=minimal_file)
+    second = plan("explorer.env_vars.VLLM_LOGGING_LEVEL=DEBUG", minimal_file=minimal_file)
+    Stand, _ = classes()
+    changed = {a.name for a in second.actors if a.env != next(b for b in first.actors if b.name == a.name).env}
+    assert changed == {"rollout.engine0", "rollout.engine1"}  # explorer.env_vars are the engines' variables
+    with Launch(None, 60) as launch:
+        launch.replan(first)
+        launch.create_groups()
+        launch.start_actors(lambda spec: (Stand, {"stage": "first"}))
+        pending = launch.replan(second)
+        assert {a.name for a in pending.actors} == changed
+        assert set(launch.kept) == {a.name for a in second.actors} - changed
