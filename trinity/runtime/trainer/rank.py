@@ -54,9 +54,14 @@ class TrainerRank(Role):
         self._forwarded = False  # whether the actor has run a forward pass with its adapter on
 
     def restage(self, **kwargs: Any) -> bool:
-        """The next stage's rank in this process, its trainer group kept (the launch keeps a rank only with the same
-        group; another world size starts new ranks)."""
-        if kwargs["world_size"] != self.world_size or kwargs["rank"] != self.rank:
+        """The next stage's rank in this process, its trainer process group kept: a stage with another world size or
+        backend starts new ranks."""
+        backend = kwargs["config"].trainer.process_group_backend
+        if (kwargs["world_size"], kwargs["rank"], backend) != (
+            self.world_size,
+            self.rank,
+            self.config.trainer.process_group_backend,
+        ):
             return False
         kept = super().restage(**kwargs)
         _empty_device_cache()  # the last stage's models are gone: their cached device blocks go back to the device
