@@ -133,6 +133,11 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
     assert (run / "config.yaml").read_text().startswith("# sha256: ")
     assert "sft_warmup" in proc.stdout and "grpo" in proc.stdout and "arith-heldout" in proc.stdout  # the summary table
     assert {"explorer.log", "trainer_node0.rank0.log"} <= set(os.listdir(run / "logs"))
+    # SFT's 2 trainer ranks make another trainer group than GRPO's 1: only the buffer runs on, and says so
+    assert proc.stderr.count("kept running from the previous stage:") == 1
+    assert "kept running from the previous stage: buffer\n" in proc.stderr
+    grpo = next(line.split() for line in proc.stdout.splitlines() if line.startswith("grpo "))
+    assert grpo[5] == "1/5" and float(grpo[4].rstrip("s")) > 0  # KEPT and SETUP
 
 
 @pytest.mark.train

@@ -275,28 +275,23 @@ class _Shown:
     def __init__(self, fmt: str, quiet: bool, show_secrets: bool):
         self.fmt, self.quiet, self.show_secrets, self.launches = fmt, quiet, show_secrets, []
 
-    def plan(self, stage: str, plan, feasibility, kept: tuple[str, ...] = ()) -> None:
+    def plan(self, stage: str, plan, feasibility) -> None:
         from ..launch.show import plan_data, plan_text
 
         self.launches.append(
-            {
-                "stage": stage,
-                "plan": plan_data(plan, self.show_secrets),
-                "feasibility": list(feasibility.lines),
-                "kept": list(kept),
-            }
+            {"stage": stage, "plan": plan_data(plan, self.show_secrets), "feasibility": list(feasibility.lines)}
         )
         if self.fmt == "text" and not self.quiet:
-            text = plan_text(plan, feasibility, self.show_secrets)
-            if kept:
-                text += f"\nkept running from the previous stage: {', '.join(kept)}\n"
-            print(f"stage {stage}: " + text, file=sys.stderr)
+            print(f"stage {stage}: " + plan_text(plan, feasibility, self.show_secrets), file=sys.stderr)
 
-    def placements(self, placements) -> None:
+    def placements(self, placements, kept: tuple[str, ...] = ()) -> None:
+        """Where each actor landed, and which ones run on from the previous stage (kept and restaged)."""
         from ..launch.show import placements_text
 
-        self.launches[-1]["placements"] = [asdict(p) for p in placements]
+        self.launches[-1] |= {"placements": [asdict(p) for p in placements], "kept": list(kept)}
         if self.fmt == "text" and not self.quiet:
+            if kept:
+                print(f"kept running from the previous stage: {', '.join(kept)}", file=sys.stderr)
             print(placements_text(placements), file=sys.stderr)
 
 

@@ -102,7 +102,7 @@ def _launch(stage: Stage, launch: Any, show: Any) -> StageSummary:
     started = time.monotonic()
     plan = build_plan(stage.config)
     feasibility = check_live(launch.replan(plan))
-    show.plan(stage.summary.name, plan, feasibility, launch.kept)
+    show.plan(stage.summary.name, plan, feasibility)
     if not feasibility.ok:
         raise ConfigError(
             [
@@ -117,7 +117,7 @@ def _launch(stage: Stage, launch: Any, show: Any) -> StageSummary:
     launch.create_groups()
     actors = _started(launch, role_factory(stage.config, stage.run_dir.root))
     placements = _placements(launch)
-    show.placements(placements)
+    show.placements(placements, launch.kept)
     misplaced = [p for p in placements if p.problem]
     if misplaced:
         raise RoleFailed(
