@@ -13,8 +13,8 @@ from ._context import Context
 from .buffer import AUXILIARY, EXPERIENCES, tasksets
 
 _DPO = (
-    "chatpair rows (a prompt with a chosen and a rejected response) are for DPO, which trinity does not run yet; "
-    "the data path reads plaintext and messages rows"
+    "chatpair rows (chat messages with a chosen and a rejected reply) are not read yet; DPO reads plaintext rows "
+    "(prompt_key, chosen_key, rejected_key)"
 )
 _DATA_SET_FILE = "a data set mixed into batches is read from its path (a file, a folder or a saved data set)"
 _TASKSET_FILE = (
