@@ -101,8 +101,7 @@ def plain_grpo(demo: Path, start: Path, steps: int, seed: int) -> dict:
     torch.manual_seed(seed)
     tokenizer = AutoTokenizer.from_pretrained(start)
     model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
-    rows = [json.loads(line) for line in (demo / "data" / "train.jsonl").read_text().splitlines()]
-    held_out = [json.loads(line) for line in (demo / "data" / "test.jsonl").read_text().splitlines()]
+    rows, held_out = problems(demo)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _cosine(s, steps))
     first = accuracy(model, tokenizer, held_out)
@@ -115,6 +114,12 @@ def plain_grpo(demo: Path, start: Path, steps: int, seed: int) -> dict:
     last = accuracy(model, tokenizer, held_out)
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"s_per_step": steady_s(times), "accuracy": (first, last), "memory_mb": rss, "processes": {"loop": rss}}
+
+
+def problems(demo: Path) -> tuple[list[dict], list[dict]]:
+    """The demo's training problems in file order, and its held-out ones."""
+    read = lambda name: [json.loads(line) for line in (demo / "data" / name).read_text().splitlines()]  # noqa: E731
+    return read("train.jsonl"), read("test.jsonl")
 
 
 def _cosine(step: int, total: int) -> float:
@@ -194,12 +199,11 @@ def trl_grpo(demo: Path, start: Path, steps: int, seed: int, work: Path) -> dict
         return None
     import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
     tokenizer = AutoTokenizer.from_pretrained(start)
     model = AutoModelForCausalLM.from_pretrained(start, dtype=torch.float32)
-    rows = [json.loads(line) for line in (demo / "data" / "train.jsonl").read_text().splitlines()]
-    held_out = [json.loads(line) for line in (demo / "data" / "test.jsonl").read_text().splitlines()]
+    rows, held_out = problems(demo)
     answers = {r["prompt"]: r["response"] for r in rows}
 
     def exact(prompts, completions, **_):
@@ -235,7 +239,7 @@ def trl_grpo(demo: Path, start: Path, steps: int, seed: int, work: Path) -> dict
     first = accuracy(model, tokenizer, held_out)
     times = []
 
-    class Clock(__import__("transformers").TrainerCallback):
+    class Clock(TrainerCallback):
         def on_step_end(self, *_, **__):
             times.append(time.perf_counter())
 
@@ -299,12 +303,10 @@ def main() -> None:
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        run = plain_grpo if args.worker == "plain" else None
-        result = (
-            run(args.demo, args.start, args.steps, args.seed)
-            if run
-            else trl_grpo(args.demo, args.start, args.steps, args.seed, args.work)
-        )
+        if args.worker == "plain":
+            result = plain_grpo(args.demo, args.start, args.steps, args.seed)
+        else:
+            result = trl_grpo(args.demo, args.start, args.steps, args.seed, args.work)
         print(json.dumps(result))
         return
     from trinity import demo

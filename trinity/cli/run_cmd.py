@@ -284,7 +284,7 @@ class _Shown:
         if self.fmt == "text" and not self.quiet:
             print(f"stage {stage}: " + plan_text(plan, feasibility, self.show_secrets), file=sys.stderr)
 
-    def placements(self, placements, kept: tuple[str, ...] = ()) -> None:
+    def placements(self, placements, kept: tuple[str, ...]) -> None:
         """Where each actor landed, and which ones run on from the previous stage (kept and restaged)."""
         from ..launch.show import placements_text
 

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from ..utils import device
+
 
 class Role:
     """Base of the role actors: explorer, rollout engine, trainer rank, synchronizer, buffer."""
@@ -38,6 +40,7 @@ class Role:
         self.__dict__.clear()  # nothing a stage's setup built reaches the next stage unless a role keeps it
         self.__init__(**kwargs)
         gc.collect()
+        device.empty_cache()  # the dropped models' cached blocks go back to the device for the next stage's
         return True
 
     def release(self) -> None:
@@ -46,8 +49,6 @@ class Role:
     def report(self) -> dict:
         """Node, devices Ray assigned, and the device decision this process received."""
         import ray
-
-        from ..utils import device
 
         visible = os.environ.get(self.visible_devices_env) if self.visible_devices_env else None
         return {

@@ -120,3 +120,12 @@ def get_collective_backend() -> str:
 def get_process_group_backend() -> str:
     """Composite backend of an FSDP process group, e.g. 'cpu:gloo,npu:hccl'."""
     return decide().platform.process_group_backend()
+
+
+def empty_cache() -> None:
+    """Hand the device blocks torch caches back to the device (nothing where this process never imported torch)."""
+    import sys
+
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.accelerator.is_available():
+        torch.accelerator.empty_cache()

@@ -50,11 +50,10 @@ class TransformersEngine(RolloutEngine):
         return False
 
     def _move(self, device: str) -> None:
-        import torch
+        from ...utils.device import empty_cache
 
         self.model.to(device)
-        if torch.accelerator.is_available():
-            torch.accelerator.empty_cache()  # hand the freed blocks back to the device, not just to torch's cache
+        empty_cache()  # hand the freed blocks back to the device, not just to torch's cache
 
     def _adapted(self, model: Any, adapter: str | None) -> Any:
         """With LoRA applied by the engines: the model under a peft adapter (the checkpoint's, or a fresh one, zero in

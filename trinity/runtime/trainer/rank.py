@@ -63,9 +63,7 @@ class TrainerRank(Role):
             self.config.trainer.process_group_backend,
         ):
             return False
-        kept = super().restage(**kwargs)
-        _empty_device_cache()  # the last stage's models are gone: their cached device blocks go back to the device
-        return kept
+        return super().restage(**kwargs)
 
     def rendezvous(self) -> tuple[str, int]:
         """Address and a free port on this node for the trainer's process group (asked of rank 0)."""
@@ -522,10 +520,3 @@ def companion_files(model_path: Path) -> dict[str, bytes]:
 def _last(values: Any) -> float | None:
     values = values if isinstance(values, list) else [values]
     return float(values[-1]) if values and values[-1] is not None else None
-
-
-def _empty_device_cache() -> None:
-    import torch
-
-    if torch.accelerator.is_available():
-        torch.accelerator.empty_cache()
