@@ -122,6 +122,9 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
         r["experiences"] == 16 and 0 <= r["reward_mean"] <= 1 and r["tokens_per_s"] > 0 and r["truncated_prompts"] == 0
         for r in explorer
     )
+    assert [r["engine_calls"] for r in explorer] == [1, 1, 1]  # a step's 16 requests reach the engine as one call
+    # step 4: the start's evaluation, explore, train; then also the checkpoint after the step before, and the sync
+    assert [r["driver_calls"] for r in lines(run, "trainer") if r["stage"] == "grpo"] == [3, 4, 4]
     evals = lines(run, "eval")
     assert [(e["step"], e["taskset"]) for e in evals] == [(3, "arith-heldout"), (6, "arith-heldout")]
     assert sorted(os.listdir(run / "checkpoints")) == ["global_step_5", "global_step_6"]

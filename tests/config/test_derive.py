@@ -692,6 +692,65 @@ def test_your_use_remove_padding_wins_over_the_profile(render, yours):
         assert result.code == 0 and cfg["trainer"]["use_remove_padding"] is yours
 
 
+@pytest.mark.parametrize("profile,recomputes", [("a100", True), ("ascend910b", True), ("cpu", False)])
+def test_activations_are_recomputed_where_the_profile_says_memory_needs_it(render, profile, recomputes):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")
+    assert result.code == 0 and cfg["trainer"]["enable_gradient_checkpointing"] is recomputes
+
+
+def test_your_gradient_checkpointing_wins_over_the_profile(render):
+    for profile, yours in (("cpu", True), ("a100", False)):
+        text = f"trainer:\n  enable_gradient_checkpointing: {str(yours).lower()}\n"
+        result, cfg = render(text, f"hardware={profile}")
+        assert result.code == 0 and cfg["trainer"]["enable_gradient_checkpointing"] is yours
+
+
+def threads(cfg):
+    return {role: cfg["env"][role].get("OMP_NUM_THREADS") for role in ("trainer", "rollout")}
+
+
+@pytest.mark.parametrize(
+    "overrides,expected",
+    [
+        # strictly on-policy: rollout and training take turns, each with the node's 4 slots (3 ranks: 1 each)
+        ((), {"trainer": "1", "rollout": "4"}),
+        (("explorer.rollout_model.engine_num=2",), {"trainer": "2", "rollout": "2"}),
+        (("mode=colocate",), {"trainer": "1", "rollout": "4"}),
+        # the explorer may run ahead, or several explore steps share one sync: each actor keeps its own slots
+        (("synchronizer.sync_offset=1",), {"trainer": "1", "rollout": "1"}),
+        (("synchronizer.sync_interval=2",), {"trainer": "1", "rollout": "1"}),
+        (("synchronizer.sync_style=explorer_driven",), {"trainer": "1", "rollout": "1"}),
+        (
+            (
+                "explorer.rollout_model.engine_type=vllm",
+                "explorer.rollout_model.tensor_parallel_size=2",
+                "mode=explore",
+            ),
+            {"trainer": None, "rollout": "2"},
+        ),
+        # one role only: its own slots
+        (("mode=train",), {"trainer": "1", "rollout": None}),
+        (("mode=explore",), {"trainer": None, "rollout": "1"}),
+    ],
+)
+def test_roles_that_take_turns_compute_with_the_nodes_slots(render, overrides, expected):
+    text = "algorithm:\n  repeat_times: 2\ncluster:\n  gpu_per_node: 4\n"
+    result, cfg = render(text, "hardware=cpu", *overrides)
+    assert result.code == 0, result.err
+    assert threads(cfg) == expected
+
+
+def test_threads_are_the_profiles_to_size_and_yours_to_set(render, cli, write):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", "hardware=a100")
+    assert result.code == 0 and threads(cfg) == {"trainer": None, "rollout": None}  # an accelerator computes
+    for yours in ("env.common.OMP_NUM_THREADS='3'", "env.trainer.OMP_NUM_THREADS='3'"):
+        result, cfg = render("algorithm:\n  repeat_times: 2\n", "hardware=cpu", yours)
+        assert result.code == 0 and cfg["env"]["trainer"].get("OMP_NUM_THREADS", "3") == "3"
+    explained = cli("config", "render", "-c", write("run.yaml", MINIMAL), "hardware=cpu", "--explain", "env.rollout")
+    assert explained.code == 0 and "rule compute_threads" in explained.out
+    assert "synchronizer.sync_interval=1 (schema default)" in explained.out
+
+
 def test_fsdp1_on_the_cpu_profile_is_refused_with_the_reason(cli, write):
     result = cli(
         "config", "validate", "-c", write("run.yaml", MINIMAL + "trainer:\n  trainer_strategy: fsdp\n"), "hardware=cpu"

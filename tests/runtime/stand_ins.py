@@ -90,6 +90,7 @@ class Explorer:
             experiences=n,
             failed_tasks=0,
             truncated_prompts=0,
+            engine_calls=1,
             seconds=0.1,
         )
 

@@ -1,7 +1,7 @@
 """The explorer: runs each task's workflow over the rollout engines and writes experiences.
 
 Tasks go round-robin to the engines; up to `runner_per_model` workflows per engine run at once,
-and the engine generates concurrent requests together. A task that fails is retried
+and their requests reach the engine as one call (rollout/gather.py), generated together. A task that fails is retried
 `max_retry_times` times, then skipped with its error in the metrics; one that outlives
 `max_timeout` is abandoned.
 """
@@ -40,7 +40,12 @@ class Explorer(Role):
         """Load the tasksets and the tokenizer; returns the number of tasks of each."""
         from transformers import AutoTokenizer
 
+        from .rollout.gather import Gatherer
+
         self.engines, self.buffer = engines, buffer
+        slots = self.config.explorer.runner_per_model
+        self.gatherers = [Gatherer(engine, slots) for engine in engines]
+        self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
         self.tokenizer = AutoTokenizer.from_pretrained(
             model_path, trust_remote_code=self.config.model.trust_remote_code
         )
@@ -48,13 +53,12 @@ class Explorer(Role):
         train = [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t]
         self.train = [self._load(t, False) for t in train]
         self.evals = [self._load(t, True) for t in explorer_input.eval_tasksets]
-        self.pool = ThreadPoolExecutor(max_workers=max(1, self.config.explorer.runner_per_model * len(engines)))
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
 
     def release(self) -> None:
         """Stop the workflow threads (the next stage's setup starts its own)."""
-        if hasattr(self, "pool"):
-            self.pool.shutdown(wait=False, cancel_futures=True)
+        for pool in getattr(self, "pools", ()):
+            pool.shutdown(wait=False, cancel_futures=True)
 
     def _load(self, storage: Any, is_eval: bool) -> _TaskSet:
         from .data.prompts import check_columns
@@ -135,8 +139,9 @@ class Explorer(Role):
         return out
 
     def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
-        engines = itertools.cycle(self.engines)
-        futures = [self.pool.submit(self._attempt, ts, task, engine) for (ts, task), engine in zip(batch, engines)]
+        before = self._engine_calls()
+        engines = itertools.cycle(range(len(self.engines)))
+        futures = [self._submit(i, ts, task) for (ts, task), i in zip(batch, engines)]
         exps, errors = [], []
         for future in futures:
             try:
@@ -146,11 +151,19 @@ class Explorer(Role):
                 self.log.warning("%s: a task was skipped: %s", label, errors[-1])
         if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
             raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
+        self.engine_calls = self._engine_calls() - before
         return exps, len(errors)
+
+    def _submit(self, engine: int, ts: _TaskSet, task: Any) -> Any:
+        self.gatherers[engine].expect()
+        return self.pools[engine].submit(self._attempt, ts, task, self.gatherers[engine])
+
+    def _engine_calls(self) -> int:
+        return sum(g.calls for g in self.gatherers)
 
     def _summary(self, exps: list[Experience], seconds: float, failed: int, label: str) -> dict:
         """The metrics of one batch of rollouts; cut prompts are also logged, under `label`."""
-        summary = _metrics(exps, seconds, failed)
+        summary = _metrics(exps, seconds, failed) | {"engine_calls": self.engine_calls}
         if summary["truncated_prompts"]:
             self.log.warning(
                 "%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s",
@@ -164,10 +177,13 @@ class Explorer(Role):
         client = _Client(
             engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens
         )
-        exps = self._retried(ts, task, client)
-        if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
-            exps = self._with_baseline(ts, task, engine, exps)
-        return exps
+        try:
+            exps = self._retried(ts, task, client)
+            if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
+                exps = self._with_baseline(ts, task, engine, exps)
+            return exps
+        finally:
+            engine.leave()
 
     def _retried(self, ts: _TaskSet, task: Any, client: Any) -> list[Experience]:
         errors = []
@@ -244,7 +260,7 @@ def _is_engine_death(exc: Exception) -> bool:
 
 
 class _Client:
-    """The model client a workflow sees: prompt formatting and generation on one engine."""
+    """The model client a workflow sees: prompt formatting and generation on one engine (through its gatherer)."""
 
     def __init__(self, engine: Any, tokenizer: Any, sampling: Any, rollout: Any, max_prompt_tokens: int | None):
         self.engine, self.tokenizer, self.sampling, self.rollout = engine, tokenizer, sampling, rollout
@@ -259,14 +275,12 @@ class _Client:
         )
 
     def generate(self, prompt: str, n: int) -> list:
-        import ray
-
         from .workflows import Completion
 
         ids, truncated = fit_prompt(
             self.tokenizer(prompt, add_special_tokens=False)["input_ids"], self.max_prompt_tokens
         )
-        version, samples = ray.get(self.engine.generate.remote(ids, n, self.sampling))
+        version, samples = self.engine.generate(ids, n, self.sampling)
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
 
 

@@ -15,6 +15,7 @@ class ExploreResult(TypedDict):
     experiences: int
     failed_tasks: int
     truncated_prompts: int
+    engine_calls: int  # Ray calls to the engines (one per engine when every request of the step was gathered)
     seconds: float
 
 

@@ -92,6 +92,7 @@ class Stage:
 
         `calls` watches the calls in flight: RayCalls over `handles` unless a test gives its own."""
         self.handles, self.calls = handles, calls or RayCalls(handles.actors)
+        self.driver_calls = self._counted = 0  # the driver's calls to role actors: all, and when the last step ended
         self.ranks, self.engines = handles.all("trainer"), handles.all("rollout")
         self.explorer, self.buffer = handles.one("explorer"), handles.one("buffer")
         self.synchronizer = handles.one("synchronizer")
@@ -160,6 +161,7 @@ class Stage:
         started = time.monotonic()
         self.progress = Progress(self.summary.name, self.total, self.quiet)
         self.progress.update(self.start.done)
+        self._counted = self.driver_calls  # a step's count leaves the setup's calls out
         loops = {"both": self._both, "explore": self._explore_only, "train": self._train_only, "bench": self._bench}
         loops[self.mode.loop]()
         self.progress.close()
@@ -217,10 +219,10 @@ class Stage:
         """Start an explore step (on the engines) or a train step (on every rank); the stage does not wait."""
         if call.kind == EXPLORE:
             self._share_devices("rollout", call.step)
-            self.calls.start(EXPLORE, [self.explorer.explore_step.remote(call.step)])
+            self.start_call(EXPLORE, [self.explorer.explore_step.remote(call.step)])
         else:
             self._share_devices("trainer", call.step)
-            self.calls.start(TRAIN, [r.train_step.remote(call.step) for r in self.ranks])
+            self.start_call(TRAIN, [r.train_step.remote(call.step) for r in self.ranks])
 
     def _share_devices(self, holder: str, step: int) -> None:
         """Sharing devices: give them to `holder` for `step` (the engines sleep while the trainer steps); each
@@ -301,6 +303,8 @@ class Stage:
         # the NotRequired ones (logprob_diff, kl_penalty) only where the trainer computed them
         optional = TrainResult.__optional_keys__
         values = {k: result.get(k) for k in TrainResult.__annotations__ if k in result or k not in optional}
+        # since the step before: this step's explore, train and sync calls (and any evaluation or checkpoint)
+        values["driver_calls"], self._counted = self.driver_calls - self._counted, self.driver_calls
         self.metrics.write("trainer", self.start.offset + step, self.name, **values)
         self.progress.update(step, loss=result.get("loss"))
         every = self.config.trainer.save_interval
@@ -373,4 +377,10 @@ class Stage:
 
     def call(self, refs: list) -> list:
         """Wait for `refs` (each role's call), made in turn; a failed role raises RoleFailed at once."""
+        self.driver_calls += len(refs)
         return self.calls.wait(refs)
+
+    def start_call(self, kind: str, refs: list) -> None:
+        """Start `refs` (each role's call) as one call of `kind`, not waiting for them."""
+        self.driver_calls += len(refs)
+        self.calls.start(kind, refs)

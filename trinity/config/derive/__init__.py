@@ -5,7 +5,21 @@ from typing import Any
 from ...errors import Issue
 from ..profiles import LoadedProfile
 from ..provenance import Provenance
-from . import algorithm, buffer, chat_template, cluster, env, hardware, lora, model, rollout, sync, trainer, values
+from . import (
+    algorithm,
+    buffer,
+    chat_template,
+    cluster,
+    env,
+    hardware,
+    lora,
+    model,
+    rollout,
+    sync,
+    threads,
+    trainer,
+    values,
+)
 from ._context import Context
 
 # Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
@@ -21,6 +35,7 @@ RULES = (
     values.values_not_run,
     hardware.attn_implementation,
     hardware.remove_padding,
+    hardware.gradient_checkpointing,
     rollout.auxiliary_models,
     rollout.sleep_mode,
     algorithm.algorithm_preset,
@@ -49,6 +64,7 @@ RULES = (
     algorithm.pairs_batch,
     sync.sync_method,
     sync.eval_interval,
+    threads.compute_threads,
     trainer.checkpoints_kept,
     trainer.trainer_config,
     trainer.critic_warmup,

@@ -42,6 +42,7 @@ class Context:
     def fact(self, name: str) -> str:
         """`profile.facts.name=value (file:line:col)` for a rule's inputs."""
         value = getattr(self.facts, name)
+        value = value.model_dump() if hasattr(value, "model_dump") else value  # a nested fact reads as its YAML
         return f"{self.loaded.name}.{name}={value!r} ({self.loaded.where(('facts', name))})"
 
     def set(self, key: str, value: Any, rule: str, inputs: tuple[str, ...]) -> None:

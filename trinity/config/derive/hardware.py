@@ -131,6 +131,18 @@ def remove_padding(ctx: Context) -> None:
         ctx.set("trainer.use_remove_padding", ctx.facts.pack_sequences, "remove_padding", (ctx.fact("pack_sequences"),))
 
 
+def gradient_checkpointing(ctx: Context) -> None:
+    """trainer.enable_gradient_checkpointing: the user's, else the profile's (facts.gradient_checkpointing); the memory
+    fit check names it as the fix where a trainer does not fit without it."""
+    if not ctx.user_set("trainer.enable_gradient_checkpointing"):
+        ctx.set(
+            "trainer.enable_gradient_checkpointing",
+            ctx.facts.gradient_checkpointing,
+            "gradient_checkpointing",
+            (ctx.fact("gradient_checkpointing"),),
+        )
+
+
 def _engines(ctx: Context) -> list[tuple[str, dict]]:
     # auxiliary models are refused as a whole (rollout.auxiliary_models): their fields are not checked one by one
     return [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]

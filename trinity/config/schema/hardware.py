@@ -22,6 +22,17 @@ class CoreBinding(Section):
     )
 
 
+class ComputeThreads(Section):
+    """How many threads each role computes with where the devices are host cores (a CPU slot is one core)."""
+
+    env: str = Field("OMP_NUM_THREADS", description="Variable that sizes a process's compute threads at its start.")
+    turns_share_node: bool = Field(
+        True,
+        description="Roles that take turns (strictly on-policy sync, or colocate) each compute with the node's slots "
+        "on their turn instead of only their own: a role that waits holds no core idle.",
+    )
+
+
 class HardwareFacts(Section):
     """What the hardware is and can do; a run value contradicting a fact is reported."""
 
@@ -57,6 +68,16 @@ class HardwareFacts(Section):
         description="Whether the trainer packs a batch's sequences into one row without padding by default "
         "(trainer.use_remove_padding): faster with variable-length attention kernels, slower where the packed row is "
         "attended with a dense block mask.",
+    )
+    gradient_checkpointing: bool = Field(
+        True,
+        description="Whether the trainer recomputes activations in the backward pass by default "
+        "(trainer.enable_gradient_checkpointing): less device memory for one more forward pass per update.",
+    )
+    compute_threads: ComputeThreads | None = Field(
+        None,
+        description="How each role's compute threads are sized where the devices are host cores; none where an "
+        "accelerator computes (Ray's default stands: one thread per CPU it grants).",
     )
     rollout_sleep_mode: bool = Field(
         True,

@@ -51,7 +51,11 @@ class TrainerConfig(Section):
     offload_policy: bool = Field(
         False, description="FSDP2's CPU offload policy (parameters, gradients and optimizer on the host)."
     )
-    enable_gradient_checkpointing: bool = Field(True, description="Recompute activations in the backward pass.")
+    enable_gradient_checkpointing: bool | None = Field(
+        None,
+        description="Recompute activations in the backward pass; default: the hardware profile's "
+        "facts.gradient_checkpointing.",
+    )
     save_hf_checkpoint: Literal["last", "always", "never"] = Field(
         "last",
         description="When to also save a Hugging Face checkpoint: last (the stage's last checkpoint only), always, "

@@ -65,7 +65,8 @@ class RolloutEngine(Role):
     - `generate(prompt_ids, n, sampling) -> (version, samples)`: `n` samples continuing `prompt_ids`, each with the
       log-prob of every token under the distribution it was drawn from (after temperature, top-k, top-p and
       penalties), cut after the end-of-sequence token (kept); all of them from weights `version`. Concurrent calls
-      may be generated together. `weight_version()` is the version it holds.
+      may be generated together; `generate_many(requests)` is `generate` of each request, in one call.
+      `weight_version()` is the version it holds.
     - Weights arrive between batches, never during one, under their Hugging Face names (tied weights under both):
       `join_sync_group(...)` then `receive_weights(specs, version)` take a collective broadcast in `specs` order;
       `load_weights(weights, version)` takes a safetensors path or (name, tensor) pairs (checkpoint and memory sync).
@@ -103,6 +104,11 @@ class RolloutEngine(Role):
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain())
         return await future
+
+    async def generate_many(self, requests: list[tuple[list[int], int, Sampling]]) -> list[tuple[int, list[Sample]]]:
+        """`generate` of each (prompt_ids, n, sampling) in one call: the explorer's gathered requests, generated
+        together."""
+        return list(await asyncio.gather(*(self.generate(*request) for request in requests)))
 
     async def _drain(self) -> None:
         # the explorer sends a step's requests together: let them arrive, then generate once
