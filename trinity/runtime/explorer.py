@@ -42,7 +42,7 @@ class Explorer(Role):
 
         from .rollout.gather import Gatherer
 
-        self.engines, self.buffer = engines, buffer
+        self.engines, self.buffer, self.engine_calls = engines, buffer, 0
         slots = self.config.explorer.runner_per_model
         self.gatherers = [Gatherer(engine, slots) for engine in engines]
         self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
