@@ -141,6 +141,7 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
     assert "kept running from the previous stage: buffer\n" in proc.stderr
     grpo = next(line.split() for line in proc.stdout.splitlines() if line.startswith("grpo "))
     assert grpo[5] == "1/5" and float(grpo[4].rstrip("s")) > 0  # KEPT and SETUP
+    assert 0.5 < float(grpo[6].removesuffix("GiB")) < 8  # MEMORY: five role processes, each with its imports
 
 
 @pytest.mark.train

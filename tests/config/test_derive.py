@@ -733,11 +733,15 @@ def threads(cfg):
         (("mode=explore",), {"trainer": None, "rollout": "1"}),
     ],
 )
-def test_roles_that_take_turns_compute_with_the_nodes_slots(render, overrides, expected):
+def test_roles_that_take_turns_compute_with_the_nodes_slots(render, write, overrides, expected):
+    shares = write("profiles/manycore.yaml", "extends: cpu\nfacts:\n  compute_threads:\n    turns_share_node: true\n")
     text = "algorithm:\n  repeat_times: 2\ncluster:\n  gpu_per_node: 4\n"
-    result, cfg = render(text, "hardware=cpu", *overrides)
+    result, cfg = render(text, "hardware=manycore", "--profile-dir", shares.parent, *overrides)
     assert result.code == 0, result.err
     assert threads(cfg) == expected
+    if expected["rollout"] == "4":  # the shipped cpu profile keeps each actor to its own slots (its reason says why)
+        result, cfg = render(text, "hardware=cpu", *overrides)
+        assert result.code == 0 and threads(cfg) == {"trainer": "1", "rollout": "1"}
 
 
 def test_threads_are_the_profiles_to_size_and_yours_to_set(render, cli, write):
@@ -748,7 +752,7 @@ def test_threads_are_the_profiles_to_size_and_yours_to_set(render, cli, write):
         assert result.code == 0 and cfg["env"]["trainer"].get("OMP_NUM_THREADS", "3") == "3"
     explained = cli("config", "render", "-c", write("run.yaml", MINIMAL), "hardware=cpu", "--explain", "env.rollout")
     assert explained.code == 0 and "rule compute_threads" in explained.out
-    assert "synchronizer.sync_interval=1 (schema default)" in explained.out
+    assert "'turns_share_node': False} (" in explained.out  # the fact, with where the profile says it
 
 
 def test_fsdp1_on_the_cpu_profile_is_refused_with_the_reason(cli, write):

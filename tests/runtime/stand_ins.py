@@ -40,11 +40,13 @@ class InlineCalls:
 
     def __init__(self, pick=lambda kinds: 0):
         self.pick, self.started = pick, []  # [(kind, refs)] in start order
+        self.waits: list[list[str]] = []  # the methods of each call the stage waited on, in order: Engine.setup, ...
 
     def start(self, kind: str, refs: list) -> None:
         self.started.append((kind, refs))
 
     def wait(self, refs: list) -> list:
+        self.waits.append([r.method.__qualname__ for r in refs])
         return [r.result() for r in refs]
 
     def next_done(self) -> list[tuple[str, list]]:

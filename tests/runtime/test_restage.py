@@ -53,9 +53,9 @@ def test_a_kept_explorer_stops_its_workflow_threads(stages):
     from concurrent.futures import ThreadPoolExecutor
 
     explorer = Explorer(config=grpo, name="explorer", role="explorer")
-    pool = explorer.pool = ThreadPoolExecutor(max_workers=1)
+    pools = explorer.pools = [ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)]  # one per engine
     assert explorer.restage(config=grpo, name="explorer", role="explorer") is True
-    assert pool._shutdown and not hasattr(explorer, "pool")
+    assert all(pool._shutdown for pool in pools) and not hasattr(explorer, "pools")
 
 
 def test_an_engine_that_never_started_vllm_is_not_kept_and_a_transformers_engine_is(stages):

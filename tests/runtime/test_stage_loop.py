@@ -17,15 +17,16 @@ from trinity.runtime.run_dir import Checkpoint, RunDir
 from trinity.runtime.stage import RoleHandles, Stage, StageStart
 
 
-def stage_run(tmp_path, *overrides: str, pick=lambda kinds: 0, world: World | None = None, start=None):
-    """Resolve the demo's GRPO stage with `overrides`, run it on stand-ins; (world, metrics records, summary)."""
+def stage_run(tmp_path, *overrides: str, pick=lambda kinds: 0, world: World | None = None, start=None, calls=None):
+    """Resolve the demo's GRPO stage with `overrides`, run it on stand-ins (watched by `calls`, else InlineCalls
+    picking by `pick`); (world, metrics records, summary)."""
     config = resolve(Request(None, ("hardware=cpu", "~stages", "trainer.total_steps=3", *overrides))).config
     plan = build_plan(config)
     world = world or World(experiences=config.buffer.train_batch_size)
     run_dir = RunDir(tmp_path / "run")
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
     stage = Stage(config, "grpo", 0, run_dir, metrics, start or StageStart("model", 0), quiet=True)
-    stage.setup(RoleHandles.of(list(plan.actors), handles_for(plan.actors, world)), InlineCalls(pick))
+    stage.setup(RoleHandles.of(list(plan.actors), handles_for(plan.actors, world)), calls or InlineCalls(pick))
     summary = stage.run()
     stage.finish()
     metrics.close()
@@ -62,6 +63,26 @@ def test_strictly_on_policy_each_step_explores_with_the_last_weights(tmp_path):
     assert set(summary.peak_rss_mb) == {
         a.name for a in build_plan(resolve(Request(None, ("hardware=cpu", "~stages"))).config).actors
     }
+
+
+@pytest.mark.parametrize(
+    "overrides,together",
+    [
+        ((), True),
+        (("mode=colocate",), False),
+        # the trainer's steps are epochs over the explorer's tasks: it learns their number first
+        (("trainer.total_steps=null", "buffer.total_steps=null", "buffer.total_epochs=1"), False),
+    ],
+)
+def test_the_trainer_sets_up_beside_the_rollout_side_unless_they_share_devices(tmp_path, overrides, together):
+    calls = InlineCalls()
+    stage_run(tmp_path, *overrides, calls=calls)
+    setups = [set(w) for w in calls.waits if any(m.endswith(".setup") for m in w)]
+    assert setups[0] == {"Buffer.setup"} and setups[-1] == {"Synchronizer.setup"}
+    beside = {"Engine.setup", "Explorer.setup", "Trainer.setup"}
+    assert (beside in setups) is together  # one wait for all three, or the rollout side's first
+    if not together:
+        assert setups[1:3] == [{"Engine.setup", "Explorer.setup"}, {"Trainer.setup"}]
 
 
 def test_an_explorer_one_step_ahead_overlaps_training(tmp_path):

@@ -78,9 +78,9 @@ class StageSummary:
 
 
 def summary_table(stages: list[StageSummary]) -> str:
-    """One row per stage: steps, time, setup time and actors kept, last reward, eval accuracy at its start and end,
-    last checkpoint."""
-    head = ["STAGE", "MODE", "STEPS", "TIME", "SETUP", "KEPT", "REWARD", "EVAL START -> END", "CHECKPOINT"]
+    """One row per stage: steps, time, setup time and actors kept, peak memory summed over its role processes, last
+    reward, eval accuracy at its start and end, last checkpoint."""
+    head = ["STAGE", "MODE", "STEPS", "TIME", "SETUP", "KEPT", "MEMORY", "REWARD", "EVAL START -> END", "CHECKPOINT"]
     rows = [head]
     for s in stages:
         evals = (
@@ -89,6 +89,7 @@ def summary_table(stages: list[StageSummary]) -> str:
         reward = f"{s.reward:.3f}" if s.reward is not None else "-"
         setup = f"{s.setup_s:.1f}s" if s.setup_s is not None else "-"
         kept = f"{s.kept[0]}/{s.kept[1]}" if s.setup_s is not None else "-"
+        memory = f"{sum(s.peak_rss_mb.values()) / 1024:.2f}GiB" if s.peak_rss_mb else "-"
         rows.append(
             [
                 s.name,
@@ -97,6 +98,7 @@ def summary_table(stages: list[StageSummary]) -> str:
                 f"{s.seconds:.0f}s",
                 setup,
                 kept,
+                memory,
                 reward,
                 evals,
                 s.checkpoint or s.note or "-",

@@ -101,17 +101,24 @@ class Stage:
         version = self.start.offset + self.start.done
         if self.buffer:
             self.data_size = self._setup_buffer(resume)
-        self.call([e.setup.remote(weights, version) for e in self.engines])
+        rollout = [e.setup.remote(weights, version) for e in self.engines]
         if self.explorer:
-            self.call([self.explorer.setup.remote(self.engines, self.buffer, weights)])
+            rollout.append(self.explorer.setup.remote(self.engines, self.buffer, weights))
+        # the trainer sets up beside the rollout side, unless it needs the explorer's count of tasks, or shares the
+        # devices (an engine sizes its memory from what the device has free as it starts)
+        if self._steps_from_tasks() or self.mode.shares_devices:
+            self.call(rollout)
+            rollout = []
         self.total = self._total()
-        if self.ranks:
-            host, port = self.call([self.ranks[0].rendezvous.remote()])[0]
-            state = str(resume.path) if resume else None
-            model = self.start.model_path
-            self.call([r.setup.remote(host, port, model, self.total, self.buffer, state) for r in self.ranks])
+        self.call(rollout + (self._setup_ranks(resume) if self.ranks else []))
         if self.synchronizer:
             self.call([self.synchronizer.setup.remote(self.ranks, self.engines)])
+
+    def _setup_ranks(self, resume: Checkpoint | None) -> list:
+        """Start every trainer rank's setup (verl's worker: model, optimizer, the resumed state); returns the calls."""
+        host, port = self.call([self.ranks[0].rendezvous.remote()])[0]
+        state = str(resume.path) if resume else None
+        return [r.setup.remote(host, port, self.start.model_path, self.total, self.buffer, state) for r in self.ranks]
 
     def _engine_start(self, resume: Checkpoint | None) -> tuple[str, bool]:
         """What the engines load, and whether the trainer's weights must reach them by a sync before their first step:
@@ -141,9 +148,16 @@ class Stage:
     def _rl(self) -> bool:
         return needs_rollout(self.config.algorithm.algorithm_type)
 
+    def _steps_from_tasks(self) -> bool:
+        """Whether the stage's length is epochs over the explorer's tasks (known once the explorer is set up)."""
+        return bool(self.explorer) and not self._explicit_steps() and not self.mode.evaluates_checkpoints
+
+    def _explicit_steps(self) -> int | None:
+        return self.config.trainer.total_steps or self.config.buffer.total_steps
+
     def _total(self) -> int:
         """Steps of this stage: trainer.total_steps, else buffer.total_steps, else total_epochs passes over the data."""
-        explicit = self.config.trainer.total_steps or self.config.buffer.total_steps
+        explicit = self._explicit_steps()
         if self.mode.evaluates_checkpoints:
             return max(1, len(self.run_dir.complete_checkpoints()))
         if explicit:
