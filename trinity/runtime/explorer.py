@@ -42,7 +42,7 @@ class Explorer(Role):
 
         from .rollout.gather import Gatherer
 
-        self.engines, self.buffer, self.engine_calls = engines, buffer, 0
+        self.engines, self.buffer = engines, buffer
         slots = self.config.explorer.runner_per_model
         self.gatherers = [Gatherer(engine, slots) for engine in engines]
         self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
@@ -108,14 +108,17 @@ class Explorer(Role):
         """Run the workflows of step `step`'s tasks, write their experiences; returns the step's metrics."""
         started = time.perf_counter()
         batch = self._batch(step)
+        calls = self._engine_calls()
         exps, failed = self._run(batch, f"step {step}")
+        calls = self._engine_calls() - calls
         for exp in exps:
             exp.step = step
         if exps:
             import ray
 
             ray.get(self.buffer.put.remote(exps))
-        return self._summary(exps, time.perf_counter() - started, failed, f"step {step}") | {"tasks": len(batch)}
+        summary = self._summary(exps, time.perf_counter() - started, failed, f"step {step}")
+        return summary | {"tasks": len(batch), "engine_calls": calls}
 
     def _batch(self, step: int) -> list:
         """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
@@ -139,7 +142,6 @@ class Explorer(Role):
         return out
 
     def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
-        before = self._engine_calls()
         engines = itertools.cycle(range(len(self.engines)))
         futures = [self._submit(i, ts, task) for (ts, task), i in zip(batch, engines)]
         exps, errors = [], []
@@ -151,7 +153,6 @@ class Explorer(Role):
                 self.log.warning("%s: a task was skipped: %s", label, errors[-1])
         if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
             raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
-        self.engine_calls = self._engine_calls() - before
         return exps, len(errors)
 
     def _submit(self, engine: int, ts: _TaskSet, task: Any) -> Any:
@@ -163,7 +164,7 @@ class Explorer(Role):
 
     def _summary(self, exps: list[Experience], seconds: float, failed: int, label: str) -> dict:
         """The metrics of one batch of rollouts; cut prompts are also logged, under `label`."""
-        summary = _metrics(exps, seconds, failed) | {"engine_calls": self.engine_calls}
+        summary = _metrics(exps, seconds, failed)
         if summary["truncated_prompts"]:
             self.log.warning(
                 "%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s",

@@ -116,31 +116,24 @@ def rollout_engines(ctx: Context) -> None:
 def attn_implementation(ctx: Context) -> None:
     """trainer.attn_implementation: the user's, else the profile's kernel (flash-attn does not exist everywhere;
     preflight checks that the one chosen is installed)."""
-    if not ctx.user_set("trainer.attn_implementation"):
-        ctx.set(
-            "trainer.attn_implementation",
-            ctx.facts.attn_implementation,
-            "attn_implementation",
-            (ctx.fact("attn_implementation"),),
-        )
+    _fact_default(ctx, "trainer.attn_implementation", "attn_implementation", "attn_implementation")
 
 
 def remove_padding(ctx: Context) -> None:
     """trainer.use_remove_padding: the user's, else whether packing pays on this hardware (facts.pack_sequences)."""
-    if not ctx.user_set("trainer.use_remove_padding"):
-        ctx.set("trainer.use_remove_padding", ctx.facts.pack_sequences, "remove_padding", (ctx.fact("pack_sequences"),))
+    _fact_default(ctx, "trainer.use_remove_padding", "pack_sequences", "remove_padding")
 
 
 def gradient_checkpointing(ctx: Context) -> None:
     """trainer.enable_gradient_checkpointing: the user's, else the profile's (facts.gradient_checkpointing); the memory
     fit check names it as the fix where a trainer does not fit without it."""
-    if not ctx.user_set("trainer.enable_gradient_checkpointing"):
-        ctx.set(
-            "trainer.enable_gradient_checkpointing",
-            ctx.facts.gradient_checkpointing,
-            "gradient_checkpointing",
-            (ctx.fact("gradient_checkpointing"),),
-        )
+    _fact_default(ctx, "trainer.enable_gradient_checkpointing", "gradient_checkpointing", "gradient_checkpointing")
+
+
+def _fact_default(ctx: Context, key: str, fact: str, rule: str) -> None:
+    """`key` is the user's value, else the profile's fact `fact` (recorded as set by `rule`)."""
+    if not ctx.user_set(key):
+        ctx.set(key, getattr(ctx.facts, fact), rule, (ctx.fact(fact),))
 
 
 def _engines(ctx: Context) -> list[tuple[str, dict]]:
