@@ -1,5 +1,7 @@
 """The embedded demo's assets, built here with no download: a character tokenizer trained with
 `tokenizers`, a tiny Qwen2 model from a config, and 2-digit addition problems with a held-out split.
+`model-feedback/` is the same model with the feedback characters of the multi-turn example
+(examples/arith_feedback) in its vocabulary.
 
 `trinity run` without --config builds them on first use under $TRINITY_DEMO_DIR (default
 ./trinity-demo) and then runs examples/arith/arith.yaml on them.
@@ -14,6 +16,7 @@ DIR_ENV = "TRINITY_DEMO_DIR"
 DEFAULT_DIR = "./trinity-demo"
 HELD_OUT = 200  # problems never seen in SFT or GRPO
 SPECIALS = ("<pad>", "<eos>", "<unk>")
+FEEDBACK = "<>?"  # arith_feedback_workflow's replies: too low, too high, not a number
 MODEL_SHAPE = dict(
     hidden_size=128,
     intermediate_size=512,
@@ -31,7 +34,8 @@ def demo_dir() -> Path:
 
 def ensure(folder: Path, seed: int = 0) -> bool:
     """Build the assets unless a complete set is there; returns whether it built them."""
-    if (folder / "model" / "model.safetensors").exists() and (folder / "data" / "test.jsonl").exists():
+    parts = (folder / "model" / "model.safetensors", folder / "model-feedback" / "model.safetensors")
+    if all(p.exists() for p in parts) and (folder / "data" / "test.jsonl").exists():
         return False
     build(folder, seed)
     return True
@@ -45,7 +49,8 @@ def problems(seed: int) -> tuple[list[dict], list[dict]]:
 
 
 def build(folder: Path, seed: int = 0) -> None:
-    """Write data/{train,test}.jsonl and model/ (tokenizer, config, weights), each folder published whole."""
+    """Write data/{train,test}.jsonl, model/ and model-feedback/ (tokenizer, config, weights), each folder published
+    whole."""
     from .utils.atomic import publish_dir
 
     train, test = problems(seed)
@@ -55,13 +60,18 @@ def build(folder: Path, seed: int = 0) -> None:
         for name, rows in (("train", train), ("test", test)):
             (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
-    for name, fill in (("data", data), ("model", lambda tmp: _model(tmp, train, seed))):
+    parts = (
+        ("data", data),
+        ("model", lambda tmp: _model(tmp, train, seed)),
+        ("model-feedback", lambda tmp: _model(tmp, train, seed, FEEDBACK)),
+    )
+    for name, fill in parts:
         if not (folder / name).exists():
             publish_dir(fill, folder / name)
 
 
-def _model(folder: Path, rows: list[dict], seed: int) -> None:
-    save_model(folder, _tokenizer(rows), MODEL_SHAPE, seed)
+def _model(folder: Path, rows: list[dict], seed: int, extra: str = "") -> None:
+    save_model(folder, _tokenizer(rows, extra), MODEL_SHAPE, seed)
 
 
 def save_model(folder: Path, tokenizer, shape: dict, seed: int, vocab_size: int | None = None) -> None:
@@ -82,8 +92,8 @@ def save_model(folder: Path, tokenizer, shape: dict, seed: int, vocab_size: int 
     Qwen2ForCausalLM(config).save_pretrained(folder)
 
 
-def _tokenizer(rows: list[dict]):
-    """One token per character, its vocabulary learned from the problems."""
+def _tokenizer(rows: list[dict], extra: str = ""):
+    """One token per character, its vocabulary learned from the problems and `extra`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
@@ -91,6 +101,7 @@ def _tokenizer(rows: list[dict]):
     raw.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
     raw.decoder = decoders.Fuse()
     raw.train_from_iterator(
-        (r["prompt"] + r["response"] for r in rows), trainers.WordLevelTrainer(special_tokens=list(SPECIALS))
+        [*(r["prompt"] + r["response"] for r in rows), *([extra] if extra else [])],
+        trainers.WordLevelTrainer(special_tokens=list(SPECIALS)),
     )
     return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")

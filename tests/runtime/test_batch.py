@@ -47,6 +47,33 @@ def test_reward_sits_on_the_last_response_token():
     assert rewards.tolist() == [[0.0, 1.0], [0.5, 0.0]]
 
 
+def multi_turn(prompt, response, mask, reward=0.0, group="g"):
+    return Experience(prompt, response, [-1.0] * len(response), reward, group, action_mask=mask)
+
+
+def test_the_environments_turns_are_attended_but_not_trained():
+    t = batch.padded([multi_turn([5], [8, 1, 3, 9, 1], [1, 1, 0, 1, 1]), exp([7], [9])], pad_id=0)
+    assert t["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 1], [1, 1, 0, 0, 0, 0]]  # the model saw every turn
+    assert t["response_mask"].tolist() == [[1, 1, 0, 1, 1], [1, 0, 0, 0, 0]]  # and answers for its own only
+    assert batch.counts([multi_turn([5], [8, 3, 9], [1, 0, 1])])["rollout_tokens"] == 2
+
+
+def test_a_multi_turn_reward_sits_on_the_models_last_token():
+    exps = [multi_turn([1], [2, 3, 4, 5], [1, 0, 1, 0], reward=1.0), multi_turn([1], [2, 3], [0, 1], reward=0.5)]
+    rewards = batch.token_rewards(exps, batch.padded(exps, 0)["response_mask"])
+    assert rewards.tolist() == [[0.0, 0.0, 1.0, 0.0], [0.0, 0.5, 0.0, 0.0]]
+
+
+def test_an_sft_conversation_trains_the_models_turns_only():
+    t = batch.sft_batch([multi_turn([5], [8, 1, 3, 9, 1], [1, 1, 0, 1, 1])], [[1, 1, 1, 1, 0]])
+    assert t["loss_mask"].values().tolist() == [0, 1, 1, 0, 1, 0]  # the mask times RAFT's weights
+
+
+def test_an_action_mask_must_cover_the_response():
+    with pytest.raises(ValueError, match="action_mask has 2 entries for 3 response tokens"):
+        multi_turn([1], [2, 3, 4], [1, 0])
+
+
 def test_grpo_advantages_normalise_within_each_task(algorithm):
     rewards = {"a": [1, 0, 0, 1], "b": [1, 1]}
     exps = [exp([1], [2], r, g) for g, rs in rewards.items() for r in rs] + [exp([1], [2], 1.0, "alone")]

@@ -28,6 +28,16 @@ def test_queue_with_sqlite_survives_a_restart(tmp_path):
     assert rewards(restarted.take(2, step=2)) == [4, 5] and restarted.take(1, step=3) == []
 
 
+@pytest.mark.parametrize("store", ["sqlite", "file"])
+def test_a_multi_turn_experience_keeps_its_action_mask_and_truncation_in_storage(tmp_path, store):
+    made = Experience([1], [2, 3, 4], [-0.5, 0.0, -0.5], 1.0, "g", action_mask=[1, 0, 1], truncated=True)
+    kept = stores.MemoryQueue(SqliteStore(tmp_path / "b.db")) if store == "sqlite" else stores.JsonlFile(tmp_path / "b")
+    kept.add([made])
+    if store == "sqlite":
+        kept = stores.MemoryQueue(SqliteStore(tmp_path / "b.db"))  # read back from the file, as after a restart
+    assert kept.take(1, step=1) == [made]
+
+
 def test_rewind_gives_back_what_steps_after_the_checkpoint_took(tmp_path):
     store = SqliteStore(tmp_path / "b.db")
     store.add(exps(0, 6))

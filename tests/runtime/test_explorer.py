@@ -91,6 +91,19 @@ def test_chat_prompts_go_through_the_rollout_models_template(explorer):
     assert client(role, ts).prompt(ts.tasks[0]) == f"Q: {ts.tasks[0].row['prompt']} A:"
 
 
+def test_workflow_args_the_workflow_does_not_read_stop_the_taskset_at_load(explorer):
+    with pytest.raises(ValueError, match=r"taskset arith: ArithFeedbackWorkflow has no workflow_args 'max_turn'"):
+        explorer(
+            "buffer.explorer_input.default_workflow_type=arith_feedback_workflow",
+            "buffer.explorer_input.taskset.workflow_args={max_turn: 5}",
+        )
+    role = explorer(
+        "buffer.explorer_input.default_workflow_type=arith_feedback_workflow",
+        "buffer.explorer_input.taskset.workflow_args={max_turns: 5}",
+    )
+    assert role.train[0].tasks[0].workflow_args == {"max_turns": 5}
+
+
 @pytest.mark.parametrize("enabled,limit", [("true", 8), ("false", None)])
 def test_truncation_can_be_turned_off(explorer, enabled, limit):
     role = explorer(f"model.enable_prompt_truncation={enabled}")

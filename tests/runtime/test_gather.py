@@ -73,6 +73,15 @@ def test_every_running_workflows_request_goes_in_one_call(engine):
 
 
 @pytest.mark.ray
+def test_a_workflow_playing_several_episodes_sends_them_with_the_others_in_one_call(engine):
+    gatherer = Gatherer(engine, slots=2)
+    several = lambda g: g.generate_each([([5, 6], 1, SAMPLING), ([7], 2, SAMPLING), ([8, 9, 5], 1, SAMPLING)])  # noqa: E731
+    episodes, single = workflows(gatherer, [several, ask([6], 3)])
+    assert gatherer.calls == 1
+    assert [(v, len(samples)) for v, samples in episodes] == [(7, 1), (7, 2), (7, 1)] and len(single[1]) == 3
+
+
+@pytest.mark.ray
 def test_a_call_gathers_at_most_the_workflows_that_run_at_once(engine):
     gatherer = Gatherer(engine, slots=2)  # explorer.runner_per_model
     results = workflows(gatherer, [ask([5, 6, 7], 1) for _ in range(4)])

@@ -15,6 +15,21 @@ def test_a_checkpoint_carries_the_models_files_but_not_its_weights_or_state(tmp_
     assert companion_files(tmp_path) == {name: name.encode() for name in sorted(files)}
 
 
+def spawned(target, *args):
+    """What `target(*args, out)` puts on its queue, run in a spawned process (a trainer rank of its own) that must
+    exit cleanly."""
+    import multiprocessing
+
+    ctx = multiprocessing.get_context("spawn")
+    out = ctx.Queue()
+    proc = ctx.Process(target=target, args=(*args, out))
+    proc.start()
+    seen = out.get(timeout=240)
+    proc.join(60)
+    assert proc.exitcode == 0
+    return seen
+
+
 def weights_as_sent(demo_dir: str, rollout_dtype: str, out) -> None:
     """In a process of its own (it initialises torch.distributed): one real trainer rank on the demo model."""
     import os
@@ -43,17 +58,7 @@ def weights_as_sent(demo_dir: str, rollout_dtype: str, out) -> None:
 @pytest.mark.train  # a real verl trainer rank, in a process of its own
 def test_weights_travel_to_the_engines_in_the_rollout_dtype_when_it_is_narrower(demo_assets):
     """A bf16 rollout gets bf16 weights from an fp32 trainer (half the bytes); checkpoints keep the trainer's fp32."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    seen = {}
-    for rollout_dtype in ("bfloat16", "float32"):
-        out = ctx.Queue()
-        proc = ctx.Process(target=weights_as_sent, args=(str(demo_assets), rollout_dtype, out))
-        proc.start()
-        seen[rollout_dtype] = out.get(timeout=240)
-        proc.join(60)
-        assert proc.exitcode == 0
+    seen = {dtype: spawned(weights_as_sent, str(demo_assets), dtype) for dtype in ("bfloat16", "float32")}
     assert seen["bfloat16"] == {"specs": ["bfloat16"], "engine": ["torch.bfloat16"], "full": ["torch.float32"]}
     assert seen["float32"] == {"specs": ["float32"], "engine": ["torch.float32"], "full": ["torch.float32"]}
 
@@ -105,15 +110,7 @@ def test_a_bf16_lora_trainer_keeps_an_fp32_adapter_and_updates_it_with_a_kl_loss
     """The base frozen in the training dtype, the adapter in fp32 (Adam's steps would round away in bf16); the KL's
     reference pass (adapter off) comes after a pass with it on, or FSDP2 would take bf16 for the adapter's
     gradients; only the adapter has optimizer state."""
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    proc = ctx.Process(target=lora_update, args=(str(demo_assets), out))
-    proc.start()
-    seen = out.get(timeout=240)
-    proc.join(60)
-    assert proc.exitcode == 0
+    seen = spawned(lora_update, str(demo_assets))
     assert (seen["trained"], seen["frozen"]) == (["torch.float32"], ["torch.bfloat16"])
     assert (seen["b_was_zero"], seen["b_moved"]) == (True, True), seen
     assert seen["moments"] == seen["adapter"]
@@ -143,6 +140,54 @@ def test_a_sync_moves_the_adapter_in_the_dtype_the_engines_keep_it_in(demo_asset
 
 GROUPS = [(1.0, "a"), (0.0, "a"), (1.0, "b"), (0.0, "b"), (0.0, "b"), (1.0, "b"), (0.5, "c"), (1.0, "c")]
 PENALTIES = [[0.1], [0.0], [0.2], [0.0], [0.05], [0.0], [0.0], [0.3]]
+
+
+def masked_losses(demo_dir: str, out) -> None:
+    """In a process of its own: one update's loss on episodes whose environment turns come after the model's (masked),
+    on the same episodes without those turns, and on them with the turns trained; lr 1e-20 leaves the weights."""
+    import os
+
+    os.environ["TRINITY_DEMO_DIR"] = demo_dir
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.platforms import get_platform
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer.batch import metric_mean
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    overrides = ("algorithm.optimizer.lr=1e-20", "algorithm.bypass_old_logprobs=true", "buffer.train_batch_size=4")
+    config = resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
+    os.environ.update(get_platform("cpu").verl_env())
+    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
+    rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 4, None)
+    from verl.utils import tensordict_utils as tu  # after the platform's env: verl reads it at import
+
+    def loss(response, mask):
+        exps = [
+            Experience([3, 4, 5], response, [-2.0] * len(response), float(i % 2), "g", action_mask=mask)
+            for i in range(4)
+        ]
+        rank.whole = exps  # rank 0's step batch, as taken from the buffer
+        batch, _, _ = rank._tensors(exps)
+        return metric_mean(tu.get(rank.worker.update_actor(batch), "metrics").get("loss"))
+
+    out.put(
+        {
+            "masked": loss([6, 7, 1, 9, 8], [1, 1, 0, 0, 0]),
+            "without": loss([6, 7], None),
+            "trained": loss([6, 7, 1, 9, 8], None),
+        }
+    )
+
+
+@pytest.mark.train  # a real verl trainer rank, in a process of its own
+def test_the_environments_tokens_add_nothing_to_the_loss(demo_assets):
+    """A causal model's log-probs of the model's tokens do not depend on what comes after them: masked, the turns
+    after change nothing; trained, they do."""
+    seen = spawned(masked_losses, str(demo_assets))
+    assert seen["masked"] == pytest.approx(seen["without"], rel=1e-5), seen
+    assert abs(seen["trained"] - seen["masked"]) > 1e-3, seen
 
 
 def shard_advantages(rank: int, port: int, out) -> None:
@@ -245,15 +290,7 @@ def ppo_critic(demo_dir: str, folder: str, out) -> None:
 
 @pytest.mark.train  # a real verl trainer rank with a critic, in a process of its own
 def test_a_ppo_trainer_updates_its_critic_and_a_resume_restores_it(demo_assets, tmp_path):
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("spawn")
-    out = ctx.Queue()
-    proc = ctx.Process(target=ppo_critic, args=(str(demo_assets), str(tmp_path / "global_step_1"), out))
-    proc.start()
-    seen = out.get(timeout=240)
-    proc.join(60)
-    assert proc.exitcode == 0
+    seen = spawned(ppo_critic, str(demo_assets), str(tmp_path / "global_step_1"))
     assert seen["critic_loss"] > 0 and seen["moved"], seen  # one update moved the value head
     assert seen["resumed"] and not seen["fresh"], seen  # the saved critic comes back; a new one is not it
     assert (tmp_path / "global_step_1" / "critic_state").is_dir()

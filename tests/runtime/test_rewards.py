@@ -35,7 +35,11 @@ def test_every_name_resolves_to_a_function_whose_arguments_are_its_models(name):
 
 
 def test_each_workflows_default_reward_is_a_registry_name_and_its_class_agrees():
-    assert DEFAULT_REWARDS == {"math_workflow": "math_reward", "arith_workflow": "exact_match"}
+    assert DEFAULT_REWARDS == {
+        "math_workflow": "math_reward",
+        "arith_workflow": "exact_match",
+        "arith_feedback_workflow": "exact_match",
+    }
     for workflow, reward in DEFAULT_REWARDS.items():
         assert workflows.load(workflow).default_reward == reward and reward in registry.REWARDS
 

@@ -8,11 +8,13 @@ import re
 WORKFLOWS = {
     "math_workflow": "trinity.runtime.workflows.math:MathWorkflow",
     "arith_workflow": "trinity.runtime.workflows.arith:ArithWorkflow",
+    "arith_feedback_workflow": "trinity.runtime.workflows.arith_feedback:ArithFeedbackWorkflow",
 }
 # The reward function (trinity/config/rewards.py) each built-in workflow scores with when its taskset names none.
 DEFAULT_REWARDS = {
     "math_workflow": "math_reward",
     "arith_workflow": "exact_match",
+    "arith_feedback_workflow": "exact_match",
 }
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 

@@ -97,6 +97,11 @@ class Explorer(Role):
             self.config.explorer.rollout_model.repetition_penalty,
         )
         workflows = _row_workflows(storage, rows, storage.default_workflow_type or explorer_input.default_workflow_type)
+        for cls in dict.fromkeys(workflows):
+            try:
+                cls.check_args(storage.workflow_args)
+            except ValueError as exc:
+                raise ValueError(f"taskset {storage.name}: {exc}") from None
         return _TaskSet(storage.name, {task.uid: cls for task, cls in zip(tasks, workflows)}, tasks, sampling)
 
     def steps_per_epoch(self) -> int:
@@ -283,6 +288,35 @@ class _Client:
         )
         version, samples = self.engine.generate(ids, n, self.sampling)
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
+
+    def conversation(self, task: Any, messages: list[dict] | None = None) -> Any:
+        from .data.prompts import prompt_messages, template_of
+        from .workflows.conversation import ChatTemplate, Conversation, ConversationError
+
+        if task.format.reply_prefix:
+            raise ConversationError("format.reply_prefix is for single-turn prompts; a conversation has none")
+        template = ChatTemplate(
+            self.tokenizer, template_of(task.format, self.rollout.chat_template), self.rollout.enable_thinking
+        )
+        opening = prompt_messages(task.row, task.format) if messages is None else messages
+        return Conversation(template, opening, self.rollout.max_model_len)
+
+    def reply(self, conversations: list) -> None:
+        turns = []  # (conversation, its token budget) of those with room for a reply
+        for c in conversations:
+            room = c.room()
+            budget = self.sampling.max_tokens if room is None else min(self.sampling.max_tokens, room)
+            if c.truncated or budget <= 0:
+                c.truncated = True  # the context is full: the episode ends here
+            else:
+                turns.append((c, budget))
+        requests = [(c.context(), 1, replace(self.sampling, max_tokens=b)) for c, b in turns]
+        eos = self.tokenizer.eos_token_id
+        for (c, budget), (version, (sample,)) in zip(turns, self.engine.generate_each(requests)):
+            ended = bool(sample.response_ids) and sample.response_ids[-1] == eos
+            c.add_reply(sample.response_ids, sample.logprobs, sample.text, version, ended)
+            # cut by the context rather than by max_tokens: the episode cannot go on
+            c.truncated = budget < self.sampling.max_tokens and not ended and len(sample.response_ids) >= budget
 
 
 def fit_prompt(ids: list[int], limit: int | None) -> tuple[list[int], bool]:

@@ -33,8 +33,15 @@ def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = Fal
         body, system = _column(row, fmt.prompt_key), _system(row, fmt)
         text = f"{system}\n{body}" if system else str(body)
     else:
-        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking, _template(fmt, template))
+        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking, template_of(fmt, template))
     return text + (fmt.reply_prefix or "")
+
+
+def prompt_messages(row: dict, fmt: Any) -> list[dict]:
+    """A task's opening messages: a plaintext prompt as one user message, after the system prompt when it has one."""
+    if fmt.prompt_type == "plaintext":
+        return _with_system([{"role": "user", "content": str(_column(row, fmt.prompt_key))}], _system(row, fmt))
+    return _prompt_messages(row, fmt)
 
 
 def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -> tuple[str, str]:
@@ -43,7 +50,7 @@ def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -
         return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
     messages = _column(row, fmt.messages_key) if fmt.messages_key in row else None
     if messages and messages[-1].get("role") == "assistant":
-        prompt = _chat(_with_system(messages[:-1], _system(row, fmt)), tokenizer, False, _template(fmt, template))
+        prompt = _chat(_with_system(messages[:-1], _system(row, fmt)), tokenizer, False, template_of(fmt, template))
         return prompt + (fmt.reply_prefix or ""), messages[-1]["content"]
     return prompt_text(row, fmt, tokenizer, template=template), str(_column(row, fmt.response_key))
 
@@ -71,7 +78,7 @@ def _prompt_messages(row: dict, fmt: Any) -> list[dict]:
     return _with_system(messages, _system(row, fmt))
 
 
-def _template(fmt: Any, model_template: str | None) -> str | None:
+def template_of(fmt: Any, model_template: str | None) -> str | None:
     """The data set's own chat template, else the model's (None: the tokenizer's)."""
     return fmt.chat_template if fmt.chat_template is not None else model_template
 

@@ -16,11 +16,16 @@ from .base import Sample, Sampling
 MAX_WAIT_S = 0.05  # a workflow busy elsewhere (a slow reward, a tool) holds the others back at most this long
 
 
+Request = tuple[list[int], int, Sampling]  # prompt ids, samples, sampling
+
+
 @dataclass
 class _Waiting:
-    request: tuple[list[int], int, Sampling]
+    """One workflow's requests (several when it plays several episodes in step), answered together."""
+
+    requests: list[Request]
     done: threading.Event = field(default_factory=threading.Event)
-    result: tuple[int, list[Sample]] | None = None
+    results: list[tuple[int, list[Sample]]] = field(default_factory=list)
     error: BaseException | None = None
 
 
@@ -48,7 +53,11 @@ class Gatherer:
 
     def generate(self, prompt_ids: list[int], n: int, sampling: Sampling) -> tuple[int, list[Sample]]:
         """(weight version, `n` samples), generated with the other workflows' requests."""
-        mine = _Waiting((prompt_ids, n, sampling))
+        return self.generate_each([(prompt_ids, n, sampling)])[0]
+
+    def generate_each(self, requests: list[Request]) -> list[tuple[int, list[Sample]]]:
+        """(weight version, samples) of each request, all of them in the same call as the other workflows'."""
+        mine = _Waiting(list(requests))
         with self._lock:
             self._waiting.append(mine)
             batch = self._take(ready_only=True)
@@ -59,7 +68,7 @@ class Gatherer:
             self._send(batch)
         if mine.error is not None:
             raise mine.error
-        return mine.result
+        return mine.results
 
     def _take(self, ready_only: bool) -> list[_Waiting]:
         """The waiting requests, once every running workflow waits (or at once, not `ready_only`); under the lock."""
@@ -75,12 +84,14 @@ class Gatherer:
         import ray
 
         try:
-            results = ray.get(self.engine.generate_many.remote([w.request for w in batch]))
+            results = ray.get(self.engine.generate_many.remote([r for w in batch for r in w.requests]))
         except BaseException as exc:  # every waiting workflow gets the engine's error
             for waiting in batch:
                 waiting.error = exc
                 waiting.done.set()
             return
-        for waiting, result in zip(batch, results):
-            waiting.result = result
+        start = 0
+        for waiting in batch:
+            waiting.results = results[start : start + len(waiting.requests)]
+            start += len(waiting.requests)
             waiting.done.set()

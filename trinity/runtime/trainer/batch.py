@@ -5,6 +5,10 @@ rollout engine's log-probs as the old policy's (the trainer recomputes them when
 `algorithm.bypass_old_logprobs` is false), the reward on a response's last token, and per-token
 advantages from the estimator the algorithm names (`functions.advantages`). SFT batches are packed
 sequences with a loss mask over the response tokens.
+
+A multi-turn experience's response holds the environment's turns too: they are attended to like the rest, but its
+action mask keeps them out of the response mask, so no loss, advantage or token count reads them, and the reward
+sits on the model's last token.
 """
 
 import numpy as np
@@ -20,8 +24,9 @@ def padded(exps: list[Experience], pad_id: int) -> dict[str, torch.Tensor]:
     prompts = torch.tensor([[pad_id] * (width_p - len(e.prompt_ids)) + e.prompt_ids for e in exps])
     responses = torch.tensor([e.response_ids + [pad_id] * (width_r - len(e.response_ids)) for e in exps])
     prompt_mask = torch.tensor([[0] * (width_p - len(e.prompt_ids)) + [1] * len(e.prompt_ids) for e in exps])
-    response_mask = torch.tensor([[1] * len(e.response_ids) + [0] * (width_r - len(e.response_ids)) for e in exps])
-    attention_mask = torch.cat([prompt_mask, response_mask], dim=1)
+    present = torch.tensor([[1] * len(e.response_ids) + [0] * (width_r - len(e.response_ids)) for e in exps])
+    response_mask = torch.tensor([e.mask() + [0] * (width_r - len(e.response_ids)) for e in exps])
+    attention_mask = torch.cat([prompt_mask, present], dim=1)
     return {
         "prompts": prompts,
         "responses": responses,
@@ -35,9 +40,11 @@ def padded(exps: list[Experience], pad_id: int) -> dict[str, torch.Tensor]:
 def token_rewards(
     exps: list[Experience], response_mask: torch.Tensor, penalties: list[list[float]] | None = None
 ) -> torch.Tensor:
-    """Each experience's reward on its last response token, zeros elsewhere, less its per-token KL penalty."""
+    """Each experience's reward on its last trained response token, zeros elsewhere, less its per-token KL
+    penalty."""
     rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
-    last = response_mask.sum(dim=1) - 1
+    positions = torch.arange(1, response_mask.shape[1] + 1)
+    last = (response_mask * positions).argmax(dim=1)  # the model's last token, the environment's turns after it aside
     rewards[torch.arange(len(exps)), last] = torch.tensor([e.reward for e in exps], dtype=torch.float32)
     if penalties is not None:
         rewards -= per_token(penalties, response_mask.shape[1])
@@ -77,7 +84,7 @@ def sft_batch(exps: list[Experience], weights: list[list[float]] | None = None) 
     sequences = [e.prompt_ids + e.response_ids for e in exps]
     offsets = torch.tensor([0, *np.cumsum([len(s) for s in sequences])])
     weights = weights or [[1] * len(e.response_ids) for e in exps]
-    mask = [[0] * len(e.prompt_ids) + [int(w) for w in row] for e, row in zip(exps, weights)]
+    mask = [[0] * len(e.prompt_ids) + [int(w) * a for w, a in zip(row, e.mask())] for e, row in zip(exps, weights)]
     return {
         "input_ids": torch.nested.nested_tensor_from_jagged(
             torch.tensor([t for s in sequences for t in s]), offsets=offsets
@@ -102,7 +109,7 @@ def counts(exps: list[Experience]) -> dict[str, int]:
     out = {"rollout_tokens": 0, "rollout_rows": 0, "sample_tokens": 0, "sample_rows": 0}
     for e in exps:
         part = "sample" if e.expert else "rollout"
-        out[f"{part}_tokens"] += len(e.response_ids)
+        out[f"{part}_tokens"] += sum(e.mask())
         out[f"{part}_rows"] += 1
     return out
 

@@ -8,6 +8,7 @@ from .base import Workflow
 class ArithWorkflow(Workflow):
     """Scores each response against the row's reference; `exact_match` unless the taskset names another."""
 
+    arguments: dict = {}
     default_reward = "exact_match"
 
     def run(self):

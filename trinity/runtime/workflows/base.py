@@ -6,6 +6,7 @@ from typing import Any, Protocol
 
 from ..experience import Experience
 from ..rewards import bind
+from .conversation import Conversation
 
 
 @dataclass(frozen=True)
@@ -46,12 +47,35 @@ class ModelClient(Protocol):
     def generate(self, prompt: str, n: int) -> list[Completion]:
         """`n` samples continuing `prompt`, with the taskset's sampling arguments."""
 
+    def conversation(self, task: Task, messages: list[dict] | None = None) -> Conversation:
+        """A new episode opening with `messages` (default: the task's prompt), in the model's chat template and
+        context."""
+
+    def reply(self, conversations: list[Conversation]) -> None:
+        """One model turn in each conversation, generated together; one without room left ends truncated."""
+
 
 class Workflow:
     """Base of every workflow: subclasses implement `run`, and score responses with `score`."""
 
     # the reward function (a name in trinity/config/rewards.py) used when the taskset names none
     default_reward: str | None = None
+    # the workflow_args it reads, with their defaults (None: it reads them itself, unchecked)
+    arguments: dict[str, Any] | None = None
+
+    @classmethod
+    def check_args(cls, args: dict) -> None:
+        """Refuse workflow_args the workflow does not read, naming those it does."""
+        if cls.arguments is None:
+            return
+        unknown = sorted(set(args) - set(cls.arguments))
+        if unknown:
+            known = ", ".join(cls.arguments) or "none"
+            raise ValueError(f"{cls.__name__} has no workflow_args {', '.join(map(repr, unknown))} (it reads: {known})")
+
+    def arg(self, name: str) -> Any:
+        """A workflow argument: the taskset's workflow_args value, else the workflow's default."""
+        return self.task.workflow_args.get(name, self.arguments[name])
 
     def __init__(self, task: Task, model: ModelClient):
         self.task, self.model = task, model

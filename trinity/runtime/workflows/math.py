@@ -9,6 +9,7 @@ from .base import Workflow
 class MathWorkflow(Workflow):
     """Scores each response against the row's reference; `math_reward` unless the taskset names another."""
 
+    arguments: dict = {}
     default_reward = "math_reward"
 
     def run(self):

@@ -1,0 +1,145 @@
+"""A multi-turn episode recorded as the token ids the model saw and produced.
+
+The model's replies are kept as the ids it generated, never decoded and tokenised again; only what the environment
+says between turns is tokenised, as the chat template renders it after the reply. That rendering is the template's
+text between an assistant message and the next generation prompt: rendered once around a placeholder reply, so the
+model's own text cannot change it. The reply's end-of-sequence token stands for the template's closing of the turn
+where the closing starts with it; a reply cut at max_tokens gets the whole closing from the environment.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..experience import Experience
+
+PLACEHOLDER = "\x00reply\x00"  # no model writes it, no template changes it
+
+
+class ConversationError(ValueError):
+    """A conversation the chat template cannot extend turn by turn."""
+
+
+@dataclass(frozen=True)
+class ChatTemplate:
+    """Messages to text by the model's chat template (the taskset's own, else the model's, else the tokenizer's)."""
+
+    tokenizer: Any
+    template: str | None = None
+    enable_thinking: bool = False
+
+    def render(self, messages: list[dict], generation_prompt: bool) -> str:
+        """The messages as the template writes them, with the cue for the model's turn or without."""
+        if self.template is None and not getattr(self.tokenizer, "chat_template", None):
+            raise ConversationError(
+                "a multi-turn workflow needs a chat template, and this model's tokenizer has none: set "
+                "model.custom_chat_template (or the taskset's format.chat_template)"
+            )
+        return self.tokenizer.apply_chat_template(
+            messages,
+            chat_template=self.template,
+            tokenize=False,
+            add_generation_prompt=generation_prompt,
+            enable_thinking=self.enable_thinking,
+        )
+
+    def ids(self, text: str) -> list[int]:
+        """Token ids of rendered text (the template writes the special tokens itself)."""
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def after_reply(self, history: list[dict], messages: list[dict]) -> tuple[str, str]:
+        """(how the template closes an assistant turn after its content, the text of `messages` up to the next
+        generation prompt), for a reply that follows `history`."""
+        reply = {"role": "assistant", "content": PLACEHOLDER}
+        before = self.render([*history, reply], generation_prompt=False)
+        after = self.render([*history, reply, *messages], generation_prompt=True)
+        if not after.startswith(before):
+            raise ConversationError(
+                "the chat template rewrites earlier turns when a turn is added, so a conversation cannot grow as the "
+                "model saw it; use a template that only appends"
+            )
+        return before[before.rindex(PLACEHOLDER) + len(PLACEHOLDER) :], after[len(before) :]
+
+
+@dataclass(eq=False)  # an episode is itself: two that read alike are still two
+class Conversation:
+    """One episode: the first prompt's ids, then every turn's, each token marked as the model's or the environment's.
+
+    `limit` is the engine's context (max_model_len): a turn that would pass it ends the conversation as truncated.
+    """
+
+    template: ChatTemplate
+    messages: list[dict]
+    limit: int | None = None
+    prompt_ids: list[int] = field(init=False)
+    response_ids: list[int] = field(default_factory=list, init=False)
+    logprobs: list[float] = field(default_factory=list, init=False)
+    action_mask: list[int] = field(default_factory=list, init=False)
+    weight_version: int = field(default=0, init=False)
+    truncated: bool = field(default=False, init=False)
+    turns: int = field(default=0, init=False)  # the model's replies so far
+    _ended: bool = field(default=False, init=False, repr=False)  # the last reply ends with end-of-sequence
+
+    def __post_init__(self) -> None:
+        self.messages = list(self.messages)
+        self.prompt_ids = self.template.ids(self.template.render(self.messages, generation_prompt=True))
+        if self.limit is not None and len(self.prompt_ids) >= self.limit:
+            raise ConversationError(
+                f"the conversation's first prompt is {len(self.prompt_ids)} tokens, and the context "
+                f"(max_model_len) holds {self.limit} with the reply: raise model.max_model_len or shorten the prompt"
+            )
+
+    def context(self) -> list[int]:
+        """Every token so far: what the model continues on its next turn."""
+        return self.prompt_ids + self.response_ids
+
+    def room(self) -> int | None:
+        """Tokens the next reply may take before the context is full (None: no limit)."""
+        return None if self.limit is None else self.limit - len(self.context())
+
+    def add_reply(self, ids: list[int], logprobs: list[float], text: str, weight_version: int, ended: bool) -> None:
+        """The model's turn: its generated ids (trained), their log-probs, and its text as an assistant message;
+        `ended`: the reply ends with the end-of-sequence token."""
+        self.response_ids += ids
+        self.logprobs += logprobs
+        self.action_mask += [1] * len(ids)
+        self.messages.append({"role": "assistant", "content": text})
+        self._ended = ended
+        self.weight_version = max(self.weight_version, weight_version)
+        self.turns += 1
+
+    def add_messages(self, messages: list[dict]) -> bool:
+        """The environment's turn (user or tool messages) after the model's; False, and the conversation is
+        truncated, when it leaves no room for another reply."""
+        if self.messages[-1].get("role") != "assistant":
+            raise ConversationError("the environment speaks after the model's reply: add a reply first")
+        closing, text = self.template.after_reply(self.messages[:-1], messages)
+        eos = self.template.tokenizer.eos_token or ""
+        if self._ended and eos and closing.startswith(eos):
+            closing = closing[len(eos) :]  # the reply's own end-of-sequence token closed the turn
+        ids = self.template.ids(closing + text)
+        if self.limit is not None and len(self.context()) + len(ids) >= self.limit:
+            self.truncated = True
+            return False
+        self.response_ids += ids
+        self.logprobs += [0.0] * len(ids)
+        self.action_mask += [0] * len(ids)
+        self.messages += messages
+        return True
+
+    def experience(self, reward: float, group: str, **metrics: float) -> Experience:
+        """The episode as one experience: the environment's tokens after the model's last reply are left out."""
+        end = len(self.action_mask)
+        while end and not self.action_mask[end - 1]:
+            end -= 1
+        return Experience(
+            prompt_ids=list(self.prompt_ids),
+            response_ids=self.response_ids[:end],
+            logprobs=self.logprobs[:end],
+            reward=float(reward),
+            group=group,
+            weight_version=self.weight_version,
+            metrics={"accuracy": float(metrics.pop("accuracy", reward)), "turns": float(self.turns), **metrics}
+            | ({"truncated": 1.0} if self.truncated else {}),
+            action_mask=self.action_mask[:end],
+            truncated=self.truncated,
+        )
