@@ -1,7 +1,9 @@
 """The embedded demo's assets, built here with no download: a character tokenizer trained with
 `tokenizers`, a tiny Qwen2 model from a config, and 2-digit addition problems with a held-out split.
 `model-feedback/` is the same model with the feedback characters of the multi-turn example
-(examples/arith_feedback) in its vocabulary.
+(examples/arith_feedback) in its vocabulary; `model-tools/` and `data-tools/` are the tool-use example's
+(examples/arith_tools): 3-term sums, and SFT conversations that answer most of them at once and call the
+calculator for a few.
 
 `trinity run` without --config builds them on first use under $TRINITY_DEMO_DIR (default
 ./trinity-demo) and then runs examples/arith/arith.yaml on them.
@@ -17,6 +19,8 @@ DEFAULT_DIR = "./trinity-demo"
 HELD_OUT = 200  # problems never seen in SFT or GRPO
 SPECIALS = ("<pad>", "<eos>", "<unk>")
 FEEDBACK = "<>?"  # arith_feedback_workflow's replies: too low, too high, not a number
+TOOL_CALL = "[]"  # the brackets tool-call format
+TOOL_SHARE = 0.1  # of the tool example's SFT conversations, those that call the calculator
 MODEL_SHAPE = dict(
     hidden_size=128,
     intermediate_size=512,
@@ -34,8 +38,8 @@ def demo_dir() -> Path:
 
 def ensure(folder: Path, seed: int = 0) -> bool:
     """Build the assets unless a complete set is there; returns whether it built them."""
-    parts = (folder / "model" / "model.safetensors", folder / "model-feedback" / "model.safetensors")
-    if all(p.exists() for p in parts) and (folder / "data" / "test.jsonl").exists():
+    parts = [folder / f"{m}/model.safetensors" for m in ("model", "model-feedback", "model-tools")]
+    if all(p.exists() for p in parts) and all((folder / d / "test.jsonl").exists() for d in ("data", "data-tools")):
         return False
     build(folder, seed)
     return True
@@ -48,22 +52,54 @@ def problems(seed: int) -> tuple[list[dict], list[dict]]:
     return rows[HELD_OUT:], rows[:HELD_OUT]
 
 
+def tool_problems(seed: int, count: int = 20000) -> tuple[list[dict], list[dict]]:
+    """(train, held-out) rows of `a+b+c=` for a, b, c in 10..99, drawn without repeats."""
+    rng = random.Random(seed)
+    seen: dict[tuple, None] = {}
+    while len(seen) < count + HELD_OUT:
+        seen[tuple(rng.randrange(10, 100) for _ in range(3))] = None
+    rows = [{"prompt": f"{a}+{b}+{c}=", "response": str(a + b + c)} for a, b, c in seen]
+    return rows[HELD_OUT:], rows[:HELD_OUT]
+
+
+def tool_conversations(rows: list[dict], seed: int) -> list[dict]:
+    """SFT conversations of the tool rows: a share TOOL_SHARE call the calculator (`[a+b+c]`, its result, the answer),
+    the rest answer at once."""
+    rng = random.Random(seed + 1)
+    out = []
+    for row in rows:
+        user, answer = {"role": "user", "content": row["prompt"]}, {"role": "assistant", "content": row["response"]}
+        if rng.random() < TOOL_SHARE:
+            call = {"role": "assistant", "content": f"[{row['prompt'][:-1]}]"}
+            out.append({"messages": [user, call, {"role": "tool", "content": row["response"]}, answer]})
+        else:
+            out.append({"messages": [user, answer]})
+    return out
+
+
 def build(folder: Path, seed: int = 0) -> None:
-    """Write data/{train,test}.jsonl, model/ and model-feedback/ (tokenizer, config, weights), each folder published
-    whole."""
+    """Write data/{train,test}.jsonl, data-tools/{train,test,sft}.jsonl, model/, model-feedback/ and model-tools/
+    (tokenizer, config, weights), each folder published whole."""
     from .utils.atomic import publish_dir
 
     train, test = problems(seed)
+    tool_train, tool_test = tool_problems(seed)
     folder.mkdir(parents=True, exist_ok=True)
 
-    def data(tmp: Path) -> None:
-        for name, rows in (("train", train), ("test", test)):
-            (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    def data(sets: dict[str, list[dict]]):
+        def write(tmp: Path) -> None:
+            for name, rows in sets.items():
+                (tmp / f"{name}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
+        return write
+
+    tool_data = {"train": tool_train, "test": tool_test, "sft": tool_conversations(tool_train, seed)}
     parts = (
-        ("data", data),
+        ("data", data({"train": train, "test": test})),
         ("model", lambda tmp: _model(tmp, train, seed)),
         ("model-feedback", lambda tmp: _model(tmp, train, seed, FEEDBACK)),
+        ("data-tools", data(tool_data)),
+        ("model-tools", lambda tmp: _model(tmp, tool_train, seed, TOOL_CALL)),
     )
     for name, fill in parts:
         if not (folder / name).exists():

@@ -1,20 +1,38 @@
-"""The multi-turn example through the real CLI: arith_feedback_workflow's episodes on the real transformers engine,
-one engine call per turn, written to the buffer with their action masks, trained by a real verl rank."""
+"""The multi-turn examples through the real CLI: arith_feedback_workflow's and calculator_workflow's episodes on the
+real transformers engine, one engine call per turn, written to the buffer with their action masks, trained by a real
+verl rank."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-EXAMPLE = REPO / "examples" / "arith_feedback" / "arith_feedback.yaml"
+EXAMPLES = {
+    "arith_feedback_workflow": ("arith_feedback", "model-feedback", "<>?"),  # feedback: "<", ">" or "?"
+    "calculator_workflow": ("arith_tools", "model-tools", "="),  # a tool's result follows "="
+}
 
 
-def test_the_feedback_game_trains_whole_episodes_on_the_models_turns_only(run_env, tmp_path):
-    config = yaml.safe_load(EXAMPLE.read_text())
-    config.pop("stages")  # the RL stage alone, on the untrained model: its answers are mostly wrong, so it retries
+def env_runs(mask: list[int], ids: list[int]) -> list[list[int]]:
+    """The environment's turns: each maximal run of tokens the mask leaves out."""
+    runs, current = [], []
+    for token, trained in zip(ids, mask):
+        if trained and current:
+            runs, current = [*runs, current], []
+        elif not trained:
+            current.append(token)
+    return runs + ([current] if current else [])
+
+
+@pytest.mark.parametrize("workflow", EXAMPLES)
+def test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only(run_env, tmp_path, workflow):
+    example, model, marks = EXAMPLES[workflow]
+    config = yaml.safe_load((REPO / "examples" / example / f"{example}.yaml").read_text())
+    config.pop("stages")  # the RL stage alone, on the untrained model: its answers are mostly wrong, so it goes on
     config["buffer"] |= {"batch_size": 2, "total_steps": 2}
     config["algorithm"]["repeat_times"] = 4
     config["buffer"]["trainer_input"]["experience_buffer"] |= {"storage_type": "file", "path": "episodes.jsonl"}
@@ -29,7 +47,8 @@ def test_the_feedback_game_trains_whole_episodes_on_the_models_turns_only(run_en
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-6000:]
-    run_dir = tmp_path / "ckpt" / "trinity-demo" / "arith-feedback"
+    assert config["buffer"]["explorer_input"]["default_workflow_type"] == workflow
+    run_dir = tmp_path / "ckpt" / "trinity-demo" / config["name"]
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     explored = [r for r in records if r["role"] == "explorer"]
     trained = [r for r in records if r["role"] == "trainer"]
@@ -37,17 +56,19 @@ def test_the_feedback_game_trains_whole_episodes_on_the_models_turns_only(run_en
     assert [r["experiences"] for r in trained] == [8, 8] and all(r["loss"] is not None for r in trained)
     episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
     assert len(episodes) == 16
+    # the workflows' own metrics, averaged on the explorer's line: step 1's eight episodes are the file's first eight
+    assert explored[0]["turns_mean"] == sum(e["metrics"]["turns"] for e in episodes[:8]) / 8
 
     from transformers import AutoTokenizer
 
-    tokenizer = AutoTokenizer.from_pretrained(Path(run_env["TRINITY_DEMO_DIR"]) / "model-feedback")
-    feedback = set(tokenizer.convert_tokens_to_ids(list("<>?")))
+    tokenizer = AutoTokenizer.from_pretrained(Path(run_env["TRINITY_DEMO_DIR"]) / model)
+    opening = set(tokenizer.convert_tokens_to_ids(list(marks))) | {tokenizer.eos_token_id}
     for e in episodes:
         mask, ids = e["action_mask"], e["response_ids"]
-        assert len(mask) == len(ids) == len(e["logprobs"]) and mask[-1] == 1
-        env = [t for t, m in zip(ids, mask) if not m]
-        # each retry follows feedback: "<", ">" or "?" after the reply's end (or the template's closing of a cut one)
-        assert sum(t in feedback for t in env) == e["metrics"]["turns"] - 1, e
-        assert all(t in feedback or t == tokenizer.eos_token_id for t in env), e
+        assert len(mask) == len(ids) == len(e["logprobs"]) and mask[-1] == 1, e
+        runs = env_runs(mask, ids)
+        assert len(runs) == e["metrics"]["turns"] - 1, e  # one environment turn between two of the model's
+        # it opens with the template's closing of a cut reply (<eos>) or the environment's mark
+        assert all(run[0] in opening for run in runs), e
         assert all(lp == 0.0 for lp, m in zip(e["logprobs"], mask) if not m)
         assert len(e["prompt_ids"]) + len(ids) <= config["model"]["max_model_len"]

@@ -155,6 +155,12 @@ RUNS = {
     **{("model.lora_configs[].lora_dtype", dtype): LORA_DTYPES for dtype in ("float32", "bfloat16", "float16")},
     ("workflow", "arith_workflow"): BOTH,
     ("workflow", "math_workflow"): EVERY,
+    # parametrised by workflow name
+    **{
+        ("workflow", name): "tests/cli/test_run_multi_turn.py::"
+        "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only"
+        for name in ("arith_feedback_workflow", "calculator_workflow")
+    },
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,
     **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward")},

@@ -94,12 +94,13 @@ class Explorer:
             truncated_prompts=0,
             engine_calls=1,
             seconds=0.1,
+            workflow_metrics={"accuracy_mean": 0.5},
         )
 
     def evaluate(self, step: int) -> list[dict]:
         assert not self.world.asleep, "evaluated on sleeping engines"
         self.world.log.append(("evaluate", step, self.world.version))
-        return [dict(taskset="eval", accuracy=step / 10, reward_mean=0.5, tasks=4)]
+        return [dict(taskset="eval", accuracy=step / 10, reward_mean=0.5, tasks=4, workflow_metrics={})]
 
 
 class Trainer:

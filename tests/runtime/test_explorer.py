@@ -110,6 +110,32 @@ def test_truncation_can_be_turned_off(explorer, enabled, limit):
     assert client(role, role.train[0]).max_prompt_tokens == limit  # the demo: 12 tokens of context, 4 of response
 
 
+class Recorded:
+    """Stands in for an engine's gatherer: records the request, answers with one fixed sample (the engine is not what
+    this test is about)."""
+
+    def __init__(self):
+        self.requests = []
+
+    def generate(self, ids, n, sampling):
+        from trinity.runtime.rollout.base import Sample
+
+        self.requests.append((ids, n))
+        return 4, [Sample([7, 1], [-0.5, -0.5], "9")] * n
+
+
+def test_chat_renders_messages_and_tools_through_the_tasks_template(explorer):
+    listing = "{% for t in tools %}{{ t.function.name }}{% endfor %}{{ messages[-1].content }}"
+    role = explorer(f"model.custom_chat_template='{listing}'")
+    ts = role.train[0]
+    engine = Recorded()
+    chat = _Client(engine, role.tokenizer, ts.sampling, role.config.explorer.rollout_model, None)
+    tools = [{"type": "function", "function": {"name": "3"}}]
+    completions = chat.chat(ts.tasks[0], [{"role": "user", "content": "1+2="}], 2, tools=tools)
+    assert engine.requests == [(role.tokenizer("31+2=", add_special_tokens=False)["input_ids"], 2)]
+    assert [(c.response_ids, c.text, c.weight_version) for c in completions] == [([7, 1], "9", 4)] * 2
+
+
 def test_a_mixed_taskset_loads_each_rows_workflow(explorer, tmp_path):
     rows = [
         {"prompt": "1+1=", "response": "#### 2", "wf": "math_workflow"},

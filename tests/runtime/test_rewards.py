@@ -39,6 +39,7 @@ def test_each_workflows_default_reward_is_a_registry_name_and_its_class_agrees()
         "math_workflow": "math_reward",
         "arith_workflow": "exact_match",
         "arith_feedback_workflow": "exact_match",
+        "calculator_workflow": "exact_match",
     }
     for workflow, reward in DEFAULT_REWARDS.items():
         assert workflows.load(workflow).default_reward == reward and reward in registry.REWARDS

@@ -59,6 +59,7 @@ def test_strictly_on_policy_each_step_explores_with_the_last_weights(tmp_path):
     assert roles[:4] == [("eval", 0), ("explorer", 1), ("trainer", 1), ("synchronizer", 1)] and roles[-1] == ("eval", 3)
     explored = [r for r in records if r["role"] == "explorer"]
     assert [r["weight_version"] for r in explored] == [0, 1, 2]
+    assert all(r["accuracy_mean"] == 0.5 and "workflow_metrics" not in r for r in explored)  # the workflows' own, flat
     assert summary.steps == 3 and summary.eval_last == {"eval": 0.3}
     assert set(summary.peak_rss_mb) == {
         a.name for a in build_plan(resolve(Request(None, ("hardware=cpu", "~stages"))).config).actors

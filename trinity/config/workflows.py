@@ -9,12 +9,14 @@ WORKFLOWS = {
     "math_workflow": "trinity.runtime.workflows.math:MathWorkflow",
     "arith_workflow": "trinity.runtime.workflows.arith:ArithWorkflow",
     "arith_feedback_workflow": "trinity.runtime.workflows.arith_feedback:ArithFeedbackWorkflow",
+    "calculator_workflow": "trinity.runtime.workflows.calculator:CalculatorWorkflow",
 }
 # The reward function (trinity/config/rewards.py) each built-in workflow scores with when its taskset names none.
 DEFAULT_REWARDS = {
     "math_workflow": "math_reward",
     "arith_workflow": "exact_match",
     "arith_feedback_workflow": "exact_match",
+    "calculator_workflow": "exact_match",
 }
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 

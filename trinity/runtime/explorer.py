@@ -289,17 +289,27 @@ class _Client:
         version, samples = self.engine.generate(ids, n, self.sampling)
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
 
-    def conversation(self, task: Any, messages: list[dict] | None = None) -> Any:
-        from .data.prompts import prompt_messages, template_of
-        from .workflows.conversation import ChatTemplate, Conversation, ConversationError
+    def chat(self, task: Any, messages: list[dict], n: int, tools: list[dict] | None = None) -> list:
+        return self.generate(self._template(task, tools).render(messages, generation_prompt=True), n)
+
+    def conversation(self, task: Any, messages: list[dict] | None = None, tools: list[dict] | None = None) -> Any:
+        from .data.prompts import prompt_messages, tools_of
+        from .workflows.conversation import Conversation, ConversationError
 
         if task.format.reply_prefix:
             raise ConversationError("format.reply_prefix is for single-turn prompts; a conversation has none")
-        template = ChatTemplate(
-            self.tokenizer, template_of(task.format, self.rollout.chat_template), self.rollout.enable_thinking
-        )
+        template = self._template(task, tools if tools is not None else tools_of(task.row, task.format))
         opening = prompt_messages(task.row, task.format) if messages is None else messages
         return Conversation(template, opening, self.rollout.max_model_len)
+
+    def _template(self, task: Any, tools: list[dict] | None) -> Any:
+        """The task's chat template (its data set's, else the rollout model's, else the tokenizer's), with `tools`."""
+        from .data.prompts import template_of
+        from .workflows.conversation import ChatTemplate
+
+        return ChatTemplate(
+            self.tokenizer, template_of(task.format, self.rollout.chat_template), self.rollout.enable_thinking, tools
+        )
 
     def reply(self, conversations: list) -> None:
         turns = []  # (conversation, its token budget) of those with room for a reply
@@ -329,7 +339,11 @@ def fit_prompt(ids: list[int], limit: int | None) -> tuple[list[int], bool]:
 def _metrics(exps: list[Experience], seconds: float, failed: int) -> dict:
     tokens = sum(len(e.response_ids) for e in exps)
     versions = [e.weight_version for e in exps]
+    # what the workflows measured beyond the reward (accuracy, turns, tool_calls, ...), as a mean over the rollouts
+    named = sorted({k for e in exps for k in e.metrics} - {"prompt_truncated"})
+    means = {f"{k}_mean": sum(e.metrics.get(k, 0.0) for e in exps) / len(exps) for k in named}
     return {
+        "workflow_metrics": means,
         "reward_mean": sum(e.reward for e in exps) / len(exps) if exps else 0.0,
         "response_length_mean": tokens / len(exps) if exps else 0.0,
         "tokens_per_s": tokens / seconds if seconds > 0 else 0.0,

@@ -17,6 +17,9 @@ class ExploreResult(TypedDict):
     truncated_prompts: int
     engine_calls: int  # Ray calls to the engines (one per engine when every request of the step was gathered)
     seconds: float
+    # what the workflows measured beyond the reward (accuracy, turns, tool_calls, ...), as <name>_mean over the
+    # rollouts; written flat on the explorer's line
+    workflow_metrics: dict[str, float]
 
 
 class EvalRecord(TypedDict):
@@ -24,6 +27,7 @@ class EvalRecord(TypedDict):
     accuracy: float
     reward_mean: float
     tasks: int
+    workflow_metrics: dict[str, float]  # as an explore step's, written flat on the eval line
 
 
 class TrainResult(TypedDict):

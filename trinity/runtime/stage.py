@@ -305,8 +305,7 @@ class Stage:
     # --- one step's bookkeeping ------------------------------------------------------------------------------
 
     def _explored(self, step: int, result: ExploreResult) -> None:
-        values = {k: result[k] for k in ExploreResult.__annotations__}
-        self.metrics.write("explorer", self.start.offset + step, self.name, **values)
+        self.metrics.write("explorer", self.start.offset + step, self.name, **_flat(result, ExploreResult))
         self.summary.reward = result["reward_mean"]
         if not self.mode.trains:
             self.progress.update(step, reward=result["reward_mean"], tok_s=result["tokens_per_s"])
@@ -340,7 +339,7 @@ class Stage:
         self._share_devices("rollout", version - self.start.offset)
         records: list[EvalRecord] = self.call([self.explorer.evaluate.remote(version)])[0]
         for record in records:
-            self.metrics.write("eval", version, self.name, **{k: record[k] for k in EvalRecord.__annotations__})
+            self.metrics.write("eval", version, self.name, **_flat(record, EvalRecord))
             self.summary.eval_first.setdefault(record["taskset"], record["accuracy"])
             self.summary.eval_last[record["taskset"]] = record["accuracy"]
 
@@ -398,3 +397,8 @@ class Stage:
         """Start `refs` (each role's call) as one call of `kind`, not waiting for them."""
         self.driver_calls += len(refs)
         self.calls.start(kind, refs)
+
+
+def _flat(result: ExploreResult | EvalRecord, kind: type) -> dict:
+    """A role's result as its metrics line: the fields its protocol names, the workflows' own means beside them."""
+    return {k: result[k] for k in kind.__annotations__ if k != "workflow_metrics"} | result["workflow_metrics"]

@@ -7,7 +7,9 @@ from pydantic import Field, NonNegativeInt, PositiveInt
 from ._base import Section
 
 
-class FormatConfig(Section):
+class _Columns(Section):
+    """What every data set's format names: its columns and how its rows become prompts."""
+
     prompt_type: Literal["plaintext", "messages", "chatpair"] = Field(
         "messages", description="How a sample's prompt is stored; messages goes through the chat template."
     )
@@ -24,9 +26,24 @@ class FormatConfig(Section):
     chat_template: str | None = Field(
         None, description="Jinja2 chat template of this data set's rows; defaults to the model's."
     )
+    tools_key: str = Field(
+        "tools",
+        description="Column holding a row's tools (OpenAI function schemas), which the chat template renders into its "
+        "prompt; a row without the column has none.",
+    )
 
 
-class TasksetFormat(FormatConfig):
+class FormatConfig(_Columns):
+    """A data set's format: a trainer's (SFT, DPO, pre-training) or a buffer's."""
+
+    enable_concatenated_multi_turn: bool = Field(
+        False,
+        description="SFT on messages: train every assistant turn of a conversation (the others are context), not "
+        "only the last.",
+    )
+
+
+class TasksetFormat(_Columns):
     workflow_key: str = Field(
         "", description="Column naming each row's workflow; a row with none takes the taskset's default_workflow_type."
     )

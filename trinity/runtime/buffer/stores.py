@@ -86,6 +86,11 @@ class DataSet:
     def __init__(
         self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: str | None = None, data: str = "sft"
     ):
+        if fmt.enable_concatenated_multi_turn and (data != "sft" or fmt.prompt_type == "plaintext"):
+            raise ValueError(
+                "format.enable_concatenated_multi_turn trains the assistant turns of an SFT data set's messages; this "
+                f"is a {data} data set of {fmt.prompt_type} rows: set prompt_type: messages, or leave it false"
+            )
         self.samples = [ENCODERS[data](row, fmt, tokenizer, template) for row in rows]  # each a list of experiences
         self.seed = seed
         self.orders: dict[int, list[int]] = {}
@@ -117,8 +122,26 @@ def _tokens(text: str, tokenizer: Any) -> list[int]:
 def _sft(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> list[Experience]:
     from ..data.prompts import sft_pair
 
+    if fmt.enable_concatenated_multi_turn:
+        return [_every_turn(row, fmt, tokenizer, template)]
     prompt, response = sft_pair(row, fmt, tokenizer, template)
     return [Experience(_tokens(prompt, tokenizer), _tokens(response, tokenizer) + [tokenizer.eos_token_id])]
+
+
+def _every_turn(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> Experience:
+    """One conversation whose every assistant turn is trained, as a multi-turn rollout is: each reply's tokens and
+    end of sequence marked as the model's, the other messages as the chat template renders them between."""
+    from ..data.prompts import sft_turns, template_of, tools_of
+    from ..workflows.conversation import ChatTemplate, Conversation
+
+    opening, turns = sft_turns(row, fmt)
+    talk = Conversation(ChatTemplate(tokenizer, template_of(fmt, template), tools=tools_of(row, fmt)), opening)
+    for text, after in turns:
+        ids = _tokens(text, tokenizer) + [tokenizer.eos_token_id]
+        talk.add_reply(ids, [0.0] * len(ids), text, 0, ended=True)
+        if after:
+            talk.add_messages(after)
+    return talk.experience(0.0, "")
 
 
 def _pair(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> list[Experience]:

@@ -33,7 +33,9 @@ def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = Fal
         body, system = _column(row, fmt.prompt_key), _system(row, fmt)
         text = f"{system}\n{body}" if system else str(body)
     else:
-        text = _chat(_prompt_messages(row, fmt), tokenizer, enable_thinking, template_of(fmt, template))
+        text = _chat(
+            _prompt_messages(row, fmt), tokenizer, enable_thinking, template_of(fmt, template), tools_of(row, fmt)
+        )
     return text + (fmt.reply_prefix or "")
 
 
@@ -50,9 +52,26 @@ def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -
         return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
     messages = _column(row, fmt.messages_key) if fmt.messages_key in row else None
     if messages and messages[-1].get("role") == "assistant":
-        prompt = _chat(_with_system(messages[:-1], _system(row, fmt)), tokenizer, False, template_of(fmt, template))
+        history = _with_system(messages[:-1], _system(row, fmt))
+        prompt = _chat(history, tokenizer, False, template_of(fmt, template), tools_of(row, fmt))
         return prompt + (fmt.reply_prefix or ""), messages[-1]["content"]
     return prompt_text(row, fmt, tokenizer, template=template), str(_column(row, fmt.response_key))
+
+
+def sft_turns(row: dict, fmt: Any) -> tuple[list[dict], list[tuple[str, list[dict]]]]:
+    """An SFT conversation's (messages before its first assistant turn, [(each assistant turn's text, the messages
+    after it)]), for training every assistant turn (format.enable_concatenated_multi_turn)."""
+    messages = _with_system(list(_column(row, fmt.messages_key)), _system(row, fmt))
+    first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), None)
+    if first is None:
+        raise FormatError(f"column {fmt.messages_key!r} holds a conversation with no assistant turn to train")
+    turns: list[tuple[str, list[dict]]] = []
+    for message in messages[first:]:
+        if message.get("role") == "assistant":
+            turns.append((str(message.get("content", "")), []))
+        else:
+            turns[-1][1].append(message)
+    return messages[:first], turns
 
 
 def dpo_triple(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -> tuple[str, str, str]:
@@ -95,7 +114,23 @@ def _with_system(messages: list[dict], system: str | None) -> list[dict]:
     return messages
 
 
-def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool, template: str | None) -> str:
+def tools_of(row: dict, fmt: Any) -> list[dict] | None:
+    """The row's tools (OpenAI function schemas) in its format.tools_key column; None when it has none."""
+    tools = row.get(fmt.tools_key)
+    if tools is None:
+        return None
+    if isinstance(tools, str):  # a JSON column, as some data sets store it
+        import json
+
+        tools = json.loads(tools)
+    if not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
+        raise FormatError(f"column {fmt.tools_key!r} holds {type(tools).__name__}, not a list of tool schemas")
+    return tools
+
+
+def _chat(
+    messages: list[dict], tokenizer: Any, enable_thinking: bool, template: str | None, tools: list | None = None
+) -> str:
     if template is not None or getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(
             messages,
@@ -103,6 +138,7 @@ def _chat(messages: list[dict], tokenizer: Any, enable_thinking: bool, template:
             tokenize=False,
             add_generation_prompt=True,
             enable_thinking=enable_thinking,
+            **({"tools": tools} if tools else {}),
         )
     return "\n".join(m["content"] for m in messages)  # a tokenizer without a template: the contents, in order
 

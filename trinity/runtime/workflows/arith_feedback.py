@@ -29,7 +29,7 @@ class ArithFeedbackWorkflow(Workflow):
                 if episode.turns < turn:
                     continue  # the context had no room for this turn's answer
                 answer = episode.messages[-1]["content"]
-                if self._correct(answer, truth, episode):
+                if self.right(answer, truth, len(episode.response_ids)):
                     solved[i] = turn
                 elif turn < turns and not episode.truncated:
                     episode.add_messages([{"role": "user", "content": self._feedback(answer, truth)}])
@@ -39,10 +39,6 @@ class ArithFeedbackWorkflow(Workflow):
             )
             for e, s in zip(episodes, solved)
         ]
-
-    def _correct(self, answer: str, truth: str, episode) -> bool:
-        scores = self.reward_fn(answer, truth, prompt="", response_tokens=len(episode.response_ids), row=self.task.row)
-        return scores.get("accuracy", sum(scores.values())) > 0
 
     def _feedback(self, answer: str, truth: str) -> str:
         target = _number(truth)

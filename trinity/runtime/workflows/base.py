@@ -47,9 +47,14 @@ class ModelClient(Protocol):
     def generate(self, prompt: str, n: int) -> list[Completion]:
         """`n` samples continuing `prompt`, with the taskset's sampling arguments."""
 
-    def conversation(self, task: Task, messages: list[dict] | None = None) -> Conversation:
+    def chat(self, task: Task, messages: list[dict], n: int, tools: list[dict] | None = None) -> list[Completion]:
+        """`n` replies to `messages` (with `tools` rendered in), through the task's chat template, in one turn."""
+
+    def conversation(
+        self, task: Task, messages: list[dict] | None = None, tools: list[dict] | None = None
+    ) -> Conversation:
         """A new episode opening with `messages` (default: the task's prompt), in the model's chat template and
-        context."""
+        context, with `tools` (OpenAI function schemas; default: the row's, format.tools_key) rendered into it."""
 
     def reply(self, conversations: list[Conversation]) -> None:
         """One model turn in each conversation, generated together; one without room left ends truncated."""
@@ -89,14 +94,21 @@ class Workflow:
 
     def score(self, completion: Completion, truth: Any, prompt: str = "") -> Experience:
         """An experience of this task from one completion, rewarded with the sum of its reward function's scores."""
+        scores = self.judge(completion.text, truth, prompt, len(completion.response_ids))
+        return self.experience(completion, sum(scores.values()), **scores)
+
+    def judge(self, text: str, truth: Any, prompt: str = "", tokens: int = 0) -> dict[str, float]:
+        """The reward function's scores of a response `text` of `tokens` tokens."""
         if self.reward_fn is None:
             raise ValueError(
                 f"{type(self).__name__} has no reward function: name one in the taskset's default_reward_fn_type"
             )
-        scores = self.reward_fn(
-            completion.text, truth, prompt=prompt, response_tokens=len(completion.response_ids), row=self.task.row
-        )
-        return self.experience(completion, sum(scores.values()), **scores)
+        return self.reward_fn(text, truth, prompt=prompt, response_tokens=tokens, row=self.task.row)
+
+    def right(self, text: str, truth: Any, tokens: int = 0) -> bool:
+        """Whether the reward function counts `text` as a right answer (its accuracy, else its summed scores, > 0)."""
+        scores = self.judge(text, truth, tokens=tokens)
+        return scores.get("accuracy", sum(scores.values())) > 0
 
     def experience(self, completion: Completion, reward: float, **metrics: float) -> Experience:
         """An experience of this task from one completion."""

@@ -26,6 +26,7 @@ class ChatTemplate:
     tokenizer: Any
     template: str | None = None
     enable_thinking: bool = False
+    tools: list[dict] | None = None  # OpenAI function schemas the template renders into the prompt
 
     def render(self, messages: list[dict], generation_prompt: bool) -> str:
         """The messages as the template writes them, with the cue for the model's turn or without."""
@@ -40,6 +41,7 @@ class ChatTemplate:
             tokenize=False,
             add_generation_prompt=generation_prompt,
             enable_thinking=self.enable_thinking,
+            **({"tools": self.tools} if self.tools else {}),
         )
 
     def ids(self, text: str) -> list[int]:
