@@ -1,10 +1,10 @@
 """metrics.jsonl and the optional monitors: one JSON object per line with step, role, time and stage.
 
 Contract (other tools read it): explorer lines carry reward_mean, response_length_mean,
-tokens_per_s, weight_version, and <name>_mean of each metric the workflows report; trainer lines loss, grad_norm, lr (and logprob_diff when the old
-log-probs are recomputed, kl_penalty with a KL penalty in the reward); synchronizer lines
-method, seconds, weight_version; eval lines taskset, accuracy. Each line is written with one
-append, so a reader never sees half a line.
+tokens_per_s, weight_version, and <name>_mean of each metric the workflows report; trainer lines
+loss, grad_norm, lr (and logprob_diff when the old log-probs are recomputed, kl_penalty with a
+KL penalty in the reward); synchronizer lines method, seconds, weight_version; eval lines
+taskset, accuracy. Each line is written with one append, so a reader never sees half a line.
 """
 
 import json
