@@ -291,6 +291,29 @@ def test_a_data_set_preset_without_a_data_set_names_the_columns_it_reads(cli, wr
     assert f"format: {{{DATA_SET_PRESETS[name][1]}}}" in result.err
 
 
+@pytest.mark.parametrize(
+    "name, prompt_type, reads",
+    [
+        ("sft", "messages", None),  # every assistant turn of a conversation: what it is for
+        ("sft", "plaintext", "plaintext rows"),
+        ("dpo", "messages", "a pairs data set"),
+        ("grpo", "messages", "rollouts"),
+    ],
+)
+def test_multi_turn_sft_is_refused_where_no_sft_conversation_reads_it(cli, write, tmp_path, name, prompt_type, reads):
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    data = DATA_SET.format(path=tmp_path / "d.jsonl").replace("prompt_type: plaintext", f"prompt_type: {prompt_type}")
+    data += "        enable_concatenated_multi_turn: true\n"
+    if name == "grpo":
+        data = data.replace("mode: train\n", "")
+    text = MINIMAL + data + f"algorithm:\n  algorithm_type: {name}\n"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    key = "buffer.trainer_input.experience_buffer.format.enable_concatenated_multi_turn"
+    assert (result.code, key in result.err) == ((0, False) if reads is None else (2, True)), result.err
+    if reads:
+        assert f"algorithm '{name}' reads {reads}" in result.err and "allowed: false" in result.err
+
+
 def test_dpo_takes_whole_pairs_per_rank_and_keeps_rows_in_order(cli, write, tmp_path):
     (tmp_path / "d.jsonl").write_text("{}\n")
     base = MINIMAL + DATA_SET.format(path=tmp_path / "d.jsonl") + "algorithm:\n  algorithm_type: dpo\n"

@@ -160,3 +160,16 @@ def test_a_masked_mean_counts_only_the_masked_positions():
         torch.tensor([[1, 1, 0], [1, 0, 0]]),
     )
     assert batch.masked_mean(values, mask) == 3.0 and batch.masked_mean(values, torch.zeros_like(mask)) == 0.0
+
+
+def test_a_kl_penalty_and_the_teachers_gap_skip_an_episodes_environment_turns(algorithm):
+    episode = Experience([1], [2, 3, 4], [-1.0] * 3, 1.0, "a", action_mask=[1, 0, 1])
+    plain = Experience([1], [5], [-1.0], 0.0, "a")
+    columns = {"kl": [[0.5, 9.0, 0.25], [1.0]], "old_log_probs": None, "teacher_log_probs": None}
+    settings = algorithm(
+        "algorithm.repeat_times=2", "algorithm.kl_penalty_fn=k3", "+algorithm.kl_penalty_fn_args.kl_coef=1.0"
+    )
+    advantages, _, metrics = functions.batch_advantages([episode, plain], settings, columns)
+    assert metrics["kl_penalty"] == pytest.approx((0.5 + 0.25 + 1.0) / 3)  # the environment's 9.0 is not the policy's
+    # GRPO's score is the reward less the penalties on the model's tokens: 1 - 0.75 against 0 - 1.0
+    assert advantages[0][0] > 0 > advantages[1][0] and advantages[0][1] == 0.0

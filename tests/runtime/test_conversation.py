@@ -34,7 +34,7 @@ def tokens(tokenizer, conversation):
 
 def reply(conversation, tokenizer, text, ended=True, version=1):
     body = ids(tokenizer, text) + ([tokenizer.eos_token_id] if ended else [])
-    conversation.add_reply(body, [-0.5] * len(body), text, version, ended)
+    conversation.add_reply(body, [-0.5] * len(body), text, version)
 
 
 def test_the_models_tokens_are_trained_and_the_feedback_is_not(tokenizer):
@@ -92,7 +92,7 @@ def test_templates_that_cannot_grow_a_conversation_are_refused_by_what_is_wrong(
     )
     talk = Conversation(ChatTemplate(tokenizer, dropping), [{"role": "user", "content": "1+2="}])
     reply(talk, tokenizer, "3")
-    with pytest.raises(ConversationError, match="rewrites earlier turns"):
+    with pytest.raises(ConversationError, match="changes a reply's turn when a turn is added"):
         talk.add_messages([{"role": "user", "content": "?"}])
     fresh = Conversation(ChatTemplate(tokenizer, PLAIN), [{"role": "user", "content": "1+2="}])
     with pytest.raises(ConversationError, match="add a reply first"):
@@ -174,14 +174,33 @@ def test_arith_feedback_episodes_token_by_token(tokenizer):
     assert all(e.group == "arith/train/0" and e.weight_version == 3 for e in (first, third, never))
 
 
+def test_a_template_that_marks_only_the_last_reply_still_grows_a_conversation(tokenizer):
+    """Qwen3 writes an empty think block before the last assistant turn only: the text before a reply may change as
+    turns are added; the episode keeps its own ids for it, and only what follows the reply must agree."""
+    marked = (
+        "{% for m in messages %}{% if m['role'] == 'assistant' %}{% if loop.last %}=={% endif %}{{ m['content'] }}"
+        "<eos>{% else %}{{ m['content'] }}{% endif %}{% endfor %}"
+    )
+    talk = Conversation(ChatTemplate(tokenizer, marked), [{"role": "user", "content": "1+2="}])
+    reply(talk, tokenizer, "4")
+    assert talk.add_messages([{"role": "user", "content": ">"}])
+    assert tokens(tokenizer, talk) == [("4", 1), ("<eos>", 1), (">", 0)]
+
+
 def test_arith_feedback_reads_its_arguments_and_refuses_others():
-    workflow = load("arith_feedback_workflow")
-    assert workflow.arguments == {"max_turns": 3, "too_low": "<", "too_high": ">", "not_a_number": "?"}
-    workflow.check_args({"max_turns": 5})
-    with pytest.raises(ValueError, match=r"no workflow_args 'max_turn' \(it reads: max_turns, too_low"):
-        workflow.check_args({"max_turn": 5})
-    with pytest.raises(ValueError, match=r"ArithWorkflow has no workflow_args 'max_turns' \(it reads: none\)"):
-        load("arith_workflow").check_args({"max_turns": 5})
+    from trinity.runtime.workflows.base import check_args
+
+    feedback, arith = load("arith_feedback_workflow"), load("arith_workflow")
+    assert feedback.arguments == {"max_turns": 3, "too_low": "<", "too_high": ">", "not_a_number": "?"}
+    check_args([feedback, arith], {"max_turns": 5})  # a mixed taskset: read by one of its workflows
+    with pytest.raises(ValueError, match=r"'max_turn': no workflow of it reads them \(ArithFeedbackWorkflow reads "):
+        check_args([feedback], {"max_turn": 5})
+    with pytest.raises(ValueError, match=r"\(ArithWorkflow reads none\)"):
+        check_args([arith], {"max_turns": 5})
+    with pytest.raises(ValueError, match=r"workflow_args.max_turns is '3x'; it takes a int \(default 3\)"):
+        check_args([feedback], {"max_turns": "3x"})
+    with pytest.raises(ValueError, match=r"workflow_args.max_turns is 0; it takes a whole number of at least 1"):
+        check_args([feedback], {"max_turns": 0})
 
 
 def test_arith_feedback_stops_after_max_turns(tokenizer):

@@ -92,7 +92,7 @@ def test_chat_prompts_go_through_the_rollout_models_template(explorer):
 
 
 def test_workflow_args_the_workflow_does_not_read_stop_the_taskset_at_load(explorer):
-    with pytest.raises(ValueError, match=r"taskset arith: ArithFeedbackWorkflow has no workflow_args 'max_turn'"):
+    with pytest.raises(ValueError, match=r"taskset arith: workflow_args 'max_turn': no workflow of it reads them"):
         explorer(
             "buffer.explorer_input.default_workflow_type=arith_feedback_workflow",
             "buffer.explorer_input.taskset.workflow_args={max_turn: 5}",
@@ -134,6 +134,55 @@ def test_chat_renders_messages_and_tools_through_the_tasks_template(explorer):
     completions = chat.chat(ts.tasks[0], [{"role": "user", "content": "1+2="}], 2, tools=tools)
     assert engine.requests == [(role.tokenizer("31+2=", add_special_tokens=False)["input_ids"], 2)]
     assert [(c.response_ids, c.text, c.weight_version) for c in completions] == [([7, 1], "9", 4)] * 2
+
+
+class Turns:
+    """Stands in for an engine's gatherer in multi-turn episodes: records each call's requests and answers every
+    request with as many tokens as its budget allows, none of them the end of sequence (the engine is not what this
+    test is about)."""
+
+    def __init__(self):
+        self.calls = []
+
+    def generate_each(self, requests):
+        from trinity.runtime.rollout.base import Sample
+
+        self.calls.append(requests)
+        return [(2, [Sample([7] * s.max_tokens, [-0.5] * s.max_tokens, "9" * s.max_tokens)]) for _, _, s in requests]
+
+
+def test_each_reply_fits_the_context_and_one_cut_by_it_ends_its_episode(explorer):
+    role = explorer("model.custom_chat_template='{% for m in messages %}{{ m.content }}{% endfor %}'")
+    ts, engine = role.train[0], Turns()
+    turns = _Client(engine, role.tokenizer, ts.sampling, role.config.explorer.rollout_model, None)
+    roomy, tight, full = (turns.conversation(ts.tasks[0]) for _ in range(3))
+    limit = role.config.explorer.rollout_model.max_model_len  # the demo's 12 tokens of context
+    tight.add_reply([7] * (limit - len(tight.prompt_ids) - 2), [0.0] * (limit - len(tight.prompt_ids) - 2), "", 1)
+    full.add_reply([7] * (limit - len(full.prompt_ids)), [0.0] * (limit - len(full.prompt_ids)), "", 1)
+    turns.reply([roomy, tight, full])
+    (call,) = engine.calls  # one call for the episodes with room; none for the full one
+    assert [(len(ids), s.max_tokens, s.min_tokens) for ids, _, s in call] == [
+        (len(roomy.prompt_ids), 4, 1),
+        (limit - 2, 2, 1),
+    ]
+    assert (roomy.truncated, tight.truncated, full.truncated) == (False, True, True)
+    assert all(len(c.context()) <= limit for c in (roomy, tight, full))
+    assert (roomy.turns, tight.turns, full.turns) == (1, 2, 1)  # the full one got no turn
+    turns.reply([full])
+    assert len(engine.calls) == 1  # nothing with room: no call at all
+
+
+def test_a_budget_below_min_tokens_asks_for_no_more_than_the_budget(explorer):
+    role = explorer(
+        "model.custom_chat_template='{% for m in messages %}{{ m.content }}{% endfor %}'", "model.min_response_tokens=3"
+    )
+    ts, engine = role.train[0], Turns()
+    turns = _Client(engine, role.tokenizer, ts.sampling, role.config.explorer.rollout_model, None)
+    talk = turns.conversation(ts.tasks[0])
+    room = role.config.explorer.rollout_model.max_model_len - len(talk.prompt_ids) - 1
+    talk.add_reply([7] * room, [0.0] * room, "", 1)
+    turns.reply([talk])
+    assert [(s.max_tokens, s.min_tokens) for _, _, s in engine.calls[0]] == [(1, 1)]  # vLLM refuses min > max
 
 
 def test_a_mixed_taskset_loads_each_rows_workflow(explorer, tmp_path):

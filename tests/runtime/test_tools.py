@@ -160,7 +160,7 @@ def test_calculator_episodes_token_by_token(tool_tokenizer):
     at_once, called, broken, endless = load("calculator_workflow")(task, model).run()
     assert model.tools[0]["function"]["name"] == "calculate"  # the schema goes to the template
     assert [e.reward for e in (at_once, called, broken, endless)] == [0.0, 1.0, 1.0, 0.0]
-    assert [e.metrics["tool_calls"] for e in (at_once, called, broken, endless)] == [0.0, 1.0, 1.0, 3.0]
+    assert [e.metrics["tool_calls"] for e in (at_once, called, broken, endless)] == [0.0, 1.0, 1.0, 2.0]
     assert [e.metrics["tool_errors"] for e in (at_once, called, broken, endless)] == [0.0, 0.0, 1.0, 0.0]
     pairs = lambda e: "".join(  # noqa: E731
         tok if m else f"({tok})" for tok, m in zip(tool_tokenizer.convert_ids_to_tokens(e.response_ids), e.action_mask)
@@ -168,7 +168,7 @@ def test_calculator_episodes_token_by_token(tool_tokenizer):
     assert pairs(at_once) == "101<eos>"
     assert pairs(called) == "[12+34+56]<eos>(=)(1)(0)(2)102<eos>"
     assert pairs(broken).startswith("[12+3<eos>(=)") and pairs(broken).endswith("102<eos>")
-    assert pairs(endless) == "[1]<eos>(=)(1)[2]<eos>(=)(2)[3]<eos>"  # the third call gets no answer: turns ran out
+    assert pairs(endless) == "[1]<eos>(=)(1)[2]<eos>(=)(2)[3]<eos>"  # the third call is not run: turns ran out
 
 
 def test_an_sft_conversation_trains_every_assistant_turn(tool_tokenizer):
@@ -197,9 +197,20 @@ def test_an_sft_conversation_trains_every_assistant_turn(tool_tokenizer):
 
 
 def test_calculator_workflow_reads_its_arguments():
-    assert load("calculator_workflow").arguments == {"max_turns": 3, "tool_call_format": "hermes"}
-    with pytest.raises(ValueError, match=r"no workflow_args 'tools' \(it reads: max_turns, tool_call_format\)"):
-        load("calculator_workflow").check_args({"tools": []})
+    from trinity.runtime.workflows.base import check_args
+
+    calculator = load("calculator_workflow")
+    assert calculator.arguments == {"max_turns": 3, "tool_call_format": "hermes"}
+    with pytest.raises(ValueError, match=r"'tools': no workflow of it reads them \(CalculatorWorkflow reads max_turns"):
+        check_args([calculator], {"tools": []})
+    with pytest.raises(ValueError, match="unknown tool-call format 'json'; known: hermes, brackets"):
+        check_args([calculator], {"tool_call_format": "json"})
+
+
+def test_a_reply_that_tries_a_call_is_not_an_answer():
+    box = Toolbox({"calculate": calculate}, "brackets")
+    assert box.calls_in("[1+2]") and box.calls_in("[1+2") and not box.calls_in("3")
+    assert (box.calls, box.errors) == (0, 0)  # looking runs nothing
 
 
 def test_a_rows_tools_are_a_list_of_schemas_or_that_list_as_json():
@@ -211,6 +222,20 @@ def test_a_rows_tools_are_a_list_of_schemas_or_that_list_as_json():
     assert tools_of({"prompt": "1+2="}, fmt) is None
     with pytest.raises(FormatError, match="column 'tools' holds dict, not a list of tool schemas"):
         tools_of({"tools": schema}, fmt)
+    with pytest.raises(FormatError, match="column 'tools' holds text that is not JSON"):
+        tools_of({"tools": "[{"}, fmt)
+
+
+def test_sft_conversations_with_structured_tool_calls_or_odd_messages_are_refused(tool_tokenizer):
+    from trinity.runtime.buffer.stores import DataSet
+    from trinity.runtime.data.prompts import FormatError
+
+    every = FormatConfig(prompt_type="messages", messages_key="messages", enable_concatenated_multi_turn=True)
+    structured = {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "add"}}]}
+    with pytest.raises(FormatError, match="structured tool_calls are not trained yet"):
+        DataSet([{"messages": [{"role": "user", "content": "1+2="}, structured]}], every, tool_tokenizer, 0, TOOLS)
+    with pytest.raises(FormatError, match="holds 'hi' where a message"):
+        DataSet([{"messages": ["hi"]}], every, tool_tokenizer, 0, TOOLS)
 
 
 def test_multi_turn_sft_is_refused_where_there_are_no_turns_to_train(tool_tokenizer):

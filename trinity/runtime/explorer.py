@@ -97,11 +97,12 @@ class Explorer(Role):
             self.config.explorer.rollout_model.repetition_penalty,
         )
         workflows = _row_workflows(storage, rows, storage.default_workflow_type or explorer_input.default_workflow_type)
-        for cls in dict.fromkeys(workflows):
-            try:
-                cls.check_args(storage.workflow_args)
-            except ValueError as exc:
-                raise ValueError(f"taskset {storage.name}: {exc}") from None
+        from .workflows.base import check_args
+
+        try:
+            check_args(dict.fromkeys(workflows), storage.workflow_args)
+        except ValueError as exc:
+            raise ValueError(f"taskset {storage.name}: {exc}") from None
         return _TaskSet(storage.name, {task.uid: cls for task, cls in zip(tasks, workflows)}, tasks, sampling)
 
     def steps_per_epoch(self) -> int:
@@ -192,6 +193,8 @@ class Explorer(Role):
             engine.leave()
 
     def _retried(self, ts: _TaskSet, task: Any, client: Any) -> list[Experience]:
+        from .workflows.conversation import ConversationError
+
         errors = []
         for _ in range(self.config.explorer.max_retry_times + 1):
             try:
@@ -200,6 +203,8 @@ class Explorer(Role):
                 if _is_engine_death(exc):
                     raise
                 errors.append(f"{type(exc).__name__}: {exc}")
+                if isinstance(exc, ConversationError):
+                    break  # the task's conversation cannot be held in this template or context: a retry would too
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
 
     def _with_baseline(self, ts: _TaskSet, task: Any, engine: Any, exps: list[Experience]) -> list[Experience]:
@@ -290,7 +295,10 @@ class _Client:
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
 
     def chat(self, task: Any, messages: list[dict], n: int, tools: list[dict] | None = None) -> list:
-        return self.generate(self._template(task, tools).render(messages, generation_prompt=True), n)
+        from .data.prompts import tools_of
+
+        template = self._template(task, tools if tools is not None else tools_of(task.row, task.format))
+        return self.generate(template.render(messages, generation_prompt=True) + (task.format.reply_prefix or ""), n)
 
     def conversation(self, task: Any, messages: list[dict] | None = None, tools: list[dict] | None = None) -> Any:
         from .data.prompts import prompt_messages, tools_of
@@ -320,11 +328,15 @@ class _Client:
                 c.truncated = True  # the context is full: the episode ends here
             else:
                 turns.append((c, budget))
-        requests = [(c.context(), 1, replace(self.sampling, max_tokens=b)) for c, b in turns]
+        if not turns:
+            return
+        # min_tokens above a context-cut budget would be refused (vLLM) for the whole gathered call
+        sampled = [replace(self.sampling, max_tokens=b, min_tokens=min(self.sampling.min_tokens, b)) for _, b in turns]
+        requests = [(c.context(), 1, sampling) for (c, _), sampling in zip(turns, sampled)]
         eos = self.tokenizer.eos_token_id
         for (c, budget), (version, (sample,)) in zip(turns, self.engine.generate_each(requests)):
-            ended = bool(sample.response_ids) and sample.response_ids[-1] == eos
-            c.add_reply(sample.response_ids, sample.logprobs, sample.text, version, ended)
+            c.add_reply(sample.response_ids, sample.logprobs, sample.text, version)
+            ended = sample.response_ids[-1:] == [eos]
             # cut by the context rather than by max_tokens: the episode cannot go on
             c.truncated = budget < self.sampling.max_tokens and not ended and len(sample.response_ids) >= budget
 
@@ -337,7 +349,7 @@ def fit_prompt(ids: list[int], limit: int | None) -> tuple[list[int], bool]:
 
 
 def _metrics(exps: list[Experience], seconds: float, failed: int) -> dict:
-    tokens = sum(len(e.response_ids) for e in exps)
+    tokens = sum(sum(e.mask()) for e in exps)  # the model's: an episode's environment turns were not generated
     versions = [e.weight_version for e in exps]
     # what the workflows measured beyond the reward (accuracy, turns, tool_calls, ...), as a mean over the rollouts
     named = sorted({k for e in exps for k in e.metrics} - {"prompt_truncated"})

@@ -400,5 +400,6 @@ class Stage:
 
 
 def _flat(result: ExploreResult | EvalRecord, kind: type) -> dict:
-    """A role's result as its metrics line: the fields its protocol names, the workflows' own means beside them."""
-    return {k: result[k] for k in kind.__annotations__ if k != "workflow_metrics"} | result["workflow_metrics"]
+    """A role's result as its metrics line: the fields its protocol names (which win over a workflow metric of the
+    same name), the workflows' own means beside them."""
+    return result["workflow_metrics"] | {k: result[k] for k in kind.__annotations__ if k != "workflow_metrics"}

@@ -372,9 +372,10 @@ DATA_KEYS = {"sft": "prompt_key, response_key", "pairs": "prompt_key, chosen_key
 def _check_data_set(ctx: Context, name: str, data: str) -> None:
     """An algorithm that trains on a data set reads it from buffer.trainer_input.experience_buffer.path."""
     key = EXPERIENCES
+    data_set = ctx.get(key) or {}
+    _check_multi_turn(ctx, name, data, data_set.get("format") or {})
     if data == "rollouts" or not modes.mode(ctx.get("mode")).trains:
         return
-    data_set = ctx.get(key) or {}
     if data == "text" and data_set.get("path") and (data_set.get("format") or {}).get("prompt_type") != "plaintext":
         ctx.report(
             "error",
@@ -391,6 +392,22 @@ def _check_data_set(ctx: Context, name: str, data: str) -> None:
         f"algorithm {name!r} trains on a data set, and no experience_buffer names one",
         allowed="a local JSONL, JSON or Parquet file or folder",
         hint=f"set {key}: {{storage_type: file, path: DATA, format: {{{DATA_KEYS[data]}}}}}",
+    )
+
+
+def _check_multi_turn(ctx: Context, name: str, data: str, fmt: dict) -> None:
+    """Multi-turn SFT (every assistant turn trained) reads an SFT data set of messages, nothing else."""
+    if not fmt.get("enable_concatenated_multi_turn"):
+        return
+    if data == "sft" and fmt.get("prompt_type", "messages") != "plaintext":
+        return
+    what = "plaintext rows" if data == "sft" else ("rollouts" if data == "rollouts" else f"a {data} data set")
+    ctx.report(
+        "error",
+        f"{EXPERIENCES}.format.enable_concatenated_multi_turn",
+        f"trains every assistant turn of an SFT data set's messages; algorithm {name!r} reads {what}",
+        allowed="false",
+        hint="set it on an SFT stage whose data set has prompt_type: messages, or remove it",
     )
 
 

@@ -138,7 +138,7 @@ def _every_turn(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> Ex
     talk = Conversation(ChatTemplate(tokenizer, template_of(fmt, template), tools=tools_of(row, fmt)), opening)
     for text, after in turns:
         ids = _tokens(text, tokenizer) + [tokenizer.eos_token_id]
-        talk.add_reply(ids, [0.0] * len(ids), text, 0, ended=True)
+        talk.add_reply(ids, [0.0] * len(ids), text, 0)
         if after:
             talk.add_messages(after)
     return talk.experience(0.0, "")

@@ -62,13 +62,21 @@ def sft_turns(row: dict, fmt: Any) -> tuple[list[dict], list[tuple[str, list[dic
     """An SFT conversation's (messages before its first assistant turn, [(each assistant turn's text, the messages
     after it)]), for training every assistant turn (format.enable_concatenated_multi_turn)."""
     messages = _with_system(list(_column(row, fmt.messages_key)), _system(row, fmt))
+    for message in messages:
+        if not isinstance(message, dict):
+            raise FormatError(f"column {fmt.messages_key!r} holds {message!r} where a message (role, content) goes")
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            raise FormatError(
+                f"column {fmt.messages_key!r}: an assistant message's structured tool_calls are not trained yet; write "
+                "the call in the reply's content, in the format the chat template teaches"
+            )
     first = next((i for i, m in enumerate(messages) if m.get("role") == "assistant"), None)
     if first is None:
         raise FormatError(f"column {fmt.messages_key!r} holds a conversation with no assistant turn to train")
     turns: list[tuple[str, list[dict]]] = []
     for message in messages[first:]:
         if message.get("role") == "assistant":
-            turns.append((str(message.get("content", "")), []))
+            turns.append((str(message.get("content") or ""), []))
         else:
             turns[-1][1].append(message)
     return messages[:first], turns
@@ -122,7 +130,10 @@ def tools_of(row: dict, fmt: Any) -> list[dict] | None:
     if isinstance(tools, str):  # a JSON column, as some data sets store it
         import json
 
-        tools = json.loads(tools)
+        try:
+            tools = json.loads(tools)
+        except json.JSONDecodeError as exc:
+            raise FormatError(f"column {fmt.tools_key!r} holds text that is not JSON ({exc.msg})") from None
     if not (isinstance(tools, list) and all(isinstance(t, dict) for t in tools)):
         raise FormatError(f"column {fmt.tools_key!r} holds {type(tools).__name__}, not a list of tool schemas")
     return tools

@@ -261,19 +261,23 @@ def batch_advantages(
     kl, penalties, metrics = columns.pop("kl", None), None, {}
     if kl is not None:
         coef = kl_penalty_coef(algorithm)
+        masks = [exps[i].mask() for i in rollouts]  # the environment's turns in an episode are not the policy's
+        kl = [[v * m for v, m in zip(row, mask)] for row, mask in zip(kl, masks)]
         penalties = [[coef * v for v in row] for row in kl]
-        metrics["kl_penalty"] = _token_mean(kl)
+        metrics["kl_penalty"] = _token_mean(kl, masks)
     if columns.get("teacher_log_probs") is not None:
         gaps = [[s - t for s, t in zip(*pair)] for pair in zip(columns["old_log_probs"], columns["teacher_log_probs"])]
-        metrics["teacher_kl"] = _token_mean(gaps)
+        metrics["teacher_kl"] = _token_mean(gaps, [exps[i].mask() for i in rollouts])
     advantages = returns = []  # a batch of mixed-in samples alone (sampling dropped every rollout)
     if rollouts:
         advantages, returns = advantages_and_returns([exps[i] for i in rollouts], algorithm, penalties, **columns)
     return batches.scatter_rows(advantages, rollouts, exps), batches.scatter_rows(returns, rollouts, exps), metrics
 
 
-def _token_mean(rows: list[list[float]]) -> float:
-    return sum(map(sum, rows)) / max(1, sum(map(len, rows)))
+def _token_mean(rows: list[list[float]], masks: list[list[int]]) -> float:
+    """The mean over the model's own tokens (mask 1)."""
+    total = sum(v * m for row, mask in zip(rows, masks) for v, m in zip(row, mask))
+    return total / max(1, sum(map(sum, masks)))
 
 
 def rows(matrix: torch.Tensor, exps: list[Experience]) -> list[list[float]]:

@@ -5,7 +5,7 @@ not worth as much as a right one), else 0; its accuracy is whether it was solved
 reward function (`exact_match` unless it names another). `repeat_times` episodes of a task play in step, one engine
 call per turn. Only the model's answers are trained: the feedback is the environment's."""
 
-from .base import Workflow
+from .base import Workflow, positive
 
 
 class ArithFeedbackWorkflow(Workflow):
@@ -14,25 +14,27 @@ class ArithFeedbackWorkflow(Workflow):
     default_reward = "exact_match"
     arguments = {"max_turns": 3, "too_low": "<", "too_high": ">", "not_a_number": "?"}
 
+    @classmethod
+    def check_values(cls, args: dict) -> None:
+        super().check_values(args)
+        positive(cls, args, "max_turns")
+
     def run(self):
         truth = str(self.task.row[self.task.format.response_key])
-        turns = int(self.arg("max_turns"))
+        turns = self.arg("max_turns")
         episodes = [self.model.conversation(self.task) for _ in range(self.task.repeat_times)]
         solved = [0] * len(episodes)  # the turn that solved each episode (0: not solved)
-        for turn in range(1, turns + 1):
-            playing = [i for i, e in enumerate(episodes) if not solved[i] and not e.truncated]
-            if not playing:
-                break
-            self.model.reply([episodes[i] for i in playing])
-            for i in playing:
-                episode = episodes[i]
-                if episode.turns < turn:
-                    continue  # the context had no room for this turn's answer
-                answer = episode.messages[-1]["content"]
-                if self.right(answer, truth, len(episode.response_ids)):
-                    solved[i] = turn
-                elif turn < turns and not episode.truncated:
-                    episode.add_messages([{"role": "user", "content": self._feedback(answer, truth)}])
+
+        def step(i, episode, turn):
+            answer = episode.messages[-1]["content"]
+            if self.right(answer, truth, len(episode.response_ids)):
+                solved[i] = turn
+                return True
+            if turn < turns:
+                episode.add_messages([{"role": "user", "content": self._feedback(answer, truth)}])
+            return False
+
+        self.play(episodes, turns, step)
         return [
             e.experience(
                 1 - (s - 1) / turns if s else 0.0, self.task.uid, accuracy=float(s > 0), first_try=float(s == 1)

@@ -1,6 +1,6 @@
 """What a workflow is: one task in, scored experiences out, through a model client."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,17 +69,20 @@ class Workflow:
     arguments: dict[str, Any] | None = None
 
     @classmethod
-    def check_args(cls, args: dict) -> None:
-        """Refuse workflow_args the workflow does not read, naming those it does."""
-        if cls.arguments is None:
-            return
-        unknown = sorted(set(args) - set(cls.arguments))
-        if unknown:
-            known = ", ".join(cls.arguments) or "none"
-            raise ValueError(f"{cls.__name__} has no workflow_args {', '.join(map(repr, unknown))} (it reads: {known})")
+    def check_values(cls, args: dict) -> None:
+        """Refuse a workflow_args value of another type than the argument's default (a subclass checks more)."""
+        for name, default in (cls.arguments or {}).items():
+            value = args.get(name, default)
+            if type(value) is not type(default):
+                raise ValueError(
+                    f"{cls.__name__}: workflow_args.{name} is {value!r}; it takes a {type(default).__name__} "
+                    f"(default {default!r})"
+                )
 
     def arg(self, name: str) -> Any:
         """A workflow argument: the taskset's workflow_args value, else the workflow's default."""
+        if self.arguments is None or name not in self.arguments:
+            raise KeyError(f"{type(self).__name__} declares no argument {name!r} in its `arguments`")
         return self.task.workflow_args.get(name, self.arguments[name])
 
     def __init__(self, task: Task, model: ModelClient):
@@ -91,6 +94,19 @@ class Workflow:
     def run(self) -> list[Experience]:
         """Generate, score, and return one experience per rollout."""
         raise NotImplementedError
+
+    def play(self, episodes: list[Conversation], turns: int, step: Callable[[int, Conversation, int], bool]) -> None:
+        """Up to `turns` model turns in each episode, the open ones together (one engine call a turn); after each
+        reply, `step(i, episode, turn)` judges it, adds the environment's answer, and returns whether it is over."""
+        over = [False] * len(episodes)
+        for turn in range(1, turns + 1):
+            playing = [i for i, e in enumerate(episodes) if not over[i] and not e.truncated]
+            if not playing:
+                return
+            self.model.reply([episodes[i] for i in playing])
+            for i in playing:
+                if episodes[i].turns == turn:  # else the context had no room for this turn's reply
+                    over[i] = step(i, episodes[i], turn)
 
     def score(self, completion: Completion, truth: Any, prompt: str = "") -> Experience:
         """An experience of this task from one completion, rewarded with the sum of its reward function's scores."""
@@ -121,4 +137,25 @@ class Workflow:
             weight_version=completion.weight_version,
             metrics={"accuracy": float(metrics.pop("accuracy", reward)), **metrics}
             | ({"prompt_truncated": 1.0} if completion.prompt_truncated else {}),
+        )
+
+
+def check_args(classes: Iterable[type[Workflow]], args: dict) -> None:
+    """Refuse workflow_args that no workflow of a taskset reads (naming what each reads), and values one refuses. A
+    workflow that declares no `arguments` reads its own, unchecked."""
+    classes = list(classes)
+    if all(c.arguments is not None for c in classes):
+        unknown = sorted(set(args) - {name for c in classes for name in c.arguments})
+        if unknown:
+            reads = "; ".join(f"{c.__name__} reads {', '.join(c.arguments) or 'none'}" for c in classes)
+            raise ValueError(f"workflow_args {', '.join(map(repr, unknown))}: no workflow of it reads them ({reads})")
+    for cls in classes:
+        cls.check_values(args)
+
+
+def positive(cls: type, args: dict, name: str) -> None:
+    """Refuse a workflow argument below 1."""
+    if args.get(name, cls.arguments[name]) < 1:
+        raise ValueError(
+            f"{cls.__name__}: workflow_args.{name} is {args[name]!r}; it takes a whole number of at least 1"
         )

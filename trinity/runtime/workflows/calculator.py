@@ -9,7 +9,8 @@ only the model's turns are trained."""
 import ast
 import operator
 
-from .base import Workflow
+from .base import Workflow, positive
+from .tool_calls import parser
 from .toolbox import Toolbox
 
 OPERATORS = {
@@ -50,26 +51,29 @@ class CalculatorWorkflow(Workflow):
     default_reward = "exact_match"
     arguments = {"max_turns": 3, "tool_call_format": "hermes"}
 
+    @classmethod
+    def check_values(cls, args: dict) -> None:
+        super().check_values(args)
+        positive(cls, args, "max_turns")
+        parser(args.get("tool_call_format", "hermes"))  # an unknown format is named with the known ones
+
     def run(self):
         truth = str(self.task.row[self.task.format.response_key])
-        turns = int(self.arg("max_turns"))
+        turns = self.arg("max_turns")
         boxes = [Toolbox({"calculate": calculate}, self.arg("tool_call_format")) for _ in range(self.task.repeat_times)]
         episodes = [self.model.conversation(self.task, tools=box.schemas()) for box in boxes]
         answers: list[str | None] = [None] * len(episodes)
-        for turn in range(1, turns + 1):
-            playing = [i for i, e in enumerate(episodes) if answers[i] is None and not e.truncated]
-            if not playing:
-                break
-            self.model.reply([episodes[i] for i in playing])
-            for i in playing:
-                if episodes[i].turns < turn:
-                    continue  # the context had no room for this turn's reply
-                reply = episodes[i].messages[-1]["content"]
-                results = boxes[i].respond(reply)
-                if results is None:
-                    answers[i] = reply
-                elif turn < turns:
-                    episodes[i].add_messages(results)
+
+        def step(i, episode, turn):
+            reply = episode.messages[-1]["content"]
+            if not boxes[i].calls_in(reply):
+                answers[i] = reply
+                return True
+            if turn < turns:  # a call on the last turn is not run: no turn is left to read its result
+                episode.add_messages(boxes[i].respond(reply))
+            return False
+
+        self.play(episodes, turns, step)
         return [self._scored(e, a, box, truth) for e, a, box in zip(episodes, answers, boxes)]
 
     def _scored(self, episode, answer: str | None, box: Toolbox, truth: str):

@@ -3,8 +3,9 @@
 The model's replies are kept as the ids it generated, never decoded and tokenised again; only what the environment
 says between turns is tokenised, as the chat template renders it after the reply. That rendering is the template's
 text between an assistant message and the next generation prompt: rendered once around a placeholder reply, so the
-model's own text cannot change it. The reply's end-of-sequence token stands for the template's closing of the turn
-where the closing starts with it; a reply cut at max_tokens gets the whole closing from the environment.
+model's own text cannot change it. Where the template's closing of the turn starts with the token the reply ended
+with (its end of sequence or end of turn), that token stands for it; a reply cut at max_tokens gets the whole
+closing from the environment.
 """
 
 from dataclasses import dataclass, field
@@ -54,12 +55,16 @@ class ChatTemplate:
         reply = {"role": "assistant", "content": PLACEHOLDER}
         before = self.render([*history, reply], generation_prompt=False)
         after = self.render([*history, reply, *messages], generation_prompt=True)
-        if not after.startswith(before):
+        closing = before[before.rindex(PLACEHOLDER) + len(PLACEHOLDER) :]
+        # what comes before the reply may differ (Qwen3 drops an empty think block once the reply is no longer the
+        # last turn): the episode keeps its own ids for that part; only what follows the reply must agree
+        rest = after[after.rindex(PLACEHOLDER) + len(PLACEHOLDER) :] if PLACEHOLDER in after else ""
+        if PLACEHOLDER not in after or not rest.startswith(closing):
             raise ConversationError(
-                "the chat template rewrites earlier turns when a turn is added, so a conversation cannot grow as the "
-                "model saw it; use a template that only appends"
+                "the chat template changes a reply's turn when a turn is added, so a conversation cannot grow as the "
+                "model saw it; use a template that keeps earlier replies as written"
             )
-        return before[before.rindex(PLACEHOLDER) + len(PLACEHOLDER) :], after[len(before) :]
+        return closing, rest[len(closing) :]
 
 
 @dataclass(eq=False)  # an episode is itself: two that read alike are still two
@@ -79,7 +84,6 @@ class Conversation:
     weight_version: int = field(default=0, init=False)
     truncated: bool = field(default=False, init=False)
     turns: int = field(default=0, init=False)  # the model's replies so far
-    _ended: bool = field(default=False, init=False, repr=False)  # the last reply ends with end-of-sequence
 
     def __post_init__(self) -> None:
         self.messages = list(self.messages)
@@ -98,14 +102,12 @@ class Conversation:
         """Tokens the next reply may take before the context is full (None: no limit)."""
         return None if self.limit is None else self.limit - len(self.context())
 
-    def add_reply(self, ids: list[int], logprobs: list[float], text: str, weight_version: int, ended: bool) -> None:
-        """The model's turn: its generated ids (trained), their log-probs, and its text as an assistant message;
-        `ended`: the reply ends with the end-of-sequence token."""
+    def add_reply(self, ids: list[int], logprobs: list[float], text: str, weight_version: int) -> None:
+        """The model's turn: its generated ids (trained), their log-probs, and its text as an assistant message."""
         self.response_ids += ids
         self.logprobs += logprobs
         self.action_mask += [1] * len(ids)
         self.messages.append({"role": "assistant", "content": text})
-        self._ended = ended
         self.weight_version = max(self.weight_version, weight_version)
         self.turns += 1
 
@@ -114,11 +116,13 @@ class Conversation:
         truncated, when it leaves no room for another reply."""
         if self.messages[-1].get("role") != "assistant":
             raise ConversationError("the environment speaks after the model's reply: add a reply first")
+        if self.truncated:
+            return False  # the context is full: the episode is over
         closing, text = self.template.after_reply(self.messages[:-1], messages)
-        eos = self.template.tokenizer.eos_token or ""
-        if self._ended and eos and closing.startswith(eos):
-            closing = closing[len(eos) :]  # the reply's own end-of-sequence token closed the turn
         ids = self.template.ids(closing + text)
+        closes = self.template.ids(closing)[:1]
+        if closes and ids[:1] == closes and self.response_ids[-1:] == closes:
+            ids = ids[1:]  # the reply ended with the token that closes the turn (end of sequence, end of turn)
         if self.limit is not None and len(self.context()) + len(ids) >= self.limit:
             self.truncated = True
             return False

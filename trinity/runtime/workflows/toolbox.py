@@ -27,6 +27,13 @@ class Toolbox:
         """Each function as an OpenAI function schema: its docstring's first line, its parameters by annotation."""
         return [_schema(name, fn) for name, fn in self.functions.items()]
 
+    def calls_in(self, reply: str) -> bool:
+        """Whether `reply` calls a tool (or tries to: a call that does not parse counts)."""
+        try:
+            return bool(self.parse(reply, list(self.functions)))
+        except ToolCallError:
+            return True
+
     def respond(self, reply: str) -> list[dict] | None:
         """The tool messages answering `reply`'s calls, in order; None when it calls nothing (it is the answer)."""
         try:
