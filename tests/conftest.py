@@ -179,11 +179,11 @@ def ray_cluster(head: dict, *nodes: dict):
         cluster.shutdown()
 
 
-def run_process(*args: str, cwd: Path, env: dict | None = None) -> Result:
+def run_process(*args: str, cwd: Path, env: dict | None = None, timeout: float = 120) -> Result:
     """Run `python -m trinity ARGS...` as a separate process."""
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run(
-        [sys.executable, "-m", "trinity", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=120
+        [sys.executable, "-m", "trinity", *args], cwd=cwd, env=full_env, capture_output=True, text=True, timeout=timeout
     )
     return Result(proc.returncode, proc.stdout, proc.stderr)
 

@@ -3,12 +3,12 @@ real transformers engine, one engine call per turn, written to the buffer with t
 verl rank."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.conftest import run_process
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = {
@@ -38,15 +38,8 @@ def test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only(run
     config["buffer"]["trainer_input"]["experience_buffer"] |= {"storage_type": "file", "path": "episodes.jsonl"}
     config["explorer"] |= {"eval_on_startup": False}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))
-    proc = subprocess.run(
-        [sys.executable, "-m", "trinity", "run", "-c", "run.yaml", "hardware=cpu"],
-        cwd=tmp_path,
-        env=run_env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert proc.returncode == 0, proc.stderr[-6000:]
+    result = run_process("run", "-c", "run.yaml", "hardware=cpu", cwd=tmp_path, env=run_env, timeout=600)
+    assert result.code == 0, result.err[-6000:]
     assert config["buffer"]["explorer_input"]["default_workflow_type"] == workflow
     run_dir = tmp_path / "ckpt" / "trinity-demo" / config["name"]
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]

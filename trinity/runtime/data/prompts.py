@@ -143,15 +143,27 @@ def _chat(
     messages: list[dict], tokenizer: Any, enable_thinking: bool, template: str | None, tools: list | None = None
 ) -> str:
     if template is not None or getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template(
-            messages,
-            chat_template=template,
-            tokenize=False,
-            add_generation_prompt=True,
-            enable_thinking=enable_thinking,
-            **({"tools": tools} if tools else {}),
-        )
+        return render_chat(tokenizer, messages, template, enable_thinking, tools, generation_prompt=True)
     return "\n".join(m["content"] for m in messages)  # a tokenizer without a template: the contents, in order
+
+
+def render_chat(
+    tokenizer: Any,
+    messages: list[dict],
+    template: str | None,
+    enable_thinking: bool,
+    tools: list | None,
+    generation_prompt: bool,
+) -> str:
+    """`messages` as the chat template (`template`, else the tokenizer's) writes them, with `tools` rendered in."""
+    return tokenizer.apply_chat_template(
+        messages,
+        chat_template=template,
+        tokenize=False,
+        add_generation_prompt=generation_prompt,
+        enable_thinking=enable_thinking,
+        **({"tools": tools} if tools else {}),
+    )
 
 
 def _column(row: dict, key: str) -> Any:

@@ -36,14 +36,9 @@ class ChatTemplate:
                 "a multi-turn workflow needs a chat template, and this model's tokenizer has none: set "
                 "model.custom_chat_template (or the taskset's format.chat_template)"
             )
-        return self.tokenizer.apply_chat_template(
-            messages,
-            chat_template=self.template,
-            tokenize=False,
-            add_generation_prompt=generation_prompt,
-            enable_thinking=self.enable_thinking,
-            **({"tools": self.tools} if self.tools else {}),
-        )
+        from ..data.prompts import render_chat
+
+        return render_chat(self.tokenizer, messages, self.template, self.enable_thinking, self.tools, generation_prompt)
 
     def ids(self, text: str) -> list[int]:
         """Token ids of rendered text (the template writes the special tokens itself)."""
