@@ -1,8 +1,9 @@
 """The multi-turn examples through the real CLI: arith_feedback_workflow's and calculator_workflow's episodes on the
-real transformers engine, one engine call per turn, written to the buffer with their action masks, trained by a real
-verl rank."""
+real transformers engine, one engine call per turn, and react_agent_workflow's `openai` agent over the engine's OpenAI
+endpoint (listed in the launch output), written to the buffer with their action masks, trained by a real verl rank."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = {
     "arith_feedback_workflow": ("arith_feedback", "model-feedback", "<>?"),  # feedback: "<", ">" or "?"
     "calculator_workflow": ("arith_tools", "model-tools", "="),  # a tool's result follows "="
+    "react_agent_workflow": ("arith_react", "model-tools", "="),  # over the OpenAI endpoint
 }
 
 
@@ -45,12 +47,24 @@ def test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only(run
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     explored = [r for r in records if r["role"] == "explorer"]
     trained = [r for r in records if r["role"] == "trainer"]
-    assert [r["experiences"] for r in explored] == [8, 8] and all(1 <= r["engine_calls"] <= 3 for r in explored)
-    assert [r["experiences"] for r in trained] == [8, 8] and all(r["loss"] is not None for r in trained)
     episodes = [json.loads(line) for line in (tmp_path / "episodes.jsonl").read_text().splitlines()]
-    assert len(episodes) == 16
-    # the workflows' own metrics, averaged on the explorer's line: step 1's eight episodes are the file's first eight
-    assert explored[0]["turns_mean"] == sum(e["metrics"]["turns"] for e in episodes[:8]) / 8
+    made = [r["experiences"] for r in explored]
+    if workflow == "react_agent_workflow":  # HTTP calls to the endpoint, none through the explorer's gatherer
+        assert re.search(
+            r"OpenAI endpoints \(listed in .*endpoints\.json\):\n  engine 0: http://[\d.]+:\d+/v1", result.err
+        )
+        assert all(r["engine_calls"] == 0 for r in explored)
+        # an episode whose replies the template cannot render back as written (the untrained model writes text
+        # around its calls, and <unk>) is more than one experience; the trainer takes train_batch_size a step
+        assert all(m >= 8 for m in made) and not (run_dir / "endpoints.json").exists()  # gone with its stage
+        assert [r["experiences"] for r in trained] == [8, 8]
+    else:
+        assert made == [8, 8] and all(1 <= r["engine_calls"] <= 3 for r in explored)
+        assert [r["experiences"] for r in trained] == made
+    assert all(r["loss"] is not None for r in trained)
+    assert len(episodes) == sum(made)
+    # the workflows' own metrics, averaged on the explorer's line: step 1's experiences are the file's first ones
+    assert explored[0]["turns_mean"] == pytest.approx(sum(e["metrics"]["turns"] for e in episodes[: made[0]]) / made[0])
 
     from transformers import AutoTokenizer
 

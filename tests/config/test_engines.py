@@ -138,7 +138,7 @@ def test_the_new_engine_generates_through_the_base_class():
 
     from trinity.runtime.rollout.base import Sampling
 
-    engine = TinyEngine(config=None, index=0, name="rollout.engine0", role="rollout")
+    engine = TinyEngine(config=resolved("a100").config, index=0, name="rollout.engine0", role="rollout")
     info = asyncio.run(engine.setup("/models/m", 3))
     version, samples = asyncio.run(engine.generate([5, 7], 2, Sampling()))
     assert info["weight_version"] == 3 and version == 3 and [s.response_ids for s in samples] == [[7], [7]]

@@ -45,6 +45,8 @@ RUNS = {
     ("mode", "explore"): SPLIT,
     ("mode", "bench"): RUN + "test_checkpoints_are_hugging_face_models_that_bench_evaluates",
     ("mode", "colocate"): RUN + "test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory",
+    ("mode", "serve"): "tests/cli/test_run_serve.py::"
+    "test_outside_calls_rewarded_at_feedback_are_the_experiences_a_train_run_learns_from",
     ("algorithm.optimizer.lr_scheduler_type", "constant"): BOTH,
     ("algorithm.optimizer.lr_scheduler_type", "cosine"): BOTH,
     # deprecated name: copied to lr_scheduler_type before anything reads it
@@ -159,8 +161,12 @@ RUNS = {
     **{
         ("workflow", name): "tests/cli/test_run_multi_turn.py::"
         "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only"
-        for name in ("arith_feedback_workflow", "calculator_workflow")
+        for name in ("arith_feedback_workflow", "calculator_workflow", "react_agent_workflow")
     },
+    ("explorer.rollout_model.tool_call_parser", "brackets"): "tests/cli/test_run_multi_turn.py::"
+    "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only",
+    ("explorer.rollout_model.tool_call_parser", "hermes"): "tests/runtime/test_openai_api.py::"
+    "test_a_react_episode_over_the_endpoint_is_one_experience_of_the_models_turns",
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,
     **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward")},
@@ -353,7 +359,6 @@ SAMPLES = [
     ("synchronizer.sync_style", "fully_async"),
     ("monitor.monitor_type", "swanlab"),
     ("trainer.trainer_strategy", "megatron"),
-    ("mode", "serve"),
     ("buffer.explorer_input.eval_tasksets[].format.prompt_type", "chatpair"),
 ]
 

@@ -19,7 +19,7 @@ from trinity.errors import ConfigError
 from trinity.launch.plan import build_plan
 from trinity.runtime.run_dir import RunDir
 
-LOOPS = {"both", "explore", "train", "bench"}  # the loops trinity/runtime/stage.py runs
+LOOPS = {"both", "explore", "train", "bench", "serve"}  # the loops trinity/runtime/stage.py runs
 ENTRIES = list(modes.MODES.values())
 
 
@@ -69,6 +69,8 @@ def test_each_entry_keeps_the_invariants(entry):
     assert (entry.loop is None) == (entry.refused is not None)  # a mode no loop drives is refused at validation
     assert entry.splits_devices == (entry.explores and entry.trains and not entry.shares_devices)
     assert not entry.evaluates_checkpoints or (entry.explores and not entry.trains and not entry.buffers)
+    # a server's engines answer outside agents, and what they are told goes through the buffer to a train run
+    assert not entry.serves or (entry.runs_engines and entry.buffers and not entry.explores and not entry.trains)
 
 
 def test_two_runs_that_may_share_a_directory_hold_disjoint_locks():
@@ -76,12 +78,9 @@ def test_two_runs_that_may_share_a_directory_hold_disjoint_locks():
     assert explore.isdisjoint(train) and both == explore | train
 
 
-def test_the_serve_refusal_is_the_tables():
-    assert NOT_RUN["mode"] == {"serve": modes.mode("serve").refused}
-    assert modes.running() == ("both", "explore", "train", "bench", "colocate")
-    with pytest.raises(ConfigError) as err:
-        resolved("mode=serve")
-    assert modes.mode("serve").refused in str(err.value)
+def test_every_mode_runs_and_none_is_refused():
+    assert NOT_RUN["mode"] == {} and modes.running() == tuple(modes.MODES)
+    assert resolved("mode=serve", "buffer.trainer_input.experience_buffer.storage_type=sql").mode == "serve"
 
 
 # --- every consumer reads it --------------------------------------------------------------------------------------
@@ -171,7 +170,7 @@ def test_the_loops_the_stage_runs():
         "explore": "explore",
         "train": "train",
         "bench": "bench",
-        "serve": None,
+        "serve": "serve",
         "colocate": "both",  # the loop of `both`, taking turns on the devices (shares_devices)
     }
 
@@ -192,7 +191,14 @@ def test_a_run_that_explores_and_trains_excludes_explore_and_train_runs(name, tm
                     pass
 
 
-def test_serve_is_refused_and_says_what_it_would_run():
-    # no loop drives it yet: the entry records what the server would be (engines, no trainer, a lock of its own)
+def test_serve_runs_engines_and_the_buffer_and_may_share_a_directory_with_a_train_run(tmp_path):
+    # engines on their endpoints, no explorer (no tasksets) and no trainer; its experiences go to the buffer's storage
     serve = modes.mode("serve")
-    assert (serve.explores, serve.trains, serve.buffers, serve.locks) == (True, False, False, ("serve",))
+    assert (serve.explores, serve.trains, serve.buffers, serve.serves, serve.runs_engines) == (
+        False, False, True, True, True,
+    )  # fmt: skip
+    config = resolved("mode=serve", "buffer.trainer_input.experience_buffer.storage_type=sql")
+    assert config.explorer.rollout_model.enable_openai_api and config.synchronizer.sync_method == "checkpoint"
+    assert {a.role for a in build_plan(config, {}).actors} == {"rollout", "buffer"}
+    with RunDir(tmp_path).lock("serve"), RunDir(tmp_path).lock("train"):
+        pass

@@ -151,3 +151,40 @@ def test_auxiliary_models_are_refused_before_any_device_is_counted_for_them(vali
         "explorer.auxiliary_models: auxiliary models (judges, reward models) are not run by this version of trinity"
         in result.err
     )
+
+
+# --- the OpenAI endpoint ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("key, value", [("base_port", "8100"), ("api_key", "s3cret"), ("tool_call_parser", "hermes")])
+def test_the_endpoints_settings_without_the_endpoint_are_refused_by_name(validate, key, value):
+    result = validate(f"explorer:\n  rollout_model:\n    {key}: {value}\n", "hardware=a100")
+    assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n"), result.err
+    assert (
+        f"explorer.rollout_model.{key}: {key} configures the engines' OpenAI endpoint, which is not served"
+        in result.err
+    )
+    assert f"hint: set explorer.rollout_model.enable_openai_api: true, or remove {key}" in result.err
+    assert "s3cret" not in result.err  # a key is a credential: masked, even in an error
+
+
+def test_the_endpoints_settings_are_taken_with_it_and_the_default_key_anywhere(validate, rendered):
+    assert validate("explorer:\n  rollout_model:\n    api_key: EMPTY\n", "hardware=a100").code == 0
+    text = (
+        "explorer:\n  rollout_model:\n    enable_openai_api: true\n    base_port: 8100\n    tool_call_parser: hermes\n"
+    )
+    rollout = rendered(text, "hardware=a100")["explorer"]["rollout_model"]
+    assert (rollout["enable_openai_api"], rollout["base_port"], rollout["tool_call_parser"]) == (True, 8100, "hermes")
+
+
+def test_an_agent_workflow_without_the_endpoint_is_refused_where_its_taskset_names_it(validate):
+    text = "buffer:\n  explorer_input:\n    taskset: {path: /data/t}\n    default_workflow_type: react_agent_workflow\n"
+    result = validate(text, "hardware=a100")
+    assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n"), result.err
+    assert (
+        "explorer.rollout_model.enable_openai_api: buffer.explorer_input.taskset runs react_agent_workflow, whose "
+        "agent calls the engines' OpenAI endpoint, and no endpoint is served" in result.err
+    )
+    assert "allowed: true" in result.err
+    served = validate(text + "explorer:\n  rollout_model:\n    enable_openai_api: true\n", "hardware=a100")
+    assert "enable_openai_api" not in served.err and "trinity: 1 problem" in served.err  # the data path's, alone

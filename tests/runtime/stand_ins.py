@@ -152,6 +152,12 @@ class Engine:
         self.world.asleep = False
         return False
 
+    def openai_url(self) -> str | None:
+        return None  # the stand-in serves no endpoint
+
+    def take_experiences(self) -> list:
+        return []
+
 
 class Synchronizer:
     def __init__(self, world: World):
@@ -179,6 +185,9 @@ class Buffer:
 
     def rewind(self, after_step: int | None) -> int:
         return 0
+
+    def put(self, experiences: list) -> int:
+        return len(experiences)
 
 
 STAND_INS = {

@@ -40,6 +40,7 @@ def test_each_workflows_default_reward_is_a_registry_name_and_its_class_agrees()
         "arith_workflow": "exact_match",
         "arith_feedback_workflow": "exact_match",
         "calculator_workflow": "exact_match",
+        "react_agent_workflow": "exact_match",
     }
     for workflow, reward in DEFAULT_REWARDS.items():
         assert workflows.load(workflow).default_reward == reward and reward in registry.REWARDS

@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 
 from tests.runtime.test_conversation import ids, reply
 from trinity.config.schema.buffer import FormatConfig
+from trinity.runtime.data.tool_calls import ToolCall, ToolCallError, brackets, hermes, parser
 from trinity.runtime.workflows import Task, load
 from trinity.runtime.workflows.calculator import calculate
 from trinity.runtime.workflows.conversation import ChatTemplate, Conversation
-from trinity.runtime.workflows.tool_calls import ToolCall, ToolCallError, brackets, hermes, parser
 from trinity.runtime.workflows.toolbox import Toolbox
 
 # the tool example's template (examples/arith_tools): a tool's result after "="

@@ -45,6 +45,7 @@ def demo_config(request, demo_assets):
         "hardware=cpu",
         "explorer.rollout_model.engine_type=vllm",
         f"explorer.rollout_model.dtype={request.param}",
+        "explorer.rollout_model.enable_openai_api=true",  # the endpoint over vLLM: test_the_openai_endpoint_...
     )
     return resolve(Request(None, overrides)).stage("grpo")
 
@@ -146,6 +147,35 @@ def assert_engine_matches(engine, model, tokenizer, version: int):
 
 def test_the_engine_generates_what_the_model_it_loaded_gives(engine, reference, tokenizer):
     assert_engine_matches(engine, reference, tokenizer, 0)
+
+
+def test_the_openai_endpoint_answers_with_vllms_ids_and_logprobs_and_records_them(engine, reference, tokenizer):
+    import openai
+
+    from trinity.runtime.rollout.history import SESSION_HEADER
+
+    url = ray.get(engine.openai_url.remote(), timeout=60)
+    client = openai.OpenAI(base_url=url, api_key="EMPTY", default_headers={SESSION_HEADER: "v"}, max_retries=0)
+    name = client.models.list().data[0].id
+    answer = client.completions.create(
+        model=name,
+        prompt="12+30=",
+        n=2,
+        max_tokens=4,
+        logprobs=0,
+        extra_body={"return_token_ids": True, "min_tokens": 0},
+    )
+    recorded = ray.get(engine.history.remote("v"), timeout=60)
+    ids = tokenizer("12+30=", add_special_tokens=False)["input_ids"]
+    assert answer.model_extra["prompt_token_ids"] == ids and [c.prompt_ids for c in recorded] == [ids, ids]
+    assert [c.model_extra["token_ids"] for c in answer.choices] == [c.response_ids for c in recorded]
+    assert [c.logprobs.token_logprobs for c in answer.choices] == [c.logprobs for c in recorded]
+    tol = LOGPROB_TOL[str(reference.rollout_dtype).removeprefix("torch.")]
+    for call in recorded:  # vLLM's own log-probs, as the engine's generate returns them
+        expected = hf_logprobs(reference, ids, call.response_ids).gather(1, torch.tensor(call.response_ids)[:, None])
+        assert (torch.tensor(call.logprobs) - expected.squeeze(1)).abs().max() < tol
+    with pytest.raises(openai.NotFoundError, match="does not exist; this endpoint serves"):
+        client.completions.create(model="other", prompt="1")
 
 
 def test_memory_sync_weights_cross_collective_rpc_and_load(engine, reference, tokenizer):

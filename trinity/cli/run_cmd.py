@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, Issue
@@ -293,6 +294,13 @@ class _Shown:
             if kept:
                 print(f"kept running from the previous stage: {', '.join(kept)}", file=sys.stderr)
             print(placements_text(placements), file=sys.stderr)
+
+    def endpoints(self, urls: list[str], listed: Path) -> None:
+        """The stage's OpenAI endpoints, one per engine, and the file that lists them."""
+        self.launches[-1] |= {"openai_endpoints": urls}
+        if self.fmt == "text" and not self.quiet:
+            lines = "".join(f"\n  engine {i}: {url}" for i, url in enumerate(urls))
+            print(f"OpenAI endpoints (listed in {listed}):{lines}", file=sys.stderr)
 
 
 class Terminated(KeyboardInterrupt):

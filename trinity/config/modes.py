@@ -18,10 +18,18 @@ class Mode:
     buffers: bool  # experiences (or the SFT data set) go through the buffer actor
     shares_devices: bool  # trainer and engines take turns on the same devices (engines sleep while it steps)
     locks: tuple[str, ...]  # run-directory locks it holds: runs whose locks overlap never share a directory
-    loop: str | None  # the stage loop that drives it: both, explore, train, bench; None when no loop runs it
+    loop: str | None  # the stage loop that drives it: both, explore, train, bench, serve; None when no loop runs it
     refused: str | None = None  # why validation refuses it, when this version does not run it
     # its steps are the run directory's saved checkpoints, each evaluated once (no explore/train steps, no interval)
     evaluates_checkpoints: bool = False
+    # engines answer agents outside the run on their OpenAI endpoints (no explorer, no tasksets); rewards sent to
+    # /feedback make experiences
+    serves: bool = False
+
+    @property
+    def runs_engines(self) -> bool:
+        """Rollout engines run and take devices."""
+        return self.explores or self.serves
 
     @property
     def splits_devices(self) -> bool:
@@ -74,16 +82,18 @@ _ENTRIES = (
         loop="bench",
         evaluates_checkpoints=True,
     ),
+    # the engines on their OpenAI endpoints for agents outside trinity; the calls they reward at /feedback go to the
+    # buffer's storage for a `train` run of the same directory, whose published weights it picks up
     Mode(
         "serve",
-        explores=True,
+        explores=False,
         trains=False,
         syncs=False,
-        buffers=False,
+        buffers=True,
         shares_devices=False,
-        locks=("serve",),
-        loop=None,
-        refused="trinity has no OpenAI-compatible server yet, so no stage loop drives this mode",
+        locks=("explore",),
+        loop="serve",
+        serves=True,
     ),
     # the loop of `both`, the trainer and the engines taking turns on the same devices
     Mode(

@@ -10,6 +10,7 @@ WORKFLOWS = {
     "arith_workflow": "trinity.runtime.workflows.arith:ArithWorkflow",
     "arith_feedback_workflow": "trinity.runtime.workflows.arith_feedback:ArithFeedbackWorkflow",
     "calculator_workflow": "trinity.runtime.workflows.calculator:CalculatorWorkflow",
+    "react_agent_workflow": "trinity.runtime.workflows.react:ReactAgentWorkflow",
 }
 # The reward function (trinity/config/rewards.py) each built-in workflow scores with when its taskset names none.
 DEFAULT_REWARDS = {
@@ -17,7 +18,10 @@ DEFAULT_REWARDS = {
     "arith_workflow": "exact_match",
     "arith_feedback_workflow": "exact_match",
     "calculator_workflow": "exact_match",
+    "react_agent_workflow": "exact_match",
 }
+# Built-in workflows whose agents call the engines' OpenAI endpoint (explorer.rollout_model.enable_openai_api).
+OPENAI_CLIENTS = ("react_agent_workflow",)
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 

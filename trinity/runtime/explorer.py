@@ -49,11 +49,26 @@ class Explorer(Role):
         self.tokenizer = AutoTokenizer.from_pretrained(
             model_path, trust_remote_code=self.config.model.trust_remote_code
         )
+        self.endpoints = self._endpoints(engines)
         explorer_input = self.config.buffer.explorer_input
         train = [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t]
         self.train = [self._load(t, False) for t in train]
         self.evals = [self._load(t, True) for t in explorer_input.eval_tasksets]
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
+
+    def _endpoints(self, engines: list) -> list[Any]:
+        """An `openai.OpenAI` client of each engine's endpoint, on one connection pool (None: not served)."""
+        rollout = self.config.explorer.rollout_model
+        if not rollout.enable_openai_api:
+            return [None] * len(engines)
+        import httpx
+        import openai
+        import ray
+
+        # one pool for every workflow: a client of its own costs each episode ~30 ms of TLS setup (even for http)
+        pool = httpx.Client(limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024), timeout=None)
+        urls = ray.get([engine.openai_url.remote() for engine in engines])
+        return [openai.OpenAI(base_url=u, api_key=rollout.api_key, http_client=pool, max_retries=0) for u in urls]
 
     def release(self) -> None:
         """Stop the workflow threads (the next stage's setup starts its own)."""
@@ -163,14 +178,14 @@ class Explorer(Role):
 
     def _submit(self, engine: int, ts: _TaskSet, task: Any) -> Any:
         self.gatherers[engine].expect()
-        return self.pools[engine].submit(self._attempt, ts, task, self.gatherers[engine])
+        return self.pools[engine].submit(self._attempt, ts, task, engine)
 
     def _engine_calls(self) -> int:
         return sum(g.calls for g in self.gatherers)
 
     def _summary(self, exps: list[Experience], seconds: float, failed: int, label: str) -> dict:
         """The metrics of one batch of rollouts; cut prompts are also logged, under `label`."""
-        summary = _metrics(exps, seconds, failed)
+        summary = batch_metrics(exps, seconds, failed)
         if summary["truncated_prompts"]:
             self.log.warning(
                 "%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s",
@@ -180,17 +195,25 @@ class Explorer(Role):
             )
         return summary
 
-    def _attempt(self, ts: _TaskSet, task: Any, engine: Any) -> list[Experience]:
-        client = _Client(
-            engine, self.tokenizer, ts.sampling, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens
+    def _client(self, engine: int, sampling: Any) -> "_Client":
+        """The model client of a workflow on engine `engine`, sampling with `sampling`."""
+        return _Client(
+            self.gatherers[engine],
+            self.tokenizer,
+            sampling,
+            self.config.explorer.rollout_model,
+            self.config.model.max_prompt_tokens,
+            self.endpoints[engine],
         )
+
+    def _attempt(self, ts: _TaskSet, task: Any, engine: int) -> list[Experience]:
         try:
-            exps = self._retried(ts, task, client)
+            exps = self._retried(ts, task, self._client(engine, ts.sampling))
             if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
                 exps = self._with_baseline(ts, task, engine, exps)
             return exps
         finally:
-            engine.leave()
+            self.gatherers[engine].leave()
 
     def _retried(self, ts: _TaskSet, task: Any, client: Any) -> list[Experience]:
         from .workflows.conversation import ConversationError
@@ -207,13 +230,10 @@ class Explorer(Role):
                     break  # the task's conversation cannot be held in this template or context: a retry would too
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
 
-    def _with_baseline(self, ts: _TaskSet, task: Any, engine: Any, exps: list[Experience]) -> list[Experience]:
+    def _with_baseline(self, ts: _TaskSet, task: Any, engine: int, exps: list[Experience]) -> list[Experience]:
         """`exps` with the reward of one greedy rollout of the task as their baseline (ReMax); that rollout is not
         trained on."""
-        greedy = replace(ts.sampling, temperature=0.0)
-        client = _Client(
-            engine, self.tokenizer, greedy, self.config.explorer.rollout_model, self.config.model.max_prompt_tokens
-        )
+        client = self._client(engine, replace(ts.sampling, temperature=0.0))
         rewards = [e.reward for e in self._retried(ts, replace(task, repeat_times=1), client)]
         if not rewards:
             raise TaskFailed(f"task {task.uid}: its greedy rollout (ReMax's baseline) returned no experience")
@@ -273,10 +293,45 @@ def _is_engine_death(exc: Exception) -> bool:
 class _Client:
     """The model client a workflow sees: prompt formatting and generation on one engine (through its gatherer)."""
 
-    def __init__(self, engine: Any, tokenizer: Any, sampling: Any, rollout: Any, max_prompt_tokens: int | None):
+    def __init__(
+        self,
+        engine: Any,
+        tokenizer: Any,
+        sampling: Any,
+        rollout: Any,
+        max_prompt_tokens: int | None,
+        endpoint: Any = None,
+    ):
         self.engine, self.tokenizer, self.sampling, self.rollout = engine, tokenizer, sampling, rollout
         # None: prompts go whole
         self.max_prompt_tokens = max_prompt_tokens if rollout.enable_prompt_truncation else None
+        self.endpoint = endpoint  # an openai.OpenAI client of the engine's OpenAI endpoint (None: not served)
+
+    def openai_client(self) -> Any:
+        """An `openai.OpenAI` client of this task's engine endpoint, in a session of its own: every call made through
+        it is recorded with the engine's token ids and log-probs (`recorded_calls`); what a request leaves out is
+        sampled as the taskset says (rollout_args). It shares the explorer's connections: do not close it."""
+        if self.endpoint is None:
+            raise RuntimeError(
+                "this workflow calls the engines' OpenAI endpoint, which is not served: set "
+                "explorer.rollout_model.enable_openai_api: true"
+            )
+        import json
+        import uuid
+        from dataclasses import asdict
+
+        from .rollout.history import SAMPLING_HEADER, SESSION_HEADER
+
+        headers = {SESSION_HEADER: uuid.uuid4().hex, SAMPLING_HEADER: json.dumps(asdict(self.sampling))}
+        return self.endpoint.with_options(default_headers=headers)
+
+    def recorded_calls(self, client: Any) -> list:
+        """The calls made through `client` (rollout.history.RecordedCall), in order, each once."""
+        import ray
+
+        from .rollout.history import SESSION_HEADER
+
+        return ray.get(self.engine.engine.history.remote(client.default_headers[SESSION_HEADER]))
 
     def prompt(self, task: Any) -> str:
         from .data.prompts import prompt_text
@@ -348,7 +403,8 @@ def fit_prompt(ids: list[int], limit: int | None) -> tuple[list[int], bool]:
     return ids[-limit:], True  # the end holds the question and the chat template's cue to answer
 
 
-def _metrics(exps: list[Experience], seconds: float, failed: int) -> dict:
+def batch_metrics(exps: list[Experience], seconds: float, failed: int = 0) -> dict:
+    """The metrics of a batch of rollouts made in `seconds` (an explore or serve step), `failed` tasks aside."""
     tokens = sum(sum(e.mask()) for e in exps)  # the model's: an episode's environment turns were not generated
     versions = [e.weight_version for e in exps]
     # what the workflows measured beyond the reward (accuracy, turns, tool_calls, ...), as a mean over the rollouts

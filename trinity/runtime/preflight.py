@@ -128,7 +128,7 @@ def _engine_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
     arguments only for an engine that takes them."""
     by_type: dict[str, list] = {}
     for config in stages:
-        if modes.mode(config.mode).explores:
+        if modes.mode(config.mode).runs_engines:
             by_type.setdefault(config.explorer.rollout_model.engine_type, []).append(config)
     issues: list[Issue] = []
     for kind, configs in by_type.items():

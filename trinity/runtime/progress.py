@@ -47,11 +47,12 @@ class Progress:
         self.last_line = time.monotonic()
 
     def _line(self, bar: bool) -> str:
-        done = self.step / self.total if self.total else 1.0
-        drawn = f"[{'#' * int(done * 20):<20}] " if bar else ""
+        done = self.step / self.total if self.total else 0.0
+        drawn = f"[{'#' * int(done * 20):<20}] " if bar and self.total else ""
         extra = "  ".join(f"{k} {v}" for k, v in self.fields.items())
         seconds = time.monotonic() - self.started
-        return f"{self.stage}: {drawn}step {self.step}/{self.total}  {extra}  {seconds:.0f}s".rstrip()
+        steps = f"{self.step}/{self.total}" if self.total else str(self.step)  # 0: a serve run, until stopped
+        return f"{self.stage}: {drawn}step {steps}  {extra}  {seconds:.0f}s".rstrip()
 
 
 def _fmt(value: float) -> str:

@@ -125,6 +125,8 @@ def _launch(stage: Stage, launch: Any, show: Any) -> StageSummary:
             + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced)
         )
     stage.setup(RoleHandles.of(list(plan.actors), actors))
+    if stage.endpoints:
+        show.endpoints(stage.endpoints, stage.run_dir.endpoints)
     stage.summary.setup_s, stage.summary.kept = time.monotonic() - started, (len(launch.kept), len(plan.actors))
     summary = stage.run()
     stage.finish()

@@ -11,6 +11,7 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -49,6 +50,7 @@ class RunDir:
         self.logs = self.root / "logs"
         self.metrics = self.root / "metrics.jsonl"
         self.config = self.root / "config.yaml"
+        self.endpoints = self.root / "endpoints.json"
 
     @contextmanager
     def lock(self, mode: str | Collection[str]) -> Iterator[None]:
@@ -93,6 +95,16 @@ class RunDir:
         self.root.mkdir(parents=True, exist_ok=True)
         write_text_atomic(self.config, text)
         return digest
+
+    def write_endpoints(self, stage: str, rollout: Any, urls: list[str]) -> None:
+        """The running stage's OpenAI endpoints (one per engine) and the model name requests give, atomically."""
+        data = {
+            "stage": stage,
+            "model": rollout.model_path,
+            "endpoints": urls,
+            "needs_api_key": rollout.api_key != "EMPTY",
+        }
+        write_text_atomic(self.endpoints, json.dumps(data, indent=2) + "\n")
 
     def saved_config(self) -> dict | None:
         """The config an earlier run of this directory saved, if any."""

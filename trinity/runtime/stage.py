@@ -18,12 +18,15 @@ from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue
 from . import lora
 from .calls import Calls, RayCalls, RoleFailed
+from .explorer import batch_metrics
 from .metrics import MetricsLog
 from .progress import Progress, StageSummary
 from .protocols import EvalRecord, ExploreResult, TrainResult
 from .run_dir import Checkpoint, RunDir
 from .schedule import SyncPolicy
 from .scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Call, Scheduler, Stalled
+
+SERVE_POLL_S = 0.5  # serve mode: how often the stage takes the engines' rewarded experiences and published weights
 
 
 @dataclass
@@ -113,6 +116,15 @@ class Stage:
         self.call(rollout + (self._setup_ranks(resume) if self.ranks else []))
         if self.synchronizer:
             self.call([self.synchronizer.setup.remote(self.ranks, self.engines)])
+        self.endpoints = self._endpoints()
+
+    def _endpoints(self) -> list[str]:
+        """The engines' OpenAI endpoints, written to the run directory for agents outside the run (none: [])."""
+        if not self.engines or not self.config.explorer.rollout_model.enable_openai_api:
+            return []
+        urls = [u for u in self.call([e.openai_url.remote() for e in self.engines]) if u]  # an engine's head serves
+        self.run_dir.write_endpoints(self.summary.name, self.config.explorer.rollout_model, urls)
+        return urls
 
     def _setup_ranks(self, resume: Checkpoint | None) -> list:
         """Start every trainer rank's setup (verl's worker: model, optimizer, the resumed state); returns the calls."""
@@ -158,6 +170,8 @@ class Stage:
     def _total(self) -> int:
         """Steps of this stage: trainer.total_steps, else buffer.total_steps, else total_epochs passes over the data."""
         explicit = self._explicit_steps()
+        if self.mode.serves:
+            return explicit or 0  # 0: until stopped
         if self.mode.evaluates_checkpoints:
             return max(1, len(self.run_dir.complete_checkpoints()))
         if explicit:
@@ -176,10 +190,16 @@ class Stage:
         self.progress = Progress(self.summary.name, self.total, self.quiet)
         self.progress.update(self.start.done)
         self._counted = self.driver_calls  # a step's count leaves the setup's calls out
-        loops = {"both": self._both, "explore": self._explore_only, "train": self._train_only, "bench": self._bench}
+        loops = {
+            "both": self._both,
+            "explore": self._explore_only,
+            "train": self._train_only,
+            "bench": self._bench,
+            "serve": self._serve,
+        }
         loops[self.mode.loop]()
         self.progress.close()
-        self.summary.steps = self.total
+        self.summary.steps = self.total or self.progress.step  # serve mode without total_steps: what it served
         self.summary.seconds = time.monotonic() - started
         return self.summary
 
@@ -265,6 +285,35 @@ class Stage:
             explored += 1
             self._explored(explored, result)
         self._evaluate(self._take_published(version))
+
+    def _serve(self) -> None:
+        """Answer agents outside the run on the engines' endpoints, until buffer.total_steps steps of
+        buffer.batch_size rewarded experiences (none: until stopped): /feedback's experiences go to the buffer as
+        they come, and the weights a `train` run publishes are taken between polls."""
+        served, version, batch = self.start.done, self.start.offset + self.start.done, []
+        started = time.perf_counter()
+        try:
+            while not self.total or served < self.total:
+                version = self._take_published(version)
+                batch += self._store_rewarded(served + 1)
+                while len(batch) >= self.config.buffer.batch_size and (not self.total or served < self.total):
+                    served += 1
+                    step, batch = batch[: self.config.buffer.batch_size], batch[self.config.buffer.batch_size :]
+                    result = batch_metrics(step, time.perf_counter() - started) | {"tasks": 0, "engine_calls": 0}
+                    self._explored(served, result)
+                    started = time.perf_counter()
+                time.sleep(SERVE_POLL_S)
+        finally:  # rewards already acknowledged are stored, even when the run is stopped
+            self._store_rewarded(served + 1)
+
+    def _store_rewarded(self, step: int) -> list:
+        """The engines' newly rewarded experiences, stored in the buffer as explore step `step`'s; returns them."""
+        made = [e for taken in self.call([e.take_experiences.remote() for e in self.engines]) for e in taken]
+        for exp in made:
+            exp.step = step
+        if made:
+            self.call([self.buffer.put.remote(made)])
+        return made
 
     def _train_only(self) -> None:
         """Train from the buffer (a data set for SFT; experiences an `explore` run writes, for RL)."""
@@ -372,6 +421,8 @@ class Stage:
         actors = self.handles.actors
         peaks = self.call([a.peak_rss_mb.remote() for a in actors.values()])
         self.summary.peak_rss_mb = dict(zip(actors, peaks))
+        if self.endpoints:  # they stop with the stage; the next one lists its own
+            self.run_dir.endpoints.unlink(missing_ok=True)
 
     def _checkpoint(self, step: int) -> Checkpoint:
         # last: only the stage's last checkpoint, which starts the next stage

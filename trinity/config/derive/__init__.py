@@ -43,6 +43,7 @@ RULES = (
     algorithm.gradient_clip,
     buffer.buffer_names,
     buffer.taskset_workflows,
+    rollout.openai_api,
     buffer.taskset_repeat_times,
     algorithm.mix_batch,
     buffer.train_batch_size,

@@ -27,7 +27,7 @@ def cluster_counts(ctx: Context) -> None:
     if per_node > ctx.facts.devices_per_node:
         return  # already reported by gpu_per_node
     total = nodes * per_node
-    rollout = _engine_devices(ctx, "explorer.rollout_model") if modes.mode(mode).explores else 0
+    rollout = _engine_devices(ctx, "explorer.rollout_model") if modes.mode(mode).runs_engines else 0
     explorer = rollout  # auxiliary models are refused (rollout.auxiliary_models): they take no devices
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}

@@ -1,7 +1,9 @@
 """Rules for what the rollout engines may ask of the hardware: auxiliary engines, sleep mode, KV cache size."""
 
 from .. import engines, modes
+from ..workflows import OPENAI_CLIENTS
 from ._context import Context
+from .buffer import EXPERIENCES, tasksets
 
 ROLLOUT = "explorer.rollout_model"
 
@@ -17,6 +19,68 @@ def auxiliary_models(ctx: Context) -> None:
             allowed="[] (none)",
             hint="remove explorer.auxiliary_models; score responses in the workflow's reward function instead (a "
             "distillation teacher is model.teacher_model_path: trinity computes its log-probs in the trainer)",
+        )
+
+
+def openai_api(ctx: Context) -> None:
+    """Serve mode and a built-in agent workflow need the endpoint; the endpoint's settings are refused while none is
+    served (nothing would read them)."""
+    if modes.mode(ctx.get("mode")).serves:
+        _serving(ctx)
+    if not ctx.get(f"{ROLLOUT}.enable_openai_api"):
+        _agents_unserved(ctx)
+        _settings_unread(ctx)
+
+
+def _agents_unserved(ctx: Context) -> None:
+    """The first taskset whose built-in workflow calls the endpoint, reported."""
+    if not modes.mode(ctx.get("mode")).explores:
+        return
+    for key, taskset, _ in tasksets(ctx):
+        workflow = taskset.get("default_workflow_type")
+        if workflow in OPENAI_CLIENTS:
+            ctx.report(
+                "error",
+                f"{ROLLOUT}.enable_openai_api",
+                f"{key} runs {workflow}, whose agent calls the engines' OpenAI endpoint, and no endpoint is served",
+                allowed="true",
+                hint=f"set {ROLLOUT}.enable_openai_api: true (and tool_call_parser, for its tool calls)",
+            )
+            return
+
+
+def _settings_unread(ctx: Context) -> None:
+    for name, default in (("base_port", None), ("api_key", "EMPTY"), ("tool_call_parser", None)):
+        if ctx.user_set(f"{ROLLOUT}.{name}") and ctx.get(f"{ROLLOUT}.{name}") != default:
+            ctx.report(
+                "error",
+                f"{ROLLOUT}.{name}",
+                f"{name} configures the engines' OpenAI endpoint, which is not served",
+                allowed="unset",
+                hint=f"set {ROLLOUT}.enable_openai_api: true, or remove {name}",
+            )
+
+
+def _serving(ctx: Context) -> None:
+    """Serve mode serves the endpoint, and writes what it is told to a storage a later `train` run reads."""
+    key, storage = f"{ROLLOUT}.enable_openai_api", f"{EXPERIENCES}.storage_type"
+    if ctx.user_set(key) and not ctx.get(key):
+        ctx.report(
+            "error",
+            key,
+            "mode 'serve' serves the rollout engines on their OpenAI endpoints",
+            allowed="true",
+            hint=f"remove {key}: false, or run another mode",
+        )
+    elif not ctx.get(key):
+        ctx.set(key, True, "openai_api", (ctx.input("mode"),))
+    if ctx.get(storage) == "queue":
+        ctx.report(
+            "error",
+            storage,
+            "mode 'serve' writes its experiences for a `train` run of this directory, and a queue ends with this run",
+            allowed="sql, file",
+            hint=f"set {storage}: sql",
         )
 
 

@@ -23,7 +23,7 @@ def compute_threads(ctx: Context) -> None:
     if entry.trains:
         ranks = ctx.get("cluster.trainer_gpu_num_per_node")
         _set(ctx, "trainer", spec.env, per_node // ranks if turns and ranks else 1, inputs)
-    if entry.explores:
+    if entry.runs_engines:
         slots = min(devices_per_engine(ctx.get("explorer.rollout_model")), per_node)  # one actor per node it spans
         engines = max(1, min(ctx.get("cluster.rollout_gpu_num"), per_node) // slots)  # on one node
         _set(ctx, "rollout", spec.env, per_node // engines if turns else slots, inputs)

@@ -58,6 +58,26 @@ class InferenceModelConfig(Section):
         description="Keep only the last model.max_prompt_tokens tokens of a longer prompt; defaults to "
         "model.enable_prompt_truncation.",
     )
+    enable_openai_api: bool = Field(
+        False,
+        description="Serve each rollout engine on an OpenAI-compatible HTTP endpoint (/v1/chat/completions, "
+        "/v1/completions, /v1/models) for agents in workflows; the run lists the endpoints in endpoints.json.",
+    )
+    base_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="Port of engine 0's OpenAI endpoint (engine i listens on base_port + i); null: a free port each.",
+    )
+    api_key: str = Field(
+        "EMPTY", description="Bearer key the OpenAI endpoint asks of every request; EMPTY: it asks none."
+    )
+    tool_call_parser: Literal["hermes", "brackets"] | None = Field(
+        None,
+        description="Tool-call format the OpenAI endpoint parses from replies into tool_calls (hermes: "
+        "<tool_call>{json}</tool_call>; brackets: [text], the only tool's one argument); null: requests with tools "
+        "are refused.",
+    )
 
 
 class ExplorerConfig(Section):

@@ -90,12 +90,58 @@ class RolloutEngine(Role):
         self._drainer: asyncio.Task | None = None
         self._weights_lock = asyncio.Lock()  # a batch never sees half-loaded weights
         self._group = None
+        self.api: Any = None  # the OpenAI endpoint (openai_api.OpenAIServer), once started
+        self.api_url: str | None = None
+
+    def restage(self, **kwargs: Any) -> bool:
+        """As Role's, keeping the OpenAI endpoint: it goes on listening on its address for the next stage."""
+        endpoint = {"api": self.api, "api_url": self.api_url}
+        if not super().restage(**kwargs):
+            return False
+        self.__dict__.update(endpoint)
+        return True
 
     async def setup(self, model_path: str, version: int) -> dict:
         """Load the model (a checkpoint's, when resuming); returns what was loaded."""
         self.version = version
         await asyncio.to_thread(self._load, model_path)
-        return {"engine": self.name, "model_path": model_path, "weight_version": version}
+        info = {"engine": self.name, "model_path": model_path, "weight_version": version}
+        return info | await self._serve(model_path)
+
+    async def _serve(self, model_path: str) -> dict:
+        """Start the OpenAI endpoint when the config asks for one (a kept engine keeps its own); returns its URL as
+        {"openai_url": ...}, or {} without one."""
+        rollout = self.config.explorer.rollout_model
+        if not rollout.enable_openai_api:
+            if self.api is not None:  # kept from a stage that served one
+                await self.api.stop()
+                self.api = self.api_url = None
+            return {}
+        if self.api is None:
+            import ray
+
+            from .openai_api import OpenAIServer
+
+            self.api = OpenAIServer(self, await asyncio.to_thread(self._tokenizer, model_path))
+            port = rollout.base_port + self._engine_number() if rollout.base_port else 0
+            self.api_url = await self.api.start(ray.util.get_node_ip_address(), port)
+            self.log.info("%s serves the OpenAI API at %s", self.name, self.api_url)
+        return {"openai_url": self.api_url}
+
+    def openai_url(self) -> str | None:
+        """The base URL (…/v1) of this engine's OpenAI endpoint; None when it serves none."""
+        return self.api_url
+
+    def take_experiences(self) -> list:
+        """Serve mode: the experiences /feedback made since the last call, forgotten here."""
+        if self.api is None:
+            return []
+        made, self.api.rewarded = self.api.rewarded, []
+        return made
+
+    def history(self, session: str) -> list:
+        """The calls made to the OpenAI endpoint in `session` (history.RecordedCall), forgotten here."""
+        return self.api.history.take(session) if self.api is not None else []
 
     async def generate(self, prompt_ids: list[int], n: int, sampling: Sampling) -> tuple[int, list[Sample]]:
         """(weight version, `n` samples continuing `prompt_ids`); concurrent calls are generated together."""
@@ -196,6 +242,19 @@ class RolloutEngine(Role):
 
     def _device(self) -> str:
         return self.config.hardware.device_type
+
+    def _tokenizer(self, model_path: str) -> Any:
+        """The tokenizer of the model served (the OpenAI endpoint's)."""
+        from transformers import AutoTokenizer
+
+        from .. import lora
+
+        base = lora.sources(model_path, self.config).base
+        return AutoTokenizer.from_pretrained(base, trust_remote_code=self.config.model.trust_remote_code)
+
+    def _engine_number(self) -> int:
+        """Which engine this actor is (engine i's endpoint listens on base_port + i)."""
+        return self.index
 
 
 def named_weights(weights: Any) -> Iterable[tuple[str, Any]]:

@@ -35,6 +35,9 @@ class TransformersEngine(RolloutEngine):
         )
         self.asleep = False
 
+    def _tokenizer(self, model_path: str) -> Any:
+        return self.tokenizer
+
     async def sleep(self, level: int = 1) -> bool:
         """Move the model to host memory, so the trainer sharing this device (colocate) has its memory."""
         async with self._weights_lock:

@@ -96,13 +96,17 @@ class VllmEngine(RolloutEngine):
         self.log.info(
             "vLLM %s part %d/%d ready in %.1f s", self.name, topo.part, topo.parts, time.perf_counter() - started
         )
-        return {
+        info = {
             "engine": self.name,
             "model_path": model_path,
             "weight_version": version,
             "part": topo.part,
             "parts": topo.parts,
         }
+        return info | (await self._serve(model_path) if topo.is_head else {})  # the head answers requests
+
+    def _engine_number(self) -> int:
+        return self.topology.engine
 
     async def _reload(self, model_path: str, version: int) -> dict:
         """The stage's weights (its model folder's safetensors files, all in one reload) into the kept engine."""
@@ -120,7 +124,8 @@ class VllmEngine(RolloutEngine):
             model_path,
             time.perf_counter() - started,
         )
-        return {"engine": self.name, "model_path": model_path, "weight_version": version, "part": 0, "parts": 1}
+        info = {"engine": self.name, "model_path": model_path, "weight_version": version, "part": 0, "parts": 1}
+        return info | await self._serve(model_path)
 
     def _start_engine(self, kwargs: dict) -> Any:
         self.log.info("vLLM engine arguments: %s", kwargs)

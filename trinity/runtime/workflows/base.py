@@ -59,6 +59,14 @@ class ModelClient(Protocol):
     def reply(self, conversations: list[Conversation]) -> None:
         """One model turn in each conversation, generated together; one without room left ends truncated."""
 
+    def openai_client(self) -> Any:
+        """An `openai.OpenAI` client of the engine's OpenAI endpoint, in a session of its own; what its requests leave
+        out is sampled as the taskset says. It shares the explorer's connections: do not close it."""
+
+    def recorded_calls(self, client: Any) -> list:
+        """The calls made through `client`, with the engine's token ids and log-probs (rollout.history.RecordedCall),
+        in order; each is returned once."""
+
 
 class Workflow:
     """Base of every workflow: subclasses implement `run`, and score responses with `score`."""

@@ -9,8 +9,8 @@ only the model's turns are trained."""
 import ast
 import operator
 
+from ..data.tool_calls import parser
 from .base import Workflow, positive
-from .tool_calls import parser
 from .toolbox import Toolbox
 
 OPERATORS = {

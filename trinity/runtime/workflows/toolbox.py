@@ -7,9 +7,10 @@ counted in `errors`.
 """
 
 import inspect
+import json
 from collections.abc import Callable
 
-from .tool_calls import ToolCall, ToolCallError, parser
+from ..data.tool_calls import ToolCall, ToolCallError, parser
 
 JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean", list: "array", dict: "object"}
 
@@ -44,6 +45,18 @@ class Toolbox:
         if not calls:
             return None
         return [{"role": "tool", "name": call.name, "content": self._run(call)} for call in calls]
+
+    def answer(self, name: str, arguments: str) -> str:
+        """The tool's reply to a structured call (OpenAI's tool_calls: a name and its arguments as JSON text)."""
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            self.calls, self.errors = self.calls + 1, self.errors + 1
+            return f"error: tool call {name!r}: its arguments are not JSON ({exc.msg})"
+        if not isinstance(parsed, dict):
+            self.calls, self.errors = self.calls + 1, self.errors + 1
+            return f"error: tool call {name!r}: its arguments are not a JSON object"
+        return self._run(ToolCall(name, parsed))
 
     def _run(self, call: ToolCall) -> str:
         self.calls += 1

@@ -74,6 +74,12 @@ def brackets(reply: str, tools: list[str]) -> list[ToolCall]:
 
 
 FORMATS: dict[str, Callable[[str, list[str]], list[ToolCall]]] = {"hermes": hermes, "brackets": brackets}
+PATTERNS = {"hermes": HERMES, "brackets": BRACKETS}  # where each format writes a call in a reply
+
+
+def text_around(name: str, reply: str) -> str:
+    """The reply with the format's calls cut out: what an OpenAI message's `content` holds beside its tool_calls."""
+    return PATTERNS[name].sub("", reply).strip()
 
 
 def parser(name: str) -> Callable[[str, list[str]], list[ToolCall]]:
