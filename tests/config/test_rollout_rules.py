@@ -188,3 +188,29 @@ def test_an_agent_workflow_without_the_endpoint_is_refused_where_its_taskset_nam
     assert "allowed: true" in result.err
     served = validate(text + "explorer:\n  rollout_model:\n    enable_openai_api: true\n", "hardware=a100")
     assert "enable_openai_api" not in served.err and "trinity: 1 problem" in served.err  # the data path's, alone
+
+
+def test_an_agent_needs_the_endpoint_to_read_its_tool_calls(validate):
+    text = (
+        "buffer:\n  explorer_input:\n    taskset: {path: /data/t}\n    default_workflow_type: react_agent_workflow\n"
+        "explorer:\n  rollout_model:\n    enable_openai_api: true\n"
+    )
+    result = validate(text, "hardware=a100")
+    assert (
+        "explorer.rollout_model.tool_call_parser: buffer.explorer_input.taskset runs react_agent_workflow, whose agent "
+        "offers tools, and the endpoint reads no tool calls" in result.err
+    )
+    assert "allowed: hermes, brackets" in result.err
+
+
+def test_engines_past_the_last_port_and_a_serve_run_without_its_endpoint_are_one_error_each(validate):
+    ports = validate(
+        "explorer:\n  rollout_model:\n    enable_openai_api: true\n    engine_num: 4\n    base_port: 65534\n"
+    )
+    assert ports.code == 2 and ports.err.startswith("trinity: 1 problem in the config\n"), ports.err
+    assert "engine i listens on base_port + i: 4 engines from 65534 pass port 65535" in ports.err
+    assert "allowed: at most 65532" in ports.err
+    text = "mode: serve\nexplorer:\n  rollout_model:\n    enable_openai_api: false\n    base_port: 8000\n"
+    serve = validate(text + "buffer:\n  trainer_input:\n    experience_buffer: {storage_type: sql}\n", "hardware=a100")
+    assert serve.code == 2 and serve.err.startswith("trinity: 1 problem in the config\n"), serve.err
+    assert "explorer.rollout_model.enable_openai_api: mode 'serve' serves the rollout engines" in serve.err

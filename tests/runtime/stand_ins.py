@@ -152,10 +152,10 @@ class Engine:
         self.world.asleep = False
         return False
 
-    def openai_url(self) -> str | None:
+    async def openai_url(self) -> str | None:
         return None  # the stand-in serves no endpoint
 
-    def take_experiences(self) -> list:
+    def take_experiences(self, final: bool = False) -> list:
         return []
 
 

@@ -13,11 +13,11 @@ openai = pytest.importorskip("openai")
 
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
+from trinity.runtime.rollout import episodes  # noqa: E402
 from trinity.runtime.rollout.base import RolloutEngine, Sample  # noqa: E402
 from trinity.runtime.rollout.history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall  # noqa: E402
 from trinity.runtime.rollout.openai_api import _tool_calls  # noqa: E402
 from trinity.runtime.rollout.transformers_engine import TransformersEngine  # noqa: E402
-from trinity.runtime.workflows import episodes  # noqa: E402
 from trinity.runtime.workflows.calculator import calculate  # noqa: E402
 from trinity.runtime.workflows.react import react  # noqa: E402
 from trinity.runtime.workflows.toolbox import Toolbox  # noqa: E402
@@ -136,6 +136,7 @@ BAD = [
     ({"prompt": [99999]}, 400, "prompt token ids must be non-empty and in [0, "),
     ({"prompt": "1", "temperature": -1}, 400, "temperature: Input should be greater than or equal to 0"),
     ({"prompt": "1", "logprobs": 5}, 400, "logprobs: Input should be 0"),
+    ({"prompt": "1", "max_tokens": 2, "min_tokens": 3}, 400, "min_tokens=3 is above the reply's limit, 2"),
 ]
 
 
@@ -144,8 +145,10 @@ def test_a_bad_request_is_refused_by_name_with_openais_error(engine, demo_assets
     async def body(url):
         api = client(url)
         name = (await api.models.list()).data[0].id
+        body = {"model": name} | request_body
+        extra = {k: body.pop(k) for k in ("min_tokens",) if k in body}  # vLLM's: not an openai argument
         with pytest.raises(openai.APIStatusError) as caught:
-            await api.completions.create(**({"model": name} | request_body))
+            await api.completions.create(**body, extra_body=extra)
         return caught.value
 
     error = serve(engine, demo_assets / "model-tools", body)
@@ -154,11 +157,9 @@ def test_a_bad_request_is_refused_by_name_with_openais_error(engine, demo_assets
 
 
 def test_chat_requests_with_tools_need_a_call_format_and_a_key_when_one_is_set(demo_assets, monkeypatch):
-    config = config_of(
-        demo_assets,
-        monkeypatch,
-        "explorer.rollout_model.tool_call_parser=null",
-        "explorer.rollout_model.api_key=s3cret",
+    # validate refuses react_agent_workflow without a call format: the endpoint alone is tested without one
+    config = with_rollout(
+        config_of(demo_assets, monkeypatch, "explorer.rollout_model.api_key=s3cret"), tool_call_parser=None
     )
     engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
     messages = [{"role": "user", "content": "1+2+3="}]
@@ -316,11 +317,14 @@ def test_serve_mode_keeps_every_call_by_its_id_until_feedback_makes_it_an_experi
                 await http.post(feedback, json={"ids": [lone.id], "reward": 0.0, "extra": 1}),
                 await http.post(feedback, json={"ids": [lone.id], "reward": 0.0}),
             ]
-        return ids, lone.id, answers, engine.take_experiences(), engine.take_experiences()
+            made, again = engine.take_experiences(), engine.take_experiences(final=True)
+            late = await http.post(feedback, json={"ids": [ids[1]], "reward": 1.0})  # the run stops: refused
+        return ids, lone.id, answers + [late], made, again
 
     ids, lone, answers, made, again = serve(engine, demo_assets / "model-tools", body)
     assert len(ids) == 3 and ids[2] == lone  # by response id, in the order answered
-    assert [a.status_code for a in answers] == [200, 404, 400, 200]
+    assert [a.status_code for a in answers] == [200, 404, 400, 200, 503]
+    assert "the serve run is stopping" in answers[4].text
     assert answers[0].json() == {"experiences": 1} and "waits for a reward here" in answers[1].text
     assert "extra is not supported by trinity's endpoint (it takes: ids, reward, group)" in answers[2].text
     episode, single = made
@@ -353,3 +357,30 @@ def test_an_engine_error_reaches_the_client_by_name(engine, demo_assets):
     assert (
         error.status_code == 500 and "RuntimeError: rollout.engine0 was asked to generate while asleep" in error.message
     )
+
+
+def test_a_bad_sampling_header_or_tool_call_is_refused_and_health_needs_no_key(demo_assets, monkeypatch):
+    config = config_of(demo_assets, monkeypatch, "explorer.rollout_model.api_key=s3cret")
+    engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
+    name = config.explorer.rollout_model.model_path
+
+    async def body(url):
+        import httpx
+
+        async with httpx.AsyncClient() as http:
+            health = await http.get(url.removesuffix("/v1") + "/health")
+        api = openai.AsyncOpenAI(
+            base_url=url, api_key="s3cret", default_headers={SAMPLING_HEADER: '{"temperature": "hot"}'}
+        )
+        with pytest.raises(openai.BadRequestError) as header:
+            await api.completions.create(model=name, prompt="1")
+        call = {"role": "assistant", "content": "", "tool_calls": ["calculate(1)"]}
+        api = openai.AsyncOpenAI(base_url=url, api_key="s3cret")
+        with pytest.raises(openai.BadRequestError) as tool_call:
+            await api.chat.completions.create(model=name, messages=[{"role": "user", "content": "1"}, call])
+        return health, header.value, tool_call.value
+
+    health, header, tool_call = serve(engine, demo_assets / "model-tools", body)
+    assert health.status_code == 200 and health.json() == {"status": "ok", "weight_version": 3}
+    assert "the X-Trinity-Sampling header is not trinity's sampling JSON" in header.message
+    assert "a message's tool_calls are not OpenAI's [{id, type, function: {name, arguments}}]" in tool_call.message

@@ -66,14 +66,19 @@ class Explorer(Role):
         import ray
 
         # one pool for every workflow: a client of its own costs each episode ~30 ms of TLS setup (even for http)
-        pool = httpx.Client(limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024), timeout=None)
+        self.http = httpx.Client(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
+            timeout=self.config.explorer.max_timeout,  # a task never waits longer than it may run
+        )
         urls = ray.get([engine.openai_url.remote() for engine in engines])
-        return [openai.OpenAI(base_url=u, api_key=rollout.api_key, http_client=pool, max_retries=0) for u in urls]
+        return [openai.OpenAI(base_url=u, api_key=rollout.api_key, http_client=self.http, max_retries=0) for u in urls]
 
     def release(self) -> None:
         """Stop the workflow threads (the next stage's setup starts its own)."""
         for pool in getattr(self, "pools", ()):
             pool.shutdown(wait=False, cancel_futures=True)
+        if getattr(self, "http", None) is not None:
+            self.http.close()
 
     def _load(self, storage: Any, is_eval: bool) -> _TaskSet:
         from .data.prompts import check_columns

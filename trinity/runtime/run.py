@@ -128,8 +128,12 @@ def _launch(stage: Stage, launch: Any, show: Any) -> StageSummary:
     if stage.endpoints:
         show.endpoints(stage.endpoints, stage.run_dir.endpoints)
     stage.summary.setup_s, stage.summary.kept = time.monotonic() - started, (len(launch.kept), len(plan.actors))
-    summary = stage.run()
-    stage.finish()
+    try:
+        summary = stage.run()
+        stage.finish()
+    finally:  # the endpoints stop with the stage, however it ends
+        if stage.endpoints:
+            stage.run_dir.endpoints.unlink(missing_ok=True)
     return summary
 
 

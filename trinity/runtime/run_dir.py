@@ -11,11 +11,11 @@ from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
-from typing import Any
 
 import yaml
 
 from ..config import modes
+from ..config.schema.explorer import NO_API_KEY, InferenceModelConfig
 from ..errors import ConfigError, Issue
 from ..utils.atomic import publish_dir, write_text_atomic
 from .lora import adapter_base
@@ -96,13 +96,13 @@ class RunDir:
         write_text_atomic(self.config, text)
         return digest
 
-    def write_endpoints(self, stage: str, rollout: Any, urls: list[str]) -> None:
+    def write_endpoints(self, stage: str, rollout: InferenceModelConfig, urls: list[str]) -> None:
         """The running stage's OpenAI endpoints (one per engine) and the model name requests give, atomically."""
         data = {
             "stage": stage,
             "model": rollout.model_path,
             "endpoints": urls,
-            "needs_api_key": rollout.api_key != "EMPTY",
+            "needs_api_key": rollout.api_key != NO_API_KEY,
         }
         write_text_atomic(self.endpoints, json.dumps(data, indent=2) + "\n")
 

@@ -122,7 +122,7 @@ class Stage:
         """The engines' OpenAI endpoints, written to the run directory for agents outside the run (none: [])."""
         if not self.engines or not self.config.explorer.rollout_model.enable_openai_api:
             return []
-        urls = [u for u in self.call([e.openai_url.remote() for e in self.engines]) if u]  # an engine's head serves
+        urls = list(dict.fromkeys(self.call([e.openai_url.remote() for e in self.engines])))  # parts share the head's
         self.run_dir.write_endpoints(self.summary.name, self.config.explorer.rollout_model, urls)
         return urls
 
@@ -288,32 +288,34 @@ class Stage:
 
     def _serve(self) -> None:
         """Answer agents outside the run on the engines' endpoints, until buffer.total_steps steps of
-        buffer.batch_size rewarded experiences (none: until stopped): /feedback's experiences go to the buffer as
-        they come, and the weights a `train` run publishes are taken between polls."""
-        served, version, batch = self.start.done, self.start.offset + self.start.done, []
-        started = time.perf_counter()
+        buffer.batch_size rewarded experiences (none: until stopped): /feedback's experiences are stored a step at a
+        time, and the weights a `train` run publishes are taken between polls."""
+        served, version, pending = self.start.done, self.start.offset + self.start.done, []
+        size, started = self.config.buffer.batch_size, time.perf_counter()
         try:
             while not self.total or served < self.total:
                 version = self._take_published(version)
-                batch += self._store_rewarded(served + 1)
-                while len(batch) >= self.config.buffer.batch_size and (not self.total or served < self.total):
-                    served += 1
-                    step, batch = batch[: self.config.buffer.batch_size], batch[self.config.buffer.batch_size :]
+                pending += self._rewarded(final=False)
+                while len(pending) >= size and (not self.total or served < self.total):
+                    served, step, pending = served + 1, pending[:size], pending[size:]
+                    self._store(step, served)
                     result = batch_metrics(step, time.perf_counter() - started) | {"tasks": 0, "engine_calls": 0}
                     self._explored(served, result)
                     started = time.perf_counter()
                 time.sleep(SERVE_POLL_S)
-        finally:  # rewards already acknowledged are stored, even when the run is stopped
-            self._store_rewarded(served + 1)
+        finally:  # rewards already acknowledged are stored, also when the run is stopped
+            self._store(pending + self._rewarded(final=True), served + 1)
 
-    def _store_rewarded(self, step: int) -> list:
-        """The engines' newly rewarded experiences, stored in the buffer as explore step `step`'s; returns them."""
-        made = [e for taken in self.call([e.take_experiences.remote() for e in self.engines]) for e in taken]
-        for exp in made:
+    def _rewarded(self, final: bool) -> list:
+        """The engines' newly rewarded experiences; `final`: /feedback takes no more after these."""
+        return [e for taken in self.call([e.take_experiences.remote(final) for e in self.engines]) for e in taken]
+
+    def _store(self, experiences: list, step: int) -> None:
+        """Store experiences in the buffer as explore step `step`'s."""
+        for exp in experiences:
             exp.step = step
-        if made:
-            self.call([self.buffer.put.remote(made)])
-        return made
+        if experiences:
+            self.call([self.buffer.put.remote(experiences)])
 
     def _train_only(self) -> None:
         """Train from the buffer (a data set for SFT; experiences an `explore` run writes, for RL)."""
@@ -421,8 +423,6 @@ class Stage:
         actors = self.handles.actors
         peaks = self.call([a.peak_rss_mb.remote() for a in actors.values()])
         self.summary.peak_rss_mb = dict(zip(actors, peaks))
-        if self.endpoints:  # they stop with the stage; the next one lists its own
-            self.run_dir.endpoints.unlink(missing_ok=True)
 
     def _checkpoint(self, step: int) -> Checkpoint:
         # last: only the stage's last checkpoint, which starts the next stage

@@ -1,11 +1,13 @@
 """Rules for what the rollout engines may ask of the hardware: auxiliary engines, sleep mode, KV cache size."""
 
 from .. import engines, modes
+from ..schema.explorer import NO_API_KEY
 from ..workflows import OPENAI_CLIENTS
 from ._context import Context
 from .buffer import EXPERIENCES, tasksets
 
 ROLLOUT = "explorer.rollout_model"
+MAX_PORT = 65535
 
 
 def auxiliary_models(ctx: Context) -> None:
@@ -25,11 +27,22 @@ def auxiliary_models(ctx: Context) -> None:
 def openai_api(ctx: Context) -> None:
     """Serve mode and a built-in agent workflow need the endpoint; the endpoint's settings are refused while none is
     served (nothing would read them)."""
-    if modes.mode(ctx.get("mode")).serves:
-        _serving(ctx)
+    if modes.mode(ctx.get("mode")).serves and not _serving(ctx):
+        return  # refused: one error, not its consequences
     if not ctx.get(f"{ROLLOUT}.enable_openai_api"):
         _agents_unserved(ctx)
         _settings_unread(ctx)
+        return
+    _agents_without_calls(ctx)
+    base, engines = ctx.get(f"{ROLLOUT}.base_port"), ctx.get(f"{ROLLOUT}.engine_num")
+    if base is not None and base + engines - 1 > MAX_PORT:
+        ctx.report(
+            "error",
+            f"{ROLLOUT}.base_port",
+            f"engine i listens on base_port + i: {engines} engines from {base} pass port {MAX_PORT}",
+            allowed=f"at most {MAX_PORT - engines + 1}",
+            hint=f"lower {ROLLOUT}.base_port, or unset it for a free port each",
+        )
 
 
 def _agents_unserved(ctx: Context) -> None:
@@ -49,8 +62,25 @@ def _agents_unserved(ctx: Context) -> None:
             return
 
 
+def _agents_without_calls(ctx: Context) -> None:
+    """An agent workflow's tool calls need the endpoint to read them from replies."""
+    if ctx.get(f"{ROLLOUT}.tool_call_parser") is not None or not modes.mode(ctx.get("mode")).explores:
+        return
+    for key, taskset, _ in tasksets(ctx):
+        if taskset.get("default_workflow_type") in OPENAI_CLIENTS:
+            ctx.report(
+                "error",
+                f"{ROLLOUT}.tool_call_parser",
+                f"{key} runs {taskset['default_workflow_type']}, whose agent offers tools, and the endpoint reads no "
+                "tool calls (it refuses requests with tools)",
+                allowed="hermes, brackets",
+                hint=f"set {ROLLOUT}.tool_call_parser to the format the model's chat template teaches",
+            )
+            return
+
+
 def _settings_unread(ctx: Context) -> None:
-    for name, default in (("base_port", None), ("api_key", "EMPTY"), ("tool_call_parser", None)):
+    for name, default in (("base_port", None), ("api_key", NO_API_KEY), ("tool_call_parser", None)):
         if ctx.user_set(f"{ROLLOUT}.{name}") and ctx.get(f"{ROLLOUT}.{name}") != default:
             ctx.report(
                 "error",
@@ -61,8 +91,9 @@ def _settings_unread(ctx: Context) -> None:
             )
 
 
-def _serving(ctx: Context) -> None:
-    """Serve mode serves the endpoint, and writes what it is told to a storage a later `train` run reads."""
+def _serving(ctx: Context) -> bool:
+    """Serve mode serves the endpoint, and writes what it is told to a storage a later `train` run reads; False when
+    the endpoint is refused."""
     key, storage = f"{ROLLOUT}.enable_openai_api", f"{EXPERIENCES}.storage_type"
     if ctx.user_set(key) and not ctx.get(key):
         ctx.report(
@@ -72,7 +103,8 @@ def _serving(ctx: Context) -> None:
             allowed="true",
             hint=f"remove {key}: false, or run another mode",
         )
-    elif not ctx.get(key):
+        return False
+    if not ctx.get(key):
         ctx.set(key, True, "openai_api", (ctx.input("mode"),))
     if ctx.get(storage) == "queue":
         ctx.report(
@@ -82,6 +114,7 @@ def _serving(ctx: Context) -> None:
             allowed="sql, file",
             hint=f"set {storage}: sql",
         )
+    return True
 
 
 def sleep_mode(ctx: Context) -> None:

@@ -9,6 +9,7 @@ from ._base import Section
 from .env import EnvVars
 
 EngineType = Literal[tuple(ENGINES)]  # the engine registry (config/engines.py) lists them
+NO_API_KEY = "EMPTY"  # api_key's default (Trinity-RFT's): the OpenAI endpoint asks requests for no key
 
 
 class InferenceModelConfig(Section):
@@ -70,7 +71,7 @@ class InferenceModelConfig(Section):
         description="Port of engine 0's OpenAI endpoint (engine i listens on base_port + i); null: a free port each.",
     )
     api_key: str = Field(
-        "EMPTY", description="Bearer key the OpenAI endpoint asks of every request; EMPTY: it asks none."
+        NO_API_KEY, description="Bearer key the OpenAI endpoint asks of every request; EMPTY: it asks none."
     )
     tool_call_parser: Literal["hermes", "brackets"] | None = Field(
         None,

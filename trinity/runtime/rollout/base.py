@@ -128,14 +128,16 @@ class RolloutEngine(Role):
             self.log.info("%s serves the OpenAI API at %s", self.name, self.api_url)
         return {"openai_url": self.api_url}
 
-    def openai_url(self) -> str | None:
+    async def openai_url(self) -> str | None:
         """The base URL (…/v1) of this engine's OpenAI endpoint; None when it serves none."""
         return self.api_url
 
-    def take_experiences(self) -> list:
-        """Serve mode: the experiences /feedback made since the last call, forgotten here."""
+    def take_experiences(self, final: bool = False) -> list:
+        """Serve mode: the experiences /feedback made since the last call, forgotten here; `final`: the run stops,
+        and /feedback refuses what would come after."""
         if self.api is None:
             return []
+        self.api.accepting = not final
         made, self.api.rewarded = self.api.rewarded, []
         return made
 

@@ -10,22 +10,24 @@ is also kept for its workflow with the ids and log-probs the engine produced (hi
 """
 
 import asyncio
+import hmac
 import json
 import socket
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from contextlib import contextmanager
 from typing import Any
 
 from ...config import modes
 from ...config.schema import RunConfig
+from ...config.schema.explorer import NO_API_KEY
 from ..data.prompts import render_chat
 from ..data.tool_calls import FORMATS, ToolCallError, text_around
+from . import episodes
 from .base import Sample, Sampling
 from .history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall
 from .openai_requests import ApiError, ChatRequest, CompletionRequest, FeedbackRequest, parse
-
-NO_KEY = "EMPTY"  # api_key's default: requests need no key
 
 
 class OpenAIServer:
@@ -35,6 +37,7 @@ class OpenAIServer:
         self.engine, self.tokenizer = engine, tokenizer
         self.history = History()
         self.rewarded: list = []  # serve mode: experiences of the calls /feedback rewarded, until the stage takes them
+        self.accepting = True  # serve mode: False once the stage took its last rewards (the run stops)
         self._server: Any = None
         self._task: asyncio.Task | None = None
 
@@ -97,12 +100,13 @@ class OpenAIServer:
             ]
         )
 
-    def _handler(self, answer):
+    def _handler(self, answer: Callable[[object, Any], dict | Awaitable[dict]]) -> Callable:
         from starlette.responses import JSONResponse
 
         async def handle(request) -> JSONResponse:
             try:
-                self._authorize(request.headers)
+                if request.url.path != "/health":  # a liveness probe needs no key
+                    self._authorize(request.headers)
                 body = await _json(request) if request.method == "POST" else None
                 result = answer(body, request.headers)
                 return JSONResponse(await result if asyncio.iscoroutine(result) else result)
@@ -120,7 +124,8 @@ class OpenAIServer:
 
     def _authorize(self, headers: Any) -> None:
         key = self.config.explorer.rollout_model.api_key
-        if key != NO_KEY and headers.get("authorization") != f"Bearer {key}":
+        given = headers.get("authorization", "")
+        if key != NO_API_KEY and not hmac.compare_digest(given.encode(), f"Bearer {key}".encode()):
             raise ApiError(401, "a missing or wrong API key: send explorer.rollout_model.api_key as the Bearer token")
 
     def models(self, body: None, headers: Any) -> dict:
@@ -178,7 +183,12 @@ class OpenAIServer:
 
     def _render(self, request: ChatRequest) -> str:
         rollout = self.config.explorer.rollout_model
-        messages = [_for_template(m) for m in request.messages]
+        try:
+            messages = [_for_template(m) for m in request.messages]
+        except (AttributeError, TypeError):
+            raise ApiError(
+                400, "a message's tool_calls are not OpenAI's [{id, type, function: {name, arguments}}]", "messages"
+            ) from None
         try:
             return render_chat(
                 self.tokenizer, messages, rollout.chat_template, bool(rollout.enable_thinking), request.tools, True
@@ -212,12 +222,16 @@ class OpenAIServer:
         """What a request leaves out: its session's sampling (a workflow's taskset), else the run's model section."""
         given = headers.get(SAMPLING_HEADER.lower())
         if given:
+            from pydantic import TypeAdapter, ValidationError
+
             try:
-                return Sampling(**json.loads(given))
-            except (json.JSONDecodeError, TypeError) as exc:
+                return TypeAdapter(Sampling).validate_json(given)
+            except ValidationError as exc:
                 raise ApiError(400, f"the {SAMPLING_HEADER} header is not trinity's sampling JSON: {exc}") from None
         model, rollout = self.config.model, self.config.explorer.rollout_model
         return Sampling(
+            temperature=model.temperature,
+            top_p=model.top_p,
             max_tokens=model.max_response_tokens or Sampling.max_tokens,  # the explorer's default too
             min_tokens=model.min_response_tokens or 0,
             repetition_penalty=rollout.repetition_penalty or 1.0,
@@ -244,6 +258,10 @@ class OpenAIServer:
             )
         # a default limit is cut to the room left, as a workflow's conversation cuts it
         max_tokens = asked or (default.max_tokens if room is None else min(default.max_tokens, room))
+        if request.min_tokens is not None and request.min_tokens > max_tokens:
+            raise ApiError(
+                400, f"min_tokens={request.min_tokens} is above the reply's limit, {max_tokens}", "min_tokens"
+            )
         return Sampling(
             temperature=_given(request.temperature, default.temperature),
             top_p=_given(request.top_p, default.top_p),
@@ -325,6 +343,8 @@ class OpenAIServer:
         rewarded once."""
         if not modes.mode(self.config.mode).serves:
             raise ApiError(404, "/feedback is serve mode's (mode: serve); in a run, a workflow scores its own calls")
+        if not self.accepting:
+            raise ApiError(503, "the serve run is stopping: its last rewards were stored, and this one would be lost")
         request = parse(FeedbackRequest, body)
         missing = [i for i in request.ids if not self.history.has(i)]
         if missing:
@@ -334,8 +354,6 @@ class OpenAIServer:
                 "answered it",
                 "ids",
             )
-        from ..workflows import episodes
-
         calls = [call for i in request.ids for call in self.history.take(i)]
         made = episodes.experiences(calls, request.reward, request.group or request.ids[0])
         self.rewarded += made

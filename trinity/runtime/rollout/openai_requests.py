@@ -12,7 +12,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 class ApiError(Exception):
     """An error the endpoint answers with, in OpenAI's error body."""
 
-    KINDS = {400: "BadRequestError", 401: "AuthenticationError", 404: "NotFoundError", 500: "InternalServerError"}
+    KINDS = {
+        400: "BadRequestError",
+        401: "AuthenticationError",
+        404: "NotFoundError",
+        500: "InternalServerError",
+        503: "ServiceUnavailableError",
+    }
 
     def __init__(self, status: int, message: str, param: str | None = None) -> None:
         super().__init__(message)

@@ -144,6 +144,16 @@ class VllmEngine(RolloutEngine):
         engine = self.name.rsplit(".part", 1)[0]
         return f"trinity/{ray.get_runtime_context().get_job_id()}/{engine}/{model_path}/{version}"
 
+    # --- the OpenAI endpoint: the head serves it, for every part of its engine ---------------------------------
+
+    async def openai_url(self) -> str | None:
+        """The engine's endpoint: the head's, also for a headless part."""
+        return await self.head.openai_url.remote() if self.head is not None else self.api_url
+
+    async def history(self, session: str) -> list:
+        """The calls of `session` at the engine's endpoint (the head's)."""
+        return await self.head.history.remote(session) if self.head is not None else super().history(session)
+
     # --- generating ------------------------------------------------------------------------------------
 
     async def generate(self, prompt_ids: list[int], n: int, sampling: Sampling) -> tuple[int, list[Sample]]:

@@ -4,16 +4,17 @@
 The agent (`react`) is plain OpenAI client code, as it would be outside trinity: it asks the model with the
 `calculate` tool offered, runs the tool calls the endpoint parsed from the reply (`tool_call_parser`), sends their
 results back as tool messages, and takes the first reply without a call as its answer; a call on the last of
-`max_turns` turns is not run (no turn is left to read it). The endpoint recorded every call with the engine's token ids
-and log-probs; the episode's calls become its experience (episodes.py), reward 1 for a right answer (the taskset's
-reward function, `exact_match` unless it names another), else 0. `repeat_times` agents of a task run at once, each in
-its own session; what their requests leave out is sampled by the taskset's rollout_args.
+`max_turns` turns is not run (no turn is left to read it). The endpoint recorded every call with the engine's token
+ids and log-probs; the episode's calls become its experience (rollout/episodes.py), reward 1 for a right answer (the
+taskset's reward function, `exact_match` unless it names another), else 0. `repeat_times` agents of a task run at
+once, each in its own session; what their requests leave out is sampled by the taskset's rollout_args.
 """
 
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from . import episodes
+from ..experience import Experience
+from ..rollout import episodes
 from .base import Workflow, positive
 from .calculator import calculate
 from .toolbox import Toolbox
@@ -54,7 +55,7 @@ class ReactAgentWorkflow(Workflow):
         super().check_values(args)
         positive(cls, args, "max_turns")
 
-    def run(self):
+    def run(self) -> list[Experience]:
         from ..data.prompts import prompt_messages
 
         opening = prompt_messages(self.task.row, self.task.format)
@@ -64,11 +65,13 @@ class ReactAgentWorkflow(Workflow):
             played = list(pool.map(lambda _: self._episode(model, opening, truth), range(self.task.repeat_times)))
         return [exp for exps in played for exp in exps]
 
-    def _episode(self, model: str, opening: list[dict], truth: str) -> list:
+    def _episode(self, model: str, opening: list[dict], truth: str) -> list[Experience]:
         toolbox = Toolbox({"calculate": calculate})
         client = self.model.openai_client()
-        answer, full = react(client, model, opening, toolbox, self.arg("max_turns"))
-        calls = self.model.recorded_calls(client)
+        try:
+            answer, full = react(client, model, opening, toolbox, self.arg("max_turns"))
+        finally:  # taken also when the agent fails, so the endpoint keeps no episode nobody will take
+            calls = self.model.recorded_calls(client)
         if not calls:
             raise RuntimeError("the agent's endpoint recorded no call")
         tokens = len(calls[-1].response_ids)

@@ -8,7 +8,7 @@ changes earlier turns) starts a new experience with the same reward.
 """
 
 from ..experience import Experience
-from ..rollout.history import RecordedCall
+from .history import RecordedCall
 
 
 def chains(calls: list[RecordedCall]) -> list[list[RecordedCall]]:
