@@ -29,13 +29,28 @@ def openai_api(ctx: Context) -> None:
     served (nothing would read them)."""
     if modes.mode(ctx.get("mode")).serves and not _serving(ctx):
         return  # refused: one error, not its consequences
-    if not ctx.get(f"{ROLLOUT}.enable_openai_api"):
-        _agents_unserved(ctx)
+    served, agent = ctx.get(f"{ROLLOUT}.enable_openai_api"), _first_agent(ctx)
+    if not served:
         _settings_unread(ctx)
-        return
-    _agents_without_calls(ctx)
+    if agent and not served:
+        ctx.report(
+            "error",
+            f"{ROLLOUT}.enable_openai_api",
+            f"{agent[0]} runs {agent[1]}, whose agent calls the engines' OpenAI endpoint, and no endpoint is served",
+            allowed="true",
+            hint=f"set {ROLLOUT}.enable_openai_api: true (and tool_call_parser, for its tool calls)",
+        )
+    elif agent and ctx.get(f"{ROLLOUT}.tool_call_parser") is None:
+        ctx.report(
+            "error",
+            f"{ROLLOUT}.tool_call_parser",
+            f"{agent[0]} runs {agent[1]}, whose agent offers tools, and the endpoint reads no tool calls (it refuses "
+            "requests with tools)",
+            allowed="hermes, brackets",
+            hint=f"set {ROLLOUT}.tool_call_parser to the format the model's chat template teaches",
+        )
     base, engines = ctx.get(f"{ROLLOUT}.base_port"), ctx.get(f"{ROLLOUT}.engine_num")
-    if base is not None and base + engines - 1 > MAX_PORT:
+    if served and base is not None and base + engines - 1 > MAX_PORT:
         ctx.report(
             "error",
             f"{ROLLOUT}.base_port",
@@ -45,38 +60,12 @@ def openai_api(ctx: Context) -> None:
         )
 
 
-def _agents_unserved(ctx: Context) -> None:
-    """The first taskset whose built-in workflow calls the endpoint, reported."""
+def _first_agent(ctx: Context) -> tuple[str, str] | None:
+    """(key, workflow) of the first taskset an explorer runs with a built-in workflow that calls the endpoint."""
     if not modes.mode(ctx.get("mode")).explores:
-        return
-    for key, taskset, _ in tasksets(ctx):
-        workflow = taskset.get("default_workflow_type")
-        if workflow in OPENAI_CLIENTS:
-            ctx.report(
-                "error",
-                f"{ROLLOUT}.enable_openai_api",
-                f"{key} runs {workflow}, whose agent calls the engines' OpenAI endpoint, and no endpoint is served",
-                allowed="true",
-                hint=f"set {ROLLOUT}.enable_openai_api: true (and tool_call_parser, for its tool calls)",
-            )
-            return
-
-
-def _agents_without_calls(ctx: Context) -> None:
-    """An agent workflow's tool calls need the endpoint to read them from replies."""
-    if ctx.get(f"{ROLLOUT}.tool_call_parser") is not None or not modes.mode(ctx.get("mode")).explores:
-        return
-    for key, taskset, _ in tasksets(ctx):
-        if taskset.get("default_workflow_type") in OPENAI_CLIENTS:
-            ctx.report(
-                "error",
-                f"{ROLLOUT}.tool_call_parser",
-                f"{key} runs {taskset['default_workflow_type']}, whose agent offers tools, and the endpoint reads no "
-                "tool calls (it refuses requests with tools)",
-                allowed="hermes, brackets",
-                hint=f"set {ROLLOUT}.tool_call_parser to the format the model's chat template teaches",
-            )
-            return
+        return None
+    found = ((k, t.get("default_workflow_type")) for k, t, _ in tasksets(ctx))
+    return next(((k, w) for k, w in found if w in OPENAI_CLIENTS), None)
 
 
 def _settings_unread(ctx: Context) -> None:
