@@ -1,6 +1,7 @@
 """The multi-turn examples through the real CLI: arith_feedback_workflow's and calculator_workflow's episodes on the
 real transformers engine, one engine call per turn, and react_agent_workflow's `openai` agent over the engine's OpenAI
-endpoint (listed in the launch output), written to the buffer with their action masks, trained by a real verl rank."""
+endpoint (listed in the launch output), written to the buffer with their action masks, trained by a real verl rank:
+the feedback game with gigpo's step advantages, the agent's episodes with multi_step_grpo's."""
 
 import json
 import re
@@ -16,6 +17,18 @@ EXAMPLES = {
     "arith_feedback_workflow": ("arith_feedback", "model-feedback", "<>?"),  # feedback: "<", ">" or "?"
     "calculator_workflow": ("arith_tools", "model-tools", "="),  # a tool's result follows "="
     "react_agent_workflow": ("arith_react", "model-tools", "="),  # over the OpenAI endpoint
+}
+# workflow -> the algorithm keys its run trains with (the examples' own: grpo)
+ALGORITHMS = {
+    "arith_feedback_workflow": {
+        "algorithm_type": "gigpo",
+        "advantage_fn_args": {"omega": 0.5, "gamma": 0.9, "fnorm": "std"},
+    },
+    "calculator_workflow": {},
+    "react_agent_workflow": {
+        "algorithm_type": "multi_step_grpo",
+        "advantage_fn_args": {"enable_step_norm": True, "std_cal_level": "batch"},
+    },
 }
 
 
@@ -36,7 +49,7 @@ def test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only(run
     config = yaml.safe_load((REPO / "examples" / example / f"{example}.yaml").read_text())
     config.pop("stages")  # the RL stage alone, on the untrained model: its answers are mostly wrong, so it goes on
     config["buffer"] |= {"batch_size": 2, "total_steps": 2}
-    config["algorithm"]["repeat_times"] = 4
+    config["algorithm"] |= {"repeat_times": 4, **ALGORITHMS[workflow]}
     config["buffer"]["trainer_input"]["experience_buffer"] |= {"storage_type": "file", "path": "episodes.jsonl"}
     config["explorer"] |= {"eval_on_startup": False}
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(config))

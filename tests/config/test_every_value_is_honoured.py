@@ -163,6 +163,16 @@ RUNS = {
         "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only"
         for name in ("arith_feedback_workflow", "calculator_workflow", "react_agent_workflow")
     },
+    # the step-wise algorithms train the multi-turn examples' episodes: parametrised by workflow name
+    **{
+        (key, name): "tests/cli/test_run_multi_turn.py::"
+        "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only"
+        for key, names in (
+            ("algorithm.algorithm_type", ("multi_step_grpo", "gigpo")),
+            ("algorithm.advantage_fn", ("step_wise_grpo", "gigpo")),
+        )
+        for name in names
+    },
     ("explorer.rollout_model.tool_call_parser", "brackets"): "tests/cli/test_run_multi_turn.py::"
     "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only",
     ("explorer.rollout_model.tool_call_parser", "hermes"): "tests/runtime/test_openai_api.py::"

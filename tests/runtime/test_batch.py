@@ -4,6 +4,8 @@ import math
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.conftest import MINIMAL
 from trinity.config.compose import Request
@@ -62,6 +64,30 @@ def test_a_multi_turn_reward_sits_on_the_models_last_token():
     exps = [multi_turn([1], [2, 3, 4, 5], [1, 0, 1, 0], reward=1.0), multi_turn([1], [2, 3], [0, 1], reward=0.5)]
     rewards = batch.token_rewards(exps, batch.padded(exps, 0)["response_mask"])
     assert rewards.tolist() == [[0.0, 0.0, 1.0, 0.0], [0.0, 0.5, 0.0, 0.0]]
+
+
+def test_each_turns_own_reward_sits_on_its_last_token():
+    rewarded = Experience(
+        [1], [2, 3, 4, 5, 6], [-1.0] * 5, 1.0, "g", action_mask=[1, 1, 0, 1, 0], turn_rewards=[-0.5, 1.5]
+    )
+    rewards = batch.token_rewards([rewarded], batch.padded([rewarded], 0)["response_mask"])
+    assert rewards.tolist() == [[0.0, -0.5, 0.0, 1.5, 0.0]]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(0, 1), max_size=12))
+def test_an_experiences_turns_are_exactly_the_runs_of_the_models_tokens(mask):
+    turns = multi_turn([1], [2] * len(mask), mask).turns()
+    covered = [i for start, end in turns for i in range(start, end)]
+    assert covered == [i for i, own in enumerate(mask) if own]
+    assert all(end < next_start for (_, end), (next_start, _) in zip(turns, turns[1:]))  # apart: one run each
+
+
+def test_turn_rewards_must_match_the_turns_and_add_up_to_the_reward():
+    with pytest.raises(ValueError, match="has 1 turn_rewards for its 2 turns"):
+        Experience([1], [2, 3, 4], [-1.0] * 3, 1.0, action_mask=[1, 0, 1], turn_rewards=[1.0])
+    with pytest.raises(ValueError, match=r"turn_rewards add up to 0.5, not its reward 1.0"):
+        Experience([1], [2, 3, 4], [-1.0] * 3, 1.0, action_mask=[1, 0, 1], turn_rewards=[0.25, 0.25])
 
 
 def test_an_sft_conversation_trains_the_models_turns_only():

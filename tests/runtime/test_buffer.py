@@ -29,8 +29,11 @@ def test_queue_with_sqlite_survives_a_restart(tmp_path):
 
 
 @pytest.mark.parametrize("store", ["sqlite", "file"])
-def test_a_multi_turn_experience_keeps_its_action_mask_and_truncation_in_storage(tmp_path, store):
-    made = Experience([1], [2, 3, 4], [-0.5, 0.0, -0.5], 1.0, "g", action_mask=[1, 0, 1], truncated=True)
+def test_a_multi_turn_experience_keeps_its_mask_truncation_episode_and_turn_rewards_in_storage(tmp_path, store):
+    made = Experience(
+        [1], [2, 3, 4], [-0.5, 0.0, -0.5], 1.0, "g", action_mask=[1, 0, 1], truncated=True, episode="e",
+        turn_rewards=[0.25, 0.75],
+    )  # fmt: skip
     kept = stores.MemoryQueue(SqliteStore(tmp_path / "b.db")) if store == "sqlite" else stores.JsonlFile(tmp_path / "b")
     kept.add([made])
     if store == "sqlite":

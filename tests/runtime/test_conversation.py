@@ -50,6 +50,22 @@ def test_the_models_tokens_are_trained_and_the_feedback_is_not(tokenizer):
     assert (exp.weight_version, exp.metrics, exp.truncated) == (2, {"accuracy": 1.0, "turns": 2.0}, False)
 
 
+def test_turns_rewarded_on_their_own_leave_the_rest_of_the_episodes_reward_to_the_last(tokenizer):
+    talk = Conversation(ChatTemplate(tokenizer, PLAIN), [{"role": "user", "content": "12+34="}])
+    with pytest.raises(ConversationError, match="add a reply first"):
+        talk.reward_turn(0.5)
+    reply(talk, tokenizer, "45")
+    talk.reward_turn(-0.25)
+    talk.add_messages([{"role": "user", "content": "<"}])
+    reply(talk, tokenizer, "46")
+    talk.reward_turn(0.5)  # the last turn's share is what the episode's total leaves
+    exp = talk.experience(1.0, "t/0")
+    assert (exp.turn_rewards, exp.reward, exp.turns()) == ([-0.25, 1.25], 1.0, [(0, 3), (4, 7)])
+    unrewarded = Conversation(ChatTemplate(tokenizer, PLAIN), [{"role": "user", "content": "1+2="}])
+    reply(unrewarded, tokenizer, "3")
+    assert unrewarded.experience(1.0, "t/0").turn_rewards is None  # the reward is the last turn's alone
+
+
 def test_a_reply_cut_before_its_end_gets_the_templates_closing_from_the_environment(tokenizer):
     talk = Conversation(ChatTemplate(tokenizer, CLOSED), [{"role": "user", "content": "1+2="}])
     reply(talk, tokenizer, "3")  # ended: its <eos> closes the turn, the "=" after it is the template's

@@ -15,7 +15,7 @@ from trinity.runtime.trainer import functions
 
 core_algos = pytest.importorskip("verl.trainer.ppo.core_algos")
 
-RUNNABLE = sorted(name for name, preset in ALGORITHMS.items() if not preset.unsupported)
+RUNNABLE = sorted(ALGORITHMS)
 # algorithm_type -> (verl's advantage estimator, verl's policy loss) it trains with, written out by hand: a change of
 # an entry's verl name fails here. None: no advantages (SFT), or verl's sft_loss instead of a registered policy loss.
 VERL_FUNCTIONS = {
@@ -42,6 +42,8 @@ VERL_FUNCTIONS = {
     # verl's PPO loss is the rollouts' part of trinity's mixing loss (algos/mix.py), which replaces verl's actor loss
     "mix": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
     "mix_chord": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
+    "multi_step_grpo": ("step_wise_grpo_advantage", "compute_policy_loss_vanilla"),
+    "gigpo": ("gigpo_advantage", "compute_policy_loss_vanilla"),
 }
 
 
@@ -99,7 +101,8 @@ def test_each_advantage_entry_names_keywords_its_estimator_takes(name):
             assert theirs.removeprefix(CONFIG) in AlgoConfig.__dataclass_fields__ and "config" in params
         else:
             assert theirs in params
-    assert entry.grouped == ("index" in params)  # what the config layer says matches what verl reads
+    # what the config layer says matches what the estimator reads: the task of each rollout, or of each episode
+    assert entry.grouped == ("index" in params or "episodes" in params)
 
 
 def test_grpo_through_the_registry_normalises_within_each_task():

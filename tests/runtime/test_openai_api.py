@@ -274,7 +274,7 @@ def test_a_react_episode_over_the_endpoint_is_one_experience_of_the_models_turns
     # the second prompt is the first, the reply as the model wrote it (the template renders the parsed call back),
     # and the tool's result
     assert calls[1].prompt_ids == ids("12+34+56=") + ids(call) + [eos] + ids("=102")
-    [exp] = episodes.experiences(calls, 1.0, "task-0")
+    [exp] = episodes.experiences(calls, 1.0, "task-0", "0")
     assert exp.prompt_ids == ids("12+34+56=")
     assert exp.response_ids == ids(call) + [eos] + ids("=102") + ids("102") + [eos]
     replied = len(ids(call)) + 1
@@ -288,9 +288,10 @@ def test_calls_that_do_not_continue_each_other_are_experiences_of_their_own():
     follows = RecordedCall("b", [1, 2, 3, 4, 9], [5], [-2.0], "", 2, "stop")
     rewritten = RecordedCall("c", [1, 7], [8], [-3.0], "", 2, "stop")
     assert [len(c) for c in episodes.chains([first, follows, rewritten])] == [2, 1]
-    merged, alone = episodes.experiences([first, follows, rewritten], 0.5, "g", tool_calls=1.0)
+    merged, alone = episodes.experiences([first, follows, rewritten], 0.5, "g", "ep", tool_calls=1.0)
     assert (merged.response_ids, merged.action_mask, merged.weight_version) == ([3, 4, 9, 5], [1, 1, 0, 1], 2)
     assert (alone.prompt_ids, alone.response_ids, alone.reward) == ([1, 7], [8], 0.5)
+    assert (merged.episode, alone.episode) == ("ep", "ep")  # one episode: a step-wise advantage counts it once
     assert alone.metrics == {"accuracy": 0.5, "turns": 1.0, "tool_calls": 1.0}
 
 
@@ -329,6 +330,7 @@ def test_serve_mode_keeps_every_call_by_its_id_until_feedback_makes_it_an_experi
     assert "extra is not supported by trinity's endpoint (it takes: ids, reward, group)" in answers[2].text
     episode, single = made
     assert (episode.group, episode.reward, episode.metrics["turns"]) == ("g", 1.0, 2.0)
+    assert (episode.episode, single.episode) == (ids[0], lone)  # an episode is named by its first call
     assert sum(episode.action_mask) == len(episode.response_ids) - 4  # the tool's reply "=102" is not trained
     assert (single.group, single.reward, single.prompt_ids) == (lone, 0.0, engine.tokenizer("1+2=")["input_ids"])
     assert again == []

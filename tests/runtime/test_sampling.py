@@ -29,6 +29,14 @@ def test_a_threshold_drops_groups_at_or_below_it():
     assert informative(exps, 0.3, False, random.Random(0))[1] == 0
 
 
+def test_an_episode_of_several_experiences_counts_once():
+    # "a": episode x (two experiences, both reward 1) and y (reward 0): std over [1, 0], not [1, 1, 0]
+    exps = [Experience([1], [2], reward=r, group="a", episode=e) for r, e in ((1, "x"), (1, "x"), (0, "y"))]
+    assert informative(exps, 0.6, False, random.Random(0))[1] == 0  # 0.707 > 0.6 (three would give 0.577)
+    one = [Experience([1], [2], reward=r, group="b", episode="x") for r in (0, 1)]  # one episode: no spread
+    assert informative(one, 0.0, False, random.Random(0)) == ([], 1)
+
+
 def test_refill_copies_kept_groups_as_groups_of_their_own():
     exps = group("a", [1, 1]) + group("b", [0, 1]) + group("c", [0, 0])
     kept, dropped = informative(exps, 0.0, True, random.Random(0))

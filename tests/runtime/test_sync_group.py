@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 
-def member(rank, world, port, out):
+def member(rank, world, port, out, leave):
     import torch.distributed as dist
 
     from trinity.runtime.sync import group
@@ -18,6 +18,13 @@ def member(rank, world, port, out):
     tensor = torch.arange(6, dtype=torch.float32).reshape(2, 3) if rank == 0 else torch.zeros(2, 3)
     group.broadcast(pg, tensor)
     out.put((rank, tensor.tolist()))
+    # gloo aborts a process whose group is torn down by the interpreter's exit while a peer (or the store that rank
+    # 0 hosts) goes away: every member is done before any leaves, drops its groups, and rank 0 leaves last
+    group.broadcast(pg, torch.zeros(1))
+    leave.wait(60)
+    del pg
+    if rank == 0:
+        dist.destroy_process_group()
 
 
 def test_broadcast_reaches_every_engine():
@@ -25,11 +32,13 @@ def test_broadcast_reaches_every_engine():
 
     ctx = multiprocessing.get_context("spawn")
     out, port, world = ctx.Queue(), free_port(), 3
-    procs = [ctx.Process(target=member, args=(rank, world, port, out)) for rank in range(world)]
+    leave = [ctx.Event() for _ in range(world)]
+    procs = [ctx.Process(target=member, args=(rank, world, port, out, leave[rank])) for rank in range(world)]
     for p in procs:
         p.start()
     results = dict(out.get(timeout=120) for _ in range(world))
-    for p in procs:
-        p.join(30)
+    for rank in [*range(1, world), 0]:  # the store's host last
+        leave[rank].set()
+        procs[rank].join(30)
     assert all(p.exitcode == 0 for p in procs)
     assert results == {r: [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]] for r in range(world)}

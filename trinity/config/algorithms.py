@@ -118,6 +118,37 @@ class GRPOAdvantageArgs(Section):
         return self
 
 
+class StepWiseGRPOAdvantageArgs(Section):
+    epsilon: float = Field(1e-6, gt=0, description="Added to the reward std before dividing.")
+    enable_step_norm: bool = Field(
+        False, description="Divide each episode's advantage by its number of turns (its steps)."
+    )
+    std_cal_level: Literal["group", "batch"] = Field(
+        "group", description="Where the std is taken: over the task's episodes, or over every episode of the batch."
+    )
+    std_threshold: float | None = Field(
+        None, ge=0, description="Drop the tasks whose episodes' reward std is at or below it; None keeps all."
+    )
+
+
+class GiGPOAdvantageArgs(Section):
+    omega: float = Field(1.0, ge=0, description="Weight of the step advantage: A_E + omega * A_S.")
+    gamma: float = Field(1.0, ge=0, le=1, description="Discount of the step returns the step advantage compares.")
+    fnorm: Literal["none", "std"] = Field(
+        "none", description="Divide by the group's std ('std'), or by 1 ('none', the paper's for agents)."
+    )
+    epsilon: float = Field(1e-6, gt=0, description="Added to the divisor.")
+    step_reward_key: Literal["step_reward"] = Field(
+        "step_reward",
+        description="Where a step's reward is found: trinity reads the experience's turn_rewards" + ONLY_DEFAULT,
+    )
+    env_state_hash_key: Literal["env_state_hash"] = Field(
+        "env_state_hash",
+        description="Where a step's anchor state is found: trinity compares the token contexts steps acted on"
+        + ONLY_DEFAULT,
+    )
+
+
 class KLArgs(Section):
     kl_coef: float = Field(0.001, ge=0, description="Weight of the KL term.")
     adaptive: Literal[False] = Field(False, description="Adapt kl_coef to a KL target" + ONLY_DEFAULT)
@@ -333,6 +364,22 @@ ADVANTAGES: dict[str, Advantage] = {
     "asymre": _own(AsymREAdvantageArgs, "asymre", "asymre", grouped=True),
     "rec": _own(RECAdvantageArgs, "rec", "rec", grouped=True),
     "raft": _own(RAFTAdvantageArgs, "raft", "raft", grouped=True, selects=True),
+    # an episode's final reward normalised within its task, on every step (turn) of it
+    "step_wise_grpo": Advantage(
+        StepWiseGRPOAdvantageArgs,
+        "trinity_step_wise_grpo",
+        kwargs={name: name for name in ("epsilon", "enable_step_norm", "std_cal_level")},  # the sampler reads the rest
+        grouped=True,
+        module=OWN + "multi_step",
+    ),
+    # the episode's normalised return plus omega x each step's return normalised among the steps of its context
+    "gigpo": Advantage(
+        GiGPOAdvantageArgs,
+        "trinity_gigpo",
+        kwargs={name: name for name in ("omega", "gamma", "fnorm", "epsilon")},  # the keys name where they are read
+        grouped=True,
+        module=OWN + "gigpo",
+    ),
     "on_policy_distill": _own(OnPolicyDistillAdvantageArgs, "on_policy_distill", "distill", teacher=True),
     "jsd": _own(JSDAdvantageArgs, "jsd", "distill", teacher=True),
     "none": Advantage(NoArgs),
@@ -392,17 +439,12 @@ FUNCTIONS: dict[str, dict[str, type[Section]]] = {
     "entropy_loss_fn": {"default": EntropyLossArgs, "none": EntropyLossArgs, "mix": EntropyLossArgs},
 }
 
-_MULTI_TURN = "step-wise advantages of multi-turn workflows are not supported yet"
 # Upstream's names the runtime cannot run yet, with the reason.
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "advantage_fn": {
-        "step_wise_grpo": _MULTI_TURN,
-        "gigpo": _MULTI_TURN,
-        **{
-            name: "this advantage masks tokens by the trainer's per-token entropy, which the trainer does not hand "
-            "to advantage functions yet"
-            for name in ("clipb", "clipv")
-        },
+        name: "this advantage masks tokens by the trainer's per-token entropy, which the trainer does not hand to "
+        "advantage functions yet"
+        for name in ("clipb", "clipv")
     },
     "kl_loss_fn": {"corrected_k3": "verl has no corrected k3 KL loss"},
 }
@@ -410,10 +452,9 @@ UNSUPPORTED: dict[str, dict[str, str]] = {
 
 @dataclass(frozen=True)
 class Preset:
-    """What an algorithm_type fills in; `unsupported` says why the runtime cannot run it yet."""
+    """What an algorithm_type fills in."""
 
     functions: dict[str, str]
-    unsupported: str = ""
     # what the trainer reads: rollouts from the explorer, or a data set of (prompt, response) samples, of
     # (prompt, chosen, rejected) pairs, or of raw text (continued pre-training), with no explorer
     data: Literal["rollouts", "sft", "pairs", "text"] = "rollouts"
@@ -461,8 +502,8 @@ ALGORITHMS: dict[str, Preset] = {
     "sapo": _rl("grpo", "sapo"),
     "rec": _rl("rec", "rec"),
     "sppo": _rl("opmd", "sppo", kl_loss="none", entropy="none"),
-    "multi_step_grpo": _rl("step_wise_grpo", "ppo", unsupported=_MULTI_TURN),
-    "gigpo": _rl("gigpo", "ppo", unsupported=_MULTI_TURN),
+    "multi_step_grpo": _rl("step_wise_grpo", "ppo"),
+    "gigpo": _rl("gigpo", "ppo"),
     "on_policy_distill": _rl("on_policy_distill", "ppo", kl_loss="none", entropy="none"),
     "jsd": _rl("jsd", "ppo", kl_loss="none", entropy="none"),
     "mix": _rl("grpo", "mix", entropy="mix", sample="mix"),

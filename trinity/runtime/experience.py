@@ -2,10 +2,19 @@
 
 A multi-turn rollout is one experience too: its response holds every turn after the first prompt, the model's own
 tokens and what the environment or a tool said between them, as the token ids the model saw; `action_mask` tells the
-two apart, and only the model's tokens are trained."""
+two apart, and only the model's tokens are trained. Each run of the model's tokens is one turn (a step, to a step-wise
+advantage); a workflow may reward turns one by one (`turn_rewards`, which add up to `reward`). An episode recorded as
+several experiences (an agent whose calls do not all continue one another) gives them one `episode` id."""
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
+
+
+def with_accuracy(reward: float, metrics: dict[str, float]) -> dict[str, float]:
+    """A rollout's metrics, `accuracy` first: the workflow's own, else its reward (what evaluation reports)."""
+    rest = {k: float(v) for k, v in metrics.items() if k != "accuracy"}
+    return {"accuracy": float(metrics.get("accuracy", reward)), **rest}
 
 
 @dataclass
@@ -25,6 +34,9 @@ class Experience:
     # per response token: 1 on the model's own, 0 on what the environment put between its turns (None: all the model's)
     action_mask: list[int] | None = None
     truncated: bool = False  # the conversation reached max_model_len and was cut there
+    episode: str = ""  # the episode it is part of, within its group ("": an episode of its own)
+    # each turn's own reward, in order (None: the reward is the last turn's, as it is for a single turn)
+    turn_rewards: list[float] | None = None
 
     def __post_init__(self) -> None:
         if self.action_mask is not None and len(self.action_mask) != len(self.response_ids):
@@ -32,6 +44,34 @@ class Experience:
                 f"an experience's action_mask has {len(self.action_mask)} entries for {len(self.response_ids)} "
                 "response tokens"
             )
+        if self.turn_rewards is not None:
+            self._check_turn_rewards()
+
+    def _check_turn_rewards(self) -> None:
+        turns = len(self.turns())
+        if len(self.turn_rewards) != turns:
+            raise ValueError(f"an experience has {len(self.turn_rewards)} turn_rewards for its {turns} turns")
+        if not math.isclose(sum(self.turn_rewards), self.reward, rel_tol=1e-9, abs_tol=1e-9):
+            raise ValueError(
+                f"an experience's turn_rewards add up to {sum(self.turn_rewards)}, not its reward {self.reward}"
+            )
+
+    def turns(self) -> list[tuple[int, int]]:
+        """The model's turns: each run of its own tokens in the response, as (start, end) positions."""
+        spans: list[tuple[int, int]] = []
+        for i, own in enumerate(self.mask()):
+            if own and spans and spans[-1][1] == i:
+                spans[-1] = (spans[-1][0], i + 1)
+            elif own:
+                spans.append((i, i + 1))
+        return spans
+
+    def rewards_by_turn(self) -> list[float]:
+        """Each turn's reward: `turn_rewards`, else the whole reward on the last turn."""
+        if self.turn_rewards is not None:
+            return list(self.turn_rewards)
+        turns = len(self.turns())
+        return [0.0] * (turns - 1) + [self.reward] if turns else []
 
     def mask(self) -> list[int]:
         """1 on each response token the model produced (the ones trained), 0 on the environment's."""

@@ -34,16 +34,6 @@ def algorithm_preset(ctx: Context) -> None:
         hint = did_you_mean(name, ALGORITHMS) or "choose one of the allowed algorithms"
         ctx.report("error", KEY, f"unknown algorithm {name!r}", allowed=", ".join(ALGORITHMS), hint=hint)
         return
-    if preset.unsupported:
-        supported = ", ".join(n for n, p in ALGORITHMS.items() if not p.unsupported)
-        ctx.report(
-            "error",
-            KEY,
-            f"{name!r} is a Trinity-RFT algorithm trinity cannot run yet: {preset.unsupported}",
-            allowed=supported,
-            hint="use algorithm_type: grpo for RL without a critic",
-        )
-        return
     if ctx.get("algorithm.loss_agg_mode") is None:
         ctx.set("algorithm.loss_agg_mode", preset.loss_agg_mode, "algorithm_preset", (ctx.input(KEY),))
     for kind, default in preset.functions.items():

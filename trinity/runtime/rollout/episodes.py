@@ -4,10 +4,11 @@ Calls chain when a call's prompt is the previous call's prompt and reply, token 
 environment said (tool results, the user's next turn): the chat template rendered the agent's messages as the model
 saw and wrote them. A chain is one experience, like a Conversation's: the replies trained, the environment's tokens
 between them masked out. A call that does not continue the chain (the agent rewrote its history, or a template
-changes earlier turns) starts a new experience with the same reward.
+changes earlier turns) starts a new experience with the same reward and the same `episode` id, so a step-wise
+advantage (multi_step_grpo, gigpo) counts the episode once.
 """
 
-from ..experience import Experience
+from ..experience import Experience, with_accuracy
 from .history import RecordedCall
 
 
@@ -24,7 +25,7 @@ def chains(calls: list[RecordedCall]) -> list[list[RecordedCall]]:
     return out
 
 
-def experience(chain: list[RecordedCall], reward: float, group: str, **metrics: float) -> Experience:
+def experience(chain: list[RecordedCall], reward: float, group: str, episode: str, **metrics: float) -> Experience:
     """One chain of calls as one experience: its first prompt, then every reply (trained) and what came between."""
     response, logprobs, mask = [], [], []
     context = list(chain[0].prompt_ids)
@@ -41,11 +42,14 @@ def experience(chain: list[RecordedCall], reward: float, group: str, **metrics: 
         reward=float(reward),
         group=group,
         weight_version=max(c.weight_version for c in chain),
-        metrics={"accuracy": float(metrics.pop("accuracy", reward)), "turns": float(len(chain)), **metrics},
+        metrics=with_accuracy(reward, {"turns": len(chain), **metrics}),
         action_mask=mask,
+        episode=episode,
     )
 
 
-def experiences(calls: list[RecordedCall], reward: float, group: str, **metrics: float) -> list[Experience]:
-    """An episode's calls as experiences (one per chain), each with the episode's reward."""
-    return [experience(chain, reward, group, **metrics) for chain in chains(calls)]
+def experiences(
+    calls: list[RecordedCall], reward: float, group: str, episode: str, **metrics: float
+) -> list[Experience]:
+    """An episode's calls as experiences (one per chain), each with the episode's reward and id."""
+    return [experience(chain, reward, group, episode, **metrics) for chain in chains(calls)]

@@ -355,7 +355,7 @@ class OpenAIServer:
                 "ids",
             )
         calls = [call for i in request.ids for call in self.history.take(i)]
-        made = episodes.experiences(calls, request.reward, request.group or request.ids[0])
+        made = episodes.experiences(calls, request.reward, request.group or request.ids[0], request.ids[0])
         self.rewarded += made
         return {"experiences": len(made)}
 

@@ -2,13 +2,14 @@
 
 RL batches are left-right padded (prompts padded on the left, responses on the right), with the
 rollout engine's log-probs as the old policy's (the trainer recomputes them when
-`algorithm.bypass_old_logprobs` is false), the reward on a response's last token, and per-token
+`algorithm.bypass_old_logprobs` is false), the reward on a response's last token (each turn's on its own last
+token, where turns are rewarded on their own), and per-token
 advantages from the estimator the algorithm names (`functions.advantages`). SFT batches are packed
 sequences with a loss mask over the response tokens.
 
 A multi-turn experience's response holds the environment's turns too: they are attended to like the rest, but its
 action mask keeps them out of the response mask, so no loss, advantage or token count reads them, and the reward
-sits on the model's last token.
+sits on the model's last token (of the turn it rewards).
 """
 
 import numpy as np
@@ -40,12 +41,12 @@ def padded(exps: list[Experience], pad_id: int) -> dict[str, torch.Tensor]:
 def token_rewards(
     exps: list[Experience], response_mask: torch.Tensor, penalties: list[list[float]] | None = None
 ) -> torch.Tensor:
-    """Each experience's reward on its last trained response token, zeros elsewhere, less its per-token KL
-    penalty."""
+    """Each turn's reward on the turn's last token (a single turn's: the experience's reward on its last trained
+    token), zeros elsewhere, less each token's KL penalty."""
     rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
-    positions = torch.arange(1, response_mask.shape[1] + 1)
-    last = (response_mask * positions).argmax(dim=1)  # the model's last token, the environment's turns after it aside
-    rewards[torch.arange(len(exps)), last] = torch.tensor([e.reward for e in exps], dtype=torch.float32)
+    for row, exp in enumerate(exps):
+        for (_, end), reward in zip(exp.turns(), exp.rewards_by_turn()):
+            rewards[row, end - 1] = reward
     if penalties is not None:
         rewards -= per_token(penalties, response_mask.shape[1])
     return rewards

@@ -20,6 +20,7 @@ from ...config.algorithms import ADVANTAGES, CONFIG, POLICY_LOSSES, Advantage, P
 from ...config.schema.algorithm import AlgorithmConfig
 from ..experience import Experience
 from . import batch as batches
+from .algos import _episodes
 
 
 def _taken(registry: dict, name: str, fn: Callable, what: str) -> bool:
@@ -190,6 +191,8 @@ INPUTS: dict[str, Callable[[list[Experience], torch.Tensor, dict], Any]] = {
     "token_level_rewards": lambda exps, mask, extra: batches.token_rewards(exps, mask, extra.get("penalties")),
     "response_mask": lambda exps, mask, extra: mask.float(),
     "index": lambda exps, mask, extra: np.array([e.group for e in exps], dtype=object),
+    # the step-wise estimators': the batch's episodes and their turns (algos/_episodes.py)
+    "episodes": lambda exps, mask, extra: _episodes.of(exps),
     # ReMax: each rollout's greedy baseline (the explorer makes them only for an advantage that reads them)
     "reward_baselines": lambda exps, mask, extra: (
         None if any(e.baseline is None for e in exps) else torch.tensor([e.baseline for e in exps])

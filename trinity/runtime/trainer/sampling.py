@@ -59,16 +59,23 @@ class Sampler:
 def informative(
     exps: list[Experience], threshold: float, refill: bool, rng: random.Random
 ) -> tuple[list[Experience], int]:
-    """The rollouts of the groups whose reward std (unbiased; a group of one has none) is above `threshold`, and how
-    many groups were dropped; with `refill`, as many copies of kept groups (drawn at random, each copy a group of its
-    own with the same advantages) as were dropped."""
+    """The rollouts of the groups whose reward std over their episodes (unbiased; a group of one episode has none) is
+    above `threshold`, and how many groups were dropped; with `refill`, as many copies of kept groups (drawn at random,
+    each copy a group of its own with the same advantages) as were dropped. An episode of several experiences (one
+    `episode` id) counts once, with its last experience's reward."""
     groups: dict[str, list[Experience]] = {}
     for exp in exps:
         groups.setdefault(exp.group, []).append(exp)
-    kept = [g for g in groups.values() if len(g) > 1 and statistics.stdev(e.reward for e in g) > threshold]
+    kept = [g for g in groups.values() if _spread(g) > threshold]
     dropped = len(groups) - len(kept)
     out = [e for g in kept for e in g]
     if refill and kept and dropped:
         copies = rng.choices(kept, k=dropped)
         out += [replace(e, group=f"{e.group}#copy{i}") for i, group in enumerate(copies) for e in group]
     return out, dropped
+
+
+def _spread(group: list[Experience]) -> float:
+    """The reward std over a group's episodes (-1 for one episode: no spread to speak of)."""
+    finals = {(e.episode or id(e)): e.reward for e in group}  # an episode's last experience's reward stands
+    return statistics.stdev(finals.values()) if len(finals) > 1 else -1.0

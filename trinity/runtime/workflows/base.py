@@ -4,7 +4,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..experience import Experience
+from ..experience import Experience, with_accuracy
 from ..rewards import bind
 from .conversation import Conversation
 
@@ -143,8 +143,7 @@ class Workflow:
             reward=float(reward),
             group=self.task.uid,
             weight_version=completion.weight_version,
-            metrics={"accuracy": float(metrics.pop("accuracy", reward)), **metrics}
-            | ({"prompt_truncated": 1.0} if completion.prompt_truncated else {}),
+            metrics=with_accuracy(reward, metrics) | ({"prompt_truncated": 1.0} if completion.prompt_truncated else {}),
         )
 
 

@@ -11,7 +11,7 @@ closing from the environment.
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..experience import Experience
+from ..experience import Experience, with_accuracy
 
 PLACEHOLDER = "\x00reply\x00"  # no model writes it, no template changes it
 
@@ -79,6 +79,8 @@ class Conversation:
     weight_version: int = field(default=0, init=False)
     truncated: bool = field(default=False, init=False)
     turns: int = field(default=0, init=False)  # the model's replies so far
+    # what reward_turn gave each turn (a run of the model's tokens) so far
+    turn_rewards: list[float] = field(default_factory=list, init=False)
 
     def __post_init__(self) -> None:
         self.messages = list(self.messages)
@@ -99,12 +101,21 @@ class Conversation:
 
     def add_reply(self, ids: list[int], logprobs: list[float], text: str, weight_version: int) -> None:
         """The model's turn: its generated ids (trained), their log-probs, and its text as an assistant message."""
+        if ids and self.action_mask[-1:] != [1]:  # a reply right after another continues its turn (one run)
+            self.turn_rewards.append(0.0)
         self.response_ids += ids
         self.logprobs += logprobs
         self.action_mask += [1] * len(ids)
         self.messages.append({"role": "assistant", "content": text})
         self.weight_version = max(self.weight_version, weight_version)
         self.turns += 1
+
+    def reward_turn(self, reward: float) -> None:
+        """Reward the model's latest turn on its own (a game's points for a move); `experience` puts what is left of
+        the episode's reward on the last turn."""
+        if not self.turn_rewards:
+            raise ConversationError("reward_turn rewards the model's latest turn: add a reply first")
+        self.turn_rewards[-1] += float(reward)
 
     def add_messages(self, messages: list[dict]) -> bool:
         """The environment's turn (user or tool messages) after the model's; False, and the conversation is
@@ -128,10 +139,14 @@ class Conversation:
         return True
 
     def experience(self, reward: float, group: str, **metrics: float) -> Experience:
-        """The episode as one experience: the environment's tokens after the model's last reply are left out."""
+        """The episode as one experience: the environment's tokens after the model's last reply are left out. Where
+        turns were rewarded on their own, `reward` is the episode's total: what they did not take goes to the last."""
         end = len(self.action_mask)
         while end and not self.action_mask[end - 1]:
             end -= 1
+        turn_rewards = None
+        if any(self.turn_rewards):
+            turn_rewards = [*self.turn_rewards[:-1], float(reward) - sum(self.turn_rewards[:-1])]
         return Experience(
             prompt_ids=list(self.prompt_ids),
             response_ids=self.response_ids[:end],
@@ -139,8 +154,9 @@ class Conversation:
             reward=float(reward),
             group=group,
             weight_version=self.weight_version,
-            metrics={"accuracy": float(metrics.pop("accuracy", reward)), "turns": float(self.turns), **metrics}
+            metrics=with_accuracy(reward, {"turns": self.turns, **metrics})
             | ({"truncated": 1.0} if self.truncated else {}),
             action_mask=self.action_mask[:end],
             truncated=self.truncated,
+            turn_rewards=turn_rewards,
         )
