@@ -30,7 +30,7 @@ class TinyEngine(RolloutEngine):
         self.loaded = model_path
 
     def _generate(self, requests):
-        return [[Sample([prompt[-1]], [0.0], "") for _ in range(n)] for prompt, n, _ in requests]
+        return [[Sample([prompt[-1]], [0.0], "", stopped=False) for _ in range(n)] for prompt, n, _ in requests]
 
     def _params(self) -> dict:
         return {}

@@ -121,7 +121,7 @@ class Recorded:
         from trinity.runtime.rollout.base import Sample
 
         self.requests.append((ids, n))
-        return 4, [Sample([7, 1], [-0.5, -0.5], "9")] * n
+        return 4, [Sample([7, 1], [-0.5, -0.5], "9", stopped=True)] * n
 
 
 def test_chat_renders_messages_and_tools_through_the_tasks_template(explorer):
@@ -148,7 +148,10 @@ class Turns:
         from trinity.runtime.rollout.base import Sample
 
         self.calls.append(requests)
-        return [(2, [Sample([7] * s.max_tokens, [-0.5] * s.max_tokens, "9" * s.max_tokens)]) for _, _, s in requests]
+        return [
+            (2, [Sample([7] * s.max_tokens, [-0.5] * s.max_tokens, "9" * s.max_tokens, stopped=False)])
+            for _, _, s in requests
+        ]
 
 
 def test_each_reply_fits_the_context_and_one_cut_by_it_ends_its_episode(explorer):

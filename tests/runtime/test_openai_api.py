@@ -226,7 +226,7 @@ class ScriptedEngine(RolloutEngine):
         for _, n, _ in requests:
             text = self.replies.pop(0)
             ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            out.append([Sample(ids, [-0.25] * len(ids), text)] * n)
+            out.append([Sample(ids, [-0.25] * len(ids), text, stopped=True)] * n)
         return out
 
     def _params(self):

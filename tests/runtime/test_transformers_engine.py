@@ -38,6 +38,9 @@ def test_concurrent_requests_are_batched_and_answered_in_full(engine):
     for sample in first + second:
         assert 1 <= len(sample.response_ids) <= 4 and len(sample.logprobs) == len(sample.response_ids)
         assert all(lp <= 0 for lp in sample.logprobs)
+        # it stopped itself where it ends with the end of sequence, else max_tokens cut it
+        assert sample.stopped == (sample.response_ids[-1] == engine.tokenizer.eos_token_id)
+        assert sample.stopped or len(sample.response_ids) == 4
 
 
 def test_logprobs_are_the_models_own_at_the_sampling_temperature(engine):

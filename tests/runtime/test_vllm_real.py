@@ -136,6 +136,8 @@ def assert_engine_matches(engine, model, tokenizer, version: int):
         chosen = reference.gather(1, torch.tensor(greedy.response_ids)[:, None]).squeeze(1)
         assert (chosen >= reference.max(-1).values - tol).all(), (greedy.response_ids, reference.argmax(-1).tolist())
         _, sampled = ray.get(engine.generate.remote(ids, 4, Sampling(temperature=1.0, max_tokens=4)), timeout=60)
+        # vLLM's own finish reason: the model's end token ends a sample ("stop"), else max_tokens did ("length")
+        assert [s.stopped for s in sampled] == [s.response_ids[-1] == tokenizer.eos_token_id for s in sampled]
         for sample in sampled:
             expected = (
                 hf_logprobs(model, ids, sample.response_ids)

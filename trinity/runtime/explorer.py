@@ -393,12 +393,10 @@ class _Client:
         # min_tokens above a context-cut budget would be refused (vLLM) for the whole gathered call
         sampled = [replace(self.sampling, max_tokens=b, min_tokens=min(self.sampling.min_tokens, b)) for _, b in turns]
         requests = [(c.context(), 1, sampling) for (c, _), sampling in zip(turns, sampled)]
-        eos = self.tokenizer.eos_token_id
         for (c, budget), (version, (sample,)) in zip(turns, self.engine.generate_each(requests)):
             c.add_reply(sample.response_ids, sample.logprobs, sample.text, version)
-            ended = sample.response_ids[-1:] == [eos]
             # cut by the context rather than by max_tokens: the episode cannot go on
-            c.truncated = budget < self.sampling.max_tokens and not ended and len(sample.response_ids) >= budget
+            c.truncated = budget < self.sampling.max_tokens and not sample.stopped
 
 
 def fit_prompt(ids: list[int], limit: int | None) -> tuple[list[int], bool]:

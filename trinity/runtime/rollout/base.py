@@ -31,6 +31,7 @@ class Sample:
     response_ids: list[int]
     logprobs: list[float]
     text: str
+    stopped: bool  # it ended itself (an end-of-sequence or stop token), not at its token budget
 
 
 @dataclass(frozen=True)

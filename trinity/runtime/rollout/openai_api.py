@@ -274,8 +274,7 @@ class OpenAIServer:
     # --- answering ---------------------------------------------------------------------------------------
 
     def _finish(self, sample: Sample) -> str:
-        ended = sample.response_ids[-1:] == [self.tokenizer.eos_token_id]
-        return "stop" if ended else "length"
+        return "stop" if sample.stopped else "length"
 
     def _chat_choice(self, index: int, sample: Sample, request: ChatRequest, call_format: str | None) -> dict:
         calls = _tool_calls(sample.text, call_format, request.tools or [])

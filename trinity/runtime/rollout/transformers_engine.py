@@ -142,7 +142,8 @@ class TransformersEngine(RolloutEngine):
         )
         rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
-        return [Sample(r, lp, text) for (r, lp), text in zip(rows, texts)]
+        eos = self.tokenizer.eos_token_id
+        return [Sample(r, lp, text, r[-1:] == [eos]) for (r, lp), text in zip(rows, texts)]
 
     def _trim(self, tokens: list[int], logprobs: list[float]) -> tuple[list[int], list[float]]:
         """Cut after the end-of-sequence token (kept: the model learns to stop) and drop padding."""

@@ -342,10 +342,11 @@ def vllm_api(env: dict[str, str]) -> SimpleNamespace:
 
 
 def _sample(completion: Any) -> Sample:
-    """A vLLM CompletionOutput as a Sample; its end-of-sequence token, when generated, is kept."""
+    """A vLLM CompletionOutput as a Sample; its end-of-sequence token, when generated, is kept. vLLM says why it
+    ended: at any of the model's end tokens (its generation config may name several) or at max_tokens."""
     ids = list(completion.token_ids)
     logprobs = [entry[token].logprob for token, entry in zip(ids, completion.logprobs)]
-    return Sample(ids, logprobs, completion.text)
+    return Sample(ids, logprobs, completion.text, completion.finish_reason == "stop")
 
 
 def _head_address() -> tuple[str, int]:
