@@ -136,6 +136,7 @@ class FakeAsyncLLM:
                     {2: SimpleNamespace(logprob=-0.25)},
                 ],
                 text=f"s{i}",
+                finish_reason="stop",  # vLLM's CompletionOutput: the model ended it (2 is its end token here)
             )
             for i in range(params.n)
         ]

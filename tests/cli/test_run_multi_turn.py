@@ -71,6 +71,11 @@ def test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only(run
         # around its calls, and <unk>) is more than one experience; the trainer takes train_batch_size a step
         assert all(m >= 8 for m in made) and not (run_dir / "endpoints.json").exists()  # gone with its stage
         assert [r["experiences"] for r in trained] == [8, 8]
+        # each of a task's 4 runs is an episode of its own id, whatever experiences its calls made
+        by_task: dict[str, set] = {}
+        for e in episodes:
+            by_task.setdefault(e["group"], set()).add(e["episode"])
+        assert all(len(ids) == 4 and "" not in ids for ids in by_task.values()), by_task
     else:
         assert made == [8, 8] and all(1 <= r["engine_calls"] <= 3 for r in explored)
         assert [r["experiences"] for r in trained] == made

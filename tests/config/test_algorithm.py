@@ -189,7 +189,8 @@ def test_grpo_with_one_rollout_per_task_warns(cli, write):
     )
     result = cli("config", "render", "-c", write("run.yaml", MINIMAL + taskset), "hardware=cpu")
     assert (
-        result.code == 0 and "warning: schema default: algorithm.repeat_times: GRPO compares the rollouts" in result.err
+        result.code == 0
+        and "warning: schema default: algorithm.repeat_times: grpo compares the rollouts (episodes)" in result.err
     )
     per_taskset = cli(
         "config",

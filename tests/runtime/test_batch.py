@@ -83,11 +83,19 @@ def test_an_experiences_turns_are_exactly_the_runs_of_the_models_tokens(mask):
     assert all(end < next_start for (_, end), (next_start, _) in zip(turns, turns[1:]))  # apart: one run each
 
 
+def test_an_empty_response_keeps_its_reward_in_its_group():
+    exps = [exp([1], [], reward=1.0), exp([1], [2], reward=0.0)]
+    rewards = batch.token_rewards(exps, batch.padded(exps, 0)["response_mask"])
+    assert rewards.tolist() == [[1.0], [0.0]]  # GRPO sums the row: the group's rewards are [1, 0]
+
+
 def test_turn_rewards_must_match_the_turns_and_add_up_to_the_reward():
     with pytest.raises(ValueError, match="has 1 turn_rewards for its 2 turns"):
         Experience([1], [2, 3, 4], [-1.0] * 3, 1.0, action_mask=[1, 0, 1], turn_rewards=[1.0])
     with pytest.raises(ValueError, match=r"turn_rewards add up to 0.5, not its reward 1.0"):
         Experience([1], [2, 3, 4], [-1.0] * 3, 1.0, action_mask=[1, 0, 1], turn_rewards=[0.25, 0.25])
+    # large terms: their sum's rounding is within the tolerance, which grows with them
+    Experience([1], [2, 3, 4], [-1.0] * 3, 0.1, action_mask=[1, 0, 1], turn_rewards=[3e7, 0.1 - 3e7])
 
 
 def test_an_sft_conversation_trains_the_models_turns_only():

@@ -58,12 +58,28 @@ def test_turns_rewarded_on_their_own_leave_the_rest_of_the_episodes_reward_to_th
     talk.reward_turn(-0.25)
     talk.add_messages([{"role": "user", "content": "<"}])
     reply(talk, tokenizer, "46")
-    talk.reward_turn(0.5)  # the last turn's share is what the episode's total leaves
-    exp = talk.experience(1.0, "t/0")
+    exp = talk.experience(1.0, "t/0")  # the last turn's share is what the episode's total leaves
     assert (exp.turn_rewards, exp.reward, exp.turns()) == ([-0.25, 1.25], 1.0, [(0, 3), (4, 7)])
+    talk.reward_turn(0.5)
+    assert talk.experience(0.25, "t/0").turn_rewards == [-0.25, 0.5]
+    with pytest.raises(ConversationError, match="reward_turn gave the last turn 0.5, and the episode's reward 2.0"):
+        talk.experience(2.0, "t/0")  # the turns' rewards are part of the total, not added to it
     unrewarded = Conversation(ChatTemplate(tokenizer, PLAIN), [{"role": "user", "content": "1+2="}])
     reply(unrewarded, tokenizer, "3")
     assert unrewarded.experience(1.0, "t/0").turn_rewards is None  # the reward is the last turn's alone
+
+
+def test_replies_with_nothing_between_them_are_one_turn_and_an_empty_one_none(tokenizer):
+    talk = Conversation(ChatTemplate(tokenizer, PLAIN), [{"role": "user", "content": "1+2="}])
+    reply(talk, tokenizer, "1", ended=False)
+    talk.reward_turn(0.25)
+    talk.add_reply([], [], "", 1)  # no tokens: no turn of its own
+    reply(talk, tokenizer, "2")  # continues the reply: the same turn
+    talk.reward_turn(0.25)
+    talk.add_messages([{"role": "user", "content": ">"}])
+    reply(talk, tokenizer, "3")
+    exp = talk.experience(1.0, "t/0")
+    assert (exp.turns(), exp.turn_rewards) == ([(0, 3), (4, 6)], [0.5, 0.5])
 
 
 def test_a_reply_cut_before_its_end_gets_the_templates_closing_from_the_environment(tokenizer):

@@ -35,6 +35,9 @@ def test_an_episode_of_several_experiences_counts_once():
     assert informative(exps, 0.6, False, random.Random(0))[1] == 0  # 0.707 > 0.6 (three would give 0.577)
     one = [Experience([1], [2], reward=r, group="b", episode="x") for r in (0, 1)]  # one episode: no spread
     assert informative(one, 0.0, False, random.Random(0)) == ([], 1)
+    # x repeats its reward in each experience: its last one's stands (1, as y's), so the rewards agree
+    agree = [Experience([1], [2], reward=r, group="c", episode=e) for r, e in ((0, "x"), (1, "x"), (1, "y"))]
+    assert informative(agree, 0.0, False, random.Random(0))[1] == 1
 
 
 def test_refill_copies_kept_groups_as_groups_of_their_own():

@@ -131,13 +131,28 @@ def test_gigpo_with_std_normalisation_and_lone_anchors():
 
 
 def test_gigpo_counts_the_reward_an_agents_broken_chain_repeats_once():
-    # episode "x" is two experiences that both carry its reward 1 (episodes.py): its return is 1, not 2
+    # episode "x" is two experiences that both carry its reward 1 (episodes.py): its return is 1, not 2. Its first
+    # experience has two turns: the reward it repeats comes off its last turn only
     exps = [
-        turn([1], [5], reward=1.0, episode="x"),
-        turn([1, 5, 9], [7], reward=1.0, episode="x"),
+        turn([1], [5, 8, 6], mask=[1, 0, 1], reward=1.0, episode="x"),
+        turn([1, 5, 8, 6, 9], [7], reward=1.0, episode="x"),
         turn([1], [4], reward=0.0, episode="y"),
     ]
-    # A_E [0.5, -0.5]; anchor [1]: x's first step (return 0 + 1) against y's (0): [0.5, -0.5]; [1, 5, 9] alone
+    # A_E [0.5, -0.5]; anchor [1]: x's first step (return 0 + 0 + 1) against y's (0): [0.5, -0.5]; the others alone
+    got = advantages("gigpo", exps)
+    assert got == [pytest.approx(v, abs=1e-5) for v in ([1.0, 0.0, 0.5], [0.5], [-1.0])]
+
+
+def test_an_experience_that_rewards_its_turns_is_its_own_part_of_the_episode():
+    # x's first experience rewards its turn (0.25) and is not the last: its reward is part of x's, which is 1.25
+    exps = [
+        turn([1], [5], reward=0.25, episode="x", turn_rewards=[0.25]),
+        turn([1, 5, 9], [7], reward=1.0, episode="x"),
+        turn([1], [4], reward=0.25, episode="y"),
+    ]
+    score = 0.5 / (1 / math.sqrt(2) + EPS)  # [1.25, 0.25] normalised
+    assert [row[0] for row in advantages("step_wise_grpo", exps)] == pytest.approx([score, score, -score])
+    # gigpo, fnorm none: A_E +-0.5; anchor [1]: x's return 1.25 against y's 0.25: +-0.5
     assert [row[0] for row in advantages("gigpo", exps)] == pytest.approx([1.0, 0.5, -1.0], abs=1e-5)
 
 

@@ -63,6 +63,7 @@ def test_generate_returns_samples_with_the_sampled_tokens_logprobs():
     )
     assert version == 3 and [s.text for s in samples] == ["s0", "s1"]
     assert samples[0].response_ids == [7, 8, 2] and samples[0].logprobs == [-0.5, -1.0, -0.25]
+    assert all(s.stopped for s in samples)  # vLLM's finish_reason "stop"
     _, ids, params = e.llm.calls[0]
     assert ids == [1, 2, 3] and (
         params.n,

@@ -299,7 +299,8 @@ class Advantage:
     args: type[Section]
     estimator: str | None = None  # None: this function computes no advantages (a loss that reads none)
     kwargs: dict[str, str] = field(default_factory=dict)  # our argument -> the estimator's keyword (or config.<field>)
-    grouped: bool = False  # compares the rollouts of one task with each other (the estimator reads `index`)
+    # compares the rollouts (episodes) of one task with each other (the estimator reads `index` or `episodes`)
+    grouped: bool = False
     module: str | None = None  # the trinity module that registers `estimator` with verl; None: verl's own
     critic: bool = False  # reads a critic model's values (the estimator's `values`): the trainer trains one
     teacher: bool = False  # reads a teacher model's log-probs (`teacher_log_probs`): the trainer keeps one

@@ -34,7 +34,7 @@ class Experience:
     # per response token: 1 on the model's own, 0 on what the environment put between its turns (None: all the model's)
     action_mask: list[int] | None = None
     truncated: bool = False  # the conversation reached max_model_len and was cut there
-    episode: str = ""  # the episode it is part of, within its group ("": an episode of its own)
+    episode: str = ""  # the episode it is part of, unique in the run ("": an episode of its own)
     # each turn's own reward, in order (None: the reward is the last turn's, as it is for a single turn)
     turn_rewards: list[float] | None = None
 
@@ -51,7 +51,8 @@ class Experience:
         turns = len(self.turns())
         if len(self.turn_rewards) != turns:
             raise ValueError(f"an experience has {len(self.turn_rewards)} turn_rewards for its {turns} turns")
-        if not math.isclose(sum(self.turn_rewards), self.reward, rel_tol=1e-9, abs_tol=1e-9):
+        scale = max(1.0, sum(map(abs, self.turn_rewards)))  # the rounding of a sum grows with its terms
+        if not math.isclose(sum(self.turn_rewards), self.reward, rel_tol=0.0, abs_tol=1e-9 * scale):
             raise ValueError(
                 f"an experience's turn_rewards add up to {sum(self.turn_rewards)}, not its reward {self.reward}"
             )

@@ -334,8 +334,8 @@ def _check_groups(ctx: Context) -> None:
         ctx.report(
             "warning",
             "algorithm.repeat_times",
-            "GRPO compares the rollouts of one task with each other; with 1 per task every advantage is 0 and "
-            "nothing is learned",
+            f"{ctx.get('algorithm.advantage_fn')} compares the rollouts (episodes) of one task with each other; with "
+            "1 per task there is nothing to compare, and a rollout's advantage is its own reward or 0",
             allowed=">= 2",
             hint="set algorithm.repeat_times to 4 or more",
         )

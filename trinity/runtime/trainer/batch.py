@@ -45,8 +45,11 @@ def token_rewards(
     token), zeros elsewhere, less each token's KL penalty."""
     rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
     for row, exp in enumerate(exps):
-        for (_, end), reward in zip(exp.turns(), exp.rewards_by_turn()):
+        turns = exp.turns()
+        for (_, end), reward in zip(turns, exp.rewards_by_turn()):
             rewards[row, end - 1] = reward
+        if not turns:  # no token of the model's (an empty response): the reward still counts in its group
+            rewards[row, 0] = exp.reward
     if penalties is not None:
         rewards -= per_token(penalties, response_mask.shape[1])
     return rewards

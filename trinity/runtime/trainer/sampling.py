@@ -14,6 +14,7 @@ from typing import Any
 from ...config.algorithms import SAMPLE_STRATEGIES
 from ...config.schema import RunConfig
 from ..experience import Experience
+from .algos import _episodes
 
 
 class Sampler:
@@ -62,11 +63,11 @@ def informative(
     """The rollouts of the groups whose reward std over their episodes (unbiased; a group of one episode has none) is
     above `threshold`, and how many groups were dropped; with `refill`, as many copies of kept groups (drawn at random,
     each copy a group of its own with the same advantages) as were dropped. An episode of several experiences (one
-    `episode` id) counts once, with its last experience's reward."""
+    `episode` id) counts once, with its reward (algos/_episodes.py)."""
     groups: dict[str, list[Experience]] = {}
     for exp in exps:
         groups.setdefault(exp.group, []).append(exp)
-    kept = [g for g in groups.values() if _spread(g) > threshold]
+    kept = [g for g in groups.values() if _informs(g, threshold)]
     dropped = len(groups) - len(kept)
     out = [e for g in kept for e in g]
     if refill and kept and dropped:
@@ -75,7 +76,7 @@ def informative(
     return out, dropped
 
 
-def _spread(group: list[Experience]) -> float:
-    """The reward std over a group's episodes (-1 for one episode: no spread to speak of)."""
-    finals = {(e.episode or id(e)): e.reward for e in group}  # an episode's last experience's reward stands
-    return statistics.stdev(finals.values()) if len(finals) > 1 else -1.0
+def _informs(group: list[Experience], threshold: float) -> bool:
+    """Whether the rewards of a group's episodes spread above `threshold` (one episode has no spread)."""
+    rewards = [_episodes.episode_reward([group[r] for r in rows]) for rows in _episodes.rows_by_episode(group).values()]
+    return len(rewards) > 1 and statistics.stdev(rewards) > threshold

@@ -8,6 +8,7 @@ with (its end of sequence or end of turn), that token stands for it; a reply cut
 closing from the environment.
 """
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -146,7 +147,13 @@ class Conversation:
             end -= 1
         turn_rewards = None
         if any(self.turn_rewards):
-            turn_rewards = [*self.turn_rewards[:-1], float(reward) - sum(self.turn_rewards[:-1])]
+            last = float(reward) - sum(self.turn_rewards[:-1])
+            if self.turn_rewards[-1] and not math.isclose(self.turn_rewards[-1], last, abs_tol=1e-9):
+                raise ConversationError(
+                    f"reward_turn gave the last turn {self.turn_rewards[-1]}, and the episode's reward {reward} leaves "
+                    f"it {last}: the reward experience() takes is the episode's total, its turns' rewards included"
+                )
+            turn_rewards = [*self.turn_rewards[:-1], last]
         return Experience(
             prompt_ids=list(self.prompt_ids),
             response_ids=self.response_ids[:end],

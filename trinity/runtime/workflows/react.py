@@ -10,6 +10,7 @@ taskset's reward function, `exact_match` unless it names another), else 0. `repe
 once, each in its own session; what their requests leave out is sampled by the taskset's rollout_args.
 """
 
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -62,10 +63,10 @@ class ReactAgentWorkflow(Workflow):
         truth = str(self.task.row[self.task.format.response_key])
         model = self.model.openai_client().models.list().data[0].id  # the served model's name, as agents ask it
         with ThreadPoolExecutor(self.task.repeat_times) as pool:
-            played = list(pool.map(lambda i: self._episode(model, opening, truth, i), range(self.task.repeat_times)))
+            played = list(pool.map(lambda _: self._episode(model, opening, truth), range(self.task.repeat_times)))
         return [exp for exps in played for exp in exps]
 
-    def _episode(self, model: str, opening: list[dict], truth: str, index: int) -> list[Experience]:
+    def _episode(self, model: str, opening: list[dict], truth: str) -> list[Experience]:
         toolbox = Toolbox({"calculate": calculate})
         client = self.model.openai_client()
         try:
@@ -78,5 +79,5 @@ class ReactAgentWorkflow(Workflow):
         right = answer is not None and self.right(answer, truth, tokens)
         metrics = {"tool_calls": float(toolbox.calls), "tool_errors": float(toolbox.errors)}
         return episodes.experiences(
-            calls, float(right), self.task.uid, str(index), **metrics, **({"truncated": 1.0} if full else {})
+            calls, float(right), self.task.uid, uuid.uuid4().hex, **metrics, **({"truncated": 1.0} if full else {})
         )

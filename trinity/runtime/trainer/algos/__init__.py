@@ -3,5 +3,6 @@
 
 Importing a module registers its estimators with verl's advantage-estimator registry and its losses with
 `functions.own_loss`; the trainer binds a loss to the run's arguments and registers it in verl's policy-loss
-registry (`functions.prepare`). Group estimators take `index` (the task each rollout answers).
+registry (`functions.prepare`). Group estimators take `index` (the task each rollout answers), or `episodes` (the
+batch's episodes and their steps, `_episodes.py`).
 """

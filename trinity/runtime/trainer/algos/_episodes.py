@@ -1,8 +1,11 @@
-"""A batch's episodes and their steps, as the step-wise estimators read them (multi_step_grpo, gigpo).
+"""A batch's episodes and their steps, as the step-wise estimators (multi_step_grpo, gigpo) and dynamic sampling read
+them.
 
 An episode is the experiences of one task (group) that share an `episode` id, in batch order; an experience without
-one is an episode of its own. Its steps are the model's turns in those experiences, in order. Each step knows the
-context the model acted on, as a digest (GiGPO's anchor state: two steps from the same context are compared).
+one is an episode of its own. Its steps are the model's turns in those experiences, in order. An experience's reward
+is its own part of the episode's where it rewards its turns one by one (`turn_rewards`), or where it is the episode's
+last; otherwise it repeats the episode's reward (an agent's broken chain, rollout/episodes.py) and counts nothing. Each
+step knows the context the model acted on, as a digest (GiGPO's anchor state: steps from one context are compared).
 """
 
 import hashlib
@@ -22,9 +25,7 @@ class Step:
     start: int
     end: int
     state: bytes
-    # the part of the turn's token rewards that is not its own: the episode's reward that an experience of an
-    # agent's episode repeats when it is not the episode's last (episodes.py gives every experience the reward)
-    repeated: float = 0.0
+    repeated: float = 0.0  # the part of the turn's token rewards that repeats the episode's reward: not its own
 
     def reward(self, token_level_rewards: torch.Tensor) -> float:
         """The turn's own reward: its tokens' rewards (and KL penalties) less what it repeats."""
@@ -39,30 +40,57 @@ class Episode:
     rows: list[int]
     steps: list[Step]
 
+    def reward(self, token_level_rewards: torch.Tensor) -> float:
+        """Its return: the sum of its steps' own rewards."""
+        return sum(step.reward(token_level_rewards) for step in self.steps)
 
-def of(exps: list[Experience]) -> list[Episode]:
-    """The batch's episodes, in the order their first experience appears."""
+
+def rows_by_episode(exps: list[Experience]) -> dict[tuple[str, str], list[int]]:
+    """(group, episode) -> the rows of its experiences, in batch order; an experience without an id is its own."""
     found: dict[tuple[str, str], list[int]] = {}
     for row, exp in enumerate(exps):
         found.setdefault((exp.group, exp.episode or f"\0row{row}"), []).append(row)
-    return [Episode(group, rows, _steps(exps, rows)) for (group, _), rows in found.items()]
+    return found
+
+
+def repeats(exp: Experience, last: bool) -> bool:
+    """Whether the experience's reward repeats its episode's rather than being a part of it."""
+    return not last and exp.turn_rewards is None
+
+
+def episode_reward(exps: list[Experience]) -> float:
+    """The reward of an episode's experiences (in order): the sum of their own parts."""
+    return sum(e.reward for i, e in enumerate(exps) if not repeats(e, i == len(exps) - 1))
+
+
+def of(exps: list[Experience]) -> list[Episode]:
+    """The batch's episodes, in the order their first experience appears."""
+    return [Episode(group, rows, _steps(exps, rows)) for (group, _), rows in rows_by_episode(exps).items()]
 
 
 def _steps(exps: list[Experience], rows: list[int]) -> list[Step]:
     steps = []
     for row in rows:
         exp = exps[row]
-        repeats = row != rows[-1] and exp.turn_rewards is None
         turns = exp.turns()
-        for i, (start, end) in enumerate(turns):
-            context = exp.prompt_ids + exp.response_ids[:start]
-            repeated = exp.reward if repeats and i == len(turns) - 1 else 0.0
-            steps.append(Step(row, start, end, _digest(context), repeated))
+        repeated = exp.reward if repeats(exp, row == rows[-1]) else 0.0
+        for i, ((start, end), state) in enumerate(zip(turns, _states(exp, turns))):
+            steps.append(Step(row, start, end, state, repeated if i == len(turns) - 1 else 0.0))
     return steps
 
 
-def _digest(ids: list[int]) -> bytes:
-    return hashlib.blake2b(np.asarray(ids, dtype=np.int64).tobytes(), digest_size=16).digest()
+def _states(exp: Experience, turns: list[tuple[int, int]]) -> list[bytes]:
+    """A digest of the context before each turn (the prompt and the response up to the turn), hashed as it grows."""
+    digest, done, out = hashlib.blake2b(_bytes(exp.prompt_ids), digest_size=16), 0, []
+    for start, _ in turns:
+        digest.update(_bytes(exp.response_ids[done:start]))
+        out.append(digest.copy().digest())
+        done = start
+    return out
+
+
+def _bytes(ids: list[int]) -> bytes:
+    return np.asarray(ids, dtype=np.int64).tobytes()
 
 
 def by_group(episodes: list[Episode]) -> dict[str, list[Episode]]:

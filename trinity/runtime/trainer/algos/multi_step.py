@@ -1,6 +1,6 @@
-"""Step-wise GRPO (Trinity-RFT's `multi_step_grpo`, after rLLM): each episode's final reward is normalised within its
-task's episodes, as GRPO normalises rollouts, and that one advantage is given to every step of the episode, in
-whichever of its experiences the step is."""
+"""Step-wise GRPO (Trinity-RFT's `multi_step_grpo`, after rLLM): each episode's reward is normalised within its task's
+episodes, as GRPO normalises rollouts, and that one advantage is given to every step of the episode, in whichever of
+its experiences the step is."""
 
 import torch
 
@@ -17,11 +17,12 @@ def step_wise_grpo_advantage(
     enable_step_norm: bool = False,
     std_cal_level: str = "group",
 ):
-    """advantage = (final reward - the task's mean) / (the task's std, or the batch's, + epsilon) on every token of
-    the episode's turns, divided by its number of turns with enable_step_norm. The final reward is that of the
-    episode's last experience; a task of one episode has mean 0 and std 1."""
+    """advantage = (the episode's reward - the task's mean) / (the task's std, or the batch's, + epsilon) on every
+    token of the episode's turns, divided by its number of turns with enable_step_norm. The episode's reward is its
+    last experience's (its turns' own where they are rewarded one by one: _episodes.py), less its KL penalty; a task
+    of one episode has mean 0 (and, at std_cal_level group, std 1)."""
     with torch.no_grad():
-        final = {id(e): token_level_rewards[e.rows[-1]].sum() for e in episodes}
+        final = {id(e): torch.tensor(e.reward(token_level_rewards)) for e in episodes}
         spread = None
         if std_cal_level == "batch":
             rewards = torch.stack(list(final.values()))
