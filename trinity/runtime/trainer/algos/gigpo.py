@@ -55,8 +55,7 @@ def gigpo_advantage(
         out = torch.zeros_like(token_level_rewards)
         for episode in episodes:
             for step in episode.steps:
-                out[step.row, step.start : step.end] = episode_score[id(episode)] + omega * step_score.get(
-                    id(step), 0.0
-                )
+                step_advantage = step_score.get(id(step), 0.0)
+                out[step.row, step.start : step.end] = episode_score[id(episode)] + omega * step_advantage
         out = out * response_mask
         return out, out.clone()
