@@ -151,3 +151,19 @@ def test_staleness_keeps_weights_at_most_max_staleness_steps_behind_the_trainers
 
     # train step 5 updates weights 4: on-policy experiences are of version 4
     assert [oldest(0, 5), oldest(1, 5), oldest(1.5, 5), oldest(10, 5)] == [4, 3, 3, 0]
+
+
+@pytest.mark.parametrize("threshold", [0.0, 0.5])
+def test_multi_step_grpos_std_threshold_reaches_the_sampler(threshold):
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.trainer.sampling import Sampler
+
+    overrides = (
+        "hardware=cpu",
+        "~stages",
+        "algorithm.algorithm_type=multi_step_grpo",
+        f"+algorithm.advantage_fn_args.std_threshold={threshold}",
+    )
+    sampler = Sampler(resolve(Request(None, overrides)).config, buffer=None)
+    assert (sampler.threshold, sampler.refill) == (threshold, False)

@@ -101,9 +101,10 @@ def by_group(episodes: list[Episode]) -> dict[str, list[Episode]]:
     return out
 
 
-def normalised(values: torch.Tensor, epsilon: float, std: bool = True) -> torch.Tensor:
-    """(values - their mean) / (their std, or 1, + epsilon), as GRPO does; one value alone has mean 0 and std 1."""
-    if len(values) == 1:
-        return values / (1.0 + epsilon)
-    spread = values.std() if std else torch.tensor(1.0)
-    return (values - values.mean()) / (spread + epsilon)
+def normalised(values: torch.Tensor, epsilon: float, divisor: float | torch.Tensor | None = None) -> torch.Tensor:
+    """(values - their mean) / (divisor + epsilon), as GRPO does; the divisor is their std unless given. One value
+    alone has mean 0 and std 1."""
+    alone = len(values) == 1
+    if divisor is None:
+        divisor = 1.0 if alone else values.std()
+    return (values - (0.0 if alone else values.mean())) / (divisor + epsilon)

@@ -35,13 +35,13 @@ def gigpo_advantage(
     task; A_S: the step's discounted return normalised within its anchor group (0 for an anchor of one step).
     fnorm 'std' divides by the group's std, 'none' by 1 (epsilon added to either)."""
     with torch.no_grad():
-        std = fnorm == "std"
+        divisor = None if fnorm == "std" else 1.0
         episode_score: dict[int, float] = {}
         anchors: dict[bytes, list[tuple[_episodes.Step, float]]] = {}
         for group in _episodes.by_group(episodes).values():
             rewards = [[s.reward(token_level_rewards) for s in e.steps] for e in group]
             totals = torch.tensor([sum(r) for r in rewards], dtype=torch.float32)
-            for episode, score in zip(group, _episodes.normalised(totals, epsilon, std).tolist()):
+            for episode, score in zip(group, _episodes.normalised(totals, epsilon, divisor).tolist()):
                 episode_score[id(episode)] = score
             for episode, steps_rewards in zip(group, rewards):
                 for step, value in zip(episode.steps, returns(steps_rewards, gamma)):
@@ -50,7 +50,7 @@ def gigpo_advantage(
         for members in anchors.values():
             if len(members) > 1:
                 values = torch.tensor([v for _, v in members], dtype=torch.float32)
-                for (step, _), score in zip(members, _episodes.normalised(values, epsilon, std).tolist()):
+                for (step, _), score in zip(members, _episodes.normalised(values, epsilon, divisor).tolist()):
                     step_score[id(step)] = score
         out = torch.zeros_like(token_level_rewards)
         for episode in episodes:

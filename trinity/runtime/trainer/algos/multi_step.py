@@ -30,11 +30,7 @@ def step_wise_grpo_advantage(
         out = torch.zeros_like(token_level_rewards)
         for group in _episodes.by_group(episodes).values():
             rewards = torch.stack([final[id(e)] for e in group]).float()
-            if spread is None:
-                scores = _episodes.normalised(rewards, epsilon)
-            else:
-                scores = (rewards - (rewards.mean() if len(rewards) > 1 else 0.0)) / (spread + epsilon)
-            for episode, score in zip(group, scores):
+            for episode, score in zip(group, _episodes.normalised(rewards, epsilon, spread)):
                 share = score / len(episode.steps) if enable_step_norm and episode.steps else score
                 out[episode.rows] = share
         out = out * response_mask
