@@ -136,11 +136,16 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
     assert (run / "config.yaml").read_text().startswith("# sha256: ")
     assert "sft_warmup" in proc.stdout and "grpo" in proc.stdout and "arith-heldout" in proc.stdout  # the summary table
     assert {"explorer.log", "trainer_node0.rank0.log"} <= set(os.listdir(run / "logs"))
-    # SFT's 2 trainer ranks make another trainer group than GRPO's 1: only the buffer runs on, and says so
+    # the cpu profile trains SFT on GRPO's trainer slot (cluster.train_stage_devices: trainer), and GRPO's engine,
+    # explorer and synchronizer start beside it: GRPO keeps every actor, and says so
     assert proc.stderr.count("kept running from the previous stage:") == 1
-    assert "kept running from the previous stage: buffer\n" in proc.stderr
-    grpo = next(line.split() for line in proc.stdout.splitlines() if line.startswith("grpo "))
-    assert grpo[5] == "1/5" and float(grpo[4].rstrip("s")) > 0  # KEPT and SETUP
+    kept = "trainer_node0.rank0, rollout.engine0, explorer, synchronizer, buffer"
+    assert f"kept running from the previous stage: {kept}\n" in proc.stderr
+    sft, grpo = (
+        next(line.split() for line in proc.stdout.splitlines() if line.startswith(f"{name} "))
+        for name in ("sft_warmup", "grpo")
+    )
+    assert (sft[5], grpo[5]) == ("0/2", "5/5") and float(grpo[4].rstrip("s")) > 0  # KEPT and SETUP
     assert 0.5 < float(grpo[6].removesuffix("GiB")) < 8  # MEMORY: five role processes, each with its imports
 
 

@@ -26,6 +26,7 @@ ROOT = (
     "cluster.ray_address=local",
     "explorer.eval_on_startup=false",
     "monitor.monitor_type=wandb",
+    "cluster.train_stage_devices=all",  # SFT on both slots: the next stage starts its own trainer rank
     "buffer.explorer_input.eval_tasksets.0.format.prompt_type=messages",  # the rows' prompt column as one user message
 )
 STAGES = [
@@ -108,6 +109,8 @@ def test_a_staged_run_through_the_values_no_other_run_takes(env, tmp_path):
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trained = {(r["stage"], r["step"]) for r in records if r["role"] == "trainer"}
     assert {s["stage_name"] for s in STAGES} == {stage for stage, _ in trained}, trained
+    kept = {line.split()[0]: line.split()[5] for line in proc.stdout.splitlines() if line.startswith(("sft_", "gspo_"))}
+    assert kept == {"sft_messages": "0/3", "gspo_sgd_trainer_driven": "1/5"}  # 2 ranks; then the buffer only
     synced = {r["stage"] for r in records if r["role"] == "synchronizer"}
     assert {s["stage_name"] for s in STAGES[1:]} <= synced  # every RL stage moved weights to the engine
     assert list((tmp_path / "wandb").rglob("*.wandb")), "the wandb monitor wrote nothing"

@@ -216,6 +216,46 @@ def test_train_mode_gives_every_device_to_the_trainer(render):
     assert (cluster["rollout_gpu_num"], cluster["trainer_gpu_num"], cluster["trainer_node_num"]) == (0, 16, 2)
 
 
+STAGED = "stages:\n  - {stage_name: sft, mode: train}\n  - {stage_name: rl}\n"
+
+
+@pytest.mark.parametrize(
+    "profile,extra,trainer",
+    [
+        ("cpu", ("cluster.gpu_per_node=2",), 1),  # the profile's fact: the trainer's share of the RL stage
+        ("a100", (), 8),  # Trinity-RFT's: every device
+        ("cpu", ("cluster.gpu_per_node=2", "cluster.train_stage_devices=all"), 2),
+        ("a100", ("cluster.train_stage_devices=trainer", "explorer.rollout_model.engine_num=3"), 5),
+        ("cpu", ("cluster.gpu_per_node=2", "+stages.1.mode=train"), 2),  # no stage explores: nothing to share with
+        ("a100", ("cluster.train_stage_devices=trainer", "+stages.1.mode=colocate"), 8),  # colocate's trainer: all
+    ],
+)
+def test_a_train_only_stage_trains_on_the_devices_its_run_gives_the_trainer(cli, write, profile, extra, trainer):
+    path = write("run.yaml", MINIMAL + STAGED)
+    result = cli("config", "render", "-c", path, f"hardware={profile}", "--stage", "sft", "--format", "json", *extra)
+    assert result.code == 0, result.err
+    cluster = result.json()["cluster"]
+    assert (cluster["trainer_gpu_num"], cluster["rollout_gpu_num"]) == (trainer, 0)
+
+
+def test_a_train_run_of_one_stage_keeps_every_device_whatever_the_setting(render):
+    cluster = render("mode: train\n", "hardware=a100", "cluster.train_stage_devices=trainer")[1]["cluster"]
+    assert cluster["trainer_gpu_num"] == 8
+
+
+def test_the_train_stage_split_is_explained_with_the_profile_fact_and_the_runs_stages(cli, write):
+    path = write("run.yaml", MINIMAL + STAGED)
+    explain = ("--explain", "cluster.trainer_gpu_num", "cluster.gpu_per_node=2")
+    result = cli("config", "render", "-c", path, "hardware=cpu", "--stage", "sft", *explain)
+    assert result.code == 0, result.err
+    last = result.out.strip().splitlines()[-1]
+    assert "rule cluster_counts" in last and last.split()[3] == "1", result.out
+    assert "cpu.train_stage_devices='trainer' (" in last and "the run's stages: train, both" in last
+    # the root config (no stage named) is explained as before: mode both, no stage split
+    root = cli("config", "render", "-c", path, "hardware=cpu", *explain)
+    assert root.code == 0 and "train_stage_devices" not in root.out
+
+
 def test_explore_mode_needs_rollout_to_fit(render):
     cluster = render("mode: explore\nexplorer:\n  rollout_model:\n    engine_num: 8\n", "hardware=a100")[1]["cluster"]
     assert (cluster["rollout_gpu_num"], cluster["trainer_gpu_num"]) == (8, 0)

@@ -41,6 +41,8 @@ REWARD_RUN = "tests/runtime/test_explorer.py::test_the_reward_a_taskset_names_sc
 # as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
 RUNS = {
     ("mode", "both"): BOTH,
+    ("cluster.train_stage_devices", "trainer"): BOTH,  # SFT on GRPO's trainer slot; GRPO keeps every actor
+    ("cluster.train_stage_devices", "all"): EVERY,  # SFT on both slots; the next stage starts its own ranks
     ("mode", "train"): SPLIT,
     ("mode", "explore"): SPLIT,
     ("mode", "bench"): RUN + "test_checkpoints_are_hugging_face_models_that_bench_evaluates",

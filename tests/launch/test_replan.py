@@ -36,7 +36,7 @@ def classes() -> tuple[type, type]:
             self.name, self.stage, self.refuse = name, stage, refuse
 
         def restage(self, **kwargs):
-            if self.name in kwargs["refuse"]:
+            if self.name in kwargs.get("refuse", ()):
                 return False
             self.__init__(**kwargs)
             return True
@@ -111,3 +111,83 @@ def test_a_stage_with_another_env_for_a_role_starts_that_role_anew(node, minimal
         pending = launch.replan(second)
         assert {a.name for a in pending.actors} == changed
         assert set(launch.kept) == {a.name for a in second.actors} - changed
+
+
+def staged(devices: str, minimal_file) -> tuple:
+    """The plans of a train-only stage and the RL stage after it, the first on `devices`
+    (cluster.train_stage_devices)."""
+    overrides = (
+        f"cluster.train_stage_devices={devices}",
+        "+stages=[{stage_name: sft, mode: train}, {stage_name: rl}]",
+    )
+    resolved = resolve(Request(minimal_file, ("hardware=a100", "explorer.rollout_model.engine_num=2", *overrides)))
+    return build_plan(resolved.stage("sft")), build_plan(resolved.stage("rl"))
+
+
+def gpus_free(expected: float) -> float:
+    deadline = time.monotonic() + 30  # Ray's view of what is free trails a change by a heartbeat
+    while ray.available_resources().get("GPU", 0) != expected and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return ray.available_resources().get("GPU", 0)
+
+
+def test_the_next_stages_actors_start_beside_a_stage_on_the_trainers_share_and_are_kept(node, minimal_file):
+    Stand, _ = classes()
+    sft, rl = staged("trainer", minimal_file)
+    assert [a.name for a in sft.actors] == [f"trainer_node0.rank{i}" for i in range(6)] + ["buffer"]
+    with Launch(None, 60) as launch:
+        launch.replan(sft)
+        launch.create_groups()
+        launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
+        early = launch.prestart(rl, lambda spec: (Stand, {"stage": "early"}))
+        assert early == ("rollout.engine0", "rollout.engine1", "explorer", "synchronizer")
+        assert gpus_free(0) == 0  # the engines hold the 2 devices SFT leaves
+        started = reports({name: launch.actors[name] for name in early})
+        assert launch.prestart(rl, lambda spec: (Stand, {"stage": "again"})) == ()  # nothing is started twice
+        pending = launch.replan(rl)
+        assert (pending.placement_groups, pending.actors) == ((), ())
+        assert launch.kept == tuple(a.name for a in rl.actors)
+        after = reports(launch.start_actors(lambda spec: (Stand, {"stage": "rl"})))
+        assert {r["stage"] for r in after.values()} == {"rl"}
+        assert all(after[name]["pid"] == started[name]["pid"] for name in early)
+    assert gpus_free(8) == 8  # the run's end removes what it started early too
+
+
+def test_what_does_not_fit_beside_a_stage_is_not_started_early(node, minimal_file):
+    Stand, _ = classes()
+    sft, rl = staged("all", minimal_file)
+    assert sum(a.devices for a in sft.actors) == 8  # SFT on every device: no room for the engines
+    with Launch(None, 60) as launch:
+        launch.replan(sft)
+        launch.create_groups()
+        launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
+        assert launch.prestart(rl, lambda spec: (Stand, {"stage": "early"})) == ()
+        assert set(launch.actors) == {a.name for a in sft.actors}
+        assert set(launch.groups) == {"trainer_node0"}
+
+
+def test_an_engine_whose_early_load_failed_is_dropped_for_the_next_stage_to_start_anew(node, minimal_file):
+    from trinity.runtime.run import _settle
+
+    Stand, _ = classes()
+
+    class Loader(Stand):
+        def setup(self, model_path, version):
+            if model_path == "missing":
+                raise FileNotFoundError(model_path)
+            return version
+
+    sft, rl = staged("trainer", minimal_file)
+    with Launch(None, 60) as launch:
+        launch.replan(sft)
+        launch.create_groups()
+        launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
+        launch.prestart(rl, lambda spec: (Loader, {"stage": "early"}))
+        loads = {
+            "rollout.engine0": launch.actors["rollout.engine0"].setup.remote("missing", 0),
+            "rollout.engine1": launch.actors["rollout.engine1"].setup.remote("model", 3),
+        }
+        _settle(launch, loads)
+        assert "rollout.engine0" not in launch.actors and "rollout.engine1" in launch.actors
+        pending = launch.replan(rl)
+        assert [a.name for a in pending.actors] == ["rollout.engine0"]  # started anew by the stage

@@ -83,7 +83,7 @@ def render_cmd(args: argparse.Namespace) -> int:
         from ..config.explain import explain
         from ..config.explain import render_text as explain_text
 
-        found = explain(resolved, keys, args.show_secrets)
+        found = explain(resolved, keys, args.show_secrets, args.stage)
         text = dump({"explain": [e.as_dict() for e in found]}, "json") if args.format == "json" else explain_text(found)
         emit(text, args.output)
         return 0

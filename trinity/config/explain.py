@@ -6,6 +6,7 @@ from typing import Any
 
 from ..errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from .merge import flat
+from .provenance import Provenance
 from .redact import MASK, is_secret_name
 from .resolve import ResolvedConfig
 
@@ -32,9 +33,13 @@ class Explanation:
         return {"key": self.key, "value": self.value, "chain": [step.__dict__ for step in self.steps]}
 
 
-def explain(resolved: ResolvedConfig, keys: Iterable[str] = (), show_secrets: bool = False) -> list[Explanation]:
-    """Explanations of the given keys (a section means every key under it), or of every key."""
-    data = resolved.config.model_dump(mode="json")
+def explain(
+    resolved: ResolvedConfig, keys: Iterable[str] = (), show_secrets: bool = False, stage: str | None = None
+) -> list[Explanation]:
+    """Explanations of the given keys (a section means every key under it), or of every key; of one stage's config
+    when `stage` names one."""
+    config, provenance = resolved.of(stage)
+    data = config.model_dump(mode="json")
     paths = list(flat(data))
     wanted = [undotted(k) for k in keys]
     unknown = [k for k, w in zip(keys, wanted) if not any(p[: len(w)] == w for p in paths)]
@@ -51,11 +56,11 @@ def explain(resolved: ResolvedConfig, keys: Iterable[str] = (), show_secrets: bo
             ]
         )
     chosen = [p for p in paths if not wanted or any(p[: len(w)] == w for w in wanted)]
-    return [_explain(resolved, p, _value(data, p), show_secrets) for p in chosen]
+    return [_explain(provenance, p, _value(data, p), show_secrets) for p in chosen]
 
 
-def _explain(resolved: ResolvedConfig, path: tuple, value: Any, show_secrets: bool) -> Explanation:
-    chain = resolved.provenance.chain(path)
+def _explain(provenance: Provenance, path: tuple, value: Any, show_secrets: bool) -> Explanation:
+    chain = provenance.chain(path)
     hide = not show_secrets and any(is_secret_name(part) for part in path if isinstance(part, str))
 
     def shown(v: Any) -> Any:
@@ -65,15 +70,15 @@ def _explain(resolved: ResolvedConfig, path: tuple, value: Any, show_secrets: bo
     return Explanation(
         dotted(path),
         shown(value),
-        tuple(steps) or (Step("schema", _default_source(resolved, path), shown(value), (), False),),
+        tuple(steps) or (Step("schema", _default_source(provenance, path), shown(value), (), False),),
     )
 
 
-def _default_source(resolved: ResolvedConfig, path: tuple) -> str:
+def _default_source(provenance: Provenance, path: tuple) -> str:
     """A default pydantic filled inside an item (say a task set) that a layer wrote without this key."""
     for end in range(len(path) - 1, 0, -1):
-        if resolved.provenance.chain(path[:end]):
-            return f"schema default (in {dotted(path[:end])}, {resolved.provenance.where(path[:end])})"
+        if provenance.chain(path[:end]):
+            return f"schema default (in {dotted(path[:end])}, {provenance.where(path[:end])})"
     return "schema default"
 
 

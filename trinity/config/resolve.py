@@ -37,6 +37,13 @@ class ResolvedConfig:
         known = ", ".join(n for n, _ in self.stages) or "none"
         raise ConfigError([Issue(f"no stage named '{name}'", key="stages", allowed=known)])
 
+    def of(self, stage: str | None) -> tuple[RunConfig, Provenance]:
+        """The config and provenance of one stage, or of the root config (None)."""
+        if stage is None:
+            return self.config, self.provenance
+        config = self.stage(stage)
+        return config, self.stage_provenance[[n for n, _ in self.stages].index(stage)]
+
 
 def resolve(request: Request | Composed, strict: bool = False) -> ResolvedConfig:
     """Resolve a run config (a request or a composed tree) for its hardware; all problems in one ConfigError."""
@@ -54,7 +61,7 @@ def resolve(request: Request | Composed, strict: bool = False) -> ResolvedConfig
 
 
 def _resolve_tree(
-    tree: dict[str, Any], composed: Composed, provenance: Provenance | None = None
+    tree: dict[str, Any], composed: Composed, provenance: Provenance | None = None, run_modes: tuple[str, ...] = ()
 ) -> tuple[RunConfig, list[Issue]]:
     provenance = provenance or composed.provenance
 
@@ -70,7 +77,7 @@ def _resolve_tree(
         raise ConfigError(unresolved + [i for i in exc.issues if i.key not in failed]) from None
     if unresolved:
         raise ConfigError(unresolved)
-    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection)
+    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, run_modes)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
     return validate(RunConfig, data, where, known=refusal), issues
@@ -79,6 +86,7 @@ def _resolve_tree(
 def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:
     """Each stage deep-merged into the root config and resolved on its own."""
     stages, provenances, issues, errors = [], [], [], []
+    run_modes = _stage_modes(composed.tree)
     for i, stage in enumerate(composed.tree.get("stages") or []):
         if not isinstance(stage, dict):
             continue  # the root validation already reported it
@@ -88,7 +96,7 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
         tree = deep_merge({**composed.tree, "stages": []}, sections)
         label = f"stage '{stage.get('stage_name', i)}'"
         try:
-            config, found = _resolve_tree(tree, composed, provenance)
+            config, found = _resolve_tree(tree, composed, provenance, run_modes)
             stages.append((stage.get("stage_name", str(i)), config))
             provenances.append(provenance)
             issues += [in_stage(issue, label) for issue in found]
@@ -100,6 +108,13 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
     if errors:
         raise ConfigError(errors + issues)
     return stages, provenances, issues
+
+
+def _stage_modes(tree: dict[str, Any]) -> tuple[str, ...]:
+    """Each stage's mode as written (its own, else the run's), for the rules that lay a stage out beside the others."""
+    default = tree.get("mode") or RunConfig.model_fields["mode"].default
+    stages = [s for s in tree.get("stages") or [] if isinstance(s, dict)]
+    return tuple(str(s.get("mode") or default) for s in stages)
 
 
 def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:

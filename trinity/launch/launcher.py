@@ -11,7 +11,7 @@ from typing import Any
 from ..config.run_target import RunTarget
 from ..errors import ConfigError, Issue
 from .feasibility import check
-from .plan import ActorSpec, LaunchPlan
+from .plan import ActorSpec, LaunchPlan, PlacementGroupSpec
 from .reconcile import Node, live_nodes
 
 LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
@@ -97,6 +97,7 @@ class Launch:
     def __init__(self, plan: LaunchPlan | None, timeout_s: float):
         self.plan, self.timeout_s = plan, timeout_s  # a run's launch starts without one and replans each stage
         self.groups: dict[str, object] = {}
+        self.group_specs: dict[str, PlacementGroupSpec] = {}  # name -> the spec each group was created with
         self.actors: dict[str, object] = {}
         self.started: dict[str, tuple[ActorSpec, type]] = {}  # name -> the spec and class each running actor has
         self.closing: list[str] = []  # actors whose class has close()
@@ -111,8 +112,7 @@ class Launch:
     def replan(self, plan: LaunchPlan) -> LaunchPlan:
         """Go on with `plan`: keep the groups and actors it names with the spec they run with, remove every other one;
         returns the part of `plan` still to create (what feasibility is checked on)."""
-        running = self.plan.placement_groups if self.plan else ()
-        groups = {g.name for g in plan.placement_groups if g.name in self.groups and g in running}
+        groups = {g.name for g in plan.placement_groups if self.group_specs.get(g.name) == g}
         kept = {
             a.name
             for a in plan.actors
@@ -130,16 +130,10 @@ class Launch:
 
     def create_groups(self) -> None:
         """Create each group in plan order and wait for it; a group not ready in time is removed and explained."""
-        import ray
-        from ray.util.placement_group import placement_group
-
         for spec in self.plan.placement_groups:
             if spec.name in self.groups:  # kept from the stage before
                 continue
-            group = placement_group([dict(b) for b in spec.bundles], strategy=spec.strategy, name=spec.name)
-            self.groups[spec.name] = group
-            ready, _ = ray.wait([group.ready()], timeout=self.timeout_s)
-            if not ready:
+            if not self._create_group(spec):
                 explanation = check(self._pending_plan(spec.name), live_nodes())
                 raise ConfigError(
                     [
@@ -151,6 +145,40 @@ class Launch:
                         )
                     ]
                 )
+
+    def _create_group(self, spec: PlacementGroupSpec) -> bool:
+        """Create one group and wait for it; whether it is ready in time (a group that is not stays, to be removed)."""
+        import ray
+        from ray.util.placement_group import placement_group
+
+        group = placement_group([dict(b) for b in spec.bundles], strategy=spec.strategy, name=spec.name)
+        self.groups[spec.name], self.group_specs[spec.name] = group, spec
+        ready, _ = ray.wait([group.ready()], timeout=self.timeout_s)
+        return bool(ready)
+
+    def prestart(self, plan: LaunchPlan, make: Callable[[ActorSpec], tuple[type, dict[str, Any]]]) -> tuple[str, ...]:
+        """Start now, beside the running stage, the actors of the next stage's `plan` that this stage does not run,
+        where they fit in what is free: that stage keeps them (`replan`), so its handover starts no process. Returns
+        their names; none when they do not fit."""
+
+        new_groups = [g for g in plan.placement_groups if g.name not in self.groups]
+        named = {g.name for g in new_groups}
+        actors = [
+            a
+            for a in plan.actors
+            if a.name not in self.actors and (a.placement_group is None or a.placement_group in named)
+        ]
+        used = {a.placement_group for a in actors}
+        early = replace(plan, placement_groups=tuple(g for g in new_groups if g.name in used), actors=tuple(actors))
+        if not actors or not check(early, live_nodes()).ok:
+            return ()
+        for spec in early.placement_groups:
+            if not self._create_group(spec):  # taken meanwhile: the next stage starts them itself
+                self._remove([], [g.name for g in early.placement_groups if g.name in self.groups])
+                return ()
+        for spec in actors:
+            self._start(spec, *make(spec))
+        return tuple(a.name for a in actors)
 
     def start_actors(self, make: Callable[[ActorSpec], tuple[type, dict[str, Any]]]) -> dict[str, object]:
         """Start every role actor in its group and bundle, with its env; `make` gives each spec's class and kwargs.
@@ -205,7 +233,7 @@ class Launch:
         import ray
         from ray.util import placement_group_table
 
-        reports = ray.get([actor.report.remote() for actor in self.actors.values()], timeout=self.timeout_s)
+        reports = ray.get([self.actors[a.name].report.remote() for a in self.plan.actors], timeout=self.timeout_s)
         nodes = {name: placement_group_table(group)["bundles_to_node_id"] for name, group in self.groups.items()}
         return [self._judge(spec, report, nodes) for spec, report in zip(self.plan.actors, reports)]
 
@@ -224,6 +252,10 @@ class Launch:
             problems.append(f"decided device {report['device']!r}")
         return Placement(spec.name, report["node_id"], visible, report["device"], "; ".join(problems))
 
+    def remove_actor(self, name: str) -> None:
+        """Close (where it can) and kill one actor, as if it had never started."""
+        self._remove([name], [])
+
     def teardown(self) -> None:
         """Ask the actors that have close() to close, kill every actor, and remove every group this launch created; wait
         until Ray has freed them."""
@@ -241,6 +273,8 @@ class Launch:
             self.started.pop(name, None)
         self.closing = [name for name in self.closing if name not in actors]
         removed = [self.groups.pop(name) for name in groups]
+        for name in groups:
+            self.group_specs.pop(name, None)
         for group in removed:
             remove_placement_group(group)
         _wait_removed(removed, self.timeout_s)
@@ -250,6 +284,7 @@ class Launch:
         from ray.util.placement_group import remove_placement_group
 
         remove_placement_group(self.groups.pop(name))
+        self.group_specs.pop(name, None)
         return replace(self.plan, placement_groups=(self.plan.group(name),), actors=())
 
 

@@ -30,7 +30,7 @@ class _TaskSet:
 class Explorer(Role):
     """Drives workflows; the constructor is light, `setup` loads tasksets and the tokenizer."""
 
-    WARM = ("transformers",)
+    WARM = ("transformers.models.auto.tokenization_auto",)  # AutoTokenizer: ~4 s of imports on first use
 
     def __init__(self, *, config: RunConfig, **identity: Any) -> None:
         super().__init__(**identity)

@@ -74,7 +74,7 @@ def _stages(
 ) -> list[StageSummary]:
     from ..launch.launcher import Launch
 
-    summaries, model_path, offset = [], stages[0][1].model.model_path, 0
+    summaries, model_path, offset, early = [], stages[0][1].model.model_path, 0, {}
     with Launch(None, options.timeout_s) as launch:  # the run's actors: a stage keeps those its plan names alike
         for index, (name, config) in enumerate(stages):
             own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
@@ -86,15 +86,19 @@ def _stages(
             resume = latest if latest and not latest.stage_done else None
             start = StageStart(model_path, offset, resume)
             stage = Stage(config, name, index, run_dir, metrics, start, options.quiet)
-            summaries.append(_launch(stage, launch, show))
+            _settle(launch, early)
+            following = stages[index + 1][1] if index + 1 < len(stages) else None
+            summary, early = _launch(stage, launch, show, following)
+            summaries.append(summary)
             if stage.last_checkpoint:
                 model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
     return summaries
 
 
-def _launch(stage: Stage, launch: Any, show: Any) -> StageSummary:
+def _launch(stage: Stage, launch: Any, show: Any, following: RunConfig | None) -> tuple[StageSummary, dict]:
     """Place the stage's actors (keeping the previous stage's where its plan names them alike), check where they
-    landed, set them up, run, checkpoint. The run's launch removes everything at its end or on the first error."""
+    landed, set them up, start the `following` stage's actors beside it (`_prestart`), run, checkpoint. The run's
+    launch removes everything at its end or on the first error. Returns the summary and the early engine loads."""
     from ..launch.launcher import check_live
     from ..launch.plan import build_plan
     from .factory import role_factory
@@ -128,13 +132,41 @@ def _launch(stage: Stage, launch: Any, show: Any) -> StageSummary:
     if stage.endpoints:
         show.endpoints(stage.endpoints, stage.run_dir.endpoints)
     stage.summary.setup_s, stage.summary.kept = time.monotonic() - started, (len(launch.kept), len(plan.actors))
+    early = _prestart(launch, following, stage)
     try:
         summary = stage.run()
         stage.finish()
     finally:  # the endpoints stop with the stage, however it ends
         if stage.endpoints:
             stage.run_dir.endpoints.unlink(missing_ok=True)
-    return summary
+    return summary, early
+
+
+def _prestart(launch: Any, following: RunConfig | None, stage: Stage) -> dict:
+    """Start the following stage's new actors beside this stage where they fit (Launch.prestart), and have its engines
+    load this stage's model meanwhile: that stage keeps them, and a kept vLLM engine then only loads new weights.
+    Returns {engine: its load}."""
+    from ..launch.plan import build_plan
+    from .factory import role_factory
+
+    if following is None:
+        return {}
+    plan = build_plan(following)
+    started = set(launch.prestart(plan, role_factory(following, stage.run_dir.root)))
+    engines = [a.name for a in plan.actors if a.name in started and a.role == "rollout"]
+    return {name: launch.actors[name].setup.remote(stage.start.model_path, stage.start.offset) for name in engines}
+
+
+def _settle(launch: Any, early: dict) -> None:
+    """Wait for the engines' early loads; an engine whose load failed is removed, and the stage starts a new one (whose
+    own setup reports what is wrong)."""
+    import ray
+
+    for name, load in early.items():
+        try:
+            ray.get(load, timeout=launch.timeout_s)
+        except ray.exceptions.RayError:
+            launch.remove_actor(name)
 
 
 def _started(launch: Any, make: Any) -> dict:

@@ -61,6 +61,7 @@ RULES = (
     rollout.memory_utilization,
     model.token_budget,
     cluster.gpu_per_node,
+    cluster.train_stage_devices,
     cluster.cluster_counts,
     algorithm.pairs_batch,
     sync.sync_method,
@@ -76,10 +77,14 @@ RULES = (
 
 
 def derive(
-    data: dict[str, Any], loaded: LoadedProfile, provenance: Provenance, selection: str = ""
+    data: dict[str, Any],
+    loaded: LoadedProfile,
+    provenance: Provenance,
+    selection: str = "",
+    run_modes: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], list[Issue]]:
-    """The filled tree and every error, warning and note the rules raised."""
-    ctx = Context(data, loaded, provenance, selection)
+    """The filled tree and every error, warning and note the rules raised (`run_modes`: a stage's run's modes)."""
+    ctx = Context(data, loaded, provenance, selection, run_modes)
     for rule in RULES:
         rule(ctx)
     return ctx.data, ctx.issues

@@ -17,6 +17,7 @@ class Context:
     loaded: LoadedProfile
     provenance: Provenance
     selection: str = ""
+    run_modes: tuple[str, ...] = ()  # a stage's: the modes of every stage of its run, in order
     issues: list[Issue] = field(default_factory=list)
 
     @property

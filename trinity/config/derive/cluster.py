@@ -21,6 +21,13 @@ def gpu_per_node(ctx: Context) -> None:
         )
 
 
+def train_stage_devices(ctx: Context) -> None:
+    """cluster.train_stage_devices: the user's, else the profile's (facts.train_stage_devices)."""
+    key = "cluster.train_stage_devices"
+    if not ctx.user_set(key):
+        ctx.set(key, ctx.facts.train_stage_devices, "train_stage_devices", (ctx.fact("train_stage_devices"),))
+
+
 def cluster_counts(ctx: Context) -> None:
     """total, rollout, explorer and trainer device counts; impossible splits are errors."""
     mode, nodes, per_node = ctx.get("mode"), ctx.get("cluster.node_num"), ctx.get("cluster.gpu_per_node")
@@ -31,9 +38,26 @@ def cluster_counts(ctx: Context) -> None:
     explorer = rollout  # auxiliary models are refused (rollout.auxiliary_models): they take no devices
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
-    counts.update(_trainer_split(ctx, mode, total, explorer, per_node))
+    beside = _exploring_stage(ctx, mode)
+    if beside:  # the trainer takes its share of the run's exploring stages; their engines start beside it
+        why = ctx.input(key) if ctx.user_set(key := "cluster.train_stage_devices") else ctx.fact("train_stage_devices")
+        inputs += (why, f"the run's stages: {', '.join(ctx.run_modes)}")
+        split = _trainer_split(ctx, beside, total, _engine_devices(ctx, "explorer.rollout_model"), per_node)
+    else:
+        split = _trainer_split(ctx, mode, total, explorer, per_node)
+    counts.update(split)
     for name, value in counts.items():
         _set_count(ctx, name, value, inputs)
+
+
+def _exploring_stage(ctx: Context, mode: str) -> str | None:
+    """The mode of the run's first stage that trains and explores, where this stage only trains and takes the trainer's
+    share of that stage's devices (cluster.train_stage_devices: trainer); None otherwise."""
+    entry = modes.mode(mode)
+    if ctx.get("cluster.train_stage_devices") != "trainer" or not entry.trains or entry.runs_engines:
+        return None
+    known = [modes.MODES[m] for m in ctx.run_modes if m in modes.MODES]
+    return next((m.name for m in known if m.trains and m.runs_engines), None)
 
 
 def _engine_devices(ctx: Context, key: str) -> int:

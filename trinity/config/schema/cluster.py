@@ -1,5 +1,7 @@
 """`cluster:` section: nodes, devices and the derived device split."""
 
+from typing import Literal
+
 from pydantic import Field, NonNegativeInt, PositiveInt
 
 from ._base import Section
@@ -14,6 +16,12 @@ class ClusterConfig(Section):
     node_num: PositiveInt = Field(1, description="Nodes used by this run.")
     gpu_per_node: PositiveInt | None = Field(
         None, description="Accelerators used per node (GPUs or NPUs); defaults to the profile's devices_per_node."
+    )
+    train_stage_devices: Literal["all", "trainer"] | None = Field(
+        None,
+        description="Devices of a train-only stage in a run whose other stages explore: all of them (Trinity-RFT's), "
+        "or the trainer's share in those stages, so the next stage's engines start beside it and the stage "
+        "transition keeps every actor. None: the profile's (facts.train_stage_devices).",
     )
     total_gpu_num: NonNegativeInt | None = Field(None, description="Derived: node_num x gpu_per_node.")
     rollout_gpu_num: NonNegativeInt | None = Field(None, description="Derived: devices of the rollout engines.")

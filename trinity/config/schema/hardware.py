@@ -74,6 +74,11 @@ class HardwareFacts(Section):
         description="Whether the trainer recomputes activations in the backward pass by default "
         "(trainer.enable_gradient_checkpointing): less device memory for one more forward pass per update.",
     )
+    train_stage_devices: Literal["all", "trainer"] = Field(
+        "all",
+        description="Devices a train-only stage of a run that also explores trains on by default "
+        "(cluster.train_stage_devices): all, or the trainer's share, the next stage's engines starting beside it.",
+    )
     compute_threads: ComputeThreads | None = Field(
         None,
         description="How each role's compute threads are sized where the devices are host cores; none where an "

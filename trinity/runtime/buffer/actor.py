@@ -15,7 +15,7 @@ POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process 
 class ExperienceBuffer(Role):
     """One storage type behind put/get; `get` waits for enough experiences, up to a timeout."""
 
-    WARM = ("transformers",)  # a data set's tokenizer
+    WARM = ("transformers.models.auto.tokenization_auto",)  # a data set's tokenizer
 
     def __init__(self, *, storage: StorageConfig, run_dir: str, **identity: Any) -> None:
         super().__init__(**identity)
