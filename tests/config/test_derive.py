@@ -227,7 +227,6 @@ STAGED = "stages:\n  - {stage_name: sft, mode: train}\n  - {stage_name: rl}\n"
         ("cpu", ("cluster.gpu_per_node=2", "cluster.train_stage_devices=all"), 2),
         ("a100", ("cluster.train_stage_devices=trainer", "explorer.rollout_model.engine_num=3"), 5),
         ("cpu", ("cluster.gpu_per_node=2", "+stages.1.mode=train"), 2),  # no stage explores: nothing to share with
-        ("a100", ("cluster.train_stage_devices=trainer", "+stages.1.mode=colocate"), 8),  # colocate's trainer: all
     ],
 )
 def test_a_train_only_stage_trains_on_the_devices_its_run_gives_the_trainer(cli, write, profile, extra, trainer):

@@ -138,9 +138,10 @@ def test_the_next_stages_actors_start_beside_a_stage_on_the_trainers_share_and_a
     with Launch(None, 60) as launch:
         launch.replan(sft)
         launch.create_groups()
-        launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
+        roles = launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
         early = launch.prestart(rl, lambda spec: (Stand, {"stage": "early"}))
         assert early == ("rollout.engine0", "rollout.engine1", "explorer", "synchronizer")
+        assert list(roles) == [a.name for a in sft.actors]  # the running stage's roles are still its own
         assert gpus_free(0) == 0  # the engines hold the 2 devices SFT leaves
         started = reports({name: launch.actors[name] for name in early})
         assert launch.prestart(rl, lambda spec: (Stand, {"stage": "again"})) == ()  # nothing is started twice
@@ -191,3 +192,19 @@ def test_an_engine_whose_early_load_failed_is_dropped_for_the_next_stage_to_star
         assert "rollout.engine0" not in launch.actors and "rollout.engine1" in launch.actors
         pending = launch.replan(rl)
         assert [a.name for a in pending.actors] == ["rollout.engine0"]  # started anew by the stage
+
+
+def test_an_actor_started_early_that_died_is_started_anew_by_the_next_stage(node, minimal_file):
+    Stand, _ = classes()
+    sft, rl = staged("trainer", minimal_file)
+    with Launch(None, 60) as launch:
+        launch.replan(sft)
+        launch.create_groups()
+        launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
+        launch.prestart(rl, lambda spec: (Stand, {"stage": "early"}))
+        dead = reports({"explorer": launch.actors["explorer"]})["explorer"]["pid"]
+        ray.kill(launch.actors["explorer"])
+        launch.replan(rl)
+        after = reports(launch.start_actors(lambda spec: (Stand, {"stage": "rl"})))
+        assert after["explorer"]["stage"] == "rl" and after["explorer"]["pid"] != dead
+        assert "explorer" not in launch.kept and "synchronizer" in launch.kept

@@ -87,7 +87,7 @@ def render_cmd(args: argparse.Namespace) -> int:
         text = dump({"explain": [e.as_dict() for e in found]}, "json") if args.format == "json" else explain_text(found)
         emit(text, args.output)
         return 0
-    config = resolved.stage(args.stage) if args.stage else resolved.config
+    config, _ = resolved.of(args.stage)
     data = config.model_dump(mode="json")
     emit(dump(data if args.show_secrets else redact(data), args.format), args.output)
     return 0

@@ -16,6 +16,7 @@ from .reconcile import Node, live_nodes
 
 LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
 CLOSE_S = 15  # how long teardown waits for the actors to close before it kills them
+EARLY_S = 5  # how long a group for the next stage may keep the running stage waiting (it fitted when checked)
 
 
 @dataclass(frozen=True)
@@ -146,14 +147,15 @@ class Launch:
                     ]
                 )
 
-    def _create_group(self, spec: PlacementGroupSpec) -> bool:
-        """Create one group and wait for it; whether it is ready in time (a group that is not stays, to be removed)."""
+    def _create_group(self, spec: PlacementGroupSpec, timeout_s: float | None = None) -> bool:
+        """Create one group and wait for it (the launch's timeout, or `timeout_s`); whether it is ready in time (a group
+        that is not stays, to be removed)."""
         import ray
         from ray.util.placement_group import placement_group
 
         group = placement_group([dict(b) for b in spec.bundles], strategy=spec.strategy, name=spec.name)
         self.groups[spec.name], self.group_specs[spec.name] = group, spec
-        ready, _ = ray.wait([group.ready()], timeout=self.timeout_s)
+        ready, _ = ray.wait([group.ready()], timeout=self.timeout_s if timeout_s is None else timeout_s)
         return bool(ready)
 
     def prestart(self, plan: LaunchPlan, make: Callable[[ActorSpec], tuple[type, dict[str, Any]]]) -> tuple[str, ...]:
@@ -173,7 +175,7 @@ class Launch:
         if not actors or not check(early, live_nodes()).ok:
             return ()
         for spec in early.placement_groups:
-            if not self._create_group(spec):  # taken meanwhile: the next stage starts them itself
+            if not self._create_group(spec, EARLY_S):  # taken meanwhile: the next stage starts them itself
                 self._remove([], [g.name for g in early.placement_groups if g.name in self.groups])
                 return ()
         for spec in actors:
@@ -189,16 +191,15 @@ class Launch:
             if spec.name not in self.actors:
                 self._start(spec, *made[spec.name])
         self.actors = {spec.name: self.actors[spec.name] for spec in self.plan.actors}  # plan order
-        return self.actors
+        return dict(self.actors)  # the stage's own: actors started early for the next stage are not its roles
 
     def _restage(self, made: dict[str, tuple[type, dict[str, Any]]]) -> None:
-        import ray
 
         same = [name for name in self.kept if self.started[name][1] is made[name][0]]
         refs = [
             self.actors[name].restage.remote(**self._identity(self.started[name][0]), **made[name][1]) for name in same
         ]
-        taken = ray.get(refs, timeout=self.timeout_s)
+        taken = [_took(ref, self.timeout_s) for ref in refs]
         refused = [name for name in self.kept if name not in same] + [n for n, ok in zip(same, taken) if not ok]
         self._remove(refused, [])
         self.kept = tuple(name for name in self.kept if name not in refused)
@@ -252,9 +253,9 @@ class Launch:
             problems.append(f"decided device {report['device']!r}")
         return Placement(spec.name, report["node_id"], visible, report["device"], "; ".join(problems))
 
-    def remove_actor(self, name: str) -> None:
-        """Close (where it can) and kill one actor, as if it had never started."""
-        self._remove([name], [])
+    def remove(self, actors: list[str]) -> None:
+        """Close (where they can) and kill `actors`, as if they had never started."""
+        self._remove(actors, [])
 
     def teardown(self) -> None:
         """Ask the actors that have close() to close, kill every actor, and remove every group this launch created; wait
@@ -286,6 +287,16 @@ class Launch:
         remove_placement_group(self.groups.pop(name))
         self.group_specs.pop(name, None)
         return replace(self.plan, placement_groups=(self.plan.group(name),), actors=())
+
+
+def _took(restage: Any, timeout_s: float) -> bool:
+    """Whether a kept actor took the next stage; one that died meanwhile (say, one started early) is replaced."""
+    import ray
+
+    try:
+        return ray.get(restage, timeout=timeout_s)
+    except ray.exceptions.RayActorError:
+        return False
 
 
 def _wait_removed(groups: list, timeout_s: float) -> None:

@@ -4,6 +4,7 @@ Each stage starts from the previous stage's last checkpoint; a resumed run skips
 checkpoints say are done and continues the one that is not from its last complete checkpoint.
 """
 
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +34,9 @@ RUN_CHANGING = (
     "stages",
     "trainer.trainer_strategy",
 )
+
+
+EarlyLoads = dict[str, Any]  # engine name -> its early load (a Ray object ref), started by _prestart
 
 
 @dataclass(frozen=True)
@@ -86,24 +90,27 @@ def _stages(
             resume = latest if latest and not latest.stage_done else None
             start = StageStart(model_path, offset, resume)
             stage = Stage(config, name, index, run_dir, metrics, start, options.quiet)
-            _settle(launch, early)
             following = stages[index + 1][1] if index + 1 < len(stages) else None
-            summary, early = _launch(stage, launch, show, following)
+            summary, early = _launch(stage, launch, show, following, early)
             summaries.append(summary)
             if stage.last_checkpoint:
                 model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
     return summaries
 
 
-def _launch(stage: Stage, launch: Any, show: Any, following: RunConfig | None) -> tuple[StageSummary, dict]:
-    """Place the stage's actors (keeping the previous stage's where its plan names them alike), check where they
-    landed, set them up, start the `following` stage's actors beside it (`_prestart`), run, checkpoint. The run's
-    launch removes everything at its end or on the first error. Returns the summary and the early engine loads."""
+def _launch(
+    stage: Stage, launch: Any, show: Any, following: RunConfig | None, early: EarlyLoads
+) -> tuple[StageSummary, EarlyLoads]:
+    """Place the stage's actors (keeping the previous stage's where its plan names them alike, once their `early`
+    loads are settled), check where they landed, set them up, start the `following` stage's actors beside it
+    (`_prestart`), run, checkpoint. The run's launch removes everything at its end or on the first error. Returns
+    the summary and the following stage's early engine loads."""
     from ..launch.launcher import check_live
     from ..launch.plan import build_plan
     from .factory import role_factory
 
     started = time.monotonic()
+    _settle(launch, early)
     plan = build_plan(stage.config)
     feasibility = check_live(launch.replan(plan))
     show.plan(stage.summary.name, plan, feasibility)
@@ -131,9 +138,10 @@ def _launch(stage: Stage, launch: Any, show: Any, following: RunConfig | None) -
     stage.setup(RoleHandles.of(list(plan.actors), actors))
     if stage.endpoints:
         show.endpoints(stage.endpoints, stage.run_dir.endpoints)
-    stage.summary.setup_s, stage.summary.kept = time.monotonic() - started, (len(launch.kept), len(plan.actors))
-    early = _prestart(launch, following, stage)
+    stage.summary.kept = (len(launch.kept), len(plan.actors))
     try:
+        early = _prestart(launch, following, stage)
+        stage.summary.setup_s = time.monotonic() - started
         summary = stage.run()
         stage.finish()
     finally:  # the endpoints stop with the stage, however it ends
@@ -142,31 +150,40 @@ def _launch(stage: Stage, launch: Any, show: Any, following: RunConfig | None) -
     return summary, early
 
 
-def _prestart(launch: Any, following: RunConfig | None, stage: Stage) -> dict:
+def _prestart(launch: Any, following: RunConfig | None, stage: Stage) -> EarlyLoads:
     """Start the following stage's new actors beside this stage where they fit (Launch.prestart), and have its engines
-    load this stage's model meanwhile: that stage keeps them, and a kept vLLM engine then only loads new weights.
-    Returns {engine: its load}."""
+    load this stage's model meanwhile: that stage keeps them, and a kept vLLM engine that starts alike then only
+    loads new weights (another engine loads its model again). Only a speed-up: what fails here is left to that
+    stage's own start. Returns {engine: its load}."""
+    import ray
+
     from ..launch.plan import build_plan
     from .factory import role_factory
 
     if following is None:
         return {}
     plan = build_plan(following)
-    started = set(launch.prestart(plan, role_factory(following, stage.run_dir.root)))
+    try:
+        started = set(launch.prestart(plan, role_factory(following, stage.run_dir.root)))
+    except ray.exceptions.RayError as exc:
+        print(f"note: the next stage's actors were not started early: {_last_line(exc)}", file=sys.stderr)
+        return {}
     engines = [a.name for a in plan.actors if a.name in started and a.role == "rollout"]
     return {name: launch.actors[name].setup.remote(stage.start.model_path, stage.start.offset) for name in engines}
 
 
-def _settle(launch: Any, early: dict) -> None:
+def _settle(launch: Any, early: EarlyLoads) -> None:
     """Wait for the engines' early loads; an engine whose load failed is removed, and the stage starts a new one (whose
     own setup reports what is wrong)."""
     import ray
 
+    failed = []
     for name, load in early.items():
         try:
             ray.get(load, timeout=launch.timeout_s)
         except ray.exceptions.RayError:
-            launch.remove_actor(name)
+            failed.append(name)
+    launch.remove(failed)
 
 
 def _started(launch: Any, make: Any) -> dict:

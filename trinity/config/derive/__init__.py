@@ -83,7 +83,8 @@ def derive(
     selection: str = "",
     run_modes: tuple[str, ...] = (),
 ) -> tuple[dict[str, Any], list[Issue]]:
-    """The filled tree and every error, warning and note the rules raised (`run_modes`: a stage's run's modes)."""
+    """The filled tree and every error, warning and note the rules raised; `run_modes`, when resolving a stage: the
+    modes of every stage of its run."""
     ctx = Context(data, loaded, provenance, selection, run_modes)
     for rule in RULES:
         rule(ctx)

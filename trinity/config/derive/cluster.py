@@ -40,14 +40,19 @@ def cluster_counts(ctx: Context) -> None:
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
     beside = _exploring_stage(ctx, mode)
     if beside:  # the trainer takes its share of the run's exploring stages; their engines start beside it
-        why = ctx.input(key) if ctx.user_set(key := "cluster.train_stage_devices") else ctx.fact("train_stage_devices")
-        inputs += (why, f"the run's stages: {', '.join(ctx.run_modes)}")
+        inputs += (_stage_devices_input(ctx), f"the run's stages: {', '.join(ctx.run_modes)}")
         split = _trainer_split(ctx, beside, total, _engine_devices(ctx, "explorer.rollout_model"), per_node)
     else:
         split = _trainer_split(ctx, mode, total, explorer, per_node)
     counts.update(split)
     for name, value in counts.items():
         _set_count(ctx, name, value, inputs)
+
+
+def _stage_devices_input(ctx: Context) -> str:
+    """Where cluster.train_stage_devices came from: the user, or the profile's fact."""
+    key = "cluster.train_stage_devices"
+    return ctx.input(key) if ctx.user_set(key) else ctx.fact("train_stage_devices")
 
 
 def _exploring_stage(ctx: Context, mode: str) -> str | None:

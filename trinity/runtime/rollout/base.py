@@ -90,6 +90,7 @@ class RolloutEngine(Role):
         self._pending: list[_Request] = []
         self._drainer: asyncio.Task | None = None
         self._weights_lock = asyncio.Lock()  # a batch never sees half-loaded weights
+        self.set_up = asyncio.Event()  # setup is done: the endpoint's URL is known (the explorer asks as it sets up)
         self._group = None
         self.api: Any = None  # the OpenAI endpoint (openai_api.OpenAIServer), once started
         self.api_url: str | None = None
@@ -107,7 +108,12 @@ class RolloutEngine(Role):
         self.version = version
         await asyncio.to_thread(self._load, model_path)
         info = {"engine": self.name, "model_path": model_path, "weight_version": version}
-        return info | await self._serve(model_path)
+        return self._done(info | await self._serve(model_path))
+
+    def _done(self, info: dict) -> dict:
+        """`info`, this engine now set up (a call waiting on its endpoint goes on)."""
+        self.set_up.set()
+        return info
 
     async def _serve(self, model_path: str) -> dict:
         """Start the OpenAI endpoint when the config asks for one (a kept engine keeps its own); returns its URL as
@@ -130,7 +136,8 @@ class RolloutEngine(Role):
         return {"openai_url": self.api_url}
 
     async def openai_url(self) -> str | None:
-        """The base URL (…/v1) of this engine's OpenAI endpoint; None when it serves none."""
+        """The base URL (…/v1) of this engine's OpenAI endpoint, once set up; None when it serves none."""
+        await self.set_up.wait()
         return self.api_url
 
     def take_experiences(self, final: bool = False) -> list:

@@ -69,7 +69,7 @@ class VllmEngine(RolloutEngine):
         """Start vLLM on this actor's devices: the engine on the head part, headless workers elsewhere. An engine kept
         from the stage before loads the stage's weights instead."""
         if self.llm is not None:
-            return await self._reload(model_path, version)
+            return self._done(await self._reload(model_path, version))
         self.version = version
         self.topology = topo = topology(self.config, self.index)
         self.vllm = vllm_api(engine_env(self.config, topo))
@@ -103,7 +103,7 @@ class VllmEngine(RolloutEngine):
             "part": topo.part,
             "parts": topo.parts,
         }
-        return info | (await self._serve(model_path) if topo.is_head else {})  # the head answers requests
+        return self._done(info | (await self._serve(model_path) if topo.is_head else {}))  # the head answers requests
 
     def _engine_number(self) -> int:
         return self.topology.engine
@@ -147,7 +147,8 @@ class VllmEngine(RolloutEngine):
     # --- the OpenAI endpoint: the head serves it, for every part of its engine ---------------------------------
 
     async def openai_url(self) -> str | None:
-        """The engine's endpoint: the head's, also for a headless part."""
+        """The engine's endpoint, once set up: the head's, also for a headless part."""
+        await self.set_up.wait()
         return await self.head.openai_url.remote() if self.head is not None else self.api_url
 
     async def history(self, session: str) -> list:
