@@ -167,6 +167,16 @@ def test_what_does_not_fit_beside_a_stage_is_not_started_early(node, minimal_fil
         assert set(launch.groups) == {"trainer_node0"}
 
 
+def sft_then_early(launch: Launch, role: type, early: type, minimal_file):
+    """The SFT stage running as `role` actors, the RL stage's new actors started early as `early` ones; the RL plan."""
+    sft, rl = staged("trainer", minimal_file)
+    launch.replan(sft)
+    launch.create_groups()
+    launch.start_actors(lambda spec: (role, {"stage": "sft"}))
+    launch.prestart(rl, lambda spec: (early, {"stage": "early"}))
+    return rl
+
+
 def test_an_engine_whose_early_load_failed_is_dropped_for_the_next_stage_to_start_anew(node, minimal_file):
     from trinity.runtime.run import _settle
 
@@ -178,12 +188,8 @@ def test_an_engine_whose_early_load_failed_is_dropped_for_the_next_stage_to_star
                 raise FileNotFoundError(model_path)
             return version
 
-    sft, rl = staged("trainer", minimal_file)
     with Launch(None, 60) as launch:
-        launch.replan(sft)
-        launch.create_groups()
-        launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
-        launch.prestart(rl, lambda spec: (Loader, {"stage": "early"}))
+        rl = sft_then_early(launch, Stand, Loader, minimal_file)
         loads = {
             "rollout.engine0": launch.actors["rollout.engine0"].setup.remote("missing", 0),
             "rollout.engine1": launch.actors["rollout.engine1"].setup.remote("model", 3),
@@ -196,12 +202,8 @@ def test_an_engine_whose_early_load_failed_is_dropped_for_the_next_stage_to_star
 
 def test_an_actor_started_early_that_died_is_started_anew_by_the_next_stage(node, minimal_file):
     Stand, _ = classes()
-    sft, rl = staged("trainer", minimal_file)
     with Launch(None, 60) as launch:
-        launch.replan(sft)
-        launch.create_groups()
-        launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
-        launch.prestart(rl, lambda spec: (Stand, {"stage": "early"}))
+        rl = sft_then_early(launch, Stand, Stand, minimal_file)
         dead = reports({"explorer": launch.actors["explorer"]})["explorer"]["pid"]
         ray.kill(launch.actors["explorer"])
         launch.replan(rl)
