@@ -162,7 +162,6 @@ class Launch:
         """Start now, beside the running stage, the actors of the next stage's `plan` that this stage does not run,
         where they fit in what is free: that stage keeps them (`replan`), so its handover starts no process. Returns
         their names; none when they do not fit."""
-
         new_groups = [g for g in plan.placement_groups if g.name not in self.groups]
         named = {g.name for g in new_groups}
         actors = [
@@ -194,7 +193,6 @@ class Launch:
         return dict(self.actors)  # the stage's own: actors started early for the next stage are not its roles
 
     def _restage(self, made: dict[str, tuple[type, dict[str, Any]]]) -> None:
-
         same = [name for name in self.kept if self.started[name][1] is made[name][0]]
         refs = [
             self.actors[name].restage.remote(**self._identity(self.started[name][0]), **made[name][1]) for name in same

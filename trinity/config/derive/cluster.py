@@ -21,13 +21,6 @@ def gpu_per_node(ctx: Context) -> None:
         )
 
 
-def train_stage_devices(ctx: Context) -> None:
-    """cluster.train_stage_devices: the user's, else the profile's (facts.train_stage_devices)."""
-    key = "cluster.train_stage_devices"
-    if not ctx.user_set(key):
-        ctx.set(key, ctx.facts.train_stage_devices, "train_stage_devices", (ctx.fact("train_stage_devices"),))
-
-
 def cluster_counts(ctx: Context) -> None:
     """total, rollout, explorer and trainer device counts; impossible splits are errors."""
     mode, nodes, per_node = ctx.get("mode"), ctx.get("cluster.node_num"), ctx.get("cluster.gpu_per_node")

@@ -130,6 +130,11 @@ def gradient_checkpointing(ctx: Context) -> None:
     _fact_default(ctx, "trainer.enable_gradient_checkpointing", "gradient_checkpointing", "gradient_checkpointing")
 
 
+def train_stage_devices(ctx: Context) -> None:
+    """cluster.train_stage_devices: the user's, else the profile's (facts.train_stage_devices)."""
+    _fact_default(ctx, "cluster.train_stage_devices", "train_stage_devices", "train_stage_devices")
+
+
 def _fact_default(ctx: Context, key: str, fact: str, rule: str) -> None:
     """`key` is the user's value, else the profile's fact `fact` (recorded as set by `rule`)."""
     if not ctx.user_set(key):
