@@ -22,7 +22,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,8 @@ import time
 from pathlib import Path
 
 import yaml
+
+from trinity.runtime.roles import peak_rss_mb  # each process's own peak, as the run reports its roles'
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -41,9 +42,8 @@ def demo_config() -> dict:
     return yaml.safe_load((REPO / "examples" / "arith" / "arith.yaml").read_text())
 
 
-def trinity(config: dict, work: Path, demo: Path, overrides: tuple[str, ...] = ()) -> tuple[dict, float]:
-    """`trinity run` of `config` in `work` (with command-line `overrides`): its JSON report and the driver's peak RSS
-    in MiB."""
+def trinity(config: dict, work: Path, demo: Path, overrides: tuple[str, ...] = ()) -> dict:
+    """`trinity run` of `config` in `work` (with command-line `overrides`): its JSON report."""
     work.mkdir(parents=True, exist_ok=True)
     (work / "run.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "TRINITY_DEMO_DIR": str(demo), "TRINITY_CHECKPOINT_ROOT_DIR": str(work / "ckpt")}
@@ -53,7 +53,7 @@ def trinity(config: dict, work: Path, demo: Path, overrides: tuple[str, ...] = (
     )
     if proc.returncode != 0:
         raise SystemExit(f"trinity run failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return json.loads(proc.stdout)
 
 
 def sft_checkpoint(work: Path, demo: Path, steps: int) -> Path:
@@ -78,15 +78,15 @@ def trinity_grpo(work: Path, demo: Path, start: Path, steps: int, overrides: tup
     config["buffer"]["total_steps"] = steps
     config["trainer"]["save_interval"] = 0
     config["explorer"]["eval_interval"] = steps  # evaluations at the start and the end only, as the other two
-    report, driver_mb = trinity(config, work, demo, overrides)
+    report = trinity(config, work, demo, overrides)
     records = [json.loads(line) for line in (work / "ckpt/trinity-demo/arith/metrics.jsonl").read_text().splitlines()]
     evals = [r["accuracy"] for r in records if r["role"] == "eval"]
-    peaks = report["stages"][0]["peak_rss_mb"]
+    peaks = report["stages"][0]["peak_rss_mb"]  # every role's process and the driver's
     return {
         "s_per_step": steady_s([r["time"] for r in records if r["role"] == "trainer"]),
         "accuracy": (evals[0], evals[-1]),
-        "memory_mb": sum(peaks.values()) + driver_mb,
-        "processes": {**peaks, "driver": driver_mb},
+        "memory_mb": sum(peaks.values()),
+        "processes": peaks,
     }
 
 
@@ -112,7 +112,7 @@ def plain_grpo(demo: Path, start: Path, steps: int, seed: int) -> dict:
         schedule.step()
         times.append(time.perf_counter())
     last = accuracy(model, tokenizer, held_out)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_mb()
     return {"s_per_step": steady_s(times), "accuracy": (first, last), "memory_mb": rss, "processes": {"loop": rss}}
 
 
@@ -246,7 +246,7 @@ def trl_grpo(demo: Path, start: Path, steps: int, seed: int, work: Path) -> dict
     trainer.add_callback(Clock())
     trainer.train()
     last = accuracy(model, tokenizer, held_out)
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rss = peak_rss_mb()
     return {
         "s_per_step": steady_s(times),
         "accuracy": (first, last),

@@ -731,6 +731,18 @@ def test_your_use_remove_padding_wins_over_the_profile(render, yours):
         assert result.code == 0 and cfg["trainer"]["use_remove_padding"] is yours
 
 
+@pytest.mark.parametrize("profile,fused", [("a100", False), ("ascend910b", False), ("cpu", True)])
+def test_log_probs_are_fused_where_the_profile_says_it_pays(render, profile, fused):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")
+    assert result.code == 0 and cfg["trainer"]["use_fused_kernels"] is fused
+
+
+def test_your_use_fused_kernels_wins_over_the_profile(render):
+    for profile, yours in (("cpu", False), ("a100", True)):
+        result, cfg = render(f"trainer:\n  use_fused_kernels: {str(yours).lower()}\n", f"hardware={profile}")
+        assert result.code == 0 and cfg["trainer"]["use_fused_kernels"] is yours
+
+
 @pytest.mark.parametrize("profile,recomputes", [("a100", True), ("ascend910b", True), ("cpu", False)])
 def test_activations_are_recomputed_where_the_profile_says_memory_needs_it(render, profile, recomputes):
     result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")

@@ -4,8 +4,8 @@ in tests/cli/test_run_preflight.py) and the vLLM engine arguments a user adds.""
 import json
 import os
 import shutil
+import subprocess
 import sys
-from unittest import mock
 
 import pytest
 
@@ -16,13 +16,6 @@ from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.errors import ConfigError  # noqa: E402
 from trinity.runtime import preflight  # noqa: E402
-
-
-@pytest.fixture(autouse=True)
-def environ():
-    """Preflight sets verl's platform variables in this process (for verl's import); later tests must not see them."""
-    with mock.patch.dict(os.environ):
-        yield
 
 
 def test_a_trusted_model_with_its_own_code_passes(remote_code_model, demo_assets, monkeypatch):
@@ -253,3 +246,26 @@ def test_flash_attention_with_flash_attn_installed_passes(local_gsm8k, demo_asse
     )
     monkeypatch.setenv("TRINITY_MODEL_PATH", str(demo_assets / "model"))
     assert attention_issues("trainer.attn_implementation=flash_attention_2") == []
+
+
+def test_the_driver_keeps_no_verl_or_torch_after_checking_the_trainer_config(demo_assets):
+    """verl's check runs in a child process: the driver lives as long as the run."""
+    code = (
+        "import sys; from trinity.config.compose import Request; from trinity.config.resolve import resolve; "
+        "from trinity.runtime import preflight; preflight.check(resolve(Request(None, ('hardware=cpu',)))); "
+        "print([m for m in ('torch', 'verl', 'transformers') if m in sys.modules])"
+    )
+    env = {**os.environ, "TRINITY_DEMO_DIR": str(demo_assets)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "[]"), proc.stderr[-2000:]
+
+
+def test_a_verl_that_cannot_be_imported_fails_the_check_with_its_error(demo_assets, monkeypatch, tmp_path):
+    """A planted `verl` package that raises at import stands in for a broken installation."""
+    (tmp_path / "verl").mkdir()
+    (tmp_path / "verl" / "__init__.py").write_text("raise ImportError('planted: verl is broken here')\n")
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
+    with pytest.raises(RuntimeError, match=r"checking the trainer config with verl failed \(exit 1\)") as err:
+        preflight.check(resolve(Request(None, ("hardware=cpu",))))
+    assert "planted: verl is broken here" in str(err.value)

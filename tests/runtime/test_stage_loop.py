@@ -63,7 +63,7 @@ def test_strictly_on_policy_each_step_explores_with_the_last_weights(tmp_path):
     assert summary.steps == 3 and summary.eval_last == {"eval": 0.3}
     assert set(summary.peak_rss_mb) == {
         a.name for a in build_plan(resolve(Request(None, ("hardware=cpu", "~stages"))).config).actors
-    }
+    } | {"driver"}
 
 
 @pytest.mark.parametrize(

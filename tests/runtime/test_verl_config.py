@@ -137,6 +137,14 @@ def test_ppo_dual_clip_and_padding_removal_reach_verl():
     assert got["actor_rollout_ref.model.use_remove_padding"] == "false"
 
 
+@pytest.mark.parametrize(
+    "profile,extra,fused",
+    [("a100", (), "false"), ("cpu", (), "true"), ("cpu", ("trainer.use_fused_kernels=false",), "false")],
+)
+def test_fused_kernels_reach_verls_model_section(profile, extra, fused):
+    assert overrides_of(reference(profile, *extra))["actor_rollout_ref.model.use_fused_kernels"] == fused
+
+
 def test_passthrough_keys_reach_verls_config_flat_or_under_actor_rollout_ref(demo_assets):
     from trinity.runtime.verl.config import build
 

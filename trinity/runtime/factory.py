@@ -7,6 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..config.algorithms import needs_rollout
 from ..config.schema import RunConfig
 from ..launch.plan import ActorSpec
 
@@ -62,4 +63,5 @@ def _buffer(config: RunConfig, run_dir: Path) -> tuple[type, dict[str, Any]]:
     from .buffer.actor import ExperienceBuffer
 
     storage = config.buffer.trainer_input.experience_buffer or StorageConfig(name="experiences", storage_type="queue")
-    return ExperienceBuffer, {"storage": storage, "run_dir": str(run_dir)}
+    data_set = not needs_rollout(config.algorithm.algorithm_type)  # as the stage's buffer setup decides
+    return ExperienceBuffer, {"storage": storage, "run_dir": str(run_dir), "data_set": data_set}

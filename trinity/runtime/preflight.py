@@ -1,18 +1,21 @@
 """Checks before Ray starts: everything a run reads is on this machine and every role can be built.
 
 Run in the driver in seconds, so a wrong path, an engine this version lacks, or a trainer value
-verl refuses ends the run before ten minutes of start-up rather than after.
+verl refuses ends the run before ten minutes of start-up rather than after. verl's own check runs in a
+child process, so the driver holds no verl or torch for the rest of the run.
 """
 
 import importlib.util
 import json
 import os
-import warnings
+import pickle
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
 from ..config import engines, modes
-from ..config.algorithms import uses_critic
 from ..config.local_inputs import data_issues, model_issues, teacher_issues
 from ..config.provenance import WRITTEN
 from ..config.resolve import ResolvedConfig
@@ -41,20 +44,28 @@ def check(resolved: ResolvedConfig) -> None:
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
     for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
         issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
+    training = [config for config in stages if modes.mode(config.mode).trains]
+    if not issues and training:
+        issues = _verl_refusals(training, get_platform(resolved.config.hardware.device_type).verl_env())
     if issues:
         raise ConfigError(issues)
-    os.environ.update(get_platform(resolved.config.hardware.device_type).verl_env())  # before verl is imported here
-    for config in stages:
-        if modes.mode(config.mode).trains:
-            # verl warns at import about every optional engine it lacks (torchtitan, megatron, ...)
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", UserWarning)
-                from .verl.config import build, build_critic
 
-                lora = config.model.lora_configs
-                build(config, str(config.model.model_path), 1, lora[0].path if lora else None)
-                if uses_critic(config.algorithm.advantage_fn):
-                    build_critic(config, str(config.model.critic_model_path), 1)
+
+def _verl_refusals(stages: list[RunConfig], verl_env: dict[str, str]) -> list[Issue]:
+    """What verl refuses in the stages' trainer sections, asked of a child process (runtime/verl/refusals.py):
+    the driver, which lives as long as the run, keeps no verl and no torch."""
+    with tempfile.TemporaryDirectory(prefix="trinity-preflight-") as folder:
+        out = Path(folder) / "issues.pickle"
+        proc = subprocess.run(
+            [sys.executable, "-m", "trinity.runtime.verl.refusals", str(out)],
+            input=pickle.dumps(stages),
+            capture_output=True,
+            env={**os.environ, **verl_env},  # verl reads its platform at import
+        )
+        if proc.returncode != 0 or not out.is_file():
+            tail = proc.stderr.decode(errors="replace")[-3000:]
+            raise RuntimeError(f"checking the trainer config with verl failed (exit {proc.returncode}):\n{tail}")
+        return pickle.loads(out.read_bytes())
 
 
 def _remote_code_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:

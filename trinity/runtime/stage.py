@@ -22,10 +22,12 @@ from .explorer import batch_metrics
 from .metrics import MetricsLog
 from .progress import Progress, StageSummary
 from .protocols import EvalRecord, ExploreResult, TrainResult
+from .roles import peak_rss_mb
 from .run_dir import Checkpoint, RunDir
 from .schedule import SyncPolicy
 from .scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Call, Scheduler, Stalled
 
+DRIVER = "driver"  # the run's own process, beside the roles in a stage's peak memory
 SERVE_POLL_S = 0.5  # serve mode: how often the stage takes the engines' rewarded experiences and published weights
 
 
@@ -417,12 +419,13 @@ class Stage:
         return published
 
     def finish(self) -> None:
-        """Save the stage's last checkpoint (its weights start the next stage); note each role's peak memory."""
+        """Save the stage's last checkpoint (its weights start the next stage); note each role's peak memory, and the
+        driver's."""
         if self.ranks:
             self.last_checkpoint = self._checkpoint(self.total)
         actors = self.handles.actors
         peaks = self.call([a.peak_rss_mb.remote() for a in actors.values()])
-        self.summary.peak_rss_mb = dict(zip(actors, peaks))
+        self.summary.peak_rss_mb = dict(zip(actors, peaks)) | {DRIVER: peak_rss_mb()}
 
     def _checkpoint(self, step: int) -> Checkpoint:
         # last: only the stage's last checkpoint, which starts the next stage

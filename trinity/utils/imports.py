@@ -1,6 +1,10 @@
-"""Objects named by an import path, `module:attr`, as configs name a user's own workflow or reward function."""
+"""Imports by name: objects by an import path, `module:attr`, as configs name a user's own workflow or reward
+function; and modules that load on first use."""
 
 import importlib
+import importlib.util
+import sys
+from types import ModuleType
 from typing import Any
 
 
@@ -11,3 +15,15 @@ def import_path(path: str, what: str) -> Any:
         return getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ValueError(f"{what}: cannot import {path!r}: {exc}") from exc
+
+
+def lazy_module(name: str) -> ModuleType:
+    """Module `name`, run on its first attribute access (as it is where it was imported already)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    spec.loader = importlib.util.LazyLoader(spec.loader)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module

@@ -35,6 +35,7 @@ RULES = (
     values.values_not_run,
     hardware.attn_implementation,
     hardware.remove_padding,
+    hardware.fused_kernels,
     hardware.gradient_checkpointing,
     hardware.train_stage_devices,
     rollout.auxiliary_models,

@@ -124,6 +124,11 @@ def remove_padding(ctx: Context) -> None:
     _fact_default(ctx, "trainer.use_remove_padding", "pack_sequences", "remove_padding")
 
 
+def fused_kernels(ctx: Context) -> None:
+    """trainer.use_fused_kernels: the user's, else whether they pay on this hardware (facts.fused_kernels)."""
+    _fact_default(ctx, "trainer.use_fused_kernels", "fused_kernels", "fused_kernels")
+
+
 def gradient_checkpointing(ctx: Context) -> None:
     """trainer.enable_gradient_checkpointing: the user's, else the profile's (facts.gradient_checkpointing); the memory
     fit check names it as the fix where a trainer does not fit without it."""

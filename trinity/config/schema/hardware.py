@@ -69,6 +69,11 @@ class HardwareFacts(Section):
         "(trainer.use_remove_padding): faster with variable-length attention kernels, slower where the packed row is "
         "attended with a dense block mask.",
     )
+    fused_kernels: bool = Field(
+        False,
+        description="Whether the trainer computes log-probs from the last hidden state by default "
+        "(trainer.use_fused_kernels, verl's fused kernels): the vocabulary's logits are never held whole.",
+    )
     gradient_checkpointing: bool = Field(
         True,
         description="Whether the trainer recomputes activations in the backward pass by default "

@@ -46,6 +46,11 @@ class TrainerConfig(Section):
         description="Pack sequences without padding in the actor's forward pass; default: the hardware profile's "
         "facts.pack_sequences.",
     )
+    use_fused_kernels: bool | None = Field(
+        None,
+        description="verl's fused kernels: log-probs from the last hidden state, the vocabulary's logits never held "
+        "whole; default: the hardware profile's facts.fused_kernels.",
+    )
     param_offload: bool = Field(False, description="Offload FSDP parameters to host memory.")
     optimizer_offload: bool = Field(False, description="Offload optimizer state to host memory.")
     offload_policy: bool = Field(

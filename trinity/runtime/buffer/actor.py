@@ -17,12 +17,17 @@ class ExperienceBuffer(Role):
 
     WARM = ("transformers.models.auto.tokenization_auto",)  # a data set's tokenizer
 
-    def __init__(self, *, storage: StorageConfig, run_dir: str, **identity: Any) -> None:
+    def __init__(self, *, storage: StorageConfig, run_dir: str, data_set: bool = False, **identity: Any) -> None:
         super().__init__(**identity)
-        self.storage, self.run_dir = storage, Path(run_dir)
+        self.storage, self.run_dir, self.data_set = storage, Path(run_dir), data_set
         self.store = None
         self.changed = asyncio.Event()
         self.stale = 0  # experiences dropped as too old (sample strategy staleness_control)
+
+    def warm(self) -> None:
+        """The tokenizer's imports only for a stage that serves a data set: they hold torch, ~350 MiB."""
+        if self.data_set:
+            super().warm()
 
     def setup(self, sft: dict | None = None) -> dict:
         """Open the store; `sft` = {tokenizer path, seed, model section, data kind} makes it serve a data set's

@@ -16,12 +16,16 @@ from typing import Any
 
 from ...config.algorithms import POLICY_LOSSES, uses_critic, uses_reference, uses_teacher
 from ...config.schema import RunConfig
+from ...utils.imports import lazy_module
 from .. import lora
 from ..roles import Role
 from ..run_dir import STATE
-from . import batch as batches
-from . import critic as critics
-from . import functions, sampling
+
+# Ray imports this module wherever a rank's handle is taken (the synchronizer): what holds torch loads on first use
+batches = lazy_module("trinity.runtime.trainer.batch")
+critics = lazy_module("trinity.runtime.trainer.critic")
+functions = lazy_module("trinity.runtime.trainer.functions")
+sampling = lazy_module("trinity.runtime.trainer.sampling")
 
 # the checkpoint writes its own
 WEIGHT_FILES = (

@@ -48,6 +48,7 @@ def _settings(
     out = {
         "trainer.device": (trainer.device, "trainer.device"),
         **_model(config, f"{ARR}.model", model_path, "model.model_path"),
+        f"{ARR}.model.use_fused_kernels": (trainer.use_fused_kernels, "trainer.use_fused_kernels"),
         # verl needs a name; our engines do the rollout (the engine's entry says which name)
         f"{ARR}.rollout.name": (
             engines.engine(config.explorer.rollout_model.engine_type).verl_name,

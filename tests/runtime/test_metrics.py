@@ -1,0 +1,59 @@
+"""metrics.jsonl and the TensorBoard monitor, read back as their readers read them."""
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from trinity.runtime.metrics import MetricsLog
+
+event_accumulator = pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
+
+
+def _scalars(folder) -> dict[str, list[tuple[int, float]]]:
+    events = event_accumulator.EventAccumulator(str(folder))
+    events.Reload()
+    return {tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]}
+
+
+def test_tensorboard_gets_every_number_under_its_role_and_taskset(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl", SimpleNamespace(monitor_type="tensorboard"), "run", tmp_path / "tb")
+    log.write("trainer", 1, "grpo", loss=0.5, lr=1e-4, note="text", warm=True)
+    log.write("trainer", 2, "grpo", loss=0.25, lr=2e-4)
+    log.write("eval", 2, "grpo", taskset="heldout", accuracy=0.75)
+    log.close()
+    assert _scalars(tmp_path / "tb") == {
+        "trainer/loss": [(1, 0.5), (2, 0.25)],
+        "trainer/lr": [(1, pytest.approx(1e-4)), (2, pytest.approx(2e-4))],
+        "eval/heldout/accuracy": [(2, 0.75)],
+    }
+    lines = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["role"], r["step"], r["stage"]) for r in lines] == [
+        ("trainer", 1, "grpo"),
+        ("trainer", 2, "grpo"),
+        ("eval", 2, "grpo"),
+    ]
+    assert lines[0]["note"] == "text" and lines[0]["warm"] is True
+
+
+def test_without_a_monitor_only_the_jsonl_is_written(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl", SimpleNamespace(monitor_type="mlflow"), "run", tmp_path / "tb")
+    log.write("trainer", 1, None, loss=0.5)
+    log.close()
+    assert not (tmp_path / "tb").exists()
+    assert json.loads((tmp_path / "metrics.jsonl").read_text())["loss"] == 0.5
+
+
+def test_the_tensorboard_monitor_does_not_import_torch(tmp_path):
+    code = (
+        "import sys; from types import SimpleNamespace; from pathlib import Path; "
+        "from trinity.runtime.metrics import MetricsLog; "
+        f"log = MetricsLog(Path({str(tmp_path)!r}) / 'm.jsonl', SimpleNamespace(monitor_type='tensorboard'), 'r', "
+        f"Path({str(tmp_path)!r}) / 'tb'); log.write('trainer', 1, None, loss=1.0); log.close(); "
+        "print('torch' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "False"), proc.stderr[-2000:]
+    assert _scalars(tmp_path / "tb") == {"trainer/loss": [(1, 1.0)]}

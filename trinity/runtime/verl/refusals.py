@@ -1,0 +1,46 @@
+"""verl's refusals of the training stages' trainer sections, found in a process of its own.
+
+`trinity run`'s preflight runs `python -m trinity.runtime.verl.refusals OUT` with the stages' configs pickled on
+stdin; it writes the issues found (a pickled list, empty when verl accepts every section) to OUT. verl holds torch,
+~500 MiB the driver would otherwise keep for the whole run.
+"""
+
+import pickle
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...config.algorithms import uses_critic
+from ...config.schema import RunConfig
+from ...errors import ConfigError, Issue
+
+
+def refusals(stages: list[RunConfig]) -> list[Issue]:
+    """Every issue verl's dataclasses find in the stages' actor (and critic) sections."""
+    # verl warns at import about every optional engine it lacks (torchtitan, megatron, ...)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        from .config import build, build_critic
+
+    issues: list[Issue] = []
+    for config in stages:
+        lora = config.model.lora_configs
+        found = _refused(build, config, str(config.model.model_path), 1, lora[0].path if lora else None)
+        if uses_critic(config.algorithm.advantage_fn):
+            found += _refused(build_critic, config, str(config.model.critic_model_path), 1)
+        issues += [i for i in found if i not in issues]
+    return issues
+
+
+def _refused(build: Callable[..., Any], *args: Any) -> list[Issue]:
+    try:
+        build(*args)
+    except ConfigError as err:
+        return err.issues
+    return []
+
+
+if __name__ == "__main__":
+    Path(sys.argv[1]).write_bytes(pickle.dumps(refusals(pickle.load(sys.stdin.buffer))))
