@@ -737,6 +737,19 @@ def test_log_probs_are_fused_where_the_profile_says_it_pays(render, profile, fus
     assert result.code == 0 and cfg["trainer"]["use_fused_kernels"] is fused
 
 
+@pytest.mark.parametrize("kind,fused", [("gpt2", False), ("gemma2", False), ("llama", True), ("qwen3", True)])
+def test_log_probs_are_fused_only_for_a_model_type_verls_fused_forward_computes_alike(
+    cli, write, tmp_path, kind, fused
+):
+    (tmp_path / "config.json").write_text(f'{{"model_type": "{kind}"}}')
+    path = write("run.yaml", MINIMAL)
+    args = ("hardware=cpu", f"model.model_path={tmp_path}", "--explain", "trainer.use_fused_kernels")
+    result = cli("config", "render", "-c", path, *args)
+    last = result.out.strip().splitlines()[-1]
+    assert result.code == 0 and "rule fused_kernels" in last and last.split()[3] == str(fused), result.out
+    assert f"model type '{kind}': {'one' if fused else 'not one'} of llama, mistral, qwen2, qwen3" in last
+
+
 def test_your_use_fused_kernels_wins_over_the_profile(render):
     for profile, yours in (("cpu", False), ("a100", True)):
         result, cfg = render(f"trainer:\n  use_fused_kernels: {str(yours).lower()}\n", f"hardware={profile}")

@@ -260,12 +260,55 @@ def test_the_driver_keeps_no_verl_or_torch_after_checking_the_trainer_config(dem
     assert (proc.returncode, proc.stdout.strip()) == (0, "[]"), proc.stderr[-2000:]
 
 
-def test_a_verl_that_cannot_be_imported_fails_the_check_with_its_error(demo_assets, monkeypatch, tmp_path):
-    """A planted `verl` package that raises at import stands in for a broken installation."""
-    (tmp_path / "verl").mkdir()
-    (tmp_path / "verl" / "__init__.py").write_text("raise ImportError('planted: verl is broken here')\n")
+def plant_verl(folder, monkeypatch, demo_assets, init: str) -> None:
+    """A `verl` package with `init` as its __init__.py, first on the path the check's child process imports from."""
+    (folder / "verl").mkdir()
+    (folder / "verl" / "__init__.py").write_text(init)
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]))
-    with pytest.raises(RuntimeError, match=r"checking the trainer config with verl failed \(exit 1\)") as err:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(folder), os.environ.get("PYTHONPATH", "")]))
+
+
+def test_a_verl_that_cannot_be_imported_is_one_issue_with_the_install_hint(demo_assets, monkeypatch, tmp_path):
+    """A planted `verl` package that raises at import stands in for a missing or broken installation."""
+    plant_verl(tmp_path, monkeypatch, demo_assets, "raise ImportError('planted: verl is broken here')\n")
+    with pytest.raises(ConfigError) as err:
         preflight.check(resolve(Request(None, ("hardware=cpu",))))
-    assert "planted: verl is broken here" in str(err.value)
+    assert [(i.key, i.message) for i in err.value.issues] == [
+        ("trainer", "the trainer needs verl, which this Python cannot import: planted: verl is broken here")
+    ]
+    assert "pip install 'trinity[cpu]'" in err.value.issues[0].hint
+
+
+def test_a_check_that_crashes_is_one_line_with_the_childs_traceback_behind_it(demo_assets, monkeypatch, tmp_path):
+    """An empty planted `verl` imports, and the check dies composing verl's config from it."""
+    plant_verl(tmp_path, monkeypatch, demo_assets, "")
+    with pytest.raises(RuntimeError) as err:
+        preflight.check(resolve(Request(None, ("hardware=cpu",))))
+    assert str(err.value).startswith("checking the trainer config with verl failed (exit 1): ")
+    assert "verl/trainer/config" in str(err.value)  # the planted verl has no config folder for hydra to compose
+    assert "\n" not in str(err.value) and "Traceback" in str(err.value.__cause__)
+
+
+def test_the_check_imports_the_drivers_own_trinity_not_one_in_the_working_directory(demo_assets, monkeypatch, tmp_path):
+    """A Trinity-RFT checkout is a folder with a `trinity` package of its own."""
+    (tmp_path / "trinity").mkdir()
+    (tmp_path / "trinity" / "__init__.py").write_text("raise ImportError('the wrong trinity')\n")
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as err:
+        preflight.check(resolve(Request(None, ("hardware=cpu", "+trainer.trainer_config.actor.clip_ratio_cc=2.0"))))
+    assert [i.key for i in err.value.issues] == ["trainer.trainer_config.actor"]
+    assert "unexpected keyword argument 'clip_ratio_cc'" in err.value.issues[0].message
+
+
+def test_verls_refusal_of_the_critics_section_crosses_from_the_child(demo_assets, monkeypatch):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    with pytest.raises(ConfigError) as err:
+        preflight.check(
+            resolve(
+                Request(
+                    None, ("hardware=cpu", "algorithm.algorithm_type=ppo", "+trainer.trainer_config.critic.bogus=1")
+                )
+            )
+        )
+    assert [i.key for i in err.value.issues] == ["trainer.trainer_config.critic"]

@@ -33,16 +33,15 @@ def test_a_kept_trainer_rank_takes_the_next_stage_and_drops_what_the_last_built(
 
 @pytest.mark.parametrize(
     "change",
-    [{"world_size": 2}, {"rank": 1}, {"backend": "cpu:gloo,cuda:nccl"}],
-    ids=["world size", "rank", "backend"],
+    [{"world_size": 2}, {"rank": 1}, {"backend": "cpu:gloo,cuda:nccl"}, {"fused": False}],
+    ids=["world size", "rank", "backend", "fused kernels off"],
 )
-def test_a_trainer_rank_refuses_a_stage_with_another_process_group(stages, change):
+def test_a_trainer_rank_refuses_a_stage_with_another_process_group_or_model_class(stages, change):
     sft, grpo = stages
     rank = TrainerRank(config=sft, rank=0, world_size=1, **IDENTITY)
-    if "backend" in change:
-        grpo = grpo.model_copy(
-            update={"trainer": grpo.trainer.model_copy(update={"process_group_backend": change["backend"]})}
-        )
+    trainer = {"process_group_backend": change.get("backend"), "use_fused_kernels": change.get("fused")}
+    trainer = {k: v for k, v in trainer.items() if v is not None}
+    grpo = grpo.model_copy(update={"trainer": grpo.trainer.model_copy(update=trainer)})
     kwargs = {"rank": change.get("rank", 0), "world_size": change.get("world_size", 1)}
     assert rank.restage(config=grpo, **kwargs, **IDENTITY) is False
     assert rank.config is sft  # untouched: the launch kills it and starts a new one

@@ -24,6 +24,12 @@ from ..errors import ConfigError, Issue
 from ..platforms import get_platform
 
 ENGINE = ("explorer", "rollout_model", "engine_type")
+# the child imports the driver's own trinity: `-m` would put the working directory first, where a checkout of
+# another version (or Trinity-RFT's own `trinity` package) may sit
+CHILD = (
+    "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); "
+    "runpy.run_module('trinity.runtime.verl.refusals', run_name='__main__')"
+)
 
 
 def check(resolved: ResolvedConfig) -> None:
@@ -57,14 +63,16 @@ def _verl_refusals(stages: list[RunConfig], verl_env: dict[str, str]) -> list[Is
     with tempfile.TemporaryDirectory(prefix="trinity-preflight-") as folder:
         out = Path(folder) / "issues.pickle"
         proc = subprocess.run(
-            [sys.executable, "-m", "trinity.runtime.verl.refusals", str(out)],
+            [sys.executable, "-c", CHILD, str(Path(__file__).parents[2]), str(out)],
             input=pickle.dumps(stages),
             capture_output=True,
             env={**os.environ, **verl_env},  # verl reads its platform at import
         )
         if proc.returncode != 0 or not out.is_file():
-            tail = proc.stderr.decode(errors="replace")[-3000:]
-            raise RuntimeError(f"checking the trainer config with verl failed (exit {proc.returncode}):\n{tail}")
+            stderr = proc.stderr.decode(errors="replace").strip()
+            last = stderr.splitlines()[-1] if stderr else "no output"
+            message = f"checking the trainer config with verl failed (exit {proc.returncode}): {last}"
+            raise RuntimeError(message) from ChildProcessError(stderr[-6000:])  # --debug shows the child's traceback
         return pickle.loads(out.read_bytes())
 
 

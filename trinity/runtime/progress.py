@@ -72,15 +72,15 @@ class StageSummary:
     eval_last: dict[str, float] = field(default_factory=dict)
     checkpoint: str = ""
     note: str = ""
-    peak_rss_mb: dict[str, float] = field(default_factory=dict)  # each role's peak resident memory
+    peak_rss_mb: dict[str, float] = field(default_factory=dict)  # each role's peak resident memory, and the driver's
     # from the previous stage's end (or the run's launch) to this stage's first step: placement and setup
     setup_s: float | None = None
     kept: tuple[int, int] = (0, 0)  # actors kept running from the previous stage, of the stage's actors
 
 
 def summary_table(stages: list[StageSummary]) -> str:
-    """One row per stage: steps, time, setup time and actors kept, peak memory summed over its role processes, last
-    reward, eval accuracy at its start and end, last checkpoint."""
+    """One row per stage: steps, time, setup time and actors kept, peak memory summed over its role processes and the
+    driver, last reward, eval accuracy at its start and end, last checkpoint."""
     head = ["STAGE", "MODE", "STEPS", "TIME", "SETUP", "KEPT", "MEMORY", "REWARD", "EVAL START -> END", "CHECKPOINT"]
     rows = [head]
     for s in stages:

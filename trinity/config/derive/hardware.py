@@ -1,10 +1,18 @@
 """Rules that copy hardware facts into the run config: the `hardware` block, trainer device, backends."""
 
+import json
+from pathlib import Path
+
 from ...platforms import get_platform
 from .. import engines
 from ..engines import devices_per_engine
 from ..sources.yaml_file import display_path
 from ._context import Context
+
+# verl's generic fused forward (verl/models/transformers/dense_common.py) reads the model's `model` and `lm_head` and
+# processes no logits of its own: for these types it computes the model's own log-probs. Others differ (GPT-2 has no
+# `model`; Gemma 2 soft-caps its logits; a mixture of experts adds its router's loss).
+FUSED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 
 def hardware_section(ctx: Context) -> None:
@@ -125,8 +133,26 @@ def remove_padding(ctx: Context) -> None:
 
 
 def fused_kernels(ctx: Context) -> None:
-    """trainer.use_fused_kernels: the user's, else whether they pay on this hardware (facts.fused_kernels)."""
-    _fact_default(ctx, "trainer.use_fused_kernels", "fused_kernels", "fused_kernels")
+    """trainer.use_fused_kernels: the user's, else whether they pay on this hardware (facts.fused_kernels) for a model
+    whose type verl's fused forward computes alike (FUSED_MODEL_TYPES); a model folder not on this machine, which
+    `run` refuses anyway, leaves the fact."""
+    key = "trainer.use_fused_kernels"
+    if ctx.user_set(key):
+        return
+    kind = _model_type(ctx.get("model.model_path"))
+    fits = kind is None or kind in FUSED_MODEL_TYPES
+    model = f"model type {kind!r}: {'one' if fits else 'not one'} of {', '.join(FUSED_MODEL_TYPES)}"
+    if kind is None:
+        model = f"no model type read ({ctx.input('model.model_path')} has no config.json here)"
+    ctx.set(key, ctx.facts.fused_kernels and fits, "fused_kernels", (ctx.fact("fused_kernels"), model))
+
+
+def _model_type(path: str | None) -> str | None:
+    """The model_type a local model folder's config.json states (None where there is none to read)."""
+    try:
+        return json.loads((Path(str(path)) / "config.json").read_text(encoding="utf-8")).get("model_type")
+    except (OSError, ValueError, AttributeError):
+        return None
 
 
 def gradient_checkpointing(ctx: Context) -> None:

@@ -59,12 +59,14 @@ class TrainerRank(Role):
 
     def restage(self, **kwargs: Any) -> bool:
         """The next stage's rank in this process, its trainer process group kept: a stage with another world size or
-        backend starts new ranks."""
-        backend = kwargs["config"].trainer.process_group_backend
-        if (kwargs["world_size"], kwargs["rank"], backend) != (
+        backend starts new ranks, and so does one that turns fused kernels off (verl patches them into the model
+        class, for the whole process)."""
+        trainer, mine = kwargs["config"].trainer, self.config.trainer
+        if (kwargs["world_size"], kwargs["rank"], trainer.process_group_backend, trainer.use_fused_kernels) != (
             self.world_size,
             self.rank,
-            self.config.trainer.process_group_backend,
+            mine.process_group_backend,
+            mine.use_fused_kernels,
         ):
             return False
         return super().restage(**kwargs)

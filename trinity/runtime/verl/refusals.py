@@ -16,21 +16,27 @@ from ...config.algorithms import uses_critic
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
 
+INSTALL = "install trinity's extra for this machine: pip install 'trinity[cpu]' (or [gpu], [npu])"
+
 
 def refusals(stages: list[RunConfig]) -> list[Issue]:
     """Every issue verl's dataclasses find in the stages' actor (and critic) sections."""
-    # verl warns at import about every optional engine it lacks (torchtitan, megatron, ...)
+    try:
+        import verl  # noqa: F401
+    except ImportError as exc:
+        return [Issue(f"the trainer needs verl, which this Python cannot import: {exc}", key="trainer", hint=INSTALL)]
+    issues: list[Issue] = []
+    # verl warns about every optional engine it lacks (torchtitan, megatron, ...) as build imports it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
         from .config import build, build_critic
 
-    issues: list[Issue] = []
-    for config in stages:
-        lora = config.model.lora_configs
-        found = _refused(build, config, str(config.model.model_path), 1, lora[0].path if lora else None)
-        if uses_critic(config.algorithm.advantage_fn):
-            found += _refused(build_critic, config, str(config.model.critic_model_path), 1)
-        issues += [i for i in found if i not in issues]
+        for config in stages:
+            lora = config.model.lora_configs
+            found = _refused(build, config, str(config.model.model_path), 1, lora[0].path if lora else None)
+            if uses_critic(config.algorithm.advantage_fn):
+                found += _refused(build_critic, config, str(config.model.critic_model_path), 1)
+            issues += [i for i in found if i not in issues]
     return issues
 
 
