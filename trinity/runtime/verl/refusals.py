@@ -1,8 +1,8 @@
 """verl's refusals of the training stages' trainer sections, found in a process of its own.
 
-`trinity run`'s preflight runs `python -m trinity.runtime.verl.refusals OUT` with the stages' configs pickled on
-stdin; it writes the issues found (a pickled list, empty when verl accepts every section) to OUT. verl holds torch,
-~500 MiB the driver would otherwise keep for the whole run.
+`trinity run`'s preflight runs this module as a script (preflight.CHILD, the driver's own trinity first on the path)
+with the stages' configs pickled on stdin; it writes the issues found (a pickled list, empty when verl accepts every
+section) to the file its argument names. verl holds torch, which the driver would otherwise keep for the whole run.
 """
 
 import pickle
