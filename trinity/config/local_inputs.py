@@ -5,13 +5,13 @@ here, in a second, by `trinity config validate` and before `trinity run` starts 
 inside a role ten minutes later. `render` and `run --dry-run` only describe, so they do not look.
 """
 
-import json
 import re
 from pathlib import Path
 
 from ..errors import Issue, dotted
 from . import modes
 from .algorithms import needs_rollout
+from .model_folder import hf_config
 from .resolve import ResolvedConfig
 from .schema import RunConfig
 
@@ -88,11 +88,8 @@ def teacher_issues(resolved: ResolvedConfig) -> list[Issue]:
 
 def _vocab(folder: Path) -> int | None:
     """The vocabulary size a model folder's config.json states (None: no readable config.json)."""
-    try:
-        data = json.loads((folder / "config.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return (data.get("text_config") or data).get("vocab_size", -1)
+    data = hf_config(folder)
+    return None if data is None else (data.get("text_config") or data).get("vocab_size", -1)
 
 
 def _data_inputs(config: RunConfig) -> list[tuple[tuple, str, str]]:

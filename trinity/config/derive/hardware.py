@@ -1,11 +1,9 @@
 """Rules that copy hardware facts into the run config: the `hardware` block, trainer device, backends."""
 
-import json
-from pathlib import Path
-
 from ...platforms import get_platform
 from .. import engines
 from ..engines import devices_per_engine
+from ..model_folder import hf_config
 from ..sources.yaml_file import display_path
 from ._context import Context
 
@@ -139,20 +137,12 @@ def fused_kernels(ctx: Context) -> None:
     key = "trainer.use_fused_kernels"
     if ctx.user_set(key):
         return
-    kind = _model_type(ctx.get("model.model_path"))
+    kind = (hf_config(ctx.get("model.model_path")) or {}).get("model_type")
     fits = kind is None or kind in FUSED_MODEL_TYPES
     model = f"model type {kind!r}: {'one' if fits else 'not one'} of {', '.join(FUSED_MODEL_TYPES)}"
     if kind is None:
         model = f"no model type read ({ctx.input('model.model_path')} has no config.json here)"
     ctx.set(key, ctx.facts.fused_kernels and fits, "fused_kernels", (ctx.fact("fused_kernels"), model))
-
-
-def _model_type(path: str | None) -> str | None:
-    """The model_type a local model folder's config.json states (None where there is none to read)."""
-    try:
-        return json.loads((Path(str(path)) / "config.json").read_text(encoding="utf-8")).get("model_type")
-    except (OSError, ValueError, AttributeError):
-        return None
 
 
 def gradient_checkpointing(ctx: Context) -> None:
