@@ -415,10 +415,3 @@ def test_a_killed_rollout_engine_ends_the_run_with_its_name_and_leaves_nothing(e
     finally:
         ray.shutdown()
         cluster.shutdown()
-
-
-def test_a_taskset_column_that_does_not_exist_fails_at_setup_with_the_columns(env, tmp_path):
-    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.explorer_input.taskset.format.prompt_key=question")
-    assert proc.returncode == 1 and "Traceback" not in proc.stderr
-    assert "taskset arith: rows have no column 'question' (columns: prompt, response)" in proc.stderr
-    assert not (tmp_path / RUN / "checkpoints").exists()

@@ -50,6 +50,47 @@ def test_a_model_that_is_not_here(run, local_gsm8k):
     )
 
 
+SFT_RESPONSE = "stages.0.buffer.trainer_input.experience_buffer.format.response_key"
+MISSING_COLUMNS = [  # (override, the key in the error, the data set)
+    (f"{SFT_RESPONSE}=answer", SFT_RESPONSE.removeprefix("stages.0."), "data set arith_sft (in stage 'sft_warmup')"),
+    (
+        "buffer.explorer_input.taskset.format.prompt_key=question",
+        "buffer.explorer_input.taskset.format.prompt_key",
+        "taskset arith (in stage 'grpo')",
+    ),
+    (
+        "buffer.explorer_input.eval_tasksets.0.format.system_prompt_key=system",
+        "buffer.explorer_input.eval_tasksets[0].format.system_prompt_key",
+        "taskset arith-heldout (in stage 'grpo')",
+    ),
+]
+
+
+def test_a_format_column_the_data_sets_rows_lack(run):
+    """Each data set's first row is read in the driver: a column its format names and the rows lack is refused
+    before Ray, for every data set at once, naming the columns there are."""
+    proc, started = run(*(override for override, _, _ in MISSING_COLUMNS))
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert "trinity: 3 problems in the config" in proc.stderr
+    for override, key, what in MISSING_COLUMNS:
+        column = override.split("=")[1]
+        assert (
+            f": {key}: {what}: rows have no column '{column}' (columns: prompt, response)\n"
+            f"    allowed: prompt, response\n    hint: set {key} to the column that holds it\n"
+        ) in proc.stderr
+    assert f"error: override '{MISSING_COLUMNS[1][0]}': {MISSING_COLUMNS[1][1]}: " in proc.stderr  # where it was set
+
+
+def test_a_taskset_split_without_a_file(run, demo_assets):
+    proc, started = run("buffer.explorer_input.taskset.split=validation")
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert (
+        f"buffer.explorer_input.taskset.path: taskset arith (in stage 'grpo'): {demo_assets}/data: no file for split "
+        "'validation' (validation.jsonl, validation.json or validation.parquet); data files here: test.jsonl, "
+        "train.jsonl\n"
+    ) in proc.stderr
+
+
 HIDE_VLLM = """import importlib.util
 _find = importlib.util.find_spec
 importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] in ("vllm", "vllm_ascend") else _find(name, *a)

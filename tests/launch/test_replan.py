@@ -200,12 +200,24 @@ def test_an_engine_whose_early_load_failed_is_dropped_for_the_next_stage_to_star
         assert [a.name for a in pending.actors] == ["rollout.engine0"]  # started anew by the stage
 
 
+def _wait_dead(actor, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.report.remote(), timeout=timeout_s)
+        except ray.exceptions.RayActorError:
+            return
+        time.sleep(0.1)
+    pytest.fail(f"the killed actor still answered after {timeout_s:g} s")
+
+
 def test_an_actor_started_early_that_died_is_started_anew_by_the_next_stage(node, minimal_file):
     Stand, _ = classes()
     with Launch(None, 60) as launch:
         rl = sft_then_early(launch, Stand, Stand, minimal_file)
         dead = reports({"explorer": launch.actors["explorer"]})["explorer"]["pid"]
         ray.kill(launch.actors["explorer"])
+        _wait_dead(launch.actors["explorer"])  # ray.kill lands asynchronously: a restage sent first could still run
         launch.replan(rl)
         after = reports(launch.start_actors(lambda spec: (Stand, {"stage": "rl"})))
         assert after["explorer"]["stage"] == "rl" and after["explorer"]["pid"] != dead

@@ -1,12 +1,13 @@
 """Tasksets from local JSONL, JSON, Parquet and `datasets` folders; prompts and SFT pairs from rows."""
 
 import json
+import re
 
 import pytest
 
 from trinity.config.schema.buffer import FormatConfig, TasksetFormat
 from trinity.runtime.data.prompts import FormatError, check_columns, prompt_text, sft_pair
-from trinity.runtime.data.tasksets import DataError, load_rows
+from trinity.runtime.data.tasksets import DataError, first_row, load_rows
 
 ROWS = [{"question": "1+1?", "answer": "#### 2"}, {"question": "2+2?", "answer": "#### 4"}]
 
@@ -42,6 +43,40 @@ def test_a_datasets_folder_saved_with_save_to_disk(tmp_path):
     assert load_rows(str(tmp_path / "gsm8k"), "test") == ROWS[1:]
     with pytest.raises(DataError, match="no split 'dev'; splits: train, test"):
         load_rows(str(tmp_path / "gsm8k"), "dev")
+
+
+def test_the_first_row_is_the_first_that_load_rows_reads_in_every_format(tmp_path):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    (tmp_path / "train.jsonl").write_text("\n" + "".join(json.dumps(r) + "\n" for r in ROWS))  # a blank line first
+    (tmp_path / "test.json").write_text(json.dumps({"question": ["3+3?"], "answer": ["#### 6"]}))
+    pq.write_table(pa.Table.from_pylist(ROWS[::-1]), tmp_path / "validation-00000.parquet")
+    for split in ("train", "test", "validation"):
+        assert first_row(str(tmp_path), split) == load_rows(str(tmp_path), split)[0]
+
+
+def test_a_datasets_folder_has_no_first_row_before_setup(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    datasets.Dataset.from_list(ROWS).save_to_disk(str(tmp_path / "saved"))
+    assert first_row(str(tmp_path / "saved")) is None
+
+
+@pytest.mark.parametrize(
+    "name, text, message",
+    [
+        ("empty.jsonl", "\n\n", "empty.jsonl: no rows"),
+        ("empty.json", "[]", "empty.json: no rows"),
+        ("broken.jsonl", '{"q": [}\n', "broken.jsonl: not readable as jsonl: Expecting value"),
+        ("broken.parquet", "nope", "broken.parquet: not readable as parquet: "),
+        ("lists.jsonl", "[1, 2]\n", "lists.jsonl: rows are lists, not objects with named columns"),
+        ("rows.csv", "q,a\n", "rows.csv: unsupported file type '.csv'"),
+    ],
+)
+def test_a_data_set_without_a_first_row_to_read_is_a_data_error(tmp_path, name, text, message):
+    (tmp_path / name).write_text(text)
+    with pytest.raises(DataError, match=re.escape(message)):
+        first_row(str(tmp_path / name))
 
 
 class PlainTokenizer:

@@ -18,9 +18,14 @@ from trinity.errors import ConfigError  # noqa: E402
 from trinity.runtime import preflight  # noqa: E402
 
 
+def passes_the_drivers_checks(resolved) -> None:
+    """The model-folder checks run in the driver, before verl's child starts; that child is not waited for here."""
+    preflight.start(resolved).cancel()
+
+
 def test_a_trusted_model_with_its_own_code_passes(remote_code_model, demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
-    preflight.check(
+    passes_the_drivers_checks(
         resolve(
             Request(None, ("hardware=cpu", f"model.model_path={remote_code_model}", "model.trust_remote_code=true"))
         )
@@ -32,14 +37,14 @@ def test_code_for_a_model_type_transformers_knows_needs_no_trust(remote_code_mod
     known = shutil.copytree(remote_code_model, tmp_path / "model")
     config = json.loads((known / "config.json").read_text())
     (known / "config.json").write_text(json.dumps(config | {"model_type": "qwen2"}))
-    preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={known}"))))
+    passes_the_drivers_checks(resolve(Request(None, ("hardware=cpu", f"model.model_path={known}"))))
 
 
 def test_every_stage_runs_the_first_stages_code_and_must_trust_it(remote_code_model, demo_assets, monkeypatch):
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     trusted = ("hardware=cpu", f"model.model_path={remote_code_model}", "model.trust_remote_code=true")
     # grpo starts from sft's checkpoint, not its own path
-    preflight.check(resolve(Request(None, (*trusted, f"stages.1.model.model_path={demo_assets / 'model'}"))))
+    passes_the_drivers_checks(resolve(Request(None, (*trusted, f"stages.1.model.model_path={demo_assets / 'model'}"))))
     with pytest.raises(ConfigError) as err:
         preflight.check(resolve(Request(None, (*trusted, "stages.1.model.trust_remote_code=false"))))
     assert [i.message for i in err.value.issues] == [
@@ -61,7 +66,7 @@ def test_a_tokenizer_class_transformers_has_needs_no_trust_for_its_auto_map(demo
             }
         )
     )
-    preflight.check(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
+    passes_the_drivers_checks(resolve(Request(None, ("hardware=cpu", f"model.model_path={model}"))))
 
 
 def refused(*overrides, config=None):
@@ -312,3 +317,12 @@ def test_verls_refusal_of_the_critics_section_crosses_from_the_child(demo_assets
             )
         )
     assert [i.key for i in err.value.issues] == ["trainer.trainer_config.critic"]
+
+
+def test_a_check_cancelled_before_its_answer_leaves_no_process_and_no_file(demo_assets, monkeypatch):
+    """`trinity run` cancels verl's check when the run ends first (a cluster it cannot reach, Ctrl-C)."""
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    check = preflight.start(resolve(Request(None, ("hardware=cpu",))))
+    assert check.proc.poll() is None and (check.folder / "stages.pickle").is_file()  # importing verl takes seconds
+    check.cancel()
+    assert check.proc.returncode is not None and not check.folder.exists()

@@ -1,5 +1,8 @@
 """verl's trainer config built from ours: every knob from the resolved config, validated by verl's dataclasses."""
 
+import shutil
+import subprocess
+
 import pytest
 
 from tests.conftest import PROFILES, REFERENCE
@@ -205,22 +208,33 @@ def test_a_passthrough_key_trinity_sets_is_refused_naming_the_trinity_key(key, o
     )
 
 
-def test_run_refuses_a_bad_passthrough_before_ray_starts(demo_assets, tmp_path):
+@pytest.mark.ray  # a local Ray starts while verl's check runs
+def test_run_refuses_a_bad_passthrough_before_anything_runs_in_ray(demo_assets, tmp_path):
+    """verl's check answers while a local Ray starts: its refusal is the only output, and that Ray is gone."""
+    import tempfile
+
     from tests.conftest import run_process
 
+    ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")
     env = {
         "TRINITY_DEMO_DIR": str(demo_assets),
         "TRINITY_CHECKPOINT_ROOT_DIR": str(tmp_path / "ckpt"),
         "RAY_ADDRESS": "",
+        "RAY_TMPDIR": ray_tmp,
     }
     result = run_process("run", "+trainer.trainer_config.actor.clip_ratio_cc=2.0", cwd=tmp_path, env=env)
     assert result.code == 2 and "Traceback" not in result.err
-    assert (
+    assert result.err == (
+        "trinity: 1 problem in the config\n"
         "error: verl's FSDPActorConfig: trainer.trainer_config.actor: verl rejected the trainer configuration built "
-        "from this run config: FSDPActorConfig.__init__() got an unexpected keyword argument 'clip_ratio_cc'"
-        in result.err
+        "from this run config: FSDPActorConfig.__init__() got an unexpected keyword argument 'clip_ratio_cc'\n"
+        "    hint: check trainer.*, algorithm.* and trainer.trainer_config; the values verl received are in the run's "
+        "logs/trainer_node*.log\n"
     )
-    assert not (tmp_path / "ckpt").exists() and "Ray" not in result.err  # nothing started, nothing written
+    assert not (tmp_path / "ckpt").exists()  # nothing written
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert [line for line in ps.splitlines() if ray_tmp in line] == []  # the Ray it started is shut down
+    shutil.rmtree(ray_tmp, ignore_errors=True)
 
 
 @pytest.mark.parametrize("key", ["model.lora_rank", "model.target_modules", "model.lora.merge"])

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the CLI imports the config layer lazily: `trinity --help` s
     from ..config.compose import Composed
     from ..config.resolve import ResolvedConfig
     from ..config.schema import RunConfig
+    from ..runtime.preflight import VerlCheck
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,
@@ -95,7 +96,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     training = not (args.dry_run or args.placement_only)
     if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends in seconds
         fit_checked(standalone, args.strict)
-    checked = _preflight(standalone) if training and standalone is not None else None
+    # the driver's checks end the run here; verl's answers once Ray is up, before anything is created in it
+    verl = _preflight(standalone) if training and standalone is not None else None
     import ray
 
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
@@ -105,10 +107,12 @@ def run_cmd(args: argparse.Namespace) -> int:
                 raise refusal
             start_local(target, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
         signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
+        if verl is not None:
+            verl.wait()
         resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
         print_issues(fit_checked(resolved, args.strict)[1])
-        if training and resolved is not checked:  # the cluster changed the config: check what is launched
-            _preflight(resolved)
+        if training and (verl is None or resolved is not standalone):  # the cluster changed what is launched
+            _preflight(resolved).wait()
         if args.dry_run:
             from ..launch.launcher import check_live
 
@@ -119,15 +123,16 @@ def run_cmd(args: argparse.Namespace) -> int:
             return _placement_only(args, resolved.config)
         return _train(args, resolved)
     finally:
+        if verl is not None:
+            verl.cancel()
         ray.shutdown()
 
 
-def _preflight(resolved: ResolvedConfig) -> ResolvedConfig:
-    """Check `resolved` before anything of it runs; returns it, checked."""
-    from ..runtime.preflight import check
+def _preflight(resolved: ResolvedConfig) -> VerlCheck:
+    """The driver's checks of `resolved` (a ConfigError ends the run here); verl's check, under way."""
+    from ..runtime.preflight import start
 
-    check(resolved)
-    return resolved
+    return start(resolved)
 
 
 def _standalone(composed: Composed, strict: bool) -> tuple[ResolvedConfig | None, ConfigError | None]:

@@ -7,10 +7,11 @@ inside a role ten minutes later. `render` and `run --dry-run` only describe, so 
 
 import re
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from ..errors import Issue, dotted
 from . import modes
-from .algorithms import needs_rollout
+from .algorithms import data_kind, needs_rollout
 from .model_folder import hf_config
 from .resolve import ResolvedConfig
 from .schema import RunConfig
@@ -26,15 +27,20 @@ DOWNLOAD_HINT = (
 def data_issues(resolved: ResolvedConfig) -> list[Issue]:
     """An error for every data set the run (or one of its stages) reads that is not on disk."""
     issues: list[Issue] = []
-    staged = [(f" (in stage '{n}')", c, p) for (n, c), p in zip(resolved.stages, resolved.stage_provenance)]
-    # stages replace the root run
-    for label, config, provenance in staged or [("", resolved.config, resolved.provenance)]:
-        for key, path, subset in _data_inputs(config):
-            if path and not Path(path).exists():
-                issue = _missing(key, path, subset, provenance.where(key), label)
+    for label, config, provenance in stage_configs(resolved):
+        for data_input in data_inputs(config):
+            key, storage = (*data_input.key, "path"), data_input.storage
+            if storage.path and not Path(storage.path).exists():
+                issue = _missing(key, storage.path, storage.subset_name, provenance.where(key), label)
                 if issue not in issues:
                     issues.append(issue)
     return issues
+
+
+def stage_configs(resolved: ResolvedConfig) -> list[tuple[str, RunConfig, Any]]:
+    """(label for a message, config, provenance) of each stage, or of the run when it has none (stages replace it)."""
+    staged = [(f" (in stage '{n}')", c, p) for (n, c), p in zip(resolved.stages, resolved.stage_provenance)]
+    return staged or [("", resolved.config, resolved.provenance)]
 
 
 def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
@@ -56,10 +62,9 @@ def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
 def teacher_issues(resolved: ResolvedConfig) -> list[Issue]:
     """An error for a distillation teacher that is not a local model folder, or whose vocabulary differs from the
     policy model's: its log-probs are read at the student's token ids (checked by `run` only)."""
-    staged = list(zip((c for _, c in resolved.stages), resolved.stage_provenance))
     policy = _vocab(Path(resolved.config.model.model_path))
     issues: list[Issue] = []
-    for config, provenance in staged or [(resolved.config, resolved.provenance)]:
+    for _, config, provenance in stage_configs(resolved):
         teacher = config.model.teacher_model_path
         if not teacher:
             continue
@@ -92,24 +97,30 @@ def _vocab(folder: Path) -> int | None:
     return None if data is None else (data.get("text_config") or data).get("vocab_size", -1)
 
 
-def _data_inputs(config: RunConfig) -> list[tuple[tuple, str, str]]:
-    """(key of the path, the path, its subset) of every data set the config reads."""
+class DataInput(NamedTuple):
+    """A data set a config reads: the key of its section, the section, and what its rows feed (the data kinds of
+    runtime/data/prompts.py: rollouts for a taskset, else what the trainer reads)."""
+
+    key: tuple
+    storage: Any
+    data: str
+
+
+def data_inputs(config: RunConfig) -> list[DataInput]:
+    """Every data set the config reads."""
     found = []
     explorer_input = config.buffer.explorer_input
     if modes.mode(config.mode).explores:
         named = [(("taskset",), explorer_input.taskset)] if explorer_input.taskset else []
         named += [(("tasksets", i), t) for i, t in enumerate(explorer_input.tasksets)]
         named += [(("eval_tasksets", i), t) for i, t in enumerate(explorer_input.eval_tasksets)]
-        found += [(("buffer", "explorer_input", *key, "path"), t.path, t.subset_name) for key, t in named]
+        found += [DataInput(("buffer", "explorer_input", *key), t, "rollouts") for key, t in named]
     experiences = config.buffer.trainer_input.experience_buffer
-    if experiences and not needs_rollout(config.algorithm.algorithm_type) and experiences.storage_type == "file":
-        found.append(
-            (("buffer", "trainer_input", "experience_buffer", "path"), experiences.path, experiences.subset_name)
-        )
+    algorithm = config.algorithm.algorithm_type
+    if experiences and not needs_rollout(algorithm) and experiences.storage_type == "file":
+        found.append(DataInput(("buffer", "trainer_input", "experience_buffer"), experiences, data_kind(algorithm)))
     for name, data_set in config.buffer.trainer_input.auxiliary_buffers.items():  # mixed into batches (mix)
-        found.append(
-            (("buffer", "trainer_input", "auxiliary_buffers", name, "path"), data_set.path, data_set.subset_name)
-        )
+        found.append(DataInput(("buffer", "trainer_input", "auxiliary_buffers", name), data_set, "sft"))
     return found
 
 

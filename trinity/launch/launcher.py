@@ -1,6 +1,7 @@
 """Ray side of `trinity run`: connect or start Ray, create the plan's groups with a timeout, start
 the role actors, check them against the plan, and always tear everything down."""
 
+import logging
 import math
 import os
 import time
@@ -64,6 +65,7 @@ def start_local(target: RunTarget, cpus: int) -> None:
         num_cpus=max(os.cpu_count() or 1, cpus),
         include_dashboard=False,
         log_to_driver=False,
+        logging_level=logging.WARNING,  # it starts while preflight's verl check runs: a refusal is the only output
     )
 
 

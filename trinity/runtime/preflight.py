@@ -1,14 +1,16 @@
 """Checks before Ray starts: everything a run reads is on this machine and every role can be built.
 
-Run in the driver in seconds, so a wrong path, an engine this version lacks, or a trainer value
-verl refuses ends the run before ten minutes of start-up rather than after. verl's own check runs in a
-child process, so the driver holds no verl or torch for the rest of the run.
+Run in the driver in seconds, so a wrong path, a column a data set lacks, an engine this version lacks, or a
+trainer value verl refuses ends the run before ten minutes of start-up rather than after. verl's own check runs in
+a child process, so the driver holds no verl or torch for the rest of the run; `trinity run` starts a local Ray
+while it runs and takes its answer before anything is created in Ray.
 """
 
 import importlib.util
 import json
 import os
 import pickle
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -22,6 +24,7 @@ from ..config.resolve import ResolvedConfig
 from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue
 from ..platforms import get_platform
+from .data.preflight import column_issues
 
 ENGINE = ("explorer", "rollout_model", "engine_type")
 # the child imports the driver's own trinity: `-m` would put the working directory first, where a checkout of
@@ -34,8 +37,16 @@ CHILD = (
 
 def check(resolved: ResolvedConfig) -> None:
     """Raise one ConfigError listing every problem found."""
+    start(resolved).wait()
+
+
+def start(resolved: ResolvedConfig) -> "VerlCheck":
+    """Raise one ConfigError listing every problem the driver finds; then start verl's check of the training stages,
+    which answers in `wait()` (a local Ray can start meanwhile)."""
     stages = [c for _, c in resolved.stages] or [resolved.config]
-    issues = data_issues(resolved) + (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved))
+    issues = (data_issues(resolved) or column_issues(resolved)) + (
+        model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
+    )
     issues += teacher_issues(resolved)
     for config in stages:
         if not modes.mode(config.mode).loop:
@@ -50,28 +61,57 @@ def check(resolved: ResolvedConfig) -> None:
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
     for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
         issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
-    training = [config for config in stages if modes.mode(config.mode).trains]
-    if not issues and training:
-        issues = _verl_refusals(training, get_platform(resolved.config.hardware.device_type).verl_env())
     if issues:
         raise ConfigError(issues)
+    training = [config for config in stages if modes.mode(config.mode).trains]
+    return VerlCheck(training, get_platform(resolved.config.hardware.device_type).verl_env())
 
 
-def _verl_refusals(stages: list[RunConfig], verl_env: dict[str, str]) -> list[Issue]:
-    """What verl refuses in the stages' trainer sections, asked of a child process (runtime/verl/refusals.py):
-    the driver, which lives as long as the run, keeps no verl and no torch."""
-    with tempfile.TemporaryDirectory(prefix="trinity-preflight-") as folder:
-        out = Path(folder) / "issues.pickle"
-        proc = subprocess.run(
-            [sys.executable, "-c", CHILD, str(Path(__file__).parents[2]), str(out)],
-            input=pickle.dumps(stages),
-            capture_output=True,
-            env={**os.environ, **verl_env},  # verl reads its platform at import
-        )
-        if proc.returncode != 0 or not out.is_file():
-            stderr = proc.stderr.decode(errors="replace").strip()
+class VerlCheck:
+    """What verl refuses in the stages' trainer sections, asked of a child process (runtime/verl/refusals.py): the
+    driver, which lives as long as the run, keeps no verl and no torch. It runs from construction to `wait()`."""
+
+    def __init__(self, stages: list[RunConfig], verl_env: dict[str, str]) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.folder: Path | None = None
+        if not stages:
+            return
+        self.folder = Path(tempfile.mkdtemp(prefix="trinity-preflight-"))
+        (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
+        with (self.folder / "stderr").open("wb") as stderr:  # a file: a pipe nobody reads could fill and stall it
+            self.proc = subprocess.Popen(
+                [sys.executable, "-c", CHILD, str(Path(__file__).parents[2]), str(self.folder)],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=stderr,
+                env={**os.environ, **verl_env},  # verl reads its platform at import
+            )
+
+    def wait(self) -> None:
+        """Raise one ConfigError listing what verl refused; a child that failed is a RuntimeError of one line."""
+        try:
+            issues = self._issues()
+        finally:
+            self.cancel()
+        if issues:
+            raise ConfigError(issues)
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs and remove its files (wait() does this; so does a run that ends first)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _issues(self) -> list[Issue]:
+        if self.proc is None or self.folder is None:
+            return []
+        code, out = self.proc.wait(), self.folder / "issues.pickle"
+        if code != 0 or not out.is_file():
+            stderr = (self.folder / "stderr").read_bytes().decode(errors="replace").strip()
             last = stderr.splitlines()[-1] if stderr else "no output"
-            message = f"checking the trainer config with verl failed (exit {proc.returncode}): {last}"
+            message = f"checking the trainer config with verl failed (exit {code}): {last}"
             raise RuntimeError(message) from ChildProcessError(stderr[-6000:])  # --debug shows the child's traceback
         return pickle.loads(out.read_bytes())
 

@@ -15,16 +15,25 @@ DATA_COLUMNS = {"sft": ("response_key",), "pairs": ("chosen_key", "rejected_key"
 def check_columns(what: str, fmt: Any, row: dict, data: str = "rollouts") -> None:
     """A data set whose format names a column its rows lack fails at setup, not row by row; row 0 stands for all.
     `data` is what the rows feed: rollouts (a taskset), or a trainer's sft samples, pairs or text."""
+    missing = missing_columns(fmt, row, data)
+    if missing:
+        column, key = missing[0]
+        raise ValueError(f"{what}: {no_column(column, row)}; set its format.{key}")
+
+
+def missing_columns(fmt: Any, row: dict, data: str = "rollouts") -> list[tuple[str, str]]:
+    """(column, the format key naming it) for each column the format names that `row` lacks."""
     by_messages = fmt.prompt_type != "plaintext" and fmt.messages_key in row
     wanted = {} if by_messages else {fmt.prompt_key: "prompt_key"}
     if not (by_messages and data == "sft"):  # an SFT conversation's last assistant message is its response
         wanted |= {getattr(fmt, key): key for key in DATA_COLUMNS.get(data, ())}
     wanted |= {fmt.system_prompt_key: "system_prompt_key", getattr(fmt, "workflow_key", None): "workflow_key"}
-    for column, key in wanted.items():
-        if column and column not in row:
-            raise ValueError(
-                f"{what}: rows have no column {column!r} (columns: {', '.join(map(str, row))}); set its format.{key}"
-            )
+    return [(column, key) for column, key in wanted.items() if column and column not in row]
+
+
+def no_column(column: str, row: dict) -> str:
+    """What is wrong with rows that lack `column`."""
+    return f"rows have no column {column!r} (columns: {', '.join(map(str, row))})"
 
 
 def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False, template: str | None = None) -> str:

@@ -6,6 +6,7 @@ Nothing is downloaded: a run reads what is on disk, on every node, the same way.
 
 import json
 from pathlib import Path
+from typing import Any
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
 
@@ -16,16 +17,53 @@ class DataError(ValueError):
 
 def load_rows(path: str, split: str = "train", subset: str | None = None) -> list[dict]:
     """Every row of the data set at `path`, as plain dicts."""
+    source = _source(path, subset)
+    if _saved(source):
+        return _read_saved(source, split)
+    return _read_file(source if source.is_file() else _split_file(source, split))
+
+
+def first_row(path: str, split: str = "train", subset: str | None = None) -> dict | None:
+    """Row 0 of the data set at `path`, read without the rest where the format allows; None for a folder saved by
+    `datasets`, which only `datasets` reads (and it imports torch)."""
+    source = _source(path, subset)
+    if _saved(source):
+        return None
+    file = source if source.is_file() else _split_file(source, split)
+    try:
+        row = _first(file)
+    except ValueError as exc:  # JSON's and pyarrow's errors, a byte that is not UTF-8
+        raise DataError(f"{file}: not readable as {file.suffix[1:]}: {exc}") from exc
+    if row is None:
+        raise DataError(f"{file}: no rows")
+    if not isinstance(row, dict):
+        raise DataError(f"{file}: rows are {type(row).__name__}s, not objects with named columns")
+    return row
+
+
+def _first(file: Path) -> Any:
+    if file.suffix == ".jsonl":
+        with file.open(encoding="utf-8") as fh:
+            return next((json.loads(line) for line in fh if line.strip()), None)
+    if file.suffix == ".parquet":
+        import pyarrow.parquet as pq
+
+        return next((batch.to_pylist()[0] for batch in pq.ParquetFile(file).iter_batches(batch_size=1)), None)
+    return next(iter(_read_file(file)), None)
+
+
+def _source(path: str, subset: str | None) -> Path:
+    """The file or folder `path` names, its `subset` folder where it has one."""
     source = Path(path)
     if subset and source.is_dir() and (source / subset).exists():
         source = source / subset
-    if source.is_file():
-        return _read_file(source)
-    if not source.is_dir():
+    if not source.exists():
         raise DataError(f"{path}: no such file or folder")
-    if (source / "dataset_dict.json").exists() or (source / "dataset_info.json").exists():
-        return _read_saved(source, split)
-    return _read_file(_split_file(source, split))
+    return source
+
+
+def _saved(source: Path) -> bool:
+    return source.is_dir() and ((source / "dataset_dict.json").exists() or (source / "dataset_info.json").exists())
 
 
 def _split_file(folder: Path, split: str) -> Path:

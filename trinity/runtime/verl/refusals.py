@@ -1,8 +1,8 @@
 """verl's refusals of the training stages' trainer sections, found in a process of its own.
 
 `trinity run`'s preflight runs this module as a script (preflight.CHILD, the driver's own trinity first on the path)
-with the stages' configs pickled on stdin; it writes the issues found (a pickled list, empty when verl accepts every
-section) to the file its argument names. verl holds torch, which the driver would otherwise keep for the whole run.
+on a folder holding the stages' configs (stages.pickle); it writes there the issues found (issues.pickle: a pickled
+list, empty when verl accepts every section). verl holds torch, which the driver would otherwise keep for the whole run.
 """
 
 import pickle
@@ -49,4 +49,7 @@ def _refused(build: Callable[..., Any], *args: Any) -> list[Issue]:
 
 
 if __name__ == "__main__":
-    Path(sys.argv[1]).write_bytes(pickle.dumps(refusals(pickle.load(sys.stdin.buffer))))
+    folder = Path(sys.argv[1])
+    issues = refusals(pickle.loads((folder / "stages.pickle").read_bytes()))
+    (folder / "issues.pickle.tmp").write_bytes(pickle.dumps(issues))
+    (folder / "issues.pickle.tmp").rename(folder / "issues.pickle")  # whole or absent: a killed child leaves no half

@@ -1,0 +1,52 @@
+"""The data sets' preflight check: each local data set a stage reads gives its first row, with every column its format
+names, in the driver before Ray starts. The roles check the same row again at setup, where a folder saved by
+`datasets` is first read (reading one here would bring torch into the driver)."""
+
+from typing import Any
+
+from ...config.local_inputs import DataInput, data_inputs, stage_configs
+from ...config.resolve import ResolvedConfig
+from ...errors import Issue, dotted
+from .prompts import missing_columns, no_column
+from .tasksets import SUFFIXES, DataError, first_row
+
+
+def column_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """An error for each data set that cannot be read, or whose first row lacks a column its format names."""
+    issues: list[Issue] = []
+    for label, config, provenance in stage_configs(resolved):
+        for data_input in data_inputs(config):
+            issues += [i for i in _issues(data_input, provenance, label) if i not in issues]
+    return issues
+
+
+def _issues(data_input: DataInput, provenance: Any, label: str) -> list[Issue]:
+    storage, key = data_input.storage, data_input.key
+    what = f"{'taskset' if data_input.data == 'rollouts' else 'data set'} {storage.name}{label}"
+    try:
+        row = first_row(storage.path, storage.split, storage.subset_name)
+    except (DataError, OSError) as exc:
+        path = (*key, "path")
+        return [
+            Issue(
+                f"{what}: {exc}",
+                key=dotted(path),
+                source=provenance.where(path),
+                allowed=f"{', '.join(SUFFIXES)} files with at least one row, or a folder saved by datasets",
+                hint="check the path, its split and subset_name, and the file's contents",
+            )
+        ]
+    if row is None:
+        return []
+    missing = missing_columns(storage.format, row, data_input.data)
+    return [_no_column(what, column, (*key, "format", name), row, provenance) for column, name in missing]
+
+
+def _no_column(what: str, column: str, path: tuple, row: dict, provenance: Any) -> Issue:
+    return Issue(
+        f"{what}: {no_column(column, row)}",
+        key=dotted(path),
+        source=provenance.written_where(path),
+        allowed=", ".join(map(str, row)),
+        hint=f"set {dotted(path)} to the column that holds it",
+    )
