@@ -76,7 +76,7 @@ def test_a_format_column_the_data_sets_rows_lack(run):
         column = override.split("=")[1]
         assert (
             f": {key}: {what}: rows have no column '{column}' (columns: prompt, response)\n"
-            f"    allowed: prompt, response\n    hint: set {key} to the column that holds it\n"
+            f"    hint: set {key} to the column that holds it\n"
         ) in proc.stderr
     assert f"error: override '{MISSING_COLUMNS[1][0]}': {MISSING_COLUMNS[1][1]}: " in proc.stderr  # where it was set
 
@@ -85,10 +85,32 @@ def test_a_taskset_split_without_a_file(run, demo_assets):
     proc, started = run("buffer.explorer_input.taskset.split=validation")
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
     assert (
-        f"buffer.explorer_input.taskset.path: taskset arith (in stage 'grpo'): {demo_assets}/data: no file for split "
-        "'validation' (validation.jsonl, validation.json or validation.parquet); data files here: test.jsonl, "
-        "train.jsonl\n"
+        "error: override 'buffer.explorer_input.taskset.split=validation': buffer.explorer_input.taskset.split: "
+        f"taskset arith (in stage 'grpo'): {demo_assets}/data: no file for split 'validation' (validation.jsonl, "
+        "validation.json or validation.parquet); data files here: test.jsonl, train.jsonl\n"
+        "    allowed: .jsonl, .json, .parquet files with at least one row, or a folder saved by datasets\n"
+        "    hint: check the path, its split and subset_name, and the file's contents\n"
     ) in proc.stderr
+
+
+def test_the_rows_a_preference_or_mixing_trainer_reads_are_checked_for_their_columns(run, demo_assets):
+    """DPO's data set needs chosen and rejected columns; the SFT data set a mixing strategy adds, a response."""
+    expert = f"{{expert: {{name: expert, path: {demo_assets}/data, format: {{response_key: a}}}}}}"
+    proc, started = run(
+        "stages.0.algorithm.algorithm_type=dpo",
+        "stages.1.algorithm.algorithm_type=mix",
+        f"+stages.1.buffer.trainer_input.auxiliary_buffers={expert}",
+        "+stages.1.algorithm.sample_strategy_args={sft_dataset_name: expert}",
+    )
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert "trinity: 3 problems in the config" in proc.stderr
+    dpo, mix = "data set arith_sft (in stage 'sft_warmup')", "data set expert (in stage 'grpo')"
+    for key, what, column in [
+        ("buffer.trainer_input.experience_buffer.format.chosen_key", dpo, "chosen"),
+        ("buffer.trainer_input.experience_buffer.format.rejected_key", dpo, "rejected"),
+        ("buffer.trainer_input.auxiliary_buffers.expert.format.response_key", mix, "a"),
+    ]:
+        assert f"{key}: {what}: rows have no column '{column}' (columns: prompt, response)\n" in proc.stderr
 
 
 HIDE_VLLM = """import importlib.util

@@ -1,13 +1,12 @@
 """Tasksets from local JSONL, JSON, Parquet and `datasets` folders; prompts and SFT pairs from rows."""
 
 import json
-import re
 
 import pytest
 
 from trinity.config.schema.buffer import FormatConfig, TasksetFormat
 from trinity.runtime.data.prompts import FormatError, check_columns, prompt_text, sft_pair
-from trinity.runtime.data.tasksets import DataError, first_row, load_rows
+from trinity.runtime.data.tasksets import DataError, SplitError, first_row, load_rows
 
 ROWS = [{"question": "1+1?", "answer": "#### 2"}, {"question": "2+2?", "answer": "#### 4"}]
 
@@ -65,18 +64,27 @@ def test_a_datasets_folder_has_no_first_row_before_setup(tmp_path):
 @pytest.mark.parametrize(
     "name, text, message",
     [
-        ("empty.jsonl", "\n\n", "empty.jsonl: no rows"),
-        ("empty.json", "[]", "empty.json: no rows"),
-        ("broken.jsonl", '{"q": [}\n', "broken.jsonl: not readable as jsonl: Expecting value"),
-        ("broken.parquet", "nope", "broken.parquet: not readable as parquet: "),
-        ("lists.jsonl", "[1, 2]\n", "lists.jsonl: rows are lists, not objects with named columns"),
-        ("rows.csv", "q,a\n", "rows.csv: unsupported file type '.csv'"),
+        ("empty.jsonl", "\n\n", "no rows"),
+        ("empty.json", "[]", "no rows"),
+        ("broken.jsonl", '{"q": [}\n', "not readable as jsonl: Expecting value: line 1 column 8 (char 7)"),
+        ("broken.parquet", "nope", "not readable as parquet: "),
+        ("scalar.json", '{"q": 1}', "not readable as json: 'int' object is not iterable"),
+        ("lists.jsonl", "[1, 2]\n", "rows are list, not objects with named columns"),
+        ("nulls.jsonl", "null\n", "rows are NoneType, not objects with named columns"),
+        ("rows.csv", "q,a\n", "unsupported file type '.csv'; use .jsonl, .json, .parquet or a datasets folder"),
     ],
 )
-def test_a_data_set_without_a_first_row_to_read_is_a_data_error(tmp_path, name, text, message):
+def test_a_data_set_without_a_first_row_to_read_is_a_data_error_naming_its_file_once(tmp_path, name, text, message):
     (tmp_path / name).write_text(text)
-    with pytest.raises(DataError, match=re.escape(message)):
+    with pytest.raises(DataError) as err:
         first_row(str(tmp_path / name))
+    assert str(err.value).startswith(f"{tmp_path / name}: {message}") and str(err.value).count(name) == 1
+
+
+def test_a_split_without_a_file_is_a_split_error(tmp_path):
+    (tmp_path / "train.jsonl").write_text(json.dumps(ROWS[0]) + "\n")
+    with pytest.raises(SplitError, match="no file for split 'test'"):
+        first_row(str(tmp_path), "test")
 
 
 class PlainTokenizer:

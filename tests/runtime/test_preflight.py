@@ -322,7 +322,6 @@ def test_verls_refusal_of_the_critics_section_crosses_from_the_child(demo_assets
 def test_a_check_cancelled_before_its_answer_leaves_no_process_and_no_file(demo_assets, monkeypatch):
     """`trinity run` cancels verl's check when the run ends first (a cluster it cannot reach, Ctrl-C)."""
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
-    check = preflight.start(resolve(Request(None, ("hardware=cpu",))))
-    assert check.proc.poll() is None and (check.folder / "stages.pickle").is_file()  # importing verl takes seconds
-    check.cancel()
+    with preflight.start(resolve(Request(None, ("hardware=cpu",)))) as check:  # as `trinity run` holds it
+        assert check.proc.poll() is None and (check.folder / "stages.pickle").is_file()  # importing verl takes seconds
     assert check.proc.returncode is not None and not check.folder.exists()

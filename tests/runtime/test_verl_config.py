@@ -2,6 +2,7 @@
 
 import shutil
 import subprocess
+import time
 
 import pytest
 
@@ -222,19 +223,32 @@ def test_run_refuses_a_bad_passthrough_before_anything_runs_in_ray(demo_assets, 
         "RAY_ADDRESS": "",
         "RAY_TMPDIR": ray_tmp,
     }
-    result = run_process("run", "+trainer.trainer_config.actor.clip_ratio_cc=2.0", cwd=tmp_path, env=env)
-    assert result.code == 2 and "Traceback" not in result.err
-    assert result.err == (
-        "trinity: 1 problem in the config\n"
-        "error: verl's FSDPActorConfig: trainer.trainer_config.actor: verl rejected the trainer configuration built "
-        "from this run config: FSDPActorConfig.__init__() got an unexpected keyword argument 'clip_ratio_cc'\n"
-        "    hint: check trainer.*, algorithm.* and trainer.trainer_config; the values verl received are in the run's "
-        "logs/trainer_node*.log\n"
-    )
-    assert not (tmp_path / "ckpt").exists()  # nothing written
-    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
-    assert [line for line in ps.splitlines() if ray_tmp in line] == []  # the Ray it started is shut down
-    shutil.rmtree(ray_tmp, ignore_errors=True)
+    try:
+        result = run_process("run", "+trainer.trainer_config.actor.clip_ratio_cc=2.0", cwd=tmp_path, env=env)
+        assert result.code == 2 and "Traceback" not in result.err
+        assert result.err == (
+            "trinity: 1 problem in the config\n"
+            "error: verl's FSDPActorConfig: trainer.trainer_config.actor: verl rejected the trainer configuration "
+            "built from this run config: FSDPActorConfig.__init__() got an unexpected keyword argument "
+            "'clip_ratio_cc'\n"
+            "    hint: check trainer.*, algorithm.* and trainer.trainer_config; the values verl received are in the "
+            "run's logs/trainer_node*.log\n"
+        )
+        assert not (tmp_path / "ckpt").exists()  # nothing written
+        assert _ray_processes_end(ray_tmp) == []  # the Ray it started is shut down (its gcs and raylet name the dir)
+    finally:
+        shutil.rmtree(ray_tmp, ignore_errors=True)
+
+
+def _ray_processes_end(ray_tmp: str, timeout_s: float = 30.0) -> list[str]:
+    """The processes still naming `ray_tmp` once they ended or `timeout_s` passed (ray.shutdown does not wait)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+        left = [line for line in ps.splitlines() if ray_tmp in line]
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
 
 
 @pytest.mark.parametrize("key", ["model.lora_rank", "model.target_modules", "model.lora.merge"])

@@ -96,43 +96,41 @@ def run_cmd(args: argparse.Namespace) -> int:
     training = not (args.dry_run or args.placement_only)
     if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends in seconds
         fit_checked(standalone, args.strict)
-    # the driver's checks end the run here; verl's answers once Ray is up, before anything is created in it
-    verl = _preflight(standalone) if training and standalone is not None else None
-    import ray
-
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
-    try:
-        if not join(target):  # no cluster named or running here (a dry run always names one by now)
-            if refusal:  # no cluster to ask: the config must stand on its own
-                raise refusal
-            start_local(target, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
-        signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
-        if verl is not None:
+    # the driver's checks end the run here; verl's answers once Ray is up, before anything is created in it
+    with _preflight(standalone if training else None) as verl:
+        import ray
+
+        try:
+            if not join(target):  # no cluster named or running here (a dry run always names one by now)
+                if refusal:  # no cluster to ask: the config must stand on its own
+                    raise refusal
+                start_local(target, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
+            signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
             verl.wait()
-        resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
-        print_issues(fit_checked(resolved, args.strict)[1])
-        if training and (verl is None or resolved is not standalone):  # the cluster changed what is launched
-            _preflight(resolved).wait()
-        if args.dry_run:
-            from ..launch.launcher import check_live
+            resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
+            print_issues(fit_checked(resolved, args.strict)[1])
+            if training and resolved is not standalone:  # the cluster changed what is launched: check it
+                with _preflight(resolved) as again:
+                    again.wait()
+            if args.dry_run:
+                from ..launch.launcher import check_live
 
-            return _show(
-                args, [(n, plan, check_live(plan)) for n, plan in ((n, build_plan(c)) for n, c in _stages(resolved))]
-            )
-        if args.placement_only:
-            return _placement_only(args, resolved.config)
-        return _train(args, resolved)
-    finally:
-        if verl is not None:
-            verl.cancel()
-        ray.shutdown()
+                plans = ((n, build_plan(c)) for n, c in _stages(resolved))
+                return _show(args, [(n, plan, check_live(plan)) for n, plan in plans])
+            if args.placement_only:
+                return _placement_only(args, resolved.config)
+            return _train(args, resolved)
+        finally:
+            ray.shutdown()
 
 
-def _preflight(resolved: ResolvedConfig) -> VerlCheck:
-    """The driver's checks of `resolved` (a ConfigError ends the run here); verl's check, under way."""
-    from ..runtime.preflight import start
+def _preflight(resolved: ResolvedConfig | None) -> VerlCheck:
+    """The driver's checks of `resolved` (a ConfigError ends the run here), and verl's check of it under way; None:
+    nothing to check."""
+    from ..runtime.preflight import VerlCheck, start
 
-    return start(resolved)
+    return VerlCheck([], {}) if resolved is None else start(resolved)
 
 
 def _standalone(composed: Composed, strict: bool) -> tuple[ResolvedConfig | None, ConfigError | None]:

@@ -39,7 +39,12 @@ def join(target: RunTarget) -> bool:
     if target.address == LOCAL:
         return False
     try:
-        ray.init(address=target.address or "auto", namespace=target.namespace, log_to_driver=False)
+        ray.init(
+            address=target.address or "auto",
+            namespace=target.namespace,
+            log_to_driver=False,
+            logging_level=logging.WARNING,  # as start_local's: a refusal by preflight's verl check is the only output
+        )
         return True
     except ConnectionError:
         if target.address:

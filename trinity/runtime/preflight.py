@@ -27,6 +27,7 @@ from ..platforms import get_platform
 from .data.preflight import column_issues
 
 ENGINE = ("explorer", "rollout_model", "engine_type")
+CHILD_TIMEOUT_S = 300  # importing verl takes 10 to 15 s on a 2-core machine; a hung one would hold a started Ray
 # the child imports the driver's own trinity: `-m` would put the working directory first, where a checkout of
 # another version (or Trinity-RFT's own `trinity` package) may sit
 CHILD = (
@@ -69,7 +70,8 @@ def start(resolved: ResolvedConfig) -> "VerlCheck":
 
 class VerlCheck:
     """What verl refuses in the stages' trainer sections, asked of a child process (runtime/verl/refusals.py): the
-    driver, which lives as long as the run, keeps no verl and no torch. It runs from construction to `wait()`."""
+    driver, which lives as long as the run, keeps no verl and no torch. It runs from construction to `wait()`; leaving
+    a `with` block, or `cancel()`, stops it."""
 
     def __init__(self, stages: list[RunConfig], verl_env: dict[str, str]) -> None:
         self.proc: subprocess.Popen | None = None
@@ -77,15 +79,25 @@ class VerlCheck:
         if not stages:
             return
         self.folder = Path(tempfile.mkdtemp(prefix="trinity-preflight-"))
-        (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
-        with (self.folder / "stderr").open("wb") as stderr:  # a file: a pipe nobody reads could fill and stall it
-            self.proc = subprocess.Popen(
-                [sys.executable, "-c", CHILD, str(Path(__file__).parents[2]), str(self.folder)],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=stderr,
-                env={**os.environ, **verl_env},  # verl reads its platform at import
-            )
+        try:
+            (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
+            with (self.folder / "stderr").open("wb") as stderr:  # a file: a pipe nobody reads could fill and stall it
+                self.proc = subprocess.Popen(
+                    [sys.executable, "-c", CHILD, str(Path(__file__).parents[2]), str(self.folder)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env={**os.environ, **verl_env},  # verl reads its platform at import
+                )
+        except BaseException:
+            self.cancel()
+            raise
+
+    def __enter__(self) -> "VerlCheck":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.cancel()
 
     def wait(self) -> None:
         """Raise one ConfigError listing what verl refused; a child that failed is a RuntimeError of one line."""
@@ -107,7 +119,11 @@ class VerlCheck:
     def _issues(self) -> list[Issue]:
         if self.proc is None or self.folder is None:
             return []
-        code, out = self.proc.wait(), self.folder / "issues.pickle"
+        try:
+            code = self.proc.wait(timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"checking the trainer config with verl took over {CHILD_TIMEOUT_S} s") from None
+        out = self.folder / "issues.pickle"
         if code != 0 or not out.is_file():
             stderr = (self.folder / "stderr").read_bytes().decode(errors="replace").strip()
             last = stderr.splitlines()[-1] if stderr else "no output"

@@ -8,7 +8,7 @@ from ...config.local_inputs import DataInput, data_inputs, stage_configs
 from ...config.resolve import ResolvedConfig
 from ...errors import Issue, dotted
 from .prompts import missing_columns, no_column
-from .tasksets import SUFFIXES, DataError, first_row
+from .tasksets import SUFFIXES, DataError, SplitError, first_row
 
 
 def column_issues(resolved: ResolvedConfig) -> list[Issue]:
@@ -22,16 +22,18 @@ def column_issues(resolved: ResolvedConfig) -> list[Issue]:
 
 def _issues(data_input: DataInput, provenance: Any, label: str) -> list[Issue]:
     storage, key = data_input.storage, data_input.key
+    if not storage.path:  # nothing to read: the roles refuse what needs one
+        return []
     what = f"{'taskset' if data_input.data == 'rollouts' else 'data set'} {storage.name}{label}"
     try:
         row = first_row(storage.path, storage.split, storage.subset_name)
     except (DataError, OSError) as exc:
-        path = (*key, "path")
+        field = (*key, "split" if isinstance(exc, SplitError) else "path")
         return [
             Issue(
                 f"{what}: {exc}",
-                key=dotted(path),
-                source=provenance.where(path),
+                key=dotted(field),
+                source=provenance.where(field),
                 allowed=f"{', '.join(SUFFIXES)} files with at least one row, or a folder saved by datasets",
                 hint="check the path, its split and subset_name, and the file's contents",
             )
@@ -47,6 +49,5 @@ def _no_column(what: str, column: str, path: tuple, row: dict, provenance: Any) 
         f"{what}: {no_column(column, row)}",
         key=dotted(path),
         source=provenance.written_where(path),
-        allowed=", ".join(map(str, row)),
         hint=f"set {dotted(path)} to the column that holds it",
     )

@@ -6,13 +6,16 @@ Nothing is downloaded: a run reads what is on disk, on every node, the same way.
 
 import json
 from pathlib import Path
-from typing import Any
 
 SUFFIXES = (".jsonl", ".json", ".parquet")
 
 
 class DataError(ValueError):
     """A data set that cannot be read as asked; the message says what was looked for."""
+
+
+class SplitError(DataError):
+    """A folder with no file, or a saved data set with no split, of the split asked for."""
 
 
 def load_rows(path: str, split: str = "train", subset: str | None = None) -> list[dict]:
@@ -30,26 +33,29 @@ def first_row(path: str, split: str = "train", subset: str | None = None) -> dic
     if _saved(source):
         return None
     file = source if source.is_file() else _split_file(source, split)
+    if file.suffix not in SUFFIXES:
+        raise _unsupported(file)
     try:
-        row = _first(file)
-    except ValueError as exc:  # JSON's and pyarrow's errors, a byte that is not UTF-8
+        rows = _first(file)
+    except (ValueError, TypeError) as exc:  # JSON's and pyarrow's errors, a byte that is not UTF-8, ragged columns
         raise DataError(f"{file}: not readable as {file.suffix[1:]}: {exc}") from exc
-    if row is None:
+    if not rows:
         raise DataError(f"{file}: no rows")
-    if not isinstance(row, dict):
-        raise DataError(f"{file}: rows are {type(row).__name__}s, not objects with named columns")
-    return row
+    if not isinstance(rows[0], dict):
+        raise DataError(f"{file}: rows are {type(rows[0]).__name__}, not objects with named columns")
+    return rows[0]
 
 
-def _first(file: Path) -> Any:
+def _first(file: Path) -> list:
+    """The file's first row, in a list (empty: no rows)."""
     if file.suffix == ".jsonl":
         with file.open(encoding="utf-8") as fh:
-            return next((json.loads(line) for line in fh if line.strip()), None)
+            return next(([json.loads(line)] for line in fh if line.strip()), [])
     if file.suffix == ".parquet":
         import pyarrow.parquet as pq
 
-        return next((batch.to_pylist()[0] for batch in pq.ParquetFile(file).iter_batches(batch_size=1)), None)
-    return next(iter(_read_file(file)), None)
+        return next((batch.to_pylist()[:1] for batch in pq.ParquetFile(file).iter_batches(batch_size=1)), [])
+    return _read_file(file)[:1]
 
 
 def _source(path: str, subset: str | None) -> Path:
@@ -74,7 +80,7 @@ def _split_file(folder: Path, split: str) -> Path:
     ]
     if not candidates:
         found = ", ".join(p.name for p in sorted(folder.iterdir()) if p.suffix in SUFFIXES) or "none"
-        raise DataError(
+        raise SplitError(
             f"{folder}: no file for split {split!r} ({split}.jsonl, {split}.json or {split}.parquet); data files "
             f"here: {found}"
         )
@@ -92,7 +98,11 @@ def _read_file(path: Path) -> list[dict]:
         import pyarrow.parquet as pq
 
         return pq.read_table(path).to_pylist()
-    raise DataError(f"{path}: unsupported file type {path.suffix!r}; use {', '.join(SUFFIXES)} or a datasets folder")
+    raise _unsupported(path)
+
+
+def _unsupported(path: Path) -> DataError:
+    return DataError(f"{path}: unsupported file type {path.suffix!r}; use {', '.join(SUFFIXES)} or a datasets folder")
 
 
 def _columns_to_rows(data: dict) -> list[dict]:
@@ -106,6 +116,6 @@ def _read_saved(folder: Path, split: str) -> list[dict]:
     saved = datasets.load_from_disk(str(folder))
     if isinstance(saved, datasets.DatasetDict):
         if split not in saved:
-            raise DataError(f"{folder}: no split {split!r}; splits: {', '.join(saved)}")
+            raise SplitError(f"{folder}: no split {split!r}; splits: {', '.join(saved)}")
         saved = saved[split]
     return saved.to_list()
