@@ -23,7 +23,7 @@ def load_rows(path: str, split: str = "train", subset: str | None = None) -> lis
     source = _source(path, subset)
     if _saved(source):
         return _read_saved(source, split)
-    return _read_file(source if source.is_file() else _split_file(source, split))
+    return _read_file(_file(source, split))
 
 
 def first_row(path: str, split: str = "train", subset: str | None = None) -> dict | None:
@@ -32,7 +32,7 @@ def first_row(path: str, split: str = "train", subset: str | None = None) -> dic
     source = _source(path, subset)
     if _saved(source):
         return None
-    file = source if source.is_file() else _split_file(source, split)
+    file = _file(source, split)
     if file.suffix not in SUFFIXES:
         raise _unsupported(file)
     try:
@@ -66,6 +66,11 @@ def _source(path: str, subset: str | None) -> Path:
     if not source.exists():
         raise DataError(f"{path}: no such file or folder")
     return source
+
+
+def _file(source: Path, split: str) -> Path:
+    """The file to read: `source` itself, or its file of `split`."""
+    return source if source.is_file() else _split_file(source, split)
 
 
 def _saved(source: Path) -> bool:
