@@ -1,13 +1,16 @@
 """What `trinity run` refuses before Ray starts: in seconds, exit 2, with the place to fix it, and no Ray."""
 
 import os
+import socket
 import subprocess
 import sys
 import tempfile
 
 import pytest
 
-from tests.conftest import REFERENCE
+from tests.conftest import REFERENCE, REPO
+
+DEMO = REPO / "examples" / "arith" / "arith.yaml"
 
 
 @pytest.fixture
@@ -175,3 +178,28 @@ def test_a_teacher_that_is_not_here_or_speaks_another_vocabulary(run, demo_asset
         else f"model.teacher_model_path: the teacher's vocabulary ({vocab} tokens) is not the policy model's ({ours})"
     )
     assert want in proc.stderr
+
+
+def test_a_ray_address_where_nothing_answers(run, tmp_path):
+    """Ray retries such an address for minutes; the run is refused in seconds, naming where the address was set."""
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = tmp_path / "run.yaml"
+    config.write_text(DEMO.read_text().replace("  node_num: 1\n", f"  node_num: 1\n  ray_address: 127.0.0.1:{port}\n"))
+    hint = (
+        "    hint: check the address and that the head node is up (`ray status --address ADDRESS`), or set "
+        "cluster.ray_address=local to start a local Ray\n"
+    )
+    proc, started = run("-c", str(config))
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert proc.stderr.endswith(
+        f"error: run.yaml:24:3: cluster.ray_address: cannot reach the Ray cluster: nothing answers at "
+        f"127.0.0.1:{port} (Connection refused)\n" + hint
+    )
+    proc, started = run("--dry-run", env={"RAY_ADDRESS": f"ray://127.0.0.1:{port}"})
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert proc.stderr.endswith(
+        "error: $RAY_ADDRESS: cluster.ray_address: cannot reach the Ray cluster: nothing answers at "
+        f"127.0.0.1:{port} (Connection refused)\n" + hint
+    )

@@ -16,8 +16,10 @@ def test_the_address_comes_from_the_environment_before_the_config(tmp_path, monk
         "NPU",
         "ascend910b",
     )
+    assert target.address_source == f"{path}:4:3"  # where an unreachable address is reported
     monkeypatch.setenv("RAY_ADDRESS", "10.0.0.2:6379")
-    assert run_target(Request(path, ("hardware=a100", "ray_namespace=mine"))).address == "10.0.0.2:6379"
+    from_env = run_target(Request(path, ("hardware=a100", "ray_namespace=mine")))
+    assert (from_env.address, from_env.address_source) == ("10.0.0.2:6379", "$RAY_ADDRESS")
     assert run_target(Request(path, ("hardware=a100", "ray_namespace=mine"))).namespace == "mine"
 
 

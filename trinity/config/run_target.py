@@ -22,6 +22,7 @@ class RunTarget:
     """Where the run's Ray is and what the run asks of it."""
 
     address: str | None  # None: a running local Ray, else start one
+    address_source: str  # where the address was set: $RAY_ADDRESS, or cluster.ray_address's file:line:col
     namespace: str
     resource_key: str  # the Ray resource the profile's devices are counted by
     profile: str
@@ -42,10 +43,12 @@ def run_target(source: Request | Composed) -> RunTarget:
     if issues:
         raise ConfigError(issues)
     ray_address = get_path(plain, ("cluster", "ray_address"), AUTO)
-    address = os.environ.get("RAY_ADDRESS") or (None if ray_address == AUTO else str(ray_address))
+    from_env = os.environ.get("RAY_ADDRESS")
+    address = from_env or (None if ray_address == AUTO else str(ray_address))
     node_num = get_path(plain, ("cluster", "node_num"))
     return RunTarget(
         address,
+        "$RAY_ADDRESS" if from_env else composed.provenance.where(("cluster", "ray_address")),
         run_namespace(plain.get("ray_namespace"), plain["project"], plain["name"]),
         composed.profile.profile.facts.ray_resource_key,
         composed.profile.name,

@@ -13,6 +13,7 @@ from ..config.run_target import RunTarget
 from ..errors import ConfigError, Issue
 from .feasibility import check
 from .plan import ActorSpec, LaunchPlan, PlacementGroupSpec
+from .reach import unreachable
 from .reconcile import Node, live_nodes
 
 LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
@@ -38,6 +39,9 @@ def join(target: RunTarget) -> bool:
 
     if target.address == LOCAL:
         return False
+    why = target.address and unreachable(target.address)
+    if why:
+        raise _unreachable(target, why)
     try:
         ray.init(
             address=target.address or "auto",
@@ -46,19 +50,24 @@ def join(target: RunTarget) -> bool:
             logging_level=logging.WARNING,  # as start_local's: a refusal by preflight's verl check is the only output
         )
         return True
-    except ConnectionError:
+    except ConnectionError as exc:
         if target.address:
-            raise ConfigError(
-                [
-                    Issue(
-                        f"cannot reach the Ray cluster at {target.address}",
-                        key="cluster.ray_address",
-                        source="$RAY_ADDRESS or cluster.ray_address",
-                        hint="check the address, or unset it to start a local Ray",
-                    )
-                ]
-            ) from None
+            raise _unreachable(target, f"{target.address}: {str(exc).splitlines()[0]}") from None
         return False
+
+
+def _unreachable(target: RunTarget, why: str) -> ConfigError:
+    return ConfigError(
+        [
+            Issue(
+                f"cannot reach the Ray cluster: {why}",
+                key="cluster.ray_address",
+                source=target.address_source,
+                hint="check the address and that the head node is up (`ray status --address ADDRESS`), or set "
+                "cluster.ray_address=local to start a local Ray",
+            )
+        ]
+    )
 
 
 def start_local(target: RunTarget, cpus: int) -> None:
