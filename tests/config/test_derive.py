@@ -769,6 +769,29 @@ def test_your_gradient_checkpointing_wins_over_the_profile(render):
         assert result.code == 0 and cfg["trainer"]["enable_gradient_checkpointing"] is yours
 
 
+@pytest.mark.parametrize("profile,fused", [("a100", False), ("ascend910b", False), ("cpu", True)])
+def test_the_optimizer_step_is_fused_where_the_profile_says_it_pays(render, cli, write, profile, fused):
+    result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")
+    assert result.code == 0 and cfg["trainer"]["fused_optimizer"] is fused
+    explained = cli(
+        "config",
+        "render",
+        "-c",
+        write("run.yaml", MINIMAL),
+        f"hardware={profile}",
+        "--explain",
+        "trainer.fused_optimizer",
+    )
+    assert explained.code == 0 and "rule fused_optimizer" in explained.out
+    assert f"{profile}.fused_optimizer={fused}" in explained.out
+
+
+def test_your_fused_optimizer_wins_over_the_profile(render):
+    for profile, yours in (("cpu", False), ("a100", True)):
+        result, cfg = render(f"trainer:\n  fused_optimizer: {str(yours).lower()}\n", f"hardware={profile}")
+        assert result.code == 0 and cfg["trainer"]["fused_optimizer"] is yours
+
+
 def threads(cfg):
     return {role: cfg["env"][role].get("OMP_NUM_THREADS") for role in ("trainer", "rollout")}
 

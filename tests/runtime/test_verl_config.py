@@ -149,6 +149,25 @@ def test_fused_kernels_reach_verls_model_section(profile, extra, fused):
     assert overrides_of(reference(profile, *extra))["actor_rollout_ref.model.use_fused_kernels"] == fused
 
 
+@pytest.mark.parametrize(
+    "profile,extra,fused",
+    [("cpu", (), True), ("a100", (), None), ("cpu", ("trainer.fused_optimizer=false",), None)],
+)
+def test_the_fused_optimizer_reaches_the_optimizer_verl_builds_for_actor_and_critic(demo_assets, profile, extra, fused):
+    """verl's own build_optimizer, from the config trinity hands it: torch's fused step, or torch's own choice."""
+    import torch
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config.optimizer import build_optimizer
+
+    from trinity.runtime.verl.config import build, build_critic
+
+    config, model = reference(profile, "algorithm.algorithm_type=ppo", *extra), str(demo_assets / "model")
+    sections = (build(config, model, 100).actor.optim, build_critic(config, model, 100).optim)
+    for section in sections:
+        optimizer = build_optimizer([torch.nn.Parameter(torch.ones(2))], omega_conf_to_dataclass(section))
+        assert (type(optimizer).__name__, optimizer.defaults["fused"]) == ("AdamW", fused)
+
+
 def test_passthrough_keys_reach_verls_config_flat_or_under_actor_rollout_ref(demo_assets):
     from trinity.runtime.verl.config import build
 
@@ -193,6 +212,7 @@ def test_a_passthrough_key_verl_does_not_have_is_refused_by_verls_class_in_our_f
     [
         ("actor.use_torch_compile", "trainer.use_torch_compile"),
         ("actor.optim.lr", "algorithm.optimizer.lr"),
+        ("actor.optim.override_optimizer_config.fused", "trainer.fused_optimizer"),
         ("actor_rollout_ref.actor.ppo_mini_batch_size", "buffer.train_batch_size"),
     ],
 )

@@ -36,6 +36,7 @@ RULES = (
     hardware.attn_implementation,
     hardware.remove_padding,
     hardware.fused_kernels,
+    hardware.fused_optimizer,
     hardware.gradient_checkpointing,
     hardware.train_stage_devices,
     rollout.auxiliary_models,

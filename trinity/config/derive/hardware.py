@@ -145,6 +145,11 @@ def fused_kernels(ctx: Context) -> None:
     ctx.set(key, ctx.facts.fused_kernels and fits, "fused_kernels", (ctx.fact("fused_kernels"), model))
 
 
+def fused_optimizer(ctx: Context) -> None:
+    """trainer.fused_optimizer: the user's, else whether torch's fused step pays here (facts.fused_optimizer)."""
+    _fact_default(ctx, "trainer.fused_optimizer", "fused_optimizer", "fused_optimizer")
+
+
 def gradient_checkpointing(ctx: Context) -> None:
     """trainer.enable_gradient_checkpointing: the user's, else the profile's (facts.gradient_checkpointing); the memory
     fit check names it as the fix where a trainer does not fit without it."""

@@ -74,6 +74,11 @@ class HardwareFacts(Section):
         description="Whether the trainer computes log-probs from the last hidden state by default "
         "(trainer.use_fused_kernels, verl's fused kernels): the vocabulary's logits are never held whole.",
     )
+    fused_optimizer: bool = Field(
+        False,
+        description="Whether the trainer's optimizer runs torch's fused implementation by default "
+        "(trainer.fused_optimizer): one kernel over every parameter a step, not one call per parameter and operation.",
+    )
     gradient_checkpointing: bool = Field(
         True,
         description="Whether the trainer recomputes activations in the backward pass by default "

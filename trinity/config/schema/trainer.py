@@ -51,6 +51,11 @@ class TrainerConfig(Section):
         description="verl's fused kernels: log-probs from the last hidden state, the vocabulary's logits never held "
         "whole; default: the hardware profile's facts.fused_kernels.",
     )
+    fused_optimizer: bool | None = Field(
+        None,
+        description="torch's fused optimizer step (`fused=True`) for the actor's and the critic's optimizer; false "
+        "leaves torch's own choice; default: the hardware profile's facts.fused_optimizer.",
+    )
     param_offload: bool = Field(False, description="Offload FSDP parameters to host memory.")
     optimizer_offload: bool = Field(False, description="Offload optimizer state to host memory.")
     offload_policy: bool = Field(

@@ -84,6 +84,7 @@ def _settings(
         f"{actor}.data_loader_seed": (seed, "explorer.rollout_model.seed"),
         **_compile(trainer),
         **_optimizer(optim, total_steps),
+        **_fused_optimizer(trainer, f"{actor}.optim"),
         **_losses(algo, kl_on),
         **_lora(config, adapter),
     }
@@ -170,6 +171,12 @@ def _optimizer(optim: Any, total_steps: int) -> dict[str, tuple[Any, str]]:
     return out | {f"{prefix}.total_training_steps": (total_steps, "trainer.total_steps")}
 
 
+def _fused_optimizer(trainer: Any, prefix: str) -> dict[str, tuple[Any, str]]:
+    """torch's `fused=True` for the optimizer at `prefix`, else `None`: torch's own choice (an explicit False would
+    also turn off the foreach step torch picks on GPUs)."""
+    return {f"+{prefix}.override_optimizer_config.fused": (trainer.fused_optimizer or None, "trainer.fused_optimizer")}
+
+
 def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
     policy, actor = algo.policy_loss_fn_args or {}, f"{ARR}.actor"
     clip = policy.get("clip_range")
@@ -198,6 +205,8 @@ def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
 
 
 def _hydra(value: Any) -> str:
+    if value is None:
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -263,6 +272,7 @@ def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> di
         f"{critic}.fsdp.seed": (config.explorer.rollout_model.seed, "explorer.rollout_model.seed"),
         f"{critic}.fsdp.use_torch_compile": (trainer.use_torch_compile, "trainer.use_torch_compile"),
         f"{critic}.optim.total_training_steps": (total_steps, "trainer.total_steps"),
+        **_fused_optimizer(trainer, f"{critic}.optim"),
     }
 
 
