@@ -48,6 +48,7 @@ def step_times(model_path: Path, options: dict, steps: int) -> tuple[list[float]
 
 
 def main() -> None:
+    """Time each variant's optimizer step, interleaved; print its mean, ratio to the default and weight drift."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", type=Path, help="a Hugging Face model folder (default: the demo's model)")
     parser.add_argument("--steps", type=int, default=40)

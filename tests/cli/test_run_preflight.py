@@ -188,18 +188,18 @@ def test_a_ray_address_where_nothing_answers(run, tmp_path):
     config = tmp_path / "run.yaml"
     config.write_text(DEMO.read_text().replace("  node_num: 1\n", f"  node_num: 1\n  ray_address: 127.0.0.1:{port}\n"))
     hint = (
-        "    hint: check the address and that the head node is up (`ray status --address ADDRESS`), or set "
-        "cluster.ray_address=local to start a local Ray\n"
+        "    hint: write host:port or ray://host[:port]; check that the head node is up (`ray status --address "
+        "ADDRESS`), or set cluster.ray_address=local to start a local Ray\n"
     )
     proc, started = run("-c", str(config))
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
     assert proc.stderr.endswith(
-        f"error: run.yaml:24:3: cluster.ray_address: cannot reach the Ray cluster: nothing answers at "
+        f"error: run.yaml:24:3: cluster.ray_address: cannot join the Ray cluster: nothing answers at "
         f"127.0.0.1:{port} (Connection refused)\n" + hint
     )
     proc, started = run("--dry-run", env={"RAY_ADDRESS": f"ray://127.0.0.1:{port}"})
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
     assert proc.stderr.endswith(
-        "error: $RAY_ADDRESS: cluster.ray_address: cannot reach the Ray cluster: nothing answers at "
+        "error: $RAY_ADDRESS: cluster.ray_address: cannot join the Ray cluster: nothing answers at "
         f"127.0.0.1:{port} (Connection refused)\n" + hint
     )

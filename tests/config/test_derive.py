@@ -792,6 +792,37 @@ def test_your_fused_optimizer_wins_over_the_profile(render):
         assert result.code == 0 and cfg["trainer"]["fused_optimizer"] is yours
 
 
+def test_sgd_takes_no_fused_step_even_where_the_profile_fuses(render, cli, write):
+    sgd = "algorithm:\n  optimizer:\n    optimizer_type: sgd\n"
+    result, cfg = render(sgd, "hardware=cpu")
+    assert result.code == 0 and cfg["trainer"]["fused_optimizer"] is False
+    explained = cli(
+        "config",
+        "render",
+        "-c",
+        write("run.yaml", MINIMAL + sgd),
+        "hardware=cpu",
+        "--explain",
+        "trainer.fused_optimizer",
+    )
+    assert explained.code == 0 and "optimizer 'sgd': not one of adam, adamw" in explained.out
+    assert render("algorithm:\n  optimizer:\n    optimizer_type: adamw\n", "hardware=cpu")[1]["trainer"][
+        "fused_optimizer"
+    ]
+
+
+def test_your_fused_sgd_is_refused_by_name(render):
+    result, _ = render(
+        "trainer:\n  fused_optimizer: true\nalgorithm:\n  optimizer:\n    optimizer_type: sgd\n", "hardware=a100"
+    )
+    assert result.code == 2
+    assert (
+        "run.yaml:4:3: trainer.fused_optimizer: torch's fused sgd step does not run on FSDP2's sharded parameters"
+        in result.err
+    )
+    assert "hint: set trainer.fused_optimizer=false, or algorithm.optimizer.optimizer_type=adamw" in result.err
+
+
 def threads(cfg):
     return {role: cfg["env"][role].get("OMP_NUM_THREADS") for role in ("trainer", "rollout")}
 

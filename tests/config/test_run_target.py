@@ -28,6 +28,16 @@ def test_auto_asks_for_a_local_ray(tmp_path, monkeypatch):
     path.write_text(MINIMAL)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert run_target(Request(path, ("hardware=cpu",))).address is None
+    monkeypatch.setenv("RAY_ADDRESS", "auto")  # as Ray reads it: no address to ask
+    assert run_target(Request(path, ("hardware=cpu", "cluster.ray_address=10.0.0.1:6379"))).address is None
+
+
+def test_an_address_set_on_the_command_line_is_reported_there(tmp_path, monkeypatch):
+    path = tmp_path / "run.yaml"
+    path.write_text(MINIMAL)
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    target = run_target(Request(path, ("hardware=cpu", "cluster.ray_address=10.0.0.1:6379")))
+    assert (target.address, target.address_source) == ("10.0.0.1:6379", "override 'cluster.ray_address=10.0.0.1:6379'")
 
 
 def test_the_cluster_decides_gpu_per_node_only_where_nobody_wrote_it(tmp_path):

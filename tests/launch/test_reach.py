@@ -13,16 +13,22 @@ from trinity.launch.reach import endpoint, unreachable
     "address, expected",
     [
         ("10.0.0.1:6380", ("10.0.0.1", 6380)),
-        ("head", ("head", 6379)),  # Ray's GCS port
-        ("ray://head", ("head", 10001)),  # the Ray Client server's
+        ("ray://head", ("head", 10001)),  # the Ray Client server's port
         ("ray://head:2000/", ("head", 2000)),
+        ("ray://head:2000/namespace", ("head", 2000)),
         ("[::1]:7000", ("::1", 7000)),
-        ("[::1]", ("::1", 6379)),
-        ("::1", ("::1", 6379)),  # a bare IPv6 host has no port
+        ("anyscale://cluster", None),  # another scheme: Ray hands it to that scheme's client, nothing to ask here
     ],
 )
 def test_an_address_names_a_host_and_a_port(address, expected):
     assert endpoint(address) == expected
+
+
+@pytest.mark.parametrize("address", ["head", "[::1]", "::1", "head:http"])
+def test_an_address_without_a_port_is_refused_before_ray_raises(address):
+    assert unreachable(address) == (
+        f"{address!r} has no port: a Ray address is host:port (the head's GCS port, 6379 by default)"
+    )
 
 
 hosts = st.one_of(
@@ -45,6 +51,31 @@ def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def test_no_answer_in_time_and_an_unknown_host_say_so(monkeypatch):
+    def silent(address, timeout):
+        raise TimeoutError
+
+    monkeypatch.setattr(socket, "create_connection", silent)
+    assert unreachable("10.1.2.3:6379", timeout_s=0.5) == "no answer at 10.1.2.3:6379 within 0.5 s"
+    monkeypatch.undo()
+    assert unreachable("no-such-host.invalid:6379").startswith("nothing answers at no-such-host.invalid:6379 (")
+
+
+def test_a_loopback_address_also_asks_the_address_ray_gives_this_node():
+    """Ray joins 127.0.0.1 at this node's address, where its GCS may listen alone: that answer counts."""
+    from ray._private.services import get_node_ip_address
+
+    node = get_node_ip_address()
+    if node.startswith("127."):
+        pytest.skip("this machine's node address is a loopback address")
+    with socket.socket() as server:
+        server.bind((node, 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert unreachable(f"127.0.0.1:{port}") is None and unreachable(f"localhost:{port}") is None
+    assert unreachable(f"127.0.0.1:{port}") == f"nothing answers at 127.0.0.1:{port} (Connection refused)"
 
 
 def test_a_listening_port_answers_and_a_closed_one_is_refused():

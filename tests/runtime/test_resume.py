@@ -44,6 +44,12 @@ def test_a_changed_run_is_refused_with_the_keys(finished):
     assert "--force" in err.value.issues[0].hint
 
 
+def test_a_changed_fused_optimizer_is_refused_for_torch_would_restore_the_saved_one(finished):
+    with pytest.raises(ConfigError) as err:
+        resume(finished, "trainer.fused_optimizer=false")
+    assert "trainer.fused_optimizer: True -> False" in err.value.issues[0].message
+
+
 def test_a_run_saved_before_a_key_existed_resumes(tmp_path):
     run = RunDir(tmp_path)
     older = config().model_dump(mode="json")

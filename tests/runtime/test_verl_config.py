@@ -168,6 +168,36 @@ def test_the_fused_optimizer_reaches_the_optimizer_verl_builds_for_actor_and_cri
         assert (type(optimizer).__name__, optimizer.defaults["fused"]) == ("AdamW", fused)
 
 
+@pytest.mark.parametrize("profile", ["cpu", "a100"])
+def test_a_passthrough_section_set_to_null_over_a_trinity_key_is_refused(profile):
+    """Null at override_optimizer_config would drop trinity's fused flag: the section holds a key trinity sets."""
+    from trinity.runtime.verl.config import build
+
+    key = "actor.optim.override_optimizer_config"
+    with pytest.raises(ConfigError) as err:
+        build(reference(profile, f"+trainer.trainer_config.{key}=null"), "/models/m", 100)
+    [issue] = err.value.issues
+    assert (
+        issue.key == f"trainer.trainer_config.{key}"
+        and "is set by trinity from trainer.fused_optimizer" in issue.message
+    )
+
+
+def test_optimizer_arguments_torch_refuses_together_are_refused_before_the_run():
+    """verl's dataclass takes any override_optimizer_config; torch refuses `foreach` beside `fused` only when the
+    optimizer is built, so the check builds it."""
+    from trinity.runtime.verl.config import build
+
+    key = "actor.optim.override_optimizer_config.foreach"
+    with pytest.raises(ConfigError) as err:
+        build(reference("cpu", f"+trainer.trainer_config.{key}=true"), "/models/m", 100)
+    [issue] = err.value.issues
+    assert issue.key == "trainer.trainer_config.actor" and issue.source == "verl's FSDPActorConfig"
+    assert "`fused` and `foreach` cannot be `True` together" in issue.message
+    other = build(reference("a100", f"+trainer.trainer_config.{key}=true"), "/models/m", 100)  # no fused there
+    assert other.actor.optim.override_optimizer_config == {"foreach": True}
+
+
 def test_passthrough_keys_reach_verls_config_flat_or_under_actor_rollout_ref(demo_assets):
     from trinity.runtime.verl.config import build
 
@@ -337,7 +367,11 @@ def test_the_critic_passthrough_reaches_verl(demo_assets):
 
 @pytest.mark.parametrize(
     "key,ours",
-    [("critic.optim.total_training_steps", "trainer.total_steps"), ("critic.strategy", "trainer.trainer_strategy")],
+    [
+        ("critic.optim.total_training_steps", "trainer.total_steps"),
+        ("critic.strategy", "trainer.trainer_strategy"),
+        ("critic.optim.override_optimizer_config.fused", "trainer.fused_optimizer"),  # on a100, where it is unset
+    ],
 )
 def test_a_critic_key_trinity_sets_is_refused_naming_the_trinity_key(key, ours):
     with pytest.raises(ConfigError) as err:

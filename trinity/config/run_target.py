@@ -43,8 +43,9 @@ def run_target(source: Request | Composed) -> RunTarget:
     if issues:
         raise ConfigError(issues)
     ray_address = get_path(plain, ("cluster", "ray_address"), AUTO)
-    from_env = os.environ.get("RAY_ADDRESS")
-    address = from_env or (None if ray_address == AUTO else str(ray_address))
+    from_env = os.environ.get("RAY_ADDRESS")  # wins over the config, 'auto' included, as in Ray
+    chosen = from_env or ray_address
+    address = None if chosen == AUTO else str(chosen)
     node_num = get_path(plain, ("cluster", "node_num"))
     return RunTarget(
         address,

@@ -52,7 +52,9 @@ def join(target: RunTarget) -> bool:
         return True
     except ConnectionError as exc:
         if target.address:
-            raise _unreachable(target, f"{target.address}: {str(exc).splitlines()[0]}") from None
+            raise _unreachable(
+                target, f"{target.address}: {(str(exc).strip() or type(exc).__name__).splitlines()[0]}"
+            ) from None
         return False
 
 
@@ -60,11 +62,11 @@ def _unreachable(target: RunTarget, why: str) -> ConfigError:
     return ConfigError(
         [
             Issue(
-                f"cannot reach the Ray cluster: {why}",
+                f"cannot join the Ray cluster: {why}",
                 key="cluster.ray_address",
                 source=target.address_source,
-                hint="check the address and that the head node is up (`ray status --address ADDRESS`), or set "
-                "cluster.ray_address=local to start a local Ray",
+                hint="write host:port or ray://host[:port]; check that the head node is up (`ray status --address "
+                "ADDRESS`), or set cluster.ray_address=local to start a local Ray",
             )
         ]
     )

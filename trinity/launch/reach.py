@@ -1,29 +1,64 @@
-"""Whether anything answers at a Ray address, asked in seconds before Ray is: `ray.init` retries an address where
-nothing listens for minutes, printing its C++ warnings all the while."""
+"""Whether a Ray address can be joined, asked in seconds before Ray is: `ray.init` retries an address where nothing
+listens for minutes, printing its C++ warnings all the while, and refuses one without a port with a traceback."""
 
+import ipaddress
 import socket
 
 CONNECT_S = 5.0  # a head node on any network answers a TCP connect well within this
-GCS_PORT, CLIENT_PORT = 6379, 10001  # Ray's defaults: the head's GCS, and the Ray Client server (ray://)
+CLIENT_PORT = 10001  # the Ray Client server's default (ray://host)
+LOOPBACK_NAMES = ("localhost",)
 
 
-def endpoint(address: str) -> tuple[str, int]:
-    """(host, port) of a Ray address: `host[:port]` or `ray://host[:port]`, an IPv6 host in brackets."""
-    rest = address.removeprefix("ray://").rstrip("/")
+def endpoint(address: str) -> tuple[str, int] | None:
+    """(host, port) that `address` reaches: `host:port`, or `ray://host[:port][/...]` (an IPv6 host in brackets).
+    None for another scheme (Ray hands it to a client of that scheme's own). ValueError: no port where Ray needs one."""
+    scheme, sep, rest = address.partition("://")
+    if sep and scheme != "ray":
+        return None
+    rest = (rest if sep else address).split("/", 1)[0]
     host, colon, port = rest.rpartition(":")
     if not colon or not port.isdigit() or (":" in host and not host.endswith("]")):  # no port, or a bare IPv6 host
-        host, port = rest, ""
-    default = CLIENT_PORT if address.startswith("ray://") else GCS_PORT
-    return host.strip("[]"), int(port) if port else default
+        if not sep:
+            raise ValueError(
+                f"{address!r} has no port: a Ray address is host:port (the head's GCS port, 6379 by default)"
+            )
+        host, port = rest, str(CLIENT_PORT)
+    return host.strip("[]"), int(port)
 
 
 def unreachable(address: str, timeout_s: float = CONNECT_S) -> str | None:
-    """Why nothing answers at `address` (refused, no answer in time, unknown host), or None when something does."""
-    host, port = endpoint(address)
+    """Why `address` cannot be joined (no port; refused, no answer in time, unknown host), or None."""
     try:
-        with socket.create_connection((host, port), timeout=timeout_s):
-            return None
-    except TimeoutError:
-        return f"no answer at {host}:{port} within {timeout_s:g} s"
-    except OSError as exc:
-        return f"nothing answers at {host}:{port} ({exc.strerror or exc})"
+        target = endpoint(address)
+    except ValueError as exc:
+        return str(exc)
+    if target is None:
+        return None
+    host, port = target
+    why = ""
+    for candidate in _candidates(host):
+        try:
+            with socket.create_connection((candidate, port), timeout=timeout_s):
+                return None
+        except TimeoutError:
+            why = why or f"no answer at {host}:{port} within {timeout_s:g} s"
+        except OSError as exc:
+            why = why or f"nothing answers at {host}:{port} ({exc.strerror or exc})"
+    return why
+
+
+def _candidates(host: str) -> list[str]:
+    """`host`, and for a loopback host the node's own address too: Ray joins a loopback address at the address it
+    gives this node, where its GCS may listen instead."""
+    if host not in LOOPBACK_NAMES and not _is_loopback(host):
+        return [host]
+    from ray._private.services import get_node_ip_address
+
+    return [host, get_node_ip_address()]
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

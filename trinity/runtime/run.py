@@ -33,6 +33,7 @@ RUN_CHANGING = (
     "hardware.name",
     "stages",
     "trainer.trainer_strategy",
+    "trainer.fused_optimizer",  # torch takes `fused` back from the saved optimizer state: a change would be ignored
 )
 
 

@@ -11,6 +11,9 @@ from ._context import Context
 # processes no logits of its own: for these types it computes the model's own log-probs. Others differ (GPT-2 has no
 # `model`; Gemma 2 soft-caps its logits; a mixture of experts adds its router's loss).
 FUSED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
+# FSDP2 steps sharded (DTensor) parameters, and torch shards only AdamW's fused step: SGD's (aten._fused_sgd_) has no
+# sharding rule and fails at the first update.
+FUSED_OPTIMIZERS = ("adam", "adamw")
 
 
 def hardware_section(ctx: Context) -> None:
@@ -146,8 +149,22 @@ def fused_kernels(ctx: Context) -> None:
 
 
 def fused_optimizer(ctx: Context) -> None:
-    """trainer.fused_optimizer: the user's, else whether torch's fused step pays here (facts.fused_optimizer)."""
-    _fact_default(ctx, "trainer.fused_optimizer", "fused_optimizer", "fused_optimizer")
+    """trainer.fused_optimizer: the user's, else whether torch's fused step pays here (facts.fused_optimizer) for an
+    optimizer whose fused step runs sharded (FUSED_OPTIMIZERS); the user's true for another is refused."""
+    key, kind = "trainer.fused_optimizer", ctx.get("algorithm.optimizer.optimizer_type")
+    fits = kind in FUSED_OPTIMIZERS
+    if ctx.user_set(key):
+        if ctx.get(key) and not fits:
+            ctx.report(
+                "error",
+                key,
+                f"torch's fused {kind} step does not run on FSDP2's sharded parameters (no DTensor sharding rule)",
+                allowed=f"true with algorithm.optimizer.optimizer_type {' or '.join(FUSED_OPTIMIZERS)}; false",
+                hint=f"set {key}=false, or algorithm.optimizer.optimizer_type=adamw",
+            )
+        return
+    optimizer = f"optimizer {kind!r}: {'one' if fits else 'not one'} of {', '.join(FUSED_OPTIMIZERS)}"
+    ctx.set(key, ctx.facts.fused_optimizer and fits, "fused_optimizer", (ctx.fact("fused_optimizer"), optimizer))
 
 
 def gradient_checkpointing(ctx: Context) -> None:

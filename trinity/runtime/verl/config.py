@@ -25,8 +25,10 @@ LORA_KEYS = {
     f"model.{key}": "model.lora_configs"
     for key in ("lora_rank", "lora_alpha", "target_modules", "exclude_modules", "lora_adapter_path", "lora")
 }
+FUSED_KEY = "optim.override_optimizer_config.fused"  # trinity.fused_optimizer's, set or not
 SECTIONS = ("model", "actor", "ref", "rollout")
 CRITIC = "critic"  # verl's critic section: trainer_config.critic, for an algorithm that trains a critic
+TRAINED = ("actor", CRITIC)  # the sections with an optimizer verl builds (the ref's optim is a stub)
 ARR = "actor_rollout_ref"
 
 
@@ -84,7 +86,7 @@ def _settings(
         f"{actor}.data_loader_seed": (seed, "explorer.rollout_model.seed"),
         **_compile(trainer),
         **_optimizer(optim, total_steps),
-        **_fused_optimizer(trainer, f"{actor}.optim"),
+        **_fused_optimizer(trainer, actor),
         **_losses(algo, kl_on),
         **_lora(config, adapter),
     }
@@ -172,9 +174,10 @@ def _optimizer(optim: Any, total_steps: int) -> dict[str, tuple[Any, str]]:
 
 
 def _fused_optimizer(trainer: Any, prefix: str) -> dict[str, tuple[Any, str]]:
-    """torch's `fused=True` for the optimizer at `prefix`, else `None`: torch's own choice (an explicit False would
-    also turn off the foreach step torch picks on GPUs)."""
-    return {f"+{prefix}.override_optimizer_config.fused": (trainer.fused_optimizer or None, "trainer.fused_optimizer")}
+    """torch's `fused=True` for the optimizer at `prefix` where asked; otherwise nothing: torch's own choice (an
+    explicit False would also turn off the foreach step torch picks on GPUs, and an optimizer_impl without `fused`
+    would refuse even None). The key is trinity's either way (FUSED_KEY)."""
+    return {f"+{prefix}.{FUSED_KEY}": (True, "trainer.fused_optimizer")} if trainer.fused_optimizer else {}
 
 
 def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
@@ -205,8 +208,6 @@ def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
 
 
 def _hydra(value: Any) -> str:
-    if value is None:
-        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
@@ -229,7 +230,7 @@ def build_critic(config: RunConfig, model_path: str, total_steps: int) -> Any:
     settings = _critic_settings(config, model_path, total_steps)
     composed = _compose(settings)
     passed = config.trainer.trainer_config.get(CRITIC) or {}
-    ours = {key.lstrip("+"): source for key, (_, source) in settings.items()}
+    ours = {f"{CRITIC}.{FUSED_KEY}": "trainer.fused_optimizer"} | {k.lstrip("+"): s for k, (_, s) in settings.items()}
     clashes = [_clash(p, s, p) for p in (f"{CRITIC}.{leaf}" for leaf in _leaves(passed)) if (s := _owner(p, ours))]
     if clashes:
         raise ConfigError(clashes)
@@ -272,7 +273,7 @@ def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> di
         f"{critic}.fsdp.seed": (config.explorer.rollout_model.seed, "explorer.rollout_model.seed"),
         f"{critic}.fsdp.use_torch_compile": (trainer.use_torch_compile, "trainer.use_torch_compile"),
         f"{critic}.optim.total_training_steps": (total_steps, "trainer.total_steps"),
-        **_fused_optimizer(trainer, f"{critic}.optim"),
+        **_fused_optimizer(trainer, critic),
     }
 
 
@@ -306,7 +307,8 @@ def _merge_passthrough(section: Any, trainer_config: dict, settings: dict[str, t
 
     sections = passthrough_sections(trainer_config)
     ours = {key.lstrip("+").removeprefix(f"{ARR}."): source for key, (_, source) in settings.items()}
-    ours = LORA_KEYS | ours  # trinity's, set or not: a LoRA that trinity does not know of would not sync
+    # trinity's, set or not: a LoRA that trinity does not know of would not sync; a fused flag would be left unread
+    ours = LORA_KEYS | {f"actor.{FUSED_KEY}": "trainer.fused_optimizer"} | ours
     owned = [(path, _owner(path, ours)) for path in _leaves(sections)]
     clashes = [_clash(f"{ARR}.{path}", source, _written(trainer_config, path)) for path, source in owned if source]
     if clashes:
@@ -318,9 +320,12 @@ def _merge_passthrough(section: Any, trainer_config: dict, settings: dict[str, t
 
 
 def _owner(path: str, ours: dict[str, str]) -> str | None:
-    """The trinity key that sets verl's `path` or a section holding it (None: the passthrough may set it)."""
+    """The trinity key that sets verl's `path`, a section holding it, or a key inside it (a passthrough leaf that is
+    a section trinity writes into, set to null or a scalar, would drop trinity's value). None: the passthrough may."""
     parts = path.split(".")
-    return next((ours[k] for k in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if k in ours), None)
+    held = (ours[k] for k in (".".join(parts[:n]) for n in range(len(parts), 0, -1)) if k in ours)
+    inside = (source for key, source in ours.items() if key.startswith(f"{path}."))
+    return next(held, None) or next(inside, None)
 
 
 def _leaves(tree: dict, prefix: str = "") -> list[str]:
@@ -373,14 +378,29 @@ def _as_verl_reads(section: Any, name: str) -> Any:
     return ref
 
 
+def _build_optimizer(optim: Any) -> None:
+    """Build a trained section's optimizer on one parameter, as verl's engine will: torch refuses arguments it cannot
+    take together (`fused` with `foreach`) only then. An optimizer package missing here is left to the trainer's
+    node."""
+    import torch
+    from verl.workers.config.optimizer import build_optimizer
+
+    try:
+        build_optimizer([torch.nn.Parameter(torch.zeros(1))], optim)
+    except ImportError:
+        return
+
+
 def _refusal(section: Any, name: str, touched: bool) -> Any:
     from hydra.errors import InstantiationException
     from omegaconf.errors import OmegaConfBaseException
     from verl.utils.config import omega_conf_to_dataclass
 
     try:
-        omega_conf_to_dataclass(_as_verl_reads(section, name))
-    except (ValueError, AssertionError, TypeError, InstantiationException, OmegaConfBaseException) as exc:
+        converted = omega_conf_to_dataclass(_as_verl_reads(section, name))
+        if name in TRAINED:
+            _build_optimizer(converted.optim)
+    except (ValueError, AssertionError, TypeError, RuntimeError, InstantiationException, OmegaConfBaseException) as exc:
         cause = exc.__cause__ or exc
         reason = (
             str(cause).strip().splitlines()[0]
