@@ -12,6 +12,7 @@ calculator for a few.
 import json
 import os
 import random
+import sys
 from pathlib import Path
 
 DIR_ENV = "TRINITY_DEMO_DIR"
@@ -36,10 +37,15 @@ def demo_dir() -> Path:
     return Path(os.environ.get(DIR_ENV) or DEFAULT_DIR)
 
 
+def complete(folder: Path) -> bool:
+    """Whether `folder` holds every asset (each part is published whole, so present means complete)."""
+    parts = [folder / f"{m}/model.safetensors" for m in ("model", "model-feedback", "model-tools")]
+    return all(p.exists() for p in parts) and all((folder / d / "test.jsonl").exists() for d in ("data", "data-tools"))
+
+
 def ensure(folder: Path, seed: int = 0) -> bool:
     """Build the assets unless a complete set is there; returns whether it built them."""
-    parts = [folder / f"{m}/model.safetensors" for m in ("model", "model-feedback", "model-tools")]
-    if all(p.exists() for p in parts) and all((folder / d / "test.jsonl").exists() for d in ("data", "data-tools")):
+    if complete(folder):
         return False
     build(folder, seed)
     return True
@@ -141,3 +147,10 @@ def _tokenizer(rows: list[dict], extra: str = ""):
         trainers.WordLevelTrainer(special_tokens=list(SPECIALS)),
     )
     return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
+
+
+if __name__ == "__main__":  # `trinity run` builds here: the build's torch would otherwise stay in its driver
+    from transformers.utils.logging import disable_progress_bar
+
+    disable_progress_bar()  # a bar per model saved, in the middle of `trinity run`'s output
+    ensure(Path(sys.argv[1]))

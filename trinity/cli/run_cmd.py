@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
+import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -167,12 +169,29 @@ def _ensure_demo(args: argparse.Namespace) -> None:
     from .. import demo
 
     folder = demo.demo_dir()
-    if not (folder / "model").exists() and not args.quiet:
+    if demo.complete(folder):
+        return
+    if not args.quiet:
         print(
             f"trinity run: building the demo's model, tokenizer and problems in {folder} (once, no download)",
             file=sys.stderr,
         )
-    demo.ensure(folder)
+    # in a process of its own: the build imports torch and transformers, which would stay in the driver all run long
+    child = [sys.executable, "-m", "trinity.demo", str(folder)]
+    built = subprocess.run(child, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    if built.returncode != 0:
+        if args.debug:
+            sys.stderr.write(built.stderr)
+        lines = [line for line in built.stderr.splitlines() if line.strip()]
+        raise ConfigError(
+            [
+                Issue(
+                    f"cannot build the demo's assets in {folder}: {lines[-1] if lines else f'exit {built.returncode}'}",
+                    source=f"${demo.DIR_ENV}" if os.environ.get(demo.DIR_ENV) else f"${demo.DIR_ENV} unset",
+                    hint=f"set {demo.DIR_ENV} to a folder you can write, or run your own config with --config",
+                )
+            ]
+        )
 
 
 def _show(args: argparse.Namespace, plans: list) -> int:
