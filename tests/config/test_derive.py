@@ -805,7 +805,7 @@ def test_sgd_takes_no_fused_step_even_where_the_profile_fuses(render, cli, write
         "--explain",
         "trainer.fused_optimizer",
     )
-    assert explained.code == 0 and "optimizer 'sgd': not one of adam, adamw" in explained.out
+    assert explained.code == 0 and "optimizer_type='sgd' (run.yaml:5:5): not one of adam, adamw" in explained.out
     assert render("algorithm:\n  optimizer:\n    optimizer_type: adamw\n", "hardware=cpu")[1]["trainer"][
         "fused_optimizer"
     ]

@@ -28,8 +28,10 @@ def test_auto_asks_for_a_local_ray(tmp_path, monkeypatch):
     path.write_text(MINIMAL)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     assert run_target(Request(path, ("hardware=cpu",))).address is None
-    monkeypatch.setenv("RAY_ADDRESS", "auto")  # as Ray reads it: no address to ask
-    assert run_target(Request(path, ("hardware=cpu", "cluster.ray_address=10.0.0.1:6379"))).address is None
+    monkeypatch.setenv("RAY_ADDRESS", "auto")  # as Ray reads it: no address named, so the config's stands
+    assert run_target(Request(path, ("hardware=cpu",))).address is None
+    named = run_target(Request(path, ("hardware=cpu", "cluster.ray_address=10.0.0.1:6379")))
+    assert named.address == "10.0.0.1:6379" and named.address_source.startswith("override")
 
 
 def test_an_address_set_on_the_command_line_is_reported_there(tmp_path, monkeypatch):

@@ -63,8 +63,9 @@ def test_no_answer_in_time_and_an_unknown_host_say_so(monkeypatch):
     assert unreachable("no-such-host.invalid:6379").startswith("nothing answers at no-such-host.invalid:6379 (")
 
 
-def test_a_loopback_address_also_asks_the_address_ray_gives_this_node():
-    """Ray joins 127.0.0.1 at this node's address, where its GCS may listen alone: that answer counts."""
+def test_a_loopback_address_is_asked_where_ray_joins_it():
+    """Ray joins 127.0.0.1 at this node's address: a listener on loopback alone never answers Ray, one on the node's
+    address does; a ray:// address is asked as written (Ray Client does not rewrite it)."""
     from ray._private.services import get_node_ip_address
 
     node = get_node_ip_address()
@@ -75,13 +76,20 @@ def test_a_loopback_address_also_asks_the_address_ray_gives_this_node():
         server.listen()
         port = server.getsockname()[1]
         assert unreachable(f"127.0.0.1:{port}") is None and unreachable(f"localhost:{port}") is None
-    assert unreachable(f"127.0.0.1:{port}") == f"nothing answers at 127.0.0.1:{port} (Connection refused)"
+    with socket.socket() as tunnel:
+        tunnel.bind(("127.0.0.1", 0))
+        tunnel.listen()
+        port = tunnel.getsockname()[1]
+        assert unreachable(f"127.0.0.1:{port}") == (
+            f"nothing answers at 127.0.0.1:{port} (which Ray joins at {node}:{port}) (Connection refused)"
+        )
+        assert unreachable(f"ray://127.0.0.1:{port}") is None
 
 
 def test_a_listening_port_answers_and_a_closed_one_is_refused():
     with socket.socket() as server:
-        server.bind(("127.0.0.1", 0))
+        server.bind(("", 0))  # every address: Ray joins a loopback host at the node's
         server.listen()
         assert unreachable(f"127.0.0.1:{server.getsockname()[1]}") is None
     port = _free_port()
-    assert unreachable(f"127.0.0.1:{port}") == f"nothing answers at 127.0.0.1:{port} (Connection refused)"
+    assert unreachable(f"ray://127.0.0.1:{port}") == f"nothing answers at 127.0.0.1:{port} (Connection refused)"

@@ -198,6 +198,16 @@ def test_optimizer_arguments_torch_refuses_together_are_refused_before_the_run()
     assert other.actor.optim.override_optimizer_config == {"foreach": True}
 
 
+def test_an_optimizer_its_module_lacks_is_refused_before_the_run():
+    from trinity.runtime.verl.config import build
+
+    with pytest.raises(ConfigError) as err:
+        build(reference("a100", "+trainer.trainer_config.actor.optim.optimizer_impl=torch.nn"), "/models/m", 100)
+    [issue] = err.value.issues
+    assert issue.key == "trainer.trainer_config.actor" and "has no attribute 'AdamW'" in issue.message
+    assert "Available optimizers" not in issue.message
+
+
 def test_passthrough_keys_reach_verls_config_flat_or_under_actor_rollout_ref(demo_assets):
     from trinity.runtime.verl.config import build
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import ConfigError, Issue
+from ..utils.child import module_command
 
 if TYPE_CHECKING:  # the CLI imports the config layer lazily: `trinity --help` stays fast
     from ..config.compose import Composed
@@ -177,8 +178,13 @@ def _ensure_demo(args: argparse.Namespace) -> None:
             file=sys.stderr,
         )
     # in a process of its own: the build imports torch and transformers, which would stay in the driver all run long
-    child = [sys.executable, "-m", "trinity.demo", str(folder)]
-    built = subprocess.run(child, stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False)
+    built = subprocess.run(
+        module_command("trinity.demo", str(folder)),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if built.returncode != 0:
         if args.debug:
             sys.stderr.write(built.stderr)
@@ -187,7 +193,7 @@ def _ensure_demo(args: argparse.Namespace) -> None:
             [
                 Issue(
                     f"cannot build the demo's assets in {folder}: {lines[-1] if lines else f'exit {built.returncode}'}",
-                    source=f"${demo.DIR_ENV}" if os.environ.get(demo.DIR_ENV) else f"${demo.DIR_ENV} unset",
+                    source=f"${demo.DIR_ENV}" if os.environ.get(demo.DIR_ENV) else f"the default ({demo.DEFAULT_DIR})",
                     hint=f"set {demo.DIR_ENV} to a folder you can write, or run your own config with --config",
                 )
             ]

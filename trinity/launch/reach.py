@@ -35,26 +35,25 @@ def unreachable(address: str, timeout_s: float = CONNECT_S) -> str | None:
     if target is None:
         return None
     host, port = target
-    why = ""
-    for candidate in _candidates(host):
-        try:
-            with socket.create_connection((candidate, port), timeout=timeout_s):
-                return None
-        except TimeoutError:
-            why = why or f"no answer at {host}:{port} within {timeout_s:g} s"
-        except OSError as exc:
-            why = why or f"nothing answers at {host}:{port} ({exc.strerror or exc})"
-    return why
+    asked = host if address.startswith("ray://") else _joined_at(host)  # Ray Client connects as written
+    where = f"{host}:{port}" + (f" (which Ray joins at {asked}:{port})" if asked != host else "")
+    try:
+        with socket.create_connection((asked, port), timeout=timeout_s):
+            return None
+    except TimeoutError:
+        return f"no answer at {where} within {timeout_s:g} s"
+    except OSError as exc:
+        return f"nothing answers at {where} ({exc.strerror or exc})"
 
 
-def _candidates(host: str) -> list[str]:
-    """`host`, and for a loopback host the node's own address too: Ray joins a loopback address at the address it
-    gives this node, where its GCS may listen instead."""
+def _joined_at(host: str) -> str:
+    """Where `ray.init` connects for `host`: a loopback host is replaced by the address Ray gives this node, so a
+    listener on loopback alone (an ssh tunnel) would pass a probe of the host as written and still never answer Ray."""
     if host not in LOOPBACK_NAMES and not _is_loopback(host):
-        return [host]
+        return host
     from ray._private.services import get_node_ip_address
 
-    return [host, get_node_ip_address()]
+    return get_node_ip_address()
 
 
 def _is_loopback(host: str) -> bool:

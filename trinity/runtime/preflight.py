@@ -12,7 +12,6 @@ import os
 import pickle
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -24,16 +23,11 @@ from ..config.resolve import ResolvedConfig
 from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue
 from ..platforms import get_platform
+from ..utils.child import module_command
 from .data.preflight import column_issues
 
 ENGINE = ("explorer", "rollout_model", "engine_type")
 CHILD_TIMEOUT_S = 300  # importing verl takes 10 to 15 s on a 2-core machine; a hung one would hold a started Ray
-# the child imports the driver's own trinity: `-m` would put the working directory first, where a checkout of
-# another version (or Trinity-RFT's own `trinity` package) may sit
-CHILD = (
-    "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); "
-    "runpy.run_module('trinity.runtime.verl.refusals', run_name='__main__')"
-)
 
 
 def check(resolved: ResolvedConfig) -> None:
@@ -83,7 +77,7 @@ class VerlCheck:
             (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
             with (self.folder / "stderr").open("wb") as stderr:  # a file: a pipe nobody reads could fill and stall it
                 self.proc = subprocess.Popen(
-                    [sys.executable, "-c", CHILD, str(Path(__file__).parents[2]), str(self.folder)],
+                    module_command("trinity.runtime.verl.refusals", str(self.folder)),
                     stdin=subprocess.DEVNULL,
                     stdout=subprocess.DEVNULL,
                     stderr=stderr,

@@ -163,7 +163,9 @@ def fused_optimizer(ctx: Context) -> None:
                 hint=f"set {key}=false, or algorithm.optimizer.optimizer_type=adamw",
             )
         return
-    optimizer = f"optimizer {kind!r}: {'one' if fits else 'not one'} of {', '.join(FUSED_OPTIMIZERS)}"
+    optimizer = f"{ctx.input('algorithm.optimizer.optimizer_type')}: {'one' if fits else 'not one'} of " + ", ".join(
+        FUSED_OPTIMIZERS
+    )
     ctx.set(key, ctx.facts.fused_optimizer and fits, "fused_optimizer", (ctx.fact("fused_optimizer"), optimizer))
 
 

@@ -400,7 +400,15 @@ def _refusal(section: Any, name: str, touched: bool) -> Any:
         converted = omega_conf_to_dataclass(_as_verl_reads(section, name))
         if name in TRAINED:
             _build_optimizer(converted.optim)
-    except (ValueError, AssertionError, TypeError, RuntimeError, InstantiationException, OmegaConfBaseException) as exc:
+    except (
+        ValueError,
+        AssertionError,
+        TypeError,
+        RuntimeError,
+        AttributeError,  # an optimizer name its optimizer_impl module lacks
+        InstantiationException,
+        OmegaConfBaseException,
+    ) as exc:
         cause = exc.__cause__ or exc
         reason = (
             str(cause).strip().splitlines()[0]

@@ -1,6 +1,6 @@
 """verl's refusals of the training stages' trainer sections, found in a process of its own.
 
-`trinity run`'s preflight runs this module as a script (preflight.CHILD, the driver's own trinity first on the path)
+`trinity run`'s preflight runs this module as a script (utils.child.module_command: the driver's own trinity)
 on a folder holding the stages' configs (stages.pickle); it writes there the issues found (issues.pickle: a pickled
 list, empty when verl accepts every section). verl holds torch, which the driver would otherwise keep for the whole run.
 """

@@ -1,0 +1,14 @@
+"""The command line that runs one of trinity's modules as a script in a child process."""
+
+import sys
+from pathlib import Path
+
+ROOT = str(Path(__file__).resolve().parents[2])  # the folder holding this trinity package
+# `python -m` would put the working directory first on the path, where a checkout of another version (or
+# Trinity-RFT's own `trinity` package) may sit: the child imports the driver's own trinity instead
+RUN = "import runpy, sys; sys.path.insert(0, sys.argv.pop(1)); runpy.run_module(sys.argv.pop(1), run_name='__main__')"
+
+
+def module_command(module: str, *args: str) -> list[str]:
+    """`python` running `module` as `__main__` with `args` (its sys.argv[1:]), from this trinity."""
+    return [sys.executable, "-c", RUN, ROOT, module, *args]
