@@ -45,7 +45,7 @@ def run_target(source: Request | Composed) -> RunTarget:
     ray_address = get_path(plain, ("cluster", "ray_address"), AUTO)
     # an address in $RAY_ADDRESS wins over the config; 'auto' there names none, so the config decides (as ray.init,
     # which reads the variable only where it is given no address)
-    from_env = os.environ.get("RAY_ADDRESS") if os.environ.get("RAY_ADDRESS") != AUTO else None
+    from_env = None if os.environ.get("RAY_ADDRESS") == AUTO else os.environ.get("RAY_ADDRESS")
     chosen = from_env or ray_address
     address = None if chosen == AUTO else str(chosen)
     node_num = get_path(plain, ("cluster", "node_num"))

@@ -208,6 +208,8 @@ def _losses(algo: Any, kl_on: bool) -> dict[str, tuple[Any, str]]:
 
 
 def _hydra(value: Any) -> str:
+    if value is None:  # a null the user wrote (clip_ratio_c: null) reaches verl as null, not the string 'None'
+        return "null"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
