@@ -846,20 +846,54 @@ def threads(cfg):
             ),
             {"trainer": None, "rollout": "2"},
         ),
-        # one role only: its own slots
+        # training alone: the ranks share the node, here a rank on every slot
         (("mode=train",), {"trainer": "1", "rollout": None}),
-        (("mode=explore",), {"trainer": None, "rollout": "1"}),
+        (("mode=explore",), {"trainer": None, "rollout": "1"}),  # the engine alone: its own slots
     ],
 )
-def test_roles_that_take_turns_compute_with_the_nodes_slots(render, write, overrides, expected):
-    shares = write("profiles/manycore.yaml", "extends: cpu\nfacts:\n  compute_threads:\n    turns_share_node: true\n")
+def test_roles_that_take_turns_compute_with_the_nodes_slots(render, overrides, expected):
     text = "algorithm:\n  repeat_times: 2\ncluster:\n  gpu_per_node: 4\n"
-    result, cfg = render(text, "hardware=manycore", "--profile-dir", shares.parent, *overrides)
+    result, cfg = render(text, "hardware=cpu", *overrides)
     assert result.code == 0, result.err
     assert threads(cfg) == expected
-    if expected["rollout"] == "4":  # the shipped cpu profile keeps each actor to its own slots (its reason says why)
-        result, cfg = render(text, "hardware=cpu", *overrides)
-        assert result.code == 0 and threads(cfg) == {"trainer": "1", "rollout": "1"}
+
+
+@pytest.mark.parametrize(
+    "rl,sft_threads",
+    [
+        ((), "2"),  # the RL stage takes turns: both stages' rank computes with both cores, and is kept at the handover
+        (("+stages.1.synchronizer.sync_offset=1",), "2"),  # the SFT rank trains alone all the same
+        (("+stages.1.mode=train",), "1"),  # both train-only: every slot is a rank
+    ],
+)
+def test_the_ranks_of_a_train_only_stage_compute_with_the_nodes_slots(cli, write, rl, sft_threads):
+    path = write("run.yaml", MINIMAL + STAGED)
+    result = cli(
+        "config",
+        "render",
+        "-c",
+        path,
+        "hardware=cpu",
+        "cluster.gpu_per_node=2",
+        "--stage",
+        "sft",
+        "--format",
+        "json",
+        *rl,
+    )
+    assert result.code == 0, result.err
+    sft = result.json()
+    assert sft["cluster"]["trainer_gpu_num"] == int(2 / int(sft_threads))
+    assert sft["env"]["trainer"]["OMP_NUM_THREADS"] == sft_threads
+
+
+@pytest.mark.parametrize("overrides", [(), ("mode=colocate",), ("mode=train",), ("mode=explore",)])
+def test_a_profile_that_does_not_share_the_node_keeps_each_actor_to_its_slots(render, write, overrides):
+    own = write("profiles/ownslots.yaml", "extends: cpu\nfacts:\n  compute_threads:\n    turns_share_node: false\n")
+    text = "algorithm:\n  repeat_times: 2\ncluster:\n  gpu_per_node: 4\n"
+    result, cfg = render(text, "hardware=ownslots", "--profile-dir", own.parent, *overrides)
+    assert result.code == 0, result.err
+    assert set(threads(cfg).values()) - {None} == {"1"}
 
 
 def test_threads_are_the_profiles_to_size_and_yours_to_set(render, cli, write):
@@ -870,7 +904,7 @@ def test_threads_are_the_profiles_to_size_and_yours_to_set(render, cli, write):
         assert result.code == 0 and cfg["env"]["trainer"].get("OMP_NUM_THREADS", "3") == "3"
     explained = cli("config", "render", "-c", write("run.yaml", MINIMAL), "hardware=cpu", "--explain", "env.rollout")
     assert explained.code == 0 and "rule compute_threads" in explained.out
-    assert "'turns_share_node': False} (" in explained.out  # the fact, with where the profile says it
+    assert "'turns_share_node': True} (" in explained.out  # the fact, with where the profile says it
 
 
 def test_fsdp1_on_the_cpu_profile_is_refused_with_the_reason(cli, write):

@@ -2,7 +2,9 @@
 
 A CPU slot is one core. Ray gives an actor one thread per CPU it grants, so a trainer rank and a rollout engine that
 take turns (strictly on-policy sync, or colocate) would each leave the other's core idle while it computes; with
-`turns_share_node` each uses the node's slots on its turn.
+`turns_share_node` each uses the node's slots on its turn. So do the ranks of a train-only stage, where no engine
+computes (an engine started beside it for the next stage waits): their thread count then matches the next stage's when
+that one takes turns, so the ranks are kept at the handover.
 """
 
 from .. import modes
@@ -22,7 +24,8 @@ def compute_threads(ctx: Context) -> None:
         inputs += tuple(ctx.input(f"synchronizer.{key}") for key in ("sync_style", "sync_interval", "sync_offset"))
     if entry.trains:
         ranks = ctx.get("cluster.trainer_gpu_num_per_node")
-        _set(ctx, "trainer", spec.env, per_node // ranks if turns and ranks else 1, inputs)
+        alone = spec.turns_share_node and not entry.runs_engines  # the node's cores are the ranks' alone
+        _set(ctx, "trainer", spec.env, per_node // ranks if (turns or alone) and ranks else 1, inputs)
     if entry.runs_engines:
         slots = min(devices_per_engine(ctx.get("explorer.rollout_model")), per_node)  # one actor per node it spans
         engines = max(1, min(ctx.get("cluster.rollout_gpu_num"), per_node) // slots)  # on one node
