@@ -150,6 +150,18 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
 
 
 @pytest.mark.train
+def test_the_json_report_gives_each_processs_peak_and_the_explorer_holds_no_model_library(env, tmp_path):
+    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1", "--format", "json", "--quiet")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    [stage] = json.loads(proc.stdout)["stages"]
+    peaks = stage["peak_rss_mb"]
+    assert set(peaks) == {"trainer_node0.rank0", "rollout.engine0", "explorer", "synchronizer", "buffer", "driver"}
+    # plain-text prompts: the explorer encodes with the engine's tokenizer backend, without transformers and torch
+    # (~390 MiB); the engine and the trainer rank hold both
+    assert peaks["explorer"] < 300 < min(peaks["rollout.engine0"], peaks["trainer_node0.rank0"])
+
+
+@pytest.mark.train
 def test_checkpoints_are_hugging_face_models_that_bench_evaluates(hf_every_step):
     assert hf_every_step.proc.returncode == 0, hf_every_step.proc.stderr[-3000:]
     tmp_path, env = hf_every_step.folder, hf_every_step.env

@@ -155,6 +155,9 @@ class Engine:
     async def openai_url(self) -> str | None:
         return None  # the stand-in serves no endpoint
 
+    async def tokenizer_backend(self, model_path: str) -> dict | None:
+        return None  # an explorer of this stand-in loads Hugging Face's tokenizer
+
     def take_experiences(self, final: bool = False) -> list:
         return []
 

@@ -39,6 +39,19 @@ def test_the_buffer_warms_the_tokenizers_imports_only_to_serve_a_data_set(tmp_pa
     assert loaded_after(code) == loaded
 
 
+@pytest.mark.parametrize("prompt_type,loaded", [("plaintext", []), ("messages", ["torch", "transformers"])])
+def test_the_explorer_warms_hugging_faces_tokenizer_only_for_chat_prompts(demo_assets, prompt_type, loaded):
+    """Plain-text prompts are encoded by the engine's tokenizer backend (runtime/data/tokenizer.py) alone."""
+    code = (
+        f"import os; os.environ['TRINITY_DEMO_DIR'] = {str(demo_assets)!r}; from trinity.config.compose import "
+        "Request; from trinity.config.resolve import resolve; from trinity.runtime.explorer import Explorer; "
+        "config = resolve(Request(None, ('hardware=cpu', '~stages', "
+        f"'buffer.explorer_input.eval_tasksets.0.format.prompt_type={prompt_type}'))).config; "
+        "Explorer(name='explorer', role='explorer', config=config).warm()"
+    )
+    assert loaded_after(code) == loaded
+
+
 @pytest.mark.parametrize("stage,data_set", [(0, True), (1, False)])
 def test_the_demos_sft_buffer_serves_a_data_set_and_its_grpo_buffer_does_not(
     demo_assets, monkeypatch, tmp_path, stage, data_set

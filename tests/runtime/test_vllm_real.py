@@ -151,6 +151,16 @@ def test_the_engine_generates_what_the_model_it_loaded_gives(engine, reference, 
     assert_engine_matches(engine, reference, tokenizer, 0)
 
 
+def test_the_explorer_encodes_with_the_engines_tokenizer_backend(engine, demo_assets, tokenizer):
+    from trinity.runtime.data.tokenizer import Tokenizer
+
+    backend = ray.get(engine.tokenizer_backend.remote(str(demo_assets / "model")), timeout=60)
+    ours = Tokenizer(str(demo_assets / "model"), False, backend)
+    assert ours._backend is not None  # encoded by the backend, not by a Hugging Face tokenizer loaded here
+    for text in [*PROMPTS, "1<eos>2"]:
+        assert ours.encode(text, add_special_tokens=False) == tokenizer.encode(text, add_special_tokens=False)
+
+
 def test_the_openai_endpoint_answers_with_vllms_ids_and_logprobs_and_records_them(engine, reference, tokenizer):
     import openai
 

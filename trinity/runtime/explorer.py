@@ -6,6 +6,7 @@ and their requests reach the engine as one call (rollout/gather.py), generated t
 `max_timeout` is abandoned.
 """
 
+import importlib
 import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -30,31 +31,43 @@ class _TaskSet:
 class Explorer(Role):
     """Drives workflows; the constructor is light, `setup` loads tasksets and the tokenizer."""
 
-    WARM = ("transformers.models.auto.tokenization_auto",)  # AutoTokenizer: ~4 s of imports on first use
+    WARM = ("tokenizers",)
+    CHAT_WARM = "transformers.models.auto.tokenization_auto"  # a chat template's: ~4 s of imports, torch among them
 
     def __init__(self, *, config: RunConfig, **identity: Any) -> None:
         super().__init__(**identity)
         self.config = config
 
+    def warm(self) -> None:
+        """As Role's; Hugging Face's tokenizer too where a taskset's prompts go through the chat template."""
+        super().warm()
+        if any(t.format.prompt_type != "plaintext" for t in self._tasksets()):
+            importlib.import_module(self.CHAT_WARM)
+
     def setup(self, engines: list, buffer: Any, model_path: str) -> dict:
         """Load the tasksets and the tokenizer; returns the number of tasks of each."""
-        from transformers import AutoTokenizer
+        import ray
 
+        from .data.tokenizer import Tokenizer
         from .rollout.gather import Gatherer
 
+        backend = engines[0].tokenizer_backend.remote(model_path) if engines else None  # once the engine has loaded
         self.engines, self.buffer = engines, buffer
         slots = self.config.explorer.runner_per_model
         self.gatherers = [Gatherer(engine, slots) for engine in engines]
         self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
-        self.tokenizer = AutoTokenizer.from_pretrained(
-            model_path, trust_remote_code=self.config.model.trust_remote_code
-        )
         self.endpoints = self._endpoints(engines)
         explorer_input = self.config.buffer.explorer_input
         train = [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t]
         self.train = [self._load(t, False) for t in train]
         self.evals = [self._load(t, True) for t in explorer_input.eval_tasksets]
+        remote = self.config.model.trust_remote_code
+        self.tokenizer = Tokenizer(model_path, remote, ray.get(backend) if backend is not None else None)
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
+
+    def _tasksets(self) -> list:
+        explorer_input = self.config.buffer.explorer_input
+        return [t for t in [explorer_input.taskset, *explorer_input.tasksets, *explorer_input.eval_tasksets] if t]
 
     def _endpoints(self, engines: list) -> list[Any]:
         """An `openai.OpenAI` client of each engine's endpoint, on one connection pool (None: not served)."""
@@ -348,9 +361,7 @@ class _Client:
     def generate(self, prompt: str, n: int) -> list:
         from .workflows import Completion
 
-        ids, truncated = fit_prompt(
-            self.tokenizer(prompt, add_special_tokens=False)["input_ids"], self.max_prompt_tokens
-        )
+        ids, truncated = fit_prompt(self.tokenizer.encode(prompt, add_special_tokens=False), self.max_prompt_tokens)
         version, samples = self.engine.generate(ids, n, self.sampling)
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
 

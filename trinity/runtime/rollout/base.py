@@ -135,6 +135,13 @@ class RolloutEngine(Role):
             self.log.info("%s serves the OpenAI API at %s", self.name, self.api_url)
         return {"openai_url": self.api_url}
 
+    async def tokenizer_backend(self, model_path: str) -> dict | None:
+        """The served model's tokenizer as the explorer encodes with it (`data.tokenizer.backend_of`), once set up."""
+        from ..data.tokenizer import backend_of
+
+        await self.set_up.wait()
+        return backend_of(await asyncio.to_thread(self._tokenizer, model_path))
+
     async def openai_url(self) -> str | None:
         """The base URL (…/v1) of this engine's OpenAI endpoint, once set up; None when it serves none."""
         await self.set_up.wait()

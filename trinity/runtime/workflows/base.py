@@ -39,7 +39,7 @@ class Completion:
 class ModelClient(Protocol):
     """How a workflow asks the rollout engines for text."""
 
-    tokenizer: Any
+    tokenizer: Any  # Hugging Face's API: `encode` by the engine's backend, the rest loads Hugging Face's on first use
 
     def prompt(self, task: Task) -> str:
         """The task's prompt text, by its format and the model's chat template."""

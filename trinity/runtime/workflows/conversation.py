@@ -43,7 +43,7 @@ class ChatTemplate:
 
     def ids(self, text: str) -> list[int]:
         """Token ids of rendered text (the template writes the special tokens itself)."""
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.tokenizer.encode(text, add_special_tokens=False)
 
     def after_reply(self, history: list[dict], messages: list[dict]) -> tuple[str, str]:
         """(how the template closes an assistant turn after its content, the text of `messages` up to the next
