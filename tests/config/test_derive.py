@@ -859,32 +859,32 @@ def test_roles_that_take_turns_compute_with_the_nodes_slots(render, overrides, e
 
 
 @pytest.mark.parametrize(
-    "rl,sft_threads",
+    "rl,threads",
     [
-        ((), "2"),  # the RL stage takes turns: both stages' rank computes with both cores, and is kept at the handover
-        (("+stages.1.synchronizer.sync_offset=1",), "2"),  # the SFT rank trains alone all the same
-        (("+stages.1.mode=train",), "1"),  # both train-only: every slot is a rank
+        ((), "2"),  # the RL stage takes turns: its rank, and the SFT rank kept for it, compute with both cores
+        (("+stages.1.synchronizer.sync_offset=1",), "1"),  # the explorer runs ahead: one each, in both stages
+        (("synchronizer.sync_interval=2",), "1"),  # the run's own setting, which both stages take
+        (("+stages.1.mode=colocate",), "1"),  # colocated: both stages put a rank on every slot
     ],
 )
-def test_the_ranks_of_a_train_only_stage_compute_with_the_nodes_slots(cli, write, rl, sft_threads):
+def test_a_train_only_stage_gives_its_rank_the_threads_of_the_stage_it_is_kept_for(cli, write, rl, threads):
     path = write("run.yaml", MINIMAL + STAGED)
-    result = cli(
-        "config",
-        "render",
-        "-c",
-        path,
-        "hardware=cpu",
-        "cluster.gpu_per_node=2",
-        "--stage",
-        "sft",
-        "--format",
-        "json",
-        *rl,
-    )
+    ranks = {}
+    for stage in ("sft", "rl"):
+        args = ("hardware=cpu", "cluster.gpu_per_node=2", "--stage", stage, "--format", "json", *rl)
+        result = cli("config", "render", "-c", path, *args)
+        assert result.code == 0, result.err
+        ranks[stage] = result.json()["env"]["trainer"]["OMP_NUM_THREADS"]
+    assert ranks == {"sft": threads, "rl": threads}  # equal env: the handover keeps the rank
+
+
+def test_two_train_only_stages_keep_a_rank_on_every_slot_with_one_thread_each(cli, write):
+    path = write("run.yaml", MINIMAL + STAGED)
+    args = ("hardware=cpu", "cluster.gpu_per_node=2", "--stage", "sft", "--format", "json", "+stages.1.mode=train")
+    result = cli("config", "render", "-c", path, *args)
     assert result.code == 0, result.err
-    sft = result.json()
-    assert sft["cluster"]["trainer_gpu_num"] == int(2 / int(sft_threads))
-    assert sft["env"]["trainer"]["OMP_NUM_THREADS"] == sft_threads
+    rendered = result.json()
+    assert (rendered["cluster"]["trainer_gpu_num"], rendered["env"]["trainer"]["OMP_NUM_THREADS"]) == (2, "1")
 
 
 @pytest.mark.parametrize("overrides", [(), ("mode=colocate",), ("mode=train",), ("mode=explore",)])

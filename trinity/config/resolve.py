@@ -3,16 +3,20 @@
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pydantic import ValidationError
+
 from ..errors import ConfigError, Issue
 from . import lora, modes
 from .compose import Composed, Request, compose
-from .derive import derive
+from .derive import RunStage, derive
+from .derive.threads import SYNC_KEYS
 from .interpolate import resolve_interpolations
 from .merge import deep_merge
 from .profiles import LoadedProfile
 from .provenance import Provenance
 from .schema import RunConfig
 from .schema.run import STAGE_SECTIONS
+from .schema.synchronizer import SynchronizerConfig
 from .sources.yaml_file import display_path
 from .upstream import refusal
 from .validate import validate
@@ -61,7 +65,10 @@ def resolve(request: Request | Composed, strict: bool = False) -> ResolvedConfig
 
 
 def _resolve_tree(
-    tree: dict[str, Any], composed: Composed, provenance: Provenance | None = None, run_modes: tuple[str, ...] = ()
+    tree: dict[str, Any],
+    composed: Composed,
+    provenance: Provenance | None = None,
+    run_stages: tuple[RunStage, ...] = (),
 ) -> tuple[RunConfig, list[Issue]]:
     provenance = provenance or composed.provenance
 
@@ -77,7 +84,7 @@ def _resolve_tree(
         raise ConfigError(unresolved + [i for i in exc.issues if i.key not in failed]) from None
     if unresolved:
         raise ConfigError(unresolved)
-    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, run_modes)
+    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, run_stages)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
     return validate(RunConfig, data, where, known=refusal), issues
@@ -86,7 +93,7 @@ def _resolve_tree(
 def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:
     """Each stage deep-merged into the root config and resolved on its own."""
     stages, provenances, issues, errors = [], [], [], []
-    run_modes = _stage_modes(composed.tree)
+    run_stages = _run_stages(composed.tree)
     for i, stage in enumerate(composed.tree.get("stages") or []):
         if not isinstance(stage, dict):
             continue  # the root validation already reported it
@@ -96,7 +103,7 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
         tree = deep_merge({**composed.tree, "stages": []}, sections)
         label = f"stage '{stage.get('stage_name', i)}'"
         try:
-            config, found = _resolve_tree(tree, composed, provenance, run_modes)
+            config, found = _resolve_tree(tree, composed, provenance, run_stages)
             stages.append((stage.get("stage_name", str(i)), config))
             provenances.append(provenance)
             issues += [in_stage(issue, label) for issue in found]
@@ -110,11 +117,26 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
     return stages, provenances, issues
 
 
-def _stage_modes(tree: dict[str, Any]) -> tuple[str, ...]:
-    """Each stage's mode as written (its own, else the run's), for the rules that lay a stage out beside the others."""
+def _run_stages(tree: dict[str, Any]) -> tuple[RunStage, ...]:
+    """Each stage's mode and sync settings as written (its own, else the run's, else the schema's), for the rules that
+    lay a stage out beside the others."""
     default = tree.get("mode") or RunConfig.model_fields["mode"].default
     stages = [s for s in tree.get("stages") or [] if isinstance(s, dict)]
-    return tuple(str(s.get("mode") or default) for s in stages)
+    return tuple(RunStage(str(s.get("mode") or default), _sync(tree, s)) for s in stages)
+
+
+def _sync(tree: dict[str, Any], stage: dict[str, Any]) -> dict[str, Any] | None:
+    """A stage's synchronizer.sync_style, sync_interval and sync_offset, validated; None where they do not validate
+    (the stage's own resolution says why)."""
+    sections = [tree.get("synchronizer") or {}, stage.get("synchronizer") or {}]
+    if not all(isinstance(section, dict) for section in sections):
+        return None
+    written = deep_merge(*sections)
+    try:
+        sync = SynchronizerConfig.model_validate({k: written[k] for k in SYNC_KEYS if k in written})
+    except ValidationError:
+        return None
+    return {key: getattr(sync, key) for key in SYNC_KEYS}
 
 
 def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:

@@ -20,7 +20,7 @@ from . import (
     trainer,
     values,
 )
-from ._context import Context
+from ._context import Context, RunStage
 
 # Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
 # the counts; env needs the sync timeout.
@@ -83,11 +83,11 @@ def derive(
     loaded: LoadedProfile,
     provenance: Provenance,
     selection: str = "",
-    run_modes: tuple[str, ...] = (),
+    run_stages: tuple[RunStage, ...] = (),
 ) -> tuple[dict[str, Any], list[Issue]]:
-    """The filled tree and every error, warning and note the rules raised; `run_modes`, when resolving a stage: the
-    modes of every stage of its run."""
-    ctx = Context(data, loaded, provenance, selection, run_modes)
+    """The filled tree and every error, warning and note the rules raised; `run_stages`, when resolving a stage: every
+    stage of its run."""
+    ctx = Context(data, loaded, provenance, selection, run_stages)
     for rule in RULES:
         rule(ctx)
     return ctx.data, ctx.issues

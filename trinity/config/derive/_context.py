@@ -4,9 +4,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...errors import Issue, Severity, dotted, undotted
+from .. import modes
 from ..merge import get_path
 from ..profiles import LoadedProfile
 from ..provenance import WRITTEN, Contribution, Provenance
+
+
+@dataclass(frozen=True)
+class RunStage:
+    """One stage of a staged run as written (its own value, else the run's, else the schema's): what the rules that lay
+    another stage out beside it read."""
+
+    mode: str
+    sync: dict[str, Any] | None  # synchronizer.sync_style, sync_interval, sync_offset; None where they do not validate
 
 
 @dataclass
@@ -17,12 +27,22 @@ class Context:
     loaded: LoadedProfile
     provenance: Provenance
     selection: str = ""
-    run_modes: tuple[str, ...] = ()  # a stage's: the modes of every stage of its run, in order
+    run_stages: tuple[RunStage, ...] = ()  # a stage's: every stage of its run, in order
     issues: list[Issue] = field(default_factory=list)
 
     @property
     def facts(self):
         return self.loaded.profile.facts
+
+    def stage_beside(self) -> RunStage | None:
+        """The run's first stage that trains and explores, where this stage only trains, on the trainer's share of
+        that stage's devices (cluster.train_stage_devices: trainer): its engines start beside this stage and its
+        trainer ranks are this stage's, kept. None otherwise."""
+        entry = modes.mode(self.get("mode"))
+        if self.get("cluster.train_stage_devices") != "trainer" or not entry.trains or entry.runs_engines:
+            return None
+        known = [stage for stage in self.run_stages if stage.mode in modes.MODES]
+        return next((s for s in known if modes.MODES[s.mode].trains and modes.MODES[s.mode].runs_engines), None)
 
     def get(self, key: str) -> Any:
         """The current value of a dotted key."""

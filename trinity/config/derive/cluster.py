@@ -31,10 +31,10 @@ def cluster_counts(ctx: Context) -> None:
     explorer = rollout  # auxiliary models are refused (rollout.auxiliary_models): they take no devices
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
-    beside = _exploring_stage(ctx, mode)
+    beside = ctx.stage_beside()
     if beside:  # the trainer takes its share of the run's exploring stages; their engines start beside it
-        inputs += (_stage_devices_input(ctx), f"the run's stages: {', '.join(ctx.run_modes)}")
-        split = _trainer_split(ctx, beside, total, _engine_devices(ctx, "explorer.rollout_model"), per_node)
+        inputs += (stage_devices_input(ctx), f"the run's stages: {', '.join(s.mode for s in ctx.run_stages)}")
+        split = _trainer_split(ctx, beside.mode, total, _engine_devices(ctx, "explorer.rollout_model"), per_node)
     else:
         split = _trainer_split(ctx, mode, total, explorer, per_node)
     counts.update(split)
@@ -42,20 +42,10 @@ def cluster_counts(ctx: Context) -> None:
         _set_count(ctx, name, value, inputs)
 
 
-def _stage_devices_input(ctx: Context) -> str:
+def stage_devices_input(ctx: Context) -> str:
     """Where cluster.train_stage_devices came from: the user, or the profile's fact."""
     key = "cluster.train_stage_devices"
     return ctx.input(key) if ctx.user_set(key) else ctx.fact("train_stage_devices")
-
-
-def _exploring_stage(ctx: Context, mode: str) -> str | None:
-    """The mode of the run's first stage that trains and explores, where this stage only trains and takes the trainer's
-    share of that stage's devices (cluster.train_stage_devices: trainer); None otherwise."""
-    entry = modes.mode(mode)
-    if ctx.get("cluster.train_stage_devices") != "trainer" or not entry.trains or entry.runs_engines:
-        return None
-    known = [modes.MODES[m] for m in ctx.run_modes if m in modes.MODES]
-    return next((m.name for m in known if m.trains and m.runs_engines), None)
 
 
 def _engine_devices(ctx: Context, key: str) -> int:

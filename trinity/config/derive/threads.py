@@ -2,14 +2,20 @@
 
 A CPU slot is one core. Ray gives an actor one thread per CPU it grants, so a trainer rank and a rollout engine that
 take turns (strictly on-policy sync, or colocate) would each leave the other's core idle while it computes; with
-`turns_share_node` each uses the node's slots on its turn. So do the ranks of a train-only stage, where no engine
-computes (an engine started beside it for the next stage waits): their thread count then matches the next stage's when
-that one takes turns, so the ranks are kept at the handover.
+`turns_share_node` each uses the node's slots on its turn. So do the ranks of a train-only stage laid out beside such
+a stage (the demo's SFT: no engine computes, the next stage's engines wait beside it): the ranks then start with the
+next stage's thread count, and an actor is kept at a handover only with the same env.
 """
+
+from typing import Any
 
 from .. import modes
 from ..engines import devices_per_engine
 from ._context import Context
+from .cluster import stage_devices_input
+
+SYNC_KEYS = ("sync_style", "sync_interval", "sync_offset")
+ALTERNATE = {"sync_style": "fixed", "sync_interval": 1, "sync_offset": 0}  # each explore step waits for the last train
 
 
 def compute_threads(ctx: Context) -> None:
@@ -21,11 +27,14 @@ def compute_threads(ctx: Context) -> None:
     turns = spec.turns_share_node and takes_turns(ctx)
     inputs = (ctx.fact("compute_threads"), ctx.input("mode"), ctx.input("cluster.gpu_per_node"))
     if turns:
-        inputs += tuple(ctx.input(f"synchronizer.{key}") for key in ("sync_style", "sync_interval", "sync_offset"))
+        inputs += tuple(ctx.input(f"synchronizer.{key}") for key in SYNC_KEYS)
+    beside = ctx.stage_beside()
+    beside_turns = spec.turns_share_node and beside is not None and alternates(beside.mode, beside.sync)
+    if beside_turns:
+        inputs += (stage_devices_input(ctx), f"the stage beside: mode {beside.mode!r}, {beside.sync}")
     if entry.trains:
         ranks = ctx.get("cluster.trainer_gpu_num_per_node")
-        alone = spec.turns_share_node and not entry.runs_engines  # the node's cores are the ranks' alone
-        _set(ctx, "trainer", spec.env, per_node // ranks if (turns or alone) and ranks else 1, inputs)
+        _set(ctx, "trainer", spec.env, per_node // ranks if (turns or beside_turns) and ranks else 1, inputs)
     if entry.runs_engines:
         slots = min(devices_per_engine(ctx.get("explorer.rollout_model")), per_node)  # one actor per node it spans
         engines = max(1, min(ctx.get("cluster.rollout_gpu_num"), per_node) // slots)  # on one node
@@ -33,14 +42,17 @@ def compute_threads(ctx: Context) -> None:
 
 
 def takes_turns(ctx: Context) -> bool:
-    """Whether rollout and training never compute at once: colocated, or every explore step waits for the weights of
-    the train step before it (fixed sync every step, no offset)."""
-    entry = modes.mode(ctx.get("mode"))
+    """Whether this stage's rollout and training never compute at once (`alternates`)."""
+    return alternates(ctx.get("mode"), {key: ctx.get(f"synchronizer.{key}") for key in SYNC_KEYS})
+
+
+def alternates(mode: str, sync: dict[str, Any] | None) -> bool:
+    """Whether rollout and training in `mode` with these synchronizer settings never compute at once: colocated, or
+    every explore step waits for the weights of the train step before it (fixed sync every step, no offset)."""
+    entry = modes.mode(mode)
     if entry.shares_devices:
         return True
-    sync = {key: ctx.get(f"synchronizer.{key}") for key in ("sync_style", "sync_interval", "sync_offset")}
-    alternate = sync == {"sync_style": "fixed", "sync_interval": 1, "sync_offset": 0}
-    return entry.explores and entry.trains and alternate
+    return entry.explores and entry.trains and sync == ALTERNATE
 
 
 def _set(ctx: Context, role: str, var: str, threads: int, inputs: tuple[str, ...]) -> None:
