@@ -77,6 +77,18 @@ def client(role, ts):
     )
 
 
+@pytest.mark.parametrize(
+    "overrides,loaded",
+    [
+        ((), False),  # arith_workflow on plain-text prompts: encoding only, by the engine's backend when it has one
+        (("buffer.explorer_input.default_workflow_type=arith_feedback_workflow",), True),  # its turns: a chat template
+        (("buffer.explorer_input.eval_tasksets.0.format.prompt_type=messages",), True),  # chat prompts
+    ],
+)
+def test_setup_loads_hugging_faces_tokenizer_where_a_workflow_or_a_prompt_needs_it(explorer, overrides, loaded):
+    assert (explorer(*overrides).tokenizer._hf is not None) is loaded
+
+
 def test_a_taskset_samples_with_the_engines_repetition_penalty(explorer):
     assert explorer("model.repetition_penalty=1.3").train[0].sampling.repetition_penalty == 1.3
     assert explorer("explorer.rollout_model.repetition_penalty=1.1").train[0].sampling.repetition_penalty == 1.1

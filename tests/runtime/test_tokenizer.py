@@ -2,6 +2,7 @@
 holds no transformers (so no torch) until something other than encoding is asked of it."""
 
 import json
+import pickle
 import threading
 
 import pytest
@@ -29,6 +30,9 @@ def tokenizers(demo_assets, tmp_path_factory):
     variant.backend_tokenizer.post_processor = processors.TemplateProcessing(
         single="<pad> $A", special_tokens=[("<pad>", variant.pad_token_id)]
     )
+    # saved in the backend's JSON, undone by Hugging Face at each call without truncation or padding
+    variant.backend_tokenizer.enable_truncation(3)
+    variant.backend_tokenizer.enable_padding(length=30, pad_id=variant.pad_token_id)
     return {"plain": plain, "variant": variant}
 
 
@@ -61,6 +65,37 @@ def test_encoding_imports_no_transformers_and_anything_else_loads_it(tokenizers,
         "torch",
         "transformers",
     ]
+
+
+def test_other_calls_of_encode_are_hugging_faces(tokenizers, demo_assets):
+    hf = tokenizers["plain"]
+    ours = Tokenizer(str(demo_assets / "model"), False, backend_of(hf))
+    assert ours.encode("12", "3=") == hf.encode("12", "3=")  # a text pair
+    assert ours.encode("12+34=", truncation=True, max_length=2) == hf.encode("12+34=", truncation=True, max_length=2)
+    assert ours.encode(["1", "2"], is_split_into_words=True) == hf.encode(["1", "2"], is_split_into_words=True)
+
+
+def test_it_pickles_as_what_it_was_made_of(tokenizers, demo_assets):
+    ours = Tokenizer(str(demo_assets / "model"), False, backend_of(tokenizers["variant"]))
+    ours.hf  # noqa: B018 (its lock and Hugging Face's tokenizer do not travel)
+    copy = pickle.loads(pickle.dumps(ours))
+    assert copy.encode("1<eos>2", add_special_tokens=True) == tokenizers["variant"].encode("1<eos>2")
+
+
+def test_a_tokenizer_whose_code_fails_with_an_attribute_error_says_so_once(demo_assets, tmp_path):
+    """Raised while loading inside a property, an AttributeError would be taken for a missing attribute (and asked of
+    Hugging Face's tokenizer again, and again)."""
+    for name in ("tokenizer.json", "config.json"):
+        (tmp_path / name).write_bytes((demo_assets / "model" / name).read_bytes())
+    (tmp_path / "broken.py").write_text(
+        "from transformers import PreTrainedTokenizerFast\n\n\nclass Broken(PreTrainedTokenizerFast):\n"
+        "    def __init__(self, *args, **kwargs):\n        raise AttributeError('no vocab_files_names here')\n"
+    )
+    config = {"tokenizer_class": "Broken", "auto_map": {"AutoTokenizer": [None, "broken.Broken"]}}
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
+    ours = Tokenizer(str(tmp_path), True, None)
+    with pytest.raises(RuntimeError, match=r"loading the tokenizer of .*: AttributeError\('no vocab_files_names here'"):
+        ours.eos_token_id  # noqa: B018
 
 
 def test_without_a_backend_hugging_faces_tokenizer_encodes(tokenizers, demo_assets):

@@ -155,8 +155,8 @@ def test_the_explorer_encodes_with_the_engines_tokenizer_backend(engine, demo_as
     from trinity.runtime.data.tokenizer import Tokenizer
 
     backend = ray.get(engine.tokenizer_backend.remote(str(demo_assets / "model")), timeout=60)
+    assert backend is not None  # the explorer encodes by it, without a Hugging Face tokenizer of its own
     ours = Tokenizer(str(demo_assets / "model"), False, backend)
-    assert ours._backend is not None  # encoded by the backend, not by a Hugging Face tokenizer loaded here
     for text in [*PROMPTS, "1<eos>2"]:
         assert ours.encode(text, add_special_tokens=False) == tokenizer.encode(text, add_special_tokens=False)
 

@@ -41,7 +41,7 @@ class Explorer(Role):
     def warm(self) -> None:
         """As Role's; Hugging Face's tokenizer too where a taskset's prompts go through the chat template."""
         super().warm()
-        if any(t.format.prompt_type != "plaintext" for t in self._tasksets()):
+        if self._chat_prompts():
             importlib.import_module(self.CHAT_WARM)
 
     def setup(self, engines: list, buffer: Any, model_path: str) -> dict:
@@ -51,23 +51,32 @@ class Explorer(Role):
         from .data.tokenizer import Tokenizer
         from .rollout.gather import Gatherer
 
-        backend = engines[0].tokenizer_backend.remote(model_path) if engines else None  # once the engine has loaded
+        # the tokenizer the engine encodes with, asked now: the engine answers once it has loaded its model
+        backend = engines[0].tokenizer_backend.remote(model_path) if engines else None
         self.engines, self.buffer = engines, buffer
         slots = self.config.explorer.runner_per_model
         self.gatherers = [Gatherer(engine, slots) for engine in engines]
         self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
         self.endpoints = self._endpoints(engines)
-        explorer_input = self.config.buffer.explorer_input
-        train = [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t]
+        train, evals = self._tasksets()
         self.train = [self._load(t, False) for t in train]
-        self.evals = [self._load(t, True) for t in explorer_input.eval_tasksets]
+        self.evals = [self._load(t, True) for t in evals]
         remote = self.config.model.trust_remote_code
         self.tokenizer = Tokenizer(model_path, remote, ray.get(backend) if backend is not None else None)
+        if self._chat_prompts() or any(
+            c.uses_tokenizer for ts in self.train + self.evals for c in ts.workflows.values()
+        ):
+            self.tokenizer.hf  # noqa: B018 (loaded now, beside the other roles' setup, not in the first step's threads)
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
 
-    def _tasksets(self) -> list:
+    def _tasksets(self) -> tuple[list, list]:
+        """The training tasksets and the evaluation ones."""
         explorer_input = self.config.buffer.explorer_input
-        return [t for t in [explorer_input.taskset, *explorer_input.tasksets, *explorer_input.eval_tasksets] if t]
+        return [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t], list(explorer_input.eval_tasksets)
+
+    def _chat_prompts(self) -> bool:
+        """Whether a taskset's prompts go through the chat template."""
+        return any(t.format.prompt_type != "plaintext" for t in sum(self._tasksets(), []))
 
     def _endpoints(self, engines: list) -> list[Any]:
         """An `openai.OpenAI` client of each engine's endpoint, on one connection pool (None: not served)."""

@@ -10,6 +10,7 @@ class ArithWorkflow(Workflow):
 
     arguments: dict = {}
     default_reward = "exact_match"
+    uses_tokenizer = False  # its prompt, encoded
 
     def run(self):
         truth = self.task.row[self.task.format.response_key]

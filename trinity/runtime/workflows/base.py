@@ -75,6 +75,9 @@ class Workflow:
     default_reward: str | None = None
     # the workflow_args it reads, with their defaults (None: it reads them itself, unchecked)
     arguments: dict[str, Any] | None = None
+    # whether it asks the tokenizer more than to encode a prompt (a chat template for its turns, decode): the explorer
+    # then loads Hugging Face's tokenizer as it sets up, not in the first explore step (yours: assumed so)
+    uses_tokenizer: bool = True
 
     @classmethod
     def check_values(cls, args: dict) -> None:

@@ -11,6 +11,7 @@ class MathWorkflow(Workflow):
 
     arguments: dict = {}
     default_reward = "math_reward"
+    uses_tokenizer = False  # its prompt, encoded
 
     def run(self):
         truth = self.task.row[self.task.format.response_key]

@@ -49,6 +49,7 @@ class ReactAgentWorkflow(Workflow):
     """A ReAct agent with a calculator, over the OpenAI endpoint: a right answer within `max_turns` earns 1."""
 
     default_reward = "exact_match"
+    uses_tokenizer = False  # the engine's endpoint renders its turns
     arguments = {"max_turns": 3}
 
     @classmethod
