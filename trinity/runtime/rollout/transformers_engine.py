@@ -1,7 +1,8 @@
 """`engine_type: transformers`: Hugging Face `generate` on any torch device, log-probs included.
 
 Requests that arrive while a batch is generating are generated together in the next batch;
-requests with the same sampling arguments share one `generate` call.
+requests with the same sampling arguments share one `generate` call. The rows of a prompt sampled n times (a GRPO
+group) share its prefill: its cache is computed once and copied to each row.
 """
 
 import asyncio
@@ -11,6 +12,10 @@ from .. import lora
 from .base import RolloutEngine, Sample, Sampling
 
 MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batches
+# Model types whose `generate` builds a plain DynamicCache from the model's config and continues one computed by a
+# forward pass of the same model exactly (checked in tests/runtime/test_transformers_engine.py); another model type
+# prefills every row itself.
+SHARED_PREFILL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 
 class TransformersEngine(RolloutEngine):
@@ -112,9 +117,11 @@ class TransformersEngine(RolloutEngine):
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self._device())
         greedy = sampling.temperature == 0
         with torch.no_grad():
+            cache = self._prefilled(ids, mask)
             out = self.model.generate(
                 input_ids=ids,
                 attention_mask=mask,
+                **({"past_key_values": cache} if cache is not None else {}),
                 do_sample=not greedy,
                 temperature=None if greedy else sampling.temperature,
                 top_p=None if greedy else sampling.top_p,
@@ -144,6 +151,27 @@ class TransformersEngine(RolloutEngine):
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
         eos = self.tokenizer.eos_token_id
         return [Sample(r, lp, text, r[-1:] == [eos]) for (r, lp), text in zip(rows, texts)]
+
+    def _prefilled(self, ids: Any, mask: Any) -> Any:
+        """The cache of each row's prompt but its last token, computed once per distinct prompt and copied to its rows;
+        None where no two rows share a prompt, or the model is not of SHARED_PREFILL_TYPES."""
+        import torch
+        from transformers import DynamicCache
+
+        width = ids.shape[1]
+        if width < 2 or getattr(self.model.config, "model_type", None) not in SHARED_PREFILL_TYPES:
+            return None
+        distinct, rows = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
+        if len(distinct) == len(ids):
+            return None
+        prompts, masks = distinct[:, : width - 1], distinct[:, width:-1]
+        positions = (masks.cumsum(-1) - 1).masked_fill(masks == 0, 1)  # as generate numbers left-padded rows
+        cache = DynamicCache(config=self.model.config.get_text_config(decoder=True))
+        self.model(
+            input_ids=prompts, attention_mask=masks, position_ids=positions, past_key_values=cache, use_cache=True
+        )
+        cache.reorder_cache(rows)
+        return cache
 
     def _trim(self, tokens: list[int], logprobs: list[float]) -> tuple[list[int], list[float]]:
         """Cut after the end-of-sequence token (kept: the model learns to stop) and drop padding."""
