@@ -878,6 +878,33 @@ def test_a_train_only_stage_gives_its_rank_the_threads_of_the_stage_it_is_kept_f
     assert ranks == {"sft": threads, "rl": threads}  # equal env: the handover keeps the rank
 
 
+def test_the_stage_a_train_only_stage_is_kept_for_is_read_with_its_interpolations(cli, write, monkeypatch):
+    monkeypatch.setenv("OFFSET", "0")
+    rl = "{stage_name: rl, synchronizer: {sync_offset: '${oc.env:OFFSET}'}}"
+    stages = f"stages:\n  - {{stage_name: sft, mode: train}}\n  - {rl}\n"
+    path = write("run.yaml", MINIMAL + stages)
+    ranks = {}
+    for stage in ("sft", "rl"):
+        args = ("hardware=cpu", "cluster.gpu_per_node=2", "--stage", stage, "--format", "json")
+        result = cli("config", "render", "-c", path, *args)
+        assert result.code == 0, result.err
+        ranks[stage] = result.json()["env"]["trainer"]["OMP_NUM_THREADS"]
+    assert ranks == {"sft": "2", "rl": "2"}  # offset 0: the RL stage takes turns, read so from both stages
+
+
+def test_a_train_only_stage_between_two_rl_stages_is_laid_out_for_the_next(cli, write):
+    """The launch keeps a stage's actors for the next stage: an SFT stage hands over to the RL stage after it."""
+    stages = (
+        "stages:\n  - {stage_name: first, synchronizer: {sync_offset: 1}}\n  - {stage_name: sft, mode: train}\n"
+        "  - {stage_name: second}\n"
+    )
+    path = write("run.yaml", MINIMAL + stages)
+    args = ("hardware=cpu", "cluster.gpu_per_node=2", "--stage", "sft", "--format", "json")
+    result = cli("config", "render", "-c", path, *args)
+    assert result.code == 0, result.err
+    assert result.json()["env"]["trainer"]["OMP_NUM_THREADS"] == "2"  # the second takes turns; the first did not
+
+
 def test_two_train_only_stages_keep_a_rank_on_every_slot_with_one_thread_each(cli, write):
     path = write("run.yaml", MINIMAL + STAGED)
     args = ("hardware=cpu", "cluster.gpu_per_node=2", "--stage", "sft", "--format", "json", "+stages.1.mode=train")

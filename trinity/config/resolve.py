@@ -8,8 +8,7 @@ from pydantic import ValidationError
 from ..errors import ConfigError, Issue
 from . import lora, modes
 from .compose import Composed, Request, compose
-from .derive import RunStage, derive
-from .derive.threads import SYNC_KEYS
+from .derive import SYNC_KEYS, RunStage, derive
 from .interpolate import resolve_interpolations
 from .merge import deep_merge
 from .profiles import LoadedProfile
@@ -68,7 +67,7 @@ def _resolve_tree(
     tree: dict[str, Any],
     composed: Composed,
     provenance: Provenance | None = None,
-    run_stages: tuple[RunStage, ...] = (),
+    stage: tuple[tuple[RunStage, ...], int] | None = None,
 ) -> tuple[RunConfig, list[Issue]]:
     provenance = provenance or composed.provenance
 
@@ -84,7 +83,7 @@ def _resolve_tree(
         raise ConfigError(unresolved + [i for i in exc.issues if i.key not in failed]) from None
     if unresolved:
         raise ConfigError(unresolved)
-    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, run_stages)
+    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, stage)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
     return validate(RunConfig, data, where, known=refusal), issues
@@ -93,17 +92,17 @@ def _resolve_tree(
 def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:
     """Each stage deep-merged into the root config and resolved on its own."""
     stages, provenances, issues, errors = [], [], [], []
-    run_stages = _run_stages(composed.tree)
-    for i, stage in enumerate(composed.tree.get("stages") or []):
+    run, written = _run_stages(composed.tree), composed.tree.get("stages") or []
+    for i, stage in enumerate(written):
         if not isinstance(stage, dict):
             continue  # the root validation already reported it
+        position = sum(isinstance(s, dict) for s in written[:i])  # in `run`
         provenance = composed.provenance.copy()
-        sections = {k: v for k, v in stage.items() if k in STAGE_SECTIONS and v is not None}
-        provenance.record_tree("stage", sections, lambda p, i=i: composed.user.where(("stages", i, *p)))
-        tree = deep_merge({**composed.tree, "stages": []}, sections)
+        provenance.record_tree("stage", _stage_sections(stage), lambda p, i=i: composed.user.where(("stages", i, *p)))
+        tree = _stage_tree(composed.tree, stage)
         label = f"stage '{stage.get('stage_name', i)}'"
         try:
-            config, found = _resolve_tree(tree, composed, provenance, run_stages)
+            config, found = _resolve_tree(tree, composed, provenance, (run, position))
             stages.append((stage.get("stage_name", str(i)), config))
             provenances.append(provenance)
             issues += [in_stage(issue, label) for issue in found]
@@ -117,26 +116,34 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
     return stages, provenances, issues
 
 
+def _stage_sections(stage: dict[str, Any]) -> dict[str, Any]:
+    """What a stage sets over the run's config."""
+    return {k: v for k, v in stage.items() if k in STAGE_SECTIONS and v is not None}
+
+
+def _stage_tree(tree: dict[str, Any], stage: dict[str, Any]) -> dict[str, Any]:
+    """The run's tree with one stage's sections merged in."""
+    return deep_merge({**tree, "stages": []}, _stage_sections(stage))
+
+
 def _run_stages(tree: dict[str, Any]) -> tuple[RunStage, ...]:
-    """Each stage's mode and sync settings as written (its own, else the run's, else the schema's), for the rules that
-    lay a stage out beside the others."""
-    default = tree.get("mode") or RunConfig.model_fields["mode"].default
-    stages = [s for s in tree.get("stages") or [] if isinstance(s, dict)]
-    return tuple(RunStage(str(s.get("mode") or default), _sync(tree, s)) for s in stages)
+    """Each stage's mode and sync settings (its own, else the run's, else the schema's; interpolations resolved), for
+    the rules that lay a stage out beside the others."""
+    stages = [_stage_tree(tree, s) for s in tree.get("stages") or [] if isinstance(s, dict)]
+    return tuple(_run_stage(resolve_interpolations(merged, lambda path: "")[0]) for merged in stages)
 
 
-def _sync(tree: dict[str, Any], stage: dict[str, Any]) -> dict[str, Any] | None:
-    """A stage's synchronizer.sync_style, sync_interval and sync_offset, validated; None where they do not validate
-    (the stage's own resolution says why)."""
-    sections = [tree.get("synchronizer") or {}, stage.get("synchronizer") or {}]
-    if not all(isinstance(section, dict) for section in sections):
-        return None
-    written = deep_merge(*sections)
+def _run_stage(merged: dict[str, Any]) -> RunStage:
+    """One stage's RunStage; its sync None where its settings do not validate (its own resolution says why)."""
+    mode = str(merged.get("mode") or RunConfig.model_fields["mode"].default)
+    section = merged.get("synchronizer") or {}
+    if not isinstance(section, dict):
+        return RunStage(mode, None)
     try:
-        sync = SynchronizerConfig.model_validate({k: written[k] for k in SYNC_KEYS if k in written})
+        sync = SynchronizerConfig.model_validate({k: section[k] for k in SYNC_KEYS if k in section})
     except ValidationError:
-        return None
-    return {key: getattr(sync, key) for key in SYNC_KEYS}
+        return RunStage(mode, None)
+    return RunStage(mode, {key: getattr(sync, key) for key in SYNC_KEYS})
 
 
 def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:

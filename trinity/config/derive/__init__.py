@@ -20,6 +20,7 @@ from . import (
     trainer,
     values,
 )
+from ._context import SYNC_KEYS as SYNC_KEYS  # what RunStage.sync holds, for resolve
 from ._context import Context, RunStage
 
 # Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
@@ -83,11 +84,12 @@ def derive(
     loaded: LoadedProfile,
     provenance: Provenance,
     selection: str = "",
-    run_stages: tuple[RunStage, ...] = (),
+    stage: tuple[tuple[RunStage, ...], int] | None = None,
 ) -> tuple[dict[str, Any], list[Issue]]:
-    """The filled tree and every error, warning and note the rules raised; `run_stages`, when resolving a stage: every
-    stage of its run."""
-    ctx = Context(data, loaded, provenance, selection, run_stages)
+    """The filled tree and every error, warning and note the rules raised; `stage`, when resolving one: every stage of
+    its run, and which one it is."""
+    run, index = stage or ((), None)
+    ctx = Context(data, loaded, provenance, selection, run, index)
     for rule in RULES:
         rule(ctx)
     return ctx.data, ctx.issues

@@ -9,6 +9,8 @@ from ..merge import get_path
 from ..profiles import LoadedProfile
 from ..provenance import WRITTEN, Contribution, Provenance
 
+SYNC_KEYS = ("sync_style", "sync_interval", "sync_offset")  # what RunStage.sync holds
+
 
 @dataclass(frozen=True)
 class RunStage:
@@ -28,6 +30,7 @@ class Context:
     provenance: Provenance
     selection: str = ""
     run_stages: tuple[RunStage, ...] = ()  # a stage's: every stage of its run, in order
+    stage_index: int | None = None  # a stage's: its place in run_stages
     issues: list[Issue] = field(default_factory=list)
 
     @property
@@ -35,14 +38,20 @@ class Context:
         return self.loaded.profile.facts
 
     def stage_beside(self) -> RunStage | None:
-        """The run's first stage that trains and explores, where this stage only trains, on the trainer's share of
-        that stage's devices (cluster.train_stage_devices: trainer): its engines start beside this stage and its
-        trainer ranks are this stage's, kept. None otherwise."""
+        """The stage that trains and explores which this train-only stage is laid out beside, on the trainer's share of
+        its devices (cluster.train_stage_devices: trainer): the next such stage of the run (its engines start beside
+        this stage, and it keeps this stage's trainer ranks), else the last one before. None otherwise."""
         entry = modes.mode(self.get("mode"))
         if self.get("cluster.train_stage_devices") != "trainer" or not entry.trains or entry.runs_engines:
             return None
-        known = [stage for stage in self.run_stages if stage.mode in modes.MODES]
-        return next((s for s in known if modes.MODES[s.mode].trains and modes.MODES[s.mode].runs_engines), None)
+        here = self.stage_index if self.stage_index is not None else len(self.run_stages)
+        after, before = self.run_stages[here + 1 :], self.run_stages[:here][::-1]
+        return next((s for s in (*after, *before) if _trains_and_explores(s.mode)), None)
+
+    def stage_devices_input(self) -> str:
+        """Where cluster.train_stage_devices came from: the user, or the profile's fact."""
+        key = "cluster.train_stage_devices"
+        return self.input(key) if self.user_set(key) else self.fact("train_stage_devices")
 
     def get(self, key: str) -> Any:
         """The current value of a dotted key."""
@@ -87,3 +96,7 @@ class Context:
                 severity=severity,
             )
         )
+
+
+def _trains_and_explores(mode: str) -> bool:
+    return mode in modes.MODES and modes.MODES[mode].trains and modes.MODES[mode].runs_engines

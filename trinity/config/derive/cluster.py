@@ -33,19 +33,13 @@ def cluster_counts(ctx: Context) -> None:
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
     beside = ctx.stage_beside()
     if beside:  # the trainer takes its share of the run's exploring stages; their engines start beside it
-        inputs += (stage_devices_input(ctx), f"the run's stages: {', '.join(s.mode for s in ctx.run_stages)}")
+        inputs += (ctx.stage_devices_input(), f"the run's stages: {', '.join(s.mode for s in ctx.run_stages)}")
         split = _trainer_split(ctx, beside.mode, total, _engine_devices(ctx, "explorer.rollout_model"), per_node)
     else:
         split = _trainer_split(ctx, mode, total, explorer, per_node)
     counts.update(split)
     for name, value in counts.items():
         _set_count(ctx, name, value, inputs)
-
-
-def stage_devices_input(ctx: Context) -> str:
-    """Where cluster.train_stage_devices came from: the user, or the profile's fact."""
-    key = "cluster.train_stage_devices"
-    return ctx.input(key) if ctx.user_set(key) else ctx.fact("train_stage_devices")
 
 
 def _engine_devices(ctx: Context, key: str) -> int:

@@ -11,10 +11,8 @@ from typing import Any
 
 from .. import modes
 from ..engines import devices_per_engine
-from ._context import Context
-from .cluster import stage_devices_input
+from ._context import SYNC_KEYS, Context
 
-SYNC_KEYS = ("sync_style", "sync_interval", "sync_offset")
 ALTERNATE = {"sync_style": "fixed", "sync_interval": 1, "sync_offset": 0}  # each explore step waits for the last train
 
 
@@ -31,7 +29,7 @@ def compute_threads(ctx: Context) -> None:
     beside = ctx.stage_beside()
     beside_turns = spec.turns_share_node and beside is not None and alternates(beside.mode, beside.sync)
     if beside_turns:
-        inputs += (stage_devices_input(ctx), f"the stage beside: mode {beside.mode!r}, {beside.sync}")
+        inputs += (ctx.stage_devices_input(), f"the stage beside: mode {beside.mode!r}, {beside.sync}")
     if entry.trains:
         ranks = ctx.get("cluster.trainer_gpu_num_per_node")
         _set(ctx, "trainer", spec.env, per_node // ranks if (turns or beside_turns) and ranks else 1, inputs)
