@@ -78,15 +78,22 @@ def client(role, ts):
 
 
 @pytest.mark.parametrize(
-    "overrides,loaded",
+    "overrides,needed",
     [
-        ((), False),  # arith_workflow on plain-text prompts: encoding only, by the engine's backend when it has one
+        ((), False),  # arith_workflow on plain-text prompts: encoding only, by the engine's backend
         (("buffer.explorer_input.default_workflow_type=arith_feedback_workflow",), True),  # its turns: a chat template
         (("buffer.explorer_input.eval_tasksets.0.format.prompt_type=messages",), True),  # chat prompts
     ],
 )
-def test_setup_loads_hugging_faces_tokenizer_where_a_workflow_or_a_prompt_needs_it(explorer, overrides, loaded):
-    assert (explorer(*overrides).tokenizer._hf is not None) is loaded
+def test_setup_loads_hugging_faces_tokenizer_where_a_workflow_or_a_prompt_needs_it(explorer, overrides, needed):
+    from transformers import AutoTokenizer
+
+    from trinity.runtime.data.tokenizer import backend_of
+
+    role = explorer(*overrides)  # set up without engines: no backend, so Hugging Face's was loaded
+    assert role.tokenizer._hf is not None and role._needs_hugging_face(None)
+    spec = backend_of(AutoTokenizer.from_pretrained(role.tokenizer._path))  # what an engine answers
+    assert role._needs_hugging_face(spec) is needed
 
 
 def test_a_taskset_samples_with_the_engines_repetition_penalty(explorer):

@@ -71,6 +71,7 @@ def test_other_calls_of_encode_are_hugging_faces(tokenizers, demo_assets):
     hf = tokenizers["plain"]
     ours = Tokenizer(str(demo_assets / "model"), False, backend_of(hf))
     assert ours.encode("12", "3=") == hf.encode("12", "3=")  # a text pair
+    assert ours.encode("12", "3=", False) == hf.encode("12", "3=", False)  # and add_special_tokens by position
     assert ours.encode("12+34=", truncation=True, max_length=2) == hf.encode("12+34=", truncation=True, max_length=2)
     assert ours.encode(["1", "2"], is_split_into_words=True) == hf.encode(["1", "2"], is_split_into_words=True)
 

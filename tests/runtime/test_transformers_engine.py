@@ -52,14 +52,20 @@ def test_logprobs_are_the_models_own_at_the_sampling_temperature(engine):
     assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=1e-4)
 
 
-@pytest.mark.parametrize("temperature", [0, 1.0])
-def test_a_prompt_sampled_n_times_is_prefilled_once_and_samples_as_if_each_row_were(engine, monkeypatch, temperature):
+@pytest.mark.parametrize(
+    "sampling",
+    [
+        Sampling(temperature=0, max_tokens=4),
+        Sampling(temperature=1.0, max_tokens=4),
+        Sampling(temperature=1.0, max_tokens=4, min_tokens=2, repetition_penalty=1.3),  # processors that read the ids
+    ],
+)
+def test_a_prompt_sampled_n_times_is_prefilled_once_and_samples_as_if_each_row_were(engine, monkeypatch, sampling):
     prompts = [prompt(engine, "12+30=")] * 4 + [prompt(engine, "1+1=")] * 3 + [prompt(engine, "7+18=")]
-    sampling = Sampling(temperature=temperature, max_tokens=4)
     shapes, prefilled = [], TransformersEngine._prefilled
 
-    def recorded(self, ids, mask):
-        cache = prefilled(self, ids, mask)
+    def recorded(self, prompts, ids, mask):
+        cache = prefilled(self, prompts, ids, mask)
         shapes.append(cache is not None and tuple(cache.layers[0].keys.shape[i] for i in (0, 2)))
         return cache
 
@@ -68,7 +74,7 @@ def test_a_prompt_sampled_n_times_is_prefilled_once_and_samples_as_if_each_row_w
     shared = engine._sample(prompts, sampling)
     # three distinct prompts (one left-padded) prefilled, copied to eight rows, their last token left to generate
     assert shapes == [(8, len(prompts[0]) - 1)]
-    monkeypatch.setattr(TransformersEngine, "_prefilled", lambda self, ids, mask: None)
+    monkeypatch.setattr(TransformersEngine, "_prefilled", lambda self, prompts, ids, mask: None)
     torch.manual_seed(5)
     alone = engine._sample(prompts, sampling)
     assert [s.response_ids for s in shared] == [s.response_ids for s in alone]

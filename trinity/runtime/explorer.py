@@ -39,7 +39,8 @@ class Explorer(Role):
         self.config = config
 
     def warm(self) -> None:
-        """As Role's; Hugging Face's tokenizer too where a taskset's prompts go through the chat template."""
+        """As Role's; Hugging Face's tokenizer too where a taskset's prompts go through the chat template (what else
+        needs it, setup knows once it has the engine's answer and the workflows)."""
         super().warm()
         if self._chat_prompts():
             importlib.import_module(self.CHAT_WARM)
@@ -61,13 +62,17 @@ class Explorer(Role):
         train, evals = self._tasksets()
         self.train = [self._load(t, False) for t in train]
         self.evals = [self._load(t, True) for t in evals]
-        remote = self.config.model.trust_remote_code
-        self.tokenizer = Tokenizer(model_path, remote, ray.get(backend) if backend is not None else None)
-        if self._chat_prompts() or any(
-            c.uses_tokenizer for ts in self.train + self.evals for c in ts.workflows.values()
-        ):
+        spec = ray.get(backend) if backend is not None else None
+        self.tokenizer = Tokenizer(model_path, self.config.model.trust_remote_code, spec)
+        if self._needs_hugging_face(spec):
             self.tokenizer.hf  # noqa: B018 (loaded now, beside the other roles' setup, not in the first step's threads)
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
+
+    def _needs_hugging_face(self, spec: dict | None) -> bool:
+        """Whether the explorer needs Hugging Face's tokenizer: no backend to encode by (`spec` None), chat prompts,
+        or a workflow that asks more of the tokenizer than encoding."""
+        workflows = {cls for ts in self.train + self.evals for cls in ts.workflows.values()}
+        return spec is None or self._chat_prompts() or any(cls.uses_tokenizer for cls in workflows)
 
     def _tasksets(self) -> tuple[list, list]:
         """The training tasksets and the evaluation ones."""

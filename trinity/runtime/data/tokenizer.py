@@ -17,11 +17,11 @@ class Tokenizer:
         self._hf: Any = None
         self._loading = threading.Lock()  # workflows run in threads: the first to need it loads it
 
-    def encode(self, text: Any, *args: Any, add_special_tokens: bool = True, **kwargs: Any) -> list[int]:
+    def encode(self, text: Any, *args: Any, **kwargs: Any) -> list[int]:
         """Token ids of `text`, as Hugging Face's `encode` gives them (which takes any other call as it is)."""
-        if self._backend is None or args or kwargs or not isinstance(text, str):
-            return self.hf.encode(text, *args, add_special_tokens=add_special_tokens, **kwargs)
-        return self._backend.encode(text, add_special_tokens=add_special_tokens).ids
+        if self._backend is None or args or set(kwargs) - {"add_special_tokens"} or not isinstance(text, str):
+            return self.hf.encode(text, *args, **kwargs)
+        return self._backend.encode(text, add_special_tokens=kwargs.get("add_special_tokens", True)).ids
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.hf(*args, **kwargs)

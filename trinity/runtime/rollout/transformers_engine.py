@@ -117,7 +117,7 @@ class TransformersEngine(RolloutEngine):
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts], device=self._device())
         greedy = sampling.temperature == 0
         with torch.no_grad():
-            cache = self._prefilled(ids, mask)
+            cache = self._prefilled(prompts, ids, mask)
             out = self.model.generate(
                 input_ids=ids,
                 attention_mask=mask,
@@ -152,23 +152,33 @@ class TransformersEngine(RolloutEngine):
         eos = self.tokenizer.eos_token_id
         return [Sample(r, lp, text, r[-1:] == [eos]) for (r, lp), text in zip(rows, texts)]
 
-    def _prefilled(self, ids: Any, mask: Any) -> Any:
+    def _prefilled(self, prompts: list[list[int]], ids: Any, mask: Any) -> Any:
         """The cache of each row's prompt but its last token, computed once per distinct prompt and copied to its rows;
-        None where no two rows share a prompt, or the model is not of SHARED_PREFILL_TYPES."""
+        None where no two rows share a prompt, or the model is not of SHARED_PREFILL_TYPES, or its generation config
+        names a cache of another kind."""
         import torch
         from transformers import DynamicCache
 
-        width = ids.shape[1]
-        if width < 2 or getattr(self.model.config, "model_type", None) not in SHARED_PREFILL_TYPES:
+        first: dict[tuple, int] = {}  # each distinct prompt's first row, in order
+        for i, p in enumerate(prompts):
+            first.setdefault(tuple(p), i)
+        model = self.model
+        if (
+            len(first) == len(prompts)
+            or ids.shape[1] < 2
+            or getattr(model.config, "model_type", None) not in SHARED_PREFILL_TYPES
+            or getattr(model.generation_config, "cache_implementation", None) is not None
+        ):
             return None
-        distinct, rows = torch.unique(torch.cat([ids, mask], dim=1), dim=0, return_inverse=True)
-        if len(distinct) == len(ids):
-            return None
-        prompts, masks = distinct[:, : width - 1], distinct[:, width:-1]
-        positions = (masks.cumsum(-1) - 1).masked_fill(masks == 0, 1)  # as generate numbers left-padded rows
-        cache = DynamicCache(config=self.model.config.get_text_config(decoder=True))
-        self.model(
-            input_ids=prompts, attention_mask=masks, position_ids=positions, past_key_values=cache, use_cache=True
+        which = {key: k for k, key in enumerate(first)}
+        rows = torch.tensor([which[tuple(p)] for p in prompts], device=ids.device)  # each row's distinct prompt
+        keep = torch.tensor(list(first.values()), device=ids.device)
+        prompt_ids, masks = ids[keep, :-1], mask[keep, :-1]
+        positions = (masks.cumsum(-1) - 1).masked_fill(masks == 0, 0)  # as generate numbers left-padded rows
+        cache = DynamicCache(config=model.config.get_text_config(decoder=True))
+        # only the cache is wanted: logits of the last position alone, as generate's own prefill asks
+        model(
+            input_ids=prompt_ids, attention_mask=masks, position_ids=positions, past_key_values=cache, logits_to_keep=1
         )
         cache.reorder_cache(rows)
         return cache
