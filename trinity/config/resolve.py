@@ -67,7 +67,8 @@ def _resolve_tree(
     tree: dict[str, Any],
     composed: Composed,
     provenance: Provenance | None = None,
-    stage: tuple[tuple[RunStage, ...], int] | None = None,
+    run_stages: tuple[RunStage, ...] = (),
+    stage_index: int | None = None,
 ) -> tuple[RunConfig, list[Issue]]:
     provenance = provenance or composed.provenance
 
@@ -83,7 +84,7 @@ def _resolve_tree(
         raise ConfigError(unresolved + [i for i in exc.issues if i.key not in failed]) from None
     if unresolved:
         raise ConfigError(unresolved)
-    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, stage)
+    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, run_stages, stage_index)
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
     return validate(RunConfig, data, where, known=refusal), issues
@@ -92,17 +93,16 @@ def _resolve_tree(
 def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:
     """Each stage deep-merged into the root config and resolved on its own."""
     stages, provenances, issues, errors = [], [], [], []
-    run, written = _run_stages(composed.tree), composed.tree.get("stages") or []
-    for i, stage in enumerate(written):
+    run = _run_stages(composed.tree)
+    for i, stage in enumerate(composed.tree.get("stages") or []):
         if not isinstance(stage, dict):
             continue  # the root validation already reported it
-        position = sum(isinstance(s, dict) for s in written[:i])  # in `run`
         provenance = composed.provenance.copy()
         provenance.record_tree("stage", _stage_sections(stage), lambda p, i=i: composed.user.where(("stages", i, *p)))
         tree = _stage_tree(composed.tree, stage)
         label = f"stage '{stage.get('stage_name', i)}'"
         try:
-            config, found = _resolve_tree(tree, composed, provenance, (run, position))
+            config, found = _resolve_tree(tree, composed, provenance, run, i)
             stages.append((stage.get("stage_name", str(i)), config))
             provenances.append(provenance)
             issues += [in_stage(issue, label) for issue in found]
@@ -129,7 +129,7 @@ def _stage_tree(tree: dict[str, Any], stage: dict[str, Any]) -> dict[str, Any]:
 def _run_stages(tree: dict[str, Any]) -> tuple[RunStage, ...]:
     """Each stage's mode and sync settings (its own, else the run's, else the schema's; interpolations resolved), for
     the rules that lay a stage out beside the others."""
-    stages = [_stage_tree(tree, s) for s in tree.get("stages") or [] if isinstance(s, dict)]
+    stages = [_stage_tree(tree, s if isinstance(s, dict) else {}) for s in tree.get("stages") or []]  # one per entry
     return tuple(_run_stage(resolve_interpolations(merged, lambda path: "")[0]) for merged in stages)
 
 

@@ -84,12 +84,12 @@ def derive(
     loaded: LoadedProfile,
     provenance: Provenance,
     selection: str = "",
-    stage: tuple[tuple[RunStage, ...], int] | None = None,
+    run_stages: tuple[RunStage, ...] = (),
+    stage_index: int | None = None,
 ) -> tuple[dict[str, Any], list[Issue]]:
-    """The filled tree and every error, warning and note the rules raised; `stage`, when resolving one: every stage of
-    its run, and which one it is."""
-    run, index = stage or ((), None)
-    ctx = Context(data, loaded, provenance, selection, run, index)
+    """The filled tree and every error, warning and note the rules raised; when resolving a stage, `run_stages` are
+    every stage of its run and `stage_index` is its place among them."""
+    ctx = Context(data, loaded, provenance, selection, run_stages, stage_index)
     for rule in RULES:
         rule(ctx)
     return ctx.data, ctx.issues
