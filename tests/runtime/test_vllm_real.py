@@ -26,10 +26,12 @@ pytestmark = [
 ]
 
 # How far the engine's log-probs may be from an fp32 forward pass of the same weights (rounded to the rollout
-# dtype). fp32: differences measured ~1e-4 (vLLM's kernels sum in another order). bf16: vLLM computes in bf16,
-# measured up to 0.1 on these perturbed weights; a stale head (tested by removing its re-processing) changes the greedy
-# tokens.
-LOGPROB_TOL = {"float32": 1e-3, "bfloat16": 0.2}
+# dtype): on average over a check's sampled tokens, and for the worst one. fp32: differences measured ~1e-4 (vLLM's
+# kernels sum in another order). bf16: vLLM computes in bf16; over 480 sampled tokens the mean difference measured 0.013
+# and the worst 0.04 on this machine, while one token was 0.41 off on CI's CPU (another kernel path). An engine that
+# kept its previous weights is off by 1.0 on average (0.43 on its closest sample of four tokens); a stale head (tested
+# by removing its re-processing) changes the greedy tokens, whose ties are judged by the mean tolerance.
+LOGPROB_TOL = {"float32": (1e-3, 1e-3), "bfloat16": (0.1, 1.0)}
 PROMPTS = ("12+30=", "7+8=", "99+1=")
 
 
@@ -125,7 +127,8 @@ def assert_engine_matches(engine, model, tokenizer, version: int):
     counts, for ties that rounding decides); sampled tokens' log-probs equal its forward pass's."""
     from trinity.runtime.rollout.base import Sampling
 
-    tol = LOGPROB_TOL[str(model.rollout_dtype).removeprefix("torch.")]
+    tol, _ = LOGPROB_TOL[str(model.rollout_dtype).removeprefix("torch.")]
+    differences = []
     for text in PROMPTS:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         got_version, [greedy] = ray.get(
@@ -144,7 +147,15 @@ def assert_engine_matches(engine, model, tokenizer, version: int):
                 .gather(1, torch.tensor(sample.response_ids)[:, None])
                 .squeeze(1)
             )
-            assert (torch.tensor(sample.logprobs) - expected).abs().max() < tol
+            differences.append(torch.tensor(sample.logprobs) - expected)
+    assert_logprobs_close(differences, model.rollout_dtype)
+
+
+def assert_logprobs_close(differences: list, dtype) -> None:
+    """The engine's log-probs are the reference's: within LOGPROB_TOL on average and for the worst token."""
+    mean_tol, worst_tol = LOGPROB_TOL[str(dtype).removeprefix("torch.")]
+    differences = torch.cat(differences).abs()
+    assert differences.mean() < mean_tol and differences.max() < worst_tol, differences.tolist()
 
 
 def test_the_engine_generates_what_the_model_it_loaded_gives(engine, reference, tokenizer):
@@ -182,10 +193,12 @@ def test_the_openai_endpoint_answers_with_vllms_ids_and_logprobs_and_records_the
     assert answer.model_extra["prompt_token_ids"] == ids and [c.prompt_ids for c in recorded] == [ids, ids]
     assert [c.model_extra["token_ids"] for c in answer.choices] == [c.response_ids for c in recorded]
     assert [c.logprobs.token_logprobs for c in answer.choices] == [c.logprobs for c in recorded]
-    tol = LOGPROB_TOL[str(reference.rollout_dtype).removeprefix("torch.")]
-    for call in recorded:  # vLLM's own log-probs, as the engine's generate returns them
-        expected = hf_logprobs(reference, ids, call.response_ids).gather(1, torch.tensor(call.response_ids)[:, None])
-        assert (torch.tensor(call.logprobs) - expected.squeeze(1)).abs().max() < tol
+    differences = [  # vLLM's own log-probs, as the engine's generate returns them
+        torch.tensor(call.logprobs)
+        - hf_logprobs(reference, ids, call.response_ids).gather(1, torch.tensor(call.response_ids)[:, None]).squeeze(1)
+        for call in recorded
+    ]
+    assert_logprobs_close(differences, reference.rollout_dtype)
     with pytest.raises(openai.NotFoundError, match="does not exist; this endpoint serves"):
         client.completions.create(model="other", prompt="1")
 
