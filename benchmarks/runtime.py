@@ -159,7 +159,8 @@ def plain_broadcast_s(model_path: Path, repeat: int) -> float:
 
 
 def runtime_sync_s(model_path: Path, repeat: int) -> float:
-    """Median seconds of a synchronizer.sync round trip: trainer rank 0 (verl) broadcasts, the engine loads."""
+    """Median seconds of a synchronizer.sync (in this process, as in the driver): trainer rank 0 (verl) broadcasts,
+    the engine loads."""
     import ray
 
     from trinity.platforms import get_platform
@@ -179,20 +180,16 @@ def runtime_sync_s(model_path: Path, repeat: int) -> float:
         .options(num_cpus=1)
         .remote(name="rollout.engine0", role="rollout", config=config, index=0)
     )
-    sync = (
-        ray.remote(Synchronizer)
-        .options(num_cpus=0)
-        .remote(name="synchronizer", role="synchronizer", config=config, run_dir=tempfile.mkdtemp())
-    )
+    sync = Synchronizer(config, Path(tempfile.mkdtemp()), lambda refs, timeout_s: ray.get(refs, timeout=timeout_s))
     host, port = ray.get(rank.rendezvous.remote())
     ray.get([rank.setup.remote(host, port, str(model_path), 10, None), engine.setup.remote(str(model_path), 0)])
-    ray.get(sync.setup.remote([rank], [engine]))
+    sync.setup([rank], [engine])
     times = []
     for version in range(1, repeat + 2):
         started = time.perf_counter()
-        ray.get(sync.sync.remote(version))
+        sync.sync(version)
         times.append(time.perf_counter() - started)
-    for actor in (rank, engine, sync):
+    for actor in (rank, engine):
         ray.kill(actor)
     return statistics.median(times[1:])
 

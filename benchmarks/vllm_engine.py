@@ -6,7 +6,7 @@
    engine arguments (`vllm_args.engine_kwargs`) and sampling parameters on the same model
    (goal: engine / bare <= 1.15x);
 2. sync: seconds per weight sync of a ~30 M-parameter Qwen2 from a trainer process over trinity's
-   weight-sync group (`group.join` + `group.broadcast` on the trainer, `join_sync_group` +
+   weight-sync group (`group.join` + `group.send` on the trainer, `join_sync_group` +
    `receive_weights` on the engine: broadcast, vLLM's layer-wise reload, prefix-cache reset) against
    a plain torch.distributed gloo broadcast of the same tensors between two processes (goal <= 1.2x).
    Afterwards the engine's greedy output is compared, token by token, with a Hugging Face forward
@@ -314,8 +314,8 @@ def plain_broadcast(weights: Path, dtype: str, rounds: int) -> dict:
 
 
 def _trainer(port: int, weights: Path, dtype: str, rounds: int, go, done) -> None:
-    """Trainer rank 0: hosts the weight-sync group, then broadcasts every tensor each time `go` says so; puts its
-    seconds in `done`."""
+    """Trainer rank 0: hosts the weight-sync group, then sends every tensor (in the group's buckets) each time `go`
+    says so; puts its seconds in `done`."""
     import torch
 
     from trinity.runtime.sync import group
@@ -326,8 +326,7 @@ def _trainer(port: int, weights: Path, dtype: str, rounds: int, go, done) -> Non
     for _ in range(rounds):
         go.get(timeout=TIMEOUT_S)
         started = time.perf_counter()
-        for t in tensors:
-            group.broadcast(sync_group, t)
+        group.send(sync_group, tensors)
         done.put(time.perf_counter() - started)
 
 

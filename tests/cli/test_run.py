@@ -123,8 +123,9 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
         for r in explorer
     )
     assert [r["engine_calls"] for r in explorer] == [1, 1, 1]  # a step's 16 requests reach the engine as one call
-    # step 4: the start's evaluation, explore, train; then also the checkpoint after the step before, and the sync
-    assert [r["driver_calls"] for r in lines(run, "trainer") if r["stage"] == "grpo"] == [3, 4, 4]
+    # step 4: the start's evaluation, explore, train; then also the checkpoint after the step before, and the sync's
+    # two (trainer rank 0 broadcasts, the engine receives)
+    assert [r["driver_calls"] for r in lines(run, "trainer") if r["stage"] == "grpo"] == [3, 5, 5]
     evals = lines(run, "eval")
     assert [(e["step"], e["taskset"]) for e in evals] == [(3, "arith-heldout"), (6, "arith-heldout")]
     assert sorted(os.listdir(run / "checkpoints")) == ["global_step_5", "global_step_6"]
@@ -137,16 +138,16 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
     assert "sft_warmup" in proc.stdout and "grpo" in proc.stdout and "arith-heldout" in proc.stdout  # the summary table
     assert {"explorer.log", "trainer_node0.rank0.log"} <= set(os.listdir(run / "logs"))
     # the cpu profile trains SFT on GRPO's trainer slot (cluster.train_stage_devices: trainer), and GRPO's engine,
-    # explorer and synchronizer start beside it: GRPO keeps every actor, and says so
+    # explorer start beside it: GRPO keeps every actor, and says so
     assert proc.stderr.count("kept running from the previous stage:") == 1
-    kept = "trainer_node0.rank0, rollout.engine0, explorer, synchronizer, buffer"
+    kept = "trainer_node0.rank0, rollout.engine0, explorer, buffer"
     assert f"kept running from the previous stage: {kept}\n" in proc.stderr
     sft, grpo = (
         next(line.split() for line in proc.stdout.splitlines() if line.startswith(f"{name} "))
         for name in ("sft_warmup", "grpo")
     )
-    assert (sft[5], grpo[5]) == ("0/2", "5/5") and float(grpo[4].rstrip("s")) > 0  # KEPT and SETUP
-    assert 0.5 < float(grpo[6].removesuffix("GiB")) < 8  # MEMORY: five role processes, each with its imports
+    assert (sft[5], grpo[5]) == ("0/2", "4/4") and float(grpo[4].rstrip("s")) > 0  # KEPT and SETUP
+    assert 0.5 < float(grpo[6].removesuffix("GiB")) < 8  # MEMORY: four role processes and the driver
 
 
 @pytest.mark.train
@@ -155,7 +156,7 @@ def test_the_json_report_gives_each_processs_peak_and_the_explorer_holds_no_mode
     assert proc.returncode == 0, proc.stderr[-3000:]
     [stage] = json.loads(proc.stdout)["stages"]
     peaks = stage["peak_rss_mb"]
-    assert set(peaks) == {"trainer_node0.rank0", "rollout.engine0", "explorer", "synchronizer", "buffer", "driver"}
+    assert set(peaks) == {"trainer_node0.rank0", "rollout.engine0", "explorer", "buffer", "driver"}
     # plain-text prompts: the explorer encodes with the engine's tokenizer backend, without transformers and torch
     # (~390 MiB); the engine and the trainer rank hold both
     assert peaks["explorer"] < 300 < min(peaks["rollout.engine0"], peaks["trainer_node0.rank0"])
@@ -421,7 +422,7 @@ def test_a_killed_rollout_engine_ends_the_run_with_its_name_and_leaves_nothing(e
         alive = [
             a
             for a in list_actors(filters=[("state", "=", "ALIVE")])
-            if a.class_name in ("TrainerRank", "Explorer", "Synchronizer", "ExperienceBuffer", "TransformersEngine")
+            if a.class_name in ("TrainerRank", "Explorer", "ExperienceBuffer", "TransformersEngine")
         ]
         assert alive == [] and [g for g in list_placement_groups() if g.state != "REMOVED"] == []
     finally:

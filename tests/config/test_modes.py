@@ -87,7 +87,7 @@ def test_every_mode_runs_and_none_is_refused():
 
 
 def test_the_plan_places_the_roles_the_table_names():
-    assert roles(resolved("mode=both")) == {"trainer", "rollout", "explorer", "synchronizer", "buffer"}
+    assert roles(resolved("mode=both")) == {"trainer", "rollout", "explorer", "buffer"}
     assert roles(resolved("mode=explore")) == {"rollout", "explorer", "buffer"}
     assert roles(resolved("mode=train")) == {"trainer", "buffer"}
     assert roles(resolved("mode=bench")) == {"rollout", "explorer"}
@@ -99,10 +99,18 @@ def test_buffers_decides_the_buffer_actor(change):
     assert "buffer" not in roles(config)
 
 
-def test_syncs_decides_the_synchronizer(change):
+@pytest.mark.parametrize("syncs", [True, False])
+def test_syncs_decides_the_drivers_synchronizer(change, tmp_path, syncs):
+    from tests.runtime.stand_ins import InlineCalls, World, handles_for
+    from trinity.runtime.metrics import MetricsLog
+    from trinity.runtime.stage import RoleHandles, Stage, StageStart
+
     config = resolved("mode=both")
-    change("both", syncs=False)
-    assert "synchronizer" not in roles(config)
+    change("both", syncs=syncs)
+    stage = Stage(config, None, 0, RunDir(tmp_path), MetricsLog(tmp_path / "m.jsonl"), StageStart("m", 0), quiet=True)
+    actors = build_plan(config, {}).actors
+    stage.setup(RoleHandles.of(list(actors), handles_for(actors, World())), InlineCalls())
+    assert (stage.synchronizer is not None) is syncs
 
 
 def test_explores_decides_the_engines_their_devices_and_the_explorer(change):

@@ -131,12 +131,9 @@ def test_many_nodes_are_listed_by_the_four_with_most_free():
 
 def test_actors_outside_the_groups_share_one_line():
     plan = plan_for("hardware=ascend910b", "explorer.rollout_model.engine_num=1")
-    result = check(plan, [Node("n" * 12, {"NPU": 8, "CPU": 7})])  # 5 trainer + 1 rollout bundles leave 1 CPU
+    result = check(plan, [Node("n" * 12, {"NPU": 8, "CPU": 6})])  # 5 trainer + 1 rollout bundles leave none
     assert result.ok is False
-    assert (
-        result.lines[-1]
-        == "explorer, synchronizer need 2 CPU outside the groups; the nodes have 1 CPU free: does not fit"
-    )
+    assert result.lines[-1] == "explorer needs 1 CPU outside the groups; the nodes have 0 CPU free: does not fit"
 
 
 def test_a_node_without_the_device_key_has_none_of_it():

@@ -122,7 +122,7 @@ def test_a_derived_plan_fits_its_cluster_and_never_splits_an_engine_on_a_node(mi
         plan = build_plan(resolve(Request(minimal_file, overrides)).config)
     except ConfigError:
         assume(False)  # the split itself is impossible (tests/config/test_cluster_properties.py)
-    cpus = 2 * s["per_node"] + 2  # colocated bundles hold two processes; explorer and synchronizer run loose
+    cpus = 2 * s["per_node"] + 1  # colocated bundles hold two processes; the explorer runs loose
     nodes = [Node(f"node{i}", {"NPU": s["per_node"], "CPU": cpus}) for i in range(s["node_num"])]
     result = check(plan, nodes)
     assert result.ok, result.lines  # engines of 1, 2, 4, 8 or 16 devices tile nodes of 2, 4 or 8

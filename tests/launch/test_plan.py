@@ -127,7 +127,7 @@ def test_dry_run_text(cli):
         "trainer_node0  STRICT_PACK  2 x {NPU: 1, CPU: 1}" in out
         and "rollout        PACK         4 x {NPU: 1, CPU: 1}" in out
     )
-    assert "rollout.engine0      rollout       rollout[0]        num_cpus=1, resources={'NPU': 1}" in out
+    assert "rollout.engine0      rollout   rollout[0]        num_cpus=1, resources={'NPU': 1}" in out
 
 
 def test_dry_run_imports_no_ray_without_a_cluster(tmp_path):
@@ -205,7 +205,6 @@ def test_every_actor_of_a_colocated_plan(cli, write):
         ("rollout.engine1.part0", "trainer_node0", 2, half, 0.5),
         ("rollout.engine1.part1", "trainer_node0", 3, half, 0.5),
         ("explorer", None, None, {"num_cpus": 1}, 0),
-        ("synchronizer", None, None, {"num_cpus": 1}, 0),  # memory sync between the turns on each device
         ("buffer", None, None, {"num_cpus": 0}, 0),
     ]
 
@@ -220,6 +219,5 @@ def test_every_actor_of_a_plan_in_both_mode(cli, write):
         *[(f"trainer_node0.rank{r}", "trainer_node0", r, one, 1) for r in range(7)],
         ("rollout.engine0", "rollout", 0, one, 1),
         ("explorer", None, None, {"num_cpus": 1}, 0),
-        ("synchronizer", None, None, {"num_cpus": 1}, 0),
         ("buffer", None, None, {"num_cpus": 0}, 0),
     ]

@@ -75,7 +75,7 @@ def test_the_next_stage_keeps_what_its_plan_names_alike_and_replaces_the_rest(no
         # without a group are the same specs
         assert [g.name for g in pending.placement_groups] == ["trainer_node0"]
         assert [a.name for a in pending.actors] == [f"trainer_node0.rank{i}" for i in range(4)]
-        assert launch.kept == ("rollout.engine0", "rollout.engine1", "explorer", "synchronizer", "buffer")
+        assert launch.kept == ("rollout.engine0", "rollout.engine1", "explorer", "buffer")
         launch.create_groups()
         refuse = ("rollout.engine1",)
         after = reports(
@@ -83,11 +83,11 @@ def test_the_next_stage_keeps_what_its_plan_names_alike_and_replaces_the_rest(no
                 lambda spec: (Other if spec.role == "explorer" else Stand, {"stage": "second", "refuse": refuse})
             )
         )
-        assert launch.kept == ("rollout.engine0", "synchronizer", "buffer")
+        assert launch.kept == ("rollout.engine0", "buffer")
         assert list(after) == [a.name for a in second.actors]
         assert {r["stage"] for r in after.values()} == {"second"}
         same = {name for name in after if before.get(name, {}).get("pid") == after[name]["pid"]}
-        assert same == {"rollout.engine0", "synchronizer", "buffer"}  # engine1 refused, the explorer's class changed
+        assert same == {"rollout.engine0", "buffer"}  # engine1 refused, the explorer's class changed
         deadline = time.monotonic() + 30  # Ray frees a removed group's devices a moment later
         while ray.available_resources().get("GPU") != 2 and time.monotonic() < deadline:
             time.sleep(0.2)
@@ -140,7 +140,7 @@ def test_the_next_stages_actors_start_beside_a_stage_on_the_trainers_share_and_a
         launch.create_groups()
         roles = launch.start_actors(lambda spec: (Stand, {"stage": "sft"}))
         early = launch.prestart(rl, lambda spec: (Stand, {"stage": "early"}))
-        assert early == ("rollout.engine0", "rollout.engine1", "explorer", "synchronizer")
+        assert early == ("rollout.engine0", "rollout.engine1", "explorer")
         assert list(roles) == [a.name for a in sft.actors]  # the running stage's roles are still its own
         assert gpus_free(0) == 0  # the engines hold the 2 devices SFT leaves
         started = reports({name: launch.actors[name] for name in early})
@@ -221,4 +221,4 @@ def test_an_actor_started_early_that_died_is_started_anew_by_the_next_stage(node
         launch.replan(rl)
         after = reports(launch.start_actors(lambda spec: (Stand, {"stage": "rl"})))
         assert after["explorer"]["stage"] == "rl" and after["explorer"]["pid"] != dead
-        assert "explorer" not in launch.kept and "synchronizer" in launch.kept
+        assert "explorer" not in launch.kept and "rollout.engine0" in launch.kept

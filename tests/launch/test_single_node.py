@@ -35,7 +35,6 @@ def test_reference_config_launches(cli, node, monkeypatch, profile, device, visi
         "trainer_node0.rank1",
         *(f"rollout.engine{i}" for i in range(4)),
         "explorer",
-        "synchronizer",
         "buffer",
     }
     assert all(p["problem"] == "" and p["device"] == device for p in found.values())
@@ -51,7 +50,7 @@ def test_text_run_shows_plan_and_placements(cli, node, monkeypatch):
     )
     assert result.code == 0, result.err
     assert "fits the cluster:" in result.out and "rollout.engine0" in result.out
-    assert result.out.count(" ok\n") == 9  # 1 rollout engine, 5 trainer ranks (6 - 1), explorer, synchronizer, buffer
+    assert result.out.count(" ok\n") == 8  # 1 rollout engine, 5 trainer ranks (6 - 1), explorer, buffer
 
 
 def test_a_real_run_masks_credentials_and_the_actors_still_get_them(cli, node, write, monkeypatch):
@@ -73,7 +72,7 @@ def test_a_real_run_masks_credentials_and_the_actors_still_get_them(cli, node, w
     text = cli("run", "--placement-only", "-c", path, "hardware=ascend910b")
     as_json = cli("run", "--placement-only", "-c", path, "hardware=ascend910b", "--format", "json")
     assert text.code == 0 and as_json.code == 0, text.err + as_json.err
-    assert " HF_TOKEN=*** TRINITY_DEVICE=npu" in text.out and text.out.count(" ok\n") == 11
+    assert " HF_TOKEN=*** TRINITY_DEVICE=npu" in text.out and text.out.count(" ok\n") == 10
     assert {a["env"]["HF_TOKEN"] for a in as_json.json()["plan"]["actors"] if a["role"] == "rollout"} == {"***"}
     assert "PLANTED" not in text.out + text.err + as_json.out + as_json.err
     for run in inside:

@@ -45,7 +45,7 @@ class InlineCalls:
     def start(self, kind: str, refs: list) -> None:
         self.started.append((kind, refs))
 
-    def wait(self, refs: list) -> list:
+    def wait(self, refs: list, timeout_s: float | None = None) -> list:
         self.waits.append([r.method.__qualname__ for r in refs])
         return [r.result() for r in refs]
 
@@ -129,6 +129,18 @@ class Trainer:
     def write_weights(self, path: str, version: int) -> None:
         self.world.log.append(("publish", version))
 
+    def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None:
+        pass
+
+    def weight_specs(self) -> list:
+        return []
+
+    def broadcast_weights(self) -> float:
+        return 0.01
+
+    def engine_weights(self) -> dict | None:
+        return {} if self.rank == 0 else None
+
 
 class Engine:
     def __init__(self, world: World):
@@ -141,7 +153,20 @@ class Engine:
         return {}
 
     async def load_weights(self, weights, version: int) -> int:
+        return self._synced(version)
+
+    async def join_sync_group(
+        self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float
+    ) -> None:
+        pass
+
+    async def receive_weights(self, specs: list, version: int) -> int:
+        return self._synced(version)
+
+    def _synced(self, version: int) -> int:
+        assert not self.world.asleep, "synced into sleeping engines"
         self.world.version = version
+        self.world.log.append(("sync", version))
         return version
 
     async def sleep(self, level: int = 1) -> bool:
@@ -162,23 +187,6 @@ class Engine:
         return []
 
 
-class Synchronizer:
-    def __init__(self, world: World):
-        self.world = world
-
-    def peak_rss_mb(self) -> float:
-        return 1.0
-
-    def setup(self, trainer_ranks: list, engines: list) -> dict:
-        return {}
-
-    def sync(self, version: int) -> dict:
-        assert not self.world.asleep, "synced into sleeping engines"
-        self.world.version = version
-        self.world.log.append(("sync", version))
-        return {"method": "memory", "seconds": 0.01}
-
-
 class Buffer:
     def peak_rss_mb(self) -> float:
         return 1.0
@@ -197,7 +205,6 @@ STAND_INS = {
     "explorer": Explorer,
     "trainer": Trainer,
     "rollout": Engine,
-    "synchronizer": Synchronizer,
     "buffer": Buffer,
 }
 

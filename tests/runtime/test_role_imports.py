@@ -2,6 +2,7 @@
 torch (each torch process holds ~250 MiB of its own)."""
 
 import ast
+import importlib.util
 import subprocess
 import sys
 
@@ -22,7 +23,7 @@ def loaded_after(code: str) -> list[str]:
 
 
 def test_taking_a_trainer_ranks_handle_imports_no_torch_until_the_rank_works():
-    """Ray imports the class's module wherever a handle is taken (the synchronizer takes every rank's)."""
+    """Ray imports the class's module wherever a handle is taken (the driver takes every rank's)."""
     assert loaded_after("import trinity.runtime.trainer.rank") == []
     assert loaded_after("import trinity.runtime.trainer.rank as rank; rank.batches.padded") == ["torch"]
     # bound on its package as an import binds it: mock.patch("trinity.runtime.trainer.batch.x") walks attributes
@@ -71,3 +72,18 @@ def test_a_process_reports_its_own_peak_not_the_peak_of_the_process_that_started
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and float(proc.stdout) < 300, (proc.stdout, proc.stderr[-2000:])
     assert len(ballast) == 600 * 2**20
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM is not installed: nothing to keep out")
+def test_a_trainer_rank_imports_verls_workers_without_vllm():
+    """verl's checkpoint engines import vLLM where it is installed (~2 s, ~45 MiB); a trainer rank never runs it."""
+    probe = (
+        "import sys; from trinity.runtime.trainer import rank; rank.TrainerRank.WARM == "
+        "('trinity.runtime.verl.workers',) or sys.exit('WARM'); import trinity.runtime.verl.workers; from "
+        "verl.checkpoint_engine import HCCLCheckpointEngine; print(HCCLCheckpointEngine, 'vllm' in sys.modules); "
+        "import vllm; print(vllm.__name__)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    # verl holds no HCCL engine, nothing of vLLM's was imported, and vLLM still imports afterwards
+    assert proc.stdout.split() == ["None", "False", "vllm"]

@@ -79,7 +79,12 @@ def test_the_trainer_sets_up_beside_the_rollout_side_unless_they_share_devices(t
     calls = InlineCalls()
     stage_run(tmp_path, *overrides, calls=calls)
     setups = [set(w) for w in calls.waits if any(m.endswith(".setup") for m in w)]
-    assert setups[0] == {"Buffer.setup"} and setups[-1] == {"Synchronizer.setup"}
+    assert setups[0] == {"Buffer.setup"}
+    # then the synchronizer forms the weight-sync group (gloo): trainer rank 0 hosts it, the engine joins; colocate
+    # syncs by memory, with no group
+    last = max(i for i, w in enumerate(calls.waits) if any(m.endswith(".setup") for m in w))
+    group = [{"Trainer.rendezvous"}, {"Trainer.join_sync_group", "Engine.join_sync_group"}, {"Trainer.weight_specs"}]
+    assert ([set(w) for w in calls.waits[last + 1 : last + 4]] == group) is ("mode=colocate" not in overrides)
     beside = {"Engine.setup", "Explorer.setup", "Trainer.setup"}
     assert (beside in setups) is together  # one wait for all three, or the rollout side's first
     if not together:
@@ -129,3 +134,20 @@ def test_checkpoints_follow_save_interval_and_hf_weights_the_policy(tmp_path):
     )
     assert [e for e in world.log if e[0] == "save"] == [("save", 2, False), ("save", 4, False), ("save", 5, True)]
     assert summary.checkpoint.endswith("global_step_5")
+
+
+class SlowBroadcast(InlineCalls):
+    """A watcher whose waits on the weights' broadcast run out of time (as RayCalls' raise TimeoutError)."""
+
+    def wait(self, refs: list, timeout_s: float | None = None) -> list:
+        if timeout_s is not None and any(r.method.__name__ == "receive_weights" for r in refs):
+            self.timeout_s = timeout_s
+            raise TimeoutError
+        return super().wait(refs, timeout_s)
+
+
+def test_a_sync_that_outlasts_sync_timeout_ends_the_stage_with_what_it_waited_for(tmp_path):
+    calls = SlowBroadcast()
+    with pytest.raises(RoleFailed, match=r"^broadcasting weights v1 took longer than synchronizer.sync_timeout=7 s$"):
+        stage_run(tmp_path, "synchronizer.sync_timeout=7", calls=calls)
+    assert calls.timeout_s == 7

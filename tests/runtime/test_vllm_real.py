@@ -252,10 +252,9 @@ class Trainer:
         ray.get(joining, timeout=60)
 
     def send(self, weights: dict) -> threading.Thread:
-        """Broadcast every tensor from a thread, as trainer rank 0 does beside the engine's receive."""
-        sender = threading.Thread(
-            target=lambda: [self.group_module.broadcast(self.group, t.contiguous()) for t in weights.values()]
-        )
+        """Send every tensor from a thread (in the group's buckets), as trainer rank 0 does beside the engine's
+        receive."""
+        sender = threading.Thread(target=lambda: self.group_module.send(self.group, list(weights.values())))
         sender.start()
         return sender
 

@@ -21,15 +21,15 @@ def worker(first_rank, tp_rank, port, world, out):
     out.put((rank, count, {name: p.tolist() for name, p in w.get_model().named_parameters()}, w.get_model().loaded))
 
 
-def trainer(port, world, out, timeout_s=60):
+def trainer(port, world, out, timeout_s=60, bucket_bytes=None):
     import torch
 
     from trinity.runtime.sync import group
 
+    group.BUCKET_BYTES = bucket_bytes or group.BUCKET_BYTES
     pg = group.join("gloo", "127.0.0.1", port, 0, world, timeout_s)
     try:
-        for values in SENT.values():
-            group.broadcast(pg, torch.tensor(values))
+        group.send(pg, [torch.tensor(values) for values in SENT.values()])
     except RuntimeError as exc:  # a receiver that stopped receiving: the send times out
         out.put(("trainer", "failed", str(exc)[-200:], None))
         return
@@ -70,14 +70,17 @@ def test_rank_within_an_engine_counts_data_parallel_replicas_by_their_index():
 
 
 def test_a_receive_whose_load_fails_still_takes_every_broadcast_then_raises(tmp_path):
-    """Trainer rank 0 is never left waiting: the worker drains the broadcast, then reports the load's error. The
-    worker receives one tensor per bucket, so the load fails while the second tensor is still unsent; the group's
+    """Trainer rank 0 is never left waiting: the worker drains the broadcast, then reports the load's error. Each
+    tensor is a bucket of its own here, so the load fails while the second tensor is still unsent; the group's
     timeout is short, so a worker that did not drain fails the trainer in seconds."""
     from trinity.runtime.sync.group import free_port
 
     ctx = multiprocessing.get_context("spawn")
     out, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=trainer, args=(port, 2, out, 10)), ctx.Process(target=failing_worker, args=(port, out))]
+    procs = [
+        ctx.Process(target=trainer, args=(port, 2, out, 10, 1)),
+        ctx.Process(target=failing_worker, args=(port, out)),
+    ]
     for p in procs:
         p.start()
     results = sorted((out.get(timeout=180) for _ in procs), key=str)  # each sends its result after all its work
@@ -90,10 +93,10 @@ def test_a_receive_whose_load_fails_still_takes_every_broadcast_then_raises(tmp_
 
 def failing_worker(port, out):
     from tests.fakes_vllm import Worker
-    from trinity.runtime.rollout import vllm_worker
     from trinity.runtime.rollout.base import WeightSpec
+    from trinity.runtime.sync import group
 
-    vllm_worker.BUCKET_BYTES = 1  # one tensor ahead of the load at a time
+    group.BUCKET_BYTES = 1  # one tensor a bucket, as the trainer cuts them here
     w = Worker(0, 1)
     w.trinity_join("gloo", "127.0.0.1", port, 1, 2, 10)
     try:

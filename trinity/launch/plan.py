@@ -36,7 +36,7 @@ class PlacementGroupSpec:
 @dataclass(frozen=True)
 class ActorSpec:
     name: str
-    role: str  # explorer, rollout, trainer, synchronizer
+    role: str  # explorer, rollout, trainer, buffer
     placement_group: str | None
     bundle_index: int | None
     options: dict[str, Any]  # keyword arguments of Ray's .options()
@@ -90,8 +90,6 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
             builder.engines("rollout", config.explorer.rollout_model)
     if mode.explores:
         builder.actor("explorer", "explorer", None, None, 0, 1)
-    if mode.syncs:
-        builder.actor("synchronizer", "synchronizer", None, None, 0, 1)
     if mode.buffers:
         builder.actor("buffer", "buffer", None, None, 0, 0)  # stores and forwards: no CPU slot of its own
     namespace = run_namespace(config.ray_namespace, config.project, config.name)

@@ -9,8 +9,8 @@ from ..utils.device import DEVICE_ENV, HARDWARE_ENV
 
 EXPORTED = "exported in the driver's environment"
 
-# Which `env` block a role gets besides `common`; the other roles (explorer, synchronizer) get common only.
-ROLE_ENV = {"trainer": "trainer", "rollout": "rollout", "explorer": None, "synchronizer": None, "buffer": None}
+# Which `env` block a role gets besides `common`; the other roles (explorer, buffer) get common only.
+ROLE_ENV = {"trainer": "trainer", "rollout": "rollout", "explorer": None, "buffer": None}
 
 
 def role_env(config: RunConfig, role: str, exported: Mapping[str, str] | None = None) -> dict[str, tuple[str, str]]:

@@ -4,6 +4,7 @@ A role that raises or dies ends the wait at once with a RoleFailed naming it. Th
 what to call (scheduler.py); this module only watches.
 """
 
+import time
 from typing import Any, Protocol
 
 WAIT_S = 1.0  # how often the driver looks at its outstanding calls
@@ -17,7 +18,7 @@ class Calls(Protocol):
     """What the stage needs of a watcher: RayCalls on Ray; the stage's in-process tests give their own."""
 
     def start(self, kind: str, refs: list) -> None: ...
-    def wait(self, refs: list) -> list: ...
+    def wait(self, refs: list, timeout_s: float | None = None) -> list: ...
     def next_done(self) -> list[tuple[str, list]]: ...
 
 
@@ -33,17 +34,21 @@ class RayCalls:
         for ref in refs:
             self.refs[ref] = kind
 
-    def wait(self, refs: list) -> list:
-        """Wait for `refs` (a call made in turn); returns their results, or raises RoleFailed at once."""
+    def wait(self, refs: list, timeout_s: float | None = None) -> list:
+        """Wait for `refs` (a call made in turn); returns their results, or raises RoleFailed at once (TimeoutError
+        when they are not all done within `timeout_s`)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
         pending = list(refs)
         while pending:
-            _, pending = self._wait(pending)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(f"{len(pending)} of {len(refs)} calls still running after {timeout_s:g} s")
+            _, pending = self._wait(pending, len(pending))
         return self._get(refs)
 
     def next_done(self) -> list[tuple[str, list]]:
         """Wait until some started kind has all its refs done; (kind, results) of each such kind."""
         while True:
-            ready, _ = self._wait(list(self.refs))
+            ready, _ = self._wait(list(self.refs), 1)  # the first to end: a kind may be done while another runs
             finished = []
             for kind in {self.refs[r] for r in ready}:
                 mine = [r for r, k in self.refs.items() if k == kind]
@@ -54,10 +59,10 @@ class RayCalls:
             if finished:
                 return finished
 
-    def _wait(self, refs: list) -> tuple[list, list]:
+    def _wait(self, refs: list, num_returns: int) -> tuple[list, list]:
         import ray
 
-        ready, pending = ray.wait(refs, num_returns=len(refs), timeout=WAIT_S)
+        ready, pending = ray.wait(refs, num_returns=num_returns, timeout=WAIT_S)
         for ref in ready:
             self._get([ref])  # raises at once if that role failed
         return ready, pending

@@ -21,7 +21,6 @@ def role_factory(config: RunConfig, run_dir: Path) -> Make:
         "trainer": lambda spec: _trainer(config, spec),
         "rollout": lambda spec: _engine(config, spec),
         "explorer": lambda spec: _explorer(config),
-        "synchronizer": lambda spec: _synchronizer(config, run_dir),
         "buffer": lambda spec: _buffer(config, run_dir),
     }
 
@@ -50,12 +49,6 @@ def _explorer(config: RunConfig) -> tuple[type, dict[str, Any]]:
     from .explorer import Explorer
 
     return Explorer, {"config": config}
-
-
-def _synchronizer(config: RunConfig, run_dir: Path) -> tuple[type, dict[str, Any]]:
-    from .sync.synchronizer import Synchronizer
-
-    return Synchronizer, {"config": config, "run_dir": str(run_dir)}
 
 
 def _buffer(config: RunConfig, run_dir: Path) -> tuple[type, dict[str, Any]]:

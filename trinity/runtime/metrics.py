@@ -13,6 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .event_file import EventFile
+
 
 class MetricsLog:
     """Appends metric lines; mirrors numbers to TensorBoard or wandb when the monitor asks and they are installed."""
@@ -40,11 +42,7 @@ class MetricsLog:
 def _sinks(monitor: Any, run_name: str, tensorboard_dir: Path | None) -> list:
     kind = getattr(monitor, "monitor_type", None)
     if kind == "tensorboard" and tensorboard_dir is not None:
-        try:
-            from tensorboard.summary.writer.event_file_writer import EventFileWriter
-        except ImportError:  # the monitor is optional; metrics.jsonl is always written
-            return []
-        return [_TensorBoard(EventFileWriter(str(tensorboard_dir)))]
+        return [_TensorBoard(EventFile(tensorboard_dir))]
     if kind == "wandb":
         try:
             import wandb
@@ -55,24 +53,20 @@ def _sinks(monitor: Any, run_name: str, tensorboard_dir: Path | None) -> list:
 
 
 class _TensorBoard:
-    """Scalars as TensorBoard events, through tensorboard's own writer: torch's SummaryWriter wraps the same one,
-    and importing torch would hold ~250 MiB in the driver for the whole run."""
+    """Scalars as TensorBoard events (event_file.py: neither torch's SummaryWriter nor tensorboard in the driver)."""
 
-    def __init__(self, writer: Any):
+    def __init__(self, writer: EventFile):
         self.writer = writer
 
     def __call__(self, role: str, step: int, values: dict) -> None:
-        from tensorboard.compat.proto.event_pb2 import Event
-        from tensorboard.compat.proto.summary_pb2 import Summary
-
         prefix = f"{role}/{values['taskset']}" if "taskset" in values else role
-        scalars = [
-            Summary.Value(tag=f"{prefix}/{key}", simple_value=float(value))
+        scalars = {
+            f"{prefix}/{key}": float(value)
             for key, value in values.items()
             if isinstance(value, (int, float)) and not isinstance(value, bool)
-        ]
+        }
         if scalars:
-            self.writer.add_event(Event(wall_time=time.time(), step=step, summary=Summary(value=scalars)))
+            self.writer.add_scalars(step, scalars)
 
     def close(self) -> None:
         self.writer.close()

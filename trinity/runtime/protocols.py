@@ -1,7 +1,7 @@
-"""The remote methods the stage calls on each role, as typed protocols, and what they return.
+"""The remote methods the driver calls on each role, as typed protocols, and what they return.
 
 A role class keeps its protocol (tests/runtime/test_protocols.py holds each class to its methods'
-names and parameters); the stage reaches roles only through these methods.
+names and parameters); the stage and the synchronizer reach roles only through these methods.
 """
 
 from typing import Any, NotRequired, Protocol, TypedDict
@@ -50,9 +50,10 @@ class TrainResult(TypedDict):
     mixed_samples: NotRequired[int]  # only with sample strategy mix: the SFT samples in the batch
 
 
-class SyncResult(TypedDict):
+class SyncResult(TypedDict):  # the synchronizer's, in the driver
     method: str
     seconds: float
+    weight_version: int
 
 
 class AnyRole(Protocol):
@@ -74,6 +75,11 @@ class TrainerCalls(AnyRole, Protocol):
     def train_step(self, step: int) -> TrainResult | None: ...
     def save(self, folder: str, step: int, hf: bool) -> None: ...
     def write_weights(self, path: str, version: int) -> None: ...
+    # the synchronizer's (sync/synchronizer.py)
+    def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None: ...
+    def weight_specs(self) -> list: ...
+    def broadcast_weights(self) -> float: ...
+    def engine_weights(self) -> dict | None: ...
 
 
 class EngineCalls(AnyRole, Protocol):
@@ -84,11 +90,11 @@ class EngineCalls(AnyRole, Protocol):
     async def openai_url(self) -> str | None: ...
     async def tokenizer_backend(self, model_path: str) -> dict | None: ...
     def take_experiences(self, final: bool = False) -> list: ...
-
-
-class SynchronizerCalls(AnyRole, Protocol):
-    def setup(self, trainer_ranks: list, engines: list) -> dict: ...
-    def sync(self, version: int) -> SyncResult: ...
+    # the synchronizer's (sync/synchronizer.py)
+    async def join_sync_group(
+        self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float
+    ) -> None: ...
+    async def receive_weights(self, specs: list, version: int) -> int: ...
 
 
 class BufferCalls(AnyRole, Protocol):
@@ -102,6 +108,5 @@ PROTOCOLS: dict[str, type] = {
     "explorer": ExplorerCalls,
     "trainer": TrainerCalls,
     "rollout": EngineCalls,
-    "synchronizer": SynchronizerCalls,
     "buffer": BufferCalls,
 }

@@ -18,7 +18,7 @@ from ..utils import device
 
 
 class Role:
-    """Base of the role actors: explorer, rollout engine, trainer rank, synchronizer, buffer."""
+    """Base of the role actors: explorer, rollout engine, trainer rank, buffer."""
 
     WARM: tuple[str, ...] = ()  # modules its setup imports: the launch has them imported as the actor starts
 

@@ -1,7 +1,8 @@
 """One stage of a run on Ray: set up its roles, drive them with its mode's loop, checkpoint.
 
 The driver only orchestrates; experiences flow explorer -> buffer -> trainer and weights flow
-trainer -> engines without passing through it. The scheduler (scheduler.py) decides which call
+trainer -> engines without passing through it (the synchronizer, which starts the weights' calls,
+lives in the driver). The scheduler (scheduler.py) decides which call
 comes next; every call is watched (calls.py): a role that raises or dies ends the stage at once
 with that role's error.
 """
@@ -26,6 +27,7 @@ from .roles import peak_rss_mb
 from .run_dir import Checkpoint, RunDir
 from .schedule import SyncPolicy
 from .scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Call, Scheduler, Stalled
+from .sync.synchronizer import Synchronizer
 
 DRIVER = "driver"  # the run's own process, beside the roles in a stage's peak memory
 SERVE_POLL_S = 0.5  # serve mode: how often the stage takes the engines' rewarded experiences and published weights
@@ -65,7 +67,7 @@ class RoleHandles:
         return self.roles.get(role, [])
 
     def one(self, role: str) -> Any:
-        """The single actor of `role` (explorer, buffer, synchronizer), or None when the mode has none."""
+        """The single actor of `role` (explorer, buffer), or None when the mode has none."""
         found = self.all(role)
         return found[0] if found else None
 
@@ -100,7 +102,7 @@ class Stage:
         self.driver_calls = self._counted = 0  # the driver's calls to role actors: all, and when the last step ended
         self.ranks, self.engines = handles.all("trainer"), handles.all("rollout")
         self.explorer, self.buffer = handles.one("explorer"), handles.one("buffer")
-        self.synchronizer = handles.one("synchronizer")
+        self.synchronizer = Synchronizer(self.config, self.run_dir.root, self.call) if self.mode.syncs else None
         resume = self.start.resume
         weights, self.engines_behind = self._engine_start(resume)
         version = self.start.offset + self.start.done
@@ -117,7 +119,7 @@ class Stage:
         self.total = self._total()
         self.call(rollout + (self._setup_ranks(resume) if self.ranks else []))
         if self.synchronizer:
-            self.call([self.synchronizer.setup.remote(self.ranks, self.engines)])
+            self.synchronizer.setup(self.ranks, self.engines)
         self.endpoints = self._endpoints()
 
     def _endpoints(self) -> list[str]:
@@ -381,7 +383,7 @@ class Stage:
         # sharing devices: the engines take the new weights awake, as they then generate
         self._share_devices("rollout", trained)
         version = self.start.offset + trained
-        result = self.call([self.synchronizer.sync.remote(version)])[0]
+        result = self.synchronizer.sync(version)
         method, seconds = result["method"], result["seconds"]
         self.metrics.write("synchronizer", version, self.name, method=method, seconds=seconds, weight_version=version)
         self.progress.update(trained, sync_s=seconds)
@@ -442,10 +444,11 @@ class Stage:
         self.summary.checkpoint = str(saved.path)
         return saved
 
-    def call(self, refs: list) -> list:
-        """Wait for `refs` (each role's call), made in turn; a failed role raises RoleFailed at once."""
+    def call(self, refs: list, timeout_s: float | None = None) -> list:
+        """Wait for `refs` (each role's call), made in turn; a failed role raises RoleFailed at once (TimeoutError
+        after `timeout_s`)."""
         self.driver_calls += len(refs)
-        return self.calls.wait(refs)
+        return self.calls.wait(refs, timeout_s)
 
     def start_call(self, kind: str, refs: list) -> None:
         """Start `refs` (each role's call) as one call of `kind`, not waiting for them."""

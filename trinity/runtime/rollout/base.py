@@ -218,18 +218,14 @@ class RolloutEngine(Role):
         return version
 
     def _receive(self, specs: list[WeightSpec], group_module) -> None:
-        import torch
-
         params = self._params()
-        for spec in specs:
-            target = params[spec.name].data
-            dtype = getattr(torch, spec.dtype)
-            if target.dtype == dtype and target.is_contiguous():  # straight into the weight: no buffer, no copy
-                group_module.broadcast(self._group, target)
-                continue
-            buffer = torch.empty(spec.shape, dtype=dtype, device=self._device())
-            group_module.broadcast(self._group, buffer)
-            target.copy_(buffer)
+        received = group_module.receive(self._group, [(s.shape, s.dtype) for s in specs], self._device())
+        try:
+            for spec, tensor in zip(specs, received, strict=True):
+                params[spec.name].data.copy_(tensor)
+        finally:  # the rest is received even when a load fails: trainer rank 0 never waits on a receiver that gave up
+            for _ in received:
+                pass
 
     def _load_named(self, weights: Iterable[tuple[str, Any]]) -> None:
         params = self._params()

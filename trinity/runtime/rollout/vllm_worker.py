@@ -15,12 +15,10 @@ sync's tensors are the adapter's: written as a PEFT folder on the worker's node 
 manager as a new adapter id per weight version. Nothing here imports vLLM at module level.
 """
 
-from collections import deque
 from collections.abc import Iterator
 from typing import Any
 
 Plain = list  # [name, shape, dtype]: a WeightSpec as it crosses collective_rpc
-BUCKET_BYTES = 256 * 2**20  # what a worker receives ahead of the reload: bounded device memory, few waits
 
 
 class WeightSyncWorker:
@@ -110,47 +108,25 @@ class WeightSyncWorker:
 
 
 class _Received:
-    """The trainer's broadcast as (name, tensor) pairs in `specs` order, received a bucket ahead of the reload:
-    the broadcast runs in bursts of up to BUCKET_BYTES instead of waiting on each layer's reload."""
+    """The trainer's broadcast as (name, tensor) pairs in `specs` order, received a bucket (sync/group.py) ahead of
+    the reload: the broadcast runs in bursts instead of waiting on each layer's reload."""
 
     def __init__(self, worker: Any, specs: list[Plain]):
-        self.worker, self.specs, self.count = worker, specs, 0
-        self.ready: deque = deque()
-        self.broken = False  # a broadcast itself failed: the group is no use for draining
-
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        for name, _, _ in self.specs:
-            if not self.ready:
-                self._bucket()
-            yield name, self.ready.popleft()
-
-    def _bucket(self) -> None:
-        size = 0
-        while self.count < len(self.specs) and size < BUCKET_BYTES:
-            tensor = self._next()
-            self.ready.append(tensor)
-            size += tensor.numel() * tensor.element_size()
-
-    def _next(self) -> Any:
-        import torch
-
         from ..sync import group
 
-        _, shape, dtype = self.specs[self.count]
-        buffer = torch.empty(tuple(shape), dtype=getattr(torch, dtype), device=self.worker.device)
-        try:
-            group.broadcast(self.worker.trinity_group, buffer)
-        except Exception:
-            self.broken = True
-            raise
-        self.count += 1
-        return buffer
+        self.specs, self.count = specs, 0
+        self.tensors = group.receive(worker.trinity_group, [(shape, dtype) for _, shape, dtype in specs], worker.device)
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        for (name, _, _), tensor in zip(self.specs, self.tensors, strict=True):
+            self.count += 1
+            yield name, tensor
 
     def drain(self) -> None:
-        """Receive (and drop) whatever the load did not ask for, unless the group itself failed."""
-        self.ready.clear()
-        while self.count < len(self.specs) and not self.broken:
-            self._next()
+        """Receive (and drop) whatever the load did not ask for; nothing once a broadcast itself failed (the stream
+        ended with its error)."""
+        for _ in self.tensors:
+            self.count += 1
 
 
 def lora_request(name: str, adapter_id: int, path: str) -> Any:

@@ -5,41 +5,42 @@
 - `checkpoint`: rank 0 writes a safetensors file (atomically); the engines load it;
 - `memory`: rank 0 returns the weights into Ray's object store; the engines read them from there.
 Every sync is versioned with the trainer step whose weights it carries.
+
+It lives in the driver: it only starts calls on the trainer ranks and the engines, and the
+weights go between them without passing through it. As an actor of its own it cost a process
+(~135 MiB: Ray's worker) and a hop per sync.
 """
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from ...config.schema import RunConfig
 from ...config.schema.synchronizer import COLLECTIVE_METHODS
-from ..roles import Role
+from ..calls import RoleFailed
+from ..protocols import SyncResult
+
+Wait = Callable[[list, float], list]  # the driver's watched wait on role calls, with a timeout in seconds
 
 
-class SyncTimeout(RuntimeError):
+class SyncTimeout(RoleFailed):
     """A sync that did not finish within synchronizer.sync_timeout."""
 
 
-class Synchronizer(Role):
-    """Owns the weight-sync group and the version the engines hold."""
+class Synchronizer:
+    """Owns the weight-sync group and the version the engines hold; `wait` waits on the calls it makes."""
 
-    # Ray imports an actor's class to take its handle: the trainer ranks' module, ~0.4 s on first use
-    WARM = ("trinity.runtime.trainer.rank",)
-
-    def __init__(self, *, config: RunConfig, run_dir: str, **identity: Any) -> None:
-        super().__init__(**identity)
-        self.config, self.run_dir = config, Path(run_dir)
+    def __init__(self, config: RunConfig, run_dir: Path, wait: Wait) -> None:
+        self.config, self.run_dir, self.wait = config, run_dir, wait
         self.method = config.synchronizer.sync_method
         self.timeout = config.synchronizer.sync_timeout
 
     def setup(self, trainer_ranks: list, engines: list) -> dict:
         """For a collective: form the group (rank 0 is trainer rank 0) and learn the tensors' order."""
-        import ray
-
         self.ranks, self.engines = trainer_ranks, engines
         if self.method not in COLLECTIVE_METHODS:
             return {"method": self.method}
-        host, port = ray.get(trainer_ranks[0].rendezvous.remote())
+        host, port = self._wait([trainer_ranks[0].rendezvous.remote()], "finding the weight-sync group's address")[0]
         world = self.config.synchronizer.weight_sync_world_size
         joins = [trainer_ranks[0].join_sync_group.remote(self.method, host, port, world, self.timeout)]
         joins += [
@@ -50,7 +51,7 @@ class Synchronizer(Role):
         self.specs = self._wait([r.weight_specs.remote() for r in trainer_ranks], "listing the weights")[0]
         return {"method": self.method, "world_size": world, "tensors": len(self.specs)}
 
-    def sync(self, version: int) -> dict:
+    def sync(self, version: int) -> SyncResult:
         """Move the trainer's current weights to every engine as `version`; returns method, seconds, weight_version."""
         started = time.perf_counter()
         if self.method in COLLECTIVE_METHODS:
@@ -67,7 +68,7 @@ class Synchronizer(Role):
             self._wait([e.load_weights.remote(str(path), version) for e in self.engines], f"loading weights v{version}")
             path.unlink(missing_ok=True)
             path.with_suffix(".json").unlink(missing_ok=True)
-        return {"method": self.method, "seconds": time.perf_counter() - started, "weight_version": version}
+        return SyncResult(method=self.method, seconds=time.perf_counter() - started, weight_version=version)
 
     def _write(self, version: int) -> Path:
         folder = self.run_dir / "sync"
@@ -77,9 +78,7 @@ class Synchronizer(Role):
         return path
 
     def _wait(self, refs: list, what: str) -> list:
-        import ray
-
         try:
-            return ray.get(refs, timeout=self.timeout)
-        except ray.exceptions.GetTimeoutError:
+            return self.wait(refs, self.timeout)
+        except TimeoutError:
             raise SyncTimeout(f"{what} took longer than synchronizer.sync_timeout={self.timeout} s") from None

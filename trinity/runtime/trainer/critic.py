@@ -41,10 +41,10 @@ class Critic:
 
     def __init__(self, config: RunConfig, model_path: str, total_steps: int) -> None:
         from verl.utils.config import omega_conf_to_dataclass
-        from verl.workers.engine_workers import TrainingWorker, TrainingWorkerConfig
         from verl.workers.utils.losses import value_loss
 
         from ..verl.config import build_critic
+        from ..verl.workers import TrainingWorker, TrainingWorkerConfig
 
         section = omega_conf_to_dataclass(build_critic(config, model_path, total_steps))
         self.worker = TrainingWorker(

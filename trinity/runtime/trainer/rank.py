@@ -44,7 +44,7 @@ WEIGHT_FILES = (
 class TrainerRank(Role):
     """A verl actor worker on one device; the constructor is light, `setup` builds the model."""
 
-    WARM = ("verl.workers.engine_workers",)
+    WARM = ("trinity.runtime.verl.workers",)
 
     def __init__(self, *, config: RunConfig, rank: int, world_size: int, **identity: Any) -> None:
         super().__init__(**identity)
@@ -100,8 +100,9 @@ class TrainerRank(Role):
                 rank=self.rank,
                 world_size=self.world_size,
             )
+        from ..verl.workers import ActorRolloutRefWorker  # first: verl's own imports without vLLM
+
         functions.prepare(self.config.algorithm)  # trinity's own functions registered with verl in this process
-        from verl.workers.engine_workers import ActorRolloutRefWorker
 
         from ..verl.config import build
 
@@ -502,13 +503,17 @@ class TrainerRank(Role):
         self.sync_group = group.join(backend, host, port, 0, world_size, timeout_s)
 
     def broadcast_weights(self) -> float:
-        """Gather each weight and (rank 0) broadcast it to the engines in the rollout dtype; returns seconds spent."""
+        """Gather each weight and (rank 0) broadcast it to the engines in the rollout dtype, in the group's buckets;
+        returns seconds spent."""
         from ..sync import group
 
         started = time.perf_counter()
-        for _, tensor in self._gathered(self._rollout_dtype()):
-            if self.rank == 0:
-                group.broadcast(self.sync_group, tensor)
+        tensors = (tensor for _, tensor in self._gathered(self._rollout_dtype()))
+        if self.rank == 0:
+            group.send(self.sync_group, tensors)
+        else:
+            for _ in tensors:  # every rank takes part in each gather
+                pass
         return time.perf_counter() - started
 
 
