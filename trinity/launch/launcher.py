@@ -15,6 +15,7 @@ from .feasibility import check
 from .plan import ActorSpec, LaunchPlan, PlacementGroupSpec
 from .reach import unreachable
 from .reconcile import Node, live_nodes
+from .serialization import JOB_ENV, serialize_without_arrow
 
 LOCAL = "local"  # cluster.ray_address: start a Ray of our own even when one runs on this machine
 CLOSE_S = 15  # how long teardown waits for the actors to close before it kills them
@@ -48,7 +49,9 @@ def join(target: RunTarget) -> bool:
             namespace=target.namespace,
             log_to_driver=False,
             logging_level=logging.WARNING,  # as start_local's: a refusal by preflight's verl check is the only output
+            runtime_env=JOB_ENV,
         )
+        serialize_without_arrow()
         return True
     except ConnectionError as exc:
         if target.address:
@@ -82,7 +85,9 @@ def start_local(target: RunTarget, cpus: int) -> None:
         include_dashboard=False,
         log_to_driver=False,
         logging_level=logging.WARNING,  # it starts while preflight's verl check runs: a refusal is the only output
+        runtime_env=JOB_ENV,
     )
+    serialize_without_arrow()
 
 
 def check_live(plan: LaunchPlan, settle_s: float = 5.0):
