@@ -110,7 +110,7 @@ def test_a_staged_run_through_the_values_no_other_run_takes(env, tmp_path):
     trained = {(r["stage"], r["step"]) for r in records if r["role"] == "trainer"}
     assert {s["stage_name"] for s in STAGES} == {stage for stage, _ in trained}, trained
     kept = {line.split()[0]: line.split()[5] for line in proc.stdout.splitlines() if line.startswith(("sft_", "gspo_"))}
-    assert kept == {"sft_messages": "0/3", "gspo_sgd_trainer_driven": "1/5"}  # 2 ranks; then the buffer only
+    assert kept == {"sft_messages": "0/3", "gspo_sgd_trainer_driven": "1/4"}  # 2 ranks; then the buffer only
     synced = {r["stage"] for r in records if r["role"] == "synchronizer"}
     assert {s["stage_name"] for s in STAGES[1:]} <= synced  # every RL stage moved weights to the engine
     assert list((tmp_path / "wandb").rglob("*.wandb")), "the wandb monitor wrote nothing"
