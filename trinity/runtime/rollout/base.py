@@ -219,13 +219,9 @@ class RolloutEngine(Role):
 
     def _receive(self, specs: list[WeightSpec], group_module) -> None:
         params = self._params()
-        received = group_module.receive(self._group, [(s.shape, s.dtype) for s in specs], self._device())
-        try:
+        with group_module.receiving(self._group, [(s.shape, s.dtype) for s in specs], self._device()) as received:
             for spec, tensor in zip(specs, received, strict=True):
                 params[spec.name].data.copy_(tensor)
-        finally:  # the rest is received even when a load fails: trainer rank 0 never waits on a receiver that gave up
-            for _ in received:
-                pass
 
     def _load_named(self, weights: Iterable[tuple[str, Any]]) -> None:
         params = self._params()

@@ -50,16 +50,18 @@ class WeightSyncWorker:
         `adapter`, as that LoRA adapter version); returns the count.
 
         Every broadcast is received even when loading fails part-way, so trainer rank 0 never waits for a
-        receiver that gave up; the load's error is raised after the last tensor."""
-        received = _Received(self, specs)
-        try:
+        receiver that gave up; the load's error is raised after the last tensor. The tensors arrive a bucket
+        (sync/group.py) ahead of the reload: the broadcast runs in bursts instead of waiting on each layer's."""
+        from ..sync import group
+
+        shapes = [(shape, dtype) for _, shape, dtype in specs]
+        with group.receiving(self.trinity_group, shapes, self.device) as tensors:
+            named = zip((name for name, _, _ in specs), tensors, strict=True)
             if adapter is None:
-                self._trinity_reload(received)
+                self._trinity_reload(named)
             else:
-                self._trinity_adapter(dict(received), adapter)
-        finally:
-            received.drain()
-        return received.count
+                self._trinity_adapter(dict(named), adapter)
+        return len(specs)
 
     def trinity_load(self, source: Any, adapter: dict | None = None) -> int:
         """Load a safetensors file's path (checkpoint sync), a model folder's files' paths (a new stage's weights) or
@@ -105,28 +107,6 @@ class WeightSyncWorker:
             method = getattr(head, "quant_method", None)
             if method is not None:
                 method.process_weights_after_loading(head)
-
-
-class _Received:
-    """The trainer's broadcast as (name, tensor) pairs in `specs` order, received a bucket (sync/group.py) ahead of
-    the reload: the broadcast runs in bursts instead of waiting on each layer's reload."""
-
-    def __init__(self, worker: Any, specs: list[Plain]):
-        from ..sync import group
-
-        self.specs, self.count = specs, 0
-        self.tensors = group.receive(worker.trinity_group, [(shape, dtype) for _, shape, dtype in specs], worker.device)
-
-    def __iter__(self) -> Iterator[tuple[str, Any]]:
-        for (name, _, _), tensor in zip(self.specs, self.tensors, strict=True):
-            self.count += 1
-            yield name, tensor
-
-    def drain(self) -> None:
-        """Receive (and drop) whatever the load did not ask for; nothing once a broadcast itself failed (the stream
-        ended with its error)."""
-        for _ in self.tensors:
-            self.count += 1
 
 
 def lora_request(name: str, adapter_id: int, path: str) -> Any:

@@ -14,6 +14,7 @@ import datetime
 import math
 import socket
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from typing import TypeVar
 
 import torch
@@ -65,6 +66,21 @@ def receive(group: dist.ProcessGroup, specs: Iterable[tuple[tuple, str]], device
         flat = torch.empty(sum(sizes), dtype=bucket[0][1], device=device)
         broadcast(group, flat)
         yield from (part.view(shape) for part, (shape, _) in zip(flat.split(sizes), bucket))
+
+
+@contextmanager
+def receiving(
+    group: dist.ProcessGroup, specs: Iterable[tuple[tuple, str]], device: str
+) -> Iterator[Iterator[torch.Tensor]]:
+    """`receive`'s tensors for the block; what it leaves, even when it fails, is received and dropped on leaving, so
+    the sender never waits on a receiver that gave up (nothing more once a broadcast itself failed: the stream ended
+    with its error)."""
+    tensors = receive(group, specs, device)
+    try:
+        yield tensors
+    finally:
+        for _ in tensors:
+            pass
 
 
 def _buckets(items: Iterable[T], kind: Callable[[T], tuple[torch.dtype, int]]) -> Iterator[list[T]]:
