@@ -103,8 +103,8 @@ def _launch(
     stage: Stage, launch: Any, show: Any, following: RunConfig | None, early: EarlyLoads
 ) -> tuple[StageSummary, EarlyLoads]:
     """Place the stage's actors (keeping the previous stage's where its plan names them alike, once their `early`
-    loads are settled), check where they landed, set them up, start the `following` stage's actors beside it
-    (`_prestart`), run, checkpoint. The run's launch removes everything at its end or on the first error. Returns
+    loads are settled), check where they landed, start the `following` stage's actors beside them (`_prestart`), set
+    them up, run, checkpoint. The run's launch removes everything at its end or on the first error. Returns
     the summary and the following stage's early engine loads."""
     from ..launch.launcher import check_live
     from ..launch.plan import build_plan
@@ -136,12 +136,14 @@ def _launch(
             f"{len(misplaced)} actor(s) did not land as planned: "
             + "; ".join(f"{p.actor}: {p.problem}" for p in misplaced)
         )
+    # the following stage's new actors start (and its engines load) beside this stage's setup: a trainer rank's
+    # setup waits on verl's import for seconds with cores to spare
+    early = _prestart(launch, following, stage)
     stage.setup(RoleHandles.of(list(plan.actors), actors))
     if stage.endpoints:
         show.endpoints(stage.endpoints, stage.run_dir.endpoints)
     stage.summary.kept = (len(launch.kept), len(plan.actors))
     try:
-        early = _prestart(launch, following, stage)
         stage.summary.setup_s = time.monotonic() - started
         summary = stage.run()
         stage.finish()
