@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -323,5 +324,29 @@ def test_a_check_cancelled_before_its_answer_leaves_no_process_and_no_file(demo_
     """`trinity run` cancels verl's check when the run ends first (a cluster it cannot reach, Ctrl-C)."""
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     with preflight.start(resolve(Request(None, ("hardware=cpu",)))) as check:  # as `trinity run` holds it
-        assert check.proc.poll() is None and (check.folder / "stages.pickle").is_file()  # importing verl takes seconds
+        assert check.proc.poll() is None and check.folder.is_dir()  # importing verl takes seconds
     assert check.proc.returncode is not None and not check.folder.exists()
+
+
+def test_verl_is_imported_before_the_stages_are_given(demo_assets, monkeypatch, tmp_path):
+    """`trinity run` starts verl's check before it builds the demo's assets and runs its own checks: the child's
+    import (seconds) happens meanwhile. A planted `verl` marks its import; nobody has asked the check anything yet."""
+    marker = tmp_path / "imported"
+    plant_verl(tmp_path, monkeypatch, demo_assets, f"open({str(marker)!r}, 'w').close()\n")
+    with preflight.early(resolve(Request(None, ("hardware=cpu",)))) as check:
+        for _ in range(600):  # up to 60 s for a Python to start and import the planted package
+            if marker.exists() or check.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert marker.exists() and check.proc.poll() is None  # imported, and waiting for the stages
+        with pytest.raises(RuntimeError, match="never given the stages"):
+            check.wait()
+    assert check.proc.returncode is not None and not check.folder.exists()
+
+
+def test_a_run_that_trains_nothing_starts_no_check():
+    check = preflight.early(resolve(Request(REFERENCE, ("hardware=a100", "mode=bench"))))
+    assert check.proc is None
+    check.wait()  # nothing to answer
+    with preflight.early(resolve(Request(REFERENCE, ("hardware=a100",)))) as training:
+        assert training.proc is not None

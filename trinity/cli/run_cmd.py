@@ -86,8 +86,6 @@ def run_cmd(args: argparse.Namespace) -> int:
     from ..launch.reconcile import live_nodes, resolve_on_cluster
 
     request = request_from(args)
-    if args.config is None and not args.dry_run:
-        _ensure_demo(args)
     composed = compose(request)
     target = run_target(composed)
     standalone, refusal = _standalone(composed, args.strict)
@@ -97,11 +95,16 @@ def run_cmd(args: argparse.Namespace) -> int:
         print_issues(fit_checked(standalone, args.strict)[1])
         return _show(args, [(n, build_plan(c), None) for n, c in _stages(standalone)])
     training = not (args.dry_run or args.placement_only)
-    if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends in seconds
-        fit_checked(standalone, args.strict)
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
-    # the driver's checks end the run here; verl's answers once Ray is up, before anything is created in it
-    with _preflight(standalone if training else None) as verl:
+    # verl's check imports verl from here on, beside the demo's build and the driver's checks (which end the run
+    # here); it answers once Ray is up, before anything is created in it
+    with _early_check(standalone if training else None) as verl:
+        if args.config is None and not args.dry_run:
+            _ensure_demo(args)
+        if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends here
+            fit_checked(standalone, args.strict)
+            if training:
+                _preflight(standalone, verl)
         import ray
 
         try:
@@ -128,12 +131,19 @@ def run_cmd(args: argparse.Namespace) -> int:
             ray.shutdown()
 
 
-def _preflight(resolved: ResolvedConfig | None) -> VerlCheck:
-    """The driver's checks of `resolved` (a ConfigError ends the run here), and verl's check of it under way; None:
-    nothing to check."""
-    from ..runtime.preflight import VerlCheck, start
+def _early_check(resolved: ResolvedConfig | None) -> VerlCheck:
+    """verl's check of `resolved`, importing verl from now on; None: nothing to check."""
+    from ..runtime.preflight import VerlCheck, early
 
-    return VerlCheck([], {}) if resolved is None else start(resolved)
+    return VerlCheck(None) if resolved is None else early(resolved)
+
+
+def _preflight(resolved: ResolvedConfig, verl: VerlCheck | None = None) -> VerlCheck:
+    """The driver's checks of `resolved` (a ConfigError ends the run here), then verl's (`verl`, or a new one) under
+    way."""
+    from ..runtime.preflight import start
+
+    return start(resolved, verl)
 
 
 def _standalone(composed: Composed, strict: bool) -> tuple[ResolvedConfig | None, ConfigError | None]:

@@ -35,10 +35,17 @@ def check(resolved: ResolvedConfig) -> None:
     start(resolved).wait()
 
 
-def start(resolved: ResolvedConfig) -> "VerlCheck":
-    """Raise one ConfigError listing every problem the driver finds; then start verl's check of the training stages,
-    which answers in `wait()` (a local Ray can start meanwhile)."""
-    stages = [c for _, c in resolved.stages] or [resolved.config]
+def early(resolved: ResolvedConfig) -> "VerlCheck":
+    """verl's check of `resolved`'s training stages, importing verl from now on (while the demo's assets are built
+    and Ray starts); `start` gives it the stages. A run that trains nothing gets a check that finds nothing."""
+    trains = any(modes.mode(config.mode).trains for config in _stages(resolved))
+    return VerlCheck(get_platform(resolved.config.hardware.device_type).verl_env() if trains else None)
+
+
+def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlCheck":
+    """Raise one ConfigError listing every problem the driver finds; then give verl's check (`verl`, started by
+    `early`, or a new one) the training stages: it answers in `wait()` (a local Ray can start meanwhile)."""
+    stages = _stages(resolved)
     issues = (data_issues(resolved) or column_issues(resolved)) + (
         model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
     )
@@ -58,30 +65,36 @@ def start(resolved: ResolvedConfig) -> "VerlCheck":
         issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
     if issues:
         raise ConfigError(issues)
-    training = [config for config in stages if modes.mode(config.mode).trains]
-    return VerlCheck(training, get_platform(resolved.config.hardware.device_type).verl_env())
+    verl = verl or early(resolved)
+    verl.ask([config for config in stages if modes.mode(config.mode).trains])
+    return verl
+
+
+def _stages(resolved: ResolvedConfig) -> list[RunConfig]:
+    return [c for _, c in resolved.stages] or [resolved.config]
 
 
 class VerlCheck:
     """What verl refuses in the stages' trainer sections, asked of a child process (runtime/verl/refusals.py): the
-    driver, which lives as long as the run, keeps no verl and no torch. It runs from construction to `wait()`; leaving
-    a `with` block, or `cancel()`, stops it."""
+    driver, which lives as long as the run, keeps no verl and no torch. The child imports verl from construction on,
+    takes the stages in `ask()` and answers in `wait()`; leaving a `with` block, or `cancel()`, stops it."""
 
-    def __init__(self, stages: list[RunConfig], verl_env: dict[str, str]) -> None:
+    def __init__(self, verl_env: dict[str, str] | None) -> None:
+        """Start the child with `verl_env` (verl reads its platform at import); None: nothing to check."""
         self.proc: subprocess.Popen | None = None
         self.folder: Path | None = None
-        if not stages:
+        self.asked = False
+        if verl_env is None:
             return
         self.folder = Path(tempfile.mkdtemp(prefix="trinity-preflight-"))
         try:
-            (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
             with (self.folder / "stderr").open("wb") as stderr:  # a file: a pipe nobody reads could fill and stall it
                 self.proc = subprocess.Popen(
                     module_command("trinity.runtime.verl.refusals", str(self.folder)),
-                    stdin=subprocess.DEVNULL,
+                    stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     stderr=stderr,
-                    env={**os.environ, **verl_env},  # verl reads its platform at import
+                    env={**os.environ, **verl_env},
                 )
         except BaseException:
             self.cancel()
@@ -92,6 +105,17 @@ class VerlCheck:
 
     def __exit__(self, *_exc: object) -> None:
         self.cancel()
+
+    def ask(self, stages: list[RunConfig]) -> None:
+        """Give the child the stages to check (none: it finds nothing)."""
+        self.asked = True
+        if self.proc is None or self.proc.stdin is None:
+            return
+        try:
+            self.proc.stdin.write(pickle.dumps(stages))
+            self.proc.stdin.close()
+        except BrokenPipeError:  # the child died: wait() reports how
+            pass
 
     def wait(self) -> None:
         """Raise one ConfigError listing what verl refused; a child that failed is a RuntimeError of one line."""
@@ -107,12 +131,16 @@ class VerlCheck:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait()
+        if self.proc is not None and self.proc.stdin is not None:
+            self.proc.stdin.close()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def _issues(self) -> list[Issue]:
         if self.proc is None or self.folder is None:
             return []
+        if not self.asked:
+            raise RuntimeError("verl's check was never given the stages to check")
         try:
             code = self.proc.wait(timeout=CHILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:

@@ -1,10 +1,12 @@
 """verl's refusals of the training stages' trainer sections, found in a process of its own.
 
 `trinity run`'s preflight runs this module as a script (utils.child.module_command: the driver's own trinity)
-on a folder holding the stages' configs (stages.pickle); it writes there the issues found (issues.pickle: a pickled
-list, empty when verl accepts every section). verl holds torch, which the driver would otherwise keep for the whole run.
+on a folder, early: it imports verl while the driver checks the rest and starts Ray, then reads the pickled stages
+from stdin and writes the issues found to the folder (issues.pickle: a pickled list, empty when verl accepts every
+section). verl holds torch, which the driver would otherwise keep for the whole run.
 """
 
+import importlib
 import pickle
 import sys
 import warnings
@@ -16,6 +18,7 @@ from ...config.algorithms import uses_critic
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
 
+WARM = ("verl.utils.config", "verl.workers.config.optimizer", "hydra")  # what `refusals` imports: ~8 s on 2 cores
 INSTALL = "install trinity's extra for this machine: pip install 'trinity[cpu]' (or [gpu], [npu])"
 
 
@@ -48,8 +51,20 @@ def _refused(build: Callable[..., Any], *args: Any) -> list[Issue]:
     return []
 
 
+def warm() -> None:
+    """Import what `refusals` needs before the stages arrive; what fails to import, `refusals` reports."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # as in `refusals`
+        for module in WARM:
+            try:
+                importlib.import_module(module)
+            except Exception:  # noqa: BLE001 (a broken verl is refusals' to report, as an issue or a traceback)
+                return
+
+
 if __name__ == "__main__":
     folder = Path(sys.argv[1])
-    issues = refusals(pickle.loads((folder / "stages.pickle").read_bytes()))
+    warm()
+    issues = refusals(pickle.loads(sys.stdin.buffer.read()))
     (folder / "issues.pickle.tmp").write_bytes(pickle.dumps(issues))
     (folder / "issues.pickle.tmp").rename(folder / "issues.pickle")  # whole or absent: a killed child leaves no half
