@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -82,12 +83,23 @@ def trinity_grpo(work: Path, demo: Path, start: Path, steps: int, overrides: tup
     records = [json.loads(line) for line in (work / "ckpt/trinity-demo/arith/metrics.jsonl").read_text().splitlines()]
     evals = [r["accuracy"] for r in records if r["role"] == "eval"]
     peaks = report["stages"][0]["peak_rss_mb"]  # every role's process and the driver's
+    seconds = {role: [r["seconds"] for r in records if r["role"] == role] for role in ("explorer", "trainer")}
+    seconds["sync"] = [r["seconds"] for r in records if r["role"] == "synchronizer"]
     return {
         "s_per_step": steady_s([r["time"] for r in records if r["role"] == "trainer"]),
         "accuracy": (evals[0], evals[-1]),
         "memory_mb": sum(peaks.values()),
         "processes": peaks,
+        "parts": {
+            "explore": median(seconds["explorer"]),
+            "train": median(seconds["trainer"]),
+            "sync": median(seconds["sync"]),
+        },
     }
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
 
 
 # --- the plain loop -------------------------------------------------------------------------------------------------
@@ -105,15 +117,23 @@ def plain_grpo(demo: Path, start: Path, steps: int, seed: int) -> dict:
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _cosine(s, steps))
     first = accuracy(model, tokenizer, held_out)
-    times = []
+    times, explore, train = [], [], []
     for step in range(steps):
         batch = [rows[(step * PROMPTS + i) % len(rows)] for i in range(PROMPTS)]
-        update(model, tokenizer, optimizer, batch)
+        seconds = update(model, tokenizer, optimizer, batch)
         schedule.step()
         times.append(time.perf_counter())
+        explore.append(seconds[0])
+        train.append(seconds[1])
     last = accuracy(model, tokenizer, held_out)
     rss = peak_rss_mb()
-    return {"s_per_step": steady_s(times), "accuracy": (first, last), "memory_mb": rss, "processes": {"loop": rss}}
+    return {
+        "s_per_step": steady_s(times),
+        "accuracy": (first, last),
+        "memory_mb": rss,
+        "processes": {"loop": rss},
+        "parts": {"explore": median(explore), "train": median(train), "sync": None},
+    }
 
 
 def problems(demo: Path) -> tuple[list[dict], list[dict]]:
@@ -164,10 +184,12 @@ def accuracy(model, tokenizer, rows: list[dict]) -> float:
     return sum(rewards(tokenizer, sequences, width, mask, [r["response"] for r in rows])) / len(rows)
 
 
-def update(model, tokenizer, optimizer, batch: list[dict]) -> None:
-    """One GRPO step on `batch`: generate, score, group-normalise, one clipped policy-gradient update."""
+def update(model, tokenizer, optimizer, batch: list[dict]) -> tuple[float, float]:
+    """One GRPO step on `batch`: generate, score, group-normalise, one clipped policy-gradient update; returns the
+    seconds of the first three and of the update."""
     import torch
 
+    started = time.perf_counter()
     model.eval()
     sequences, prompt_mask, width, mask = generate(model, tokenizer, [r["prompt"] for r in batch], SAMPLES, False)
     reward = torch.tensor(
@@ -175,6 +197,7 @@ def update(model, tokenizer, optimizer, batch: list[dict]) -> None:
     )
     groups = reward.view(PROMPTS, SAMPLES)
     advantages = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + EPS)).view(-1)
+    explored = time.perf_counter()
     model.train()
     attention = torch.cat([prompt_mask, mask.long()], 1)
     logits = model(sequences, attention_mask=attention).logits[:, width - 1 : -1]
@@ -186,6 +209,7 @@ def update(model, tokenizer, optimizer, batch: list[dict]) -> None:
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
+    return explored - started, time.perf_counter() - explored
 
 
 # --- TRL ------------------------------------------------------------------------------------------------------------
@@ -285,6 +309,16 @@ def table(results: dict[str, dict | None]) -> str:
     lines.append(
         f"one standard error of a held-out accuracy near 0.8 over 200 problems: {math.sqrt(0.8 * 0.2 / 200):.3f}"
     )
+    lines.append(
+        f"where a step goes (medians, s; other: the step less the three): {'explore':>8} {'train':>8} "
+        f"{'sync':>8} {'other':>8}"
+    )
+    for name, r in results.items():
+        if r is not None and r.get("parts"):
+            parts = r["parts"]
+            other = r["s_per_step"] - sum(v or 0 for v in parts.values())
+            shown = [f"{v:8.4f}" if v is not None else f"{'-':>8}" for v in parts.values()]
+            lines.append(f"{name:8} {'':54} {' '.join(shown)} {other:8.4f}")
     return "\n".join(lines)
 
 

@@ -1,7 +1,7 @@
 """One staged `trinity run` of the demo through the values no other end-to-end test runs: each stage a few
 steps with other sync styles, optimizers, loss aggregations, KL losses, algorithms, dtypes and checkpoint
-kinds, a math_workflow taskset, chat-message prompts and a wandb monitor (offline). What it runs is listed in
-tests/config/test_every_value_is_honoured.py, which names this test."""
+kinds, a math_workflow taskset, chat-message prompts, a wandb monitor (offline) and Ray's timeline. What it runs
+is listed in tests/config/test_every_value_is_honoured.py, which names this test."""
 
 import json
 import subprocess
@@ -26,6 +26,7 @@ ROOT = (
     "cluster.ray_address=local",
     "explorer.eval_on_startup=false",
     "monitor.monitor_type=wandb",
+    "monitor.enable_ray_timeline=true",
     "cluster.train_stage_devices=all",  # SFT on both slots: the next stage starts its own trainer rank
     "buffer.explorer_input.eval_tasksets.0.format.prompt_type=messages",  # the rows' prompt column as one user message
 )
@@ -114,3 +115,5 @@ def test_a_staged_run_through_the_values_no_other_run_takes(env, tmp_path):
     synced = {r["stage"] for r in records if r["role"] == "synchronizer"}
     assert {s["stage_name"] for s in STAGES[1:]} <= synced  # every RL stage moved weights to the engine
     assert list((tmp_path / "wandb").rglob("*.wandb")), "the wandb monitor wrote nothing"
+    events = json.loads((run_dir / "ray_timeline.json").read_text())  # monitor.enable_ray_timeline
+    assert {"train_step", "explore_step"} <= {e["name"] for e in events}

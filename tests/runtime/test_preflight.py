@@ -350,3 +350,23 @@ def test_a_run_that_trains_nothing_starts_no_check():
     check.wait()  # nothing to answer
     with preflight.early(resolve(Request(REFERENCE, ("hardware=a100",)))) as training:
         assert training.proc is not None
+
+
+def test_a_wandb_monitor_without_wandb_is_refused_before_ray(demo_assets, monkeypatch):
+    """The driver writes the metrics: a monitor whose package it cannot import would log nothing there."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "wandb" else real(name, *a))
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    with pytest.raises(ConfigError) as err:
+        preflight.start(resolve(Request(None, ("hardware=cpu", "monitor.monitor_type=wandb"))))
+    assert [i.render() for i in err.value.issues] == [
+        "error: override 'monitor.monitor_type=wandb': monitor.monitor_type: monitor_type 'wandb' needs the wandb "
+        "package, which this Python cannot import\n"
+        "    allowed: tensorboard, or a monitor whose package is installed\n"
+        "    hint: pip install wandb, or set monitor.monitor_type: tensorboard"
+    ]
+    monkeypatch.setattr(importlib.util, "find_spec", real)
+    with preflight.start(resolve(Request(None, ("hardware=cpu", "monitor.monitor_type=wandb")))) as check:
+        assert check.proc is not None  # installed: the driver's checks pass and verl's starts

@@ -15,9 +15,12 @@ from typing import Any
 
 from .event_file import EventFile
 
+PACKAGES = {"wandb": "wandb"}  # monitor_type -> the package its sink imports (preflight finds it before Ray starts)
+
 
 class MetricsLog:
-    """Appends metric lines; mirrors numbers to TensorBoard or wandb when the monitor asks and they are installed."""
+    """Appends metric lines; mirrors numbers to TensorBoard or wandb when the monitor asks (preflight has found
+    wandb installed)."""
 
     def __init__(self, path: Path, monitor: Any = None, run_name: str = "", tensorboard_dir: Path | None = None):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,10 +47,8 @@ def _sinks(monitor: Any, run_name: str, tensorboard_dir: Path | None) -> list:
     if kind == "tensorboard" and tensorboard_dir is not None:
         return [_TensorBoard(EventFile(tensorboard_dir))]
     if kind == "wandb":
-        try:
-            import wandb
-        except ImportError:
-            return []
+        import wandb
+
         return [_Wandb(wandb.init(name=run_name, **monitor.monitor_args))]
     return []
 

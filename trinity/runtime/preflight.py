@@ -25,6 +25,7 @@ from ..errors import ConfigError, Issue
 from ..platforms import get_platform
 from ..utils.child import module_command
 from .data.preflight import column_issues
+from .metrics import PACKAGES
 
 ENGINE = ("explorer", "rollout_model", "engine_type")
 CHILD_TIMEOUT_S = 300  # importing verl takes 10 to 15 s on a 2-core machine; a hung one would hold a started Ray
@@ -49,7 +50,7 @@ def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlChe
     issues = (data_issues(resolved) or column_issues(resolved)) + (
         model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
     )
-    issues += teacher_issues(resolved)
+    issues += teacher_issues(resolved) + _monitor_issues(resolved)
     for config in stages:
         if not modes.mode(config.mode).loop:
             issues.append(
@@ -262,6 +263,23 @@ def _engine_args_issues(entry: engines.EngineEntry, config: RunConfig, resolved:
             key="explorer.rollout_model.extra_engine_args",
             source=resolved.provenance.where(("explorer", "rollout_model", "extra_engine_args")),
             hint=f"remove them, or set explorer.rollout_model.engine_type: {takers[0].name}",
+        )
+    ]
+
+
+def _monitor_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """The monitor's package must be importable in the driver, which writes the metrics: found, never imported."""
+    kind = resolved.config.monitor.monitor_type
+    package = PACKAGES.get(kind)
+    if package is None or importlib.util.find_spec(package) is not None:
+        return []
+    return [
+        Issue(
+            f"monitor_type {kind!r} needs the {package} package, which this Python cannot import",
+            key="monitor.monitor_type",
+            source=resolved.provenance.where(("monitor", "monitor_type")),
+            allowed="tensorboard, or a monitor whose package is installed",
+            hint=f"pip install {package}, or set monitor.monitor_type: tensorboard",
         )
     ]
 

@@ -4,6 +4,7 @@ Each stage starts from the previous stage's last checkpoint; a resumed run skips
 checkpoints say are done and continues the one that is not from its last complete checkpoint.
 """
 
+import json
 import sys
 import time
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ from ..config.redact import redact
 from ..config.resolve import ResolvedConfig
 from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue, undotted
+from ..utils.atomic import write_text_atomic
 from .calls import RoleFailed
 from .metrics import MetricsLog
 from .progress import StageSummary
@@ -67,6 +69,21 @@ def train(resolved: ResolvedConfig, options: RunOptions, show: Any) -> list[Stag
             return _stages(stages, run_dir, metrics, latest, options, show)
         finally:
             metrics.close()
+            if config.monitor.enable_ray_timeline:
+                _write_timeline(run_dir.timeline)
+
+
+def _write_timeline(path: Path) -> None:
+    """Ray's timeline of the run's tasks and actor calls (chrome://tracing, Perfetto), written atomically; a run that
+    failed still writes what Ray kept, and a timeline Ray cannot give is a note, not the run's error."""
+    import ray
+
+    try:
+        events = ray.timeline()
+    except Exception as exc:  # noqa: BLE001 (Ray gone with the failure being reported: that error is the run's)
+        print(f"note: no Ray timeline written: {_last_line(exc)}", file=sys.stderr)
+        return
+    write_text_atomic(path, json.dumps(events))
 
 
 def _lock_mode(modes: set) -> tuple[str, ...]:

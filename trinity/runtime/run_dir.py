@@ -51,6 +51,7 @@ class RunDir:
         self.metrics = self.root / "metrics.jsonl"
         self.config = self.root / "config.yaml"
         self.endpoints = self.root / "endpoints.json"
+        self.timeline = self.root / "ray_timeline.json"  # monitor.enable_ray_timeline: Chrome trace of the run's calls
 
     @contextmanager
     def lock(self, mode: str | Collection[str]) -> Iterator[None]:
