@@ -16,6 +16,10 @@ the ratios to trinity. Goals (issue 22): trinity <= 1.0x TRL and <= 1.3x the pla
 equal accuracy; memory <= 2x TRL's.
 
     python benchmarks/grpo_step.py [--steps 300] [--sft-steps 400] [--trl-python .venv-trl/bin/python]
+                                   [--width 512 --layers 4]   # a larger model of the same task
+
+Also printed: where a step goes (medians): explore (generate and score), train (the update), sync (the weights
+to the engine), and the rest of the step (for trinity, the driver's calls between the roles).
 """
 
 import argparse
@@ -327,6 +331,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--sft-steps", type=int, default=400)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--width", type=int, help="the model's hidden size (the demo's: 128; MLP 4x)")
+    parser.add_argument("--layers", type=int, help="the model's layers (the demo's: 2)")
     parser.add_argument("--trl-python", help="an interpreter with TRL installed (see above); without it TRL is skipped")
     parser.add_argument(
         "--override", action="append", default=[], help="a key=value for trinity's GRPO run (repeatable), to compare"
@@ -347,6 +353,16 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="grpo-step-"))
     demo.build(work / "demo", args.seed)
+    if args.width or args.layers:  # a larger model of the same task: how the overheads weigh beside more compute
+        from transformers import AutoTokenizer
+
+        shape = demo.MODEL_SHAPE | {
+            "hidden_size": args.width or demo.MODEL_SHAPE["hidden_size"],
+            "intermediate_size": 4 * (args.width or demo.MODEL_SHAPE["hidden_size"]),
+            "num_hidden_layers": args.layers or demo.MODEL_SHAPE["num_hidden_layers"],
+        }
+        folder = work / "demo" / "model"
+        demo.save_model(folder, AutoTokenizer.from_pretrained(folder), shape, args.seed)
     start = sft_checkpoint(work / "sft", work / "demo", args.sft_steps)
     results = {"trinity": trinity_grpo(work / "grpo", work / "demo", start, args.steps, tuple(args.override))}
     results["plain"] = in_subprocess("plain", work / "demo", start, args.steps, args.seed, work)

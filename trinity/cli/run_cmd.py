@@ -99,8 +99,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     # verl's check imports verl from here on, beside the demo's build and the driver's checks (which end the run
     # here); it answers once Ray is up, before anything is created in it
     with _early_check(standalone if training else None) as verl:
-        if args.config is None and not args.dry_run:
-            _ensure_demo(args)
+        if args.config is None and not args.dry_run and _ensure_demo(args):
+            standalone, refusal = _standalone(composed, args.strict)  # what derive rules read of the model is there now
         if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends here
             fit_checked(standalone, args.strict)
             if training:
@@ -176,12 +176,13 @@ def _stages(resolved: ResolvedConfig) -> list[tuple[str | None, RunConfig]]:
     return list(resolved.stages) or [(None, resolved.config)]
 
 
-def _ensure_demo(args: argparse.Namespace) -> None:
+def _ensure_demo(args: argparse.Namespace) -> bool:
+    """Build the demo's assets unless they are there; returns whether it built them."""
     from .. import demo
 
     folder = demo.demo_dir()
     if demo.complete(folder):
-        return
+        return False
     if not args.quiet:
         print(
             f"trinity run: building the demo's model, tokenizer and problems in {folder} (once, no download)",
@@ -208,6 +209,7 @@ def _ensure_demo(args: argparse.Namespace) -> None:
                 )
             ]
         )
+    return True
 
 
 def _show(args: argparse.Namespace, plans: list) -> int:
