@@ -3,6 +3,7 @@ in tests/cli/test_run_preflight.py) and the vLLM engine arguments a user adds.""
 
 import json
 import os
+import pickle
 import shutil
 import subprocess
 import sys
@@ -370,3 +371,16 @@ def test_a_wandb_monitor_without_wandb_is_refused_before_ray(demo_assets, monkey
     monkeypatch.setattr(importlib.util, "find_spec", real)
     with preflight.start(resolve(Request(None, ("hardware=cpu", "monitor.monitor_type=wandb")))) as check:
         assert check.proc is not None  # installed: the driver's checks pass and verl's starts
+
+
+def test_stages_of_any_size_are_given_while_verl_is_still_importing(demo_assets, monkeypatch, tmp_path):
+    """The driver gives the stages and starts Ray while the child imports verl: giving them never waits for the
+    import, however many stages (a pipe would hold 64 KiB of them). A planted `verl` that never finishes importing."""
+    plant_verl(tmp_path, monkeypatch, demo_assets, "import time\ntime.sleep(600)\n")
+    resolved = resolve(Request(None, ("hardware=cpu",)))
+    many = [config.model_copy(deep=True) for _, config in resolved.stages for _ in range(20)]
+    assert len(pickle.dumps(many)) > 64 * 1024
+    with preflight.early(resolved) as check:
+        check.ask(many)
+        assert check.proc.poll() is None and (check.folder / "stages.pickle").is_file()
+    assert check.proc.returncode is not None and not check.folder.exists()

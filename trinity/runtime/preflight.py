@@ -108,15 +108,13 @@ class VerlCheck:
         self.cancel()
 
     def ask(self, stages: list[RunConfig]) -> None:
-        """Give the child the stages to check (none: it finds nothing)."""
+        """Give the child the stages to check (none: it finds nothing): written to its folder, then its stdin closed.
+        Not through the pipe, which holds 64 KiB: a run of many stages would wait there for verl's import."""
         self.asked = True
-        if self.proc is None or self.proc.stdin is None:
+        if self.proc is None or self.proc.stdin is None or self.folder is None:
             return
-        try:
-            self.proc.stdin.write(pickle.dumps(stages))
-            self.proc.stdin.close()
-        except BrokenPipeError:  # the child died: wait() reports how
-            pass
+        (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
+        self.proc.stdin.close()  # nothing buffered to flush: a child that died already is wait()'s to report
 
     def wait(self) -> None:
         """Raise one ConfigError listing what verl refused; a child that failed is a RuntimeError of one line."""

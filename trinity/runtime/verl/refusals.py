@@ -1,9 +1,10 @@
 """verl's refusals of the training stages' trainer sections, found in a process of its own.
 
 `trinity run`'s preflight runs this module as a script (utils.child.module_command: the driver's own trinity)
-on a folder, early: it imports verl while the driver checks the rest and starts Ray, then reads the pickled stages
-from stdin and writes the issues found to the folder (issues.pickle: a pickled list, empty when verl accepts every
-section). verl holds torch, which the driver would otherwise keep for the whole run.
+on a folder, early: it imports verl while the driver checks the rest and starts Ray, then waits for the end of its
+stdin, which the driver closes once it has written the stages to the folder (stages.pickle), and writes the issues found
+(issues.pickle: a pickled list, empty when verl accepts every section). verl holds torch, which the driver would
+otherwise keep for the whole run.
 """
 
 import importlib
@@ -65,6 +66,7 @@ def warm() -> None:
 if __name__ == "__main__":
     folder = Path(sys.argv[1])
     warm()
-    issues = refusals(pickle.loads(sys.stdin.buffer.read()))
+    sys.stdin.buffer.read()  # the end of stdin: the stages are written
+    issues = refusals(pickle.loads((folder / "stages.pickle").read_bytes()))
     (folder / "issues.pickle.tmp").write_bytes(pickle.dumps(issues))
     (folder / "issues.pickle.tmp").rename(folder / "issues.pickle")  # whole or absent: a killed child leaves no half
