@@ -87,18 +87,13 @@ def trinity_grpo(work: Path, demo: Path, start: Path, steps: int, overrides: tup
     records = [json.loads(line) for line in (work / "ckpt/trinity-demo/arith/metrics.jsonl").read_text().splitlines()]
     evals = [r["accuracy"] for r in records if r["role"] == "eval"]
     peaks = report["stages"][0]["peak_rss_mb"]  # every role's process and the driver's
-    seconds = {role: [r["seconds"] for r in records if r["role"] == role] for role in ("explorer", "trainer")}
-    seconds["sync"] = [r["seconds"] for r in records if r["role"] == "synchronizer"]
+    roles = {"explore": "explorer", "train": "trainer", "sync": "synchronizer"}  # part -> its metrics lines' role
     return {
         "s_per_step": steady_s([r["time"] for r in records if r["role"] == "trainer"]),
         "accuracy": (evals[0], evals[-1]),
         "memory_mb": sum(peaks.values()),
         "processes": peaks,
-        "parts": {
-            "explore": median(seconds["explorer"]),
-            "train": median(seconds["trainer"]),
-            "sync": median(seconds["sync"]),
-        },
+        "parts": {part: median([r["seconds"] for r in records if r["role"] == role]) for part, role in roles.items()},
     }
 
 
@@ -356,11 +351,9 @@ def main() -> None:
     if args.width or args.layers:  # a larger model of the same task: how the overheads weigh beside more compute
         from transformers import AutoTokenizer
 
-        shape = demo.MODEL_SHAPE | {
-            "hidden_size": args.width or demo.MODEL_SHAPE["hidden_size"],
-            "intermediate_size": 4 * (args.width or demo.MODEL_SHAPE["hidden_size"]),
-            "num_hidden_layers": args.layers or demo.MODEL_SHAPE["num_hidden_layers"],
-        }
+        width = args.width or demo.MODEL_SHAPE["hidden_size"]
+        layers = args.layers or demo.MODEL_SHAPE["num_hidden_layers"]
+        shape = demo.MODEL_SHAPE | {"hidden_size": width, "intermediate_size": 4 * width, "num_hidden_layers": layers}
         folder = work / "demo" / "model"
         demo.save_model(folder, AutoTokenizer.from_pretrained(folder), shape, args.seed)
     start = sft_checkpoint(work / "sft", work / "demo", args.sft_steps)

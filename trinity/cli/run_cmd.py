@@ -93,7 +93,7 @@ def run_cmd(args: argparse.Namespace) -> int:
         if refusal:
             raise refusal
         print_issues(fit_checked(standalone, args.strict)[1])
-        return _show(args, [(n, build_plan(c), None) for n, c in _stages(standalone)])
+        return _show(args, [(n, build_plan(c), None) for n, c in standalone.runs])
     training = not (args.dry_run or args.placement_only)
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
     # verl's check imports verl from here on, beside the demo's build and the driver's checks (which end the run
@@ -111,7 +111,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             if not join(target):  # no cluster named or running here (a dry run always names one by now)
                 if refusal:  # no cluster to ask: the config must stand on its own
                     raise refusal
-                start_local(target, max(cpus_needed(build_plan(c)) for _, c in _stages(standalone)))
+                start_local(target, max(cpus_needed(build_plan(c)) for _, c in standalone.runs))
             signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
             verl.wait()
             resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
@@ -122,7 +122,7 @@ def run_cmd(args: argparse.Namespace) -> int:
             if args.dry_run:
                 from ..launch.launcher import check_live
 
-                plans = ((n, build_plan(c)) for n, c in _stages(resolved))
+                plans = ((n, build_plan(c)) for n, c in resolved.runs)
                 return _show(args, [(n, plan, check_live(plan)) for n, plan in plans])
             if args.placement_only:
                 return _placement_only(args, resolved.config)
@@ -170,10 +170,6 @@ DEVICE_SPLIT_KEYS = (
     "explorer.rollout_model.",
     "explorer.auxiliary_models",
 )
-
-
-def _stages(resolved: ResolvedConfig) -> list[tuple[str | None, RunConfig]]:
-    return list(resolved.stages) or [(None, resolved.config)]
 
 
 def _ensure_demo(args: argparse.Namespace) -> bool:

@@ -32,6 +32,11 @@ class ResolvedConfig:
     stages: tuple[tuple[str, RunConfig], ...] = ()
     stage_provenance: tuple[Provenance, ...] = ()  # where each stage's values came from, in stage order
 
+    @property
+    def runs(self) -> tuple[tuple[str | None, RunConfig], ...]:
+        """What runs, in order: each stage's (name, config), or the root config alone (None, config)."""
+        return self.stages or ((None, self.config),)
+
     def stage(self, name: str) -> RunConfig:
         """The resolved config of one stage."""
         for stage_name, config in self.stages:

@@ -39,14 +39,14 @@ def check(resolved: ResolvedConfig) -> None:
 def early(resolved: ResolvedConfig) -> "VerlCheck":
     """verl's check of `resolved`'s training stages, importing verl from now on (while the demo's assets are built
     and Ray starts); `start` gives it the stages. A run that trains nothing gets a check that finds nothing."""
-    trains = any(modes.mode(config.mode).trains for config in _stages(resolved))
+    trains = bool(_training(resolved))
     return VerlCheck(get_platform(resolved.config.hardware.device_type).verl_env() if trains else None)
 
 
 def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlCheck":
     """Raise one ConfigError listing every problem the driver finds; then give verl's check (`verl`, started by
     `early`, or a new one) the training stages: it answers in `wait()` (a local Ray can start meanwhile)."""
-    stages = _stages(resolved)
+    stages = [config for _, config in resolved.runs]
     issues = (data_issues(resolved) or column_issues(resolved)) + (
         model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
     )
@@ -67,12 +67,13 @@ def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlChe
     if issues:
         raise ConfigError(issues)
     verl = verl or early(resolved)
-    verl.ask([config for config in stages if modes.mode(config.mode).trains])
+    verl.ask(_training(resolved))
     return verl
 
 
-def _stages(resolved: ResolvedConfig) -> list[RunConfig]:
-    return [c for _, c in resolved.stages] or [resolved.config]
+def _training(resolved: ResolvedConfig) -> list[RunConfig]:
+    """The configs of the stages that train: what verl's check reads."""
+    return [config for _, config in resolved.runs if modes.mode(config.mode).trains]
 
 
 class VerlCheck:

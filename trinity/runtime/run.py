@@ -57,7 +57,7 @@ def run_dir_of(config: RunConfig) -> RunDir:
 def train(resolved: ResolvedConfig, options: RunOptions, show: Any) -> list[StageSummary]:
     """Run every stage in order; `show` prints each stage's plan and placements."""
     config = resolved.config
-    stages = list(resolved.stages) or [(None, config)]
+    stages = list(resolved.runs)
     run_dir = run_dir_of(config)
     with run_dir.lock(_lock_mode({c.mode for _, c in stages})):
         latest = _resume_point(run_dir, config, resolved.provenance, options.force)

@@ -21,8 +21,7 @@ __all__ = ["MemoryPlan", "memory_check", "memory_plans", "plan_memory"]
 
 def memory_plans(resolved: ResolvedConfig) -> list[tuple[str, MemoryPlan]]:
     """(stage name, plan) for every stage, or ('', plan) of the root config when there are no stages."""
-    configs = resolved.stages or (("", resolved.config),)
-    return [(name, plan_memory(config)) for name, config in configs]
+    return [(name or "", plan_memory(config)) for name, config in resolved.runs]
 
 
 def memory_check(resolved: ResolvedConfig, strict: bool = False) -> tuple[list[tuple[str, MemoryPlan]], list[Issue]]:
