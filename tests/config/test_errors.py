@@ -126,7 +126,7 @@ CORPUS = {
         ["+hardware=ascend910"],
         [
             "error: override '+hardware=ascend910': hardware: unknown hardware profile 'ascend910'",
-            "allowed: a100, ascend910b, ascend910b4, ascend910c, cpu, h100, h200",
+            "allowed: a100, a100_40g, ascend910b, ascend910b4, ascend910c, cpu, h100, h200",
             "hint: did you mean 'ascend910b' or 'ascend910c'?",
         ],
     ),

@@ -50,7 +50,7 @@ def test_each_rule_reports_location_and_message(cli, write, case):
 def test_shipped_profiles_are_clean(cli):
     result = cli("profile", "lint")
     assert result.code == 0 and result.out.startswith(
-        "checked 7 profile(s) (a100, ascend910b, ascend910b4, ascend910c, cpu, h100, h200): 0 error(s)"
+        "checked 8 profile(s) (a100, a100_40g, ascend910b, ascend910b4, ascend910c, cpu, h100, h200): 0 error(s)"
     )
 
 

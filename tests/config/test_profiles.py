@@ -4,16 +4,18 @@ import os
 
 import pytest
 
-from tests.conftest import MINIMAL, PROFILES
+from tests.conftest import MINIMAL, PROFILES, REFERENCE
+
+SHIPPED = sorted(PROFILES)
 
 
 def test_profile_list_shows_every_shipped_profile(cli):
     result = cli("profile", "list")
     assert result.code == 0
-    for name in PROFILES:
+    for name in SHIPPED:
         assert f"\n{name} " in "\n" + result.out
     rows = {row["name"]: row for row in cli("profile", "list", "--format", "json").json()}
-    assert set(rows) == set(PROFILES)
+    assert set(rows) == set(SHIPPED)
     assert rows["ascend910c"]["extends"] == "ascend910b" and rows["ascend910c"]["devices_per_node"] == 16
     assert rows["h200"]["device_type"] == "cuda"
 
@@ -23,6 +25,28 @@ def test_extends_inherits_and_overrides(cli, write):
     cfg = cli("config", "render", "-c", path, "hardware=ascend910c", "--format", "json").json()
     assert cfg["hardware"]["devices_per_node"] == 16 and cfg["hardware"]["collective_backend"] == "hccl"
     assert cfg["env"]["trainer"]["PYTORCH_NPU_ALLOC_CONF"] == "expandable_segments:True"
+
+
+def test_the_a100_40g_profile_is_an_a100_with_40_gb(cli, write):
+    path = write("run.yaml", MINIMAL)
+    small, big = (
+        cli("config", "render", "-c", path, f"hardware={name}", "--format", "json").json()["hardware"]
+        for name in ("a100_40g", "a100")
+    )
+    assert (small["memory_gb_per_device"], big["memory_gb_per_device"]) == (40, 80)
+    assert small["source"].endswith("profiles/a100_40g.yaml") and small["chip"] == "NVIDIA A100 40GB"
+    same = ("device_type", "devices_per_node", "attn_implementation", "varlen_attention", "trainer_strategies")
+    assert {k: small[k] for k in same} == {k: big[k] for k in same}
+
+
+def test_plan_memory_on_an_a100_40g_plans_40_gib_devices(cli):
+    result = cli("plan", "memory", "-c", REFERENCE, "hardware=a100_40g")
+    assert result.code == 0 and result.out.startswith("memory plan for a100_40g: 40 GiB per device\n")
+    assert " of 40.0 GiB (" in result.out and "80" not in result.out.split("\n")[0]
+    assert "gpu_memory_utilization 0.7 x 40 GiB" in result.out
+    planned = cli("plan", "memory", "-c", REFERENCE, "hardware=a100_40g", "--format", "json")
+    assert planned.code == 0 and planned.json()["hardware"] == "a100_40g"
+    assert [plan["device_memory_bytes"] for plan in planned.json()["plans"]] == [40 * 2**30]
 
 
 SITE = """\

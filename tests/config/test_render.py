@@ -12,6 +12,7 @@ CONTRACT = {
     "ascend910b4": dict(device_type="npu", key="NPU", backend="hccl", sync="hccl", device="npu"),
     "ascend910c": dict(device_type="npu", key="NPU", backend="hccl", sync="hccl", device="npu"),
     "a100": dict(device_type="cuda", key="GPU", backend="nccl", sync="nccl", device="cuda"),
+    "a100_40g": dict(device_type="cuda", key="GPU", backend="nccl", sync="nccl", device="cuda"),
     "h100": dict(device_type="cuda", key="GPU", backend="nccl", sync="nccl", device="cuda"),
     "h200": dict(device_type="cuda", key="GPU", backend="nccl", sync="nccl", device="cuda"),
     "cpu": dict(device_type="cpu", key="CPU", backend="gloo", sync="gloo", device="cpu"),

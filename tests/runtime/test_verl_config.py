@@ -132,13 +132,18 @@ def test_loss_functions_and_optimizer_reach_verl_by_their_verl_names():
 
 def test_ppo_dual_clip_and_padding_removal_reach_verl():
     got = overrides_of(
-        reference("a100", "+algorithm.policy_loss_fn_args.clip_ratio_c=4.0", "trainer.use_remove_padding=false")
+        reference(
+            "a100",
+            "+algorithm.policy_loss_fn_args.clip_ratio_c=4.0",
+            "trainer.attn_implementation=flash_attention_2",
+            "trainer.use_remove_padding=true",  # a100 packs only with a varlen kernel: not by default on sdpa
+        )
     )
     assert (
         got["actor_rollout_ref.actor.clip_ratio_c"] == "4.0"
         and got["actor_rollout_ref.actor.policy_loss.loss_mode"] == "vanilla"
     )
-    assert got["actor_rollout_ref.model.use_remove_padding"] == "false"
+    assert got["actor_rollout_ref.model.use_remove_padding"] == "true"
 
 
 @pytest.mark.parametrize(

@@ -129,8 +129,34 @@ def attn_implementation(ctx: Context) -> None:
 
 
 def remove_padding(ctx: Context) -> None:
-    """trainer.use_remove_padding: the user's, else whether packing pays on this hardware (facts.pack_sequences)."""
-    _fact_default(ctx, "trainer.use_remove_padding", "pack_sequences", "remove_padding")
+    """trainer.use_remove_padding: the user's, else whether trainer.attn_implementation (the user's or the profile's,
+    set by attn_implementation before) has a variable-length kernel here (facts.varlen_attention). Any other kernel
+    attends verl's packed row with a dense block mask, so the user's `true` with one is warned about."""
+    key, attn, varlen = "trainer.use_remove_padding", ctx.get("trainer.attn_implementation"), ctx.facts.varlen_attention
+    if not ctx.user_set(key):
+        ctx.set(key, attn in varlen, "remove_padding", (ctx.fact("varlen_attention"), _attn_input(ctx)))
+    elif ctx.get(key) and attn not in varlen:
+        reason = ctx.facts.reasons.get(
+            "varlen_attention", "the packed row is attended with a dense block mask, O(L^2) time and memory"
+        )
+        kernels = " or ".join(varlen)
+        ctx.report(
+            "warning",
+            key,
+            f"true packs each micro-batch into one row, and {_attn_input(ctx)} is not one of the kernels with "
+            f"variable-length attention on {ctx.loaded.name}, {ctx.fact('varlen_attention')}: {reason}",
+            allowed=f"true with trainer.attn_implementation {kernels}; false" if varlen else "false",
+            hint=(f"set trainer.attn_implementation: {varlen[0]}, or " if varlen else "")
+            + f"remove trainer.use_remove_padding to take the derived value (false with {attn!r})",
+        )
+
+
+def _attn_input(ctx: Context) -> str:
+    """trainer.attn_implementation as a rule input: the user's (where written), else the profile's fact."""
+    key = "trainer.attn_implementation"
+    if ctx.user_set(key):
+        return ctx.input(key)
+    return f"{key}={ctx.get(key)!r} (the profile's: {ctx.fact('attn_implementation')})"
 
 
 def fused_kernels(ctx: Context) -> None:

@@ -63,11 +63,14 @@ class HardwareFacts(Section):
         description="Attention kernel the trainer's model uses by default (a Hugging Face attn_implementation; "
         "trainer.attn_implementation overrides it).",
     )
-    pack_sequences: bool = Field(
-        True,
-        description="Whether the trainer packs a batch's sequences into one row without padding by default "
-        "(trainer.use_remove_padding): faster with variable-length attention kernels, slower where the packed row is "
-        "attended with a dense block mask.",
+    varlen_attention: list[str] = Field(
+        default_factory=list,
+        description="Attention implementations (Hugging Face attn_implementation names) that have a variable-length "
+        "kernel here, one that takes a packed row's sequence boundaries: flash_attention_2 with flash-attn on NVIDIA "
+        "GPUs (flash_attention_3 on Hopper), torch_npu's npu_fusion_attention behind flash_attention_2 on Ascend, "
+        "none on the CPU. trainer.use_remove_padding (verl packs a micro-batch's sequences into one row) defaults to "
+        "whether trainer.attn_implementation is one of them: any other attends the packed row with a dense block "
+        "mask, O(L^2) time and memory in the packed length.",
     )
     fused_kernels: bool = Field(
         False,

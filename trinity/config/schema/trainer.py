@@ -43,8 +43,9 @@ class TrainerConfig(Section):
     ulysses_sequence_parallel_size: PositiveInt = Field(1, description="Ulysses sequence-parallel degree.")
     use_remove_padding: bool | None = Field(
         None,
-        description="Pack sequences without padding in the actor's forward pass; default: the hardware profile's "
-        "facts.pack_sequences.",
+        description="Pack a micro-batch's sequences into one row without padding in the actor's forward pass; "
+        "default: whether trainer.attn_implementation is one of the hardware profile's facts.varlen_attention (an "
+        "implementation without a variable-length kernel attends the packed row with a dense block mask).",
     )
     use_fused_kernels: bool | None = Field(
         None,
