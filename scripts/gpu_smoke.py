@@ -134,9 +134,7 @@ def main(expect: str = "") -> int:
     report["distributed"] = distributed_check(device.get_process_group_backend(), device.get_device_name())
     report["ray"] = ray_check(resolved.config)
     if args.train:
-        report["train"] = train_check(
-            args.engine, args.sft_steps, args.steps, share_with=hardware if found.count == 1 else None
-        )
+        report["train"] = train_check(args.engine, args.sft_steps, args.steps)
     print(json.dumps(report, indent=2))
     return 0 if report.get("train", {}).get("exit_code", 0) == 0 else 1
 

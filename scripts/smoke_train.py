@@ -3,10 +3,10 @@ demo with `engine_type: vllm` on `hardware=auto` for a few steps, through `trini
 It installs nothing; it prints reward, tokens/s, sync seconds and logprob_diff (the trainer's old
 log-probs against the engine's) per GRPO step from the run's metrics.
 
-The demo places one rollout engine and one trainer rank on a device each. On a machine with a single
-device both share it: a private Ray is started that declares two devices and leaves every process
-the whole machine (the profile's "noset visible devices" variable), vLLM takes 30% of the memory, and
-weights move by memory sync (NCCL refuses a communicator whose two ranks are on one GPU).
+The demo places one rollout engine and one trainer rank on a device each where a node has two; on a
+machine with a single device the config layer lowers the demo's two devices per node to the one there
+is and runs the GRPO stage in mode colocate (trainer and engine take turns on it; weights by memory
+sync, device IPC where the platform has it): `trinity config render --explain mode` says why.
 """
 
 import json
@@ -16,7 +16,6 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -58,15 +57,9 @@ def per_step(metrics: Path) -> list[dict]:
     return [steps[k] for k in sorted(steps)]
 
 
-SHARED_MEMORY_SHARE = 0.3  # of the one device, for vLLM; the trainer takes what is left
-SHARED_SYNC = "memory"  # one device cannot hold two ranks of an NCCL group
-
-
-def train_check(
-    engine: str = "vllm", sft_steps: int = 30, steps: int = 5, share_with: Any = None, timeout_s: float = 1500
-) -> dict:
+def train_check(engine: str = "vllm", sft_steps: int = 30, steps: int = 5, timeout_s: float = 1500) -> dict:
     """Run the shortened demo in a fresh folder; returns its exit code, per-step metrics and, on failure,
-    stderr's tail. `share_with` (the resolved hardware section) makes the two roles share its one device."""
+    stderr's tail."""
     folder = Path(tempfile.mkdtemp(prefix="trinity-smoke-"))
     env = {
         **os.environ,
@@ -74,13 +67,6 @@ def train_check(
         "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""),
     }
     command = [sys.executable, "-m", "trinity", "run", *overrides(engine, sft_steps, steps), "--quiet"]
-    ray = _shared_ray(share_with, env) if share_with else None
-    if ray:
-        env["RAY_ADDRESS"] = ray.stdout.readline().strip()
-        command[-1:-1] = [
-            f"explorer.rollout_model.gpu_memory_utilization={SHARED_MEMORY_SHARE}",
-            f"synchronizer.sync_method={SHARED_SYNC}",
-        ]
     try:
         proc = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=timeout_s)
         code, err = proc.returncode, proc.stderr
@@ -89,10 +75,6 @@ def train_check(
             124,
             (exc.stderr or b"").decode(errors="replace") if isinstance(exc.stderr, bytes) else (exc.stderr or ""),
         )
-    finally:
-        if ray:
-            ray.stdin.close()  # its Ray ends with it
-            ray.wait(60)
     metrics = folder / "checkpoints" / "trinity-demo" / "arith" / "metrics.jsonl"
     report = {
         "command": " ".join(command[1:]),
@@ -105,27 +87,3 @@ def train_check(
     else:
         shutil.rmtree(folder, ignore_errors=True)
     return report
-
-
-SHARED_RAY = """
-import json, os, sys, ray
-cpus = max(4, os.cpu_count() or 4)
-context = ray.init(
-    address="local", **json.loads(sys.argv[1]), num_cpus=cpus, include_dashboard=False, log_to_driver=False
-)
-print(context.address_info["gcs_address"], flush=True)
-sys.stdin.read()
-"""
-
-
-def _shared_ray(hardware: Any, env: dict) -> subprocess.Popen:
-    """A Ray of its own declaring two devices on a one-device machine; every process it starts sees the device."""
-    devices = {"num_gpus": 2} if hardware.ray_request == "num_gpus" else {"resources": {hardware.ray_resource_key: 2}}
-    command = [sys.executable, "-c", SHARED_RAY, json.dumps(devices)]
-    return subprocess.Popen(
-        command,
-        env={**env, hardware.noset_visible_devices_env: "1"},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )

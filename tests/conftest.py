@@ -105,7 +105,7 @@ def pytest_runtest_teardown(item, nextitem):
 
 REPO = Path(__file__).resolve().parents[1]
 REFERENCE = REPO / "examples" / "grpo_gsm8k" / "gsm8k.yaml"
-PROFILES = ("a100", "ascend910b", "ascend910b4", "ascend910c", "cpu", "h100", "h200")
+PROFILES = ("a100", "a100_40g", "ascend910b", "ascend910b4", "ascend910c", "cpu", "h100", "h200")
 MINIMAL = "model:\n  model_path: /models/tiny\n"
 
 

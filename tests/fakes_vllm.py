@@ -182,6 +182,26 @@ class FakeAsyncLLM:
         self.calls.append(("shutdown",))
 
 
+class FakeDeviceIpc:
+    """A stand-in for device IPC (CUDA's or torch_npu's), which needs a device: `export` registers a buffer and gives
+    a handle naming it; `open_handle`, device_ipc.open_handle's interface, maps the handle back on a device index.
+    The routing by device key, the pieces and the loads around it are real."""
+
+    def __init__(self):
+        self.buffers: dict[bytes, torch.Tensor] = {}
+        self.opened: list[tuple[int, int]] = []  # (the buffer's number, the device index it was opened on)
+
+    def export(self, buffer: torch.Tensor) -> bytes:
+        handle = str(len(self.buffers)).encode()
+        self.buffers[handle] = buffer.reshape(-1)
+        return handle
+
+    def open_handle(self, handles: dict, key: str, device_index: int) -> torch.Tensor:
+        handle = handles[key]
+        self.opened.append((int(handle), device_index))
+        return self.buffers[handle]
+
+
 def fake_vllm_api(env: dict) -> SimpleNamespace:
     """What `vllm_engine.vllm_api(env)` returns, with the fakes in vLLM's place."""
     return SimpleNamespace(

@@ -68,6 +68,48 @@ def test_collective_outside_both_mode_is_replaced_with_a_note(render, mode, meth
     )
 
 
+def test_memory_in_a_run_without_both_trainer_and_engines_goes_through_checkpoint_files(render):
+    """A train run and an explore run of one directory meet through files: memory sync needs both in one run."""
+    result, cfg = render("mode: train\nsynchronizer:\n  sync_method: memory\n", "hardware=a100")
+    assert (cfg["synchronizer"]["sync_method"], cfg["synchronizer"]["sync_channel"]) == ("checkpoint", "files")
+    assert (
+        "note: run.yaml:5:3: synchronizer.sync_method: a memory sync needs trainer and engines in one run; in mode "
+        "'train' it becomes 'checkpoint'" in result.err
+    )
+
+
+@pytest.mark.parametrize(
+    "profile,mode,method,channel",
+    [
+        ("a100", "both", "online", "process_group"),
+        ("a100", "colocate", "online", "device_ipc"),  # CUDA IPC: the engines map the trainer's device buffers
+        ("ascend910b", "colocate", "online", "device_ipc"),  # torch_npu's NPU IPC
+        ("cpu", "colocate", "online", "object_store"),  # no device memory to map
+        ("a100", "both", "memory", "object_store"),  # engines on devices of their own: through host memory
+        ("a100", "both", "checkpoint", "files"),
+        ("a100", "explore", "online", "files"),
+    ],
+)
+def test_the_channel_follows_the_method_the_mode_and_whether_the_platform_maps_device_memory(
+    render, profile, mode, method, channel
+):
+    cfg = render(f"mode: {mode}\nsynchronizer:\n  sync_method: {method}\n", f"hardware={profile}")[1]
+    assert cfg["synchronizer"]["sync_channel"] == channel
+
+
+def test_the_channel_is_explained_and_refused_when_set_by_hand(cli, render, write):
+    path = write("run.yaml", MINIMAL + "mode: colocate\n")
+    explained = cli("config", "render", "-c", path, "hardware=h200", "--explain", "synchronizer.sync_channel").out
+    assert "rule sync_channel" in explained and "'device_ipc'  <- synchronizer.sync_method='memory'" in explained
+    assert "platform cuda.device_ipc=True (CUDA IPC handles" in explained
+    result, _ = render("synchronizer:\n  sync_channel: files\n", "hardware=a100")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:4:3: synchronizer.sync_channel: is derived ('process_group': from sync_method, mode and the "
+        "platform) and must not be set to 'files'" in result.err
+    )
+
+
 def test_weight_sync_world_size_is_rollout_plus_one(render):
     cfg = render("explorer:\n  rollout_model:\n    engine_num: 3\n    tensor_parallel_size: 2\n", "hardware=h100")[1]
     assert cfg["cluster"]["rollout_gpu_num"] == 6 and cfg["synchronizer"]["weight_sync_world_size"] == 7
@@ -172,13 +214,41 @@ def test_engine_that_does_not_fill_whole_nodes_is_an_error(render):
     )
 
 
-def test_trainer_left_with_nothing_is_an_error(render):
-    result, _ = render("cluster:\n  gpu_per_node: 4\nexplorer:\n  rollout_model:\n    engine_num: 4\n", "hardware=a100")
+def test_trainer_left_with_nothing_is_an_error_where_a_person_set_the_mode(render):
+    yaml = "mode: both\ncluster:\n  gpu_per_node: 4\nexplorer:\n  rollout_model:\n    engine_num: 4\n"
+    result, _ = render(yaml, "hardware=a100")
     assert result.code == 2
     assert (
-        "run.yaml:7:5: explorer.rollout_model.engine_num: no devices left for the trainer: 4 devices (1 node(s) x 4) "
+        "run.yaml:8:5: explorer.rollout_model.engine_num: no devices left for the trainer: 4 devices (1 node(s) x 4) "
         "minus 4 for rollout" in result.err
     )
+    assert "or set mode=colocate (trainer and engines take turns on the devices)" in result.err
+
+
+def test_a_mode_nobody_set_takes_turns_on_a_single_device(render):
+    """One device can only be shared: the schema's `both` becomes `colocate`, and --explain says why. On more devices
+    `both` stays, and leaving the trainer nothing is refused with the settings that work (a person chooses the mode)."""
+    result, cfg = render(
+        "cluster:\n  gpu_per_node: 1\nexplorer:\n  rollout_model:\n    engine_num: 1\n", "hardware=a100"
+    )
+    assert result.code == 0, result.err
+    assert cfg["mode"] == "colocate" and (cfg["cluster"]["trainer_gpu_num"], cfg["cluster"]["rollout_gpu_num"]) == (
+        1,
+        1,
+    )
+    assert (cfg["synchronizer"]["sync_method"], cfg["synchronizer"]["sync_channel"]) == ("memory", "device_ipc")
+    assert (
+        "note: schema default: mode: the run has one device, which an engine and a trainer rank can only share: mode "
+        "'colocate', the trainer and the engines taking turns on it" in result.err
+    )
+    result, _ = render("cluster:\n  gpu_per_node: 4\nexplorer:\n  rollout_model:\n    engine_num: 4\n", "hardware=a100")
+    assert result.code == 2 and "minus 4 for rollout" in result.err and "or set mode=colocate" in result.err
+    result, cfg = render(
+        "cluster:\n  gpu_per_node: 2\nexplorer:\n  rollout_model:\n    engine_num: 1\n", "hardware=a100"
+    )
+    assert cfg["mode"] == "both" and cfg["cluster"]["trainer_gpu_num"] == 1  # a device each: side by side
+    result, _ = render("mode: both\ncluster:\n  gpu_per_node: 1\n", "hardware=a100")
+    assert result.code == 2 and "or set mode=colocate" in result.err  # written: never changed
 
 
 def test_trainer_share_that_neither_fits_a_node_nor_fills_nodes(render):
@@ -717,10 +787,78 @@ def test_flash_attention_stays_selectable_on_a_gpu_profile(render):
     )
 
 
-@pytest.mark.parametrize("profile,packs", [("a100", True), ("ascend910b", True), ("cpu", False)])
-def test_sequences_are_packed_where_the_profile_says_packing_pays(render, profile, packs):
-    result, cfg = render("algorithm:\n  repeat_times: 2\n", f"hardware={profile}")
+@pytest.mark.parametrize(
+    "profile,kernel,packs",
+    [
+        ("a100", None, False),  # sdpa: transformers attends a packed row with a dense block mask
+        ("a100_40g", None, False),
+        ("h100", None, False),
+        ("h200", None, False),
+        ("a100", "flash_attention_2", True),
+        ("a100", "flash_attention_3", False),  # flash-attn's hopper build: not on an A100
+        ("h100", "flash_attention_3", True),
+        ("ascend910b", None, True),  # flash_attention_2 on torch_npu's npu_fusion_attention
+        ("ascend910b4", None, True),
+        ("ascend910c", None, True),
+        ("ascend910b", "sdpa", False),
+        ("cpu", None, False),
+        ("cpu", "flash_attention_2", False),
+    ],
+)
+def test_sequences_are_packed_where_the_attention_kernel_is_variable_length(render, profile, kernel, packs):
+    text = "algorithm:\n  repeat_times: 2\n" + (f"trainer:\n  attn_implementation: {kernel}\n" if kernel else "")
+    result, cfg = render(text, f"hardware={profile}")
     assert result.code == 0 and cfg["trainer"]["use_remove_padding"] is packs
+    assert "use_remove_padding" not in result.err
+
+
+def test_packing_is_explained_with_the_varlen_fact_and_the_attention_kernel(cli, write):
+    path = write("run.yaml", MINIMAL)
+    explained = cli("config", "render", "-c", path, "hardware=a100", "--explain", "trainer.use_remove_padding")
+    assert explained.code == 0 and explained.out.startswith("trainer.use_remove_padding = False\n")
+    assert re.search(
+        r"rule remove_padding +False  <- a100\.varlen_attention=\['flash_attention_2'\] "
+        r"\(\S*profiles/a100\.yaml:\d+:3\), "
+        r"trainer\.attn_implementation='sdpa' \(the profile's: a100\.attn_implementation='sdpa' "
+        r"\(\S*profiles/a100\.yaml:\d+:3\)\)$",
+        explained.out,
+        re.M,
+    ), explained.out
+    yours = write("run.yaml", MINIMAL + "trainer:\n  attn_implementation: flash_attention_3\n")
+    explained = cli("config", "render", "-c", yours, "hardware=h200", "--explain", "trainer.use_remove_padding")
+    assert re.search(
+        r"rule remove_padding +True  <- h200\.varlen_attention=\['flash_attention_2', 'flash_attention_3'\] "
+        r"\(\S*profiles/h200\.yaml:\d+:3\), trainer\.attn_implementation='flash_attention_3' \(run\.yaml:4:3\)$",
+        explained.out,
+        re.M,
+    ), explained.out
+
+
+def test_your_packing_without_a_variable_length_kernel_is_warned_about(render):
+    result, cfg = render("trainer:\n  use_remove_padding: true\n", "hardware=a100")
+    assert result.code == 0 and cfg["trainer"]["use_remove_padding"] is True  # your value stands
+    assert (
+        "warning: run.yaml:4:3: trainer.use_remove_padding: true packs each micro-batch into one row, and "
+        "trainer.attn_implementation='sdpa' (the profile's: a100.attn_implementation='sdpa' (" in result.err
+    )
+    assert "is not one of the kernels with variable-length attention on a100, a100.varlen_attention=" in result.err
+    assert "dense block mask over all its tokens, O(L^2) time and memory" in result.err
+    assert "allowed: true with trainer.attn_implementation flash_attention_2; false" in result.err
+    assert (
+        "hint: set trainer.attn_implementation: flash_attention_2, or remove trainer.use_remove_padding to take the "
+        "derived value (false with 'sdpa')" in result.err
+    )
+    # the CPU has no such kernel: only removing the key helps, and the profile's measured reason is given
+    result = render("trainer:\n  use_remove_padding: true\n", "hardware=cpu")[0]
+    assert result.code == 0 and re.search(r"cpu\.varlen_attention=\[\] \(\S*profiles/cpu\.yaml:\d+:3\)", result.err)
+    assert "the demo's forward and backward took 137 ms packed against 84 ms padded" in result.err
+    assert "allowed: false\n" in result.err and "hint: remove trainer.use_remove_padding" in result.err
+    # a variable-length kernel of yours, or packing switched off: nothing to say
+    for text in (
+        "trainer:\n  use_remove_padding: true\n  attn_implementation: flash_attention_2\n",
+        "trainer:\n  use_remove_padding: false\n",
+    ):
+        assert "use_remove_padding" not in render(text, "hardware=a100")[0].err
 
 
 @pytest.mark.parametrize("yours", [True, False])

@@ -35,14 +35,15 @@ REPORTS = {
         "    hint: change the parallel sizes so one engine fits a node or fills whole nodes\n" + EXPLORE_NOTE,
     ),
     "rollout takes every device": (
-        "explorer:\n  rollout_model:\n    engine_num: 8\n",
+        "mode: both\nexplorer:\n  rollout_model:\n    engine_num: 8\n",
         ["hardware=a100"],
         2,
         "trinity: 1 problem in the config\n"
-        "error: run.yaml:5:5: explorer.rollout_model.engine_num: no devices left for the trainer: 8 devices (1 "
+        "error: run.yaml:6:5: explorer.rollout_model.engine_num: no devices left for the trainer: 8 devices (1 "
         "node(s) x 8) minus 8 for rollout\n"
         "    allowed: rollout devices < 8\n"
-        "    hint: lower explorer.rollout_model.engine_num or tensor_parallel_size, or raise cluster.node_num\n",
+        "    hint: lower explorer.rollout_model.engine_num or tensor_parallel_size, or raise cluster.node_num, or set "
+        "mode=colocate (trainer and engines take turns on the devices)\n",
     ),
     "the trainer's share neither fits a node nor fills nodes": (
         "cluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    engine_num: 4\n",

@@ -97,6 +97,14 @@ RUNS = {
     ("synchronizer.sync_method", "memory"): SYNCS,
     ("synchronizer.sync_method", "checkpoint"): SYNCS,
     ("synchronizer.sync_method", "offline"): EVERY,
+    # derived from the method, the mode and the platform (config/sync_methods.py); a user's value is refused
+    ("synchronizer.sync_channel", "process_group"): BOTH,
+    ("synchronizer.sync_channel", "files"): SYNCS,
+    ("synchronizer.sync_channel", "object_store"): SYNCS,
+    # a colocated engine maps the trainer's device buffers: CUDA or torch_npu IPC, which no CPU has; the routing by
+    # device and the loads around it run with the mapping stood in for
+    ("synchronizer.sync_channel", "device_ipc"): "tests/runtime/test_vllm_engine.py::"
+    "test_a_device_buffer_piece_reaches_each_worker_by_its_own_devices_handle",
     ("synchronizer.sync_style", "fixed"): BOTH,
     ("synchronizer.sync_style", "trainer_driven"): EVERY,
     ("synchronizer.sync_style", "explorer_driven"): EVERY,

@@ -49,4 +49,5 @@ def test_the_cluster_decides_gpu_per_node_only_where_nobody_wrote_it(tmp_path):
     layered = on_cluster(unset, run_target(unset), [8, 4, 4])
     assert (layered.cluster.gpu_per_node, layered.cluster.source) == (4, "Ray cluster (4 GPU per node)")
     written = Request(path, ("hardware=a100", "cluster.gpu_per_node=2"))
-    assert on_cluster(written, run_target(written), [8]) is written
+    told = on_cluster(written, run_target(written), [8]).cluster  # only what the nodes offer
+    assert (told.gpu_per_node, told.node_devices, told.source) == (None, 8, "Ray cluster (8 GPU per node)")

@@ -44,7 +44,15 @@ def test_the_platform_and_device_verl_gets_differ_only_where_the_hardware_does(r
     assert (a100["trainer"]["device"], a100["verl_env"]["VERL_PLATFORM"]) == ("cuda", "nvidia")
     assert (npu["trainer"]["device"], npu["verl_env"]["VERL_PLATFORM"]) == ("npu", "huawei")
     # the attention kernel is the one hardware difference: the gpu extra installs no flash-attn, NPUs run it on
-    # torch_npu
+    # torch_npu; packing follows it (sdpa has no variable-length kernel: a packed row gets a dense block mask)
     kernels = [cfg["actor_rollout_ref"]["model"].pop("override_config") for cfg in (a100, npu)]
     assert kernels == [{"attn_implementation": "sdpa"}, {"attn_implementation": "flash_attention_2"}]
+    packed = [
+        (
+            cfg["actor_rollout_ref"]["model"].pop("use_remove_padding"),
+            cfg["actor_rollout_ref"]["actor"].pop("use_remove_padding"),
+        )
+        for cfg in (a100, npu)
+    ]
+    assert packed == [(False, False), (True, True)]
     assert a100["actor_rollout_ref"] == npu["actor_rollout_ref"]  # the reference config turns torch.compile off on both

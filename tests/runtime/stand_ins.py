@@ -133,13 +133,24 @@ class Trainer:
         pass
 
     def weight_specs(self) -> list:
-        return []
+        from trinity.runtime.rollout.base import WeightSpec
+
+        # three pieces whatever synchronizer.sync_bucket_mib: a piece holds one dtype
+        return [WeightSpec(f"w{i}", (2,), dtype) for i, dtype in enumerate(("float32", "bfloat16", "float32"))]
 
     def broadcast_weights(self) -> float:
         return 0.01
 
-    def engine_weights(self) -> dict | None:
+    def weight_piece(self, index: int, count: int):
         return {} if self.rank == 0 else None
+
+    def end_weight_pieces(self) -> None:
+        pass
+
+    def hand_back_device_memory(self) -> float:
+        if self.rank == 0:
+            self.world.log.append(("hand back", "asleep" if self.world.asleep else "awake"))
+        return 0.0
 
 
 class Engine:
@@ -162,6 +173,9 @@ class Engine:
 
     async def receive_weights(self, specs: list, version: int) -> int:
         return self._synced(version)
+
+    async def load_piece(self, piece, specs: list, index: int, count: int, version: int) -> int:
+        return self._synced(version) if index == count - 1 else version
 
     def _synced(self, version: int) -> int:
         assert not self.world.asleep, "synced into sleeping engines"

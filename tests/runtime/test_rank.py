@@ -46,21 +46,66 @@ def weights_as_sent(demo_dir: str, rollout_dtype: str, out) -> None:
     rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
     rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 1, None)
     dtypes = lambda weights: sorted({str(t.dtype) for t in weights.values()})  # noqa: E731
+    specs, engine = rank.weight_specs(), rank.engine_weights()
     out.put(
         {
-            "specs": sorted({s.dtype for s in rank.weight_specs()}),
-            "engine": dtypes(rank.engine_weights()),
+            "specs": sorted({s.dtype for s in specs}),
+            "engine": dtypes(engine),
             "full": dtypes(rank.full_weights()),
+            **memory_sync_pieces(rank, specs, engine),
         }
     )
+
+
+def memory_sync_pieces(rank, specs: list, engine: dict) -> dict:
+    """A memory sync's pieces as the synchronizer takes them from rank 0 (the object store's), 256 KiB at most each
+    (a larger tensor alone): split back by the plan, they are the engines' weights, in order."""
+    import torch
+
+    from trinity.runtime.sync import pieces
+
+    plan = pieces.plan(specs, 2**18)
+    flats = [rank.weight_piece(index, len(piece)) for index, piece in enumerate(plan)]
+    rank.end_weight_pieces()
+    received = [t for flat, piece in zip(flats, plan) for t in pieces.split(flat, [s.shape for s in piece])]
+    largest = max(t.numel() * t.element_size() for t in engine.values())
+    return {
+        "pieces": len(plan),
+        "pieces_are_the_weights": all(torch.equal(a, b) for a, b in zip(received, engine.values()))
+        and len(received) == len(engine),
+        "bounded": all(f.numel() * f.element_size() <= max(2**18, largest) and f.device.type == "cpu" for f in flats),
+    }
 
 
 @pytest.mark.train  # a real verl trainer rank, in a process of its own
 def test_weights_travel_to_the_engines_in_the_rollout_dtype_when_it_is_narrower(demo_assets):
     """A bf16 rollout gets bf16 weights from an fp32 trainer (half the bytes); checkpoints keep the trainer's fp32."""
     seen = {dtype: spawned(weights_as_sent, str(demo_assets), dtype) for dtype in ("bfloat16", "float32")}
-    assert seen["bfloat16"] == {"specs": ["bfloat16"], "engine": ["torch.bfloat16"], "full": ["torch.float32"]}
-    assert seen["float32"] == {"specs": ["float32"], "engine": ["torch.float32"], "full": ["torch.float32"]}
+    pieces = {"pieces_are_the_weights": True, "bounded": True}
+    assert seen["bfloat16"] == {"specs": ["bfloat16"], "engine": ["torch.bfloat16"], "full": ["torch.float32"]} | {
+        "pieces": seen["bfloat16"]["pieces"],
+        **pieces,
+    }
+    assert seen["float32"] == {"specs": ["float32"], "engine": ["torch.float32"], "full": ["torch.float32"]} | {
+        "pieces": seen["float32"]["pieces"],
+        **pieces,
+    }
+    assert seen["float32"]["pieces"] > seen["bfloat16"]["pieces"] > 1  # fp32 is twice the bytes: more pieces
+
+
+def test_the_trainers_group_waits_as_long_as_a_sync_may_take_and_never_below_torchs_default():
+    """A rank waits in its next gather while rank 0 sends a sync: torch's 30-minute default would cut off a sync
+    that synchronizer.sync_timeout allows."""
+    from tests.conftest import REFERENCE
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.trainer.rank import group_timeout
+
+    def timeout(seconds: int) -> float:
+        config = resolve(Request(REFERENCE, ("hardware=a100", f"synchronizer.sync_timeout={seconds}"))).config
+        return group_timeout(config).total_seconds()
+
+    assert (timeout(7200), timeout(60)) == (7200, 1800)
 
 
 def lora_update(demo_dir: str, out) -> None:

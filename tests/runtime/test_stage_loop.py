@@ -4,6 +4,7 @@ What Ray adds (actors, placement, a role that dies) is tested in tests/launch an
 """
 
 import json
+import time
 
 import pytest
 
@@ -112,6 +113,10 @@ def test_colocate_engines_sleep_through_every_train_step(tmp_path):
         ("trainer", 3, 1),
         ("rollout", 3, 0),
     ]
+    # before every wake, while the engines still sleep, the trainer hands its cached device memory back; what it still
+    # reserves is recorded with the handoff
+    assert [e for e in world.log if e[0] == "hand back"] == [("hand back", "asleep")] * 3
+    assert [r.get("trainer_reserved_mib") for r in records if r["role"] == "devices"] == [None, 0.0] * 3
 
 
 def test_colocate_that_one_turn_cannot_fill_stops_with_the_reason(tmp_path):
@@ -150,4 +155,31 @@ def test_a_sync_that_outlasts_sync_timeout_ends_the_stage_with_what_it_waited_fo
     calls = SlowBroadcast()
     with pytest.raises(RoleFailed, match=r"^broadcasting weights v1 took longer than synchronizer.sync_timeout=7 s$"):
         stage_run(tmp_path, "synchronizer.sync_timeout=7", calls=calls)
-    assert calls.timeout_s == 7
+    assert 6.5 < calls.timeout_s <= 7
+
+
+class TimedWaits(InlineCalls):
+    """Keeps the timeout of every wait on a sync's calls; each such wait takes 50 ms."""
+
+    SYNC_CALLS = ("weight_piece", "load_piece", "end_weight_pieces")
+
+    def __init__(self):
+        super().__init__()
+        self.timeouts: list[float] = []
+
+    def wait(self, refs: list, timeout_s: float | None = None) -> list:
+        if any(r.method.__name__ in self.SYNC_CALLS for r in refs):
+            self.timeouts.append(timeout_s)
+            time.sleep(0.05)
+        return super().wait(refs, timeout_s)
+
+
+def test_a_memory_syncs_pieces_share_one_sync_timeout(tmp_path):
+    """colocate syncs by memory, a piece at a time (3 here: gather, load, each; then release): every call of one sync
+    waits only for what is left of synchronizer.sync_timeout, so a slow sync cannot take pieces x sync_timeout."""
+    calls = TimedWaits()
+    stage_run(tmp_path, "mode=colocate", "trainer.total_steps=1", "synchronizer.sync_timeout=60", calls=calls)
+    first_sync = calls.timeouts[:7]  # 3 x (gather, load) and the release
+    assert len(first_sync) == 7 and first_sync[0] <= 60
+    assert all(later < earlier for earlier, later in zip(first_sync, first_sync[1:]))
+    assert first_sync[0] - first_sync[-1] >= 0.3  # the 50 ms of each wait before it came off the sync's time

@@ -7,6 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tests.lora_adapters import adapter_tensors, logprobs, peft_model  # noqa: E402
+from tests.runtime.syncs import memory_sync  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout.base import Sampling  # noqa: E402
@@ -89,8 +90,10 @@ def test_greedy_is_deterministic(engine):
 
 
 def test_new_weights_change_answers_and_version(engine):
+    """A memory sync's pieces (here of 64 KiB at most, so several) replace every weight."""
     zeros = {name: torch.zeros_like(t) for name, t in engine.model.state_dict().items()}
-    assert asyncio.run(engine.load_weights(zeros, 9)) == 9
+    done = memory_sync(engine, zeros, 9, limit=2**16)
+    assert len(done) > 1 and done == [9] * len(done)
     version, samples = asyncio.run(engine.generate(prompt(engine, "7+8="), 1, Sampling(temperature=0, max_tokens=2)))
     assert version == 9 and engine.weight_version() == 9
     # zero weights: uniform
@@ -188,7 +191,7 @@ def test_an_adapter_sync_moves_only_the_adapter_and_the_engine_generates_base_pl
     assert sorted(engine._params()) == sorted(adapter)  # what the trainer sends, and nothing else
     with reference.disable_adapter():
         assert_generates_like(engine, reference)  # before the first sync: the base model
-    assert asyncio.run(engine.load_weights(adapter, 4)) == 4
+    assert memory_sync(engine, adapter, 4) == [4]
     assert_generates_like(engine, reference)
 
 
@@ -217,7 +220,7 @@ def test_the_adapter_runs_in_the_lora_dtype_it_is_given(demo_assets, monkeypatch
     engine = lora_engine(demo_assets, monkeypatch, demo_assets / "model", f"model.lora_configs.0.lora_dtype={dtype}")
     reference = peft_model(str(demo_assets / "model"), rank=8, alpha=16, seed=5)
     assert {t.dtype for t in engine._params().values()} == {getattr(torch, dtype)}
-    asyncio.run(engine.load_weights(adapter_tensors(reference), 1))
+    memory_sync(engine, adapter_tensors(reference), 1)
     ids = prompt(engine, "12+30=")
     _, [sample] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=1.0, max_tokens=4)))
     expected = logprobs(reference, ids, sample.response_ids)

@@ -67,6 +67,7 @@ def profile_layouts():
     sleep mode)."""
     release = {
         "a100": "0.31.0",
+        "a100_40g": "0.31.0",
         "h100": "0.31.0",
         "h200": "0.31.0",
         "cpu": "0.31.0",
@@ -142,6 +143,18 @@ def test_colocated_tp_engine_is_one_vllm_node_per_device():
         (1, 0, 2, 1),
         (1, 1, 2, 1),
     ]
+
+
+@pytest.mark.parametrize("tp", [True, False])
+def test_a_colocated_tp_engine_runs_without_vllms_custom_all_reduce(tp):
+    """Each part sees only the device it shares with a trainer rank: vLLM's custom all-reduce would map its peer's rank
+    into the one visible device and fail at start; NCCL's all-reduce stands in. A one-device engine keeps vLLM's
+    default (it all-reduces nothing), and so does an engine on devices of its own."""
+    layout = LAYOUTS["colocate TP 2"] if tp else ("mode=colocate",)
+    colocated = [kwargs for _, _, kwargs in actor_kwargs(resolved("a100", *layout))]
+    assert all(kwargs.get("disable_custom_all_reduce") is (True if tp else None) for kwargs in colocated)
+    beside = [kwargs for _, _, kwargs in actor_kwargs(resolved("a100", *LAYOUTS["two TP-2 engines"]))]
+    assert all("disable_custom_all_reduce" not in kwargs for kwargs in beside)
 
 
 def sync_ranks(config) -> list[int]:

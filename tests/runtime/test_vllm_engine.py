@@ -14,6 +14,7 @@ torch = pytest.importorskip("torch")
 
 from tests.conftest import REFERENCE  # noqa: E402
 from tests.fakes_vllm import FakeAsyncLLM, fake_vllm_api  # noqa: E402
+from tests.runtime.syncs import memory_sync, specs_of  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout import engine_class, vllm_args, vllm_engine, vllm_fields  # noqa: E402
@@ -30,9 +31,11 @@ def engine(cfg, slot=0, name="rollout.engine0"):
 
 
 @pytest.fixture(autouse=True)
-def fake_vllm(monkeypatch):
+def fake_vllm(monkeypatch, tmp_path):
     FakeAsyncLLM.instances.clear()
     monkeypatch.setattr(vllm_engine, "vllm_api", fake_vllm_api)
+    # no Ray here: each engine's folder of memory-sync pieces on "this node"
+    monkeypatch.setattr(VllmEngine, "_piece_folder", lambda self: tmp_path / "pieces" / self.name.split(".part")[0])
 
 
 def started(cfg, slot=0, version=3):
@@ -76,14 +79,17 @@ def test_generate_returns_samples_with_the_sampled_tokens_logprobs():
     assert params.output_kind == "final_only"
 
 
-def test_a_weight_update_waits_for_requests_in_flight_and_holds_new_ones():
+def test_a_weight_update_waits_for_requests_in_flight_and_holds_new_ones(tmp_path):
+    from safetensors.torch import save_file
+
     e = started(config())
+    save_file({"head.weight": torch.zeros(4, 3)}, str(tmp_path / "w.safetensors"))
 
     async def scenario():
         e.llm.gate = asyncio.Event()
         first = asyncio.create_task(e.generate([1], 1, Sampling()))
         await asyncio.sleep(0.05)
-        update = asyncio.create_task(e.load_weights({"head.weight": torch.zeros(4, 3)}, 9))
+        update = asyncio.create_task(e.load_weights(str(tmp_path / "w.safetensors"), 9))
         await asyncio.sleep(0.05)
         second = asyncio.create_task(e.generate([2], 1, Sampling()))
         await asyncio.sleep(0.05)
@@ -99,6 +105,26 @@ def test_a_weight_update_waits_for_requests_in_flight_and_holds_new_ones():
     assert all(torch.equal(w.get_model().head.weight, torch.zeros(4, 3)) for w in e.llm.workers)
 
 
+def test_a_memory_sync_holds_the_engines_turn_from_its_first_piece_to_its_last():
+    """No request generates from half of a sync's pieces: one that arrives between two pieces waits for the last."""
+    from trinity.runtime.sync import pieces
+
+    e = started(config())
+    weights = {"embed.weight": torch.full((4, 3), 2.0), "head.weight": torch.full((4, 3), 3.0)}
+    specs = specs_of(weights)
+
+    async def scenario():
+        await e.load_piece(pieces.flatten([weights["embed.weight"]]), specs[:1], 0, 2, 7)
+        request = asyncio.create_task(e.generate([2], 1, Sampling()))
+        await asyncio.sleep(0.1)
+        assert not request.done() and not [c for c in e.llm.calls if c[0] == "generate"]
+        await e.load_piece(pieces.flatten([weights["head.weight"]]), specs[1:], 1, 2, 7)
+        return await request
+
+    version, _ = asyncio.run(scenario())
+    assert version == 7 and e.weight_version() == 7
+
+
 def test_a_checkpoint_file_is_loaded_by_every_worker(tmp_path):
     from safetensors.torch import save_file
 
@@ -108,15 +134,61 @@ def test_a_checkpoint_file_is_loaded_by_every_worker(tmp_path):
     assert [w.get_model().loaded for w in e.llm.workers] == [["embed.weight"]] * 2
 
 
-def test_memory_sync_weights_cross_collective_rpc_as_safetensors_bytes_into_every_worker():
+def test_a_memory_sync_goes_a_piece_at_a_time_through_one_file_per_node_into_one_reload_of_every_worker(tmp_path):
+    """The weights never cross collective_rpc (vLLM's msgspec refuses bytes of 4 GiB or more; below that every worker
+    would copy them): each piece is written once on the node, the TP workers map that file, and vLLM's reload of
+    each worker takes all pieces (its layer-by-layer processing needs a layer's weights in one reload)."""
+    import msgspec
+
     e = started(config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2"))
+    reloads = []
+    for w in e.llm.workers:
+        runner = w.model_runner
+        runner.reload_weights = lambda weights_iterator, r=runner: (
+            reloads.append(r) or r.model.load_weights(weights_iterator)
+        )
     weights = {"embed.weight": torch.full((4, 3), 2.0), "head.weight": torch.full((4, 3), 3.0)}
-    assert asyncio.run(e.load_weights(weights, 4)) == 4
-    (_, method, (payload,)) = e.llm.calls[0]
-    assert method == "trinity_load" and isinstance(payload, bytes)
-    assert [(w.get_model().head.weight.tolist(), sorted(w.get_model().loaded)) for w in e.llm.workers] == [
-        (weights["head.weight"].tolist(), sorted(weights))
+    assert memory_sync(e, weights, 4, limit=48) == [4, 4] and e.weight_version() == 4  # 48 bytes: one tensor each
+    assert len(reloads) == 2  # one reload per worker for the whole sync
+    assert [(w.get_model().head.weight.tolist(), w.get_model().loaded) for w in e.llm.workers] == [
+        (weights["head.weight"].tolist(), list(weights))
     ] * 2
+    rpcs = [c for c in e.llm.calls if c[0] == "collective_rpc"]
+    assert [method for _, method, _ in rpcs] == ["trinity_begin", "trinity_piece", "trinity_piece", "trinity_end"]
+    assert max(len(msgspec.msgpack.encode(list(args))) for *_, args in rpcs) < 400  # a path and specs, never weights
+    assert not list((tmp_path / "pieces" / "rollout.engine0").iterdir())  # every piece's file removed once taken
+
+
+def test_a_memory_sync_whose_reload_fails_raises_the_workers_error_and_frees_the_engine():
+    e = started(config())
+    weights = {"no.such.weight": torch.ones(4, 3), "head.weight": torch.ones(4, 3)}
+    with pytest.raises(KeyError, match="no.such.weight"):
+        memory_sync(e, weights, 5)
+    assert e.weight_version() == 3 and not e._updating  # the engine's turn is given back: requests go on
+    assert ("collective_rpc", "trinity_abort", ()) in e.llm.calls
+
+
+def test_a_device_buffer_piece_reaches_each_worker_by_its_own_devices_handle(monkeypatch):
+    """device_ipc: every trainer rank exports its piece's buffer on its device; each TP worker maps the one exported
+    on its own device (keyed by host and physical device). The mapping is CUDA's or torch_npu's: a fake here."""
+    from tests.fakes_vllm import FakeDeviceIpc
+    from trinity.runtime.sync import device_ipc
+
+    fake = FakeDeviceIpc()
+    monkeypatch.setattr(device_ipc, "open_handle", fake.open_handle)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    cfg = config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2")
+    e = engine(cfg)
+    e.visible_devices_env = "CUDA_VISIBLE_DEVICES"
+    asyncio.run(e.setup("/models/m", 3))
+    for index, w in enumerate(e.llm.workers):
+        w.device = torch.device("cpu", index)  # the fake workers' devices 0 and 1: physical 4 and 5
+    on_device = {4: torch.full((4, 3), 4.0), 5: torch.full((4, 3), 5.0)}  # what each rank's buffer holds
+    handles = {device_ipc.device_key("CUDA_VISIBLE_DEVICES", i): fake.export(on_device[4 + i]) for i in (0, 1)}
+    spec = specs_of({"head.weight": on_device[4]})
+    assert asyncio.run(e.load_piece(handles, spec, 0, 1, 6)) == 6
+    assert [w.get_model().head.weight[0, 0].item() for w in e.llm.workers] == [4.0, 5.0]
+    assert sorted(fake.opened) == [(0, 0), (1, 1)]  # each buffer mapped on the worker's own device index
 
 
 def test_weight_specs_cross_collective_rpc_as_plain_lists():
@@ -125,7 +197,8 @@ def test_weight_specs_cross_collective_rpc_as_plain_lists():
     e = started(config())
     e.llm.workers = []  # nothing to receive into: what matters is what vLLM's engine process is given
     asyncio.run(e.receive_weights([WeightSpec("embed.weight", (4, 3), "bfloat16")], 2))
-    assert e.llm.calls[0] == ("collective_rpc", "trinity_receive", ([["embed.weight", [4, 3], "bfloat16"]],))
+    limit = 256 * 2**20  # synchronizer.sync_bucket_mib's default
+    assert e.llm.calls[0] == ("collective_rpc", "trinity_receive", ([["embed.weight", [4, 3], "bfloat16"]], limit))
 
 
 def test_close_shuts_vllm_down():
@@ -241,7 +314,7 @@ def test_every_adapter_load_takes_a_new_id_and_folder_which_requests_then_name(t
     e = started(config("a100", "+model.lora_configs=[{lora_rank: 8}]", *tp))
     adapter = {"m.q_proj.lora_A.weight": torch.ones(8, 3), "m.q_proj.lora_B.weight": torch.zeros(3, 8)}
     for version in (4, 4):  # the same version twice
-        assert asyncio.run(e.load_weights(adapter, version)) == version
+        assert memory_sync(e, adapter, version) == [version]
         asyncio.run(e.generate([1, 2], 1, Sampling(max_tokens=2)))
     first, second = (e.llm.workers[0].model_runner.loras[i] for i in (0, 1))
     assert (first.lora_int_id, second.lora_int_id) == (1, 2) and first.lora_path != second.lora_path

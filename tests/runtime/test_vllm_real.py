@@ -203,9 +203,24 @@ def test_the_openai_endpoint_answers_with_vllms_ids_and_logprobs_and_records_the
         client.completions.create(model="other", prompt="1")
 
 
-def test_memory_sync_weights_cross_collective_rpc_and_load(engine, reference, tokenizer):
+def memory_sync(engine, weights: dict, version: int, limit: int) -> int:
+    """A memory sync as the synchronizer drives it: each piece of up to `limit` bytes put into Ray's object store (as
+    trainer rank 0 returns it), its reference handed to the engine, one piece in flight at a time; returns the count."""
+    from trinity.runtime.sync import pieces
+
+    plan = pieces.plan(specs(weights), limit)
+    for index, piece in enumerate(plan):
+        ref = ray.put(pieces.flatten([weights[s.name] for s in piece]))
+        assert ray.get(engine.load_piece.remote(ref, piece, index, len(plan), version), timeout=60) == version
+    return len(plan)
+
+
+def test_memory_sync_loads_every_piece_into_one_reload_of_the_engine(engine, reference, tokenizer):
+    """In pieces of 64 KiB (several per layer's weights here, and the tied embedding larger than one, alone): vLLM's
+    layer-by-layer reload must see them all in one reload, or a layer split across pieces would be processed half
+    loaded."""
     weights = perturb(reference, 1)
-    assert ray.get(engine.load_weights.remote(weights, 1), timeout=60) == 1
+    assert memory_sync(engine, weights, 1, 2**16) > 3
     assert_engine_matches(engine, reference, tokenizer, 1)
 
 
@@ -254,7 +269,8 @@ class Trainer:
     def send(self, weights: dict) -> threading.Thread:
         """Send every tensor from a thread (in the group's buckets), as trainer rank 0 does beside the engine's
         receive."""
-        sender = threading.Thread(target=lambda: self.group_module.send(self.group, list(weights.values())))
+        limit = 256 * 2**20  # synchronizer.sync_bucket_mib's default, as the engine receives them
+        sender = threading.Thread(target=lambda: self.group_module.send(self.group, list(weights.values()), limit))
         sender.start()
         return sender
 

@@ -2,11 +2,13 @@
 two engines of TP 2 beside trainer rank 0, each worker a rank of its own, every worker given every tensor."""
 
 import multiprocessing
+from types import SimpleNamespace
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
+LIMIT = 256 * 2**20
 SENT = {"embed.weight": [[float(i + 3 * j) for i in range(3)] for j in range(4)], "head.weight": [[2.0] * 3] * 4}
 
 
@@ -17,19 +19,18 @@ def worker(first_rank, tp_rank, port, world, out):
 
     w = Worker(tp_rank, 2)
     rank = w.trinity_join("gloo", "127.0.0.1", port, first_rank, world, 60)
-    count = w.trinity_receive([WeightSpec(name, (4, 3), "float32").plain() for name in SENT])
+    count = w.trinity_receive([WeightSpec(name, (4, 3), "float32").plain() for name in SENT], LIMIT)
     out.put((rank, count, {name: p.tolist() for name, p in w.get_model().named_parameters()}, w.get_model().loaded))
 
 
-def trainer(port, world, out, timeout_s=60, bucket_bytes=None):
+def trainer(port, world, out, timeout_s=60, limit=LIMIT):
     import torch
 
     from trinity.runtime.sync import group
 
-    group.BUCKET_BYTES = bucket_bytes or group.BUCKET_BYTES
     pg = group.join("gloo", "127.0.0.1", port, 0, world, timeout_s)
     try:
-        group.send(pg, [torch.tensor(values) for values in SENT.values()])
+        group.send(pg, [torch.tensor(values) for values in SENT.values()], limit)
     except RuntimeError as exc:  # a receiver that stopped receiving: the send times out
         out.put(("trainer", "failed", str(exc)[-200:], None))
         return
@@ -94,9 +95,7 @@ def test_a_receive_whose_load_fails_still_takes_every_broadcast_then_raises(tmp_
 def failing_worker(port, out):
     from tests.fakes_vllm import Worker
     from trinity.runtime.rollout.base import WeightSpec
-    from trinity.runtime.sync import group
 
-    group.BUCKET_BYTES = 1  # one tensor a bucket, as the trainer cuts them here
     w = Worker(0, 1)
     w.trinity_join("gloo", "127.0.0.1", port, 1, 2, 10)
     try:
@@ -104,26 +103,40 @@ def failing_worker(port, out):
             [
                 WeightSpec("no.such.weight", (4, 3), "float32").plain(),
                 WeightSpec("head.weight", (4, 3), "float32").plain(),
-            ]
+            ],
+            1,  # one tensor a piece, as the trainer cuts them here
         )
     except KeyError as exc:
         out.put(("worker", type(exc).__name__, str(exc)))
 
 
-def test_a_worker_without_its_own_reload_loads_through_its_model_runner(tmp_path):
-    """vllm-ascend's NPUWorker is no vLLM Worker; its model runner (a GPUModelRunner) has reload_weights."""
-    from safetensors.torch import save
+@pytest.mark.vllm
+def test_a_worker_without_its_own_reload_loads_through_its_model_runner_in_vllms_config_on_its_device(tmp_path):
+    """vllm-ascend's NPUWorker is no vLLM Worker: its model runner (a GPUModelRunner) has reload_weights, which is
+    called in the worker's vLLM config and with its device as torch's default (vllm-ascend's own update path sets the
+    device; vLLM 0.31's Worker sets the config): a layer materialised on reload lands on the worker's device."""
+    pytest.importorskip("vllm")
+    from safetensors.torch import save_file
+    from vllm.config import get_current_vllm_config
 
     from tests.fakes_vllm import FakeModelRunner
     from trinity.runtime.rollout.vllm_worker import WeightSyncWorker
 
+    seen = []
+
+    class NpuLikeRunner(FakeModelRunner):
+        def reload_weights(self, weights_iterator=None) -> None:
+            seen.append((get_current_vllm_config(), torch.get_default_device()))
+            super().reload_weights(weights_iterator)
+
     class NpuLikeWorker(WeightSyncWorker):
         def __init__(self):
-            self.model_runner = FakeModelRunner()
+            self.model_runner, self.device = NpuLikeRunner(), torch.device("cpu")
+            self.vllm_config = SimpleNamespace(name="the worker's VllmConfig")  # outside it, vLLM has none set
 
     worker = NpuLikeWorker()
-    assert worker.trinity_load(save({"head.weight": torch.full((4, 3), 5.0)})) == 1
-    assert (
-        worker.model_runner.get_model().loaded == ["head.weight"]
-        and worker.model_runner.get_model().head.weight.eq(5).all()
-    )
+    save_file({"head.weight": torch.full((4, 3), 5.0)}, str(tmp_path / "w.safetensors"))
+    assert worker.trinity_load(str(tmp_path / "w.safetensors")) == 1
+    assert worker.model_runner.get_model().loaded == ["head.weight"]
+    assert worker.model_runner.get_model().head.weight.eq(5).all()
+    assert seen == [(worker.vllm_config, torch.device("cpu"))]

@@ -12,8 +12,8 @@ from typing import Any, Optional
 
 from .. import paths
 from ..errors import ConfigError, Issue
-from ..platforms.detect import Probes
-from .auto import AUTO, auto_profile
+from ..platforms.detect import Probes, detect
+from .auto import AUTO, choose_profile
 from .defaults import schema_defaults
 from .merge import deep_merge, get_path, leaves
 from .profiles import LoadedProfile, load_profile
@@ -37,9 +37,11 @@ class Request:
 
 @dataclass(frozen=True)
 class ClusterLayer:
-    """Values read from a live Ray cluster: above the profile, below the user's file."""
+    """Values read from a live Ray cluster: above the profile, below the user's file. `gpu_per_node` is None where a
+    person set it (the cluster then only says what its nodes offer)."""
 
-    gpu_per_node: int
+    gpu_per_node: int | None
+    node_devices: int
     source: str
 
 
@@ -60,7 +62,9 @@ def compose(request: Request) -> Composed:
     user = load_yaml(request.config or paths.default_run_config(), what="run config")
     _reject_hardware_keys(user)
     dirs = paths.profile_dirs(request.profile_dirs)
-    name, selection = _choose(parsed.hardware or DEFAULT_HARDWARE, parsed.hardware_source, dirs, request.probes)
+    name, selection, detected = _choose(
+        parsed.hardware or DEFAULT_HARDWARE, parsed.hardware_source, dirs, request.probes
+    )
     profile = load_profile(name, dirs, parsed.hardware_source)
     provenance = Provenance()
     tree: dict[str, Any] = {}
@@ -70,6 +74,7 @@ def compose(request: Request) -> Composed:
         ("conf", base.data, base.where),
         ("profile", profile.profile.recommended, lambda p: profile.where(("recommended", *p))),
         ("profile", {"env": profile.profile.env.model_dump()}, profile.where),
+        *_detected_layer(detected, selection),
         *_cluster_layer(request.cluster),
         ("file", user.data, user.where),
     ):
@@ -80,17 +85,30 @@ def compose(request: Request) -> Composed:
     return Composed(tree, provenance, profile, user, selection)
 
 
+def _detected_layer(devices: int, selection: str) -> tuple:
+    """hardware=auto found this machine's accelerators: a node offers that many (the live cluster's layer, above it,
+    says so for the cluster's nodes)."""
+    if not devices:
+        return ()
+    return (("cluster", {"cluster": {"node_devices": devices}}, lambda p: selection),)
+
+
 def _cluster_layer(cluster: ClusterLayer | None) -> tuple:
     if cluster is None:
         return ()
-    return (("cluster", {"cluster": {"gpu_per_node": cluster.gpu_per_node}}, lambda p: cluster.source),)
+    values = {"node_devices": cluster.node_devices}
+    if cluster.gpu_per_node is not None:
+        values["gpu_per_node"] = cluster.gpu_per_node
+    return (("cluster", {"cluster": values}, lambda p: cluster.source),)
 
 
-def _choose(name: str, source: str, dirs: tuple[Path, ...], probes: Probes) -> tuple[str, str]:
-    """(profile name, how it was chosen): named on the command line, or detected."""
+def _choose(name: str, source: str, dirs: tuple[Path, ...], probes: Probes) -> tuple[str, str, int]:
+    """(profile name, how it was chosen, accelerators detected here): named on the command line (nothing is detected),
+    or detected."""
     if name == AUTO:
-        return auto_profile(dirs, probes, source)
-    return name, f"hardware={name} on the command line"
+        found = detect(probes)
+        return (*choose_profile(found, dirs, source), found.count)
+    return name, f"hardware={name} on the command line", 0
 
 
 @cache

@@ -57,7 +57,7 @@ def resolve(request: Request | Composed, strict: bool = False) -> ResolvedConfig
     """Resolve a run config (a request or a composed tree) for its hardware; all problems in one ConfigError."""
     composed = compose(request) if isinstance(request, Request) else request
     config, issues = _resolve_tree(composed.tree, composed)
-    stages, stage_provenance, stage_issues = _resolve_stages(composed)
+    stages, stage_provenance, stage_issues = _resolve_stages(composed, {_said(i) for i in issues})
     issues += stage_issues
     if strict:
         issues = [as_strict(i) for i in issues]
@@ -95,8 +95,15 @@ def _resolve_tree(
     return validate(RunConfig, data, where, known=refusal), issues
 
 
-def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:
-    """Each stage deep-merged into the root config and resolved on its own."""
+def _said(issue: Issue) -> tuple:
+    return issue.severity, issue.key, issue.source, issue.message
+
+
+def _resolve_stages(
+    composed: Composed, said: set[tuple]
+) -> tuple[list[tuple[str, RunConfig]], list[Provenance], list[Issue]]:
+    """Each stage deep-merged into the root config and resolved on its own; a warning or note the run's own resolution
+    already `said` is not said again for each stage."""
     stages, provenances, issues, errors = [], [], [], []
     run = _run_stages(composed.tree)
     for i, stage in enumerate(composed.tree.get("stages") or []):
@@ -110,7 +117,7 @@ def _resolve_stages(composed: Composed) -> tuple[list[tuple[str, RunConfig]], li
             config, found = _resolve_tree(tree, composed, provenance, run, i)
             stages.append((stage.get("stage_name", str(i)), config))
             provenances.append(provenance)
-            issues += [in_stage(issue, label) for issue in found]
+            issues += [in_stage(issue, label) for issue in found if _said(issue) not in said]
         except ConfigError as exc:
             errors += [in_stage(issue, label) for issue in exc.issues]
     handoffs = _handoff_issues(stages, provenances) + lora.handoff_issues(stages, provenances)

@@ -62,10 +62,9 @@ def run_target(source: Request | Composed) -> RunTarget:
 
 
 def on_cluster(request: Request, target: RunTarget, counts: list[int]) -> Request:
-    """`request` with what the cluster says (`counts`: devices per node, largest first) as its cluster layer;
-    unchanged when a person set gpu_per_node."""
-    if target.gpu_per_node_written:
-        return request
+    """`request` with what the cluster says (`counts`: devices per node, largest first) as its cluster layer: the
+    devices each of the run's nodes offers, and gpu_per_node unless a person set it."""
     wanted = target.node_num
     per_node = counts[wanted - 1] if wanted and 0 < wanted <= len(counts) else counts[-1]
-    return replace(request, cluster=ClusterLayer(per_node, f"Ray cluster ({per_node} {target.resource_key} per node)"))
+    source = f"Ray cluster ({per_node} {target.resource_key} per node)"
+    return replace(request, cluster=ClusterLayer(None if target.gpu_per_node_written else per_node, per_node, source))

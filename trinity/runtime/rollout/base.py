@@ -70,8 +70,11 @@ class RolloutEngine(Role):
       `weight_version()` is the version it holds.
     - Weights arrive between batches, never during one, under their Hugging Face names (tied weights under both):
       `join_sync_group(...)` then `receive_weights(specs, version)` take a collective broadcast in `specs` order;
-      `load_weights(weights, version)` takes a safetensors path or (name, tensor) pairs (checkpoint and memory sync).
-      Both return `version`.
+      `load_weights(path, version)` takes a safetensors file (a checkpoint sync, published weights);
+      `load_piece(piece, specs, index, count, version)` takes piece `index` of `count` of a memory sync
+      (sync/pieces.py): a flat host tensor from the object store, or {device key: handle} of the trainer's device
+      buffers (sync/device_ipc.py), holding the weights of `specs`; a batch never sees a sync's pieces half-loaded.
+      All return `version`.
     - `sleep(level) -> bool` frees the device memory for a trainer sharing the devices (colocate) and returns whether
       the engine now sleeps (False: it cannot, and keeps its memory); `wake_up() -> bool` takes it back and returns
       whether it still sleeps. An engine never generates asleep: it wakes itself first or refuses.
@@ -92,8 +95,16 @@ class RolloutEngine(Role):
         self._weights_lock = asyncio.Lock()  # a batch never sees half-loaded weights
         self.set_up = asyncio.Event()  # setup is done: the endpoint's URL is known (the explorer asks as it sets up)
         self._group = None
+        self._loading_pieces = False  # a memory sync's pieces are arriving: the weights lock is held until the last
         self.api: Any = None  # the OpenAI endpoint (openai_api.OpenAIServer), once started
         self.api_url: str | None = None
+
+    def release(self) -> None:
+        """Leave this stage's weight-sync group: the next stage forms its own."""
+        from ..sync import group
+
+        group.leave(self._group)
+        self._group = None
 
     def restage(self, **kwargs: Any) -> bool:
         """As Role's, keeping the OpenAI endpoint: it goes on listening on its address for the next stage."""
@@ -210,16 +221,55 @@ class RolloutEngine(Role):
             self.version = version
         return version
 
-    async def load_weights(self, weights: Any, version: int) -> int:
-        """Load (name, tensor) pairs from the object store (memory sync) or a safetensors file (checkpoint sync)."""
+    async def load_weights(self, weights: str, version: int) -> int:
+        """Load a safetensors file (checkpoint sync, published weights)."""
+        from safetensors.torch import load_file
+
         async with self._weights_lock:
-            await asyncio.to_thread(self._load_named, named_weights(weights))
+            await asyncio.to_thread(lambda: self._load_named(load_file(weights).items()))
             self.version = version
         return version
 
+    async def load_piece(self, piece: Any, specs: list[WeightSpec], index: int, count: int, version: int) -> int:
+        """Piece `index` of `count` of a memory sync into the model; the weights lock is held from the first piece to
+        the last, so no batch generates from half of them."""
+        if index == 0:
+            await self._weights_lock.acquire()
+            self._loading_pieces = True
+        try:
+            tensors = await asyncio.to_thread(self._piece_tensors, piece, specs)
+            await asyncio.to_thread(self._load_named, zip((s.name for s in specs), tensors))
+        except BaseException:
+            self._end_pieces()
+            raise
+        if index == count - 1:
+            self.version = version
+            self._end_pieces()
+        return version
+
+    def _end_pieces(self) -> None:
+        if self._loading_pieces:
+            self._loading_pieces = False
+            self._weights_lock.release()
+
+    def _piece_tensors(self, piece: Any, specs: list) -> list:
+        """The tensors of `specs` in one piece: split from the object store's flat tensor, or from the trainer's
+        buffer on this device, mapped by its handle."""
+        from ..sync import device_ipc, pieces
+
+        if isinstance(piece, dict):
+            import torch
+
+            key = device_ipc.device_key(self.visible_devices_env, torch.accelerator.current_device_index())
+            piece = device_ipc.open_handle(piece, key, torch.accelerator.current_device_index())
+        return pieces.split(piece, [s.shape for s in specs])
+
     def _receive(self, specs: list[WeightSpec], group_module) -> None:
         params = self._params()
-        with group_module.receiving(self._group, [(s.shape, s.dtype) for s in specs], self._device()) as received:
+        limit = self.config.synchronizer.sync_bucket_mib * 2**20
+        with group_module.receiving(
+            self._group, [(s.shape, s.dtype) for s in specs], self._device(), limit
+        ) as received:
             for spec, tensor in zip(specs, received, strict=True):
                 params[spec.name].data.copy_(tensor)
 
@@ -264,12 +314,3 @@ class RolloutEngine(Role):
     def _engine_number(self) -> int:
         """Which engine this actor is (engine i's endpoint listens on base_port + i)."""
         return self.index
-
-
-def named_weights(weights: Any) -> Iterable[tuple[str, Any]]:
-    """(name, tensor) pairs of a safetensors file's path, a dict, or pairs already."""
-    if isinstance(weights, str):  # a safetensors file
-        from safetensors.torch import load_file
-
-        return load_file(weights).items()
-    return weights.items() if isinstance(weights, dict) else weights

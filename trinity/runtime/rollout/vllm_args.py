@@ -114,6 +114,10 @@ def own_kwargs(
         kwargs["max_model_len"] = rollout.max_model_len
     if rollout.kv_cache_mib:  # an explicit size; vLLM then ignores gpu_memory_utilization for the KV cache
         kwargs["kv_cache_memory_bytes"] = rollout.kv_cache_mib * MIB
+    if _shares_devices(config) and topo.per_engine > 1:
+        # each part sees the one device it shares with a trainer rank; vLLM's custom all-reduce (CUDA) maps a peer's
+        # rank into the visible devices (index 1 of a one-device list) and fails at start: NCCL's all-reduce instead
+        kwargs["disable_custom_all_reduce"] = True
     if topo.parts > 1:  # the LAYOUT_ARGS
         if head is None:
             raise ValueError("an engine spanning several actors needs its head's address")

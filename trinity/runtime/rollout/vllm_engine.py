@@ -11,17 +11,17 @@ the resolved config only.
 
 import asyncio
 import os
+import shutil
 import tempfile
 import time
 import uuid
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from ...config.schema import RunConfig
 from .. import lora
-from ..weights import safetensors_bytes
 from .base import RolloutEngine, Sample, Sampling, WeightSpec
 from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
 
@@ -43,6 +43,8 @@ class VllmEngine(RolloutEngine):
         self.adapter: Any = None  # the LoRARequest of the weight version's adapter (LoRA runs, after the first sync)
         self.base = ""
         self._adapters = 0  # ids handed out: vLLM caches an adapter by id, so every load takes a new one
+        self._sync: AsyncExitStack | None = None  # a memory sync under way (head): its exclusive turn
+        self._slot: dict | None = None  # the adapter slot the memory sync under way fills
 
     # --- starting -----------------------------------------------------------------------------------
 
@@ -115,7 +117,8 @@ class VllmEngine(RolloutEngine):
             self.close()
             return await self.setup(model_path, version)
         started = time.perf_counter()
-        await self._update("trinity_load", files, version)
+        await self._rpc("trinity_leave")  # the last stage's weight-sync group: this stage forms its own
+        await self._update("trinity_load", (files,), version)
         self.base = model_path
         self.log.info(
             "vLLM %s kept; %d weight file(s) of %s loaded in %.1f s",
@@ -202,31 +205,84 @@ class VllmEngine(RolloutEngine):
         self.log.info("weight-sync ranks of %s: %s of %d", self.name, ranks, world_size)
 
     async def receive_weights(self, specs: list[WeightSpec], version: int) -> int:
-        """Every worker receives the trainer's broadcast, tensor by tensor, into its shard of the model."""
-        return await self._update("trinity_receive", [spec.plain() for spec in specs], version)
+        """Every worker receives the trainer's broadcast, piece by piece, into its shard of the model."""
+        limit = self.config.synchronizer.sync_bucket_mib * 2**20
+        return await self._update("trinity_receive", ([spec.plain() for spec in specs], limit), version)
 
-    async def load_weights(self, weights: Any, version: int) -> int:
-        """A safetensors file (checkpoint sync) or name -> tensor (memory sync), loaded by every worker."""
-        return await self._update(
-            "trinity_load", weights if isinstance(weights, str) else safetensors_bytes(weights), version
-        )
+    async def load_weights(self, weights: str, version: int) -> int:
+        """A safetensors file (checkpoint sync, published weights), loaded by every worker a tensor at a time."""
+        return await self._update("trinity_load", (weights,), version)
 
-    async def _update(self, method: str, payload: Any, version: int) -> int:
+    async def load_piece(self, piece: Any, specs: list[WeightSpec], index: int, count: int, version: int) -> int:
+        """Piece `index` of `count` of a memory sync: a host tensor is written once to this node's shared memory, where
+        the workers here map it; a device buffer's handles go to the workers as they are. The head drives one reload
+        across the pieces, holding the engine's turn from the first to the last."""
+        source = await asyncio.to_thread(_staged, piece, self._piece_folder(), version, index)
+        if self.llm is None:  # a headless part: the head's call reaches its workers, which read the file written here
+            return version
+        if index == 0:
+            await self._begin_pieces()
+        try:
+            plain = [spec.plain() for spec in specs]
+            await self._rpc("trinity_piece", source, plain, self.visible_devices_env)
+            if index == count - 1:
+                await self._rpc("trinity_end")
+                await self._applied(self._slot, version)
+        except BaseException:
+            await self._end_pieces(aborted=True)
+            raise
+        if index == count - 1:
+            await self._end_pieces()
+        return version
+
+    async def _begin_pieces(self) -> None:
+        await self._awake()
+        self._sync = AsyncExitStack()
+        await self._sync.enter_async_context(self._exclusive())
+        self._slot = self._adapter_slot() if lora.moves_adapter(self.config) else None
+        await self._rpc("trinity_begin", self._slot, self.config.synchronizer.sync_timeout)
+
+    async def _end_pieces(self, aborted: bool = False) -> None:
+        stack, self._sync, self._slot = self._sync, None, None
+        try:
+            if aborted:
+                await self._rpc("trinity_abort")
+        finally:
+            if stack is not None:
+                await stack.aclose()
+
+    def _piece_folder(self) -> Path:
+        """Where this engine's memory-sync pieces are written on this node: shared memory where it has room."""
+        import ray
+
+        engine = self.name.rsplit(".part", 1)[0]
+        room = self.config.synchronizer.sync_bucket_mib * 2**20 * 2
+        root = SHM if SHM.exists() and shutil.disk_usage(SHM).free >= room else Path(tempfile.gettempdir())
+        return root / "trinity-sync" / ray.get_runtime_context().get_job_id() / engine
+
+    async def _rpc(self, method: str, *args: Any) -> list:
+        return await self.llm.collective_rpc(method, timeout=self.config.synchronizer.sync_timeout, args=args)
+
+    async def _update(self, method: str, args: tuple, version: int) -> int:
         if self.llm is None:  # the head's workers include this part's
             self.version = version
             return version
         await self._awake()
         slot = self._adapter_slot() if lora.moves_adapter(self.config) else None
         async with self._exclusive():
-            timeout = self.config.synchronizer.sync_timeout
-            await self.llm.collective_rpc(method, timeout=timeout, args=(payload,) if slot is None else (payload, slot))
-            if slot is not None:  # the trainer's tensors were this version's adapter; the last one's is dropped
-                previous, self.adapter = self.adapter, self._request_for(slot["id"], slot["folder"])
-                if previous is not None:
-                    await self.llm.remove_lora(previous.lora_int_id)
-            await self.llm.reset_prefix_cache()  # cached prefixes were computed with the old weights
-            self.version = version
+            await self._rpc(method, *args, *(() if slot is None else (slot,)))
+            await self._applied(slot, version)
         return version
+
+    async def _applied(self, slot: dict | None, version: int) -> None:
+        """New weights are in every worker: requests name the adapter they filled (the last one's is dropped), cached
+        prefixes computed with the old weights go, and the engine holds `version`."""
+        if slot is not None:
+            previous, self.adapter = self.adapter, self._request_for(slot["id"], slot["folder"])
+            if previous is not None:
+                await self.llm.remove_lora(previous.lora_int_id)
+        await self.llm.reset_prefix_cache()
+        self.version = version
 
     def _adapter_slot(self) -> dict:
         """Where the workers put the next adapter, and the id they register it under (plain data, for collective_rpc).
@@ -287,9 +343,8 @@ class VllmEngine(RolloutEngine):
             if part is not None:
                 part.shutdown()
         self.llm = self.workers = None
+        shutil.rmtree(self._piece_folder(), ignore_errors=True)  # a memory sync's pieces left on this node
         if lora.moves_adapter(self.config):  # the head's workers wrote them on this part's node too
-            import shutil
-
             shutil.rmtree(self._adapter_root(), ignore_errors=True)
 
     # --- requests and updates never overlap -------------------------------------------------------------
@@ -319,6 +374,35 @@ class VllmEngine(RolloutEngine):
             async with self._turn:
                 self._updating = False
                 self._turn.notify_all()
+
+
+SHM = Path("/dev/shm")  # a memory sync's pieces go here on a node whose shared memory has room for two of them
+
+
+def _staged(piece: Any, folder: Path, version: int, index: int) -> str | dict:
+    """Where this node's workers find a memory-sync piece: the path of its file (written here once per node: an
+    engine's parts on one node share it), or the device buffers' handles as they came."""
+    if isinstance(piece, dict):
+        return piece
+    folder.mkdir(parents=True, exist_ok=True)
+    prefix = f"v{version}-"
+    if index == 0:  # what an earlier sync that failed part-way left
+        for old in folder.iterdir():
+            if not old.name.startswith(prefix):
+                old.unlink(missing_ok=True)
+    path = folder / f"{prefix}{index}"
+    if not path.exists():
+        draft = folder / f".{prefix}{index}.{os.getpid()}"
+        import torch
+
+        piece.contiguous().view(-1).view(torch.uint8).numpy().tofile(draft)
+        try:
+            os.link(draft, path)  # complete when it appears; another part on this node may have linked it first
+        except FileExistsError:
+            pass
+        finally:
+            draft.unlink(missing_ok=True)
+    return str(path)
 
 
 def vllm_api(env: dict[str, str]) -> SimpleNamespace:

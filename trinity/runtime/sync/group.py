@@ -4,26 +4,28 @@ A process may hold one default torch.distributed group (the trainer's FSDP group
 is made apart from it, on its own TCP store, with the backend the hardware profile derived
 (gloo, nccl or hccl: torch_npu registers hccl). Rank 0 is always trainer rank 0, the sender.
 
-The weights go in buckets: consecutive tensors of one dtype, flattened into one broadcast of up to
-BUCKET_BYTES. The sender and every receiver cut the same buckets from the same list of shapes and
-dtypes (the trainer's weight specs), so only tensors cross the wire. One collective call per
-tensor cost ~0.5 ms each over gloo on the demo's 26 tensors.
+The weights go in pieces (pieces.py): consecutive tensors of one dtype, flattened into one broadcast of up to
+synchronizer.sync_bucket_mib. The sender and every receiver cut the same pieces from the same list of shapes and
+dtypes (the trainer's weight specs), so only tensors cross the wire. One collective call per tensor cost ~0.5 ms
+each over gloo on the demo's 26 tensors.
+
+A group is left (`leave`) when its stage's roles are kept for the next stage, which forms its own: torch keeps
+every group it made registered, with its communicator, until it is destroyed.
 """
 
 import datetime
 import math
 import socket
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import TypeVar
 
 import torch
 import torch.distributed as dist
 from torch.distributed.distributed_c10d import GroupName, _new_process_group_helper
 
+from . import pieces
+
 SENDER = 0
-BUCKET_BYTES = 256 * 2**20  # one broadcast's most: bounded memory for the copies on either side, few calls
-T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -41,7 +43,15 @@ def join(backend: str, host: str, port: int, rank: int, world_size: int, timeout
     group, _ = _new_process_group_helper(
         world_size, rank, [], backend, dist.PrefixStore(name, store), group_name=GroupName(name), timeout=timeout
     )
+    # its members' ranks, as torch's new_group records them: destroy_process_group reads them when it is left
+    dist.distributed_c10d._world.pg_group_ranks[group] = {member: member for member in range(world_size)}
     return group
+
+
+def leave(group: dist.ProcessGroup | None) -> None:
+    """Destroy `group` (None: nothing to leave), so torch drops it and its communicator."""
+    if group is not None:
+        dist.destroy_process_group(group)
 
 
 def broadcast(group: dist.ProcessGroup, tensor: torch.Tensor) -> None:
@@ -51,48 +61,34 @@ def broadcast(group: dist.ProcessGroup, tensor: torch.Tensor) -> None:
     group.broadcast([tensor], options).wait()
 
 
-def send(group: dist.ProcessGroup, tensors: Iterable[torch.Tensor]) -> None:
-    """Broadcast `tensors` (the sender's, in spec order) bucket by bucket."""
-    for bucket in _buckets(tensors, lambda t: (t.dtype, t.numel() * t.element_size())):
-        flat = torch.cat([t.reshape(-1) for t in bucket]) if len(bucket) > 1 else bucket[0].reshape(-1)
-        broadcast(group, flat.contiguous())
+def send(group: dist.ProcessGroup, tensors: Iterable[torch.Tensor], limit: int) -> None:
+    """Broadcast `tensors` (the sender's, in spec order) piece by piece, each of up to `limit` bytes."""
+    for piece in pieces.tensors(tensors, limit):
+        broadcast(group, pieces.flatten(piece) if len(piece) > 1 else piece[0].reshape(-1).contiguous())
 
 
-def receive(group: dist.ProcessGroup, specs: Iterable[tuple[tuple, str]], device: str) -> Iterator[torch.Tensor]:
-    """Receive the sender's tensors of `specs` (shape, dtype name) as they are cut into buckets, one at a time."""
-    typed = [(tuple(shape), getattr(torch, dtype)) for shape, dtype in specs]
-    for bucket in _buckets(typed, lambda s: (s[1], math.prod(s[0]) * s[1].itemsize)):
-        sizes = [math.prod(shape) for shape, _ in bucket]
-        flat = torch.empty(sum(sizes), dtype=bucket[0][1], device=device)
+def receive(
+    group: dist.ProcessGroup, specs: Iterable[tuple[tuple, str]], device: str, limit: int
+) -> Iterator[torch.Tensor]:
+    """Receive the sender's tensors of `specs` (shape, dtype name) as they are cut into pieces, one at a time."""
+    named = [["", shape, dtype] for shape, dtype in specs]
+    for piece in pieces.plan(named, limit):
+        shapes = [tuple(shape) for _, shape, _ in piece]
+        flat = torch.empty(sum(math.prod(s) for s in shapes), dtype=getattr(torch, piece[0][2]), device=device)
         broadcast(group, flat)
-        yield from (part.view(shape) for part, (shape, _) in zip(flat.split(sizes), bucket))
+        yield from pieces.split(flat, shapes)
 
 
 @contextmanager
 def receiving(
-    group: dist.ProcessGroup, specs: Iterable[tuple[tuple, str]], device: str
+    group: dist.ProcessGroup, specs: Iterable[tuple[tuple, str]], device: str, limit: int
 ) -> Iterator[Iterator[torch.Tensor]]:
     """`receive`'s tensors for the block; what it leaves, even when it fails, is received and dropped on leaving, so
     the sender never waits on a receiver that gave up (nothing more once a broadcast itself failed: the stream ended
     with its error)."""
-    tensors = receive(group, specs, device)
+    tensors = receive(group, specs, device, limit)
     try:
         yield tensors
     finally:
         for _ in tensors:
             pass
-
-
-def _buckets(items: Iterable[T], kind: Callable[[T], tuple[torch.dtype, int]]) -> Iterator[list[T]]:
-    """Consecutive items of one dtype up to BUCKET_BYTES together (a larger one alone)."""
-    bucket: list[T] = []
-    dtype, size = None, 0
-    for item in items:
-        item_dtype, item_size = kind(item)
-        if bucket and (item_dtype != dtype or size + item_size > BUCKET_BYTES):
-            yield bucket
-            bucket, size = [], 0
-        bucket.append(item)
-        dtype, size = item_dtype, size + item_size
-    if bucket:
-        yield bucket

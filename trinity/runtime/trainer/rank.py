@@ -6,6 +6,7 @@ equal shards; every rank then runs verl's update. Saving and weight sync gather 
 every rank (an FSDP collective); rank 0 writes or sends them.
 """
 
+import datetime
 import os
 import tempfile
 import time
@@ -14,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from ...config import sync_methods
 from ...config.algorithms import POLICY_LOSSES, uses_critic, uses_reference, uses_teacher
 from ...config.schema import RunConfig
 from ...utils.imports import lazy_module
@@ -56,6 +58,16 @@ class TrainerRank(Role):
         self.companions: dict[str, bytes] = {}
         self.lora, self.base = lora.adapter_of(config), ""
         self._forwarded = False  # whether the actor has run a forward pass with its adapter on
+        self._pieces: Iterator | None = None  # a memory sync's gathered weights, taken a piece at a time
+        self._exported: Any = None  # device_ipc: the piece's device buffer, kept until the engines have loaded it
+
+    def release(self) -> None:
+        """Leave this stage's weight-sync group (torch would keep it and its communicator registered) and drop what a
+        memory sync left."""
+        from ..sync import group
+
+        group.leave(self.sync_group)
+        self.sync_group, self._pieces, self._exported = None, None, None
 
     def restage(self, **kwargs: Any) -> bool:
         """The next stage's rank in this process, its trainer process group kept: a stage with another world size or
@@ -99,6 +111,7 @@ class TrainerRank(Role):
                 init_method=f"tcp://{host}:{port}",
                 rank=self.rank,
                 world_size=self.world_size,
+                timeout=group_timeout(self.config),
             )
         from ..verl.workers import ActorRolloutRefWorker  # first: verl's own imports without vLLM
 
@@ -383,7 +396,8 @@ class TrainerRank(Role):
         return self._on_rank0(self._gathered())
 
     def engine_weights(self) -> dict | None:
-        """`full_weights` as the engines take them (memory sync): in the rollout dtype where that is narrower."""
+        """`full_weights` as the engines take them (a checkpoint sync's file, published weights): in the rollout dtype
+        where that is narrower."""
         return self._on_rank0(self._gathered(self._rollout_dtype()))
 
     def _on_rank0(self, pairs: Iterator[tuple[str, Any]]) -> dict | None:
@@ -432,6 +446,9 @@ class TrainerRank(Role):
                 state[k].to(device).full_tensor() if isinstance(state[k], DTensor) else state[k] for k in output.keys
             ]
             yield output.name, lora.combine(parts, factor)
+
+    def _piece_bytes(self) -> int:
+        return self.config.synchronizer.sync_bucket_mib * 2**20
 
     def _rollout_dtype(self) -> Any:
         """The dtype the engines keep what a sync moves in: the rollout dtype, or an adapter's lora_dtype."""
@@ -502,6 +519,53 @@ class TrainerRank(Role):
 
         self.sync_group = group.join(backend, host, port, 0, world_size, timeout_s)
 
+    def weight_piece(self, index: int, count: int) -> Any:
+        """Piece `index` of a memory sync, its next `count` weights in the rollout dtype (every rank gathers them).
+        object_store: rank 0 returns them as one flat host tensor (into Ray's object store), the others None.
+        device_ipc: every rank returns {device key: handle} of a flat buffer on its device, kept until the next piece
+        or `end_weight_pieces`: the engine workers on that device map it."""
+        from ..sync import pieces
+
+        if index == 0:
+            self._pieces = (tensor for _, tensor in self._gathered(self._rollout_dtype()))
+        piece = [next(self._pieces) for _ in range(count)]
+        if self.config.synchronizer.sync_channel == sync_methods.DEVICE_IPC:
+            return self._export(pieces.flatten(piece))
+        return pieces.flatten(piece, "cpu") if self.rank == 0 else None
+
+    def _export(self, buffer: Any) -> dict:
+        import torch
+
+        from ..sync import device_ipc
+
+        self._exported = buffer  # the previous piece's buffer, which every engine has loaded, is freed
+        key = device_ipc.device_key(self.visible_devices_env, torch.accelerator.current_device_index())
+        return device_ipc.export(buffer, key)
+
+    def end_weight_pieces(self) -> None:
+        """A memory sync is done: drop its last buffer and let the device free what the engines mapped."""
+        from ..sync import device_ipc
+
+        self._pieces, exported, self._exported = None, self._exported, None
+        if exported is not None:
+            del exported
+            device_ipc.release(self.config.hardware.device_type)
+
+    def hand_back_device_memory(self) -> float:
+        """Before the engines sharing these devices wake (colocate): hand the blocks torch's allocator caches (the
+        update's activations and gradients) back to the device, as verl does before it resumes rollout; returns the
+        MiB torch still reserves (what the trainer keeps while the engines run), 0 without an accelerator."""
+        import torch
+
+        from ...utils.device import empty_cache
+
+        if not torch.accelerator.is_available():
+            return 0.0
+        torch.accelerator.synchronize()
+        empty_cache()
+        module = torch.get_device_module(torch.accelerator.current_accelerator())
+        return module.memory_reserved() / 2**20
+
     def broadcast_weights(self) -> float:
         """Gather each weight and (rank 0) broadcast it to the engines in the rollout dtype, in the group's buckets;
         returns seconds spent."""
@@ -510,11 +574,20 @@ class TrainerRank(Role):
         started = time.perf_counter()
         tensors = (tensor for _, tensor in self._gathered(self._rollout_dtype()))
         if self.rank == 0:
-            group.send(self.sync_group, tensors)
+            group.send(self.sync_group, tensors, self._piece_bytes())
         else:
             for _ in tensors:  # every rank takes part in each gather
                 pass
         return time.perf_counter() - started
+
+
+def group_timeout(config: RunConfig) -> datetime.timedelta:
+    """The trainer group's collective timeout: a rank waits in its next gather while rank 0 sends a sync, which may
+    take synchronizer.sync_timeout; never below torch's default of 30 minutes."""
+    return datetime.timedelta(seconds=max(config.synchronizer.sync_timeout, TORCH_GROUP_TIMEOUT_S))
+
+
+TORCH_GROUP_TIMEOUT_S = 1800
 
 
 def _sent_dtype(dtype: Any, narrow: Any) -> Any:
