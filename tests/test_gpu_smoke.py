@@ -79,40 +79,21 @@ def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
         assert 0 <= step["logprob_diff"] < LOGPROB_DIFF_BOUND
 
 
-@pytest.mark.ray
-def test_one_device_machines_get_a_private_ray_declaring_two_devices_that_every_process_sees(tmp_path):
-    """gpu_smoke.py --train on a single-GPU (or NPU) machine: engine and trainer share the device."""
-    ray = pytest.importorskip("ray")
-    from types import SimpleNamespace
+def test_on_a_one_gpu_machine_the_smokes_demo_takes_turns_on_the_device_with_one_trainer_rank(demo_assets, monkeypatch):
+    """gpu_smoke.py --train on one GPU runs the demo as trinity resolves it there: no private Ray declaring devices the
+    machine lacks, never two NCCL ranks on one GPU; the engine (vLLM) sleeps while the trainer steps."""
+    from tests.fakes import fake_machine
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
 
     sys.path.insert(0, str(REPO / "scripts"))
-    from smoke_train import _shared_ray
+    from smoke_train import overrides
 
-    hardware = SimpleNamespace(
-        ray_request="resources",
-        ray_resource_key="NPU",
-        noset_visible_devices_env="RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES",
-    )
-    head = _shared_ray(hardware, {**__import__("os").environ, "RAY_AUTH_MODE": "disabled"})
-    try:
-        address = head.stdout.readline().strip()
-        ray.init(address=address, log_to_driver=False)
-
-        @ray.remote(num_cpus=0, resources={"NPU": 1})
-        def env():
-            import os
-
-            return os.environ.get("RAY_EXPERIMENTAL_NOSET_ASCEND_RT_VISIBLE_DEVICES"), os.environ.get(
-                "ASCEND_RT_VISIBLE_DEVICES"
-            )
-
-        assert ray.cluster_resources()["NPU"] == 2
-        # Ray leaves the device list alone: the process sees the machine's device
-        assert ray.get(env.remote(), timeout=120) == (
-            "1",
-            None,
-        )
-    finally:
-        ray.shutdown()
-        head.stdin.close()
-        assert head.wait(120) == 0
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    one_gpu = fake_machine(gpu="NVIDIA H200", gpus=1, gpu_mib=143771)
+    runs = dict(resolve(Request(None, tuple(overrides("vllm", 30, 5)), probes=one_gpu)).runs)
+    sft, grpo = runs["sft_warmup"], runs["grpo"]
+    assert (sft.mode, sft.cluster.trainer_gpu_num) == ("train", 1)
+    assert (grpo.mode, grpo.cluster.trainer_gpu_num, grpo.cluster.rollout_gpu_num) == ("colocate", 1, 1)
+    assert (grpo.synchronizer.sync_method, grpo.synchronizer.sync_channel) == ("memory", "device_ipc")
+    assert grpo.explorer.rollout_model.engine_type == "vllm"

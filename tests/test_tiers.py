@@ -20,7 +20,7 @@ from tests.conftest import RAY_FIXTURES, REPO
 
 # Calls that start a Ray: in this process, a simulated cluster (tests/conftest.py's ray_cluster wraps one), or the head
 # process scripts/smoke_train.py starts for one-device machines.
-STARTS_RAY = frozenset({"ray.init", "Cluster", "cluster_utils.Cluster", "ray_cluster", "_shared_ray"})
+STARTS_RAY = frozenset({"ray.init", "Cluster", "cluster_utils.Cluster", "ray_cluster"})
 
 
 def dotted(node: ast.AST) -> str:

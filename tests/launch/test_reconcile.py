@@ -167,7 +167,7 @@ def test_too_few_nodes_word_for_word(run_file):
     # the smallest node sets gpu_per_node
     assert issue.message == "the run needs 5 node(s) with 4 NPU each; the Ray cluster's nodes offer NPU: 8, 8, 4"
     assert issue.allowed == "gpu_per_node <= 8 on 5 node(s)"
-    assert issue.hint == "lower cluster.gpu_per_node or cluster.node_num, or add nodes to the cluster"
+    assert issue.hint == "set cluster.node_num=3 (the nodes with 4 NPU), or add nodes to the cluster"
 
 
 def test_one_node_takes_the_largest_and_a_single_device_counts(run_file):

@@ -31,6 +31,29 @@ def test_a_kept_trainer_rank_takes_the_next_stage_and_drops_what_the_last_built(
     assert rank.name == IDENTITY["name"]
 
 
+def registered(group) -> bool:
+    import torch.distributed as dist
+
+    return group in dist.distributed_c10d._world.pg_map
+
+
+def test_a_kept_trainer_rank_or_engine_leaves_its_stages_weight_sync_group(stages):
+    """Torch keeps every group it made, with its communicator, until it is destroyed: a role kept stage after stage
+    would pile one up per stage. The next stage forms its own."""
+    from trinity.runtime.sync import group
+
+    sft, grpo = stages
+    rank = TrainerRank(config=grpo, rank=0, world_size=1, **IDENTITY)
+    rank.sync_group = joined = group.join("gloo", "127.0.0.1", group.free_port(), 0, 1, 30)
+    assert registered(joined)
+    assert rank.restage(config=grpo, rank=0, world_size=1, **IDENTITY) is True
+    assert not registered(joined) and rank.sync_group is None
+    engine = TransformersEngine(config=grpo, index=0, name="rollout.engine0", role="rollout")
+    engine._group = joined = group.join("gloo", "127.0.0.1", group.free_port(), 0, 1, 30)
+    assert engine.restage(config=grpo, index=0, name="rollout.engine0", role="rollout") is True
+    assert not registered(joined) and engine._group is None
+
+
 @pytest.mark.parametrize(
     "change",
     [{"world_size": 2}, {"rank": 1}, {"backend": "cpu:gloo,cuda:nccl"}, {"fused": False}],

@@ -72,7 +72,8 @@ def _restates(layer: ClusterLayer, cluster: ClusterConfig) -> bool:
 
 
 def check_fits(resolved: ResolvedConfig, counts: list[int]) -> None:
-    """node_num nodes must each offer gpu_per_node devices."""
+    """node_num nodes must each offer gpu_per_node devices (a gpu_per_node above what the run's nodes offer was lowered
+    to it already: what is left to refuse is too few nodes)."""
     config = resolved.config
     key, per_node, wanted = config.hardware.ray_resource_key, config.cluster.gpu_per_node, config.cluster.node_num
     able = [c for c in counts if c >= per_node]
@@ -86,7 +87,8 @@ def check_fits(resolved: ResolvedConfig, counts: list[int]) -> None:
                     key="cluster.gpu_per_node",
                     source=where,
                     allowed=f"gpu_per_node <= {counts[0]}" + (f" on {wanted} node(s)" if wanted > 1 else ""),
-                    hint="lower cluster.gpu_per_node or cluster.node_num, or add nodes to the cluster",
+                    hint=f"set cluster.node_num={len(able)} (the nodes with {per_node} {key}), or add nodes to the "
+                    "cluster",
                 )
             ]
         )

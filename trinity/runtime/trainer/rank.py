@@ -530,17 +530,19 @@ class TrainerRank(Role):
             self._pieces = (tensor for _, tensor in self._gathered(self._rollout_dtype()))
         piece = [next(self._pieces) for _ in range(count)]
         if self.config.synchronizer.sync_channel == sync_methods.DEVICE_IPC:
-            return self._export(pieces.flatten(piece))
+            return self._export(piece)
         return pieces.flatten(piece, "cpu") if self.rank == 0 else None
 
-    def _export(self, buffer: Any) -> dict:
+    def _export(self, piece: list) -> dict:
+        """The piece as one buffer on this rank's device, kept, and its handle under the device's key."""
         import torch
 
-        from ..sync import device_ipc
+        from ..sync import device_ipc, pieces
 
-        self._exported = buffer  # the previous piece's buffer, which every engine has loaded, is freed
+        self._exported = None  # the previous piece's buffer, which every engine has loaded, goes first
+        self._exported = pieces.flatten(piece, torch.accelerator.current_accelerator())
         key = device_ipc.device_key(self.visible_devices_env, torch.accelerator.current_device_index())
-        return device_ipc.export(buffer, key)
+        return device_ipc.export(self._exported, key)
 
     def end_weight_pieces(self) -> None:
         """A memory sync is done: drop its last buffer and let the device free what the engines mapped."""
