@@ -265,6 +265,13 @@ def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it():
     assert asked == [([1], 2, Sampling())]
     assert asyncio.run(part.join_sync_group("hccl", "h", 1, 2, 17, 5)) is None
     assert asyncio.run(part.receive_weights([], 6)) == 6 and part.weight_version() == 6
+    # a memory sync's piece: written on this part's node, where the head's call has its workers read it
+    weights = {"head.weight": torch.full((4, 3), 2.0)}
+    assert memory_sync(part, weights, 8) == [8] and part.weight_version() == 8
+    (written,) = list(part._piece_folder().iterdir())
+    assert written.name == "v8-0" and torch.equal(
+        torch.from_file(str(written), size=12, dtype=torch.float32).view(4, 3), weights["head.weight"]
+    )
 
 
 def test_the_engine_sets_its_env_before_vllm_is_imported(monkeypatch):

@@ -45,6 +45,7 @@ class VllmEngine(RolloutEngine):
         self._adapters = 0  # ids handed out: vLLM caches an adapter by id, so every load takes a new one
         self._sync: AsyncExitStack | None = None  # a memory sync under way (head): its exclusive turn
         self._slot: dict | None = None  # the adapter slot the memory sync under way fills
+        self._pieces_at: Path | None = None  # where this node's memory-sync pieces are written (_piece_folder)
 
     # --- starting -----------------------------------------------------------------------------------
 
@@ -219,6 +220,8 @@ class VllmEngine(RolloutEngine):
         across the pieces, holding the engine's turn from the first to the last."""
         source = await asyncio.to_thread(_staged, piece, self._piece_folder(), version, index)
         if self.llm is None:  # a headless part: the head's call reaches its workers, which read the file written here
+            if index == count - 1:
+                self.version = version
             return version
         if index == 0:
             await self._begin_pieces()
@@ -252,13 +255,17 @@ class VllmEngine(RolloutEngine):
                 await stack.aclose()
 
     def _piece_folder(self) -> Path:
-        """Where this engine's memory-sync pieces are written on this node: shared memory where it has room."""
-        import ray
+        """Where this engine's memory-sync pieces are written on this node, chosen once: shared memory where it has
+        room for two pieces (a container's /dev/shm may hold 64 MiB), else the temporary folder (the page cache still
+        shares a file's pages between the workers)."""
+        if self._pieces_at is None:
+            import ray
 
-        engine = self.name.rsplit(".part", 1)[0]
-        room = self.config.synchronizer.sync_bucket_mib * 2**20 * 2
-        root = SHM if SHM.exists() and shutil.disk_usage(SHM).free >= room else Path(tempfile.gettempdir())
-        return root / "trinity-sync" / ray.get_runtime_context().get_job_id() / engine
+            engine = self.name.rsplit(".part", 1)[0]
+            room = self.config.synchronizer.sync_bucket_mib * 2**20 * 2
+            root = SHM if SHM.exists() and shutil.disk_usage(SHM).free >= room else Path(tempfile.gettempdir())
+            self._pieces_at = root / "trinity-sync" / ray.get_runtime_context().get_job_id() / engine
+        return self._pieces_at
 
     async def _rpc(self, method: str, *args: Any) -> list:
         return await self.llm.collective_rpc(method, timeout=self.config.synchronizer.sync_timeout, args=args)
