@@ -170,6 +170,25 @@ def test_dtype_the_chip_cannot_compute_in(render, write, tmp_path):
 # --- cluster counts ---------------------------------------------------------------------
 
 
+def test_gpu_per_node_is_what_a_node_offers_where_fewer_and_one_set_above_it_is_lowered_and_said(render):
+    """cluster.node_devices (the live cluster's nodes, or this machine with hardware=auto) is a fact: unset,
+    gpu_per_node takes the fewer of it and the profile's devices_per_node; set above it, it is lowered with a warning
+    naming both places (an error under --strict)."""
+    result, cfg = render("cluster:\n  node_devices: 4\n", "hardware=a100")
+    assert cfg["cluster"]["gpu_per_node"] == 4 and result.err == ""
+    result, cfg = render("cluster:\n  node_devices: 16\n", "hardware=a100")
+    assert cfg["cluster"]["gpu_per_node"] == 8  # the profile's node
+    result, cfg = render("cluster:\n  gpu_per_node: 6\n  node_devices: 4\n", "hardware=a100")
+    assert cfg["cluster"]["gpu_per_node"] == 4
+    assert (
+        "warning: run.yaml:4:3: cluster.gpu_per_node: 6 devices per node, but a node offers 4 (run.yaml:5:3); using 4"
+        in result.err
+    )
+    assert "hint: set cluster.gpu_per_node=4, or run where nodes have 6 devices" in result.err
+    result, _ = render("cluster:\n  gpu_per_node: 6\n  node_devices: 4\n", "hardware=a100", "--strict")
+    assert result.code == 2 and "cluster.gpu_per_node: 6 devices per node, but a node offers 4" in result.err
+
+
 def test_gpu_per_node_defaults_to_the_profile(render):
     cluster = render("", "hardware=ascend910c")[1]["cluster"]
     assert cluster["gpu_per_node"] == 16 and cluster["total_gpu_num"] == 16

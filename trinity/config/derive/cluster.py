@@ -57,7 +57,7 @@ def shared_devices(ctx: Context) -> None:
         "mode",
         f"the run has one device, which an engine and a trainer rank can only share: mode {shared!r}, the trainer "
         "and the engines taking turns on it",
-        hint=f"set mode explicitly to choose; mode {mode.name!r} needs a device for the engines and one for the trainer",
+        hint=f"set mode to choose; mode {mode.name!r} needs a device for the engines and one for the trainer",
     )
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     ctx.set("mode", shared, "shared_devices", inputs)

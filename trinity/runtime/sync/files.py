@@ -32,6 +32,13 @@ def marker(weights: Path) -> Path:
     return weights.with_suffix(".json")
 
 
+def mark(weights: Path, version: int) -> None:
+    """Say, atomically, that `weights` is complete and holds `version`."""
+    from ...utils.atomic import write_text_atomic
+
+    write_text_atomic(marker(weights), json.dumps({"version": version}))
+
+
 def published_version(run_root: Path) -> int | None:
     """The version of the published weights, None when nothing is published (yet)."""
     path = marker(published_file(run_root))

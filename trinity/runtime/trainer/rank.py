@@ -492,17 +492,16 @@ class TrainerRank(Role):
             (folder / name).write_bytes(content)
 
     def write_weights(self, path: str, version: int) -> None:
-        """Rank 0 writes the engines' weights to `path` (atomically), then `<path stem>.json` naming their version."""
-        import json
-
-        from ...utils.atomic import replace_atomically, write_text_atomic
+        """Rank 0 writes the engines' weights to `path` (atomically), then its marker naming their version."""
+        from ...utils.atomic import replace_atomically
+        from ..sync import files
         from ..weights import save_safetensors
 
         weights = self.engine_weights()
         if self.rank == 0:
             target = Path(path)
             replace_atomically(target, lambda tmp: save_safetensors(weights, tmp))
-            write_text_atomic(target.with_suffix(".json"), json.dumps({"version": version}))
+            files.mark(target, version)
 
     def weight_specs(self) -> list:
         """Name, shape and dtype of each weight, in the order and dtype `broadcast_weights` sends them."""
