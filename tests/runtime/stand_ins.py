@@ -74,6 +74,9 @@ class Explorer:
     def peak_rss_mb(self) -> float:
         return 1.0
 
+    def peak_device_mb(self) -> float | None:
+        return None
+
     def setup(self, engines: list, buffer, model_path: str) -> dict:
         return {}
 
@@ -109,6 +112,9 @@ class Trainer:
 
     def peak_rss_mb(self) -> float:
         return 1.0
+
+    def peak_device_mb(self) -> float | None:
+        return None
 
     def rendezvous(self) -> tuple[str, int]:
         return "127.0.0.1", 0
@@ -160,6 +166,9 @@ class Engine:
     def peak_rss_mb(self) -> float:
         return 1.0
 
+    def peak_device_mb(self) -> float | None:
+        return None
+
     async def setup(self, model_path: str, version: int) -> dict:
         return {}
 
@@ -204,6 +213,9 @@ class Engine:
 class Buffer:
     def peak_rss_mb(self) -> float:
         return 1.0
+
+    def peak_device_mb(self) -> float | None:
+        return None
 
     def setup(self, sft: dict | None = None) -> dict:
         return {"samples": 0}

@@ -73,6 +73,8 @@ class StageSummary:
     checkpoint: str = ""
     note: str = ""
     peak_rss_mb: dict[str, float] = field(default_factory=dict)  # each role's peak resident memory, and the driver's
+    # each role's peak device memory (torch's allocator), where it has an accelerator in its own process
+    peak_device_mb: dict[str, float] = field(default_factory=dict)
     # from the previous stage's end (or the run's launch) to this stage's first step: placement and setup
     setup_s: float | None = None
     kept: tuple[int, int] = (0, 0)  # actors kept running from the previous stage, of the stage's actors

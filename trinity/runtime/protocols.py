@@ -58,6 +58,7 @@ class SyncResult(TypedDict):  # the synchronizer's, in the driver
 
 class AnyRole(Protocol):
     def peak_rss_mb(self) -> float: ...
+    def peak_device_mb(self) -> float | None: ...
 
 
 class ExplorerCalls(AnyRole, Protocol):

@@ -91,10 +91,23 @@ class Role:
         """Peak resident memory of this process, in MiB."""
         return peak_rss_mb()
 
+    def peak_device_mb(self) -> float | None:
+        """Peak device memory torch's allocator reserved in this process, in MiB; None without an accelerator."""
+        return peak_device_mb()
+
 
 def log_file(log_dir: str | Path, name: str) -> Path:
     """The log file of role `name` in the run's `logs` folder."""
     return Path(log_dir) / f"{name}.log"
+
+
+def peak_device_mb() -> float | None:
+    """The most device memory torch's caching allocator of the calling process reserved, in MiB (what the memory plan
+    predicts per device); None where this process has no accelerator or never imported torch."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.accelerator.is_available():
+        return None
+    return torch.get_device_module(torch.accelerator.current_accelerator()).max_memory_reserved() / 2**20
 
 
 def peak_rss_mb() -> float:

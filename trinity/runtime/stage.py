@@ -435,13 +435,15 @@ class Stage:
         return published
 
     def finish(self) -> None:
-        """Save the stage's last checkpoint (its weights start the next stage); note each role's peak memory, and the
-        driver's."""
+        """Save the stage's last checkpoint (its weights start the next stage); note each role's peak memory (and the
+        driver's), and each device peak a role reports."""
         if self.ranks:
             self.last_checkpoint = self._checkpoint(self.total)
         actors = self.handles.actors
         peaks = self.call([a.peak_rss_mb.remote() for a in actors.values()])
         self.summary.peak_rss_mb = dict(zip(actors, peaks)) | {DRIVER: peak_rss_mb()}
+        devices = self.call([a.peak_device_mb.remote() for a in actors.values()])
+        self.summary.peak_device_mb = {name: mb for name, mb in zip(actors, devices) if mb is not None}
 
     def _checkpoint(self, step: int) -> Checkpoint:
         # last: only the stage's last checkpoint, which starts the next stage

@@ -1,12 +1,17 @@
 """The trainer and rollout formulas: hand-computed cases, invariants, and activations measured with torch on CPU."""
 
+import importlib.util
+import json
+import subprocess
+import sys
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.cpu_torch import torch_cpu  # noqa: F401 (fixture)
 from trinity.config.memory.catalog import known_models
-from trinity.config.memory.estimate import DEVICE_RUNTIME, GIB
+from trinity.config.memory.estimate import ACCELERATOR, DEVICE_RUNTIME, GIB, MIB, runtime
 from trinity.config.memory.lora import adapter
 from trinity.config.memory.rollout import EngineSetup, engine_estimate, kv_cache_wanted, sequences_that_fit
 from trinity.config.memory.shape import ModelShape
@@ -153,3 +158,80 @@ def test_activation_formula_matches_what_autograd_keeps(kind, checkpointing, tor
 def test_qwen3_q_and_k_norms_cost_more_per_layer():
     plain = activation_bytes_per_layer_token(QWEN3_06._replace(qk_norm=False))
     assert activation_bytes_per_layer_token(QWEN3_06) - plain == 6 * (QWEN3_06.q_dim + QWEN3_06.kv_dim)
+
+
+# What autograd keeps after an fp32 forward (the cpu profile's trainer computes in fp32): the same count as
+# tests/cpu_torch.py's `saved`, in fp32, for each (model type, checkpointing) case.
+SAVED_FP32 = r"""
+import json, sys
+import torch, transformers
+transformers.logging.set_verbosity_error()
+answers = []
+for kind, checkpointing, config, tokens in json.loads(sys.argv[1]):
+    hf = transformers.AutoConfig.for_model(model_type=kind, **config)
+    hf._attn_implementation = "sdpa"
+    model = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.float32)
+    model.train()
+    if checkpointing:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    params, seen = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
+
+    def pack(tensor):
+        storage = tensor.untyped_storage()
+        if storage.data_ptr() not in params:
+            seen[storage.data_ptr()] = storage.nbytes()
+        return tensor
+
+    torch.manual_seed(0)
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model(input_ids=torch.randint(0, config["vocab_size"], (1, tokens)), use_cache=False)
+    answers.append(sum(seen.values()))
+print(json.dumps(answers))
+"""
+
+
+def test_activation_formula_matches_what_autograd_keeps_in_fp32():
+    """In fp32 each RMSNorm's fp32 copy of its input is the input itself: 24h + 8(q + kv) + 16i, not twice bf16's."""
+    if not all(importlib.util.find_spec(name) for name in ("torch", "transformers")):
+        pytest.skip("torch and transformers are needed for this comparison")
+    cases = [(kind, checkpointing) for kind in ("qwen2", "qwen3", "llama") for checkpointing in (False, True)]
+    tokens = 256
+    request = json.dumps([(kind, c, ACTIVATION_CONFIG, tokens) for kind, c in cases])
+    proc = subprocess.run([sys.executable, "-c", SAVED_FP32, request], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    for (kind, checkpointing), measured in zip(cases, json.loads(proc.stdout)):
+        shape = ModelShape(kind, 3, 256, 704, 8, 2, 48, 512, False, qk_norm=kind == "qwen3")
+        formula = activation_bytes(shape, tokens, checkpointing, compute_bytes=4)
+        if checkpointing:  # the forward keeps layer inputs only; the recomputed layer shows up in backward
+            formula -= tokens * activation_bytes_per_layer_token(shape, compute_bytes=4)
+        assert abs(measured - formula) / measured < 0.03, (kind, checkpointing, measured, formula)
+
+
+def test_activations_per_layer_in_fp32_by_hand():
+    h, attention, i = QWEN15.hidden, QWEN15.q_dim + QWEN15.kv_dim, QWEN15.intermediate
+    assert activation_bytes_per_layer_token(QWEN15, compute_bytes=4) == 24 * h + 8 * attention + 16 * i
+    assert activation_bytes_per_layer_token(QWEN15) == 16 * h + 4 * attention + 8 * i  # bf16, as measured before
+    qk = activation_bytes_per_layer_token(QWEN3_06, compute_bytes=4)
+    assert qk - activation_bytes_per_layer_token(QWEN3_06._replace(qk_norm=False), compute_bytes=4) == 8 * (
+        QWEN3_06.q_dim + QWEN3_06.kv_dim
+    )
+
+
+def test_the_trainer_computes_in_its_param_dtype():
+    bf16 = trainer_estimate(TrainerSetup(QWEN15, devices=2, tokens=4096, checkpointing=False))
+    fp32 = trainer_estimate(TrainerSetup(QWEN15, devices=2, tokens=4096, checkpointing=False, param_dtype="float32"))
+    unit = QWEN15.root_params + 2 * QWEN15.layer_params
+    grown = fp32.phases["actor update"] - bf16.phases["actor update"]
+    activations = activation_bytes(QWEN15, 4096, False, compute_bytes=4) - activation_bytes(QWEN15, 4096, False)
+    assert grown == 4 * unit + activations + 8 * 4096 * 151936  # working set, activations, logits: 2 bytes more each
+    assert fp32.resident == bf16.resident  # fp32 weights and Adam moments either way
+
+
+def test_a_process_on_host_cores_holds_its_own_runtime():
+    cpu = runtime("cpu")
+    assert cpu.host and (cpu.trainer, cpu.engine) == (600 * MIB, 500 * MIB)
+    assert runtime("cuda") == runtime("npu") == ACCELERATOR and not ACCELERATOR.host
+    assert (ACCELERATOR.trainer, ACCELERATOR.engine) == (DEVICE_RUNTIME, DEVICE_RUNTIME)
+    on_host = TrainerSetup(QWEN15, devices=2, tokens=4096, device_type="cpu")
+    assert trainer_estimate(on_host).resident == 12 * QWEN15.params // 2 + 600 * MIB
+    assert idle_bytes(on_host) == 12 * QWEN15.params // 2 + 600 * MIB

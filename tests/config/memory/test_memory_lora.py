@@ -185,8 +185,8 @@ def test_a_lora_trainer_by_hand():
             2 * (ROOT7 + 2 * LAYER7 + adapter_unit) + 2 * adapter_unit,
             "actor update",
         ),
-        ("activations (8192 tokens, checkpointed, rank-64 LoRA)", activations, "actor update"),
-        ("logits (8192 tokens x 152064 vocabulary)", 8 * T * 152064, "actor update"),
+        ("activations (8192 tokens, checkpointed, rank-64 LoRA, bf16)", activations, "actor update"),
+        ("logits (8192 tokens x 152064 vocabulary, bf16)", 8 * T * 152064, "actor update"),
         (
             "reference working set (the actor, adapter off; no reference weights)",
             2 * (ROOT7 + 2 * LAYER7 + adapter_unit),
@@ -345,7 +345,7 @@ def test_the_json_plan_names_the_adapter_and_its_items(cli):
         next(c for c in plan["checks"] if c["role"] == role) for role in ("trainer", "explorer.rollout_model")
     )
     assert trainer["need_bytes"] == trainer_estimate(lora7()).peak and trainer["capacity_bytes"] == 32 * GIB
-    assert {i["phase"] for i in trainer["items"]} == {"", "actor update", "reference log-probs"}
+    assert {i["phase"] for i in trainer["items"]} == {"", "actor update", "reference log-probs", "weight sync"}
     slot = [i for i in engine["items"] if i["label"].startswith("LoRA adapter slot")]
     assert slot == [
         {
@@ -390,7 +390,9 @@ def test_trainer_param_dtype_reaches_a_lora_trainer(cli):
     )
     assert result.code == 2  # an fp32 base no longer fits 32 GB devices
     assert "    frozen base weights (fp32, 1/2 shard; no gradients, no Adam moments)       14.2 GiB\n" in result.out
-    assert "LoRA rank 64, FSDP over 2 devices, 8192 tokens per micro-batch): 34.8 GiB of 32.0 GiB (109%)" in result.out
+    # the trainer also computes in fp32: activations and logits twice bf16's (logits 18.6 GiB, not 9.3)
+    assert "LoRA rank 64, FSDP over 2 devices, 8192 tokens per micro-batch): 47.0 GiB of 32.0 GiB (147%)" in result.out
+    assert "    logits (8192 tokens x 152064 vocabulary, fp32)                             18.6 GiB\n" in result.out
 
 
 def test_the_lora_example_fits_a_910b4_node_and_would_not_in_full(cli):

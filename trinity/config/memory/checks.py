@@ -1,9 +1,9 @@
 """Checks: one role's memory on one device against what the device gives it, built from the run config.
 
-Roles follow the derived device split: the trainer on `cluster.trainer_gpu_num` devices, each vLLM
-rollout engine on its own devices, and in `colocate` both on the same devices: vLLM
-asleep while the trainer updates (its context stays), the trainer keeping what it does not offload
-while vLLM generates.
+Roles follow the derived device split: the trainer on `cluster.trainer_gpu_num` devices, each rollout engine on its
+own devices, and in `colocate` both on the same devices: the engine asleep while the trainer updates (its context
+stays), the trainer keeping what it does not offload while the engine generates, and what its allocator still caches
+after the runtime handed the cached blocks back (`empty_cache`) before the engines woke (allocator.py).
 """
 
 from math import ceil
@@ -14,11 +14,16 @@ from ..algorithms import uses_critic, uses_reference
 from ..lora import adapter_of, moves_adapter
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
-from .estimate import DEVICE_RUNTIME, GIB, Estimate, Item
-from .lora import Adapter, adapter
+from .estimate import DTYPE_BYTES, GIB, MIB, Estimate, Item, runtime
+from .generate import GenerateSetup, generate_estimate
+from .lora import Adapter, adapter, adapter_params, linear_features
 from .rollout import EngineSetup, LoRASlot, engine_estimate, kv_cache_room, kv_cache_wanted, sequences_that_fit
 from .shape import ModelShape
-from .trainer import MICRO_BATCH_SIZE, TrainerSetup, idle_bytes, trainer_estimate
+from .sync import SyncSetup
+from .trainer import MICRO_BATCH_SIZE, TrainerSetup, idle_items, trainer_estimate
+
+ALLOC_CONF_SUFFIX = "_ALLOC_CONF"  # PYTORCH_CUDA_ALLOC_CONF, PYTORCH_NPU_ALLOC_CONF: the caching allocator's settings
+EXPANDABLE = "expandable_segments:true"
 
 TIGHT = 0.9  # above this share of its capacity a check is tight
 
@@ -92,7 +97,41 @@ def trainer_setup(
         optimizer_offload=config.trainer.optimizer_offload,
         lora=trained_adapter(config),
         param_dtype=config.trainer.param_dtype,
+        device_type=config.hardware.device_type,
+        sync=sync_setup(config, shape),
+        expandable_segments=expandable_segments(config),
     )
+
+
+def expandable_segments(config: RunConfig) -> bool:
+    """Whether the trainer's caching allocator maps memory in pages: expandable_segments:True in its *_ALLOC_CONF."""
+    env = config.env.common | config.env.trainer
+    return any(k.endswith(ALLOC_CONF_SUFFIX) and EXPANDABLE in str(v).lower().replace(" ", "") for k, v in env.items())
+
+
+def sync_setup(config: RunConfig, shape: ModelShape) -> SyncSetup | None:
+    """The weight sync of a stage whose trainer moves its weights to the stage's engines, None in one without."""
+    channel = config.synchronizer.sync_channel
+    if not modes.mode(config.mode).syncs or channel is None:
+        return None
+    lora = trained_adapter(config) if moves_adapter(config) else None
+    largest, total = _adapter_sent(shape, lora) if lora else _weights_sent(shape)
+    d = DTYPE_BYTES[config.explorer.rollout_model.dtype]  # the trainer casts what it sends to the rollout dtype
+    return SyncSetup(channel, config.synchronizer.sync_bucket_mib * MIB, largest * d, total * d)
+
+
+def _weights_sent(shape: ModelShape) -> tuple[int, int]:
+    """(largest, all) in values: every weight, a tied lm_head sent again under its own name."""
+    largest = max(shape.vocab * shape.hidden, *(i * o for i, o in linear_features(shape).values()))
+    return largest, shape.params + shape.vocab * shape.hidden * shape.tied
+
+
+def _adapter_sent(shape: ModelShape, lora: Adapter) -> tuple[int, int]:
+    """(largest, all) in values: the adapter's matrices, r x in and out x r for each adapted module."""
+    features = linear_features(shape)
+    widest = [max(features[m]) for m in lora.modules if m in features]
+    widest += [shape.vocab for m in lora.modules if m not in features]  # lm_head, embed_tokens: V wide
+    return lora.rank * max(widest, default=0), adapter_params(shape, lora)
 
 
 def trained_adapter(config: RunConfig) -> Adapter | None:
@@ -125,11 +164,12 @@ def needs_reference(config: RunConfig) -> bool:
 
 
 def trainer_capacity(config: RunConfig, memory: int) -> tuple[int, str]:
-    """What a device gives the trainer: all of it, less a sleeping engine's context where they share devices."""
+    """What a device gives the trainer: all of it, less a sleeping engine's runtime where they share devices."""
     if modes.mode(config.mode).shares_devices:
+        asleep = runtime(config.hardware.device_type).engine
         return (
-            memory - DEVICE_RUNTIME,
-            f"{memory / GIB:.0f} GiB less {DEVICE_RUNTIME / GIB:.0f} GiB for the sleeping "
+            memory - asleep,
+            f"{memory / GIB:.0f} GiB less {asleep / GIB:.1f} GiB for the sleeping "
             f"{_label(config.explorer.rollout_model)} engine",
         )
     return memory, ""
@@ -198,21 +238,49 @@ def sequences_check(config: RunConfig, key: str, engine: InferenceModelConfig, s
     )
 
 
-def shared_device_check(
-    key: str, engine: InferenceModelConfig, setup: EngineSetup, trainer: TrainerSetup, memory: int
-) -> Check:
-    """colocate: vLLM's budget plus what the trainer keeps between updates, on one device."""
-    kept = [
-        name
-        for name, off in (("weights", trainer.param_offload), ("Adam moments", trainer.optimizer_offload))
-        if not off
-    ]
-    items = (
-        Item(f"{_label(engine)} budget (gpu_memory_utilization {engine.gpu_memory_utilization})", setup.budget),
-        Item(f"trainer between updates ({' and '.join(kept + ['runtime'])})", idle_bytes(trainer)),
-    )
+def shared_device_check(issue_key: str, engine: Item, trainer: TrainerSetup, memory: int) -> Check:
+    """colocate: the engine awake (vLLM's budget, or another engine at its peak) beside what the trainer holds when
+    the engines wake (its allocator cache included), on one device; an issue is attached to `issue_key`."""
+    items = (engine, *idle_items(trainer))
     subject = "rollout and trainer on one device (colocate)"
-    return Check("colocate", f"{key}.gpu_memory_utilization", subject, trainer.devices, memory, "", Estimate(items))
+    return Check("colocate", issue_key, subject, trainer.devices, memory, "", Estimate(items))
+
+
+def budget_item(engine: InferenceModelConfig, setup: EngineSetup) -> Item:
+    """vLLM's part of a shared device: the budget it takes when it wakes."""
+    return Item(f"{_label(engine)} budget (gpu_memory_utilization {engine.gpu_memory_utilization})", setup.budget)
+
+
+def peak_item(engine: InferenceModelConfig, check: Check) -> Item:
+    """An engine without a budget's part of a shared device: its peak."""
+    return Item(f"{_label(engine)} engine at its peak", check.need)
+
+
+def generate_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelShape) -> GenerateSetup | None:
+    """A `generate` engine's setup from the config, None when its max_model_len is unknown."""
+    if engine.max_model_len is None:
+        return None
+    adapter = None
+    if moves_adapter(config):  # the engine applies the adapter itself (peft), in lora_dtype (auto: its own dtype)
+        lora = adapter_of(config)
+        dtype = engine.dtype if lora.lora_dtype == "auto" else lora.lora_dtype
+        adapter = (adapter_params(shape, trained_adapter(config)), dtype)
+    return GenerateSetup(
+        shape=shape,
+        dtype=engine.dtype,
+        max_model_len=engine.max_model_len,
+        max_tokens=config.model.max_response_tokens or engine.max_model_len,
+        sequences=config.explorer.runner_per_model * config.algorithm.repeat_times,
+        device_type=config.hardware.device_type,
+        adapter=adapter,
+        sync=sync_setup(config, shape),
+    )
+
+
+def generate_check(key: str, engine: InferenceModelConfig, setup: GenerateSetup, memory: int, name: str) -> Check:
+    """A `generate` engine's memory on its device: the whole model on one device, generate's batch, a weight sync."""
+    subject = f"{_label(engine)} engine ({name}, 1 device per engine)"
+    return Check(key, f"{key}.engine_type", subject, engine.engine_num, memory, "", generate_estimate(setup))
 
 
 def _label(engine: InferenceModelConfig) -> str:

@@ -9,7 +9,7 @@ from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .checks import TIGHT, Knob, length_key, status, trainer_capacity
 from .rollout import EngineSetup, engine_estimate
-from .trainer import TrainerSetup, idle_bytes, trainer_estimate
+from .trainer import TrainerSetup, idle_items, trainer_estimate
 
 Candidate = tuple[str, object, str]  # (override, changed setup, what it means)
 TP_SIZES = (2, 4, 8, 16, 32)
@@ -71,14 +71,19 @@ def colocate_knobs(
         ),
     ]
     knobs = _first_of_each(
-        [[(c, t, "") for c, t in offloads if t != trainer]], lambda t: setup.budget + idle_bytes(t), memory
+        [[(c, t, "") for c, t in offloads if t != trainer]], lambda t: setup.budget + at_wake(t), memory
     )
     for share in _utilizations(engine.gpu_memory_utilization, lower=True):
         budget = int(share * memory)
         starts = engine_estimate(setup._replace(budget=budget)).peak <= budget
-        if starts and status(budget + idle_bytes(trainer), memory) == "fits":
-            return knobs + (Knob(f"{key}.gpu_memory_utilization={share:.2f}", budget + idle_bytes(trainer)),)
+        if starts and status(budget + at_wake(trainer), memory) == "fits":
+            return knobs + (Knob(f"{key}.gpu_memory_utilization={share:.2f}", budget + at_wake(trainer)),)
     return knobs
+
+
+def at_wake(trainer: TrainerSetup) -> int:
+    """What the trainer holds on a shared device when the engines wake (trainer.py idle_items)."""
+    return sum(item.bytes for item in idle_items(trainer))
 
 
 def _first_of_each(kinds: Iterable[list[Candidate]], need: Callable, capacity: int) -> tuple[Knob, ...]:

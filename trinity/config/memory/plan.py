@@ -10,14 +10,18 @@ from ..schema.explorer import InferenceModelConfig
 from .catalog import FoundShape, NoShape, find_shape
 from .checks import (
     Check,
+    budget_item,
     engine_check,
     engine_setup,
+    generate_check,
+    generate_setup,
+    peak_item,
     sequences_check,
     shared_device_check,
     trainer_check,
     trainer_setup,
 )
-from .estimate import GIB
+from .estimate import GIB, Item
 from .lora import LAYER_LINEARS, ROOT_MODULES, Adapter, adapter_params, unknown_modules
 from .trainer import TrainerSetup
 
@@ -175,13 +179,7 @@ def _budget_engine(plan: _Plan, key: str, engine: InferenceModelConfig, trainer:
     found = plan.shape(engine.model_path, f"{key}.model_path")
     setup = found and engine_setup(config, engine, found.shape, memory)
     if found and setup is None:
-        plan.unchecked.append(
-            Unchecked(
-                f"{key}.max_model_len",
-                f"memory fit of {key} not checked: its max_model_len is unknown",
-                "set model.max_model_len",
-            )
-        )
+        plan.unchecked.append(_no_length(key))
     if not setup:
         return
     start = engine_check(key, engine, setup, memory, found.name)
@@ -189,14 +187,46 @@ def _budget_engine(plan: _Plan, key: str, engine: InferenceModelConfig, trainer:
     if start.status == "does not fit":
         return  # the engine does not start: how many sequences would fit says nothing more
     plan.checks.append(sequences_check(config, key, engine, setup, found.name))
-    if modes.mode(config.mode).shares_devices and trainer is not None and key == "explorer.rollout_model":
-        shared = shared_device_check(key, engine, setup, trainer, memory)
-        plan.add(shared, lambda: _knobs().colocate_knobs(key, engine, setup, trainer, memory))
+
+    def knobs() -> tuple:
+        return _knobs().colocate_knobs(key, engine, setup, trainer, memory)
+
+    _shared(plan, key, f"{key}.gpu_memory_utilization", budget_item(engine, setup), trainer, knobs)
+
+
+def _generate_engine(plan: _Plan, key: str, engine: InferenceModelConfig, trainer: TrainerSetup | None) -> None:
+    """An engine that runs Hugging Face generate: weights, generate's batch, a weight sync (memory/generate.py)."""
+    found = plan.shape(engine.model_path, f"{key}.model_path")
+    setup = found and generate_setup(plan.config, engine, found.shape)
+    if found and setup is None:
+        plan.unchecked.append(_no_length(key))
+    if not setup:
+        return
+    check = generate_check(key, engine, setup, plan.memory, found.name)
+    plan.add(check, tuple)  # no knob: its only levers are the run's shape (sequences, lengths) or another engine
+    _shared(plan, key, check.key, peak_item(engine, check), trainer, tuple)
+
+
+def _shared(
+    plan: _Plan, key: str, issue_key: str, awake: Item, trainer: TrainerSetup | None, knobs: Callable[[], tuple]
+) -> None:
+    """colocate: the engine awake beside what the trainer holds when it wakes, on one device."""
+    if modes.mode(plan.config.mode).shares_devices and trainer is not None and key == "explorer.rollout_model":
+        plan.add(shared_device_check(issue_key, awake, trainer, plan.memory), knobs)
+
+
+def _no_length(key: str) -> Unchecked:
+    return Unchecked(
+        f"{key}.max_model_len",
+        f"memory fit of {key} not checked: its max_model_len is unknown",
+        "set model.max_model_len",
+    )
 
 
 # EngineEntry.memory -> how the plan checks one engine of that kind
 ESTIMATES: dict[str, Callable[[_Plan, str, InferenceModelConfig, TrainerSetup | None], None]] = {
     "budget": _budget_engine,
+    "generate": _generate_engine,
 }
 
 

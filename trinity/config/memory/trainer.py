@@ -6,29 +6,45 @@ one micro-batch on one device, V vocabulary entries. Sources: verl 0.9.1
 PyTorch's FSDP docs (full shard, MixedPrecision / MixedPrecisionPolicy); Korthikanti et al. 2022,
 "Reducing Activation Recomputation in Large Transformer Models" (what a layer keeps for backward).
 
+The trainer computes in trainer.param_dtype, C bytes a value (FSDP's MixedPrecisionPolicy param_dtype; reductions
+and buffers in fp32): bf16 (C = 2) on GPUs and NPUs, fp32 (C = 4) in the cpu profile, where nothing is cast. The B
+of a LoRA run below is the same value.
+
 Held throughout, per device:
     actor weights  4P/N   verl loads a trained model in fp32 (`model_dtype: fp32`) and shards it
     Adam m and v   8P/N   fp32, sharded like the weights
     a critic (PPO) adds the same for the actor's body (no lm_head; its 1-output head is ignored)
-    device runtime        DEVICE_RUNTIME
+    runtime               what the process holds there before its first tensor (estimate.py RUNTIMES, by
+                          hardware.device_type): a device's context and collective buffers (DEVICE_RUNTIME), or, where
+                          the devices are host cores, the process itself (interpreter, torch, verl, Ray's worker)
 During the actor's update:
     gradients      4P/N   fp32, reduce-scattered after every micro-batch
-                          (`use_no_sync_for_gradient_accumulation: false` in fsdp.yaml)
-    FSDP working set      bf16 unsharded weights and gradients (2 + 2 bytes) of the root unit
-                          (embeddings, final norm, an untied lm_head) and of two decoder layers
-                          (the one computing and the one prefetched)
-    activations           T x (L x 2h + A + 8h) with gradient checkpointing (each layer keeps its
-                          bf16 input; one layer is recomputed at a time), T x (L x A + 8h) without;
-                          A = 16h + 4(q + kv) + 8i bytes per token and layer, + 6(q + kv) with
-                          q/k norms (Qwen3), i = intermediate. Measured with transformers 5.10 (sdpa,
-                          bf16) by counting the tensors autograd saves; tests/config/memory checks it.
-    logits                8 bytes x T x V: bf16 logits, their temperature-scaled copy, the entropy's
-                          softmax, and their gradient
+                          (`use_no_sync_for_gradient_accumulation: false` in fsdp.yaml); freed after the update
+                          (verl's train mode zeroes them on exit: `zero_grad_on_exit`)
+    FSDP working set      unsharded weights and gradients (C + C bytes) of the root unit (embeddings, final norm,
+                          an untied lm_head) and of two decoder layers (the one computing and the one prefetched).
+                          FSDP2 gathers into buffers of their own on one device too.
+    activations           T x (L x Ch + A + 4h + 2Ch) with gradient checkpointing (each layer keeps its input; one
+                          layer is recomputed at a time), T x (L x A + 4h + 2Ch) without;
+                          A = 8h + 4Ch + 2C(q + kv) + 4Ci bytes per token and layer, + (4 + C)(q + kv) with q/k norms
+                          (Qwen3), i = intermediate: each RMSNorm keeps its input in fp32 (4h) and its normalized
+                          output (Ch), each projection its input, attention q, k, v and its output, the MLP its gate,
+                          up, activation and product. In bf16: 16h + 4(q + kv) + 8i (+ 6(q + kv)); in fp32 the norms'
+                          fp32 copy is their input itself: 24h + 8(q + kv) + 16i (+ 8(q + kv)). Measured with
+                          transformers 5.10 (sdpa) in both dtypes by counting the tensors autograd saves;
+                          tests/config/memory checks it.
+    logits                4C bytes x T x V: the logits, their temperature-scaled copy, the entropy's softmax, and
+                          their gradient
+During a weight sync: what the sync holds at once (sync.py).
 During the reference model's log-probs (when the algorithm needs one):
     verl forces CPU offload on forward-only models, so its weights live in host memory and only
-    its bf16 working set (2 bytes x (root + two layers)), one layer's activations and 4 bytes x
+    its working set (C bytes x (root + two layers)), one layer's activations and 2C bytes x
     T x V of logits reach the device. A distillation teacher (model.teacher_model_path) is the same with its own
     shape, at its own time (the teacher's log-probs).
+
+Between updates (what a colocated engine finds on the device when it wakes): the weights and Adam moments that are not
+offloaded, the runtime, and what the caching allocator keeps after the runtime hands its cached blocks back
+(`empty_cache`) before the engines wake (allocator.py).
 
 `param_offload` and `optimizer_offload` do not lower this peak: verl moves the weights and the
 optimizer state back to the device for each update (`BaseEngineCtx`). They lower what the trainer
@@ -53,11 +69,11 @@ During the actor's update:
     FSDP working set      B x (root + two layers, base and adapter) for the weights, B x (their adapter) for
                           the gradients
     activations           as above, less what the frozen weights need no gradient for, plus what the adapter
-                          keeps: per token and layer A - 4h (- 2(q + kv) with q/k norms) + 2r x (adapted linears),
-                          the tail 4h (+ 2h + 2r for an adapted lm_head, + 2r for adapted embeddings). The frozen
+                          keeps: per token and layer A - 2Ch (- C(q + kv) with q/k norms) + Cr x (adapted linears),
+                          the tail 4h (+ Ch + Cr for an adapted lm_head, + Cr for adapted embeddings). The frozen
                           RMSNorms keep no normalized input and a frozen lm_head no input; every adapted linear's
-                          input is still kept (lora_A needs it) and its lora_A output (bf16, r wide) too. Measured
-                          like A with peft on top (tests/config/memory/test_memory_lora.py): within 3 % for
+                          input is still kept (lora_A needs it) and its lora_A output (r wide) too. Measured
+                          like A with peft on top in bf16 (tests/config/memory/test_memory_lora.py): within 3 % for
                           all-linear; an upper bound for fewer modules, whose frozen linears keep no input.
     logits                as above
 During the reference log-probs: no reference model. verl computes them with the actor's adapter disabled
@@ -67,13 +83,15 @@ set (weights only), one layer's activations and 4 bytes x T x V of logits.
 
 from typing import NamedTuple
 
-from .estimate import DEVICE_RUNTIME, DTYPE_BYTES, Estimate, Item
+from .allocator import cache_after_empty
+from .estimate import DTYPE_BYTES, Estimate, Item, runtime
 from .lora import ROOT_MODULES, Adapter, adapter_params, layer_adapter_params, root_adapter_params
 from .shape import ModelShape
+from .sync import SYNC, SyncSetup, trainer_sync_items
 
 MICRO_BATCH_SIZE = 1  # Trinity-RFT's ppo_micro_batch_size_per_gpu; verl itself has none
-LOGIT_BYTES_TRAIN = 8
-LOGIT_BYTES_FORWARD = 4
+LOGIT_TENSORS_TRAIN = 4  # logits, their temperature-scaled copy, the entropy's softmax, their gradient
+LOGIT_TENSORS_FORWARD = 2  # logits and their temperature-scaled copy
 SHORT_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}  # as the full fine-tuning items write them
 UPDATE, CRITIC_UPDATE, REFERENCE, TEACHER = "actor update", "critic update", "reference log-probs", "teacher log-probs"
 
@@ -91,7 +109,11 @@ class TrainerSetup(NamedTuple):
     param_offload: bool = False
     optimizer_offload: bool = False
     lora: Adapter | None = None  # the actor trains this adapter on a frozen base
-    param_dtype: str = "bfloat16"  # trainer.param_dtype: what a LoRA run keeps its base and adapter in (B bytes)
+    # trainer.param_dtype: the dtype the trainer computes in (C bytes), and what a LoRA run keeps its base in (B)
+    param_dtype: str = "bfloat16"
+    device_type: str = "cuda"  # hardware.device_type: which runtime the process holds (estimate.py RUNTIMES)
+    sync: SyncSetup | None = None  # the weight sync it sends, where the stage has one
+    expandable_segments: bool = False  # its allocator maps device memory in pages (the profiles' *_ALLOC_CONF)
 
 
 def trainer_estimate(setup: TrainerSetup) -> Estimate:
@@ -102,19 +124,43 @@ def trainer_estimate(setup: TrainerSetup) -> Estimate:
         critic = body(setup.critic)
         items += [Item(f"critic weights and Adam moments (fp32, 1/{n} shard)", 12 * critic.params // n)]
         items += _update(critic, setup, CRITIC_UPDATE, logits=False)
-    items.append(Item("device runtime (context, collective buffers)", DEVICE_RUNTIME))
+    items.append(_runtime(setup))
     items += _update(actor, setup, UPDATE, logits=True, lora=setup.lora)
     if setup.reference:
         items += _reference(actor, setup)
     if setup.teacher is not None:
         items += _forward_only(setup.teacher, setup, "teacher", TEACHER)
+    if setup.sync is not None:
+        items += trainer_sync_items(setup.sync, runtime(setup.device_type).host)
     return Estimate(tuple(items))
+
+
+def _runtime(setup: TrainerSetup) -> Item:
+    held = runtime(setup.device_type)
+    return Item(held.label, held.trainer)
 
 
 def idle_bytes(setup: TrainerSetup) -> int:
     """What the trainer keeps on a device between updates, after the offload flags moved what they move."""
     weights, moments = _kept(setup)
-    return (0 if setup.param_offload else weights) + (0 if setup.optimizer_offload else moments) + DEVICE_RUNTIME
+    held = 0 if setup.param_offload else weights
+    return held + (0 if setup.optimizer_offload else moments) + runtime(setup.device_type).trainer
+
+
+def idle_items(setup: TrainerSetup) -> tuple[Item, ...]:
+    """What the trainer holds on a device when the engines sharing it wake (colocate): what it keeps between updates,
+    what its allocator still caches after the runtime handed the cached blocks back, and a weight piece it exports
+    to the engines (device IPC) while they load it."""
+    kept = [
+        name for name, off in (("weights", setup.param_offload), ("Adam moments", setup.optimizer_offload)) if not off
+    ]
+    items = [Item(f"trainer between updates ({' and '.join(kept + ['runtime'])})", idle_bytes(setup))]
+    units = sum(model.layers + 1 for model in (setup.actor, setup.critic) if model is not None)  # layers and root
+    cache = cache_after_empty(units, setup.expandable_segments)
+    if not runtime(setup.device_type).host:  # host memory has no caching allocator: freed memory goes back to the heap
+        items.append(Item(cache.label, cache.bytes if cache.bounded else trainer_estimate(setup).phases[UPDATE]))
+    exported = [i for i in trainer_sync_items(setup.sync, False) if i.phase == SYNC] if setup.sync else []
+    return tuple(items + exported)
 
 
 def _kept(setup: TrainerSetup) -> tuple[int, int]:
@@ -132,30 +178,37 @@ def body(shape: ModelShape) -> ModelShape:
     return shape._replace(tied=True)
 
 
-def activation_bytes_per_layer_token(shape: ModelShape, lora: Adapter | None = None) -> int:
-    """A: what one decoder layer keeps for backward per token (bf16, sdpa attention); with LoRA, on a frozen base."""
-    attention = shape.q_dim + shape.kv_dim
-    full = 16 * shape.hidden + 4 * attention + 8 * shape.intermediate + 6 * attention * shape.qk_norm
+def activation_bytes_per_layer_token(shape: ModelShape, lora: Adapter | None = None, compute_bytes: int = 2) -> int:
+    """A: what one decoder layer keeps for backward per token (sdpa attention, computing in `compute_bytes` bytes a
+    value: bf16 by default); with LoRA, on a frozen base."""
+    c, h, attention = compute_bytes, shape.hidden, shape.q_dim + shape.kv_dim
+    # two RMSNorms: the fp32 input (4h) and the normalized output; every projection's input; q, k, v and attention's
+    # output; the MLP's gate, up, activation and product; q/k norms (Qwen3) like the others, per head
+    norms = 2 * (4 * h + c * h) + 2 * c * h
+    full = norms + 2 * c * attention + 4 * c * shape.intermediate + (4 + c) * attention * shape.qk_norm
     if lora is None:
         return full
     adapted = sum(m not in ROOT_MODULES for m in lora.modules)
-    frozen_norms = 4 * shape.hidden + 2 * attention * shape.qk_norm  # their bf16 normalized inputs, 2 bytes each
-    return full - frozen_norms + 2 * lora.rank * adapted
+    frozen_norms = 2 * c * h + c * attention * shape.qk_norm  # the normalized outputs only a norm's weight needs
+    return full - frozen_norms + c * lora.rank * adapted
 
 
-def activation_bytes(shape: ModelShape, tokens: int, checkpointing: bool, lora: Adapter | None = None) -> int:
+def activation_bytes(
+    shape: ModelShape, tokens: int, checkpointing: bool, lora: Adapter | None = None, compute_bytes: int = 2
+) -> int:
     """What the forward pass keeps for backward for `tokens` tokens."""
-    layer = activation_bytes_per_layer_token(shape, lora)
-    kept = shape.layers * 2 * shape.hidden + layer if checkpointing else shape.layers * layer
-    return tokens * (kept + _tail_bytes(shape, lora))
+    layer = activation_bytes_per_layer_token(shape, lora, compute_bytes)
+    kept = shape.layers * compute_bytes * shape.hidden + layer if checkpointing else shape.layers * layer
+    return tokens * (kept + _tail_bytes(shape, lora, compute_bytes))
 
 
-def _tail_bytes(shape: ModelShape, lora: Adapter | None) -> int:
-    """Per token after the layers: the final norm's input and output, the lm_head's input."""
+def _tail_bytes(shape: ModelShape, lora: Adapter | None, compute_bytes: int) -> int:
+    """Per token after the layers: the final norm's fp32 input and its output, the lm_head's input."""
+    c, h = compute_bytes, shape.hidden
     if lora is None:
-        return 8 * shape.hidden
+        return 4 * h + 2 * c * h
     roots = [m for m in lora.modules if m in ROOT_MODULES]
-    return 4 * shape.hidden + 2 * lora.rank * len(roots) + 2 * shape.hidden * ("lm_head" in roots)
+    return 4 * h + c * lora.rank * len(roots) + c * h * ("lm_head" in roots)
 
 
 def _full_states(actor: ModelShape, n: int) -> list[Item]:
@@ -178,27 +231,29 @@ def _lora_states(setup: TrainerSetup) -> list[Item]:
 def _update(
     shape: ModelShape, setup: TrainerSetup, phase: str, logits: bool, lora: Adapter | None = None
 ) -> list[Item]:
-    n, tokens = setup.devices, setup.tokens
+    tokens, c = setup.tokens, param_bytes(setup)
     how = "checkpointed" if setup.checkpointing else "no checkpointing"
     how += f", rank-{lora.rank} LoRA" if lora else ""
-    kept = activation_bytes(shape, tokens, setup.checkpointing, lora)
+    kept = activation_bytes(shape, tokens, setup.checkpointing, lora, c)
     items = [
-        *(_lora_update(setup, phase) if lora else _full_update(shape, n, phase)),
-        Item(f"activations ({tokens} tokens, {how})", kept, phase),
+        *(_lora_update(setup, phase) if lora else _full_update(shape, setup, phase)),
+        Item(f"activations ({tokens} tokens, {how}, {_short(setup)})", kept, phase),
     ]
     if logits:
-        items.append(
-            Item(
-                f"logits ({tokens} tokens x {shape.vocab} vocabulary)", LOGIT_BYTES_TRAIN * tokens * shape.vocab, phase
-            )
-        )
+        label = f"logits ({tokens} tokens x {shape.vocab} vocabulary, {_short(setup)})"
+        items.append(Item(label, LOGIT_TENSORS_TRAIN * c * tokens * shape.vocab, phase))
     return items
 
 
-def _full_update(shape: ModelShape, n: int, phase: str) -> list[Item]:
+def _full_update(shape: ModelShape, setup: TrainerSetup, phase: str) -> list[Item]:
+    n, dtype = setup.devices, _short(setup)
     return [
         Item(f"gradients (fp32, 1/{n} shard)", 4 * shape.params // n, phase),
-        Item("FSDP working set (bf16 weights and gradients of embeddings + 2 layers)", 4 * _unit_params(shape), phase),
+        Item(
+            f"FSDP working set ({dtype} weights and gradients of embeddings + 2 layers)",
+            2 * param_bytes(setup) * _unit_params(shape),
+            phase,
+        ),
     ]
 
 
@@ -228,15 +283,15 @@ def _reference(shape: ModelShape, setup: TrainerSetup) -> list[Item]:
 
 def _forward_only(shape: ModelShape, setup: TrainerSetup, name: str, phase: str) -> list[Item]:
     """A model verl runs forward only (the reference, a teacher): its weights offloaded to the host."""
-    tokens = setup.tokens
+    tokens, c, dtype = setup.tokens, param_bytes(setup), _short(setup)
     return [
-        Item(f"{name} working set (bf16; its weights stay in host memory)", 2 * _unit_params(shape), phase),
+        Item(f"{name} working set ({dtype}; its weights stay in host memory)", c * _unit_params(shape), phase),
         Item(
             f"{name} activations ({tokens} tokens, one layer at a time)",
-            tokens * activation_bytes_per_layer_token(shape),
+            tokens * activation_bytes_per_layer_token(shape, compute_bytes=c),
             phase,
         ),
-        Item(f"{name} logits ({tokens} tokens)", LOGIT_BYTES_FORWARD * tokens * shape.vocab, phase),
+        Item(f"{name} logits ({tokens} tokens)", LOGIT_TENSORS_FORWARD * c * tokens * shape.vocab, phase),
     ]
 
 
@@ -255,5 +310,5 @@ def _short(setup: TrainerSetup) -> str:
 
 
 def param_bytes(setup: TrainerSetup) -> int:
-    """B: bytes of one parameter of a LoRA run (trainer.param_dtype)."""
+    """C (B for LoRA): bytes of one value in trainer.param_dtype."""
     return DTYPE_BYTES[setup.param_dtype]

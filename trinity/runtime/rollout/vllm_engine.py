@@ -319,6 +319,10 @@ class VllmEngine(RolloutEngine):
         """The LoRARequest naming the adapter registered as `adapter_id` from `folder`."""
         return self.vllm.LoRARequest(lora.adapter_of(self.config).name, adapter_id, folder)
 
+    def peak_device_mb(self) -> float | None:
+        """None: vLLM's device memory is its worker processes', not this actor's."""
+        return None
+
     # --- sharing the devices with the trainer (colocate) ------------------------------------------------------
 
     async def sleep(self, level: int = 1) -> bool:
