@@ -90,3 +90,12 @@ def test_mode_both_set_by_hand_on_one_gpu_is_refused_with_the_setting_that_works
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
     assert "no devices left for the trainer: 1 devices (1 node(s) x 1) minus 1 for rollout" in proc.stderr
     assert "set mode=colocate" in proc.stderr
+
+
+def test_what_this_machine_has_says_nothing_of_a_cluster_named_by_its_address(trinity):
+    """hardware=auto found one GPU here; a run on a Ray cluster elsewhere learns what its nodes offer from the cluster,
+    not from this machine: nothing is lowered before Ray is asked."""
+    args = ("config", "render", "--stage", "grpo", "cluster.ray_address=10.0.0.1:6379", "--explain", "mode")
+    proc, _ = trinity("nvidia-smi", nvidia(1), *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "mode = 'both'" in proc.stdout and "gpu_per_node" not in proc.stderr

@@ -316,6 +316,9 @@ STAGED = "stages:\n  - {stage_name: sft, mode: train}\n  - {stage_name: rl}\n"
         ("cpu", ("cluster.gpu_per_node=2", "cluster.train_stage_devices=all"), 2),
         ("a100", ("cluster.train_stage_devices=trainer", "explorer.rollout_model.engine_num=3"), 5),
         ("cpu", ("cluster.gpu_per_node=2", "+stages.1.mode=train"), 2),  # no stage explores: nothing to share with
+        # a single device: the RL stage, whose mode nobody wrote, takes turns on it (colocate), which gives its trainer
+        # that device
+        ("cpu", ("cluster.gpu_per_node=1",), 1),
     ],
 )
 def test_a_train_only_stage_trains_on_the_devices_its_run_gives_the_trainer(cli, write, profile, extra, trainer):

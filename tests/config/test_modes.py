@@ -210,3 +210,14 @@ def test_serve_runs_engines_and_the_buffer_and_may_share_a_directory_with_a_trai
     assert {a.role for a in build_plan(config, {}).actors} == {"rollout", "buffer"}
     with RunDir(tmp_path).lock("serve"), RunDir(tmp_path).lock("train"):
         pass
+
+
+@pytest.mark.parametrize("name", list(modes.MODES))
+@pytest.mark.parametrize("written", [True, False])
+@pytest.mark.parametrize("devices", [1, 2, 8])
+def test_only_a_mode_nobody_wrote_that_splits_the_devices_takes_turns_on_a_single_device(name, written, devices):
+    runs, entries = modes.on_devices(name, written, devices), modes.MODES
+    if not written and devices == 1 and entries[name].splits_devices:
+        assert entries[runs].shares_devices and entries[runs].loop == entries[name].loop  # the same loop, taking turns
+    else:
+        assert runs == name

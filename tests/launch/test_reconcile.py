@@ -4,6 +4,7 @@ import pytest
 
 from tests.conftest import MINIMAL, REFERENCE
 from trinity.config.compose import Request
+from trinity.config.resolve import resolve
 from trinity.errors import ConfigError
 from trinity.launch.reconcile import Node, live_nodes, resolve_on_cluster
 
@@ -208,3 +209,20 @@ def test_the_config_resolved_before_ray_is_launched_when_the_cluster_changes_not
     after = resolve_on_cluster(unset, nodes({"NPU": 4}), standalone=before)
     assert after is not before and (before.config.cluster.gpu_per_node, after.config.cluster.gpu_per_node) == (8, 4)
     assert resolve_on_cluster(unset, nodes({"NPU": 8}), standalone=before) is before  # it restates the profile's 8
+
+
+def test_a_config_lowered_to_this_machines_devices_is_resolved_again_for_a_cluster_whose_nodes_have_more(run_file):
+    """hardware=auto on a driver with one GPU lowers a gpu_per_node of 8 to 1 (and colocates); a cluster of 8-GPU
+    nodes must not launch that: the config is resolved again with what the cluster's nodes offer."""
+    from tests.fakes import fake_machine
+
+    request = Request(
+        run_file("cluster:\n  gpu_per_node: 8\n"),
+        ("hardware=auto",),
+        probes=fake_machine(gpu="NVIDIA A100-SXM4-80GB", gpus=1),
+    )
+    standalone = resolve(request)
+    assert (standalone.config.cluster.gpu_per_node, standalone.config.mode) == (1, "colocate")
+    on_cluster = resolve_on_cluster(request, nodes({"GPU": 8}), standalone=standalone)
+    assert on_cluster is not standalone
+    assert (on_cluster.config.cluster.gpu_per_node, on_cluster.config.mode) == (8, "both")

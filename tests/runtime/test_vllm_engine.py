@@ -6,6 +6,7 @@ the engine on the real vLLM."""
 
 import asyncio
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -17,7 +18,7 @@ from tests.fakes_vllm import FakeAsyncLLM, fake_vllm_api  # noqa: E402
 from tests.runtime.syncs import memory_sync, specs_of  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
-from trinity.runtime.rollout import engine_class, vllm_args, vllm_engine, vllm_fields  # noqa: E402
+from trinity.runtime.rollout import engine_class, vllm_args, vllm_engine, vllm_fields, vllm_worker  # noqa: E402
 from trinity.runtime.rollout.base import Sampling  # noqa: E402
 from trinity.runtime.rollout.vllm_engine import VllmEngine  # noqa: E402
 
@@ -34,8 +35,13 @@ def engine(cfg, slot=0, name="rollout.engine0"):
 def fake_vllm(monkeypatch, tmp_path):
     FakeAsyncLLM.instances.clear()
     monkeypatch.setattr(vllm_engine, "vllm_api", fake_vllm_api)
-    # no Ray here: each engine's folder of memory-sync pieces on "this node"
-    monkeypatch.setattr(VllmEngine, "_piece_folder", lambda self: tmp_path / "pieces" / self.name.split(".part")[0])
+    # no Ray here: "this node" has its id, its piece roots (shared memory, the temporary folder) in tmp_path
+    roots = (tmp_path / "shm", tmp_path / "tmp")
+    roots[0].mkdir()
+    monkeypatch.setattr(vllm_worker, "piece_roots", lambda: roots)
+    monkeypatch.setattr(vllm_engine, "piece_roots", lambda: roots)
+    monkeypatch.setattr(vllm_engine, "_node_id", lambda: "node-a")
+    monkeypatch.setattr(VllmEngine, "_pieces_folder", lambda self: Path("pieces") / self.name.split(".part")[0])
 
 
 def started(cfg, slot=0, version=3):
@@ -156,7 +162,7 @@ def test_a_memory_sync_goes_a_piece_at_a_time_through_one_file_per_node_into_one
     rpcs = [c for c in e.llm.calls if c[0] == "collective_rpc"]
     assert [method for _, method, _ in rpcs] == ["trinity_begin", "trinity_piece", "trinity_piece", "trinity_end"]
     assert max(len(msgspec.msgpack.encode(list(args))) for *_, args in rpcs) < 400  # a path and specs, never weights
-    assert not list((tmp_path / "pieces" / "rollout.engine0").iterdir())  # every piece's file removed once taken
+    assert not list((tmp_path / "shm" / "pieces" / "rollout.engine0").iterdir())  # each file removed once taken
 
 
 def test_a_memory_sync_whose_reload_fails_raises_the_workers_error_and_frees_the_engine():
@@ -166,6 +172,52 @@ def test_a_memory_sync_whose_reload_fails_raises_the_workers_error_and_frees_the
         memory_sync(e, weights, 5)
     assert e.weight_version() == 3 and not e._updating  # the engine's turn is given back: requests go on
     assert ("collective_rpc", "trinity_abort", ()) in e.llm.calls
+
+
+def test_a_piece_shared_memory_has_no_room_for_goes_to_the_temporary_folder_where_the_workers_find_it(
+    tmp_path, monkeypatch
+):
+    """A container's /dev/shm may hold 64 MiB, and a piece may be larger than sync_bucket_mib (a weight alone): each
+    node's actor chooses by the piece's own size, and the workers look under each of their node's roots."""
+    from types import SimpleNamespace as Usage
+
+    e = started(config())
+    monkeypatch.setattr(vllm_engine.shutil, "disk_usage", lambda path: Usage(total=2**30, used=2**30, free=47))
+    weights = {"embed.weight": torch.full((4, 3), 2.0), "head.weight": torch.full((4, 3), 3.0)}  # 48 bytes each
+    seen = []
+    monkeypatch.setattr(
+        vllm_worker, "_mapped", lambda path, specs, real=vllm_worker._mapped: seen.append(path) or real(path, specs)
+    )
+    assert memory_sync(e, weights, 4, limit=48) == [4, 4]
+    assert [p.parent.parent.parent for p in seen] == [tmp_path / "tmp"] * 2  # <root>/pieces/<engine>/<file>
+    assert all(w.get_model().head.weight.eq(3).all() for w in e.llm.workers)
+
+
+def test_a_sync_starting_clears_what_an_earlier_one_left_but_not_another_parts_draft(tmp_path):
+    """Two parts of one engine on one node (colocate, TP 2) write piece 0 together: the one starting first must not
+    remove the other's draft; an older sync's pieces go."""
+    folder = tmp_path / "shm" / "pieces" / "rollout.engine0"
+    folder.mkdir(parents=True)
+    (folder / "v4-3").write_bytes(b"old")
+    (folder / ".v5-0.999").write_bytes(b"another part's draft")
+    source = vllm_engine._staged(torch.ones(3), Path("pieces/rollout.engine0"), 5, 0)
+    assert source == "pieces/rollout.engine0/v5-0"
+    assert sorted(f.name for f in folder.iterdir()) == [".v5-0.999", "v5-0"]
+
+
+def test_a_sync_whose_start_fails_gives_the_engines_turn_back(monkeypatch):
+    e = started(config())
+
+    async def refuse(method, timeout=None, args=(), kwargs=None):
+        raise RuntimeError(f"{method} refused")
+
+    real = e.llm.collective_rpc
+    e.llm.collective_rpc = lambda method, **kw: refuse(method) if method == "trinity_begin" else real(method, **kw)
+    with pytest.raises(RuntimeError, match="trinity_begin refused"):
+        memory_sync(e, {"head.weight": torch.ones(4, 3)}, 5)
+    assert not e._updating and e._sync is None  # requests go on
+    version, _ = asyncio.run(e.generate([1], 1, Sampling()))
+    assert version == 3
 
 
 def test_a_device_buffer_piece_reaches_each_worker_by_its_own_devices_handle(monkeypatch):
@@ -184,7 +236,9 @@ def test_a_device_buffer_piece_reaches_each_worker_by_its_own_devices_handle(mon
     for index, w in enumerate(e.llm.workers):
         w.device = torch.device("cpu", index)  # the fake workers' devices 0 and 1: physical 4 and 5
     on_device = {4: torch.full((4, 3), 4.0), 5: torch.full((4, 3), 5.0)}  # what each rank's buffer holds
-    handles = {device_ipc.device_key("CUDA_VISIBLE_DEVICES", i): fake.export(on_device[4 + i]) for i in (0, 1)}
+    handles = {
+        device_ipc.device_key("node-a", "CUDA_VISIBLE_DEVICES", i): fake.export(on_device[4 + i]) for i in (0, 1)
+    }
     spec = specs_of({"head.weight": on_device[4]})
     assert asyncio.run(e.load_piece(handles, spec, 0, 1, 6)) == 6
     assert [w.get_model().head.weight[0, 0].item() for w in e.llm.workers] == [4.0, 5.0]
@@ -243,7 +297,7 @@ def test_an_engine_that_does_not_share_devices_never_sleeps():
     assert e.llm.calls == [] and e.llm.args["enable_sleep_mode"] is False
 
 
-def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it():
+def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it(tmp_path):
     cfg = config(
         "ascend910b",
         "cluster.node_num=2",
@@ -268,7 +322,7 @@ def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it():
     # a memory sync's piece: written on this part's node, where the head's call has its workers read it
     weights = {"head.weight": torch.full((4, 3), 2.0)}
     assert memory_sync(part, weights, 8) == [8] and part.weight_version() == 8
-    (written,) = list(part._piece_folder().iterdir())
+    (written,) = list((tmp_path / "shm" / "pieces" / "rollout.engine0").iterdir())
     assert written.name == "v8-0" and torch.equal(
         torch.from_file(str(written), size=12, dtype=torch.float32).view(4, 3), weights["head.weight"]
     )

@@ -150,9 +150,12 @@ def _standalone(composed: Composed, strict: bool) -> tuple[ResolvedConfig | None
     """(the config resolved without a cluster, None), or (None, its ConfigError) when only the cluster's device
     counts can make it valid.
 
-    A live cluster changes only the device split (gpu_per_node left unset), so an error about any
-    other key stops the run here, before Ray. What does not fit a device here does not fit on the
-    cluster either: the cluster can only lower gpu_per_node, which leaves the trainer fewer devices.
+    A live cluster changes only the device split (what its nodes offer, a gpu_per_node left unset, a
+    gpu_per_node above what they offer lowered, and with them a mode nobody set on a single device), so
+    an error about any other key stops the run here, before Ray. What does not fit a device here does not
+    fit on the cluster either: against the config resolved here, the cluster can only lower gpu_per_node
+    (this machine's devices count only where the run's Ray is this machine's), which leaves the trainer
+    fewer devices.
     """
     from ..config.resolve import resolve
 

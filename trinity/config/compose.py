@@ -5,6 +5,7 @@ schema defaults -> conf/ base -> profile (recommended values, env) -> live clust
 """
 
 import copy
+import os
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -18,10 +19,13 @@ from .defaults import schema_defaults
 from .merge import deep_merge, get_path, leaves
 from .profiles import LoadedProfile, load_profile
 from .provenance import Contribution, Provenance
-from .sources.overrides import HARDWARE, Override, parse_overrides
+from .sources.overrides import HARDWARE, Override, ParsedOverrides, parse_overrides
 from .sources.yaml_file import YamlDoc, load_yaml
 
 DEFAULT_HARDWARE = AUTO
+
+
+RAY_HERE = ("auto", "local")  # cluster.ray_address values whose Ray runs on this machine
 
 
 @dataclass(frozen=True)
@@ -74,7 +78,7 @@ def compose(request: Request) -> Composed:
         ("conf", base.data, base.where),
         ("profile", profile.profile.recommended, lambda p: profile.where(("recommended", *p))),
         ("profile", {"env": profile.profile.env.model_dump()}, profile.where),
-        *_detected_layer(detected, selection),
+        *_detected_layer(detected if _ray_here(user, parsed) else 0, selection),
         *_cluster_layer(request.cluster),
         ("file", user.data, user.where),
     ):
@@ -83,6 +87,16 @@ def compose(request: Request) -> Composed:
     for override in parsed.values:
         tree = apply_override(tree, override, provenance)
     return Composed(tree, provenance, profile, user, selection)
+
+
+def _ray_here(user: YamlDoc, parsed: ParsedOverrides) -> bool:
+    """Whether the run's Ray runs on this machine (no address named: cluster.ray_address auto or local, no
+    $RAY_ADDRESS), so that what hardware=auto found here is what a node offers."""
+    address = get_path(user.data, ("cluster", "ray_address"), None)
+    for override in parsed.values:
+        if override.path == ("cluster", "ray_address"):
+            address = override.value
+    return os.environ.get("RAY_ADDRESS") in (None, "", "auto") and address in (None, *RAY_HERE)
 
 
 def _detected_layer(devices: int, selection: str) -> tuple:

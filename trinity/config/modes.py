@@ -117,6 +117,15 @@ def mode(name: str) -> Mode:
     return MODES[name]
 
 
+def on_devices(name: str, written: bool, devices: int) -> str:
+    """The mode a run of mode `name` runs in on `devices` devices: a mode that splits the devices, which nobody wrote
+    (the schema's default), takes turns on a single device (an engine and a trainer rank can only share it)."""
+    entry = mode(name)
+    if written or not entry.splits_devices or devices != 1:
+        return name
+    return next(m.name for m in MODES.values() if m.loop == entry.loop and m.shares_devices)
+
+
 def running() -> tuple[str, ...]:
     """The modes this version runs (the others are refused at validation)."""
     return tuple(name for name, m in MODES.items() if m.refused is None)

@@ -12,7 +12,7 @@ from .derive import SYNC_KEYS, RunStage, derive
 from .interpolate import resolve_interpolations
 from .merge import deep_merge
 from .profiles import LoadedProfile
-from .provenance import Provenance
+from .provenance import WRITTEN, Provenance
 from .schema import RunConfig
 from .schema.run import STAGE_SECTIONS
 from .schema.synchronizer import SynchronizerConfig
@@ -105,7 +105,7 @@ def _resolve_stages(
     """Each stage deep-merged into the root config and resolved on its own; a warning or note the run's own resolution
     already `said` is not said again for each stage."""
     stages, provenances, issues, errors = [], [], [], []
-    run = _run_stages(composed.tree)
+    run = _run_stages(composed)
     for i, stage in enumerate(composed.tree.get("stages") or []):
         if not isinstance(stage, dict):
             continue  # the root validation already reported it
@@ -138,24 +138,30 @@ def _stage_tree(tree: dict[str, Any], stage: dict[str, Any]) -> dict[str, Any]:
     return deep_merge({**tree, "stages": []}, _stage_sections(stage))
 
 
-def _run_stages(tree: dict[str, Any]) -> tuple[RunStage, ...]:
-    """Each stage's mode and sync settings (its own, else the run's, else the schema's; interpolations resolved), for
-    the rules that lay a stage out beside the others."""
-    stages = [_stage_tree(tree, s if isinstance(s, dict) else {}) for s in tree.get("stages") or []]  # one per entry
-    return tuple(_run_stage(resolve_interpolations(merged, lambda path: "")[0]) for merged in stages)
+def _run_stages(composed: Composed) -> tuple[RunStage, ...]:
+    """Each stage's mode and sync settings (its own, else the run's, else the schema's; interpolations resolved), and
+    whether a person wrote its mode, for the rules that lay a stage out beside the others."""
+    tree = composed.tree
+    root_mode = composed.provenance.set_by(("mode",), *WRITTEN)
+    entries = [s if isinstance(s, dict) else {} for s in tree.get("stages") or []]  # one per entry
+    return tuple(
+        _run_stage(resolve_interpolations(_stage_tree(tree, stage), lambda path: "")[0], root_mode or "mode" in stage)
+        for stage in entries
+    )
 
 
-def _run_stage(merged: dict[str, Any]) -> RunStage:
+def _run_stage(merged: dict[str, Any], mode_written: bool) -> RunStage:
     """One stage's RunStage; its sync None where its settings do not validate (its own resolution says why)."""
     mode = str(merged.get("mode") or RunConfig.model_fields["mode"].default)
     section = merged.get("synchronizer") or {}
-    if not isinstance(section, dict):
-        return RunStage(mode, None)
-    try:
-        sync = SynchronizerConfig.model_validate({k: section[k] for k in SYNC_KEYS if k in section})
-    except ValidationError:
-        return RunStage(mode, None)
-    return RunStage(mode, {key: getattr(sync, key) for key in SYNC_KEYS})
+    sync = None
+    if isinstance(section, dict):
+        try:
+            valid = SynchronizerConfig.model_validate({k: section[k] for k in SYNC_KEYS if k in section})
+            sync = {key: getattr(valid, key) for key in SYNC_KEYS}
+        except ValidationError:
+            pass
+    return RunStage(mode, sync, mode_written)
 
 
 def _handoff_issues(stages: list[tuple[str, RunConfig]], provenances: list[Provenance]) -> list[Issue]:

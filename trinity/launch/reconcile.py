@@ -66,9 +66,12 @@ def resolve_on_cluster(
 
 def _restates(layer: ClusterLayer, cluster: ClusterConfig) -> bool:
     """Whether the cluster's layer changes nothing the config resolved without it derived: the same gpu_per_node, and
-    nodes offering at least that many devices (no gpu_per_node to lower)."""
+    nodes offering at least that many devices (no gpu_per_node to lower); and where the config was resolved for what
+    this machine offers (hardware=auto), the cluster's nodes offer as many (else a gpu_per_node lowered to this
+    machine's devices would stay low)."""
     same_per_node = layer.gpu_per_node is None or layer.gpu_per_node == cluster.gpu_per_node
-    return same_per_node and cluster.gpu_per_node <= layer.node_devices
+    same_nodes = cluster.node_devices in (None, layer.node_devices)
+    return same_per_node and same_nodes and cluster.gpu_per_node <= layer.node_devices
 
 
 def check_fits(resolved: ResolvedConfig, counts: list[int]) -> None:

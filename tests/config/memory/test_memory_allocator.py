@@ -44,7 +44,7 @@ def test_a_device_ipc_sync_adds_the_piece_the_trainer_exports_and_host_memory_ha
     sync = SyncSetup("device_ipc", bucket=256 * MIB, largest=151936 * 1536 * 2, total=3 * 2**30)
     setup = TrainerSetup(QWEN15, devices=1, tokens=4096, expandable_segments=True, sync=sync)
     exported = idle_items(setup)[-1]
-    assert exported.label == "weight sync: the piece exported to the engines (device IPC)"
-    assert exported.bytes == 151936 * 1536 * 2  # the bf16 embedding, larger than a bucket
+    assert exported.label == "weight sync: a piece cast to the rollout dtype and exported to the engines (device IPC)"
+    assert exported.bytes == 2 * 151936 * 1536 * 2  # the bf16 embedding, larger than a bucket: cast, then flattened
     on_host = setup._replace(device_type="cpu", sync=None)
     assert [i.label for i in idle_items(on_host)] == ["trainer between updates (weights and Adam moments and runtime)"]

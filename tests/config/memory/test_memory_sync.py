@@ -49,7 +49,7 @@ def test_on_the_host_the_store_pages_stay_mapped_and_ray_rebuilds_each_piece():
 
 def test_device_ipc_and_files():
     assert engine_sync_items(sync("device_ipc"), host=False) == []  # the engine maps the trainer's buffer
-    assert trainer_sync_items(sync("device_ipc"), host=False)[0].bytes == EMBEDDING
+    assert trainer_sync_items(sync("device_ipc"), host=False)[0].bytes == 2 * EMBEDDING  # cast, and the flat buffer
     assert engine_sync_items(sync("files"), host=False) == [] and trainer_sync_items(sync("files"), False) == []
     assert engine_sync_items(sync("files"), host=True)[0].bytes == EMBEDDING
     assert trainer_sync_items(sync("files"), host=True)[0].bytes == WEIGHTS

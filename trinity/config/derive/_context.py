@@ -1,6 +1,6 @@
 """What a derivation rule sees: the validated tree, the profile, provenance, and where to report."""
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ...errors import Issue, Severity, dotted, undotted
@@ -19,6 +19,7 @@ class RunStage:
 
     mode: str
     sync: dict[str, Any] | None  # synchronizer.sync_style, sync_interval, sync_offset; None where they do not validate
+    mode_written: bool = True  # a person wrote its mode (in the stage or the run); else the schema's default
 
 
 @dataclass
@@ -46,7 +47,12 @@ class Context:
             return None
         here = self.stage_index if self.stage_index is not None else len(self.run_stages)
         after, before = self.run_stages[here + 1 :], self.run_stages[:here][::-1]
-        return next((s for s in (*after, *before) if _trains_and_explores(s.mode)), None)
+        beside = next((s for s in (*after, *before) if _trains_and_explores(s.mode)), None)
+        if beside is None:
+            return None
+        # the mode it runs in on these devices: a `both` nobody wrote takes turns on a single device
+        devices = self.get("cluster.node_num") * self.get("cluster.gpu_per_node")
+        return replace(beside, mode=modes.on_devices(beside.mode, beside.mode_written, devices))
 
     def stage_devices_input(self) -> str:
         """Where cluster.train_stage_devices came from: the user, or the profile's fact."""

@@ -43,24 +43,22 @@ def gpu_per_node(ctx: Context) -> None:
 
 def shared_devices(ctx: Context) -> None:
     """On a single device (one node offering one, or gpu_per_node 1 on one node) a mode nobody set (the schema's `both`)
-    becomes the mode that takes turns on the devices (`colocate`): an engine and a trainer rank can only share it. The
-    demo on a machine with one GPU or NPU. A mode a person set stays, and so does `both` on more devices, where
-    running out of devices for the trainer is refused with the settings that work."""
-    mode = modes.mode(ctx.get("mode"))
-    if ctx.user_set("mode") or not mode.splits_devices:
+    becomes the mode that takes turns on the devices (`colocate`, modes.on_devices): an engine and a trainer rank can
+    only share it. The demo on a machine with one GPU or NPU. A mode a person set stays, and so does `both` on more
+    devices, where running out of devices for the trainer is refused with the settings that work."""
+    asked, devices = ctx.get("mode"), ctx.get("cluster.node_num") * ctx.get("cluster.gpu_per_node")
+    runs = modes.on_devices(asked, ctx.user_set("mode"), devices)
+    if runs == asked:
         return
-    if ctx.get("cluster.node_num") * ctx.get("cluster.gpu_per_node") != 1:
-        return
-    shared = next(name for name, m in modes.MODES.items() if m.loop == mode.loop and m.shares_devices)
     ctx.report(
         "note",
         "mode",
-        f"the run has one device, which an engine and a trainer rank can only share: mode {shared!r}, the trainer "
+        f"the run has one device, which an engine and a trainer rank can only share: mode {runs!r}, the trainer "
         "and the engines taking turns on it",
-        hint=f"set mode to choose; mode {mode.name!r} needs a device for the engines and one for the trainer",
+        hint=f"set mode to choose; mode {asked!r} needs a device for the engines and one for the trainer",
     )
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
-    ctx.set("mode", shared, "shared_devices", inputs)
+    ctx.set("mode", runs, "shared_devices", inputs)
 
 
 def cluster_counts(ctx: Context) -> None:

@@ -14,7 +14,7 @@ from ..algorithms import uses_critic, uses_reference
 from ..lora import adapter_of, moves_adapter
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
-from .estimate import DTYPE_BYTES, GIB, MIB, Estimate, Item, runtime
+from .estimate import DTYPE_BYTES, GIB, Estimate, Item, runtime
 from .generate import GenerateSetup, generate_estimate
 from .lora import Adapter, adapter, adapter_params, linear_features
 from .rollout import EngineSetup, LoRASlot, engine_estimate, kv_cache_room, kv_cache_wanted, sequences_that_fit
@@ -117,7 +117,7 @@ def sync_setup(config: RunConfig, shape: ModelShape) -> SyncSetup | None:
     lora = trained_adapter(config) if moves_adapter(config) else None
     largest, total = _adapter_sent(shape, lora) if lora else _weights_sent(shape)
     d = DTYPE_BYTES[config.explorer.rollout_model.dtype]  # the trainer casts what it sends to the rollout dtype
-    return SyncSetup(channel, config.synchronizer.sync_bucket_mib * MIB, largest * d, total * d)
+    return SyncSetup(channel, config.synchronizer.bucket_bytes, largest * d, total * d)
 
 
 def _weights_sent(shape: ModelShape) -> tuple[int, int]:

@@ -14,8 +14,9 @@ in the rollout dtype, never more than the sync sends in all), and "in flight" th
                    shared pages, in each role's resident memory from the first sync on; and Ray rebuilds a tensor
                    from the bytes torch pickles its storage as: in the engine those bytes and the tensor, in the
                    trainer the flat piece and its bytes, 2p each during the sync.
-    device_ipc     (memory, colocate on devices that map memory between processes) trainer: the flat piece it
-                   exports; the engine maps it and copies from it, with no buffer of its own.
+    device_ipc     (memory, colocate on devices that map memory between processes) trainer: the piece's weights cast
+                   to the rollout dtype and the flat buffer it exports: 2p; the engine maps it and copies from it, with
+                   no buffer of its own.
     files          (checkpoint) nothing on an accelerator; where the devices' memory is the host's, the trainer gathers
                    every weight before writing the file, the engine reads one weight at a time.
 
@@ -27,10 +28,10 @@ the embedding's piece (2p: 1039 MiB). benchmarks/scale.py.
 
 from typing import NamedTuple
 
+from ..sync_methods import DEVICE_IPC, FILES, OBJECT_STORE, PROCESS_GROUP
 from .estimate import Item
 
 SYNC = "weight sync"
-PROCESS_GROUP, FILES, OBJECT_STORE, DEVICE_IPC = "process_group", "files", "object_store", "device_ipc"
 
 
 class SyncSetup(NamedTuple):
@@ -73,7 +74,13 @@ def trainer_sync_items(sync: SyncSetup, host: bool) -> list[Item]:
     if sync.channel == PROCESS_GROUP:
         return [Item("weight sync: a piece cast to the rollout dtype and flattened", 2 * sync.piece, SYNC)]
     if sync.channel == DEVICE_IPC:
-        return [Item("weight sync: the piece exported to the engines (device IPC)", sync.piece, SYNC)]
+        return [
+            Item(
+                "weight sync: a piece cast to the rollout dtype and exported to the engines (device IPC)",
+                2 * sync.piece,
+                SYNC,
+            )
+        ]
     if not host:
         return []
     if sync.channel == OBJECT_STORE:

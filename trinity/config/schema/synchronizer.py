@@ -41,3 +41,8 @@ class SynchronizerConfig(Section):
         description="Derived: how the weights travel: process_group (collective), files (checkpoint), object_store "
         "or device_ipc (memory: device IPC where trainer and engines share devices that have it).",
     )
+
+    @property
+    def bucket_bytes(self) -> int:
+        """sync_bucket_mib in bytes: the bound on one piece of a sync."""
+        return self.sync_bucket_mib * 2**20

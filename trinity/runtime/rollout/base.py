@@ -258,15 +258,16 @@ class RolloutEngine(Role):
         from ..sync import device_ipc, pieces
 
         if isinstance(piece, dict):
+            import ray
             import torch
 
-            key = device_ipc.device_key(self.visible_devices_env, torch.accelerator.current_device_index())
-            piece = device_ipc.open_handle(piece, key, torch.accelerator.current_device_index())
+            node, index = ray.get_runtime_context().get_node_id(), torch.accelerator.current_device_index()
+            piece = device_ipc.open_handle(piece, device_ipc.device_key(node, self.visible_devices_env, index), index)
         return pieces.split(piece, [s.shape for s in specs])
 
     def _receive(self, specs: list[WeightSpec], group_module) -> None:
         params = self._params()
-        limit = self.config.synchronizer.sync_bucket_mib * 2**20
+        limit = self.config.synchronizer.bucket_bytes
         with group_module.receiving(
             self._group, [(s.shape, s.dtype) for s in specs], self._device(), limit
         ) as received:

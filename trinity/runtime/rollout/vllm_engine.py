@@ -24,6 +24,7 @@ from ...config.schema import RunConfig
 from .. import lora
 from .base import RolloutEngine, Sample, Sampling, WeightSpec
 from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
+from .vllm_worker import piece_roots
 
 HEAD_WAIT_S = 600  # how long a part waits for its head to publish its address
 
@@ -45,7 +46,6 @@ class VllmEngine(RolloutEngine):
         self._adapters = 0  # ids handed out: vLLM caches an adapter by id, so every load takes a new one
         self._sync: AsyncExitStack | None = None  # a memory sync under way (head): its exclusive turn
         self._slot: dict | None = None  # the adapter slot the memory sync under way fills
-        self._pieces_at: Path | None = None  # where this node's memory-sync pieces are written (_piece_folder)
 
     # --- starting -----------------------------------------------------------------------------------
 
@@ -207,7 +207,7 @@ class VllmEngine(RolloutEngine):
 
     async def receive_weights(self, specs: list[WeightSpec], version: int) -> int:
         """Every worker receives the trainer's broadcast, piece by piece, into its shard of the model."""
-        limit = self.config.synchronizer.sync_bucket_mib * 2**20
+        limit = self.config.synchronizer.bucket_bytes
         return await self._update("trinity_receive", ([spec.plain() for spec in specs], limit), version)
 
     async def load_weights(self, weights: str, version: int) -> int:
@@ -218,16 +218,16 @@ class VllmEngine(RolloutEngine):
         """Piece `index` of `count` of a memory sync: a host tensor is written once to this node's shared memory, where
         the workers here map it; a device buffer's handles go to the workers as they are. The head drives one reload
         across the pieces, holding the engine's turn from the first to the last."""
-        source = await asyncio.to_thread(_staged, piece, self._piece_folder(), version, index)
+        source = await asyncio.to_thread(_staged, piece, self._pieces_folder(), version, index)
         if self.llm is None:  # a headless part: the head's call reaches its workers, which read the file written here
             if index == count - 1:
                 self.version = version
             return version
-        if index == 0:
-            await self._begin_pieces()
         try:
-            plain = [spec.plain() for spec in specs]
-            await self._rpc("trinity_piece", source, plain, self.visible_devices_env)
+            if index == 0:
+                await self._begin_pieces()
+            plain, node = [spec.plain() for spec in specs], _node_id()
+            await self._rpc("trinity_piece", source, plain, node, self.visible_devices_env)
             if index == count - 1:
                 await self._rpc("trinity_end")
                 await self._applied(self._slot, version)
@@ -240,6 +240,7 @@ class VllmEngine(RolloutEngine):
 
     async def _begin_pieces(self) -> None:
         await self._awake()
+        await self._end_pieces()  # a sync that never reached its last piece (its run ended) holds nothing more
         self._sync = AsyncExitStack()
         await self._sync.enter_async_context(self._exclusive())
         self._slot = self._adapter_slot() if lora.moves_adapter(self.config) else None
@@ -254,18 +255,12 @@ class VllmEngine(RolloutEngine):
             if stack is not None:
                 await stack.aclose()
 
-    def _piece_folder(self) -> Path:
-        """Where this engine's memory-sync pieces are written on this node, chosen once: shared memory where it has
-        room for two pieces (a container's /dev/shm may hold 64 MiB), else the temporary folder (the page cache still
-        shares a file's pages between the workers)."""
-        if self._pieces_at is None:
-            import ray
+    def _pieces_folder(self) -> Path:
+        """This engine's folder of memory-sync pieces, under one of each node's piece roots (vllm_worker.piece_roots:
+        every node chooses its own, and its workers look under each)."""
+        import ray
 
-            engine = self.name.rsplit(".part", 1)[0]
-            room = self.config.synchronizer.sync_bucket_mib * 2**20 * 2
-            root = SHM if SHM.exists() and shutil.disk_usage(SHM).free >= room else Path(tempfile.gettempdir())
-            self._pieces_at = root / "trinity-sync" / ray.get_runtime_context().get_job_id() / engine
-        return self._pieces_at
+        return Path("trinity-sync") / ray.get_runtime_context().get_job_id() / self.name.rsplit(".part", 1)[0]
 
     async def _rpc(self, method: str, *args: Any) -> list:
         return await self.llm.collective_rpc(method, timeout=self.config.synchronizer.sync_timeout, args=args)
@@ -354,7 +349,8 @@ class VllmEngine(RolloutEngine):
             if part is not None:
                 part.shutdown()
         self.llm = self.workers = None
-        shutil.rmtree(self._piece_folder(), ignore_errors=True)  # a memory sync's pieces left on this node
+        for root in piece_roots():  # a memory sync's pieces left on this node
+            shutil.rmtree(root / self._pieces_folder(), ignore_errors=True)
         if lora.moves_adapter(self.config):  # the head's workers wrote them on this part's node too
             shutil.rmtree(self._adapter_root(), ignore_errors=True)
 
@@ -387,33 +383,48 @@ class VllmEngine(RolloutEngine):
                 self._turn.notify_all()
 
 
-SHM = Path("/dev/shm")  # a memory sync's pieces go here on a node whose shared memory has room for two of them
-
-
 def _staged(piece: Any, folder: Path, version: int, index: int) -> str | dict:
-    """Where this node's workers find a memory-sync piece: the path of its file (written here once per node: an
-    engine's parts on one node share it), or the device buffers' handles as they came."""
+    """Where this node's workers find a memory-sync piece: its file's path under the node's piece roots (written here
+    once per node: an engine's parts on one node share it; in shared memory where it has room for this piece and the
+    last), or the device buffers' handles as they came."""
     if isinstance(piece, dict):
         return piece
-    folder.mkdir(parents=True, exist_ok=True)
-    prefix = f"v{version}-"
-    if index == 0:  # what an earlier sync that failed part-way left
-        for old in folder.iterdir():
-            if not old.name.startswith(prefix):
+    prefix, name = f"v{version}-", f"v{version}-{index}"
+    if index == 0:  # what an earlier sync that failed part-way left (not another part's draft of this one)
+        for old in (f for root in piece_roots() if (root / folder).is_dir() for f in (root / folder).iterdir()):
+            if not old.name.lstrip(".").startswith(prefix):
                 old.unlink(missing_ok=True)
-    path = folder / f"{prefix}{index}"
-    if not path.exists():
-        draft = folder / f".{prefix}{index}.{os.getpid()}"
-        import torch
+    if not any((root / folder / name).exists() for root in piece_roots()):
+        _write_once(piece, _root_for(piece.numel() * piece.element_size()) / folder, name)
+    return str(folder / name)
 
-        piece.contiguous().view(-1).view(torch.uint8).numpy().tofile(draft)
-        try:
-            os.link(draft, path)  # complete when it appears; another part on this node may have linked it first
-        except FileExistsError:
-            pass
-        finally:
-            draft.unlink(missing_ok=True)
-    return str(path)
+
+def _root_for(size: int) -> Path:
+    """Shared memory where it has room for a piece of `size` and the one before it (a container's /dev/shm may hold
+    64 MiB), else the temporary folder."""
+    shm, tmp = piece_roots()
+    return shm if shm.is_dir() and shutil.disk_usage(shm).free >= 2 * size else tmp
+
+
+def _write_once(piece: Any, folder: Path, name: str) -> None:
+    """The piece's bytes as `folder/name`, complete when it appears; another part on this node may link it first."""
+    import torch
+
+    folder.mkdir(parents=True, exist_ok=True)
+    draft = folder / f".{name}.{os.getpid()}"
+    piece.contiguous().view(-1).view(torch.uint8).numpy().tofile(draft)
+    try:
+        os.link(draft, folder / name)
+    except FileExistsError:
+        pass
+    finally:
+        draft.unlink(missing_ok=True)
+
+
+def _node_id() -> str:
+    import ray
+
+    return ray.get_runtime_context().get_node_id()
 
 
 def vllm_api(env: dict[str, str]) -> SimpleNamespace:

@@ -6,8 +6,8 @@ with msgspec and decodes them without types (a dataclass arrives as a dict, a tu
 tensor as a list or not at all), and refuses bytes of 4 GiB or more. So tensor specs travel as
 `[name, shape, dtype]` lists, and weights never: a collective sync's arrive over the weight-sync group,
 a checkpoint's as a file path (read a tensor at a time, the OS sharing the file's pages between the
-node's workers), a memory sync's a piece at a time (sync/pieces.py) as the path of a file the engine
-actor wrote once on this node (mapped, not copied) or as the trainer's device buffer's handle (sync/device_ipc.py).
+node's workers), a memory sync's a piece at a time (sync/pieces.py) as where to find the file the engine's
+actor on this node wrote once (mapped, not copied), or as the trainer's device buffer's handle (sync/device_ipc.py).
 
 A memory sync is one reload fed across calls: `trinity_begin` starts vLLM's reload on a thread of
 the worker that takes each piece `trinity_piece` hands it, and `trinity_end` ends it (vLLM's
@@ -26,7 +26,9 @@ a PEFT folder on the worker's node and added to vLLM's LoRA manager as a new ada
 version. Nothing here imports vLLM at module level.
 """
 
+import contextlib
 import queue
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -104,21 +106,23 @@ class WeightSyncWorker:
         """A memory sync starts: its pieces follow."""
         self._trinity_pieces = _PieceLoad(self, adapter, timeout_s)
 
-    def trinity_piece(self, source: str | dict, specs: list[Plain], visible_devices_env: str | None) -> int:
-        """One piece: the path of its file on this node, or {device key: handle} of the trainer's device buffers;
-        returns when the reload has taken its tensors (so the sender may drop it)."""
-        load = self._trinity_pieces
+    def trinity_piece(self, source: str | dict, specs: list[Plain], node: str, visible_devices_env: str | None) -> int:
+        """One piece: where its file is under this node's piece roots (`piece_roots`), or {device key: handle} of the
+        trainer's device buffers (this worker's device on Ray node `node`); returns when the reload has taken its
+        tensors (so the sender may drop it)."""
+        from ..sync import pieces
+
+        load, file = self._trinity_pieces, ""
         if isinstance(source, str):
-            flat = _mapped(Path(source), specs, load.timeout_s)
+            file = str(_found(source, load.timeout_s))
+            flat = _mapped(Path(file), specs)
         else:
             from ..sync import device_ipc
 
             index = self.device.index or 0
-            flat = device_ipc.open_handle(source, device_ipc.device_key(visible_devices_env, index), index)
-        from ..sync import pieces
-
+            flat = device_ipc.open_handle(source, device_ipc.device_key(node, visible_devices_env, index), index)
         tensors = pieces.split(flat, [shape for _, shape, _ in specs])
-        return load.take(list(zip((name for name, _, _ in specs), tensors)), source if isinstance(source, str) else "")
+        return load.take(list(zip((name for name, _, _ in specs), tensors)), file)
 
     def trinity_end(self) -> int:
         """The sync's last piece came: finish the reload (or register the adapter); returns the tensors loaded."""
@@ -215,9 +219,28 @@ class _Counted:
             yield pair
 
 
-def _mapped(path: Path, specs: list[Plain], timeout_s: float) -> Any:
-    """A piece's file (written once on this node by the engine's actor there, maybe still under way) mapped as one
-    flat tensor of its dtype: read from the page cache every worker of the node shares, not copied."""
+def piece_roots() -> tuple[Path, ...]:
+    """Where a memory sync's piece files may be on this node, in the order an engine's actor chooses: shared memory
+    where it has room for the piece, else the temporary folder (whose pages the node's workers share as well)."""
+    return Path("/dev/shm"), Path(tempfile.gettempdir())
+
+
+def _found(relative: str, timeout_s: float) -> Path:
+    """The piece file `relative` under one of this node's roots, once the engine's actor here has written it (maybe
+    still under way as the head asks: the actors of an engine's parts write theirs concurrently)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        for root in piece_roots():
+            if (root / relative).exists():
+                return root / relative
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no engine actor on this node wrote {relative} within {timeout_s:g} s")
+        time.sleep(0.005)
+
+
+def _mapped(path: Path, specs: list[Plain]) -> Any:
+    """A piece's file mapped as one flat tensor of its dtype: read from the page cache every worker of the node
+    shares, not copied."""
     import math
 
     import torch
@@ -226,11 +249,6 @@ def _mapped(path: Path, specs: list[Plain], timeout_s: float) -> Any:
 
     dtype = specs[0][2]
     size = sum(math.prod(shape) for _, shape, _ in specs) * DTYPE_BYTES[dtype]
-    deadline = time.monotonic() + timeout_s
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the engine's actor on this node did not write {path} within {timeout_s:g} s")
-        time.sleep(0.005)
     return torch.from_file(str(path), shared=True, size=size, dtype=torch.uint8).view(getattr(torch, dtype))
 
 
@@ -300,6 +318,8 @@ class _PieceLoad:
     def abort(self) -> None:
         """Stop the reload where it is (its error, if any, was raised already)."""
         if self.thread is not None and self.thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self.inbox.get_nowait()  # a piece it never took: make room for the end
             self.inbox.put(None)
             self.thread.join(self.timeout_s)
         self._forget("")

@@ -41,13 +41,13 @@ def tensors(tensors: Iterable[Any], limit: int) -> Iterator[list[Any]]:
     return cut(tensors, lambda t: (t.dtype, t.numel() * t.element_size()), limit)
 
 
-def flatten(piece: list[Any], device: Any = None) -> Any:
-    """One piece's tensors as one flat buffer (on `device`; default: theirs), filled in place: one copy, no
-    intermediate per tensor."""
+def flatten(piece: list[Any], device: Any = None, dtype: Any = None) -> Any:
+    """One piece's tensors as one flat buffer (on `device`, in `dtype`; default: theirs), filled in place: one copy,
+    no intermediate per tensor."""
     import torch
 
     total = sum(t.numel() for t in piece)
-    flat = torch.empty(total, dtype=piece[0].dtype, device=device or piece[0].device)
+    flat = torch.empty(total, dtype=dtype or piece[0].dtype, device=device or piece[0].device)
     offset = 0
     for tensor in piece:
         flat[offset : offset + tensor.numel()].copy_(tensor.reshape(-1))

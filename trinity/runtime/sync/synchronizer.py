@@ -41,7 +41,7 @@ class Synchronizer:
         sync = config.synchronizer
         self.config, self.run_dir, self.wait = config, run_dir, wait
         self.method, self.channel = sync_methods.method(sync.sync_method), sync.sync_channel
-        self.timeout, self.limit = sync.sync_timeout, sync.sync_bucket_mib * pieces.MIB
+        self.timeout, self.limit = sync.sync_timeout, sync.bucket_bytes
         self.specs: list = []
         self.plan: list[list] = []  # the pieces of a memory sync, each a list of specs
         self.deadline: float | None = None  # a sync's: its calls share synchronizer.sync_timeout

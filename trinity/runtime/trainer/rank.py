@@ -447,9 +447,6 @@ class TrainerRank(Role):
             ]
             yield output.name, lora.combine(parts, factor)
 
-    def _piece_bytes(self) -> int:
-        return self.config.synchronizer.sync_bucket_mib * 2**20
-
     def _rollout_dtype(self) -> Any:
         """The dtype the engines keep what a sync moves in: the rollout dtype, or an adapter's lora_dtype."""
         import torch
@@ -533,24 +530,30 @@ class TrainerRank(Role):
         return pieces.flatten(piece, "cpu") if self.rank == 0 else None
 
     def _export(self, piece: list) -> dict:
-        """The piece as one buffer on this rank's device, kept, and its handle under the device's key."""
+        """The piece as one buffer on this rank's device in the rollout dtype (only rank 0's weights come cast from
+        the gather), kept, and its handle under the device's key."""
+        import ray
         import torch
 
         from ..sync import device_ipc, pieces
 
         self._exported = None  # the previous piece's buffer, which every engine has loaded, goes first
-        self._exported = pieces.flatten(piece, torch.accelerator.current_accelerator())
-        key = device_ipc.device_key(self.visible_devices_env, torch.accelerator.current_device_index())
-        return device_ipc.export(self._exported, key)
+        dtype = _sent_dtype(piece[0].dtype, self._rollout_dtype())
+        self._exported = pieces.flatten(piece, torch.accelerator.current_accelerator(), dtype)
+        node, index = ray.get_runtime_context().get_node_id(), torch.accelerator.current_device_index()
+        return device_ipc.export(self._exported, device_ipc.device_key(node, self.visible_devices_env, index))
 
     def end_weight_pieces(self) -> None:
-        """A memory sync is done: drop its last buffer and let the device free what the engines mapped."""
+        """A memory sync is done: drop its last buffer, let the device free what the engines mapped, and hand the
+        gathered weights' cached blocks back before the engines generate beside them."""
+        from ...utils.device import empty_cache
         from ..sync import device_ipc
 
         self._pieces, exported, self._exported = None, self._exported, None
         if exported is not None:
             del exported
             device_ipc.release(self.config.hardware.device_type)
+            empty_cache()
 
     def hand_back_device_memory(self) -> float:
         """Before the engines sharing these devices wake (colocate): hand the blocks torch's allocator caches (the
@@ -568,14 +571,14 @@ class TrainerRank(Role):
         return module.memory_reserved() / 2**20
 
     def broadcast_weights(self) -> float:
-        """Gather each weight and (rank 0) broadcast it to the engines in the rollout dtype, in the group's buckets;
+        """Gather each weight and (rank 0) broadcast it to the engines in the rollout dtype, a piece at a time;
         returns seconds spent."""
         from ..sync import group
 
         started = time.perf_counter()
         tensors = (tensor for _, tensor in self._gathered(self._rollout_dtype()))
         if self.rank == 0:
-            group.send(self.sync_group, tensors, self._piece_bytes())
+            group.send(self.sync_group, tensors, self.config.synchronizer.bucket_bytes)
         else:
             for _ in tensors:  # every rank takes part in each gather
                 pass
@@ -584,7 +587,8 @@ class TrainerRank(Role):
 
 def group_timeout(config: RunConfig) -> datetime.timedelta:
     """The trainer group's collective timeout: a rank waits in its next gather while rank 0 sends a sync, which may
-    take synchronizer.sync_timeout; never below torch's default of 30 minutes."""
+    take synchronizer.sync_timeout; never below 30 minutes (torch's default for gloo; NCCL's own is 10 minutes, so on
+    GPUs this raises it too)."""
     return datetime.timedelta(seconds=max(config.synchronizer.sync_timeout, TORCH_GROUP_TIMEOUT_S))
 
 
