@@ -97,3 +97,17 @@ def test_on_a_one_gpu_machine_the_smokes_demo_takes_turns_on_the_device_with_one
     assert (grpo.mode, grpo.cluster.trainer_gpu_num, grpo.cluster.rollout_gpu_num) == ("colocate", 1, 1)
     assert (grpo.synchronizer.sync_method, grpo.synchronizer.sync_channel) == ("memory", "device_ipc")
     assert grpo.explorer.rollout_model.engine_type == "vllm"
+
+
+def test_the_device_ipc_check_says_it_needs_an_accelerator(tmp_path):
+    """scripts/device_ipc_check.py maps a device buffer across two processes on a GPU or NPU; here it says why not."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "device_ipc_check.py")],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and json.loads(proc.stdout) == {
+        "error": "no accelerator here: device IPC needs a GPU or an NPU"
+    }
