@@ -44,9 +44,9 @@ def trainable(config, lora):
     return sum(p.numel() for p in build(config, torch.float32, lora).parameters() if p.requires_grad)
 
 
-def saved(config, tokens, checkpointing, lora=None):
-    # What autograd keeps for backward after a bf16 forward, once per storage, parameters excluded.
-    model = build(config, torch.bfloat16, lora)
+def saved(config, tokens, checkpointing, lora=None, dtype="bfloat16"):
+    # What autograd keeps for backward after a forward in `dtype`, once per storage, parameters excluded.
+    model = build(config, getattr(torch, dtype), lora)
     model.train()
     if checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})

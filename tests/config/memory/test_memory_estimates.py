@@ -1,10 +1,5 @@
 """The trainer and rollout formulas: hand-computed cases, invariants, and activations measured with torch on CPU."""
 
-import importlib.util
-import json
-import subprocess
-import sys
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -160,51 +155,18 @@ def test_qwen3_q_and_k_norms_cost_more_per_layer():
     assert activation_bytes_per_layer_token(QWEN3_06) - plain == 6 * (QWEN3_06.q_dim + QWEN3_06.kv_dim)
 
 
-# What autograd keeps after an fp32 forward (the cpu profile's trainer computes in fp32): the same count as
-# tests/cpu_torch.py's `saved`, in fp32, for each (model type, checkpointing) case.
-SAVED_FP32 = r"""
-import json, sys
-import torch, transformers
-transformers.logging.set_verbosity_error()
-answers = []
-for kind, checkpointing, config, tokens in json.loads(sys.argv[1]):
-    hf = transformers.AutoConfig.for_model(model_type=kind, **config)
-    hf._attn_implementation = "sdpa"
-    model = transformers.AutoModelForCausalLM.from_config(hf, dtype=torch.float32)
-    model.train()
-    if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    params, seen = {p.untyped_storage().data_ptr() for p in model.parameters()}, {}
-
-    def pack(tensor):
-        storage = tensor.untyped_storage()
-        if storage.data_ptr() not in params:
-            seen[storage.data_ptr()] = storage.nbytes()
-        return tensor
-
-    torch.manual_seed(0)
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model(input_ids=torch.randint(0, config["vocab_size"], (1, tokens)), use_cache=False)
-    answers.append(sum(seen.values()))
-print(json.dumps(answers))
-"""
-
-
-def test_activation_formula_matches_what_autograd_keeps_in_fp32():
-    """In fp32 each RMSNorm's fp32 copy of its input is the input itself: 24h + 8(q + kv) + 16i, not twice bf16's."""
-    if not all(importlib.util.find_spec(name) for name in ("torch", "transformers")):
-        pytest.skip("torch and transformers are needed for this comparison")
-    cases = [(kind, checkpointing) for kind in ("qwen2", "qwen3", "llama") for checkpointing in (False, True)]
-    tokens = 256
-    request = json.dumps([(kind, c, ACTIVATION_CONFIG, tokens) for kind, c in cases])
-    proc = subprocess.run([sys.executable, "-c", SAVED_FP32, request], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    for (kind, checkpointing), measured in zip(cases, json.loads(proc.stdout)):
-        shape = ModelShape(kind, 3, 256, 704, 8, 2, 48, 512, False, qk_norm=kind == "qwen3")
-        formula = activation_bytes(shape, tokens, checkpointing, compute_bytes=4)
-        if checkpointing:  # the forward keeps layer inputs only; the recomputed layer shows up in backward
-            formula -= tokens * activation_bytes_per_layer_token(shape, compute_bytes=4)
-        assert abs(measured - formula) / measured < 0.03, (kind, checkpointing, measured, formula)
+@pytest.mark.parametrize("kind", ["qwen2", "qwen3", "llama"])
+@pytest.mark.parametrize("checkpointing", [False, True])
+def test_activation_formula_matches_what_autograd_keeps_in_fp32(kind, checkpointing, torch_cpu):
+    """In fp32 (the cpu profile's trainer) each RMSNorm's fp32 copy of its input is the input itself: 24h + 8(q + kv)
+    + 16i, not twice bf16's."""
+    config, tokens = dict(model_type=kind, **ACTIVATION_CONFIG), 256
+    measured = torch_cpu.ask("saved", config=config, tokens=tokens, checkpointing=checkpointing, dtype="float32")
+    shape = ModelShape(kind, 3, 256, 704, 8, 2, 48, 512, False, qk_norm=kind == "qwen3")
+    formula = activation_bytes(shape, tokens, checkpointing, compute_bytes=4)
+    if checkpointing:  # the forward keeps layer inputs only; the recomputed layer shows up in backward
+        formula -= tokens * activation_bytes_per_layer_token(shape, compute_bytes=4)
+    assert abs(measured - formula) / measured < 0.03, (measured, formula)
 
 
 def test_activations_per_layer_in_fp32_by_hand():
