@@ -38,8 +38,12 @@ def fake_machine(
     versions: dict | None = None,
     files: tuple[str, ...] = (),
     distributions: tuple[str, ...] = (),
+    texts: dict[str, str] | None = None,
+    machine: str = "x86_64",
+    python: str = "3.11",
 ) -> Probes:
-    """Probes of a machine with the given accelerators, env, packages and files."""
+    """Probes of a machine with the given accelerators, env, packages, files (`texts`: those with a content), CPU
+    architecture and Python."""
 
     def run(cmd):
         if cmd[0] == "npu-smi" and npu_chip:
@@ -57,6 +61,18 @@ def fake_machine(
         env=env or {},
         version=lambda name: (versions or {}).get(name),
         nvml=nvml,
-        exists=lambda path: path in files,
+        exists=lambda path: path in files or path in (texts or {}),
         distributions=lambda: list(distributions),
+        read=lambda path: (texts or {}).get(path),
+        machine=lambda: machine,
+        python=lambda: python,
     )
+
+
+def cann_toolkit(version: str, arch: str = "x86_64", root: str = "/usr/local/Ascend/ascend-toolkit/latest") -> dict:
+    """A planted CANN toolkit's version file (its ascend_toolkit_install.info), as `texts` of fake_machine."""
+    info = (
+        f"package_name=Ascend-cann-toolkit\nversion={version}\ninnerversion=V100R001C23\narch={arch}\nos=linux\n"
+        f"path={root}/{arch}-linux\n"
+    )
+    return {f"{root}/{arch}-linux/ascend_toolkit_install.info": info}

@@ -111,3 +111,35 @@ def test_the_device_ipc_check_says_it_needs_an_accelerator(tmp_path):
     assert proc.returncode == 1 and json.loads(proc.stdout) == {
         "error": "no accelerator here: device IPC needs a GPU or an NPU"
     }
+
+
+def test_the_npu_smoke_says_the_nodes_stack_first_and_stops_with_the_doctors_report(tmp_path):
+    """A 910B node whose CANN is the RFC's 8.5.1: the stack is the first thing printed, then doctor's refusal and the
+    commands for this architecture; nothing else runs (no torch, no Ray)."""
+    import os
+    import platform
+    from pathlib import Path
+
+    from tests.fakes import cann_toolkit, npu_smi_m
+
+    bin_dir, toolkit = tmp_path / "bin", tmp_path / "ascend-toolkit"
+    bin_dir.mkdir()
+    (bin_dir / "npu-smi").write_text(f"#!/bin/sh\ncat <<'EOF'\n{npu_smi_m('910B3', 8)}EOF\n")
+    (bin_dir / "npu-smi").chmod(0o755)
+    for path, text in cann_toolkit("8.5.1", platform.machine(), str(toolkit)).items():
+        Path(path).parent.mkdir(parents=True)
+        Path(path).write_text(text)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "ASCEND_TOOLKIT_HOME": str(toolkit)}
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "npu_smoke.py"), "--train"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1 and proc.stdout == ""
+    first = proc.stderr.splitlines()[0]
+    assert first.startswith("npu_smoke: stack: CANN 8.5.1: torch 2.9.0, torch_npu 2.9.0, vllm 0.18.0")
+    assert "error: CANN 8.5.1 is the stack of the RFC" in proc.stderr
+    assert "hint: install CANN 9.1.0 (toolkit, 910b ops, NNAL), then: " in proc.stderr

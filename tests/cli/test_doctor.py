@@ -1,6 +1,6 @@
 """`trinity doctor`: every finding through fake machines, and the real command on this one."""
 
-from tests.fakes import fake_machine
+from tests.fakes import cann_toolkit, fake_machine
 from trinity import paths
 from trinity.cli.doctor import diagnose, render_text
 
@@ -20,22 +20,23 @@ def problems(machine):
     return [p["message"] for p in diagnose(machine, paths.profile_dirs())["problems"]]
 
 
+STACK_9_1 = {"torch": "2.10.0+cpu", "torch_npu": "2.10.0.post4", "vllm": "0.23.0+empty", "vllm-ascend": "0.23.0"}
+
+
 def test_healthy_npu_node():
     report = diagnose(
         fake_machine(
             npu_chip="Ascend 910B3",
             env=CANN_ENV,
             files=CANN_FILES,
-            versions={
-                "torch": "2.10.0+cpu",
-                "torch_npu": "2.10.0.post4",
-                "vllm": "0.23.0",
-                "vllm-ascend": "0.23.0.post1",
-            },
+            texts=cann_toolkit("9.1.0"),
+            versions=STACK_9_1,
         ),
         paths.profile_dirs(),
     )
     assert report["problems"] == []
+    assert report["cann"]["release"] == "9.1.0"
+    assert report["npu_stack"]["runs"] and report["npu_stack"]["stack"].startswith("CANN 9.1.0: torch 2.10.0, ")
     assert report["hardware_auto"]["profile"] == "ascend910b" and report["cann"]["toolkit_loaded"]
     assert report["devices"] == {
         "type": "npu",
@@ -98,10 +99,69 @@ def test_cuda_torch_beside_torch_npu():
     assert cpu_build == []
 
 
-def test_vllm_without_the_ascend_plugin():
-    assert "vllm is installed without vllm-ascend: vLLM cannot use the NPUs" in problems(
-        fake_machine(npu_chip="Ascend 910B3", env=CANN_ENV, files=CANN_FILES, versions={"vllm": "0.9.1"})
+def test_a_910b_node_without_torch_npu_or_the_engine_is_not_healthy():
+    """The planted node of the issue: 8 x 910B3, a CANN 9.1.0 folder, torch 2.13 (CPU build), no torch_npu, no
+    vllm-ascend: every missing or wrong package named, with the command for this architecture."""
+    report = diagnose(
+        fake_machine(
+            npu_chip="910B3",
+            env=CANN_ENV,
+            files=CANN_FILES,
+            texts=cann_toolkit("9.1.0"),
+            versions={"torch": "2.13.0+cpu", "vllm": "0.9.1"},
+        ),
+        paths.profile_dirs(),
     )
+    found = {p["message"]: p["hint"] for p in report["problems"] if p["severity"] == "error"}
+    cpu_index = "https://download.pytorch.org/whl/cpu"
+    assert found == {
+        "torch 2.13.0+cpu is installed: CANN 9.1.0's stack needs torch 2.10.0": f"pip install torch==2.10.0+cpu "
+        f"--index-url {cpu_index}",
+        "torch_npu is not installed: CANN 9.1.0's stack needs torch_npu 2.10.0.post4": "pip install "
+        f"torch_npu==2.10.0.post4 --extra-index-url {cpu_index}",
+        "vllm 0.9.1 is installed: CANN 9.1.0's stack needs vllm 0.23.0": "git clone --depth 1 --branch v0.23.0 "
+        "https://github.com/vllm-project/vllm /tmp/vllm-0.23.0 && VLLM_TARGET_DEVICE=empty pip install "
+        f"/tmp/vllm-0.23.0 --extra-index-url {cpu_index}",
+        "vllm-ascend is not installed: CANN 9.1.0's stack needs vllm-ascend 0.23.0": "pip install "
+        "vllm-ascend==0.23.0 --extra-index-url https://mirrors.huaweicloud.com/ascend/repos/pypi "
+        f"--extra-index-url {cpu_index}",
+    }
+    text = render_text(report)
+    assert "stack:     CANN 9.1.0: torch 2.10.0, torch_npu 2.10.0.post4, vllm 0.23.0, vllm-ascend 0.23.0" in text
+    assert "install on x86_64 (docs/clusters.md):\n    source /usr/local/Ascend/ascend-toolkit/set_env.sh" in text
+
+
+def test_the_rfcs_cann_8_5_1_stack_is_refused_with_why_and_the_upgrade_for_this_architecture():
+    report = diagnose(
+        fake_machine(
+            npu_chip="910B3",
+            env=CANN_ENV,
+            files=CANN_FILES,
+            texts=cann_toolkit("8.5.1", "aarch64"),
+            machine="aarch64",
+            versions={"torch": "2.9.0", "torch_npu": "2.9.0", "vllm": "0.18.0", "vllm-ascend": "0.18.0rc1"},
+        ),
+        paths.profile_dirs(),
+    )
+    (refused,) = [p for p in report["problems"] if p["severity"] == "error"]
+    assert refused["message"].startswith(
+        "CANN 8.5.1 is the stack of the RFC (CANN 8.5.1: torch 2.9.0, torch_npu 2.9.0, vllm 0.18.0, vllm-ascend "
+        "0.18.0rc1, triton-ascend 3.2.0); trinity cannot run on it: vLLM 0.18.0 requires transformers<5"
+    )
+    assert refused["hint"].startswith("install CANN 9.1.0 (toolkit, 910b ops, NNAL), then: source ")
+    assert "pip install torch==2.10.0 && " in refused["hint"] and "+cpu" not in refused["hint"]  # aarch64: PyPI's
+    assert report["npu_stack"]["runs"] is False and report["npu_stack"]["architecture"] == "aarch64"
+
+
+def test_an_npu_node_whose_cann_release_nothing_says_or_no_stack_has():
+    no_file = diagnose(fake_machine(npu_chip="910B3", env=CANN_ENV, files=CANN_FILES), paths.profile_dirs())
+    assert "no CANN toolkit found here (its ascend_toolkit_install.info)" in [p["message"] for p in no_file["problems"]]
+    beta = diagnose(
+        fake_machine(npu_chip="910B3", texts=cann_toolkit("9.0.0-beta.1", root="/usr/local/Ascend/cann")),
+        paths.profile_dirs(),
+    )
+    assert beta["cann"]["release"] == "9.0.0-beta.1"  # found where CANN 8.5+ installs when not sourced
+    assert any(p["message"].startswith("CANN 9.0.0-beta.1 is in no stack trinity runs on") for p in beta["problems"])
 
 
 def test_gpu_node_with_a_cpu_torch():

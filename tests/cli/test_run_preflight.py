@@ -204,3 +204,11 @@ def test_a_ray_address_where_nothing_answers(run, tmp_path):
         "error: $RAY_ADDRESS: cluster.ray_address: cannot join the Ray cluster: nothing answers at "
         f"127.0.0.1:{port} (Connection refused)\n" + hint
     )
+
+
+def test_an_npu_run_on_a_node_without_the_ascend_stack_ends_before_ray_with_the_commands(run):
+    """The check `trinity doctor` makes of an NPU node runs before Ray on an NPU profile: here, no CANN at all."""
+    proc, started = run("hardware=ascend910b")
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert "hardware: no CANN toolkit found here (its ascend_toolkit_install.info)" in proc.stderr
+    assert "hint: install CANN 9.1.0 (toolkit, 910b ops, NNAL), then: source /usr/local/Ascend/" in proc.stderr

@@ -5,6 +5,7 @@ from typing import Any
 
 from ..config.auto import auto_profile
 from ..errors import ConfigError
+from ..platforms import npu_stacks
 from ..platforms.detect import Probes, detect
 from ..platforms.health import cann_state, problems
 from ..platforms.versions import pair_problems
@@ -46,7 +47,25 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
         "problems": [],
     }
     report["problems"] = problems(found, packages, cann, probes) + _version_pairs(packages)
+    if found.device_type == "npu":
+        report["npu_stack"] = _npu_stack(cann, probes)
     return report
+
+
+def _npu_stack(cann: dict[str, Any], probes: Probes) -> dict[str, Any]:
+    """The Ascend stack this node's CANN release belongs to, and the commands that install the one trinity runs, for
+    this node's CPU architecture."""
+    stack = npu_stacks.by_cann(cann["release"]) if cann["release"] else None
+    arch = probes.machine()
+    install = npu_stacks.CURRENT if stack is None or stack.refused else stack
+    commands = npu_stacks.install_commands(install, arch) if arch in npu_stacks.ARCHITECTURES else []
+    return {
+        "cann": cann["release"],
+        "stack": stack.summary() if stack else None,
+        "runs": bool(stack) and not stack.refused,
+        "architecture": arch,
+        "install": commands,
+    }
 
 
 def _version_pairs(packages: dict[str, str | None]) -> list[dict[str, str]]:
@@ -62,6 +81,17 @@ def _auto(dirs: tuple[Path, ...], probes: Probes) -> dict[str, str]:
         return {"profile": "", "because": exc.issues[0].message}
 
 
+def _stack_lines(stack: dict[str, Any] | None, troubled: bool) -> list[str]:
+    """The NPU node's stack, and where anything is wrong, the commands that install the one trinity runs."""
+    if stack is None:
+        return []
+    lines = [f"stack:     {stack['stack'] or 'CANN ' + str(stack['cann']) + ': in no stack trinity knows'}"]
+    if troubled and stack["install"]:
+        lines.append(f"install on {stack['architecture']} (docs/clusters.md):")
+        lines += [f"    {command}" for command in stack["install"]]
+    return lines
+
+
 def render_text(report: dict[str, Any]) -> str:
     """The report for a person."""
     dev, auto, cann = report["devices"], report["hardware_auto"], report["cann"]
@@ -70,11 +100,13 @@ def render_text(report: dict[str, Any]) -> str:
     lines = [f"devices:   {kinds}"]
     lines.append(f"evidence:  {'; '.join(dev['evidence'])}")
     lines.append(f"hardware=auto -> {auto['profile'] or '(none)'}: {auto['because']}")
+    release = f"CANN {cann['release']} ({cann['release_from']})" if cann["release"] else "no CANN release found"
     lines.append(
         f"CANN:      {'loaded from ' + cann['toolkit_home'] if cann['toolkit_loaded'] else 'not loaded'}; ATB "
-        f"{'loaded' if cann['atb_loaded'] else 'not loaded'}"
+        f"{'loaded' if cann['atb_loaded'] else 'not loaded'}; {release}"
     )
     lines.append("packages:  " + ", ".join(f"{name} {version or '-'}" for name, version in report["packages"].items()))
+    lines += _stack_lines(report.get("npu_stack"), bool(report["problems"]))
     for problem in report["problems"]:
         lines.append(f"{problem['severity']}: {problem['message']}")
         if problem["hint"]:

