@@ -110,6 +110,31 @@ def test_the_channel_is_explained_and_refused_when_set_by_hand(cli, render, writ
     )
 
 
+SHAPED = (
+    "algorithm:\n  repeat_times: 4\nbuffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n"
+    "    taskset:\n      path: /data/t\n      rollout_args:\n        temperature: 0.7\n"
+)
+
+
+def test_the_trainer_recomputes_old_logprobs_where_the_engine_returns_raw_ones_and_sampling_shapes_them(render):
+    """vllm-ascend builds its sampler without vLLM's logprobs_mode: on Ascend vLLM's log-probs are the logits' own,
+    not those of a distribution at temperature 0.7, so the engines' cannot stand for the old policy's."""
+    result, cfg = render(SHAPED, "hardware=ascend910b")
+    assert cfg["algorithm"]["bypass_old_logprobs"] is False
+    assert "note: schema default: algorithm.bypass_old_logprobs: 'vllm' returns the logits' own log-probs" in result.err
+    assert (
+        "profiles/ascend910b.yaml:24:3), and buffer.explorer_input.taskset.rollout_args sample from another "
+        "distribution: the trainer recomputes the old log-probs" in result.err
+    )
+    assert render(SHAPED, "hardware=a100")[1]["algorithm"]["bypass_old_logprobs"] is True  # vLLM's processed ones
+    at_one = render(SHAPED.replace("0.7", "1.0"), "hardware=ascend910b")[1]  # the logits' own distribution
+    transformers = render(SHAPED, "hardware=ascend910b", "explorer.rollout_model.engine_type=transformers")[1]
+    assert at_one["algorithm"]["bypass_old_logprobs"] is True and transformers["algorithm"]["bypass_old_logprobs"]
+    result, cfg = render(SHAPED, "hardware=ascend910b", "algorithm.bypass_old_logprobs=true")
+    assert cfg["algorithm"]["bypass_old_logprobs"] is True  # yours stands, warned about
+    assert "the update would take wrong old log-probs" in result.err
+
+
 def test_weight_sync_world_size_is_rollout_plus_one(render):
     cfg = render("explorer:\n  rollout_model:\n    engine_num: 3\n    tensor_parallel_size: 2\n", "hardware=h100")[1]
     assert cfg["cluster"]["rollout_gpu_num"] == 6 and cfg["synchronizer"]["weight_sync_world_size"] == 7

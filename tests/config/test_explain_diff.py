@@ -27,7 +27,7 @@ def test_explain_every_layer_kind(cli, write):
     )
     chain = cli(*args, "--explain", "explorer.rollout_model.gpu_memory_utilization").json()["explain"][0]["chain"]
     assert [step["layer"] for step in chain] == ["schema", "profile", "file", "override"]
-    assert chain[1]["source"].endswith("profiles/ascend910b.yaml:31:7") and chain[2]["source"] == "run.yaml:5:5"
+    assert chain[1]["source"].endswith("profiles/ascend910b.yaml:33:7") and chain[2]["source"] == "run.yaml:5:5"
     assert chain[3]["source"] == "override 'explorer.rollout_model.gpu_memory_utilization=0.6'"
     assert [step["overridden"] for step in chain] == [True, True, True, False]
 

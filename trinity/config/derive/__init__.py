@@ -57,6 +57,7 @@ RULES = (
     model.min_response,
     buffer.rollout_args,
     buffer.training_temperature,
+    buffer.engine_logprobs,
     model.critic_model,
     chat_template.chat_template,
     model.rollout_model,

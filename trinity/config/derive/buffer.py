@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from ...errors import ConfigError, did_you_mean, dotted, undotted
 from .. import modes
-from ..algorithms import is_rl_loss
+from ..algorithms import is_rl_loss, needs_rollout
 from ..rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
 from ..validate import validate
 from ..workflows import DEFAULT_REWARDS, WORKFLOWS, workflow_path
@@ -167,6 +167,50 @@ def rollout_args(ctx: Context) -> None:
         for field, source in pairs:
             if taskset["rollout_args"].get(field) is None and ctx.get(source) is not None:
                 ctx.set(f"{key}.rollout_args.{field}", ctx.get(source), "rollout_args", (ctx.input(source),))
+
+
+def engine_logprobs(ctx: Context) -> None:
+    """algorithm.bypass_old_logprobs (the engines' log-probs taken as the old policy's) only where they are the
+    distribution a token was sampled from: an engine whose log-probs are the logits' own on this hardware
+    (facts.raw_logprobs_engines) differs from it wherever training rollouts shape it (a temperature other than 1,
+    top-k, top-p, a repetition penalty); the trainer recomputes them then, a user's true is warned about."""
+    engine, key = ctx.get("explorer.rollout_model.engine_type"), "algorithm.bypass_old_logprobs"
+    if (
+        engine not in ctx.facts.raw_logprobs_engines
+        or not ctx.get(key)
+        or not needs_rollout(ctx.get("algorithm.algorithm_type"))
+    ):
+        return
+    found = [
+        (k, t["rollout_args"]) for k, t, is_eval in tasksets(ctx) if not is_eval and _shaped(ctx, t["rollout_args"])
+    ]
+    if not found:
+        return
+    shaped, args = found[0]
+    why = (
+        f"{engine!r} returns the logits' own log-probs on {ctx.loaded.name} "
+        f"({ctx.loaded.where(('facts', 'raw_logprobs_engines'))}), and {shaped}.rollout_args sample from another "
+        "distribution"
+    )
+    if ctx.user_set(key):
+        hint = f"set {key}=false: the trainer recomputes the old log-probs"
+        ctx.report("warning", key, f"{why}: the update would take wrong old log-probs", allowed="false", hint=hint)
+        return
+    ctx.report("note", key, f"{why}: the trainer recomputes the old log-probs")
+    sampling = ", ".join(f"{name}={args[name]!r}" for name in ("temperature", "top_k", "top_p"))
+    inputs = (
+        ctx.fact("raw_logprobs_engines"),
+        ctx.input("explorer.rollout_model.engine_type"),
+        f"{shaped}: {sampling}",
+    )
+    ctx.set(key, False, "engine_logprobs", inputs)
+
+
+def _shaped(ctx: Context, args: dict) -> bool:
+    """Whether sampling with `args` (and the engine's repetition penalty) draws from other than the logits' own
+    distribution."""
+    penalty = ctx.get("explorer.rollout_model.repetition_penalty")
+    return args["temperature"] != 1 or args["top_k"] > 0 or (args["top_p"] or 1) < 1 or (penalty or 1) != 1
 
 
 def training_temperature(ctx: Context) -> None:

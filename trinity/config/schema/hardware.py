@@ -72,6 +72,13 @@ class HardwareFacts(Section):
         "whether trainer.attn_implementation is one of them: any other attends the packed row with a dense block "
         "mask, O(L^2) time and memory in the packed length.",
     )
+    raw_logprobs_engines: list[Literal[tuple(ENGINES)]] = Field(
+        default_factory=list,
+        description="Rollout engines whose log-probs here are the logits' own (raw), not those of the distribution a "
+        "token was sampled from (after temperature, top-k, top-p and a repetition penalty): where training rollouts "
+        "shape that distribution, the trainer recomputes the old policy's log-probs (algorithm.bypass_old_logprobs "
+        "derived false).",
+    )
     fused_kernels: bool = Field(
         False,
         description="Whether the trainer computes log-probs from the last hidden state by default "
