@@ -35,7 +35,7 @@ from pathlib import Path
 
 import yaml
 
-from trinity.runtime.roles import peak_rss_mb  # each process's own peak, as the run reports its roles'
+from trinity.runtime.roles.base import peak_rss_mb  # each process's own peak, as the run reports its roles'
 
 REPO = Path(__file__).resolve().parent.parent
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")

@@ -380,7 +380,7 @@ def plain_worker(args: argparse.Namespace) -> dict:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from trinity.runtime.roles import peak_rss_mb
+    from trinity.runtime.roles.base import peak_rss_mb
 
     torch.manual_seed(args.seed)
     folder, device = args.work / "model", torch.device(args.device)

@@ -1,6 +1,6 @@
 """Fakes of vLLM's AsyncLLM, AsyncEngineArgs, SamplingParams and workers, for what vLLM's CPU build
 cannot run here: engines of several workers (tensor parallel), GPU and NPU engine arguments, headless parts.
-tests/runtime/test_vllm_real.py runs the engine on the real vLLM.
+tests/runtime/rollout/test_vllm_real.py runs the engine on the real vLLM.
 
 They stand in only for vLLM itself, and keep its boundary: `collective_rpc` arguments cross a msgpack
 encoding without types, as in vLLM's multiprocess engine (a dataclass arrives as a dict, a tensor does not

@@ -1,7 +1,7 @@
 """`trinity run` with a LoRA adapter, as a user runs it: the shortened demo trains the adapter through a stage
 transition (the next stage goes on training the first stage's adapter), syncs only the adapter to the engines,
 checkpoints it in PEFT's layout (and the merged model on request), and bench evaluates those checkpoints; on the
-real vLLM too. tests/runtime/test_lora.py, test_transformers_engine.py and test_vllm_lora_real.py check the
+real vLLM too. tests/runtime/weights/test_lora.py, test_transformers_engine.py and test_vllm_lora_real.py check the
 tensors; this checks what a run leaves behind."""
 
 import importlib.util
@@ -10,7 +10,7 @@ import os
 import pytest
 
 from tests.cli.test_run import GRPO_ONLY, RUN, SHORT, lines, shared_run, trinity
-from tests.runtime.test_vllm_real import NO_VLLM
+from tests.runtime.rollout.test_vllm_real import NO_VLLM
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("verl")

@@ -73,7 +73,7 @@ def running(resolved_config, engine_type):
 
 
 def preflight_issues(resolved_config) -> list[str]:
-    from trinity.runtime import preflight
+    from trinity.runtime.driver import preflight
 
     with mock.patch.dict(os.environ), pytest.raises(ConfigError) as err:
         preflight.check(resolved_config)
@@ -113,7 +113,7 @@ def test_each_entry_names_a_runtime_class_and_a_check_that_exist(entry):
     assert entry.memory is None or entry.memory in ESTIMATES
     module, _, name = entry.runtime.partition(":")
     assert module == f"trinity.runtime.rollout.{entry.name}_engine" and name  # its own module, imported by the runtime
-    if entry.name == "transformers":  # vLLM's module is imported by tests/runtime/test_vllm_engine.py
+    if entry.name == "transformers":  # vLLM's module is imported by tests/runtime/rollout/test_vllm_engine.py
         assert issubclass(engine_class(entry.name), RolloutEngine)
     assert entry.preflight is None or callable(engines.load(entry.preflight))
 

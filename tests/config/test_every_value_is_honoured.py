@@ -33,9 +33,9 @@ SYNCS = RUN + "test_memory_and_checkpoint_sync_in_one_run"
 ON_DEVICE = {"gloo path": BOTH, "fsdp2 path": BOTH, "bf16 path": BOTH}
 ALGOS = "tests/cli/test_run_algorithms.py::test_every_algorithm_type_trains_the_demo_model"
 LORA_RUN = "tests/cli/test_run_lora.py::test_a_lora_run_syncs_the_adapter_and_checkpoints_it_in_peft_layout"
-LORA_DTYPES = "tests/runtime/test_transformers_engine.py::test_the_adapter_runs_in_the_lora_dtype_it_is_given"
+LORA_DTYPES = "tests/runtime/rollout/test_transformers_engine.py::test_the_adapter_runs_in_the_lora_dtype_it_is_given"
 # a reward the demo's runs do not name: the explorer loads a taskset naming it and its workflow scores with it
-REWARD_RUN = "tests/runtime/test_explorer.py::test_the_reward_a_taskset_names_scores_its_tasks"
+REWARD_RUN = "tests/runtime/explorer/test_role.py::test_the_reward_a_taskset_names_scores_its_tasks"
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
 # as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
@@ -103,7 +103,7 @@ RUNS = {
     ("synchronizer.sync_channel", "object_store"): SYNCS,
     # a colocated engine maps the trainer's device buffers: CUDA or torch_npu IPC, which no CPU has; the routing by
     # device and the loads around it run with the mapping stood in for
-    ("synchronizer.sync_channel", "device_ipc"): "tests/runtime/test_vllm_engine.py::"
+    ("synchronizer.sync_channel", "device_ipc"): "tests/runtime/rollout/test_vllm_engine.py::"
     "test_a_device_buffer_piece_reaches_each_worker_by_its_own_devices_handle",
     ("synchronizer.sync_style", "fixed"): BOTH,
     ("synchronizer.sync_style", "trainer_driven"): EVERY,
@@ -185,7 +185,7 @@ RUNS = {
     },
     ("explorer.rollout_model.tool_call_parser", "brackets"): "tests/cli/test_run_multi_turn.py::"
     "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only",
-    ("explorer.rollout_model.tool_call_parser", "hermes"): "tests/runtime/test_openai_api.py::"
+    ("explorer.rollout_model.tool_call_parser", "hermes"): "tests/runtime/rollout/test_openai_api.py::"
     "test_a_react_episode_over_the_endpoint_is_one_experience_of_the_models_turns",
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,

@@ -17,9 +17,9 @@ from trinity.config.schema import RunConfig
 from trinity.config.schema.run import StageConfig
 from trinity.errors import ConfigError
 from trinity.launch.plan import build_plan
-from trinity.runtime.run_dir import RunDir
+from trinity.runtime.driver.loops import LOOPS
+from trinity.runtime.records.run_dir import RunDir
 
-LOOPS = {"both", "explore", "train", "bench", "serve"}  # the loops trinity/runtime/stage.py runs
 ENTRIES = list(modes.MODES.values())
 
 
@@ -101,15 +101,15 @@ def test_buffers_decides_the_buffer_actor(change):
 
 @pytest.mark.parametrize("syncs", [True, False])
 def test_syncs_decides_the_drivers_synchronizer(change, tmp_path, syncs):
-    from tests.runtime.stand_ins import InlineCalls, World, handles_for
-    from trinity.runtime.metrics import MetricsLog
-    from trinity.runtime.stage import RoleHandles, Stage, StageStart
+    from tests.runtime.stand_ins import InlineWatcher, World, handles_for
+    from trinity.runtime.driver.stage import RoleHandles, Stage, StageStart
+    from trinity.runtime.records.metrics import MetricsLog
 
     config = resolved("mode=both")
     change("both", syncs=syncs)
     stage = Stage(config, None, 0, RunDir(tmp_path), MetricsLog(tmp_path / "m.jsonl"), StageStart("m", 0), quiet=True)
     actors = build_plan(config, {}).actors
-    stage.setup(RoleHandles.of(list(actors), handles_for(actors, World())), InlineCalls())
+    stage.setup(RoleHandles.of(list(actors), handles_for(actors, World())), InlineWatcher())
     assert (stage.synchronizer is not None) is syncs
 
 
@@ -137,7 +137,7 @@ def test_shares_devices_decides_the_sync_method_and_the_device_shares(change):
 def test_loop_decides_what_preflight_runs(change, monkeypatch):
     def issues():
         with mock.patch.dict(os.environ), pytest.raises(ConfigError) as err:
-            from trinity.runtime import preflight
+            from trinity.runtime.driver import preflight
 
             preflight.check(resolve(Request(REFERENCE, ("hardware=a100", "mode=bench"))))
         return str(err.value)

@@ -178,7 +178,7 @@ def sft_then_early(launch: Launch, role: type, early: type, minimal_file):
 
 
 def test_an_engine_whose_early_load_failed_is_dropped_for_the_next_stage_to_start_anew(node, minimal_file):
-    from trinity.runtime.run import _settle
+    from trinity.runtime.driver.run import _settle
 
     Stand, _ = classes()
 

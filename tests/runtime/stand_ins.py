@@ -2,7 +2,7 @@
 
 Ray itself runs in the launch and end-to-end tests. Here the stage's loop (which call comes next, what it
 records, when the devices change hands) runs against role objects that keep the roles' protocols
-(trinity.runtime.protocols; tests/runtime/test_protocols.py holds them to it). A call runs when the
+(trinity.runtime.roles.protocols; tests/runtime/roles/test_protocols.py holds them to it). A call runs when the
 watcher finishes it, in the order the test picks, as an actor's call would run later on Ray.
 """
 
@@ -34,8 +34,8 @@ class Handle:
         return type("Method", (), {"remote": staticmethod(lambda *a, **kw: Ref(method, a, kw))})
 
 
-class InlineCalls:
-    """The stage's call watcher (RayCalls' interface) without Ray: `pick` chooses which started call ends next
+class InlineWatcher:
+    """The stage's call watcher (RayWatcher's interface) without Ray: `pick` chooses which started call ends next
     (None: every started call ends at once, as ray.wait can report several)."""
 
     def __init__(self, pick=lambda kinds: 0):

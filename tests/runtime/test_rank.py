@@ -2,7 +2,7 @@
 
 import pytest
 
-from trinity.runtime.run_dir import STATE
+from trinity.runtime.records.run_dir import STATE
 from trinity.runtime.trainer.rank import companion_files
 
 

@@ -10,7 +10,7 @@ from tests.conftest import PROFILES, REFERENCE
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.errors import ConfigError
-from trinity.runtime.factory import role_factory
+from trinity.runtime.driver.factory import role_factory
 from trinity.runtime.trainer.rank import TrainerRank
 
 pytest.importorskip("verl")

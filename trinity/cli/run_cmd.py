@@ -19,7 +19,7 @@ if TYPE_CHECKING:  # the CLI imports the config layer lazily: `trinity --help` s
     from ..config.compose import Composed
     from ..config.resolve import ResolvedConfig
     from ..config.schema import RunConfig
-    from ..runtime.preflight import VerlCheck
+    from ..runtime.driver.preflight import VerlCheck
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,
@@ -133,7 +133,7 @@ def run_cmd(args: argparse.Namespace) -> int:
 
 def _early_check(resolved: ResolvedConfig | None) -> VerlCheck:
     """verl's check of `resolved`, importing verl from now on; None: nothing to check."""
-    from ..runtime.preflight import VerlCheck, early
+    from ..runtime.driver.preflight import VerlCheck, early
 
     return VerlCheck(None) if resolved is None else early(resolved)
 
@@ -141,7 +141,7 @@ def _early_check(resolved: ResolvedConfig | None) -> VerlCheck:
 def _preflight(resolved: ResolvedConfig, verl: VerlCheck | None = None) -> VerlCheck:
     """The driver's checks of `resolved` (a ConfigError ends the run here), then verl's (`verl`, or a new one) under
     way."""
-    from ..runtime.preflight import start
+    from ..runtime.driver.preflight import start
 
     return start(resolved, verl)
 
@@ -252,7 +252,7 @@ def _placement_only(args: argparse.Namespace, config: RunConfig) -> int:
     from ..launch.launcher import Launch, check_live
     from ..launch.plan import build_plan
     from ..launch.show import placements_text, plan_data, plan_text
-    from ..runtime.roles import Role
+    from ..runtime.roles.base import Role
 
     plan = build_plan(config)
     feasibility = check_live(plan)
@@ -285,9 +285,9 @@ def _placement_only(args: argparse.Namespace, config: RunConfig) -> int:
 
 def _train(args: argparse.Namespace, resolved: ResolvedConfig) -> int:
     """Every stage in order; the summary table (or JSON) at the end; a failed role is exit 1 with its error."""
-    from ..runtime.calls import RoleFailed
-    from ..runtime.progress import summary_table
-    from ..runtime.run import RunOptions, run_dir_of, train
+    from ..runtime.driver.run import RunOptions, run_dir_of, train
+    from ..runtime.driver.watcher import RoleFailed
+    from ..runtime.records.progress import summary_table
 
     show = _Shown(args.format, args.quiet, args.show_secrets)
     try:

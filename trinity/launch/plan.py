@@ -12,6 +12,7 @@ from ..config import modes
 from ..config.engines import devices_per_engine
 from ..config.run_target import run_namespace
 from ..config.schema import RunConfig
+from .roles import BUFFER, EXPLORER, ROLLOUT, TRAINER
 from .runtime_env import EXPORTED, role_env
 
 CPUS_PER_DEVICE = 1
@@ -36,7 +37,7 @@ class PlacementGroupSpec:
 @dataclass(frozen=True)
 class ActorSpec:
     name: str
-    role: str  # explorer, rollout, trainer, buffer
+    role: str  # its entry in the roles table (roles.py)
     placement_group: str | None
     bundle_index: int | None
     options: dict[str, Any]  # keyword arguments of Ray's .options()
@@ -81,17 +82,17 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
             for i in range(cluster.trainer_gpu_num_per_node):
                 rank = node * cluster.trainer_gpu_num_per_node + i
                 builder.actor(
-                    f"trainer_node{node}.rank{rank}", "trainer", f"trainer_node{node}", i, share, CPUS_PER_DEVICE, rank
+                    f"trainer_node{node}.rank{rank}", TRAINER, f"trainer_node{node}", i, share, CPUS_PER_DEVICE, rank
                 )
     if cluster.rollout_gpu_num:
         if colocate:
             builder.colocated_engines(config.explorer.rollout_model)
         else:
-            builder.engines("rollout", config.explorer.rollout_model)
+            builder.engines(ROLLOUT, config.explorer.rollout_model)
     if mode.explores:
-        builder.actor("explorer", "explorer", None, None, 0, 1)
+        builder.actor(EXPLORER, EXPLORER, None, None, 0, 1)
     if mode.buffers:
-        builder.actor("buffer", "buffer", None, None, 0, 0)  # stores and forwards: no CPU slot of its own
+        builder.actor(BUFFER, BUFFER, None, None, 0, 0)  # stores and forwards: no CPU slot of its own
     namespace = run_namespace(config.ray_namespace, config.project, config.name)
     return LaunchPlan(
         hw.name,
@@ -172,7 +173,7 @@ class _Builder:
                 suffix = f".part{part}" if parts > 1 else ""
                 self.actor(
                     f"{name}.engine{engine}{suffix}",
-                    "rollout",
+                    ROLLOUT,
                     name,
                     engine * parts + part,
                     size,
@@ -189,8 +190,8 @@ class _Builder:
                 slot = engine * per_engine + part
                 suffix = f".part{part}" if per_engine > 1 else ""
                 self.actor(
-                    f"rollout.engine{engine}{suffix}",
-                    "rollout",
+                    f"{ROLLOUT}.engine{engine}{suffix}",
+                    ROLLOUT,
                     f"trainer_node{slot // per_node}",
                     slot % per_node,
                     COLOCATE_SHARE,

@@ -4,6 +4,10 @@ Decision order: the resolved config's hardware (`use_hardware`), else $TRINITY_D
 (cuda/npu/cpu), else detection. Ray hides accelerators from actors that did not ask for one,
 so actors must never detect: the launcher hands every actor $TRINITY_DEVICE (see
 `trinity.launch.runtime_env`), and detection is only the driver's last resort.
+
+The functions below are the RFC's public API, kept for code outside trinity (a user's workflow or reward, a verl
+worker of their own; docs/hardware-profiles.md). trinity's own code reads the platform record's fields instead:
+`is_npu()` and its like answer a question trinity never branches on.
 """
 
 import os

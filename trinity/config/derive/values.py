@@ -28,12 +28,12 @@ NOT_RUN: dict[str, dict[str, str]] = {
     "mode": {name: entry.refused for name, entry in MODES.items() if entry.refused},  # the modes table says why
     "synchronizer.sync_style": {
         "fully_async": "the stage loop runs fixed, trainer_driven and explorer_driven "
-        "(trinity.runtime.schedule.SyncPolicy); fully asynchronous explore and train is not "
+        "(trinity.runtime.driver.sync_policy.SyncPolicy); fully asynchronous explore and train is not "
         "implemented, and it would run as trainer_driven"
     },
     "monitor.monitor_type": {
         name: f"metrics go to metrics.jsonl, and to TensorBoard or wandb; no {name} logger is implemented "
-        "(trinity.runtime.metrics)"
+        "(trinity.runtime.records.metrics)"
         for name in ("mlflow", "swanlab")
     },
     "trainer.trainer_strategy": {

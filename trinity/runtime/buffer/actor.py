@@ -4,9 +4,12 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+from ...config.algorithms import needs_rollout
+from ...config.schema import RunConfig
 from ...config.schema.buffer import StorageConfig
+from ...launch.plan import ActorSpec
 from ..experience import Experience
-from ..roles import Role
+from ..roles.base import Role
 from . import stores
 
 POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process puts wake the waiter at once
@@ -16,6 +19,16 @@ class ExperienceBuffer(Role):
     """One storage type behind put/get; `get` waits for enough experiences, up to a timeout."""
 
     WARM = ("transformers.models.auto.tokenization_auto",)  # a data set's tokenizer
+
+    @classmethod
+    def plan_arguments(cls, config: RunConfig, spec: ActorSpec, run_dir: Path) -> dict[str, Any]:
+        """The trainer's input storage (the experience queue unless set); a data set for what learns without
+        rollout (SFT, DPO), as the stage's buffer setup decides."""
+        storage = config.buffer.trainer_input.experience_buffer or StorageConfig(
+            name="experiences", storage_type="queue"
+        )
+        data = not needs_rollout(config.algorithm.algorithm_type)
+        return {"storage": storage, "run_dir": str(run_dir), "data_set": data}
 
     def __init__(self, *, storage: StorageConfig, run_dir: str, data_set: bool = False, **identity: Any) -> None:
         super().__init__(**identity)

@@ -4,10 +4,12 @@ joins the weight-sync group. Engine types plug in by implementing `_load`, `_gen
 import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ...config.schema import RunConfig
-from ..roles import Role
+from ...launch.plan import ActorSpec
+from ..roles.base import Role
 
 GATHER_S = 0.002
 
@@ -85,6 +87,11 @@ class RolloutEngine(Role):
     overrides the public methods (vLLM batches itself). Its entry in trinity/config/engines.py tells the other
     layers its devices, sleep, memory estimate, preflight check and verl name.
     """
+
+    @classmethod
+    def plan_arguments(cls, config: RunConfig, spec: ActorSpec, run_dir: Path) -> dict[str, Any]:
+        """Slot `spec.rank` of the run's engines (engine x parts + part)."""
+        return {"config": config, "index": spec.rank}
 
     def __init__(self, *, config: RunConfig, index: int, **identity: Any) -> None:
         super().__init__(**identity)
@@ -307,7 +314,7 @@ class RolloutEngine(Role):
         """The tokenizer of the model served (the OpenAI endpoint's)."""
         from transformers import AutoTokenizer
 
-        from .. import lora
+        from ..weights import lora
 
         base = lora.sources(model_path, self.config).base
         return AutoTokenizer.from_pretrained(base, trust_remote_code=self.config.model.trust_remote_code)

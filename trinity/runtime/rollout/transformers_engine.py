@@ -8,13 +8,13 @@ group) share its prefill: its cache is computed once and copied to each row.
 import asyncio
 from typing import Any
 
-from .. import lora
+from ..weights import lora
 from .base import RolloutEngine, Sample, Sampling
 
 MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batches
 # Model types whose `generate` builds a plain DynamicCache from the model's config and continues one computed by a
-# forward pass of the same model exactly (checked in tests/runtime/test_transformers_engine.py); another model type
-# prefills every row itself.
+# forward pass of the same model exactly (checked in tests/runtime/rollout/test_transformers_engine.py); another
+# model type prefills every row itself.
 SHARED_PREFILL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from ...config import engines, modes
 from ...config.schema import RunConfig
 from ...launch.plan import engine_parts
-from ..lora import adapter_of, moves_adapter
+from ..weights.lora import adapter_of, moves_adapter
 
 WORKER_EXTENSION = "trinity.runtime.rollout.vllm_worker.WeightSyncWorker"
 # Log-probs of the distribution each token was sampled from (after temperature, top-k, top-p): what the

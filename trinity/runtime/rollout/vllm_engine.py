@@ -21,7 +21,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from ...config.schema import RunConfig
-from .. import lora
+from ..weights import lora
 from .base import RolloutEngine, Sample, Sampling, WeightSpec
 from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
 from .vllm_worker import piece_roots

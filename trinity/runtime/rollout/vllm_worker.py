@@ -141,7 +141,7 @@ class WeightSyncWorker:
         import shutil
         from pathlib import Path
 
-        from ..lora import publish_adapter
+        from ..weights.lora import publish_adapter
 
         folder = Path(adapter["folder"])
         folder.parent.mkdir(parents=True, exist_ok=True)

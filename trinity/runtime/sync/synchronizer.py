@@ -22,8 +22,8 @@ from pathlib import Path
 
 from ...config import sync_methods
 from ...config.schema import RunConfig
-from ..calls import RoleFailed
-from ..protocols import SyncResult
+from ..driver.watcher import RoleFailed
+from ..roles.protocols import SyncResult
 from . import files, pieces
 
 Wait = Callable[[list, float], list]  # the driver's watched wait on role calls, with a timeout in seconds

@@ -18,10 +18,11 @@ from typing import Any
 from ...config import sync_methods
 from ...config.algorithms import POLICY_LOSSES, uses_critic, uses_reference, uses_teacher
 from ...config.schema import RunConfig
+from ...launch.plan import ActorSpec
 from ...utils.imports import lazy_module
-from .. import lora
-from ..roles import Role
-from ..run_dir import STATE
+from ..records.run_dir import STATE
+from ..roles.base import Role
+from ..weights import lora
 
 # Ray imports this module wherever a rank's handle is taken (the synchronizer): what holds torch loads on first use
 batches = lazy_module("trinity.runtime.trainer.batch")
@@ -47,6 +48,11 @@ class TrainerRank(Role):
     """A verl actor worker on one device; the constructor is light, `setup` builds the model."""
 
     WARM = ("trinity.runtime.verl.workers",)
+
+    @classmethod
+    def plan_arguments(cls, config: RunConfig, spec: ActorSpec, run_dir: Path) -> dict[str, Any]:
+        """Rank `spec.rank` of the run's trainer ranks."""
+        return {"config": config, "rank": spec.rank, "world_size": config.cluster.trainer_gpu_num or 0}
 
     def __init__(self, *, config: RunConfig, rank: int, world_size: int, **identity: Any) -> None:
         super().__init__(**identity)
@@ -478,7 +484,7 @@ class TrainerRank(Role):
                 self._write_hf(Path(folder) / lora.MERGED, merged)
 
     def _write_hf(self, folder: Path, weights: dict) -> None:
-        from ..weights import save_safetensors
+        from ..weights.safetensors import save_safetensors
 
         folder.mkdir(parents=True, exist_ok=True)
         self._write_companions(folder)
@@ -492,7 +498,7 @@ class TrainerRank(Role):
         """Rank 0 writes the engines' weights to `path` (atomically), then its marker naming their version."""
         from ...utils.atomic import replace_atomically
         from ..sync import files
-        from ..weights import save_safetensors
+        from ..weights.safetensors import save_safetensors
 
         weights = self.engine_weights()
         if self.rank == 0:

@@ -125,7 +125,7 @@ def _shard(config: RunConfig) -> int:
 
 def _lora(config: RunConfig, adapter: str | None) -> dict[str, tuple[Any, str]]:
     """verl's peft path in the FSDP engine: the adapter's shape, and the adapter folder it goes on training."""
-    from ..lora import adapter_of, target_modules
+    from ..weights.lora import adapter_of, target_modules
 
     lora, model, key = adapter_of(config), f"{ARR}.model", "model.lora_configs[0]"
     if lora is None:

@@ -1,0 +1,155 @@
+"""When the explorer may run ahead and when weights move (the sync policy), and the order the scheduler gives."""
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from trinity.runtime.driver.scheduler import EVALUATE, EXPLORE, SYNC, Scheduler, Stalled
+from trinity.runtime.driver.sync_policy import SyncPolicy
+
+
+def drive(scheduler: Scheduler, pick=lambda running: 0, experiences: int = 1) -> list[tuple]:
+    """Run the real Scheduler: start what it asks, finish the running job `pick` chooses; log every event.
+
+    Events: ("start", kind, step, kinds running), ("explore", step, engine version at its start),
+    ("train", step), ("sync", version), ("evaluate", version)."""
+    log, running = [], []
+    while not scheduler.finished_all:
+        for job in scheduler.next_jobs():
+            scheduler.started(job)
+            if job.kind in (SYNC, EVALUATE):
+                busy = {j.kind for j, _ in running}
+                # a sync needs both sides between steps; an evaluation the engines (and, shared, the devices)
+                assert not busy if job.kind == SYNC or scheduler.shared else EXPLORE not in busy, (job, busy)
+                log.append((job.kind, job.step))
+                scheduler.finished(job)
+                continue
+            running.append((job, scheduler.engine_version))
+            log.append(("start", job.kind, job.step, sorted(j.kind for j, _ in running)))
+        if running:
+            job, version = running.pop(pick(running))
+            scheduler.finished(job, experiences)
+            log.append((job.kind, job.step, version) if job.kind == EXPLORE else (job.kind, job.step))
+    return log
+
+
+def events(log: list[tuple]) -> list[tuple]:
+    return [e for e in log if e[0] != "start"]
+
+
+def test_interval_1_offset_0_is_strictly_on_policy():
+    log = drive(Scheduler(SyncPolicy("fixed", 1, 0), 3))
+    assert events(log) == [
+        ("explore", 1, 0),
+        ("train", 1),
+        ("sync", 1),
+        ("explore", 2, 1),
+        ("train", 2),
+        ("sync", 2),
+        ("explore", 3, 2),
+        ("train", 3),
+        ("sync", 3),
+        ("evaluate", 3),
+    ]
+
+
+def test_offset_1_lets_the_explorer_run_one_step_ahead():
+    policy = SyncPolicy("fixed", 1, 1)
+    assert [policy.version_needed(s) for s in range(1, 6)] == [0, 0, 1, 2, 3]
+    log = drive(Scheduler(policy, 4))
+    assert events(log)[:2] == [("explore", 1, 0), ("explore", 2, 0)]  # step 2 needs no new weights
+    assert ("start", "train", 1, ["explore", "train"]) in log  # it overlaps train step 1
+
+
+def test_sharing_devices_never_overlaps_explore_and_train():
+    log = drive(Scheduler(SyncPolicy("fixed", 1, 1), 4, shared=True))
+    assert all(len(e[3]) == 1 for e in log if e[0] == "start")
+    assert [e[1] for e in events(log) if e[0] == "train"] == [1, 2, 3, 4]
+
+
+def test_interval_2_syncs_every_second_train_step():
+    policy = SyncPolicy("fixed", 2, 0)
+    assert [policy.version_needed(s) for s in range(1, 7)] == [0, 0, 2, 2, 4, 4]
+    syncs = [e[1] for e in drive(Scheduler(policy, 6)) if e[0] == "sync"]
+    assert syncs == [2, 4, 6]
+
+
+def test_evaluations_follow_the_interval_and_the_start():
+    scheduler = Scheduler(SyncPolicy("fixed", 1, 0), 5, eval_interval=2, eval_first=True, sync_first=True)
+    log = events(drive(scheduler))
+    assert log[:2] == [("sync", 0), ("evaluate", 0)]  # a resumed stage's engines first get the trainer's weights
+    # after explore steps 2 and 4, at the weights they explored with; the last after the final sync
+    assert [e for e in log if e[0] == "evaluate"] == [
+        ("evaluate", 0),
+        ("evaluate", 1),
+        ("evaluate", 3),
+        ("evaluate", 5),
+    ]
+    assert log[-2:] == [("sync", 5), ("evaluate", 5)]
+    # the last explore step is evaluated once, after the final sync
+    evaluated = [
+        e for e in events(drive(Scheduler(SyncPolicy("fixed", 1, 0), 4, eval_interval=2))) if e[0] == "evaluate"
+    ]
+    assert evaluated == [("evaluate", 1), ("evaluate", 4)]
+
+
+def test_a_resumed_stage_counts_from_its_checkpoint():
+    log = events(drive(Scheduler(SyncPolicy("fixed", 1, 0), 4, done=2)))
+    assert log[0] == ("explore", 3, 2) and log[-1] == ("evaluate", 4)
+    assert [e[1] for e in log if e[0] == "train"] == [3, 4]
+
+
+def test_sharing_devices_stops_when_one_turn_cannot_fill_a_batch():
+    scheduler = Scheduler(SyncPolicy("fixed", 1, 0), 3, shared=True, batch_size=4)
+    with pytest.raises(Stalled, match=r"holds 2 experiences, fewer than buffer.train_batch_size=4"):
+        drive(scheduler, experiences=2)
+    assert scheduler.explored == 1 and scheduler.trained == 0
+
+
+def test_trainer_driven_never_blocks_on_a_version():
+    policy = SyncPolicy("trainer_driven", 2, 0)
+    assert policy.may_explore(3, engine_version=0, trained=0)  # within offset + interval of the trainer
+    assert not policy.may_explore(4, engine_version=0, trained=0)  # bounded run-ahead
+    assert policy.sync_due(trained=2, engine_version=0, explored=2, last_asked=0)
+    assert not policy.sync_due(trained=3, engine_version=2, explored=3, last_asked=0)
+
+
+def test_explorer_driven_asks_every_interval_explore_steps():
+    policy = SyncPolicy("explorer_driven", 3, 0)
+    # asks after its 3rd step, takes what there is
+    assert policy.sync_due(trained=1, engine_version=0, explored=3, last_asked=0)
+    assert not policy.sync_due(trained=2, engine_version=1, explored=4, last_asked=3)
+    assert not policy.sync_due(trained=1, engine_version=0, explored=3, last_asked=3)  # asked already at this step
+
+
+@given(
+    style=st.sampled_from(["fixed", "trainer_driven", "explorer_driven"]),
+    interval=st.integers(1, 4),
+    offset=st.integers(0, 3),
+    total=st.integers(1, 12),
+    shared=st.booleans(),
+    data=st.data(),
+)
+def test_every_style_finishes_and_never_trains_ahead_of_its_data(style, interval, offset, total, shared, data):
+    policy = SyncPolicy(style, interval, offset)
+    pick = lambda running: data.draw(st.integers(0, len(running) - 1))  # noqa: E731 - calls finish in any order
+    log = drive(Scheduler(policy, total, shared=shared), pick)
+    explored = version = 0
+    asked = []  # explore steps done at each sync before the stage's last
+    for event in log:
+        if event[0] == "start" and event[1] == "train":
+            assert event[2] <= explored  # train step t learns from explore step t's experiences
+        if event[0] == "start" and shared:
+            assert len(event[3]) == 1  # one holder of the devices at a time
+        if event[0] == "explore":
+            explored = event[1]
+            if style == "fixed":  # each explore step waited for the weights its offset and interval allow
+                assert event[2] >= policy.version_needed(event[1])
+        if event[0] == "sync":
+            assert event[1] > version
+            version = event[1]
+            asked.append(explored)
+    assert explored == total and [e[1] for e in events(log) if e[0] == "train"] == list(range(1, total + 1))
+    assert events(log)[-1] == ("evaluate", total) and version == total
+    if style == "explorer_driven":  # the explorer asks once at each interval-th explore step, and at the end
+        assert all(n % interval == 0 for n in asked[:-1]) and len(set(asked[:-1])) == len(asked[:-1])

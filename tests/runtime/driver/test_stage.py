@@ -1,0 +1,185 @@
+"""The real Stage, its scheduler and its bookkeeping, in this process: stand-in role handles, no Ray.
+
+What Ray adds (actors, placement, a role that dies) is tested in tests/launch and tests/cli/test_run.py.
+"""
+
+import json
+import time
+
+import pytest
+
+from tests.runtime.stand_ins import InlineWatcher, World, handles_for
+from trinity.config.compose import Request
+from trinity.config.resolve import resolve
+from trinity.launch.plan import build_plan
+from trinity.runtime.driver.stage import RoleHandles, Stage, StageStart
+from trinity.runtime.driver.watcher import RoleFailed
+from trinity.runtime.records.metrics import MetricsLog
+from trinity.runtime.records.run_dir import Checkpoint, RunDir
+
+
+def stage_run(tmp_path, *overrides: str, pick=lambda kinds: 0, world: World | None = None, start=None, watcher=None):
+    """Resolve the demo's GRPO stage with `overrides`, run it on stand-ins (watched by `watcher`, else InlineWatcher
+    picking by `pick`); (world, metrics records, summary)."""
+    config = resolve(Request(None, ("hardware=cpu", "~stages", "trainer.total_steps=3", *overrides))).config
+    plan = build_plan(config)
+    world = world or World(experiences=config.buffer.train_batch_size)
+    run_dir = RunDir(tmp_path / "run")
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    stage = Stage(config, "grpo", 0, run_dir, metrics, start or StageStart("model", 0), quiet=True)
+    stage.setup(RoleHandles.of(list(plan.actors), handles_for(plan.actors, world)), watcher or InlineWatcher(pick))
+    summary = stage.run()
+    stage.finish()
+    metrics.close()
+    records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    return world, records, summary
+
+
+@pytest.fixture(autouse=True)
+def demo(demo_assets, monkeypatch):
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+
+
+def test_strictly_on_policy_each_step_explores_with_the_last_weights(tmp_path):
+    world, records, summary = stage_run(tmp_path)
+    assert world.log == [
+        ("evaluate", 0, 0),  # explorer.eval_on_startup
+        ("explore", 1, 0),
+        ("train", 1, "awake"),
+        ("sync", 1),
+        ("explore", 2, 1),
+        ("train", 2, "awake"),
+        ("sync", 2),
+        ("explore", 3, 2),
+        ("train", 3, "awake"),
+        ("sync", 3),
+        ("evaluate", 3, 3),
+        ("save", 3, True),
+    ]
+    roles = [(r["role"], r["step"]) for r in records]
+    assert roles[:4] == [("eval", 0), ("explorer", 1), ("trainer", 1), ("synchronizer", 1)] and roles[-1] == ("eval", 3)
+    explored = [r for r in records if r["role"] == "explorer"]
+    assert [r["weight_version"] for r in explored] == [0, 1, 2]
+    assert all(r["accuracy_mean"] == 0.5 and "workflow_metrics" not in r for r in explored)  # the workflows' own, flat
+    assert summary.steps == 3 and summary.eval_last == {"eval": 0.3}
+    assert set(summary.peak_rss_mb) == {
+        a.name for a in build_plan(resolve(Request(None, ("hardware=cpu", "~stages"))).config).actors
+    } | {"driver"}
+
+
+@pytest.mark.parametrize(
+    "overrides,together",
+    [
+        ((), True),
+        (("mode=colocate",), False),
+        # the trainer's steps are epochs over the explorer's tasks: it learns their number first
+        (("trainer.total_steps=null", "buffer.total_steps=null", "buffer.total_epochs=1"), False),
+    ],
+)
+def test_the_trainer_sets_up_beside_the_rollout_side_unless_they_share_devices(tmp_path, overrides, together):
+    watcher = InlineWatcher()
+    stage_run(tmp_path, *overrides, watcher=watcher)
+    setups = [set(w) for w in watcher.waits if any(m.endswith(".setup") for m in w)]
+    assert setups[0] == {"Buffer.setup"}
+    # then the synchronizer forms the weight-sync group (gloo): trainer rank 0 hosts it, the engine joins; colocate
+    # syncs by memory, with no group
+    last = max(i for i, w in enumerate(watcher.waits) if any(m.endswith(".setup") for m in w))
+    group = [{"Trainer.rendezvous"}, {"Trainer.join_sync_group", "Engine.join_sync_group"}, {"Trainer.weight_specs"}]
+    assert ([set(w) for w in watcher.waits[last + 1 : last + 4]] == group) is ("mode=colocate" not in overrides)
+    beside = {"Engine.setup", "Explorer.setup", "Trainer.setup"}
+    assert (beside in setups) is together  # one wait for all three, or the rollout side's first
+    if not together:
+        assert setups[1:3] == [{"Engine.setup", "Explorer.setup"}, {"Trainer.setup"}]
+
+
+def test_an_explorer_one_step_ahead_overlaps_training(tmp_path):
+    # the watcher finishes the newest call first: train step 1 ends while explore step 2 still runs on weights 0
+    world, _, _ = stage_run(tmp_path, "synchronizer.sync_offset=1", pick=lambda kinds: len(kinds) - 1)
+    assert world.log[1:5] == [("explore", 1, 0), ("train", 1, "awake"), ("explore", 2, 0), ("sync", 1)]
+
+
+def test_steps_that_end_together_are_each_recorded(tmp_path):
+    world, records, _ = stage_run(tmp_path, "synchronizer.sync_offset=1", pick=None)
+    assert world.log[1:4] == [("explore", 1, 0), ("explore", 2, 0), ("train", 1, "awake")]
+    assert [r["step"] for r in records if r["role"] == "trainer"] == [1, 2, 3]
+    assert [r["step"] for r in records if r["role"] == "explorer"] == [1, 2, 3]
+
+
+def test_colocate_engines_sleep_through_every_train_step(tmp_path):
+    world, records, _ = stage_run(tmp_path, "mode=colocate")
+    assert [e for e in world.log if e[0] == "train"] == [("train", s, "asleep") for s in (1, 2, 3)]
+    handoffs = [(r["holder"], r["step"], r["engines_asleep"]) for r in records if r["role"] == "devices"]
+    assert handoffs == [("trainer", 1, 1), ("rollout", 1, 0), ("trainer", 2, 1), ("rollout", 2, 0)] + [
+        ("trainer", 3, 1),
+        ("rollout", 3, 0),
+    ]
+    # before every wake, while the engines still sleep, the trainer hands its cached device memory back; what it still
+    # reserves is recorded with the handoff
+    assert [e for e in world.log if e[0] == "hand back"] == [("hand back", "asleep")] * 3
+    assert [r.get("trainer_reserved_mib") for r in records if r["role"] == "devices"] == [None, 0.0] * 3
+
+
+def test_colocate_that_one_turn_cannot_fill_stops_with_the_reason(tmp_path):
+    with pytest.raises(RoleFailed, match=r"colocate stalled after explore step 1: the buffer holds 4 experiences"):
+        stage_run(tmp_path, "mode=colocate", world=World(experiences=4))
+
+
+def test_a_resume_without_hugging_face_weights_first_gives_the_engines_the_trainers(tmp_path):
+    saved = tmp_path / "global_step_2"
+    saved.mkdir()  # the trainer's state only (save_hf_checkpoint: last)
+    resume = Checkpoint(saved, 2, "grpo", 0, 2, 4)
+    world, records, _ = stage_run(tmp_path, "trainer.total_steps=4", start=StageStart("model", 0, resume))
+    assert world.log[:3] == [("sync", 2), ("evaluate", 2, 2), ("explore", 3, 2)]
+    assert [r["step"] for r in records if r["role"] == "trainer"] == [3, 4]
+
+
+def test_checkpoints_follow_save_interval_and_hf_weights_the_policy(tmp_path):
+    world, _, summary = stage_run(
+        tmp_path, "trainer.total_steps=5", "trainer.save_interval=2", "trainer.save_hf_checkpoint=last"
+    )
+    assert [e for e in world.log if e[0] == "save"] == [("save", 2, False), ("save", 4, False), ("save", 5, True)]
+    assert summary.checkpoint.endswith("global_step_5")
+
+
+class SlowBroadcast(InlineWatcher):
+    """A watcher whose waits on the weights' broadcast run out of time (as RayWatcher' raise TimeoutError)."""
+
+    def wait(self, refs: list, timeout_s: float | None = None) -> list:
+        if timeout_s is not None and any(r.method.__name__ == "receive_weights" for r in refs):
+            self.timeout_s = timeout_s
+            raise TimeoutError
+        return super().wait(refs, timeout_s)
+
+
+def test_a_sync_that_outlasts_sync_timeout_ends_the_stage_with_what_it_waited_for(tmp_path):
+    watcher = SlowBroadcast()
+    with pytest.raises(RoleFailed, match=r"^broadcasting weights v1 took longer than synchronizer.sync_timeout=7 s$"):
+        stage_run(tmp_path, "synchronizer.sync_timeout=7", watcher=watcher)
+    assert 6.5 < watcher.timeout_s <= 7
+
+
+class TimedWaits(InlineWatcher):
+    """Keeps the timeout of every wait on a sync's calls; each such wait takes 50 ms."""
+
+    SYNC_CALLS = ("weight_piece", "load_piece", "end_weight_pieces")
+
+    def __init__(self):
+        super().__init__()
+        self.timeouts: list[float] = []
+
+    def wait(self, refs: list, timeout_s: float | None = None) -> list:
+        if any(r.method.__name__ in self.SYNC_CALLS for r in refs):
+            self.timeouts.append(timeout_s)
+            time.sleep(0.05)
+        return super().wait(refs, timeout_s)
+
+
+def test_a_memory_syncs_pieces_share_one_sync_timeout(tmp_path):
+    """colocate syncs by memory, a piece at a time (3 here: gather, load, each; then release): every call of one sync
+    waits only for what is left of synchronizer.sync_timeout, so a slow sync cannot take pieces x sync_timeout."""
+    watcher = TimedWaits()
+    stage_run(tmp_path, "mode=colocate", "trainer.total_steps=1", "synchronizer.sync_timeout=60", watcher=watcher)
+    first_sync = watcher.timeouts[:7]  # 3 x (gather, load) and the release
+    assert len(first_sync) == 7 and first_sync[0] <= 60
+    assert all(later < earlier for earlier, later in zip(first_sync, first_sync[1:]))
+    assert first_sync[0] - first_sync[-1] >= 0.3  # the 50 ms of each wait before it came off the sync's time

@@ -1,0 +1,37 @@
+"""Which runtime class each planned actor runs (its role's entry in launch/roles.py) and its keyword arguments (the
+class's own `plan_arguments`).
+
+The launcher adds the arguments every role takes (name, role, visible_devices_env).
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ...config.schema import RunConfig
+from ...launch.plan import ActorSpec
+from ...launch.roles import role
+from ...utils.imports import import_path
+from ..roles.base import Role
+from ..rollout import engine_class
+
+Make = Callable[[ActorSpec], tuple[type, dict[str, Any]]]
+
+
+def role_factory(config: RunConfig, run_dir: Path) -> Make:
+    """A `make(spec)` for Launch.start_actors: every role of `config`'s plan, constructed lightly."""
+    logs = str(run_dir / "logs")
+
+    def make(spec: ActorSpec) -> tuple[type, dict[str, Any]]:
+        cls = role_class(config, spec.role)
+        return cls, {"log_dir": logs, **cls.plan_arguments(config, spec, run_dir)}
+
+    return make
+
+
+def role_class(config: RunConfig, name: str) -> type[Role]:
+    """The runtime class of role `name` in `config`'s run (the rollout role's is its engine's)."""
+    entry = role(name)
+    if entry.runtime_class is None:
+        return engine_class(config.explorer.rollout_model.engine_type)
+    return import_path(entry.runtime_class, f"the runtime class of role {name!r}")

@@ -1,0 +1,28 @@
+"""Evaluate every complete checkpoint of the run directory, one after another (mode bench); the model itself when
+there is none."""
+
+from typing import TYPE_CHECKING
+
+from ....errors import ConfigError, Issue
+from ...weights import lora
+from .. import step_results
+
+if TYPE_CHECKING:
+    from ..stage import Stage
+
+
+def run(stage: "Stage") -> None:
+    saved = stage.run_dir.complete_checkpoints()
+    refused = [f"{c.path.name}: {why}" for c in saved if (why := lora.mismatch(c.path, stage.config))]
+    if refused:
+        message = f"bench cannot evaluate {len(refused)} checkpoint(s) of this run: {'; '.join(refused)}"
+        hint = "bench with the model.lora_configs and synchronizer.lora_sync the run trained with"
+        raise ConfigError([Issue(message, key="synchronizer.lora_sync", source="the run config", hint=hint)])
+    files = [(c, lora.engine_file(c.path, stage.config)) for c in saved]
+    checkpoints = [(c, f) for c, f in files if f is not None]
+    if not checkpoints:
+        step_results.evaluate(stage, 0)
+    for done, (checkpoint, file) in enumerate(checkpoints, 1):
+        stage.wait([e.load_weights.remote(str(file), checkpoint.global_step) for e in stage.engines])
+        step_results.evaluate(stage, checkpoint.global_step)
+        stage.progress.update(done)

@@ -1,0 +1,72 @@
+"""Explore and train in one run (modes both and colocate): the scheduler orders explore and train steps, syncs and
+evaluations; explore and train steps run beside each other (taking turns when the mode shares the devices) and
+every one is watched until the stage's last step is trained, synced and evaluated."""
+
+from typing import TYPE_CHECKING
+
+from ....launch.roles import ROLLOUT, TRAINER
+from .. import step_results
+from ..scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Job, Scheduler, Stalled
+from ..sync_policy import SyncPolicy
+from ..watcher import RoleFailed
+
+if TYPE_CHECKING:
+    from ..stage import Stage
+
+
+def run(stage: "Stage") -> None:
+    scheduler = _scheduler(stage)
+    while not scheduler.finished_all:
+        try:
+            jobs = scheduler.next_jobs()
+        except Stalled as exc:
+            raise RoleFailed(f"{stage.config.mode} {exc}") from None
+        for job in jobs:
+            scheduler.started(job)
+            if job.kind in (EXPLORE, TRAIN):
+                _start_step(stage, job)
+                continue
+            # a sync or an evaluation: the stage waits for it before it asks for the next job
+            if job.kind == SYNC:
+                step_results.sync(stage, job.step)
+            else:
+                step_results.evaluate(stage, stage.start.offset + job.step)
+            scheduler.finished(job)
+        if scheduler.running and not any(j.kind in (SYNC, EVALUATE) for j in jobs):
+            for kind, results in stage.watcher.next_done():
+                _step_done(stage, scheduler, scheduler.running[kind], results[0])
+
+
+def _scheduler(stage: "Stage") -> Scheduler:
+    """The explore/train/sync/evaluate order of the stage, from its config."""
+    sync, explorer = stage.config.synchronizer, stage.config.explorer
+    return Scheduler(
+        SyncPolicy(sync.sync_style, sync.sync_interval, sync.sync_offset),
+        stage.total,
+        stage.start.done,
+        shared=stage.mode.shares_devices,
+        batch_size=stage.config.buffer.train_batch_size,
+        eval_interval=explorer.eval_interval,
+        sync_first=stage.engines_behind,  # resumed from a checkpoint without Hugging Face weights
+        eval_first=explorer.eval_on_startup,
+    )
+
+
+def _start_step(stage: "Stage", job: Job) -> None:
+    """Start an explore step (on the engines) or a train step (on every rank); the stage does not wait."""
+    if job.kind == EXPLORE:
+        stage.devices.give(ROLLOUT, job.step)
+        stage.watch(EXPLORE, [stage.explorer.explore_step.remote(job.step)])
+    else:
+        stage.devices.give(TRAINER, job.step)
+        stage.watch(TRAIN, [r.train_step.remote(job.step) for r in stage.ranks])
+
+
+def _step_done(stage: "Stage", scheduler: Scheduler, job: Job, result: dict) -> None:
+    """Record a finished explore or train step and tell the scheduler."""
+    if job.kind == EXPLORE:
+        scheduler.finished(job, result["experiences"])
+        step_results.explored(stage, job.step, result)
+    else:
+        scheduler.finished(job)
+        step_results.trained(stage, job.step, result)

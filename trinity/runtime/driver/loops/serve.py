@@ -1,0 +1,46 @@
+"""Answer agents outside the run on the engines' OpenAI endpoints (mode serve), until buffer.total_steps steps of
+buffer.batch_size rewarded experiences (none: until stopped): /feedback's experiences are stored a step at a time,
+and the weights a `train` run of the same directory publishes are taken between polls."""
+
+import time
+from typing import TYPE_CHECKING
+
+from ...explorer.results import batch_metrics
+from .. import step_results
+from ..published_weights import take_published
+
+if TYPE_CHECKING:
+    from ..stage import Stage
+
+POLL_S = 0.5  # how often the stage takes the engines' rewarded experiences and published weights
+
+
+def run(stage: "Stage") -> None:
+    served, version, pending = stage.start.done, stage.start.offset + stage.start.done, []
+    size, started = stage.config.buffer.batch_size, time.perf_counter()
+    try:
+        while not stage.total or served < stage.total:
+            version = take_published(stage, version)
+            pending += _rewarded(stage, final=False)
+            while len(pending) >= size and (not stage.total or served < stage.total):
+                served, step, pending = served + 1, pending[:size], pending[size:]
+                _store(stage, step, served)
+                result = batch_metrics(step, time.perf_counter() - started) | {"tasks": 0, "engine_calls": 0}
+                step_results.explored(stage, served, result)
+                started = time.perf_counter()
+            time.sleep(POLL_S)
+    finally:  # rewards already acknowledged are stored, also when the run is stopped
+        _store(stage, pending + _rewarded(stage, final=True), served + 1)
+
+
+def _rewarded(stage: "Stage", final: bool) -> list:
+    """The engines' newly rewarded experiences; `final`: /feedback takes no more after these."""
+    return [e for taken in stage.wait([e.take_experiences.remote(final) for e in stage.engines]) for e in taken]
+
+
+def _store(stage: "Stage", experiences: list, step: int) -> None:
+    """Store experiences in the buffer as explore step `step`'s."""
+    for exp in experiences:
+        exp.step = step
+    if experiences:
+        stage.wait([stage.buffer.put.remote(experiences)])

@@ -1,0 +1,24 @@
+"""Train from the buffer without engines in this run (mode train): a data set for SFT and DPO; for RL, the
+experiences an `explore` run of the same directory writes, to which it publishes its weights every sync interval
+(sync method checkpoint)."""
+
+from typing import TYPE_CHECKING
+
+from ....config import sync_methods
+from .. import step_results
+from ..published_weights import publish
+
+if TYPE_CHECKING:
+    from ..stage import Stage
+
+
+def run(stage: "Stage") -> None:
+    trained = stage.start.done
+    channel = sync_methods.method(stage.config.synchronizer.sync_method).channel
+    publishes = stage.learns_from_rollout() and channel == sync_methods.FILES  # an explore run picks them up
+    while trained < stage.total:
+        results = stage.wait([r.train_step.remote(trained + 1) for r in stage.ranks])
+        trained += 1
+        step_results.trained(stage, trained, results[0])
+        if publishes and trained % stage.config.synchronizer.sync_interval == 0:
+            publish(stage, stage.start.offset + trained)

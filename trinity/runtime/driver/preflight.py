@@ -1,0 +1,325 @@
+"""Checks before Ray starts: everything a run reads is on this machine and every role can be built.
+
+Run in the driver in seconds, so a wrong path, a column a data set lacks, an engine this version lacks, or a
+trainer value verl refuses ends the run before ten minutes of start-up rather than after. verl's own check runs in
+a child process, so the driver holds no verl or torch for the rest of the run; `trinity run` starts a local Ray
+while it runs and takes its answer before anything is created in Ray.
+"""
+
+import importlib.util
+import json
+import os
+import pickle
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from ...config import engines, modes
+from ...config.local_inputs import data_issues, model_issues, teacher_issues
+from ...config.provenance import WRITTEN
+from ...config.resolve import ResolvedConfig
+from ...config.schema import RunConfig
+from ...errors import ConfigError, Issue
+from ...platforms import get_platform
+from ...platforms.detect import Probes
+from ...platforms.health import stack_problems
+from ...utils.child import module_command
+from ..data.preflight import column_issues
+from ..records.metrics import PACKAGES
+
+ENGINE = ("explorer", "rollout_model", "engine_type")
+CHILD_TIMEOUT_S = 300  # importing verl takes 10 to 15 s on a 2-core machine; a hung one would hold a started Ray
+
+
+def check(resolved: ResolvedConfig) -> None:
+    """Raise one ConfigError listing every problem found."""
+    start(resolved).wait()
+
+
+def early(resolved: ResolvedConfig) -> "VerlCheck":
+    """verl's check of `resolved`'s training stages, importing verl from now on (while the demo's assets are built
+    and Ray starts); `start` gives it the stages. A run that trains nothing gets a check that finds nothing."""
+    trains = bool(_training(resolved))
+    return VerlCheck(get_platform(resolved.config.hardware.device_type).verl_env() if trains else None)
+
+
+def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlCheck":
+    """Raise one ConfigError listing every problem the driver finds; then give verl's check (`verl`, started by
+    `early`, or a new one) the training stages: it answers in `wait()` (a local Ray can start meanwhile)."""
+    stages = [config for _, config in resolved.runs]
+    issues = (data_issues(resolved) or column_issues(resolved)) + (
+        model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
+    )
+    issues += teacher_issues(resolved) + _monitor_issues(resolved) + _stack_issues(resolved)
+    for config in stages:
+        if not modes.mode(config.mode).loop:
+            issues.append(
+                Issue(
+                    f"mode {config.mode!r} is not run by this version of trinity",
+                    key="mode",
+                    source=resolved.provenance.where(("mode",)),
+                    allowed=", ".join(modes.running()),
+                )
+            )
+    issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
+    for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
+        issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
+    if issues:
+        raise ConfigError(issues)
+    verl = verl or early(resolved)
+    verl.ask(_training(resolved))
+    return verl
+
+
+def _stack_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """What `trinity doctor` finds wrong with this node's vendor stack for the profile's device type (on NPUs: its
+    CANN release and the torch, torch_npu, vLLM and vllm-ascend it pairs with), before Ray starts."""
+    hardware = resolved.config.hardware
+    return [
+        Issue(message, key="hardware", source=f"this node, for {hardware.name} ({hardware.selected_by})", hint=hint)
+        for severity, message, hint in stack_problems(hardware.device_type, Probes())
+        if severity == "error"
+    ]
+
+
+def _training(resolved: ResolvedConfig) -> list[RunConfig]:
+    """The configs of the stages that train: what verl's check reads."""
+    return [config for _, config in resolved.runs if modes.mode(config.mode).trains]
+
+
+class VerlCheck:
+    """What verl refuses in the stages' trainer sections, asked of a child process (runtime/verl/refusals.py): the
+    driver, which lives as long as the run, keeps no verl and no torch. The child imports verl from construction on,
+    takes the stages in `ask()` and answers in `wait()`; leaving a `with` block, or `cancel()`, stops it."""
+
+    def __init__(self, verl_env: dict[str, str] | None) -> None:
+        """Start the child with `verl_env` (verl reads its platform at import); None: nothing to check."""
+        self.proc: subprocess.Popen | None = None
+        self.folder: Path | None = None
+        self.asked = False
+        if verl_env is None:
+            return
+        self.folder = Path(tempfile.mkdtemp(prefix="trinity-preflight-"))
+        try:
+            with (self.folder / "stderr").open("wb") as stderr:  # a file: a pipe nobody reads could fill and stall it
+                self.proc = subprocess.Popen(
+                    module_command("trinity.runtime.verl.refusals", str(self.folder)),
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.DEVNULL,
+                    stderr=stderr,
+                    env={**os.environ, **verl_env},
+                )
+        except BaseException:
+            self.cancel()
+            raise
+
+    def __enter__(self) -> "VerlCheck":
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.cancel()
+
+    def ask(self, stages: list[RunConfig]) -> None:
+        """Give the child the stages to check (none: it finds nothing): written to its folder, then its stdin closed.
+        Not through the pipe, which holds 64 KiB: a run of many stages would wait there for verl's import."""
+        self.asked = True
+        if self.proc is None or self.proc.stdin is None or self.folder is None:
+            return
+        (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
+        self.proc.stdin.close()  # nothing buffered to flush: a child that died already is wait()'s to report
+
+    def wait(self) -> None:
+        """Raise one ConfigError listing what verl refused; a child that failed is a RuntimeError of one line."""
+        try:
+            issues = self._issues()
+        finally:
+            self.cancel()
+        if issues:
+            raise ConfigError(issues)
+
+    def cancel(self) -> None:
+        """Stop the child if it still runs and remove its files (wait() does this; so does a run that ends first)."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        if self.proc is not None and self.proc.stdin is not None:
+            self.proc.stdin.close()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _issues(self) -> list[Issue]:
+        if self.proc is None or self.folder is None:
+            return []
+        if not self.asked:
+            raise RuntimeError("verl's check was never given the stages to check")
+        try:
+            code = self.proc.wait(timeout=CHILD_TIMEOUT_S)
+        except subprocess.TimeoutExpired:
+            raise RuntimeError(f"checking the trainer config with verl took over {CHILD_TIMEOUT_S} s") from None
+        out = self.folder / "issues.pickle"
+        if code != 0 or not out.is_file():
+            stderr = (self.folder / "stderr").read_bytes().decode(errors="replace").strip()
+            last = stderr.splitlines()[-1] if stderr else "no output"
+            message = f"checking the trainer config with verl failed (exit {code}): {last}"
+            raise RuntimeError(message) from ChildProcessError(stderr[-6000:])  # --debug shows the child's traceback
+        return pickle.loads(out.read_bytes())
+
+
+def _remote_code_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
+    """A model or tokenizer whose class only its own folder's code defines needs model.trust_remote_code in
+    every stage; transformers would refuse it in every role after start-up."""
+    untrusted = [i for i, config in enumerate(stages) if not config.model.trust_remote_code]
+    if not untrusted:
+        return []
+    trust = (
+        "model.trust_remote_code"
+        if len(untrusted) == len(stages)
+        else " and ".join(f"stages.{i}.model.trust_remote_code" for i in untrusted)
+    )
+    folder = Path(stages[0].model.model_path)  # a later stage starts from a checkpoint of it, which carries its code
+    where = resolved.provenance.where(("model", "model_path"))
+    issues = []
+    for what, file, auto, known in (
+        ("model", "config.json", "AutoModelForCausalLM", _known_model),
+        ("tokenizer", "tokenizer_config.json", "AutoTokenizer", _known_tokenizer),
+    ):
+        meta, problem = _read_json(folder / file)
+        code = (meta.get("auto_map") or {}).get(auto)
+        if problem:
+            issues.append(
+                Issue(
+                    problem,
+                    key="model.model_path",
+                    source=where,
+                    hint=f"fix or replace {file}; transformers reads it in every role",
+                )
+            )
+        elif code and not known(meta):
+            shown = code if isinstance(code, str) else next(c for c in code if c)
+            message = f"{str(folder)!r} has a {what} defined by its own code ({shown}), which runs only with {trust}"
+            issues.append(
+                Issue(
+                    message,
+                    key="model.model_path",
+                    source=where,
+                    hint=f"read the .py files in the model folder; if you trust them, set {trust}: true",
+                )
+            )
+    return issues
+
+
+def _read_json(path: Path) -> tuple[dict, str]:
+    """(the file's object, '') or ({}, what is wrong); a missing optional file is an empty object."""
+    if not path.is_file():
+        return {}, ""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return {}, f"{path} is not readable JSON: {exc}"
+    return (data, "") if isinstance(data, dict) else ({}, f"{path} holds {type(data).__name__}, not a JSON object")
+
+
+def _known_model(meta: dict) -> bool:
+    from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
+
+    return meta.get("model_type") in CONFIG_MAPPING_NAMES  # transformers loads its own class for a type it knows
+
+
+def _known_tokenizer(meta: dict) -> bool:
+    import transformers
+
+    return bool(meta.get("tokenizer_class")) and hasattr(transformers, meta["tokenizer_class"])
+
+
+def _engine_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
+    """Each engine type the exploring stages run: its entry's preflight check, else its package found; engine
+    arguments only for an engine that takes them."""
+    by_type: dict[str, list] = {}
+    for config in stages:
+        if modes.mode(config.mode).runs_engines:
+            by_type.setdefault(config.explorer.rollout_model.engine_type, []).append(config)
+    issues: list[Issue] = []
+    for kind, configs in by_type.items():
+        entry = engines.engine(kind)
+        # an engine with a check of its own looks for its packages there (vLLM's plugin depends on the platform)
+        found = engines.load(entry.preflight)(configs, resolved) if entry.preflight else _needs(entry, resolved)
+        found += [i for config in configs for i in _engine_args_issues(entry, config, resolved)]
+        issues += [i for i in found if i not in issues]
+    return issues
+
+
+def _needs(entry: engines.EngineEntry, resolved: ResolvedConfig) -> list[Issue]:
+    """The engine's package must be importable here (found, never imported)."""
+    if importlib.util.find_spec(entry.needs) is not None:
+        return []
+    return [
+        Issue(
+            f"engine type {entry.name!r} needs the {entry.needs} package, which this Python cannot import",
+            key="explorer.rollout_model.engine_type",
+            source=resolved.provenance.where(ENGINE),
+            hint=f"install {entry.needs} on every node, or choose another explorer.rollout_model.engine_type",
+        )
+    ]
+
+
+def _engine_args_issues(entry: engines.EngineEntry, config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
+    """extra_engine_args reach only an engine that takes them (its own preflight checks their names)."""
+    if entry.engine_args or not config.explorer.rollout_model.extra_engine_args:
+        return []
+    takers = [e for e in engines.ENGINES.values() if e.engine_args]
+    return [
+        Issue(
+            f"{' or '.join(e.label for e in takers)} engine arguments, but the engine is {entry.name!r}",
+            key="explorer.rollout_model.extra_engine_args",
+            source=resolved.provenance.where(("explorer", "rollout_model", "extra_engine_args")),
+            hint=f"remove them, or set explorer.rollout_model.engine_type: {takers[0].name}",
+        )
+    ]
+
+
+def _monitor_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """The monitor's package must be importable in the driver, which writes the metrics: found, never imported."""
+    kind = resolved.config.monitor.monitor_type
+    package = PACKAGES.get(kind)
+    if package is None or importlib.util.find_spec(package) is not None:
+        return []
+    return [
+        Issue(
+            f"monitor_type {kind!r} needs the {package} package, which this Python cannot import",
+            key="monitor.monitor_type",
+            source=resolved.provenance.where(("monitor", "monitor_type")),
+            allowed="tensorboard, or a monitor whose package is installed",
+            hint=f"pip install {package}, or set monitor.monitor_type: tensorboard",
+        )
+    ]
+
+
+def _attention_issues(config: RunConfig, resolved: ResolvedConfig, provenance: Any) -> list[Issue]:
+    """The trainer's attention kernel must be importable where the platform needs a package for it
+    (flash_attention_2 on GPUs: transformers raises at model init otherwise); found, never imported."""
+    kernel, path = config.trainer.attn_implementation, ("trainer", "attn_implementation")
+    needed = get_platform(config.hardware.device_type).attn_modules.get(kernel)
+    if not modes.mode(config.mode).trains or needed is None or importlib.util.find_spec(needed[0]) is not None:
+        return []
+    if provenance.set_by(path, *WRITTEN):
+        source, came = provenance.written_where(path), "set in the config"
+    else:
+        source, came = (
+            resolved.profile.where(("facts", "attn_implementation")),
+            f"the {config.hardware.name} profile's attn_implementation",
+        )
+    message = (
+        f"{kernel!r} ({came}) needs the {needed[0]} package, which this Python cannot import: the trainer "
+        "would fail at model init"
+    )
+    return [
+        Issue(
+            message,
+            key="trainer.attn_implementation",
+            source=source,
+            allowed="sdpa, eager, or an installed kernel",
+            hint=f"{needed[1]} on every node, or set trainer.attn_implementation: sdpa",
+        )
+    ]

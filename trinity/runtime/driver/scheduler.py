@@ -1,0 +1,133 @@
+"""Which job a stage that explores and trains makes next, given what has finished: no Ray, no actors.
+
+The stage asks `next_jobs()`, starts what it returns, and tells `finished()` when a job is done.
+Explore and train steps run beside each other (unless the mode shares the devices); a sync runs
+when neither is running, an evaluation beside a train step (never one that shares its devices).
+The numbers follow `SyncPolicy` (sync_policy.py): train step t learns from explore step t's
+experiences, and version v is the weights after train step v.
+"""
+
+from dataclasses import dataclass, field
+
+from .sync_policy import SyncPolicy
+
+EXPLORE, TRAIN, SYNC, EVALUATE = "explore", "train", "sync", "evaluate"
+
+
+class Stalled(RuntimeError):
+    """No job can start and none is running: the stage would wait forever."""
+
+
+@dataclass(frozen=True)
+class Job:
+    """One job to run: an explore or train step, a sync to version `step`, or an evaluation of version `step`."""
+
+    kind: str
+    step: int
+
+
+@dataclass
+class Scheduler:
+    """The explore/train/sync/evaluate order of one stage (steps counted within the stage)."""
+
+    policy: SyncPolicy
+    total: int
+    done: int = 0  # steps a resumed checkpoint already did
+    shared: bool = False  # explore and train take turns on the same devices (colocate)
+    batch_size: int = 1  # experiences one train step takes
+    eval_interval: int = 0  # evaluate after every eval_interval-th explore step (0: only at the end)
+    sync_first: bool = False  # the engines hold older weights than the trainer (a resume without HF weights)
+    eval_first: bool = False  # explorer.eval_on_startup
+    explored: int = field(init=False)
+    trained: int = field(init=False)
+    engine_version: int = field(init=False)
+    running: dict[str, Job] = field(default_factory=dict, init=False)  # kind -> the job of that kind now running
+    gathered: int = field(default=0, init=False)  # experiences this stage's explore steps wrote
+    _last_asked: int = field(init=False)
+    _queued: list[Job] = field(default_factory=list, init=False)  # syncs and evaluations, run in order
+    _closing: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        self.explored = self.trained = self.engine_version = self._last_asked = self.done
+        if self.sync_first:
+            self._queued.append(Job(SYNC, self.done))
+        if self.eval_first:
+            self._queued.append(Job(EVALUATE, self.done))
+
+    @property
+    def finished_all(self) -> bool:
+        """Every step trained, the engines hold the last weights, and the final evaluation ran."""
+        return self._closing and not self._queued and not self.running
+
+    @property
+    def buffered(self) -> int:
+        """Experiences written by this stage's explore steps that its train steps have not taken yet."""
+        return self.gathered - (self.trained - self.done) * self.batch_size
+
+    def next_jobs(self) -> list[Job]:
+        """The jobs to start now: one that runs alone, or explore and/or train steps; [] means wait."""
+        if self._queued:  # queued when nothing runs, or as an explore step ends: an evaluation may run beside training
+            return [self._queued.pop(0)]
+        if self.trained >= self.total:
+            return self._close()
+        if self.policy.sync_due(self.trained, self.engine_version, self.explored, self._last_asked):
+            return [Job(SYNC, self.trained)] if not self.running else []
+        jobs = [c for c in (self._explore(), self._train()) if c]
+        if self.shared and len(jobs) == 2:  # one holder of the devices at a time: rollout first
+            jobs = jobs[:1]
+        if not jobs and not self.running:
+            raise Stalled(self._stalled())
+        return jobs
+
+    def started(self, job: Job) -> None:
+        """`job` is now running (or, for a sync or an evaluation, being waited on)."""
+        self.running[job.kind] = job
+
+    def finished(self, job: Job, experiences: int = 0) -> None:
+        """`job` is done; an explore step reports how many experiences it wrote."""
+        self.running.pop(job.kind, None)
+        if job.kind == EXPLORE:
+            self.explored += 1
+            self.gathered += experiences
+            if self.eval_interval and self.explored % self.eval_interval == 0 and self.explored < self.total:
+                self._queued.append(Job(EVALUATE, self.engine_version))
+        elif job.kind == TRAIN:
+            self.trained += 1
+        elif job.kind == SYNC:
+            self.engine_version, self._last_asked = job.step, self.explored
+
+    def _explore(self) -> Job | None:
+        blocked = EXPLORE in self.running or (self.shared and TRAIN in self.running)
+        step = self.explored + 1
+        if (
+            blocked
+            or self.explored >= self.total
+            or not self.policy.may_explore(step, self.engine_version, self.trained)
+        ):
+            return None
+        return Job(EXPLORE, step)
+
+    def _train(self) -> Job | None:
+        blocked = TRAIN in self.running or (self.shared and EXPLORE in self.running)
+        # sharing devices, a train step that waits for more experiences would hold them from every explore step
+        waiting = self.shared and self.buffered < self.batch_size
+        if blocked or self.trained >= self.explored or waiting:
+            return None
+        return Job(TRAIN, self.trained + 1)
+
+    def _close(self) -> list[Job]:
+        if self.running or self._closing:
+            return []
+        self._closing = True
+        if self.engine_version < self.trained:
+            self._queued.append(Job(SYNC, self.trained))
+        self._queued.append(Job(EVALUATE, self.trained))
+        return [self._queued.pop(0)]
+
+    def _stalled(self) -> str:
+        return (
+            f"stalled after explore step {self.explored}: the buffer holds {self.buffered} experiences, fewer than "
+            f"buffer.train_batch_size={self.batch_size}, and the next explore step waits for the weights of train "
+            f"step {self.trained + 1}; set buffer.train_batch_size to at most buffer.batch_size x "
+            "algorithm.repeat_times, or let the explorer run ahead (synchronizer.sync_offset)"
+        )

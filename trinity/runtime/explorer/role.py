@@ -1,0 +1,239 @@
+"""The explorer role: runs each task's workflow over the rollout engines and writes experiences.
+
+Tasks go round-robin to the engines; up to `runner_per_model` workflows per engine run at once,
+and their requests reach the engine as one call (rollout/gather.py), generated together. A task that fails is retried
+`max_retry_times` times, then skipped with its error in the metrics; one that outlives
+`max_timeout` is abandoned.
+"""
+
+import importlib
+import itertools
+import time
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from ...config.algorithms import uses_greedy_baseline
+from ...config.schema import RunConfig
+from ...launch.plan import ActorSpec
+from ..experience import Experience
+from ..roles.base import Role
+from .model_client import ModelClient
+from .results import batch_metrics
+from .tasksets import TaskSet, load_taskset
+
+
+class Explorer(Role):
+    """Drives workflows; the constructor is light, `setup` loads tasksets and the tokenizer."""
+
+    WARM = ("tokenizers",)
+    CHAT_WARM = "transformers.models.auto.tokenization_auto"  # a chat template's: ~4 s of imports, torch among them
+
+    @classmethod
+    def plan_arguments(cls, config: RunConfig, spec: ActorSpec, run_dir: Path) -> dict[str, Any]:
+        return {"config": config}
+
+    def __init__(self, *, config: RunConfig, **identity: Any) -> None:
+        super().__init__(**identity)
+        self.config = config
+
+    def warm(self) -> None:
+        """As Role's; Hugging Face's tokenizer too where a taskset's prompts go through the chat template (what else
+        needs it, setup knows once it has the engine's answer and the workflows)."""
+        super().warm()
+        if self._chat_prompts():
+            importlib.import_module(self.CHAT_WARM)
+
+    def setup(self, engines: list, buffer: Any, model_path: str) -> dict:
+        """Load the tasksets and the tokenizer; returns the number of tasks of each."""
+        import ray
+
+        from ..data.tokenizer import Tokenizer
+        from ..rollout.gather import Gatherer
+
+        # the tokenizer the engine encodes with, asked now: the engine answers once it has loaded its model
+        backend = engines[0].tokenizer_backend.remote(model_path) if engines else None
+        self.engines, self.buffer = engines, buffer
+        slots = self.config.explorer.runner_per_model
+        self.gatherers = [Gatherer(engine, slots) for engine in engines]
+        self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
+        self.endpoints = self._endpoints(engines)
+        train, evals = self._tasksets()
+        self.train = [load_taskset(self.config, t, False) for t in train]
+        self.evals = [load_taskset(self.config, t, True) for t in evals]
+        spec = ray.get(backend) if backend is not None else None
+        self.tokenizer = Tokenizer(model_path, self.config.model.trust_remote_code, spec)
+        if self._needs_hugging_face(spec):
+            self.tokenizer.hf  # noqa: B018 (loaded now, beside the other roles' setup, not in the first step's threads)
+        return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
+
+    def _needs_hugging_face(self, spec: dict | None) -> bool:
+        """Whether the explorer needs Hugging Face's tokenizer: no backend to encode by (`spec` None), chat prompts,
+        or a workflow that asks more of the tokenizer than encoding."""
+        workflows = {cls for ts in self.train + self.evals for cls in ts.workflows.values()}
+        return spec is None or self._chat_prompts() or any(cls.uses_tokenizer for cls in workflows)
+
+    def _tasksets(self) -> tuple[list, list]:
+        """The training tasksets and the evaluation ones."""
+        explorer_input = self.config.buffer.explorer_input
+        return [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t], list(explorer_input.eval_tasksets)
+
+    def _chat_prompts(self) -> bool:
+        """Whether a taskset's prompts go through the chat template."""
+        return any(t.format.prompt_type != "plaintext" for t in sum(self._tasksets(), []))
+
+    def _endpoints(self, engines: list) -> list[Any]:
+        """An `openai.OpenAI` client of each engine's endpoint, on one connection pool (None: not served)."""
+        rollout = self.config.explorer.rollout_model
+        if not rollout.enable_openai_api:
+            return [None] * len(engines)
+        import httpx
+        import openai
+        import ray
+
+        # one pool for every workflow: a client of its own costs each episode ~30 ms of TLS setup (even for http)
+        self.http = httpx.Client(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
+            timeout=self.config.explorer.max_timeout,  # a task never waits longer than it may run
+        )
+        urls = ray.get([engine.openai_url.remote() for engine in engines])
+        return [openai.OpenAI(base_url=u, api_key=rollout.api_key, http_client=self.http, max_retries=0) for u in urls]
+
+    def release(self) -> None:
+        """Stop the workflow threads (the next stage's setup starts its own)."""
+        for pool in getattr(self, "pools", ()):
+            pool.shutdown(wait=False, cancel_futures=True)
+        if getattr(self, "http", None) is not None:
+            self.http.close()
+
+    def steps_per_epoch(self) -> int:
+        """Explore steps in one pass over the training tasks."""
+        total = sum(len(ts.tasks) for ts in self.train)
+        return max(1, -(-total // self.config.buffer.batch_size))
+
+    def explore_step(self, step: int) -> dict:
+        """Run the workflows of step `step`'s tasks, write their experiences; returns the step's metrics."""
+        started = time.perf_counter()
+        batch = self._batch(step)
+        calls = self._engine_calls()
+        exps, failed = self._run(batch, f"step {step}")
+        calls = self._engine_calls() - calls
+        for exp in exps:
+            exp.step = step
+        if exps:
+            import ray
+
+            ray.get(self.buffer.put.remote(exps))
+        summary = self._summary(exps, time.perf_counter() - started, failed, f"step {step}")
+        return summary | {"tasks": len(batch), "engine_calls": calls}
+
+    def _batch(self, step: int) -> list:
+        """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
+        everything = [(ts, task) for ts in self.train for task in ts.tasks]
+        size = self.config.buffer.batch_size
+        start = (step - 1) * size
+        return [everything[i % len(everything)] for i in range(start, start + size)]
+
+    def evaluate(self, step: int) -> list[dict]:
+        """Every eval taskset once; returns one metrics record per taskset (accuracy and reward)."""
+        out = []
+        for ts in self.evals:
+            started = time.perf_counter()
+            label = f"evaluation of {ts.name} at step {step}"
+            exps, failed = self._run([(ts, t) for t in ts.tasks], label)
+            accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
+            out.append(
+                {"taskset": ts.name, "accuracy": accuracy, "tasks": len(ts.tasks), "failed": failed}
+                | self._summary(exps, time.perf_counter() - started, failed, label)
+            )
+        return out
+
+    def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
+        engines = itertools.cycle(range(len(self.engines)))
+        futures = [self._submit(i, ts, task) for (ts, task), i in zip(batch, engines)]
+        exps, errors = [], []
+        for future in futures:
+            try:
+                exps += future.result(timeout=self.config.explorer.max_timeout)
+            except (FutureTimeout, TaskFailed) as exc:
+                errors.append(str(exc) or f"a task ran past explorer.max_timeout={self.config.explorer.max_timeout} s")
+                self.log.warning("%s: a task was skipped: %s", label, errors[-1])
+        if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
+            raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
+        return exps, len(errors)
+
+    def _submit(self, engine: int, ts: TaskSet, task: Any) -> Any:
+        self.gatherers[engine].expect()
+        return self.pools[engine].submit(self._attempt, ts, task, engine)
+
+    def _engine_calls(self) -> int:
+        return sum(g.calls for g in self.gatherers)
+
+    def _summary(self, exps: list[Experience], seconds: float, failed: int, label: str) -> dict:
+        """The metrics of one batch of rollouts; cut prompts are also logged, under `label`."""
+        summary = batch_metrics(exps, seconds, failed)
+        if summary["truncated_prompts"]:
+            self.log.warning(
+                "%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s",
+                label,
+                summary["truncated_prompts"],
+                self.config.model.max_prompt_tokens,
+            )
+        return summary
+
+    def _client(self, engine: int, sampling: Any) -> ModelClient:
+        """The model client of a workflow on engine `engine`, sampling with `sampling`."""
+        return ModelClient(
+            self.gatherers[engine],
+            self.tokenizer,
+            sampling,
+            self.config.explorer.rollout_model,
+            self.config.model.max_prompt_tokens,
+            self.endpoints[engine],
+        )
+
+    def _attempt(self, ts: TaskSet, task: Any, engine: int) -> list[Experience]:
+        try:
+            exps = self._retried(ts, task, self._client(engine, ts.sampling))
+            if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
+                exps = self._with_baseline(ts, task, engine, exps)
+            return exps
+        finally:
+            self.gatherers[engine].leave()
+
+    def _retried(self, ts: TaskSet, task: Any, client: Any) -> list[Experience]:
+        from ..workflows.conversation import ConversationError
+
+        errors = []
+        for _ in range(self.config.explorer.max_retry_times + 1):
+            try:
+                return ts.workflows[task.uid](task, client).run()
+            except Exception as exc:  # a workflow is user code: any error is retried, then reported
+                if _is_engine_death(exc):
+                    raise
+                errors.append(f"{type(exc).__name__}: {exc}")
+                if isinstance(exc, ConversationError):
+                    break  # the task's conversation cannot be held in this template or context: a retry would too
+        raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
+
+    def _with_baseline(self, ts: TaskSet, task: Any, engine: int, exps: list[Experience]) -> list[Experience]:
+        """`exps` with the reward of one greedy rollout of the task as their baseline (ReMax); that rollout is not
+        trained on."""
+        client = self._client(engine, replace(ts.sampling, temperature=0.0))
+        rewards = [e.reward for e in self._retried(ts, replace(task, repeat_times=1), client)]
+        if not rewards:
+            raise TaskFailed(f"task {task.uid}: its greedy rollout (ReMax's baseline) returned no experience")
+        baseline = sum(rewards) / len(rewards)  # one rollout; a workflow that returns several is averaged
+        return [replace(e, baseline=baseline) for e in exps]
+
+
+class TaskFailed(RuntimeError):
+    """A task that failed every retry."""
+
+
+def _is_engine_death(exc: Exception) -> bool:
+    import ray
+
+    return isinstance(exc, ray.exceptions.RayActorError)

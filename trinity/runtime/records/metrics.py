@@ -1,0 +1,88 @@
+"""metrics.jsonl and the optional monitors: one JSON object per line with step, role, time and stage.
+
+Contract (other tools read it): explorer lines carry reward_mean, response_length_mean,
+tokens_per_s, weight_version, and <name>_mean of each metric the workflows report; trainer lines
+loss, grad_norm, lr (and logprob_diff when the old log-probs are recomputed, kl_penalty with a
+KL penalty in the reward); synchronizer lines method, seconds, weight_version; eval lines
+taskset, accuracy. Each line is written with one append, so a reader never sees half a line.
+"""
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from .events import EventFile
+
+PACKAGES = {"wandb": "wandb"}  # monitor_type -> the package its sink imports (preflight finds it before Ray starts)
+
+
+class MetricsLog:
+    """Appends metric lines; mirrors numbers to TensorBoard or wandb when the monitor asks (preflight has found
+    wandb installed)."""
+
+    def __init__(self, path: Path, monitor: Any = None, run_name: str = "", tensorboard_dir: Path | None = None):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self.sinks = _sinks(monitor, run_name, tensorboard_dir)
+
+    def write(self, role: str, step: int, stage: str | None, **values: Any) -> dict:
+        """Append one line; returns the record."""
+        record = {"step": step, "role": role, "time": time.time(), "stage": stage, **values}
+        os.write(self.fd, (json.dumps(record, default=float) + "\n").encode())
+        for sink in self.sinks:
+            sink(role, step, values)
+        return record
+
+    def close(self) -> None:
+        """Close the file and the monitors."""
+        os.close(self.fd)
+        for sink in self.sinks:
+            getattr(sink, "close", lambda: None)()
+
+
+def _sinks(monitor: Any, run_name: str, tensorboard_dir: Path | None) -> list:
+    kind = getattr(monitor, "monitor_type", None)
+    if kind == "tensorboard" and tensorboard_dir is not None:
+        return [_TensorBoard(EventFile(tensorboard_dir))]
+    if kind == "wandb":
+        import wandb
+
+        return [_Wandb(wandb.init(name=run_name, **monitor.monitor_args))]
+    return []
+
+
+class _TensorBoard:
+    """Scalars as TensorBoard events (event_file.py: neither torch's SummaryWriter nor tensorboard in the driver)."""
+
+    def __init__(self, writer: EventFile):
+        self.writer = writer
+
+    def __call__(self, role: str, step: int, values: dict) -> None:
+        prefix = f"{role}/{values['taskset']}" if "taskset" in values else role
+        scalars = {
+            f"{prefix}/{key}": float(value)
+            for key, value in values.items()
+            if isinstance(value, (int, float)) and not isinstance(value, bool)
+        }
+        if scalars:
+            self.writer.add_scalars(step, scalars)
+
+    def close(self) -> None:
+        self.writer.close()
+
+
+class _Wandb:
+    def __init__(self, run: Any):
+        self.run = run
+
+    def __call__(self, role: str, step: int, values: dict) -> None:
+        prefix = f"{role}/{values['taskset']}" if "taskset" in values else role
+        self.run.log(
+            {f"{prefix}/{k}": v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
+            step=step,
+        )
+
+    def close(self) -> None:
+        self.run.finish()
