@@ -2,7 +2,15 @@
 its gatherer), and the engine's OpenAI endpoint with every call recorded."""
 
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # imported where they run: the explorer's process imports them as its setup needs them
+    from ...config.schema.explorer import InferenceModelConfig
+    from ..data.tokenizer import Tokenizer
+    from ..rollout.base import Sampling
+    from ..rollout.gather import Gatherer
+    from ..workflows.base import Task
+    from ..workflows.conversation import ChatTemplate, Conversation
 
 
 class ModelClient:
@@ -10,10 +18,10 @@ class ModelClient:
 
     def __init__(
         self,
-        engine: Any,
-        tokenizer: Any,
-        sampling: Any,
-        rollout: Any,
+        engine: "Gatherer",
+        tokenizer: "Tokenizer",
+        sampling: "Sampling",
+        rollout: "InferenceModelConfig",
         max_prompt_tokens: int | None,
         endpoint: Any = None,
     ):
@@ -48,7 +56,7 @@ class ModelClient:
 
         return ray.get(self.engine.engine.history.remote(client.default_headers[SESSION_HEADER]))
 
-    def prompt(self, task: Any) -> str:
+    def prompt(self, task: "Task") -> str:
         from ..data.prompts import prompt_text
 
         return prompt_text(
@@ -62,13 +70,15 @@ class ModelClient:
         version, samples = self.engine.generate(ids, n, self.sampling)
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
 
-    def chat(self, task: Any, messages: list[dict], n: int, tools: list[dict] | None = None) -> list:
+    def chat(self, task: "Task", messages: list[dict], n: int, tools: list[dict] | None = None) -> list:
         from ..data.prompts import tools_of
 
         template = self._template(task, tools if tools is not None else tools_of(task.row, task.format))
         return self.generate(template.render(messages, generation_prompt=True) + (task.format.reply_prefix or ""), n)
 
-    def conversation(self, task: Any, messages: list[dict] | None = None, tools: list[dict] | None = None) -> Any:
+    def conversation(
+        self, task: "Task", messages: list[dict] | None = None, tools: list[dict] | None = None
+    ) -> "Conversation":
         from ..data.prompts import prompt_messages, tools_of
         from ..workflows.conversation import Conversation, ConversationError
 
@@ -78,7 +88,7 @@ class ModelClient:
         opening = prompt_messages(task.row, task.format) if messages is None else messages
         return Conversation(template, opening, self.rollout.max_model_len)
 
-    def _template(self, task: Any, tools: list[dict] | None) -> Any:
+    def _template(self, task: "Task", tools: list[dict] | None) -> "ChatTemplate":
         """The task's chat template (its data set's, else the rollout model's, else the tokenizer's), with `tools`."""
         from ..data.prompts import template_of
         from ..workflows.conversation import ChatTemplate

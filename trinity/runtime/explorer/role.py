@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...config.algorithms import uses_greedy_baseline
 from ...config.schema import RunConfig
@@ -23,6 +23,12 @@ from ..roles.base import Role
 from .model_client import ModelClient
 from .results import batch_metrics
 from .tasksets import TaskSet, load_taskset
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from ..rollout.base import Sampling
+    from ..workflows.base import Task
 
 
 class Explorer(Role):
@@ -164,7 +170,7 @@ class Explorer(Role):
             raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
         return exps, len(errors)
 
-    def _submit(self, engine: int, ts: TaskSet, task: Any) -> Any:
+    def _submit(self, engine: int, ts: TaskSet, task: "Task") -> "Future[list[Experience]]":
         self.gatherers[engine].expect()
         return self.pools[engine].submit(self._attempt, ts, task, engine)
 
@@ -183,7 +189,7 @@ class Explorer(Role):
             )
         return summary
 
-    def _client(self, engine: int, sampling: Any) -> ModelClient:
+    def _client(self, engine: int, sampling: "Sampling") -> ModelClient:
         """The model client of a workflow on engine `engine`, sampling with `sampling`."""
         return ModelClient(
             self.gatherers[engine],
@@ -194,7 +200,7 @@ class Explorer(Role):
             self.endpoints[engine],
         )
 
-    def _attempt(self, ts: TaskSet, task: Any, engine: int) -> list[Experience]:
+    def _attempt(self, ts: TaskSet, task: "Task", engine: int) -> list[Experience]:
         try:
             exps = self._retried(ts, task, self._client(engine, ts.sampling))
             if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
@@ -203,7 +209,7 @@ class Explorer(Role):
         finally:
             self.gatherers[engine].leave()
 
-    def _retried(self, ts: TaskSet, task: Any, client: Any) -> list[Experience]:
+    def _retried(self, ts: TaskSet, task: "Task", client: ModelClient) -> list[Experience]:
         from ..workflows.conversation import ConversationError
 
         errors = []
@@ -218,7 +224,7 @@ class Explorer(Role):
                     break  # the task's conversation cannot be held in this template or context: a retry would too
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
 
-    def _with_baseline(self, ts: TaskSet, task: Any, engine: int, exps: list[Experience]) -> list[Experience]:
+    def _with_baseline(self, ts: TaskSet, task: "Task", engine: int, exps: list[Experience]) -> list[Experience]:
         """`exps` with the reward of one greedy rollout of the task as their baseline (ReMax); that rollout is not
         trained on."""
         client = self._client(engine, replace(ts.sampling, temperature=0.0))

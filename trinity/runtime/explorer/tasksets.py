@@ -2,9 +2,15 @@
 else the taskset's default), its reward function and the taskset's sampling."""
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...config.schema import RunConfig
+from ...config.schema.buffer import TasksetConfig
+
+if TYPE_CHECKING:
+    from ..rewards import BoundReward
+    from ..rollout.base import Sampling
+    from ..workflows.base import Task
 
 
 @dataclass
@@ -13,11 +19,11 @@ class TaskSet:
 
     name: str
     workflows: dict  # task uid -> its workflow class
-    tasks: list  # Task
-    sampling: Any  # rollout.base.Sampling
+    tasks: "list[Task]"
+    sampling: "Sampling"
 
 
-def load_taskset(config: RunConfig, storage: Any, is_eval: bool) -> TaskSet:
+def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> TaskSet:
     """Taskset `storage` as tasks, each row's workflow class and the sampling of its rollouts."""
     from ..data.prompts import check_columns
     from ..data.tasksets import load_rows
@@ -64,7 +70,7 @@ def load_taskset(config: RunConfig, storage: Any, is_eval: bool) -> TaskSet:
     return TaskSet(storage.name, {task.uid: cls for task, cls in zip(tasks, workflows)}, tasks, sampling)
 
 
-def row_workflows(storage: Any, rows: list[dict], default: str | None) -> list[type]:
+def row_workflows(storage: TasksetConfig, rows: list[dict], default: str | None) -> list[type]:
     """Each row's workflow class: the one its format.workflow_key column names, else the taskset's default."""
     from ..workflows import load
 
@@ -91,7 +97,7 @@ def row_workflows(storage: Any, rows: list[dict], default: str | None) -> list[t
     return out
 
 
-def taskset_reward(storage: Any, name: str | None) -> Any:
+def taskset_reward(storage: TasksetConfig, name: str | None) -> "BoundReward | None":
     """The taskset's reward function with its reward_fn_args; None leaves each workflow its default."""
     from ..rewards import bind
 
