@@ -141,6 +141,19 @@ def test_interpolation_between_keys(cli, write):
     assert cli("config", "render", "-c", path, "--format", "json").json()["name"] == "demo-run"
 
 
+def test_env_interpolations_beside_a_reference_and_inside_text(cli, write, monkeypatch):
+    # env-only values resolve without the whole tree; one reference among them resolves with it: same results
+    monkeypatch.setenv("TRINITY_TEST_PROJECT", "p")
+    env_only = MINIMAL + "project: x-${oc.env:TRINITY_TEST_PROJECT,y}-z\nname: ${oc.env:TRINITY_TEST_UNSET,'a,b'}\n"
+    cfg = cli("config", "render", "-c", write("env.yaml", env_only), "--format", "json").json()
+    assert (cfg["project"], cfg["name"]) == ("x-p-z", "a,b")
+    mixed = MINIMAL + "project: ${oc.env:TRINITY_TEST_PROJECT,y}\nname: ${project}-run\n"
+    cfg = cli("config", "render", "-c", write("mixed.yaml", mixed), "--format", "json").json()
+    assert (cfg["project"], cfg["name"]) == ("p", "p-run")
+    missing = cli("config", "render", "-c", write("unset.yaml", MINIMAL + "project: ${oc.env:TRINITY_TEST_UNSET}\n"))
+    assert missing.code == 2 and "environment variable TRINITY_TEST_UNSET is not set and has no default" in missing.err
+
+
 def test_secrets_are_masked_unless_asked(cli, write):
     path = write(
         "run.yaml",

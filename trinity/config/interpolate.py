@@ -1,6 +1,7 @@
 """Resolve `${...}` interpolations (oc.env, references to other keys) and find `???` values, reporting each failure."""
 
 import copy
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,15 +17,12 @@ def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) 
     pending = [path for path, value in leaves(tree) if isinstance(value, str) and ("${" in value or value == MISSING)]
     if not pending:
         return tree, []  # OmegaConf is only needed where there is something to resolve
-    try:
-        root = OmegaConf.create(tree)
-    except OmegaConfBaseException as exc:
-        raise ConfigError([_issue(exc, (), where)]) from None
+    select = _pending_only(tree, pending) or _whole_tree(tree, where)
     issues: list[Issue] = []
     out = copy.deepcopy(tree)
     for path in pending:
         try:
-            _assign(out, path, _plain(_select(root, path)))
+            _assign(out, path, _plain(select(path)))
         except MissingMandatoryValue:
             issues.append(
                 Issue(
@@ -39,6 +37,38 @@ def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) 
             issues.append(_issue(exc, path, where))
             _remove(out, path)
     return out, issues
+
+
+# `${oc.env:VAR}` or `${oc.env:VAR,default}` with a plain default: it reads no other key of the tree
+_ENV_ONLY = re.compile(r"\$\{oc\.env:[^${}\\'\"]*\}")
+
+
+def _pending_only(tree: dict[str, Any], pending: list[tuple]) -> Callable[[tuple], Any] | None:
+    """Where no pending value refers to another key (env variables and '???' only: the usual case), OmegaConf needs
+    only those values, not the whole tree (most of a render's resolution time otherwise); None where it needs the tree,
+    or where the tree holds something OmegaConf would refuse (its report then says so as before)."""
+    values = {path: _select(tree, path) for path in pending}
+    if not _plain_tree(tree) or any(v != MISSING and "${" in _ENV_ONLY.sub("", v) for v in values.values()):
+        return None
+    root = OmegaConf.create({str(i): value for i, value in enumerate(values.values())})
+    index = {path: str(i) for i, path in enumerate(values)}
+    return lambda path: root[index[path]]
+
+
+def _plain_tree(node: Any) -> bool:
+    if isinstance(node, dict):
+        return all(isinstance(k, str) and _plain_tree(v) for k, v in node.items())
+    if isinstance(node, list):
+        return all(_plain_tree(v) for v in node)
+    return node is None or isinstance(node, (str, int, float, bool))
+
+
+def _whole_tree(tree: dict[str, Any], where: Callable[[tuple], str]) -> Callable[[tuple], Any]:
+    try:
+        root = OmegaConf.create(tree)
+    except OmegaConfBaseException as exc:
+        raise ConfigError([_issue(exc, (), where)]) from None
+    return lambda path: _select(root, path)
 
 
 def _select(node: Any, path: tuple) -> Any:
