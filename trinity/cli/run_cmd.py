@@ -12,7 +12,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, Issue
+from ..errors import ConfigError, Issue, PlacementError
 from ..utils.child import module_command
 
 if TYPE_CHECKING:  # the CLI imports the config layer lazily: `trinity --help` stays fast
@@ -234,7 +234,7 @@ def _show(args: argparse.Namespace, plans: list) -> int:
             )
     bad = [line for _, _, f in plans if f and not f.ok for line in f.lines]
     if bad:
-        raise ConfigError(
+        raise PlacementError(
             [
                 Issue(
                     "the launch plan does not fit the Ray cluster; nothing was created",
