@@ -1,6 +1,7 @@
 """Resolve `${...}` interpolations (oc.env, references to other keys) and find `???` values, reporting each failure."""
 
 import copy
+import os
 import re
 from collections.abc import Callable
 from typing import Any
@@ -45,14 +46,46 @@ _ENV_ONLY = re.compile(r"\$\{oc\.env:[^${}\\'\"]*\}")
 
 def _pending_only(tree: dict[str, Any], pending: list[tuple]) -> Callable[[tuple], Any] | None:
     """Where no pending value refers to another key (env variables and '???' only: the usual case), OmegaConf needs
-    only those values, not the whole tree (most of a render's resolution time otherwise); None where it needs the tree,
-    or where the tree holds something OmegaConf would refuse (its report then says so as before)."""
+    only those values, not the whole tree (most of a render's resolution time otherwise), and a value that is one
+    `${oc.env:VAR,plain default}` not even OmegaConf's grammar; None where it needs the tree, or where the tree holds
+    something OmegaConf would refuse (its report then says so as before)."""
     values = {path: _select(tree, path) for path in pending}
     if not _plain_tree(tree) or any(v != MISSING and "${" in _ENV_ONLY.sub("", v) for v in values.values()):
         return None
-    root = OmegaConf.create({str(i): value for i, value in enumerate(values.values())})
-    index = {path: str(i) for i, path in enumerate(values)}
-    return lambda path: root[index[path]]
+    known = {path: found for path, value in values.items() if (found := env_value(value)) is not _UNKNOWN}
+    rest = [path for path in values if path not in known]
+    root = OmegaConf.create({str(i): values[path] for i, path in enumerate(rest)}) if rest else None
+    index = {path: str(i) for i, path in enumerate(rest)}
+    return lambda path: known[path] if path in known else root[index[path]]
+
+
+_UNKNOWN = object()
+# the whole value one `${oc.env:VAR}` or `${oc.env:VAR,default}` whose default OmegaConf reads as the text itself
+_ENV_PLAIN = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([A-Za-z0-9_./-]+))?\}")
+_KEYWORDS = {"true", "false", "null"}
+
+
+def env_value(value: str) -> Any:
+    """What OmegaConf resolves `value` to, where that is sure without its grammar: the variable's text, or a plain
+    default (no number, bool or null that the grammar would convert); else _UNKNOWN (OmegaConf resolves it, and
+    reports a variable that is not set)."""
+    match = _ENV_PLAIN.fullmatch(value)
+    if match is None:
+        return _UNKNOWN
+    name, default = match.groups()
+    if name in os.environ:
+        return os.environ[name]
+    if default is None or default.lower() in _KEYWORDS or _number(default):
+        return _UNKNOWN
+    return default
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return not text[0].isalpha() and text[0] not in "./_"  # a digit or sign first: let the grammar decide
+    return True
 
 
 def _plain_tree(node: Any) -> bool:
