@@ -3,7 +3,6 @@ collected into one report. Below every layer, so platforms, config, launch and c
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from difflib import SequenceMatcher, get_close_matches
 from typing import Literal
 
 Severity = Literal["error", "warning", "note"]
@@ -122,6 +121,8 @@ def split_source(source: str) -> tuple[str, int | None, int | None]:
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """A hint naming the closest candidate, or ''."""
     candidates = list(candidates)
+    from difflib import get_close_matches
+
     close = get_close_matches(word, candidates, n=3, cutoff=0.6)
     best = [c for c in close if _ratio(word, c) == _ratio(word, close[0])] if close else []
     best = sorted(best) or [c for c in candidates if word and c.startswith(word)][:1]
@@ -129,6 +130,8 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
 
 
 def _ratio(a: str, b: str) -> float:
+    from difflib import SequenceMatcher
+
     return SequenceMatcher(None, a, b).ratio()
 
 
