@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from ..errors import ConfigError, Issue
-from ..utils.atomic import write_text_atomic
 
 if TYPE_CHECKING:
     from ..config.compose import Request
@@ -85,6 +84,8 @@ def emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
+        from ..utils.atomic import write_text_atomic
+
         write_text_atomic(output, text)
 
 
