@@ -3,7 +3,6 @@ collected into one report. Below every layer, so platforms, config, launch and c
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from difflib import SequenceMatcher, get_close_matches
 from typing import Literal
 
 Severity = Literal["error", "warning", "note"]
@@ -36,7 +35,9 @@ class Issue:
 
 
 class ConfigError(Exception):
-    """Every error found in one pass; raised only when there is at least one."""
+    """Every error found in one pass; raised only when there is at least one. The base of every problem trinity reports
+    to a user (the CLI: exit code 2, the report, no traceback unless --debug); its headline says the problems are in
+    the config, each subclass's says what other kind of problem it is."""
 
     def __init__(self, issues: Iterable[Issue]):
         self.issues = list(issues)
@@ -44,10 +45,63 @@ class ConfigError(Exception):
 
     def report(self) -> str:
         """All issues, errors first, under one heading."""
-        errors = [i for i in self.issues if i.severity == "error"]
-        noun = "problem" if len(errors) == 1 else "problems"
+        errors = sum(i.severity == "error" for i in self.issues)
         body = "\n".join(i.render() for i in sorted(self.issues, key=_order))
-        return f"trinity: {len(errors)} {noun} in the config\n{body}"
+        return f"trinity: {self.headline(errors)}\n{body}"
+
+    def headline(self, errors: int) -> str:
+        """What kind of problem this is, for `errors` errors."""
+        return f"{errors} {_problems(errors)} in the config"
+
+
+class _Kind(ConfigError):
+    """A problem outside the config: its headline is `what`, with the count where there is more than one."""
+
+    what = ""
+
+    def headline(self, errors: int) -> str:
+        return self.what if errors == 1 else f"{self.what} ({errors} {_problems(errors)})"
+
+
+class PlacementError(_Kind):
+    """The Ray cluster cannot place the run's plan: too few nodes or devices, or a group that was not placed in time."""
+
+    what = "the cluster cannot place this run"
+
+
+class ClusterError(_Kind):
+    """The Ray cluster the run names cannot be reached."""
+
+    what = "cannot reach the Ray cluster"
+
+
+class LockError(_Kind):
+    """The run directory is held by another live run."""
+
+    what = "the run directory is in use"
+
+
+class NodeError(_Kind):
+    """This node's installed software stack (the vendor's toolkit and the packages paired with it) cannot run the
+    profile."""
+
+    what = "this node's software stack cannot run this profile"
+
+
+# The source of every issue about this node's software stack (runtime/preflight.py `_stack_issues`)
+NODE_SOURCE = "this node, for "
+
+
+def config_or_node_error(issues: Iterable[Issue]) -> ConfigError:
+    """A NodeError when every error is about this node's software stack, else a ConfigError of them all."""
+    issues = list(issues)
+    errors = [i for i in issues if i.severity == "error"]
+    on_node = errors and all(i.source.startswith(NODE_SOURCE) for i in errors)
+    return NodeError(issues) if on_node else ConfigError(issues)
+
+
+def _problems(count: int) -> str:
+    return "problem" if count == 1 else "problems"
 
 
 def _order(issue: Issue) -> tuple:
@@ -67,6 +121,8 @@ def split_source(source: str) -> tuple[str, int | None, int | None]:
 def did_you_mean(word: str, candidates: Iterable[str]) -> str:
     """A hint naming the closest candidate, or ''."""
     candidates = list(candidates)
+    from difflib import get_close_matches
+
     close = get_close_matches(word, candidates, n=3, cutoff=0.6)
     best = [c for c in close if _ratio(word, c) == _ratio(word, close[0])] if close else []
     best = sorted(best) or [c for c in candidates if word and c.startswith(word)][:1]
@@ -74,6 +130,8 @@ def did_you_mean(word: str, candidates: Iterable[str]) -> str:
 
 
 def _ratio(a: str, b: str) -> float:
+    from difflib import SequenceMatcher
+
     return SequenceMatcher(None, a, b).ratio()
 
 

@@ -55,6 +55,31 @@ def test_config_commands_import_no_heavy_packages(tmp_path):
     assert proc.stdout.strip().splitlines()[-1] == "[]"
 
 
+def test_render_leaves_the_schema_emitter_and_other_commands_unimported(tmp_path):
+    # the render path stays light (benchmarks/config_render.py times it): the JSON Schema emitter, hardware=auto's
+    # detection-only parts and the other commands' implementations load only for the commands that use them
+    probe = (
+        "import sys; from trinity.cli.main import main; "
+        f"main(['config', 'render', '--config', {str(REFERENCE)!r}, '+hardware=ascend910b', '-o', 'out.yaml']); "
+        "print(sorted(m for m in ('trinity.config.json_schema', 'trinity.config.explain', 'trinity.config.diff', "
+        "'trinity.config.memory', 'trinity.launch', 'trinity.runtime', 'trinity.cli.doctor') if m in sys.modules)); "
+        "main(['config', 'schema', '-o', 'schema.json']); print('trinity.config.json_schema' in sys.modules)"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[-2:] == ["[]", "True"]
+
+
+def test_help_imports_no_config_pipeline(tmp_path):
+    probe = (
+        "import sys; from trinity.cli.main import build_parser; build_parser(); "
+        "print(sorted(m for m in sys.modules if m.startswith(('trinity.config.schema', 'trinity.config.resolve'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_render_creates_no_files_or_folders(tmp_path, tmp_path_factory):
     # the data validate looks for lives elsewhere: the working folder stays empty
     data = tmp_path_factory.mktemp("gsm8k")

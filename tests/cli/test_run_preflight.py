@@ -193,6 +193,7 @@ def test_a_ray_address_where_nothing_answers(run, tmp_path):
     )
     proc, started = run("-c", str(config))
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert "trinity: cannot reach the Ray cluster\nerror: run.yaml:24:3: cluster.ray_address: " in proc.stderr
     head, _, tail = proc.stderr.partition(" (which Ray joins at ")  # a loopback host: at this node's own address
     assert head.endswith(
         f"error: run.yaml:24:3: cluster.ray_address: cannot join the Ray cluster: nothing answers at 127.0.0.1:{port}"
@@ -210,5 +211,6 @@ def test_an_npu_run_on_a_node_without_the_ascend_stack_ends_before_ray_with_the_
     """The check `trinity doctor` makes of an NPU node runs before Ray on an NPU profile: here, no CANN at all."""
     proc, started = run("hardware=ascend910b")
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("trinity: this node's software stack cannot run this profile\nerror: this node, ")
     assert "hardware: no CANN toolkit found here (its ascend_toolkit_install.info)" in proc.stderr
     assert "hint: install CANN 9.1.0 (toolkit, 910b ops, NNAL), then: source /usr/local/Ascend/" in proc.stderr

@@ -3,6 +3,16 @@
 import pytest
 
 from tests.conftest import MINIMAL
+from trinity.errors import (
+    NODE_SOURCE,
+    ClusterError,
+    ConfigError,
+    Issue,
+    LockError,
+    NodeError,
+    PlacementError,
+    config_or_node_error,
+)
 
 # The classic "billion laughs": 9 levels of 9-element lists, 9**8 (43 million) strings once expanded.
 BOMB = 'a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]\n' + "".join(
@@ -266,3 +276,36 @@ def test_missing_config_file(cli, tmp_path):
 def test_usage_errors_exit_2(cli):
     assert cli("config", "render", "--no-such-flag").code == 2
     assert cli("config", "render", "--format", "xml").code == 2
+
+
+KINDS = [
+    (ConfigError, "trinity: 1 problem in the config", "trinity: 2 problems in the config"),
+    (PlacementError, "trinity: the cluster cannot place this run", "trinity: the cluster cannot place this run (2 "),
+    (ClusterError, "trinity: cannot reach the Ray cluster", "trinity: cannot reach the Ray cluster (2 problems)"),
+    (LockError, "trinity: the run directory is in use", "trinity: the run directory is in use (2 problems)"),
+    (
+        NodeError,
+        "trinity: this node's software stack cannot run this profile",
+        "trinity: this node's software stack cannot run this profile (2 problems)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("kind", "one", "two"), KINDS, ids=[k.__name__ for k, _, _ in KINDS])
+def test_each_kind_of_problem_has_its_own_headline(kind, one, two):
+    # every kind is a ConfigError (the CLI's exit code 2, one report, no traceback), each saying what kind it is
+    note = Issue("a note", severity="note")
+    single = kind([Issue("it went wrong", key="k"), note])
+    assert isinstance(single, ConfigError) and single.report().splitlines()[0] == one
+    assert single.report().splitlines()[1:] == ["error: k: it went wrong", "note: a note"]
+    assert str(single) == single.report()
+    assert kind([Issue("a"), Issue("b")]).report().startswith(two)
+
+
+def test_a_node_error_only_when_every_error_is_about_this_node():
+    stack = Issue("no CANN toolkit found here", key="hardware", source=NODE_SOURCE + "ascend910b (hardware=auto)")
+    config = Issue("unknown key", key="trainr", source="run.yaml:3:1")
+    warning = Issue("slow", key="x", severity="warning")
+    assert type(config_or_node_error([stack, warning])) is NodeError
+    assert type(config_or_node_error([stack, config])) is ConfigError  # the config's problems come first
+    assert type(config_or_node_error([config])) is ConfigError

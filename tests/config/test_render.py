@@ -141,6 +141,70 @@ def test_interpolation_between_keys(cli, write):
     assert cli("config", "render", "-c", path, "--format", "json").json()["name"] == "demo-run"
 
 
+def test_env_interpolations_beside_a_reference_and_inside_text(cli, write, monkeypatch):
+    # env-only values resolve without the whole tree; one reference among them resolves with it: same results
+    monkeypatch.setenv("TRINITY_TEST_PROJECT", "p")
+    env_only = MINIMAL + "project: x-${oc.env:TRINITY_TEST_PROJECT,y}-z\nname: ${oc.env:TRINITY_TEST_UNSET,'a,b'}\n"
+    cfg = cli("config", "render", "-c", write("env.yaml", env_only), "--format", "json").json()
+    assert (cfg["project"], cfg["name"]) == ("x-p-z", "a,b")
+    mixed = MINIMAL + "project: ${oc.env:TRINITY_TEST_PROJECT,y}\nname: ${project}-run\n"
+    cfg = cli("config", "render", "-c", write("mixed.yaml", mixed), "--format", "json").json()
+    assert (cfg["project"], cfg["name"]) == ("p", "p-run")
+    missing = cli("config", "render", "-c", write("unset.yaml", MINIMAL + "project: ${oc.env:TRINITY_TEST_UNSET}\n"))
+    assert missing.code == 2 and "environment variable TRINITY_TEST_UNSET is not set and has no default" in missing.err
+
+
+def test_env_values_read_without_the_grammar_are_what_omegaconf_reads(monkeypatch):
+    # a plain `${oc.env:VAR,default}` is resolved without OmegaConf (its grammar is most of a render's resolution):
+    # every value that shortcut takes must be OmegaConf's own, the variable set or not
+    import random
+
+    from omegaconf import OmegaConf
+
+    from trinity.config.interpolate import _UNKNOWN, env_value
+
+    monkeypatch.delenv("TRINITY_TEST_UNSET", raising=False)
+    monkeypatch.setenv("TRINITY_TEST_SET", " 12 ")
+    rnd = random.Random(0)
+    defaults = ["./checkpoints", "Qwen/Qwen2.5-1.5B-Instruct", "7", "1e3", "true", "null", "inf", "nan", "1_000"]
+    defaults += ["".join(rnd.choice("abeEfinlNrtuxA019._/-") for _ in range(rnd.randint(1, 6))) for _ in range(1500)]
+    texts = ["${oc.env:TRINITY_TEST_SET}"]
+    texts += [f"${{oc.env:{var},{d}}}" for var in ("TRINITY_TEST_UNSET", "TRINITY_TEST_SET") for d in defaults]
+    taken = 0
+    for text in texts:
+        got = env_value(text)
+        if got is not _UNKNOWN:
+            taken += 1
+            want = OmegaConf.create({"v": text})["v"]
+            assert (got, type(got)) == (want, type(want)), text
+    assert taken > len(texts) // 2
+    assert env_value("${oc.env:TRINITY_TEST_UNSET}") is _UNKNOWN  # not set: OmegaConf's error report says so
+
+
+def test_plain_hardware_overrides_read_without_the_grammar_are_what_hydra_reads():
+    # `hardware=NAME` skips Hydra's override parser; every name it takes must be the one Hydra reads
+    import random
+
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    from trinity.config.sources.overrides import plain_hardware
+
+    parser = OverridesParser.create()
+    rnd = random.Random(1)
+    names = ["a100", "ascend910b", "cpu", "true", "True", "null", "nan", "Inf", "infinity", "e5", "yes", "off"]
+    names += ["".join(rnd.choice("abefilnrstuxyINF019_") for _ in range(rnd.randint(1, 7))) for _ in range(800)]
+    taken = 0
+    for text in [f"{prefix}hardware={name}" for prefix in ("", "+", "++") for name in names]:
+        name = plain_hardware(text)
+        if name is not None:
+            taken += 1
+            parsed = parser.parse_override(text)
+            assert (parsed.key_or_group, parsed.is_delete(), parsed.value()) == ("hardware", False, name), text
+    assert taken > 1000
+    assert plain_hardware("hardware=true") is None and plain_hardware("hardware=a,b") is None
+    assert plain_hardware("~hardware") is None and plain_hardware("hardware@pkg=a100") is None
+
+
 def test_secrets_are_masked_unless_asked(cli, write):
     path = write(
         "run.yaml",

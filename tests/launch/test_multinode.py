@@ -101,6 +101,7 @@ def test_infeasible_layout_is_reported_before_anything_is_created(run, cluster):
         result = run("mode: train\n", "hardware=ascend910b")
         assert result.code == 2
         assert "the launch plan does not fit the Ray cluster; nothing was created" in result.err
+        assert "trinity: the cluster cannot place this run\n" in result.err
         assert (
             "trainer_node0 needs 4 NPU + 4 CPU on one node (STRICT_PACK); the largest free is 2 NPU: does not fit"
             in result.err
@@ -122,6 +123,7 @@ def test_dry_run_checks_a_named_cluster(cli, write, cluster, monkeypatch):
     assert (
         result.code == 2
         and "the run needs 4 node(s) with 4 NPU each; the Ray cluster's nodes offer NPU: 4, 4, 4" in result.err
+        and "trinity: the cluster cannot place this run\n" in result.err
     )
     ok = cli("run", "-c", write("ok.yaml", MINIMAL), "hardware=ascend910b", "--dry-run")
     assert ok.code == 0 and "fits the cluster:" in ok.out and "rollout needs 1 NPU + 1 CPU in PACK" in ok.out

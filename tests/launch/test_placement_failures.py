@@ -55,6 +55,7 @@ def test_feasibility_names_the_short_resource(run):
         "does not fit" in result.out
     )
     assert (
+        "trinity: the cluster cannot place this run\n"
         "error: Ray cluster: placement: the launch plan does not fit the Ray cluster; nothing was created" in result.err
     )
     assert "nodes have 4 and 0 and 0 CPU free" in result.err  # the hint repeats the explanation
@@ -100,6 +101,7 @@ def test_a_group_that_misses_the_timeout_is_removed_and_explained(run, grab_afte
     assert result.code == 2, result.err
     assert "fits the cluster:" in result.out  # the check passed before the devices were taken
     assert (
+        "trinity: the cluster cannot place this run\n"
         "error: Ray cluster: placement: placement group trainer_node0 was not placed within 3 s; it was removed"
         in result.err
     )

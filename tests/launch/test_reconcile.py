@@ -5,7 +5,7 @@ import pytest
 from tests.conftest import MINIMAL, REFERENCE
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
-from trinity.errors import ConfigError
+from trinity.errors import ConfigError, PlacementError
 from trinity.launch.reconcile import Node, live_nodes, resolve_on_cluster
 
 EIGHT_ENGINES = "explorer:\n  rollout_model:\n    engine_num: 8\n"
@@ -91,6 +91,8 @@ def test_too_few_nodes(run_file):
         "the run needs 3 node(s) with 8 GPU each; the Ray cluster's nodes offer GPU: 8, 8"
         in err.value.issues[0].message
     )
+    assert isinstance(err.value, PlacementError)
+    assert err.value.report().startswith("trinity: the cluster cannot place this run\nerror: ")
 
 
 def test_cluster_with_more_devices_than_the_profile_says(run_file):
@@ -150,6 +152,8 @@ def test_what_a_cluster_without_the_key_is_told_word_for_word():
         == "this cluster has GPU: choose a profile with device_type cuda (hardware=auto on one of its nodes picks one)"
     )
     assert issue.key == "hardware"
+    assert isinstance(err.value, PlacementError)
+    assert err.value.report().startswith("trinity: the cluster cannot place this run\n")
     with pytest.raises(ConfigError) as empty:
         resolve_on_cluster(Request(REFERENCE, ("hardware=ascend910b",)), [])
     assert (

@@ -9,11 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from ..config.compose import Request
 from ..errors import ConfigError, Issue
-from ..utils.atomic import write_text_atomic
 
 if TYPE_CHECKING:
+    from ..config.compose import Request
     from ..config.memory import MemoryPlan
     from ..config.resolve import ResolvedConfig
 
@@ -59,8 +58,10 @@ def add_format_option(parser: argparse.ArgumentParser, choices: tuple[str, ...] 
     parser.add_argument("--format", choices=choices, default=choices[0], help=f"output format (default: {choices[0]})")
 
 
-def request_from(args: argparse.Namespace) -> Request:
+def request_from(args: argparse.Namespace) -> "Request":
     """The config request the options describe."""
+    from ..config.compose import Request
+
     return Request(args.config, tuple(args.overrides), tuple(args.profile_dir))
 
 
@@ -83,6 +84,8 @@ def emit(text: str, output: Path | None) -> None:
     if output is None:
         sys.stdout.write(text)
     else:
+        from ..utils.atomic import write_text_atomic
+
         write_text_atomic(output, text)
 
 

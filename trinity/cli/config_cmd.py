@@ -5,10 +5,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from ..config.json_schema import SCHEMAS, dumps
 from ..config.redact import mask_override, redact
-from ..config.resolve import resolve
-from ..config.sources.yaml_file import load_yaml
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,
@@ -76,6 +73,8 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 
 def render_cmd(args: argparse.Namespace) -> int:
     """Print the resolved config, or where its values came from."""
+    from ..config.resolve import resolve
+
     keys = _split_explain(args)
     resolved = resolve(request_from(args), strict=args.strict)
     print_issues(resolved.issues)
@@ -104,6 +103,8 @@ def diff_cmd(args: argparse.Namespace) -> int:
     """Print the differences; exit 0 when there are none, 1 when there are."""
     from ..config.diff import diff
     from ..config.diff import render_text as diff_text
+    from ..config.resolve import resolve
+    from ..config.sources.yaml_file import load_yaml
 
     left_request = request_from(args)
     right = resolve(
@@ -148,6 +149,7 @@ def _label(config: Path | None, overrides: tuple | list) -> str:
 def validate_cmd(args: argparse.Namespace) -> int:
     """Resolve, check the memory fit and that the data sets are on disk, and report; exit 0 when valid."""
     from ..config.local_inputs import data_issues
+    from ..config.resolve import resolve
 
     resolved = resolve(request_from(args), strict=args.strict)
     plans, issues = with_memory_fit(resolved, args.strict)
@@ -174,5 +176,7 @@ def validate_cmd(args: argparse.Namespace) -> int:
 
 def schema_cmd(args: argparse.Namespace) -> int:
     """Print a JSON Schema generated from the pydantic models."""
+    from ..config.json_schema import SCHEMAS, dumps
+
     emit(dumps(SCHEMAS[args.schema]()), args.output)
     return 0

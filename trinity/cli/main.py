@@ -9,22 +9,35 @@ import traceback
 # distribution's metadata: ~40 ms of a ~350 ms `trinity config render` (benchmarks/).
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
+from importlib import import_module  # noqa: E402
+
 from ..errors import ConfigError  # noqa: E402
-from . import config_cmd, doctor_cmd, plan_cmd, profile_cmd, run_cmd  # noqa: E402
 
 EXIT_CONFIG_ERROR = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The whole command tree."""
+# Each command and the module that registers it, in the order `trinity --help` lists them
+COMMANDS = {
+    "run": "run_cmd",
+    "config": "config_cmd",
+    "plan": "plan_cmd",
+    "profile": "profile_cmd",
+    "doctor": "doctor_cmd",
+}
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The whole command tree; or, for a known `command`, the tree of that command alone (what parsing its
+    arguments reads: the other commands' modules need not be imported)."""
     parent = argparse.ArgumentParser(add_help=False)
     parent.add_argument("--debug", action="store_true", help="show Python tracebacks")
     parser = argparse.ArgumentParser(
         prog="trinity", description="Hardware-aware front end of the Trinity RL fine-tuning framework."
     )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run_cmd, config_cmd, plan_cmd, profile_cmd, doctor_cmd):
-        module.register(commands, parent)
+    for name, module in COMMANDS.items():
+        if command not in COMMANDS or command == name:
+            import_module(f"{__package__}.{module}").register(commands, parent)
     return parser
 
 
@@ -41,7 +54,8 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
-    args = _parse(build_parser(), argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = _parse(build_parser(argv[0] if argv else None), argv)
     try:
         return args.run(args)
     except ConfigError as exc:

@@ -3,7 +3,6 @@
 import argparse
 import json
 
-from ..config.resolve import resolve
 from ._common import (
     TEXT_OR_JSON,
     add_config_options,
@@ -33,6 +32,7 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 def memory_cmd(args: argparse.Namespace) -> int:
     """Print the breakdown (also when it does not fit); exit 2 when a role does not fit."""
     from ..config.memory.report import plans_dict, plans_text
+    from ..config.resolve import resolve
 
     resolved = resolve(request_from(args), strict=args.strict)
     plans, issues = with_memory_fit(resolved, args.strict)

@@ -6,7 +6,6 @@ from pathlib import Path
 
 from .. import paths
 from ..config.merge import leaves
-from ..config.profiles import available, load_profile
 from ..config.redact import redact
 from ..config.sources.yaml_file import display_path
 from ..errors import dotted
@@ -58,6 +57,8 @@ def register(commands: argparse._SubParsersAction, parent: argparse.ArgumentPars
 
 def list_cmd(args: argparse.Namespace) -> int:
     """Print one row per profile."""
+    from ..config.profiles import available, load_profile
+
     dirs = paths.profile_dirs(tuple(args.profile_dir))
     rows = []
     for name, path in available(dirs).items():
@@ -87,6 +88,8 @@ def list_cmd(args: argparse.Namespace) -> int:
 
 def show_cmd(args: argparse.Namespace) -> int:
     """Print one profile, every value with the file and line it came from."""
+    from ..config.profiles import load_profile
+
     loaded = load_profile(args.name, paths.profile_dirs(tuple(args.profile_dir)))
     data = loaded.profile.model_dump(mode="json")
     data = data if args.show_secrets else redact(data)

@@ -5,15 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import ConfigError, Issue
-from ..utils.child import module_command
+from ..errors import ConfigError, Issue, PlacementError
 
 if TYPE_CHECKING:  # the CLI imports the config layer lazily: `trinity --help` stays fast
     from ..config.compose import Composed
@@ -79,6 +76,8 @@ def run_cmd(args: argparse.Namespace) -> int:
     The config is resolved once before Ray (what can be checked without the cluster ends the run in
     seconds, preflight included) and once against the cluster where the cluster may change it (a
     gpu_per_node nobody wrote); preflight checks again only a config the cluster changed."""
+    import signal
+
     from ..config.compose import compose
     from ..config.run_target import run_target
     from ..launch.launcher import cpus_needed, join, start_local
@@ -177,7 +176,10 @@ DEVICE_SPLIT_KEYS = (
 
 def _ensure_demo(args: argparse.Namespace) -> bool:
     """Build the demo's assets unless they are there; returns whether it built them."""
+    import subprocess
+
     from .. import demo
+    from ..utils.child import module_command
 
     folder = demo.demo_dir()
     if demo.complete(folder):
@@ -234,7 +236,7 @@ def _show(args: argparse.Namespace, plans: list) -> int:
             )
     bad = [line for _, _, f in plans if f and not f.ok for line in f.lines]
     if bad:
-        raise ConfigError(
+        raise PlacementError(
             [
                 Issue(
                     "the launch plan does not fit the Ray cluster; nothing was created",

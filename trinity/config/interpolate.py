@@ -1,6 +1,8 @@
 """Resolve `${...}` interpolations (oc.env, references to other keys) and find `???` values, reporting each failure."""
 
 import copy
+import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,15 +18,12 @@ def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) 
     pending = [path for path, value in leaves(tree) if isinstance(value, str) and ("${" in value or value == MISSING)]
     if not pending:
         return tree, []  # OmegaConf is only needed where there is something to resolve
-    try:
-        root = OmegaConf.create(tree)
-    except OmegaConfBaseException as exc:
-        raise ConfigError([_issue(exc, (), where)]) from None
+    select = _pending_only(tree, pending) or _whole_tree(tree, where)
     issues: list[Issue] = []
     out = copy.deepcopy(tree)
     for path in pending:
         try:
-            _assign(out, path, _plain(_select(root, path)))
+            _assign(out, path, _plain(select(path)))
         except MissingMandatoryValue:
             issues.append(
                 Issue(
@@ -39,6 +38,70 @@ def resolve_interpolations(tree: dict[str, Any], where: Callable[[tuple], str]) 
             issues.append(_issue(exc, path, where))
             _remove(out, path)
     return out, issues
+
+
+# `${oc.env:VAR}` or `${oc.env:VAR,default}` with a plain default: it reads no other key of the tree
+_ENV_ONLY = re.compile(r"\$\{oc\.env:[^${}\\'\"]*\}")
+
+
+def _pending_only(tree: dict[str, Any], pending: list[tuple]) -> Callable[[tuple], Any] | None:
+    """Where no pending value refers to another key (env variables and '???' only: the usual case), OmegaConf needs
+    only those values, not the whole tree (most of a render's resolution time otherwise), and a value that is one
+    `${oc.env:VAR,plain default}` not even OmegaConf's grammar; None where it needs the tree, or where the tree holds
+    something OmegaConf would refuse (its report then says so as before)."""
+    values = {path: _select(tree, path) for path in pending}
+    if not _plain_tree(tree) or any(v != MISSING and "${" in _ENV_ONLY.sub("", v) for v in values.values()):
+        return None
+    known = {path: found for path, value in values.items() if (found := env_value(value)) is not _UNKNOWN}
+    rest = [path for path in values if path not in known]
+    root = OmegaConf.create({str(i): values[path] for i, path in enumerate(rest)}) if rest else None
+    index = {path: str(i) for i, path in enumerate(rest)}
+    return lambda path: known[path] if path in known else root[index[path]]
+
+
+_UNKNOWN = object()
+# the whole value one `${oc.env:VAR}` or `${oc.env:VAR,default}` whose default OmegaConf reads as the text itself
+_ENV_PLAIN = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([A-Za-z0-9_./-]+))?\}")
+_KEYWORDS = {"true", "false", "null"}
+
+
+def env_value(value: str) -> Any:
+    """What OmegaConf resolves `value` to, where that is sure without its grammar: the variable's text, or a plain
+    default (no number, bool or null that the grammar would convert); else _UNKNOWN (OmegaConf resolves it, and
+    reports a variable that is not set)."""
+    match = _ENV_PLAIN.fullmatch(value)
+    if match is None:
+        return _UNKNOWN
+    name, default = match.groups()
+    if name in os.environ:
+        return os.environ[name]
+    if default is None or default.lower() in _KEYWORDS or _number(default):
+        return _UNKNOWN
+    return default
+
+
+def _number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return not text[0].isalpha() and text[0] not in "./_"  # a digit or sign first: let the grammar decide
+    return True
+
+
+def _plain_tree(node: Any) -> bool:
+    if isinstance(node, dict):
+        return all(isinstance(k, str) and _plain_tree(v) for k, v in node.items())
+    if isinstance(node, list):
+        return all(_plain_tree(v) for v in node)
+    return node is None or isinstance(node, (str, int, float, bool))
+
+
+def _whole_tree(tree: dict[str, Any], where: Callable[[tuple], str]) -> Callable[[tuple], Any]:
+    try:
+        root = OmegaConf.create(tree)
+    except OmegaConfBaseException as exc:
+        raise ConfigError([_issue(exc, (), where)]) from None
+    return lambda path: _select(root, path)
 
 
 def _select(node: Any, path: tuple) -> Any:

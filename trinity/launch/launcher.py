@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..config.run_target import RunTarget
-from ..errors import ConfigError, Issue
+from ..errors import ClusterError, Issue, PlacementError
 from .feasibility import check
 from .plan import ActorSpec, LaunchPlan, PlacementGroupSpec
 from .reach import unreachable
@@ -61,8 +61,8 @@ def join(target: RunTarget) -> bool:
         return False
 
 
-def _unreachable(target: RunTarget, why: str) -> ConfigError:
-    return ConfigError(
+def _unreachable(target: RunTarget, why: str) -> ClusterError:
+    return ClusterError(
         [
             Issue(
                 f"cannot join the Ray cluster: {why}",
@@ -159,7 +159,7 @@ class Launch:
                 continue
             if not self._create_group(spec):
                 explanation = check(self._pending_plan(spec.name), live_nodes())
-                raise ConfigError(
+                raise PlacementError(
                     [
                         Issue(
                             f"placement group {spec.name} was not placed within {self.timeout_s:g} s; it was removed",

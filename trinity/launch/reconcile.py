@@ -10,7 +10,7 @@ from ..config.compose import ClusterLayer, Request
 from ..config.resolve import ResolvedConfig, resolve
 from ..config.run_target import RunTarget, on_cluster, run_target
 from ..config.schema.cluster import ClusterConfig
-from ..errors import ConfigError, Issue
+from ..errors import Issue, PlacementError
 from ..platforms import PLATFORMS, accelerator_keys
 
 
@@ -82,7 +82,7 @@ def check_fits(resolved: ResolvedConfig, counts: list[int]) -> None:
     able = [c for c in counts if c >= per_node]
     if len(able) < wanted:
         where = resolved.provenance.where(("cluster", "gpu_per_node"))
-        raise ConfigError(
+        raise PlacementError(
             [
                 Issue(
                     f"the run needs {wanted} node(s) with {per_node} {key} each; the Ray cluster's nodes offer "
@@ -105,7 +105,7 @@ def _counts(key: str, nodes: list[Node], profile: str, selection: str) -> list[i
     return counts
 
 
-def _no_devices(key: str, nodes: list[Node], profile: str, selection: str) -> ConfigError:
+def _no_devices(key: str, nodes: list[Node], profile: str, selection: str) -> PlacementError:
     offered = sorted({k for n in nodes for k in n.resources if k in accelerator_keys()})
     types = [p.device_type for p in PLATFORMS.values() if p.ray_resource_key in offered]
     hint = (
@@ -115,7 +115,7 @@ def _no_devices(key: str, nodes: list[Node], profile: str, selection: str) -> Co
         else f"start each node's Ray with {key} resources, or choose hardware=cpu"
     )
     summary = "; ".join(f"{n.node_id[:8]}: {_resources(n)}" for n in nodes) or "no alive nodes"
-    return ConfigError(
+    return PlacementError(
         [
             Issue(
                 f"profile {profile} needs Ray resource {key!r}, and no node of the cluster offers it ({summary})",

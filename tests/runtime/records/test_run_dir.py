@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from trinity.errors import ConfigError
+from trinity.errors import ConfigError, LockError
 from trinity.runtime.records.run_dir import Checkpoint, RunDir, config_hash
 
 
@@ -23,9 +23,13 @@ def test_a_second_run_of_the_same_name_is_refused_while_the_first_lives(tmp_path
     holder.start()
     try:
         assert ready.wait(30)
-        with pytest.raises(ConfigError, match=rf"is in use by a live run \(explore lock held by pid {holder.pid}"):
+        with pytest.raises(
+            ConfigError, match=rf"is in use by a live run \(explore lock held by pid {holder.pid}"
+        ) as err:
             with RunDir(tmp_path).lock("explore"):
                 pass
+        assert isinstance(err.value, LockError)
+        assert err.value.report().startswith("trinity: the run directory is in use\nerror: name: ")
     finally:
         release.set()
         holder.join(30)

@@ -1,5 +1,6 @@
 """Command-line overrides in Hydra's grammar: `key=value`, `+key=value`, `++key=value`, `~key`."""
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -36,14 +37,32 @@ def source_of(text: str) -> str:
     return f"override '{mask_override(text)}'"
 
 
+# `hardware=NAME` is the override nearly every command is given: a plain name (one Hydra reads as that text) needs
+# no grammar, whose parser costs more to set up than the rest of composing a config
+_PLAIN_HARDWARE = re.compile(r"\+{0,2}hardware=([A-Za-z][A-Za-z0-9_]*)")
+_NOT_NAMES = {"true", "false", "null", "nan", "inf"}
+
+
+def plain_hardware(text: str) -> str | None:
+    """The profile a plain `hardware=NAME` (`+`, `++`) names, or None where Hydra's grammar must read the override."""
+    match = _PLAIN_HARDWARE.fullmatch(text)
+    return match.group(1) if match and match.group(1).lower() not in _NOT_NAMES else None
+
+
 def parse_overrides(texts: tuple[str, ...]) -> ParsedOverrides:
     """Split the hardware choice from value overrides; every malformed one is reported."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parser = OverridesParser.create()
+    parser = None
     issues: list[Issue] = []
     hardware, hardware_source, values = None, "", []
     for text in texts:
+        name = plain_hardware(text)
+        if name is not None:
+            hardware, hardware_source = name, source_of(text)
+            continue
+        if parser is None:
+            from hydra.core.override_parser.overrides_parser import OverridesParser
+
+            parser = OverridesParser.create()
         try:
             parsed = parser.parse_override(text)
         except Exception as exc:  # Hydra raises OverrideParseException and friends

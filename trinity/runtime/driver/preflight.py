@@ -21,7 +21,7 @@ from ...config.local_inputs import data_issues, model_issues, teacher_issues
 from ...config.provenance import WRITTEN
 from ...config.resolve import ResolvedConfig
 from ...config.schema import RunConfig
-from ...errors import ConfigError, Issue
+from ...errors import NODE_SOURCE, ConfigError, Issue, config_or_node_error
 from ...platforms import get_platform
 from ...platforms.detect import Probes
 from ...platforms.health import stack_problems
@@ -67,7 +67,7 @@ def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlChe
     for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
         issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
     if issues:
-        raise ConfigError(issues)
+        raise config_or_node_error(issues)
     verl = verl or early(resolved)
     verl.ask(_training(resolved))
     return verl
@@ -78,7 +78,7 @@ def _stack_issues(resolved: ResolvedConfig) -> list[Issue]:
     CANN release and the torch, torch_npu, vLLM and vllm-ascend it pairs with), before Ray starts."""
     hardware = resolved.config.hardware
     return [
-        Issue(message, key="hardware", source=f"this node, for {hardware.name} ({hardware.selected_by})", hint=hint)
+        Issue(message, key="hardware", source=f"{NODE_SOURCE}{hardware.name} ({hardware.selected_by})", hint=hint)
         for severity, message, hint in stack_problems(hardware.device_type, Probes())
         if severity == "error"
     ]

@@ -16,7 +16,7 @@ from ...config.provenance import WRITTEN, Provenance
 from ...config.redact import redact
 from ...config.resolve import ResolvedConfig
 from ...config.schema import RunConfig
-from ...errors import ConfigError, Issue, undotted
+from ...errors import ConfigError, Issue, PlacementError, undotted
 from ...launch.roles import ROLLOUT
 from ...utils.atomic import write_text_atomic
 from ..records.metrics import MetricsLog
@@ -148,7 +148,7 @@ def _launch(
     feasibility = check_live(launch.replan(plan))
     show.plan(stage.summary.name, plan, feasibility)
     if not feasibility.ok:
-        raise ConfigError(
+        raise PlacementError(
             [
                 Issue(
                     "the launch plan does not fit the Ray cluster; nothing was created",

@@ -16,7 +16,7 @@ import yaml
 
 from ...config import modes
 from ...config.schema.explorer import NO_API_KEY, InferenceModelConfig
-from ...errors import ConfigError, Issue
+from ...errors import Issue, LockError
 from ...utils.atomic import publish_dir, write_text_atomic
 from ..weights.lora import adapter_base
 
@@ -70,7 +70,7 @@ class RunDir:
                     handle.seek(0)
                     holder = handle.read().strip() or "another process"
                     handle.close()
-                    raise ConfigError(
+                    raise LockError(
                         [
                             Issue(
                                 f"{self.root} is in use by a live run ({name} lock held by {holder})",
