@@ -25,9 +25,9 @@ def stages(demo_assets):
 def test_a_kept_trainer_rank_takes_the_next_stage_and_drops_what_the_last_built(stages):
     sft, grpo = stages
     rank = TrainerRank(config=sft, rank=0, world_size=1, **IDENTITY)
-    rank.worker, rank.verl_loss = object(), object()  # what setup builds
+    rank.workers, rank.built = object(), object()  # what setup builds
     assert rank.restage(config=grpo, rank=0, world_size=1, **IDENTITY) is True
-    assert rank.config is grpo and rank.worker is None and not hasattr(rank, "verl_loss")
+    assert rank.config is grpo and rank.workers is None and not hasattr(rank, "built")
     assert rank.name == IDENTITY["name"]
 
 

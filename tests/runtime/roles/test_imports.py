@@ -25,7 +25,9 @@ def loaded_after(code: str) -> list[str]:
 def test_taking_a_trainer_ranks_handle_imports_no_torch_until_the_rank_works():
     """Ray imports the class's module wherever a handle is taken (the driver takes every rank's)."""
     assert loaded_after("import trinity.runtime.trainer.rank") == []
-    assert loaded_after("import trinity.runtime.trainer.rank as rank; rank.batches.padded") == ["torch"]
+    assert loaded_after(
+        "import trinity.runtime.trainer.rank, trinity; trinity.runtime.trainer.step.batches.padded"
+    ) == ["torch"]
     # bound on its package as an import binds it: mock.patch("trinity.runtime.trainer.batch.x") walks attributes
     assert loaded_after("import trinity.runtime.trainer.rank as rank, trinity; trinity.runtime.trainer.batch") == []
 

@@ -33,7 +33,7 @@ class Adapter(NamedTuple):
 def adapter(rank: int, target_modules: str, exclude_modules: str | None = None) -> Adapter:
     """The adapter that `target_modules` minus `exclude_modules` describe (names the estimate knows, in order)."""
     wanted = module_names(target_modules)
-    # as the trainer passes it to peft (runtime/lora.py target_modules): all-linear stands alone
+    # as the trainer passes it to peft (runtime/weights/lora.py target_modules): all-linear stands alone
     targets = LAYER_LINEARS if ALL_LINEAR in wanted else wanted
     excluded = set(module_names(exclude_modules))
     known = (*LAYER_LINEARS, *ROOT_MODULES)

@@ -57,7 +57,7 @@ Trinity-RFT's verl config fills `ppo_micro_batch_size_per_gpu: 1`, and so do we.
 
 LoRA (model.lora_configs; lora.py counts the adapter's Pa parameters): verl loads the frozen base in
 trainer.param_dtype (B bytes, `model_dtype`: runtime/verl/config.py) and the adapter trinity initialises in fp32
-(runtime/lora.py initial_adapter: in B = bf16, Adam's small steps would round away), so the adapter's gradients
+(runtime/weights/lora.py initial_adapter: in B = bf16, Adam's small steps would round away), so the adapter's gradients
 and AdamW moments are fp32 too. FSDP2 shards each parameter on its own, requires one dtype only among the
 trainable ones, and allocates gradients only for those that require one.
 Held throughout, per device:

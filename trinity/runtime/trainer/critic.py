@@ -9,10 +9,16 @@ actor's in every checkpoint (`critic_state/`) and loaded on resume.
 import time
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+import torch
 
 from ...config.schema import RunConfig
 from . import batch as batches
+
+if TYPE_CHECKING:
+    from tensordict import TensorDict
+    from verl.workers.config import CriticConfig, EngineConfig
 
 STATE = "critic_state"  # a checkpoint's folder of the critic's verl state
 KEYS = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
@@ -25,7 +31,7 @@ def start_model(config: RunConfig, actor_start: str) -> str:
     return actor_start if path in (None, config.model.model_path) else path
 
 
-def engine(section: Any) -> Any:
+def engine(section: "CriticConfig") -> "EngineConfig":
     """verl's critic section's engine, given the critic's batching: verl's engine reads token-balanced micro-batches,
     their token budgets and their sizes from itself, not from the critic's section."""
     engine = section.engine
@@ -60,7 +66,7 @@ class Critic:
         self.worker.set_loss_fn(partial(value_loss, config=section))
         self.seed = config.explorer.rollout_model.seed
 
-    def values(self, tensors: dict[str, Any]) -> Any:
+    def values(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """The value of each response token of the padded batch `tensors` (zeros past each response)."""
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import no_padding_2_padding
@@ -70,7 +76,9 @@ class Critic:
         out = self.worker.infer_batch(td)
         return no_padding_2_padding(tu.get(out, "values"), td).float() * tensors["response_mask"]
 
-    def update(self, tensors: dict[str, Any], values: Any, returns: Any, total: int) -> dict[str, float]:
+    def update(
+        self, tensors: dict[str, torch.Tensor], values: torch.Tensor, returns: torch.Tensor, total: int
+    ) -> dict[str, float]:
         """One update towards `returns` (verl's value loss, clipped around the `values` the advantages used);
         `total` is the batch size over every rank. Its loss, gradient norm and seconds."""
         from verl.utils import tensordict_utils as tu
@@ -86,7 +94,7 @@ class Critic:
             "critic_seconds": time.perf_counter() - started,
         }
 
-    def _batch(self, tensors: dict[str, Any], **extra: Any) -> Any:
+    def _batch(self, tensors: dict[str, torch.Tensor], **extra: torch.Tensor) -> "TensorDict":
         from tensordict import TensorDict
         from verl.workers.utils.padding import left_right_2_no_padding
 

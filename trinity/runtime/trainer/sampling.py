@@ -9,18 +9,35 @@ import random
 import statistics
 from dataclasses import replace
 from math import ceil
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ...config.algorithms import SAMPLE_STRATEGIES
 from ...config.schema import RunConfig
 from ..experience import Experience
 from .algos import _episodes
 
+if TYPE_CHECKING:
+    from ray.actor import ActorHandle
+
+    from ..buffer.stores import DataSet
+
+
+def expert_data(config: RunConfig, tokenizer: str) -> "DataSet | None":
+    """The SFT data set sample strategy mix puts in each batch (None without one), tokenised by `tokenizer`."""
+    args = config.algorithm.sample_strategy_args or {}
+    if not SAMPLE_STRATEGIES[config.algorithm.sample_strategy].mixes:
+        return None
+    from ..buffer.actor import data_set
+
+    storage = config.buffer.trainer_input.auxiliary_buffers[args["sft_dataset_name"]]
+    seed = config.explorer.rollout_model.seed
+    return data_set(storage, {"tokenizer": tokenizer, "seed": seed, "model": config.model, "data": "sft"})
+
 
 class Sampler:
     """Rank 0's batches: `expert` is the SFT data set of sample strategy mix (None without one)."""
 
-    def __init__(self, config: RunConfig, buffer: Any, expert: Any = None) -> None:
+    def __init__(self, config: RunConfig, buffer: "ActorHandle", expert: "DataSet | None" = None) -> None:
         algorithm = config.algorithm
         self.config, self.buffer, self.expert = config, buffer, expert
         self.strategy = SAMPLE_STRATEGIES[algorithm.sample_strategy]

@@ -62,7 +62,7 @@ def _settings(
         f"{ARR}.ref.log_prob_micro_batch_size_per_gpu": (shard, "buffer.train_batch_size"),
         f"+{ARR}.ref.fsdp_config.mixed_precision": (precision, "trainer.param_dtype"),
         # full fine-tuning keeps fp32 master weights; LoRA's frozen base stays in the training dtype and its adapter,
-        # which the rank hands verl as a folder (runtime/lora.py initial_adapter), in fp32
+        # which the rank hands verl as a folder (runtime/weights/lora.py initial_adapter), in fp32
         f"{actor}.fsdp_config.model_dtype": (
             VERL_DTYPE[trainer.param_dtype] if config.model.lora_configs else "fp32",
             "trainer.param_dtype",

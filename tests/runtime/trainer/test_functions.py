@@ -153,7 +153,7 @@ def test_a_loss_mode_verl_lacks_fails_before_training(monkeypatch):
 
 # --- trinity's own functions, registered beside verl's ---------------------------------------------------------
 
-OWN = "tests.runtime.own_functions"
+OWN = "tests.runtime.trainer.own_functions"
 
 
 @pytest.fixture

@@ -1,0 +1,165 @@
+"""A train step on real trainer ranks: a bf16 LoRA update with a KL loss, the environment's tokens kept out of the
+loss, and advantages computed over the whole batch when a task's rollouts sit on several ranks."""
+
+import pytest
+
+from tests.runtime.trainer.spawn import spawned
+
+
+def lora_update(demo_dir: str, out) -> None:
+    """In a process of its own: a bf16 LoRA trainer rank with a KL loss takes one update on a batch of its own."""
+    import os
+
+    os.environ["TRINITY_DEMO_DIR"] = demo_dir
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.platforms import get_platform
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    overrides = (
+        "+model.lora_configs=[{lora_rank: 8}]",
+        "trainer.param_dtype=bfloat16",
+        "algorithm.kl_loss_fn=low_var_kl",
+    )
+    config = resolve(Request(None, ("hardware=cpu", *overrides, "buffer.train_batch_size=8"))).stage("grpo")
+    os.environ.update(get_platform("cpu").verl_env())
+    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
+    rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 2, None)
+    actor = rank.workers.actor
+    module = actor.actor.engine.module
+    dtypes = lambda train: sorted({str(p.dtype) for p in module.parameters() if p.requires_grad == train})  # noqa: E731
+    before = {n: t.clone() for n, t in rank.engine_weights().items()}  # on one CPU rank they alias the weights
+    exps = [Experience([3, 4, 5], [6, 7], [-1.0, -1.0], reward=float(i % 2), group=f"g{i // 4}") for i in range(8)]
+    rank.steps.whole = exps  # rank 0's step batch, as taken from the buffer
+    batch, _, _ = rank.steps.tensors(exps)
+    actor.update_actor(batch)
+    after = rank.engine_weights()
+    state = actor.actor.engine.optimizer.state.values()
+    out.put(
+        {
+            "trained": dtypes(True),
+            "frozen": dtypes(False),
+            "b_was_zero": all(not t.any() for n, t in before.items() if ".lora_B." in n),
+            "b_moved": all(after[n].any() for n in after if ".lora_B." in n),
+            "moments": sum(s["exp_avg"].numel() for s in state),
+            "adapter": sum(t.numel() for t in after.values()),
+        }
+    )
+
+
+@pytest.mark.train  # a real verl trainer rank, in a process of its own
+def test_a_bf16_lora_trainer_keeps_an_fp32_adapter_and_updates_it_with_a_kl_loss(demo_assets):
+    """The base frozen in the training dtype, the adapter in fp32 (Adam's steps would round away in bf16); the KL's
+    reference pass (adapter off) comes after a pass with it on, or FSDP2 would take bf16 for the adapter's
+    gradients; only the adapter has optimizer state."""
+    seen = spawned(lora_update, str(demo_assets))
+    assert (seen["trained"], seen["frozen"]) == (["torch.float32"], ["torch.bfloat16"])
+    assert (seen["b_was_zero"], seen["b_moved"]) == (True, True), seen
+    assert seen["moments"] == seen["adapter"]
+
+
+GROUPS = [(1.0, "a"), (0.0, "a"), (1.0, "b"), (0.0, "b"), (0.0, "b"), (1.0, "b"), (0.5, "c"), (1.0, "c")]
+PENALTIES = [[0.1], [0.0], [0.2], [0.0], [0.05], [0.0], [0.0], [0.3]]
+
+
+def masked_losses(demo_dir: str, out) -> None:
+    """In a process of its own: one update's loss on episodes whose environment turns come after the model's (masked),
+    on the same episodes without those turns, and on them with the turns trained; lr 1e-20 leaves the weights."""
+    import os
+
+    os.environ["TRINITY_DEMO_DIR"] = demo_dir
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.platforms import get_platform
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer.batch import metric_mean
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    overrides = ("algorithm.optimizer.lr=1e-20", "algorithm.bypass_old_logprobs=true", "buffer.train_batch_size=4")
+    config = resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
+    os.environ.update(get_platform("cpu").verl_env())
+    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
+    rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 4, None)
+    from verl.utils import tensordict_utils as tu  # after the platform's env: verl reads it at import
+
+    def loss(response, mask):
+        exps = [
+            Experience([3, 4, 5], response, [-2.0] * len(response), float(i % 2), "g", action_mask=mask)
+            for i in range(4)
+        ]
+        rank.steps.whole = exps  # rank 0's step batch, as taken from the buffer
+        batch, _, _ = rank.steps.tensors(exps)
+        return metric_mean(tu.get(rank.workers.actor.update_actor(batch), "metrics").get("loss"))
+
+    out.put(
+        {
+            "masked": loss([6, 7, 1, 9, 8], [1, 1, 0, 0, 0]),
+            "without": loss([6, 7], None),
+            "trained": loss([6, 7, 1, 9, 8], None),
+        }
+    )
+
+
+@pytest.mark.train  # a real verl trainer rank, in a process of its own
+def test_the_environments_tokens_add_nothing_to_the_loss(demo_assets):
+    """A causal model's log-probs of the model's tokens do not depend on what comes after them: masked, the turns
+    after change nothing; trained, they do."""
+    seen = spawned(masked_losses, str(demo_assets))
+    assert seen["masked"] == pytest.approx(seen["without"], rel=1e-5), seen
+    assert abs(seen["trained"] - seen["masked"]) > 1e-3, seen
+
+
+def shard_advantages(rank: int, port: int, out) -> None:
+    """In a process of its own: trainer rank `rank` of 2 (gloo) computes its shard's advantages from its own KL rows;
+    rank 0 holds the step's whole batch, as after taking it from the buffer."""
+    import torch.distributed as dist
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.trainer.step import Step
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    overrides = ("+stages.1.algorithm.algorithm_type=rloo", "+stages.1.algorithm.kl_penalty_fn=k2")
+    config = resolve(Request(None, ("hardware=cpu", *overrides, "+stages.1.algorithm.kl_penalty_fn_args.kl_coef=2")))
+    config = config.stage("grpo")
+    step = Step(config, rank, 2, workers=None, sampler=None)  # the advantages need no model
+    if rank == 0:
+        step.whole = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS]
+    kl = [[p / 2 for p in row] for row in PENALTIES[rank * 4 : rank * 4 + 4]]  # kl_coef 2 makes them the penalties
+    out.put((rank, step.advantages(kl, {"values": None})))
+    dist.destroy_process_group()
+
+
+@pytest.mark.train  # two trainer processes in a gloo group
+def test_advantages_are_computed_over_the_whole_batch_when_a_task_spans_ranks():
+    """Task 'b' has rollouts on both ranks: rank 0 gathers every rank's KL rows, takes kl_coef x KL off the rewards,
+    computes the group advantages once, and hands each rank its shard, which equals the single-process computation;
+    the KL metric is the whole batch's."""
+    import multiprocessing
+    from types import SimpleNamespace
+
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer import functions
+
+    ctx, port = multiprocessing.get_context("spawn"), free_port()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=shard_advantages, args=(rank, port, out)) for rank in (0, 1)]
+    for proc in procs:
+        proc.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    exps = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS]
+    whole, _ = functions.advantages_and_returns(
+        exps, SimpleNamespace(advantage_fn="rloo", advantage_fn_args={}), PENALTIES
+    )
+    assert got[0][0] + got[1][0] == whole
+    # by hand, task b: rewards less penalties [0.8, 0, -0.05, 1] -> each minus the mean of the other three
+    assert [a[0] for a in whole[2:6]] == pytest.approx([0.8 - 0.95 / 3, -1.75 / 3, -0.05 - 1.8 / 3, 1 - 0.75 / 3])
+    assert got[0][2] == {"kl_penalty": pytest.approx(sum(p[0] for p in PENALTIES) / 2 / 8)} and got[1][2] == {}

@@ -1,0 +1,66 @@
+"""The forward passes of a train step, before its update: the log-probs of the batch's responses under the reference
+model, the actor's own (the old policy, recomputed) and the distillation teacher's."""
+
+from typing import TYPE_CHECKING
+
+from ...config.algorithms import uses_reference
+from ...config.schema import RunConfig
+from ..weights import lora
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    import torch
+    from tensordict import TensorDict
+
+    from .worker_setup import Workers
+
+KEYS = ("prompts", "responses", "input_ids", "attention_mask", "position_ids", "response_mask")
+
+
+class LogProbs:
+    """Log-probs of a padded batch (batch.padded's columns) at the step's `temperature` (the engines sampled at it)."""
+
+    def __init__(self, config: RunConfig, workers: "Workers", temperature: float) -> None:
+        self.config, self.workers, self.temperature = config, workers, temperature
+        self.lora = lora.adapter_of(config)
+        self._forwarded = False  # whether the actor has run a forward pass with its adapter on
+
+    def reference(self, tensors: dict[str, "torch.Tensor"]) -> "torch.Tensor | None":
+        """The reference model's log-probs of the batch (None where the algorithm needs none)."""
+        found = self._reference(tensors)
+        self._forwarded = True  # the step's update runs the actor with its adapter on, if this did not
+        return found
+
+    def actor(self, tensors: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+        """The actor's own log-probs: the old policy as the trainer's numerics compute it."""
+        return self._of(self.workers.actor.compute_log_prob, tensors)
+
+    def teacher(self, tensors: dict[str, "torch.Tensor"]) -> "torch.Tensor":
+        """The distillation teacher's log-probs."""
+        return self._of(self.workers.teacher.compute_ref_log_prob, tensors)
+
+    def _reference(self, tensors: dict[str, "torch.Tensor"]) -> "torch.Tensor | None":
+        if self.workers.ref is not None:
+            return self._of(self.workers.ref.compute_ref_log_prob, tensors)
+        if self.lora is None or not uses_reference(self.config.algorithm):
+            return None
+        if not self._forwarded:  # LoRA: the base model is the adapter switched off
+            # FSDP2 sets each group's dtypes at its first forward from the parameters that train then: with the
+            # adapter off there are none, and a bf16 base would make the fp32 adapter's gradients bf16
+            self.actor(tensors)
+        return self._of(self.workers.actor.compute_log_prob, tensors, no_lora_adapter=True)
+
+    def _of(
+        self, infer: "Callable[[TensorDict], TensorDict]", tensors: dict[str, "torch.Tensor"], **flags: bool
+    ) -> "torch.Tensor":
+        """Log-probs of the batch's responses under `infer` (a worker's forward; `flags` are verl's, such as
+        no_lora_adapter)."""
+        from tensordict import TensorDict
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+
+        rows = [tensors["input_ids"].shape[0]]
+        td = left_right_2_no_padding(TensorDict({k: tensors[k].clone() for k in KEYS}, batch_size=rows))
+        tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False, temperature=self.temperature, **flags)
+        return no_padding_2_padding(tu.get(infer(td), "log_probs"), td).float()

@@ -1,0 +1,262 @@
+"""Each train step on a trainer rank: its batch, the advantages, verl's update.
+
+Rank 0 assembles the step's batch (sampling.Sampler) and scatters equal, contiguous shards. The advantages are
+computed on rank 0 over the whole batch, with the estimator the algorithm's entry names (a group estimator compares
+the rollouts of a task, which may sit on several ranks), from every rank's per-token columns, and scattered back.
+Then every rank runs verl's update on its shard.
+"""
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from ...config.algorithms import POLICY_LOSSES
+from ...config.schema import RunConfig
+from ...utils.imports import lazy_module
+from .logprobs import LogProbs
+
+if TYPE_CHECKING:
+    import torch
+    from tensordict import TensorDict
+
+    from ..experience import Experience
+    from .sampling import Sampler
+    from .worker_setup import Workers
+
+# Ray imports the rank's module wherever a handle to it is taken: what holds torch loads on first use
+batches = lazy_module("trinity.runtime.trainer.batch")
+functions = lazy_module("trinity.runtime.trainer.functions")
+
+Tensors = dict[str, "torch.Tensor"]  # a padded batch's columns by name (batch.padded)
+CriticBatch = tuple[Tensors, "torch.Tensor", "torch.Tensor", int]  # what Critic.update takes
+Built = tuple["TensorDict | None", dict, "CriticBatch | None"]  # verl's batch, metrics of building it, the critic's
+NOTHING_TRAINED = {"loss": None, "grad_norm": None, "lr": None, "experiences": 0, "seconds": 0.0}
+
+
+class Step:
+    """Runs each train step of a stage on this rank; rank 0's `sampler` takes the batches from the buffer."""
+
+    def __init__(
+        self, config: RunConfig, rank: int, world_size: int, workers: "Workers", sampler: "Sampler | None"
+    ) -> None:
+        self.config, self.rank, self.world_size, self.workers = config, rank, world_size, workers
+        self.sampler = sampler  # rank 0: assembles each step's batch
+        self.whole: list[Experience] = []  # rank 0: the step's whole batch
+        self.sampled: dict = {}  # rank 0: what sampling dropped or added this step
+        self.logprobs = LogProbs(config, workers, temperature(config))
+
+    def train(self, step: int) -> dict | None:
+        """One update on `train_batch_size` experiences (the critic's first, with one); rank 0 returns loss,
+        grad_norm, lr and the update's seconds. Before step trainer.critic_warmup only the critic is updated."""
+        exps, info = self.shard(step)
+        started = time.perf_counter()
+        if not exps:  # sampling dropped every group: nothing to train on this step
+            return None if self.rank else NOTHING_TRAINED | self.sampled
+        # trinity's own loss is bound anew each step: it may read the step and the whole batch's counts
+        own = functions.actor_loss(self.config.algorithm, self.workers.verl_loss.keywords["config"], step, info)
+        if own is not None:
+            self.workers.actor.actor.set_loss_fn(own)
+        batch, extra, critic_batch = self.tensors(exps)
+        if critic_batch is not None:  # the critic first, as upstream's trainer
+            extra |= self.workers.critic.update(*critic_batch)
+        warming = self.workers.critic is not None and step < self.config.trainer.critic_warmup  # upstream's check
+        output = None if warming or batch is None else self.workers.actor.update_actor(batch)
+        if self.rank != 0:
+            return None
+        return self._metrics(output, len(exps), started) | self.sampled | extra
+
+    def shard(self, step: int) -> tuple[list["Experience"], dict]:
+        """This rank's experiences and the batch's global counts (batches.counts): rank 0 assembles the batch
+        (sampling) and scatters equal, contiguous shards."""
+        shards = None
+        if self.rank == 0:
+            self.whole, self.sampled = self.sampler.batch(step)
+            parts = batches.shards(self.whole, self.world_size)
+            counts = batches.counts([e for part in parts for e in part])
+            shards = [(part, counts) for part in parts]
+        return self._scatter(shards)
+
+    def advantages(self, kl: list | None, columns: dict[str, list | None]) -> tuple[list, list, dict]:
+        """This rank's per-token advantages and returns, and (rank 0) the batch's mean penalised KL: rank 0 computes
+        them over the whole batch (group estimators compare the rollouts of a task, which may sit on several ranks)
+        from the rewards less every rank's KL penalties (kl_coef x `kl`), and every rank's rows of the per-token
+        `columns` the estimator reads (functions.COLUMNS)."""
+        gathered = self._gather({"kl": kl, **columns})
+        shards, metrics = None, {}
+        if self.rank == 0:
+            whole = {
+                name: None if gathered[0][name] is None else [row for part in gathered for row in part[name]]
+                for name in gathered[0]
+            }
+            advantages, returns, metrics = functions.batch_advantages(self.whole, self.config.algorithm, whole)
+            shards = list(zip(batches.shards(advantages, self.world_size), batches.shards(returns, self.world_size)))
+        return (*self._scatter(shards), metrics)
+
+    def tensors(self, exps: list["Experience"]) -> Built:
+        """verl's batch for this rank's experiences, metrics of building it, and (with a critic) what its update
+        takes."""
+        meta = self._meta(len(exps) * self.world_size)
+        kind = batch_kind(self.config)
+        if kind == "sft":
+            return self._sft_batch(exps, meta)
+        tensors = batches.padded(exps, self._pad_id())
+        tensors["old_log_probs"] = batches.old_logprobs(exps, tensors["responses"].shape[1])
+        reference = self.logprobs.reference(tensors)
+        if reference is not None:
+            tensors["ref_log_prob"] = reference
+        if kind == "mix":  # which rows are SFT samples, for the mixing loss
+            tensors["expert_mask"] = batches.expert_mask(exps, tensors["response_mask"])
+        if kind == "pairs":  # DPO: no rollout policy; its loss reads the reference where RL reads the old policy
+            tensors["old_log_probs"], tensors["advantages"] = reference, reference.new_zeros(reference.shape)
+            return self._actor_batch(tensors, meta), {}, None
+        return self._rl_batch(exps, tensors, meta)
+
+    def _rl_batch(self, exps: list["Experience"], tensors: Tensors, meta: dict) -> Built:
+        """The rest of an RL batch: the old policy, the critic's values and the advantages over the whole batch."""
+        extra = self._old_policy(tensors)
+        values = self.workers.critic.values(tensors) if self.workers.critic is not None else None
+        columns = self._columns(tensors, exps, values)
+        advantages, returns, metrics = self.advantages(self._kl(tensors, exps), columns)
+        width = tensors["responses"].shape[1]
+        tensors["advantages"] = batches.per_token(advantages, width)
+        total = meta["global_batch_size"]
+        critic_batch = None if values is None else (tensors, values, batches.per_token(returns, width), total)
+        return self._actor_batch(tensors, meta), extra | metrics, critic_batch
+
+    def _old_policy(self, tensors: Tensors) -> dict:
+        """Unless algorithm.bypass_old_logprobs, the old policy's log-probs recomputed by the trainer (its numerics,
+        not the engine's) in place of the engine's, and how far apart they were."""
+        if self.config.algorithm.bypass_old_logprobs:
+            return {}
+        recomputed = self.logprobs.actor(tensors)
+        diff = batches.masked_mean((recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"])
+        tensors["old_log_probs"] = recomputed
+        return {"logprob_diff": diff}
+
+    def _columns(
+        self, tensors: Tensors, exps: list["Experience"], values: "torch.Tensor | None"
+    ) -> dict[str, list | None]:
+        """This rank's rows of the per-token columns the estimator reads beside the rewards."""
+        columns = {"values": None if values is None else functions.rows(values, exps)}
+        if self.workers.teacher is not None:  # distillation: the student's log-probs against the teacher's
+            teacher = self.logprobs.teacher(tensors)
+            columns |= {
+                "old_log_probs": functions.rows(tensors["old_log_probs"], exps),
+                "teacher_log_probs": functions.rows(teacher, exps),
+            }
+        return columns
+
+    def _kl(self, tensors: Tensors, exps: list["Experience"]) -> list | None:
+        """Each response's per-token KL(old policy, reference) as algorithm.kl_penalty_fn estimates it, for the
+        penalty in its reward (None without one)."""
+        kind = self.config.algorithm.kl_penalty_fn
+        if kind in (None, "none"):
+            return None
+        return functions.rows(batches.kl(tensors["old_log_probs"], tensors["ref_log_prob"], kind), exps)
+
+    def _sft_batch(self, exps: list["Experience"], meta: dict) -> Built:
+        """verl's SFT batch: every response, or those the advantage function selects (RAFT; rank 0 chooses over the
+        whole batch). None when none is chosen anywhere: verl's loss would divide by zero tokens."""
+        from tensordict import TensorDict
+        from verl.utils import tensordict_utils as tu
+
+        weights, extra = None, {}
+        if functions.estimator(self.config.algorithm.advantage_fn) is not None:
+            weights, _, extra = self.advantages(None, {})
+            extra["selected"] = self._sum_over_ranks(sum(1 for row in weights if any(row)))
+            if not extra["selected"]:
+                return None, extra, None
+        td = TensorDict(batches.sft_batch(exps, weights), batch_size=[len(exps)])
+        tu.assign_non_tensor(td, **meta)
+        return td, extra, None
+
+    def _actor_batch(self, tensors: Tensors, meta: dict) -> "TensorDict":
+        """verl's unpadded batch of the padded `tensors`, with the update's settings."""
+        from tensordict import TensorDict
+        from verl.utils import tensordict_utils as tu
+        from verl.workers.utils.padding import left_right_2_no_padding
+
+        td = left_right_2_no_padding(TensorDict(tensors, batch_size=[tensors["input_ids"].shape[0]]))
+        tu.assign_non_tensor(td, calculate_entropy=self.workers.actor.config.actor.entropy_coeff != 0, **meta)
+        return td
+
+    def _meta(self, total: int) -> dict:
+        """The update's settings verl reads off the batch: the whole step is one mini-batch of one epoch, in order
+        (each step trains on its batch once, as Trinity-RFT's trainer does)."""
+        return dict(
+            global_batch_size=total,
+            mini_batch_size=total,
+            epochs=1,
+            seed=self.config.explorer.rollout_model.seed,
+            dataloader_kwargs={"shuffle": False},
+            compute_loss=True,
+            temperature=self.logprobs.temperature,
+        )
+
+    def _pad_id(self) -> int:
+        tokenizer = self.workers.actor.actor.model_config.tokenizer
+        return tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def _metrics(self, output: "TensorDict | None", count: int, started: float) -> dict:
+        """Rank 0's report of the update (nothing trained: a critic warming up, or no SFT sample selected)."""
+        from verl.utils import tensordict_utils as tu
+
+        metrics = tu.get(output, "metrics") if output is not None else {}
+        return {
+            "loss": batches.metric_mean(metrics.get("loss")),
+            "grad_norm": batches.metric_mean(metrics.get("grad_norm")),
+            "lr": _last(metrics.get("lr")),
+            "experiences": count * self.world_size,
+            "seconds": time.perf_counter() - started,
+        }
+
+    # --- the step's collectives: rank 0 holds the whole batch ------------------------------------------------
+
+    def _gather(self, mine: dict) -> list[dict] | None:
+        """Every rank's `mine` on rank 0, in rank order (None on the others)."""
+        if self.world_size == 1:
+            return [mine]
+        import torch.distributed as dist
+
+        gathered = [None] * self.world_size if self.rank == 0 else None
+        dist.gather_object(mine, gathered, dst=0)
+        return gathered
+
+    def _scatter(self, shards: list | None) -> Any:
+        """This rank's item of `shards`, one per rank, which rank 0 holds (None on the others)."""
+        if self.world_size == 1:
+            return shards[0]
+        import torch.distributed as dist
+
+        mine = [None]
+        dist.scatter_object_list(mine, shards if self.rank == 0 else None, src=0)
+        return mine[0]
+
+    def _sum_over_ranks(self, count: int) -> int:
+        if self.world_size == 1:
+            return count
+        import torch
+        import torch.distributed as dist
+
+        total = torch.tensor([count])
+        dist.all_reduce(total)
+        return int(total.item())
+
+
+def batch_kind(config: RunConfig) -> str:
+    """What verl's actor trains on: rl (advantages and the old policy), sft (packed samples), pairs (DPO), or
+    mix (rl with SFT samples among its rows)."""
+    return POLICY_LOSSES[config.algorithm.policy_loss_fn].batch
+
+
+def temperature(config: RunConfig) -> float:
+    """The temperature the trainer's log-probs are taken at: the one the engines sampled the rollouts at (the first
+    taskset's), so that they are of the same distribution; 1 for batches without rollouts (SFT, DPO)."""
+    inputs = config.buffer.explorer_input
+    tasksets = [t for t in [inputs.taskset, *inputs.tasksets] if t]
+    return tasksets[0].rollout_args.temperature if tasksets and batch_kind(config) in ("rl", "mix") else 1.0
+
+
+def _last(values: Any) -> float | None:
+    """The last of a metric verl reports per micro-batch (the learning rate after the step)."""
+    values = values if isinstance(values, list) else [values]
+    return float(values[-1]) if values and values[-1] is not None else None
