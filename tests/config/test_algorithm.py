@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import MINIMAL
-from trinity.config.algorithms import ALGORITHMS
+from trinity.config.algorithms.presets import ALGORITHMS
 
 GRPO = MINIMAL + "algorithm:\n  repeat_times: 4\n"
 # Trinity-RFT 0.6.0's PPOPolicyLossFn.default_args(), loss_agg_mode filled from algorithm.loss_agg_mode
@@ -516,7 +516,7 @@ def test_two_different_gradient_clips_are_an_error(cli, write):
 
 
 def test_one_predicate_says_whether_an_algorithm_reads_rollouts():
-    from trinity.config.algorithms import needs_rollout
+    from trinity.config.algorithms.queries import needs_rollout
 
     assert [name for name in ALGORITHMS if not needs_rollout(name)] == ["sft", "dpo", "cpt"]  # data sets, no explorer
     assert needs_rollout("grpo") and needs_rollout("raft")  # RAFT: SFT on the explorer's rollouts
@@ -524,7 +524,8 @@ def test_one_predicate_says_whether_an_algorithm_reads_rollouts():
 
 
 def test_whether_a_loss_trains_on_advantages_is_the_loss_entrys_answer():
-    from trinity.config.algorithms import POLICY_LOSSES, is_rl_loss
+    from trinity.config.algorithms.losses import POLICY_LOSSES
+    from trinity.config.algorithms.queries import is_rl_loss
 
     assert [name for name in POLICY_LOSSES if not is_rl_loss(name)] == ["sft", "dpo", "sft_is", "sft_phi"]
     assert is_rl_loss("ppo") and is_rl_loss("no_such_loss")
@@ -533,7 +534,9 @@ def test_whether_a_loss_trains_on_advantages_is_the_loss_entrys_answer():
 
 
 def test_the_function_registries_are_the_entries_arguments():
-    from trinity.config.algorithms import ADVANTAGES, FUNCTIONS, POLICY_LOSSES
+    from trinity.config.algorithms.advantages import ADVANTAGES
+    from trinity.config.algorithms.functions import FUNCTIONS
+    from trinity.config.algorithms.losses import POLICY_LOSSES
 
     assert FUNCTIONS["advantage_fn"] == {name: entry.args for name, entry in ADVANTAGES.items()}
     assert FUNCTIONS["policy_loss_fn"] == {name: entry.args for name, entry in POLICY_LOSSES.items()}

@@ -14,7 +14,8 @@ from pydantic import BaseModel
 
 from tests.conftest import MINIMAL, PROFILES, REPO
 from trinity.config import upstream
-from trinity.config.algorithms import ALGORITHMS, FUNCTIONS, UNSUPPORTED
+from trinity.config.algorithms.functions import FUNCTIONS, UNSUPPORTED
+from trinity.config.algorithms.presets import ALGORITHMS
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.config.rewards import REWARDS, UNSUPPORTED_REWARDS

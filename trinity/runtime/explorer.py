@@ -14,7 +14,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..config.algorithms import uses_greedy_baseline
+from ..config.algorithms.queries import uses_greedy_baseline
 from ..config.schema import RunConfig
 from .experience import Experience
 from .roles import Role

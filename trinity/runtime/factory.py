@@ -7,7 +7,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..config.algorithms import needs_rollout
+from ..config.algorithms.queries import needs_rollout
 from ..config.schema import RunConfig
 from ..launch.plan import ActorSpec
 

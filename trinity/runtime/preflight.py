@@ -26,6 +26,7 @@ from ..platforms import get_platform
 from ..platforms.detect import Probes
 from ..platforms.health import stack_problems
 from ..utils.child import module_command
+from ..utils.imports import import_path
 from .data.preflight import column_issues
 from .metrics import PACKAGES
 
@@ -244,7 +245,7 @@ def _engine_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
     for kind, configs in by_type.items():
         entry = engines.engine(kind)
         # an engine with a check of its own looks for its packages there (vLLM's plugin depends on the platform)
-        found = engines.load(entry.preflight)(configs, resolved) if entry.preflight else _needs(entry, resolved)
+        found = import_path(entry.preflight, kind)(configs, resolved) if entry.preflight else _needs(entry, resolved)
         found += [i for config in configs for i in _engine_args_issues(entry, config, resolved)]
         issues += [i for i in found if i not in issues]
     return issues

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ..config import sync_methods
-from ..config.algorithms import data_kind, needs_rollout
+from ..config.algorithms.queries import data_kind, needs_rollout
 from ..config.modes import mode
 from ..config.schema import RunConfig
 from ..errors import ConfigError, Issue

@@ -5,19 +5,13 @@ from math import ceil
 
 from ...errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from .. import modes
-from ..algorithms import (
-    ADVANTAGES,
-    ALGORITHMS,
-    FUNCTIONS,
-    ONLY_DEFAULT,
-    POLICY_LOSSES,
-    SAMPLE_STRATEGIES,
-    UNSUPPORTED,
-    NoArgs,
-    fits_loss,
-    is_rl_loss,
-    uses_teacher,
-)
+from ..algorithms.advantages import ADVANTAGES
+from ..algorithms.args import ONLY_DEFAULT, NoArgs
+from ..algorithms.functions import FUNCTIONS, UNSUPPORTED
+from ..algorithms.losses import POLICY_LOSSES
+from ..algorithms.presets import ALGORITHMS
+from ..algorithms.queries import fits_loss, is_rl_loss, uses_teacher
+from ..algorithms.sampling import SAMPLE_STRATEGIES
 from ..validate import validate
 from ._context import Context
 from .buffer import AUXILIARY, EXPERIENCES

@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from ...errors import ConfigError, did_you_mean, dotted, undotted
 from .. import modes
-from ..algorithms import is_rl_loss, needs_rollout
+from ..algorithms.queries import is_rl_loss, needs_rollout
 from ..rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
 from ..validate import validate
 from ..workflows import DEFAULT_REWARDS, WORKFLOWS, workflow_path

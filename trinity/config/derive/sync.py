@@ -2,7 +2,7 @@
 
 from ...platforms import get_platform
 from .. import modes, sync_methods
-from ..algorithms import needs_rollout
+from ..algorithms.queries import needs_rollout
 from ._context import Context
 
 KEY = "synchronizer.sync_method"

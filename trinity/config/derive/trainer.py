@@ -1,6 +1,6 @@
 """Rules for the trainer section: checkpoints kept, and the shape of the verl passthrough."""
 
-from ..algorithms import uses_critic
+from ..algorithms.queries import uses_critic
 from ._context import Context
 
 PASSTHROUGH = "trainer.trainer_config"

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from ...config import sync_methods
-from ...config.algorithms import POLICY_LOSSES, uses_critic, uses_reference, uses_teacher
+from ...config.algorithms.losses import POLICY_LOSSES
+from ...config.algorithms.queries import uses_critic, uses_reference, uses_teacher
 from ...config.schema import RunConfig
 from ...utils.imports import lazy_module
 from .. import lora
