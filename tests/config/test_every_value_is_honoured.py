@@ -56,11 +56,11 @@ RUNS = {
     (
         "algorithm.optimizer.warmup_style",
         "constant",
-    ): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    ): "tests/config/derive/test_optimizer.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
     (
         "algorithm.optimizer.warmup_style",
         "cosine",
-    ): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    ): "tests/config/derive/test_optimizer.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
     ("algorithm.optimizer.optimizer_type", "adam"): BOTH,
     ("algorithm.optimizer.optimizer_type", "adamw"): EVERY,
     ("algorithm.optimizer.optimizer_type", "sgd"): EVERY,

@@ -10,6 +10,7 @@ import typing
 from ..modes import MODES
 from ..schema import RunConfig
 from ._context import Context
+from ._rule import each_taskset, rule
 from .buffer import AUXILIARY, EXPERIENCES, tasksets
 
 _DPO = (
@@ -49,6 +50,18 @@ NOT_RUN: dict[str, dict[str, str]] = {
 PROFILE_FACT = {"trainer.trainer_strategy": "trainer_strategies"}
 
 
+@rule(
+    reads=(
+        "buffer.trainer_input.auxiliary_buffers.*.format.prompt_type",
+        "buffer.trainer_input.auxiliary_buffers.*.storage_type",
+        "buffer.trainer_input.experience_buffer.format.prompt_type",
+        "monitor.monitor_type",
+        "synchronizer.sync_style",
+        "trainer.trainer_strategy",
+        *each_taskset("format.prompt_type", "storage_type"),
+    ),
+    before=("mode",),
+)
 def values_not_run(ctx: Context) -> None:
     """A value the runtime does not run is an error naming the key, the value, why, and what runs."""
     for key, table in _keys(ctx):
