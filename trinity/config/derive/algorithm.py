@@ -61,6 +61,7 @@ KEY = "algorithm.algorithm_type"
         "algorithm.sample_strategy",
         "algorithm.sample_strategy_args",
     ),
+    # each training taskset's own repeat count, else algorithm.repeat_times: what taskset_repeat_times (later) fills
     before=("buffer.explorer_input.taskset.repeat_times", "buffer.explorer_input.tasksets.*.repeat_times"),
 )
 def algorithm_preset(ctx: Context) -> None:

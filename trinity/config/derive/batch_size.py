@@ -18,6 +18,7 @@ from .algorithm import SAMPLE
         "buffer.batch_size",
     ),
     writes=("buffer.train_batch_size",),
+    # 0 (unset) is filled here, before buffer.train_batch_size fills it for plain rollouts
     before=("buffer.train_batch_size",),
 )
 def mix_batch(ctx: Context) -> None:

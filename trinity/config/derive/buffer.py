@@ -199,6 +199,7 @@ def rollout_args(ctx: Context) -> None:
         "explorer.rollout_model.engine_type",
     ),
     writes=("algorithm.bypass_old_logprobs",),
+    # the engine's own penalty as written; model.repetition_penalty reaches it only later (model.rollout_model)
     before=("explorer.rollout_model.repetition_penalty",),
 )
 def engine_logprobs(ctx: Context) -> None:

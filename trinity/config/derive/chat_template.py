@@ -21,6 +21,7 @@ CUSTOM, PATH = "model.custom_chat_template", "model.chat_template_path"
         *each_taskset("format.chat_template"),
     ),
     writes=("model.custom_chat_template",),
+    # the engine's own template as written; model.rollout_model (later) fills it from model.custom_chat_template
     before=("explorer.rollout_model.chat_template",),
 )
 def chat_template(ctx: Context) -> None:

@@ -60,6 +60,7 @@ PROFILE_FACT = {"trainer.trainer_strategy": "trainer_strategies"}
         "trainer.trainer_strategy",
         *each_taskset("format.prompt_type", "storage_type"),
     ),
+    # the mode a person wrote is the one refused; shared_devices (later) may run another on a single device
     before=("mode",),
 )
 def values_not_run(ctx: Context) -> None:
