@@ -3,7 +3,7 @@
 import pytest
 
 from tests.conftest import MINIMAL
-from trinity.config.algorithms import ALGORITHMS
+from trinity.config.algorithms.presets import ALGORITHMS
 
 GRPO = MINIMAL + "algorithm:\n  repeat_times: 4\n"
 # Trinity-RFT 0.6.0's PPOPolicyLossFn.default_args(), loss_agg_mode filled from algorithm.loss_agg_mode
@@ -467,79 +467,6 @@ def test_a_policy_losss_own_loss_agg_mode_is_replaced_with_a_warning(render):
         "warning: run.yaml:7:5: algorithm.policy_loss_fn_args.loss_agg_mode: 'token-mean' is replaced by "
         "algorithm.loss_agg_mode='seq-mean-token-mean'" in result.err
     )
-
-
-# --- optimizer ---------------------------------------------------------------------------------
-
-
-def test_warmup_style_is_upstreams_deprecated_name_of_the_schedule(render):
-    result, cfg = render(GRPO + "  optimizer:\n    warmup_style: cosine\n")
-    assert result.code == 0 and cfg["algorithm"]["optimizer"]["lr_scheduler_type"] == "cosine"
-    assert (
-        "warning: run.yaml:6:5: algorithm.optimizer.warmup_style: is deprecated in Trinity-RFT; lr_scheduler_type is "
-        "set to 'cosine'" in result.err
-    )
-
-
-def test_warmup_style_contradicting_the_schedule_is_an_error(cli, write):
-    text = GRPO + "  optimizer:\n    warmup_style: cosine\n    lr_scheduler_type: constant\n"
-    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert (
-        result.code == 2
-        and "algorithm.optimizer.warmup_style: 'cosine' contradicts lr_scheduler_type='constant' (run.yaml:7:5)"
-        in result.err
-    )
-
-
-@pytest.mark.parametrize(
-    "written,both", [("  optimizer:\n    clip_grad: 0.5\n", 0.5), ("trainer:\n  grad_clip: 0.3\n", 0.3), ("", 1.0)]
-)
-def test_the_gradient_clip_is_one_value_under_both_names(render, written, both):
-    result, cfg = render(GRPO + written)
-    assert result.code == 0 and (cfg["algorithm"]["optimizer"]["clip_grad"], cfg["trainer"]["grad_clip"]) == (
-        both,
-        both,
-    )
-
-
-def test_two_different_gradient_clips_are_an_error(cli, write):
-    text = GRPO + "  optimizer:\n    clip_grad: 0.5\ntrainer:\n  grad_clip: 0.3\n"
-    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert (
-        result.code == 2
-        and "run.yaml:8:3: trainer.grad_clip: 0.3 contradicts algorithm.optimizer.clip_grad=0.5 (run.yaml:6:5)"
-        in result.err
-    )
-
-
-# --- one predicate per question; the entries the runtime reads --------------------------------------------------
-
-
-def test_one_predicate_says_whether_an_algorithm_reads_rollouts():
-    from trinity.config.algorithms import needs_rollout
-
-    assert [name for name in ALGORITHMS if not needs_rollout(name)] == ["sft", "dpo", "cpt"]  # data sets, no explorer
-    assert needs_rollout("grpo") and needs_rollout("raft")  # RAFT: SFT on the explorer's rollouts
-    assert needs_rollout("no_such_algorithm") and needs_rollout(None)  # refused by the preset rule, counted as RL
-
-
-def test_whether_a_loss_trains_on_advantages_is_the_loss_entrys_answer():
-    from trinity.config.algorithms import POLICY_LOSSES, is_rl_loss
-
-    assert [name for name in POLICY_LOSSES if not is_rl_loss(name)] == ["sft", "dpo", "sft_is", "sft_phi"]
-    assert is_rl_loss("ppo") and is_rl_loss("no_such_loss")
-    # an RL or pairs loss names the verl loss mode verl's ppo_loss calls; SFT's verl sft_loss reads none
-    assert all((loss.batch != "sft") == (loss.loss_mode is not None) for loss in POLICY_LOSSES.values())
-
-
-def test_the_function_registries_are_the_entries_arguments():
-    from trinity.config.algorithms import ADVANTAGES, FUNCTIONS, POLICY_LOSSES
-
-    assert FUNCTIONS["advantage_fn"] == {name: entry.args for name, entry in ADVANTAGES.items()}
-    assert FUNCTIONS["policy_loss_fn"] == {name: entry.args for name, entry in POLICY_LOSSES.items()}
-    # every preset's functions have entries the runtime can look up
-    for preset in ALGORITHMS.values():
-        assert preset.functions["advantage_fn"] in ADVANTAGES and preset.functions["policy_loss_fn"] in POLICY_LOSSES
 
 
 def test_a_loss_and_an_advantage_function_that_would_ignore_each_other_are_refused(cli, write):

@@ -19,6 +19,7 @@ from trinity.errors import ConfigError
 from trinity.runtime.rollout import engine_class
 from trinity.runtime.rollout.base import RolloutEngine, Sample
 from trinity.runtime.verl.config import overrides
+from trinity.utils.imports import import_path
 
 PREFLIGHT_CALLS: list[list] = []
 
@@ -115,7 +116,7 @@ def test_each_entry_names_a_runtime_class_and_a_check_that_exist(entry):
     assert module == f"trinity.runtime.rollout.{entry.name}_engine" and name  # its own module, imported by the runtime
     if entry.name == "transformers":  # vLLM's module is imported by tests/runtime/rollout/test_vllm_engine.py
         assert issubclass(engine_class(entry.name), RolloutEngine)
-    assert entry.preflight is None or callable(engines.load(entry.preflight))
+    assert entry.preflight is None or callable(import_path(entry.preflight, entry.name))
 
 
 # --- adding an engine: one entry plus its module ------------------------------------------------------------------

@@ -14,7 +14,8 @@ from pydantic import BaseModel
 
 from tests.conftest import MINIMAL, PROFILES, REPO
 from trinity.config import upstream
-from trinity.config.algorithms import ALGORITHMS, FUNCTIONS, UNSUPPORTED
+from trinity.config.algorithms.functions import FUNCTIONS, UNSUPPORTED
+from trinity.config.algorithms.presets import ALGORITHMS
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.config.rewards import REWARDS, UNSUPPORTED_REWARDS
@@ -55,11 +56,11 @@ RUNS = {
     (
         "algorithm.optimizer.warmup_style",
         "constant",
-    ): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    ): "tests/config/derive/test_optimizer.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
     (
         "algorithm.optimizer.warmup_style",
         "cosine",
-    ): "tests/config/test_algorithm.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
+    ): "tests/config/derive/test_optimizer.py::test_warmup_style_is_upstreams_deprecated_name_of_the_schedule",
     ("algorithm.optimizer.optimizer_type", "adam"): BOTH,
     ("algorithm.optimizer.optimizer_type", "adamw"): EVERY,
     ("algorithm.optimizer.optimizer_type", "sgd"): EVERY,

@@ -6,7 +6,6 @@ path, so config commands never import an engine's packages. Adding an engine is 
 its own module(s) under trinity/runtime/rollout/.
 """
 
-import importlib
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -103,9 +102,3 @@ def devices_per_engine(section: Any) -> int:
     """Devices one engine of a rollout-model section holds: TP x PP x DP (a mapping or the schema's model)."""
     get = section.get if isinstance(section, Mapping) else lambda key: getattr(section, key)
     return math.prod(get(key) for key in PARALLEL_SIZES)
-
-
-def load(path: str) -> Any:
-    """The object a "module:attribute" path names, imported now (the runtime's side of an entry)."""
-    module, _, attribute = path.partition(":")
-    return getattr(importlib.import_module(module), attribute)

@@ -11,7 +11,7 @@ from typing import Any, NamedTuple
 
 from ..errors import Issue, dotted
 from . import modes
-from .algorithms import data_kind, needs_rollout
+from .algorithms.queries import data_kind, needs_rollout
 from .model_folder import hf_config
 from .resolve import ResolvedConfig
 from .schema import RunConfig

@@ -18,8 +18,7 @@ class Mode:
     buffers: bool  # experiences (or the SFT data set) go through the buffer actor
     shares_devices: bool  # trainer and engines take turns on the same devices (engines sleep while it steps)
     locks: tuple[str, ...]  # run-directory locks it holds: runs whose locks overlap never share a directory
-    loop: str | None  # the stage loop that drives it: both, explore, train, bench, serve; None when no loop runs it
-    refused: str | None = None  # why validation refuses it, when this version does not run it
+    loop: str  # the stage loop that drives it (trinity/runtime/driver/loops/): both, explore, train, bench, serve
     # its steps are the run directory's saved checkpoints, each evaluated once (no explore/train steps, no interval)
     evaluates_checkpoints: bool = False
     # engines answer agents outside the run on their OpenAI endpoints (no explorer, no tasksets); rewards sent to
@@ -124,8 +123,3 @@ def on_devices(name: str, written: bool, devices: int) -> str:
     if written or not entry.splits_devices or devices != 1:
         return name
     return next(m.name for m in MODES.values() if m.loop == entry.loop and m.shares_devices)
-
-
-def running() -> tuple[str, ...]:
-    """The modes this version runs (the others are refused at validation)."""
-    return tuple(name for name, m in MODES.items() if m.refused is None)

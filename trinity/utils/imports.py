@@ -3,18 +3,48 @@ function; and modules that load on first use."""
 
 import importlib
 import importlib.util
+import pkgutil
 import sys
 from types import ModuleType
 from typing import Any
 
 
 def import_path(path: str, what: str) -> Any:
-    """The object at `path` (`module:attr`); a ValueError naming `what` when it does not import."""
+    """The object at `path`, imported now: `module:attr`, or a module alone (`module`). The one loader of objects by
+    name (a config's workflow or reward, an engine entry's class and preflight check, an algorithm entry's module and
+    actor loss). A ValueError says `what` asked for `path` and, where it can, what exists there instead."""
     module_name, _, attr = path.partition(":")
     try:
-        return getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"{what}: cannot import {path!r}: {exc}") from exc
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"{what}: cannot import {path!r}: {exc}{_modules_beside(module_name)}") from exc
+    if not attr:
+        return module
+    try:
+        return getattr(module, attr)
+    except AttributeError as exc:
+        raise ValueError(f"{what}: cannot import {path!r}: {exc}{_names_in(module)}") from exc
+
+
+def _modules_beside(name: str) -> str:
+    """The modules of the package `name` would be in, where that package imports: what could have been meant."""
+    parent = name.rpartition(".")[0]
+    try:
+        package = importlib.import_module(parent) if parent else None
+        found = sorted(m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_"))
+    except Exception:  # a hint only: no such package either, a module where a package was named, or a broken one
+        found = []
+    return f" ({parent} has: {', '.join(found)})" if found else ""
+
+
+def _names_in(module: ModuleType) -> str:
+    """The public names `module` defines, the attributes one could have meant."""
+    names = sorted(
+        n
+        for n, v in vars(module).items()
+        if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
+    )
+    return f" ({module.__name__} defines: {', '.join(names)})" if names else ""
 
 
 def lazy_module(name: str) -> ModuleType:

@@ -9,7 +9,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from trinity.config.algorithms import ADVANTAGES, ALGORITHMS, CONFIG, POLICY_LOSSES, Advantage, NoArgs, PolicyLoss
+from trinity.config.algorithms.advantages import ADVANTAGES, CONFIG, Advantage
+from trinity.config.algorithms.args import NoArgs
+from trinity.config.algorithms.losses import POLICY_LOSSES, PolicyLoss
+from trinity.config.algorithms.presets import ALGORITHMS
 from trinity.runtime.experience import Experience
 from trinity.runtime.trainer import functions
 
@@ -203,6 +206,6 @@ def test_a_name_verl_already_has_is_never_replaced():
     with pytest.raises(ValueError, match="'grpo' is already registered with verl by verl.trainer.ppo.core_algos"):
         functions.register_advantage("grpo")(grpo_estimator)
     with pytest.raises(ValueError, match="'vanilla' is already registered with verl by verl.trainer.ppo.core_algos"):
-        functions.register_loss("vanilla")(vanilla)
+        functions.register_loss("ppo")(vanilla)  # ppo's loss_mode
     assert core_algos.get_adv_estimator_fn("grpo") is core_algos.compute_grpo_outcome_advantage
     assert core_algos.get_policy_loss_fn("vanilla") is core_algos.compute_policy_loss_vanilla

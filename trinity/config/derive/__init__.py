@@ -7,6 +7,7 @@ from ..profiles import LoadedProfile
 from ..provenance import Provenance
 from . import (
     algorithm,
+    batch_size,
     buffer,
     chat_template,
     cluster,
@@ -14,6 +15,7 @@ from . import (
     hardware,
     lora,
     model,
+    optimizer,
     rollout,
     sync,
     threads,
@@ -23,8 +25,8 @@ from . import (
 from ._context import SYNC_KEYS as SYNC_KEYS  # what RunStage.sync holds, for resolve
 from ._context import Context, RunStage
 
-# Order matters: the mode (shared_devices) needs gpu_per_node, and every rule after it reads the mode; sampling limits
-# need the token budget; the sync world size needs the counts; env needs the sync timeout.
+# Run in this order. Each rule declares what it reads and writes (@rule, _rule.py) and tests/config/derive/test_order.py
+# refuses an order where a rule reads what a later rule writes, so a rule goes after every rule it reads from.
 RULES = (
     hardware.hardware_section,
     hardware.trainer_device,
@@ -41,17 +43,17 @@ RULES = (
     hardware.gradient_checkpointing,
     hardware.train_stage_devices,
     cluster.gpu_per_node,
-    cluster.shared_devices,  # the mode every later rule reads: before them
+    cluster.shared_devices,
     rollout.auxiliary_models,
     rollout.sleep_mode,
     algorithm.algorithm_preset,
-    algorithm.lr_scheduler,
-    algorithm.gradient_clip,
+    optimizer.lr_scheduler,
+    optimizer.gradient_clip,
     buffer.buffer_names,
     buffer.taskset_workflows,
     rollout.openai_api,
     buffer.taskset_repeat_times,
-    algorithm.mix_batch,
+    batch_size.mix_batch,
     buffer.train_batch_size,
     model.model_budget,
     model.min_response,
@@ -68,7 +70,7 @@ RULES = (
     rollout.memory_utilization,
     model.token_budget,
     cluster.cluster_counts,
-    algorithm.pairs_batch,
+    batch_size.pairs_batch,
     sync.sync_method,
     sync.eval_interval,
     threads.compute_threads,

@@ -1,31 +1,69 @@
-"""Rules for the algorithm section: preset functions with their arguments, the optimizer's schedule and clip."""
+"""The algorithm_preset rule: the functions an algorithm_type fills in, each one's arguments validated and completed,
+and the checks that they fit each other, the mode and the data the trainer reads."""
 
 from dataclasses import replace
-from math import ceil
 
 from ...errors import ConfigError, Issue, did_you_mean, dotted, undotted
 from .. import modes
-from ..algorithms import (
-    ADVANTAGES,
-    ALGORITHMS,
-    FUNCTIONS,
-    ONLY_DEFAULT,
-    POLICY_LOSSES,
-    SAMPLE_STRATEGIES,
-    UNSUPPORTED,
-    NoArgs,
-    fits_loss,
-    is_rl_loss,
-    uses_teacher,
-)
+from ..algorithms.advantages import ADVANTAGES
+from ..algorithms.args import ONLY_DEFAULT, NoArgs
+from ..algorithms.functions import FUNCTIONS, UNSUPPORTED
+from ..algorithms.losses import POLICY_LOSSES
+from ..algorithms.presets import ALGORITHMS
+from ..algorithms.queries import fits_loss, is_rl_loss, uses_teacher
+from ..algorithms.sampling import SAMPLE_STRATEGIES
 from ..validate import validate
 from ._context import Context
+from ._rule import each_taskset, rule
 from .buffer import AUXILIARY, EXPERIENCES
 
 KEY = "algorithm.algorithm_type"
-OPTIM = "algorithm.optimizer"
 
 
+@rule(
+    reads=(
+        "algorithm.advantage_fn",
+        "algorithm.advantage_fn_args",
+        "algorithm.algorithm_type",
+        "algorithm.entropy_loss_fn",
+        "algorithm.entropy_loss_fn_args",
+        "algorithm.kl_loss_fn",
+        "algorithm.kl_loss_fn_args",
+        "algorithm.kl_penalty_fn",
+        "algorithm.kl_penalty_fn_args",
+        "algorithm.loss_agg_mode",
+        "algorithm.policy_loss_fn",
+        "algorithm.policy_loss_fn_args",
+        "algorithm.repeat_times",
+        "algorithm.sample_strategy",
+        "algorithm.sample_strategy_args",
+        "buffer.trainer_input.auxiliary_buffers.*.path",
+        "buffer.trainer_input.experience_buffer.format.enable_concatenated_multi_turn",
+        "buffer.trainer_input.experience_buffer.format.prompt_type",
+        "buffer.trainer_input.experience_buffer.path",
+        "buffer.trainer_input.experience_buffer.storage_type",
+        "mode",
+        "model.teacher_model_path",
+        *each_taskset("#"),
+    ),
+    writes=(
+        "algorithm.advantage_fn",
+        "algorithm.advantage_fn_args",
+        "algorithm.entropy_loss_fn",
+        "algorithm.entropy_loss_fn_args",
+        "algorithm.kl_loss_fn",
+        "algorithm.kl_loss_fn_args",
+        "algorithm.kl_penalty_fn",
+        "algorithm.kl_penalty_fn_args",
+        "algorithm.loss_agg_mode",
+        "algorithm.policy_loss_fn",
+        "algorithm.policy_loss_fn_args",
+        "algorithm.sample_strategy",
+        "algorithm.sample_strategy_args",
+    ),
+    # each training taskset's own repeat count, else algorithm.repeat_times: what taskset_repeat_times (later) fills
+    before=("buffer.explorer_input.taskset.repeat_times", "buffer.explorer_input.tasksets.*.repeat_times"),
+)
 def algorithm_preset(ctx: Context) -> None:
     """Unset functions come from the algorithm_type's preset; every function's args are validated and completed."""
     name = ctx.get(KEY)
@@ -217,33 +255,6 @@ def _check_auxiliary(ctx: Context, mixes: bool) -> None:
         )
 
 
-def mix_batch(ctx: Context) -> None:
-    """With SFT samples mixed in (sample strategy mix), a train batch is Trinity-RFT's split of train_batch_size:
-    ceil(expert_data_ratio x it) samples, the rest rollouts; its rollouts are one explore step's (batch_size x
-    repeat_times), so the default train_batch_size is the smallest that gives that many, and another is refused."""
-    strategy = SAMPLE_STRATEGIES.get(ctx.get(SAMPLE))
-    if strategy is None or not strategy.mixes:
-        return
-    ratio = (ctx.get("algorithm.sample_strategy_args") or {}).get("expert_data_ratio", 0.5)
-    rollouts = ctx.get("buffer.batch_size") * ctx.get("algorithm.repeat_times")
-    fits = ceil(rollouts / (1 - ratio) - 1e-9)  # t - ceil(ratio t) >= rollouts <=> t >= rollouts / (1 - ratio)
-    while fits - ceil(ratio * fits) < rollouts:  # float rounding
-        fits += 1
-    key, total = "buffer.train_batch_size", ctx.get("buffer.train_batch_size")
-    if total == 0:
-        sources = (ctx.input("buffer.batch_size"), ctx.input("algorithm.repeat_times"), ctx.input(SAMPLE))
-        ctx.set(key, fits, "mix_batch", sources)
-    elif total - ceil(ratio * total) != rollouts:
-        ctx.report(
-            "error",
-            key,
-            f"{total} splits into {ceil(ratio * total)} SFT samples and {total - ceil(ratio * total)} rollouts; an "
-            f"explore step makes {rollouts} (buffer.batch_size x algorithm.repeat_times)",
-            allowed=str(fits),
-            hint=f"remove {key} to take {fits}",
-        )
-
-
 def _function(ctx: Context, kind: str, default: str) -> None:
     key = f"algorithm.{kind}"
     if ctx.get(key) is None:
@@ -345,7 +356,7 @@ def _check_mode(ctx: Context, name: str, needs_rollout: bool) -> None:
     entry = modes.mode(ctx.get("mode"))
     if needs_rollout or (entry.trains and not entry.explores):
         return
-    allowed = [n for n, m in modes.MODES.items() if m.trains and not m.explores and m.refused is None]
+    allowed = [n for n, m in modes.MODES.items() if m.trains and not m.explores]
     ctx.report(
         "error",
         "mode",
@@ -399,73 +410,3 @@ def _check_multi_turn(ctx: Context, name: str, data: str, fmt: dict) -> None:
         allowed="false",
         hint="set it on an SFT stage whose data set has prompt_type: messages, or remove it",
     )
-
-
-def pairs_batch(ctx: Context) -> None:
-    """A loss on pairs (DPO) reads a chosen and a rejected response in adjacent rows of one micro-batch: each trainer
-    rank takes whole pairs, and verl's token-balanced micro-batches (use_dynamic_bsz), which reorder rows, are off."""
-    loss = POLICY_LOSSES.get(ctx.get("algorithm.policy_loss_fn"))
-    if loss is None or loss.batch != "pairs":
-        return
-    batch, ranks = ctx.get("buffer.train_batch_size"), ctx.get("cluster.trainer_gpu_num") or 1
-    if batch % (2 * ranks):
-        ctx.report(
-            "error",
-            "buffer.train_batch_size",
-            f"{batch} experiences do not split into whole (chosen, rejected) pairs over {ranks} trainer rank(s)",
-            allowed=f"a multiple of {2 * ranks}",
-            hint=f"set buffer.train_batch_size to {2 * ranks * max(1, batch // (2 * ranks))}",
-        )
-    key = "trainer.use_dynamic_bsz"
-    if ctx.user_set(key) and ctx.get(key):
-        ctx.report(
-            "error",
-            key,
-            f"{ctx.get('algorithm.policy_loss_fn')!r} pairs adjacent rows; token-balanced micro-batches reorder them",
-            allowed="false",
-            hint=f"remove {key}",
-        )
-        return
-    ctx.set(key, False, "pairs_batch", (ctx.input("algorithm.policy_loss_fn"),))
-
-
-def lr_scheduler(ctx: Context) -> None:
-    """The deprecated optimizer.warmup_style is copied to lr_scheduler_type with a warning, as Trinity-RFT does."""
-    style = ctx.get(f"{OPTIM}.warmup_style")
-    if style is None:
-        return
-    ctx.report(
-        "warning",
-        f"{OPTIM}.warmup_style",
-        f"is deprecated in Trinity-RFT; lr_scheduler_type is set to {style!r}",
-        hint=f"write algorithm.optimizer.lr_scheduler_type: {style}",
-    )
-    if ctx.user_set(f"{OPTIM}.lr_scheduler_type") and ctx.get(f"{OPTIM}.lr_scheduler_type") != style:
-        ctx.report(
-            "error",
-            f"{OPTIM}.warmup_style",
-            f"{style!r} contradicts lr_scheduler_type={ctx.get(f'{OPTIM}.lr_scheduler_type')!r} "
-            f"({ctx.where(f'{OPTIM}.lr_scheduler_type')})",
-            hint="remove warmup_style",
-        )
-        return
-    ctx.set(f"{OPTIM}.lr_scheduler_type", style, "lr_scheduler", (ctx.input(f"{OPTIM}.warmup_style"),))
-
-
-def gradient_clip(ctx: Context) -> None:
-    """algorithm.optimizer.clip_grad (what verl clips by) and trainer.grad_clip are one value: whichever you wrote."""
-    clip, grad = f"{OPTIM}.clip_grad", "trainer.grad_clip"
-    written = [k for k in (clip, grad) if ctx.user_set(k)]
-    if len(written) == 2 and ctx.get(clip) != ctx.get(grad):
-        ctx.report(
-            "error",
-            grad,
-            f"{ctx.get(grad)} contradicts {clip}={ctx.get(clip)} ({ctx.where(clip)}); both are the gradient-norm clip",
-            allowed=str(ctx.get(clip)),
-            hint=f"write only one of {clip} and {grad}",
-        )
-        return
-    source = written[0] if written else clip
-    for key in (clip, grad):
-        if key != source:
-            ctx.set(key, ctx.get(source), "gradient_clip", (ctx.input(source),))

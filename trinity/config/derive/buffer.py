@@ -4,11 +4,12 @@ from dataclasses import replace
 
 from ...errors import ConfigError, did_you_mean, dotted, undotted
 from .. import modes
-from ..algorithms import is_rl_loss, needs_rollout
+from ..algorithms.queries import is_rl_loss, needs_rollout
 from ..rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
 from ..validate import validate
 from ..workflows import DEFAULT_REWARDS, WORKFLOWS, workflow_path
 from ._context import Context
+from ._rule import each_taskset, rule
 
 INPUT = "buffer.explorer_input"
 EXPERIENCES = "buffer.trainer_input.experience_buffer"
@@ -23,6 +24,10 @@ def tasksets(ctx: Context) -> list[tuple[str, dict, bool]]:
     return found + [(f"{INPUT}.eval_tasksets.{i}", t, True) for i, t in enumerate(ctx.get(f"{INPUT}.eval_tasksets"))]
 
 
+@rule(
+    reads=("buffer.trainer_input.experience_buffer.name", *each_taskset("name")),
+    writes=("buffer.trainer_input.experience_buffer.name", *each_taskset("name")),
+)
 def buffer_names(ctx: Context) -> None:
     """Unnamed tasksets are taskset_<i> / eval_taskset_<i>, an unnamed experience buffer experience_buffer (upstream's
     names)."""
@@ -37,6 +42,16 @@ def buffer_names(ctx: Context) -> None:
         ctx.set(f"{EXPERIENCES}.name", "experience_buffer", "buffer_names", (f"{EXPERIENCES} is unnamed",))
 
 
+@rule(
+    reads=(
+        "buffer.explorer_input.default_eval_workflow_type",
+        "buffer.explorer_input.default_reward_fn_type",
+        "buffer.explorer_input.default_workflow_type",
+        "mode",
+        *each_taskset("default_reward_fn_type", "default_workflow_type", "format.workflow_key", "reward_fn_args"),
+    ),
+    writes=each_taskset("default_reward_fn_type", "default_workflow_type"),
+)
 def taskset_workflows(ctx: Context) -> None:
     """Each taskset's workflow: its own, else (evaluation) default_eval_workflow_type, else default_workflow_type; known
     when the run explores."""
@@ -143,6 +158,7 @@ def _fill_defaults(ctx: Context) -> dict[str, str]:
     return sources
 
 
+@rule(reads=("algorithm.repeat_times", *each_taskset("repeat_times")), writes=each_taskset("repeat_times"))
 def taskset_repeat_times(ctx: Context) -> None:
     """Training tasksets roll out algorithm.repeat_times per task unless told; evaluation once (upstream's rule)."""
     for key, taskset, is_eval in tasksets(ctx):
@@ -155,6 +171,10 @@ def taskset_repeat_times(ctx: Context) -> None:
             ctx.set(f"{key}.repeat_times", value, "taskset_repeat_times", inputs)
 
 
+@rule(
+    reads=("model.max_response_tokens", "model.temperature", "model.top_p", *each_taskset("rollout_args")),
+    writes=each_taskset("rollout_args"),
+)
 def rollout_args(ctx: Context) -> None:
     """A taskset's temperature and top_p default to model.*, its max_tokens to model.max_response_tokens (upstream's
     rule)."""
@@ -169,6 +189,19 @@ def rollout_args(ctx: Context) -> None:
                 ctx.set(f"{key}.rollout_args.{field}", ctx.get(source), "rollout_args", (ctx.input(source),))
 
 
+@rule(
+    reads=(
+        "algorithm.algorithm_type",
+        "algorithm.bypass_old_logprobs",
+        "buffer.explorer_input.eval_tasksets",
+        "buffer.explorer_input.taskset.rollout_args",
+        "buffer.explorer_input.tasksets.*.rollout_args",
+        "explorer.rollout_model.engine_type",
+    ),
+    writes=("algorithm.bypass_old_logprobs",),
+    # the engine's own penalty as written; model.repetition_penalty reaches it only later (model.rollout_model)
+    before=("explorer.rollout_model.repetition_penalty",),
+)
 def engine_logprobs(ctx: Context) -> None:
     """algorithm.bypass_old_logprobs (the engines' log-probs taken as the old policy's) only where they are the
     distribution a token was sampled from: an engine whose log-probs are the logits' own on this hardware
@@ -213,6 +246,15 @@ def _shaped(ctx: Context, args: dict) -> bool:
     return args["temperature"] != 1 or args["top_k"] > 0 or (args["top_p"] or 1) < 1 or (penalty or 1) != 1
 
 
+@rule(
+    reads=(
+        "algorithm.policy_loss_fn",
+        "buffer.explorer_input.eval_tasksets",
+        "buffer.explorer_input.taskset.rollout_args",
+        "buffer.explorer_input.tasksets.*.rollout_args",
+        "mode",
+    )
+)
 def training_temperature(ctx: Context) -> None:
     """An RL update divides logits by the sampling temperature: one temperature, above 0, for every training taskset."""
     if not modes.mode(ctx.get("mode")).trains or not is_rl_loss(ctx.get("algorithm.policy_loss_fn")):
@@ -241,6 +283,10 @@ def training_temperature(ctx: Context) -> None:
         )
 
 
+@rule(
+    reads=("algorithm.repeat_times", "buffer.batch_size", "buffer.train_batch_size"),
+    writes=("buffer.train_batch_size",),
+)
 def train_batch_size(ctx: Context) -> None:
     """buffer.train_batch_size (experiences per train step) = batch_size x repeat_times when left at 0.
 

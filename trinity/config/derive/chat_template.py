@@ -6,11 +6,24 @@ from functools import lru_cache
 from pathlib import Path
 
 from ._context import Context
+from ._rule import each_taskset, rule
 from .buffer import EXPERIENCES, tasksets
 
 CUSTOM, PATH = "model.custom_chat_template", "model.chat_template_path"
 
 
+@rule(
+    reads=(
+        "buffer.trainer_input.experience_buffer.format.chat_template",
+        "explorer.auxiliary_models.*.chat_template",
+        "model.chat_template_path",
+        "model.custom_chat_template",
+        *each_taskset("format.chat_template"),
+    ),
+    writes=("model.custom_chat_template",),
+    # the engine's own template as written; model.rollout_model (later) fills it from model.custom_chat_template
+    before=("explorer.rollout_model.chat_template",),
+)
 def chat_template(ctx: Context) -> None:
     """Read model.chat_template_path into model.custom_chat_template; refuse a template that does not parse."""
     path = ctx.get(PATH)

@@ -3,10 +3,12 @@
 from .. import modes
 from ..engines import devices_per_engine
 from ._context import Context
+from ._rule import rule
 
 NODE_DEVICES = "cluster.node_devices"
 
 
+@rule(reads=("cluster.gpu_per_node", "cluster.node_devices"), writes=("cluster.gpu_per_node",))
 def gpu_per_node(ctx: Context) -> None:
     """cluster.gpu_per_node defaults to the profile's devices_per_node, or the devices a node offers where fewer
     (cluster.node_devices: the live cluster's, or this machine's with hardware=auto); it may not exceed the profile's,
@@ -41,6 +43,7 @@ def gpu_per_node(ctx: Context) -> None:
         )
 
 
+@rule(reads=("cluster.gpu_per_node", "cluster.node_num", "mode"), writes=("mode",))
 def shared_devices(ctx: Context) -> None:
     """On a single device (one node offering one, or gpu_per_node 1 on one node) a mode nobody set (the schema's `both`)
     becomes the mode that takes turns on the devices (`colocate`, modes.on_devices): an engine and a trainer rank can
@@ -61,6 +64,32 @@ def shared_devices(ctx: Context) -> None:
     ctx.set("mode", runs, "shared_devices", inputs)
 
 
+@rule(
+    reads=(
+        "cluster.explorer_gpu_num",
+        "cluster.gpu_per_node",
+        "cluster.node_num",
+        "cluster.rollout_gpu_num",
+        "cluster.total_gpu_num",
+        "cluster.train_stage_devices",
+        "cluster.trainer_gpu_num",
+        "cluster.trainer_gpu_num_per_node",
+        "cluster.trainer_node_num",
+        "explorer.rollout_model.data_parallel_size",
+        "explorer.rollout_model.engine_num",
+        "explorer.rollout_model.pipeline_parallel_size",
+        "explorer.rollout_model.tensor_parallel_size",
+        "mode",
+    ),
+    writes=(
+        "cluster.explorer_gpu_num",
+        "cluster.rollout_gpu_num",
+        "cluster.total_gpu_num",
+        "cluster.trainer_gpu_num",
+        "cluster.trainer_gpu_num_per_node",
+        "cluster.trainer_node_num",
+    ),
+)
 def cluster_counts(ctx: Context) -> None:
     """total, rollout, explorer and trainer device counts; impossible splits are errors."""
     mode, nodes, per_node = ctx.get("mode"), ctx.get("cluster.node_num"), ctx.get("cluster.gpu_per_node")

@@ -4,10 +4,27 @@ The profile's own `env:` is a layer under the user's file (see compose); values 
 """
 
 from ._context import Context
+from ._rule import rule
 
 ROLES = ("common", "trainer", "rollout")
 
 
+# The keys the shipped profiles' env_when blocks name (profiles/*.yaml): a profile naming others reads and writes
+# those. The rollout's variables are read as written: explorer.env_vars (explorer_env_vars, later) may set them.
+@rule(
+    reads=(
+        "env.common.HCCL_HOST_SOCKET_PORT_RANGE",
+        "env.common.HCCL_NPU_SOCKET_PORT_RANGE",
+        "explorer.rollout_model.enforce_eager",
+        "mode",
+    ),
+    writes=(
+        "env.common.HCCL_HOST_SOCKET_PORT_RANGE",
+        "env.common.HCCL_NPU_SOCKET_PORT_RANGE",
+        "env.rollout.TASK_QUEUE_ENABLE",
+    ),
+    before=("env.rollout.TASK_QUEUE_ENABLE",),
+)
 def env_when(ctx: Context) -> None:
     """Profile `env_when` blocks whose `when:` entries all match the config."""
     for i, block in enumerate(ctx.loaded.profile.env_when):
@@ -22,6 +39,8 @@ def env_when(ctx: Context) -> None:
                         ctx.set(f"env.{role}.{var}", value, "env_when", because)
 
 
+# the variables the shipped profiles list in collective_timeout_env (profiles/*.yaml)
+@rule(reads=("env.common.HCCL_EXEC_TIMEOUT", "synchronizer.sync_timeout"), writes=("env.common.HCCL_EXEC_TIMEOUT",))
 def collective_timeouts(ctx: Context) -> None:
     """Collective timeout variables are raised to synchronizer.sync_timeout so a long weight sync is not cut off."""
     need = ctx.get("synchronizer.sync_timeout")
@@ -47,6 +66,7 @@ def collective_timeouts(ctx: Context) -> None:
             )
 
 
+@rule(reads=("explorer.env_vars",), writes=("env.rollout.*",))
 def explorer_env_vars(ctx: Context) -> None:
     """explorer.env_vars are the rollout engines' variables: they land in env.rollout, over everything else."""
     for var, value in ctx.get("explorer.env_vars").items():

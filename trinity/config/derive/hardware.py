@@ -6,6 +6,7 @@ from ..engines import devices_per_engine
 from ..model_folder import hf_config
 from ..sources.yaml_file import display_path
 from ._context import Context
+from ._rule import rule
 
 # verl's generic fused forward (verl/models/transformers/dense_common.py) reads the model's `model` and `lm_head` and
 # processes no logits of its own: for these types it computes the model's own log-probs. Others differ (GPT-2 has no
@@ -16,6 +17,7 @@ FUSED_MODEL_TYPES = ("llama", "mistral", "qwen2", "qwen3")
 FUSED_OPTIMIZERS = ("adam", "adamw")
 
 
+@rule(writes=("hardware",))
 def hardware_section(ctx: Context) -> None:
     """`hardware:` = the profile's facts, its name and file."""
     facts = ctx.facts.model_dump()
@@ -28,6 +30,7 @@ def hardware_section(ctx: Context) -> None:
     ctx.set("hardware", section, "hardware_section", (f"profile {ctx.loaded.name} ({section['source']})",))
 
 
+@rule(reads=("trainer.device",), writes=("trainer.device",))
 def trainer_device(ctx: Context) -> None:
     """trainer.device = the profile's device_type; a contradicting user value is reported, not used."""
     fact = ctx.facts.device_type
@@ -43,6 +46,7 @@ def trainer_device(ctx: Context) -> None:
     ctx.set("trainer.device", fact, "trainer_device", (ctx.fact("device_type"),))
 
 
+@rule(writes=("trainer.process_group_backend",))
 def process_group_backend(ctx: Context) -> None:
     """trainer.process_group_backend: gloo for CPU tensors plus the device's collective, e.g. cpu:gloo,npu:hccl."""
     value = get_platform(ctx.facts.device_type).process_group_backend()
@@ -54,6 +58,7 @@ def process_group_backend(ctx: Context) -> None:
     )
 
 
+@rule(reads=("trainer.use_torch_compile",), writes=("trainer.use_torch_compile",))
 def torch_compile(ctx: Context) -> None:
     """trainer.use_torch_compile: the hardware's default when unset; `true` where it cannot work is an error."""
     able = ctx.facts.torch_compile_training
@@ -70,6 +75,7 @@ def torch_compile(ctx: Context) -> None:
         )
 
 
+@rule(reads=("trainer.trainer_strategy",))
 def trainer_strategy(ctx: Context) -> None:
     """trainer.trainer_strategy must be one the hardware runs."""
     strategy, able = ctx.get("trainer.trainer_strategy"), ctx.facts.trainer_strategies
@@ -84,6 +90,7 @@ def trainer_strategy(ctx: Context) -> None:
         )
 
 
+@rule(reads=("explorer.rollout_model.dtype", "trainer.param_dtype"))
 def dtypes(ctx: Context) -> None:
     """Every inference engine's dtype and the trainer's must be one the chip computes in."""
     keys = [f"{key}.dtype" for key, _ in _engines(ctx)] + ["trainer.param_dtype"]
@@ -98,6 +105,14 @@ def dtypes(ctx: Context) -> None:
             )
 
 
+@rule(
+    reads=(
+        "explorer.rollout_model.data_parallel_size",
+        "explorer.rollout_model.engine_type",
+        "explorer.rollout_model.pipeline_parallel_size",
+        "explorer.rollout_model.tensor_parallel_size",
+    )
+)
 def rollout_engines(ctx: Context) -> None:
     """Every engine's type must run on the hardware, and fit the devices that type can drive."""
     for key, engine in _engines(ctx):
@@ -122,12 +137,14 @@ def rollout_engines(ctx: Context) -> None:
             )
 
 
+@rule(reads=("trainer.attn_implementation",), writes=("trainer.attn_implementation",))
 def attn_implementation(ctx: Context) -> None:
     """trainer.attn_implementation: the user's, else the profile's kernel (flash-attn does not exist everywhere;
     preflight checks that the one chosen is installed)."""
     _fact_default(ctx, "trainer.attn_implementation", "attn_implementation", "attn_implementation")
 
 
+@rule(reads=("trainer.attn_implementation", "trainer.use_remove_padding"), writes=("trainer.use_remove_padding",))
 def remove_padding(ctx: Context) -> None:
     """trainer.use_remove_padding: the user's, else whether trainer.attn_implementation (the user's or the profile's,
     set by attn_implementation before) has a variable-length kernel here (facts.varlen_attention). Any other kernel
@@ -159,6 +176,7 @@ def _attn_input(ctx: Context) -> str:
     return f"{key}={ctx.get(key)!r} (the profile's: {ctx.fact('attn_implementation')})"
 
 
+@rule(reads=("model.model_path", "trainer.use_fused_kernels"), writes=("trainer.use_fused_kernels",))
 def fused_kernels(ctx: Context) -> None:
     """trainer.use_fused_kernels: the user's, else whether they pay on this hardware (facts.fused_kernels) for a model
     whose type verl's fused forward computes alike (FUSED_MODEL_TYPES); a model folder not on this machine, which
@@ -174,6 +192,7 @@ def fused_kernels(ctx: Context) -> None:
     ctx.set(key, ctx.facts.fused_kernels and fits, "fused_kernels", (ctx.fact("fused_kernels"), model))
 
 
+@rule(reads=("algorithm.optimizer.optimizer_type", "trainer.fused_optimizer"), writes=("trainer.fused_optimizer",))
 def fused_optimizer(ctx: Context) -> None:
     """trainer.fused_optimizer: the user's, else whether torch's fused step pays here (facts.fused_optimizer) for an
     optimizer whose fused step runs sharded (FUSED_OPTIMIZERS); the user's true for another is refused."""
@@ -195,12 +214,14 @@ def fused_optimizer(ctx: Context) -> None:
     ctx.set(key, ctx.facts.fused_optimizer and fits, "fused_optimizer", (ctx.fact("fused_optimizer"), optimizer))
 
 
+@rule(reads=("trainer.enable_gradient_checkpointing",), writes=("trainer.enable_gradient_checkpointing",))
 def gradient_checkpointing(ctx: Context) -> None:
     """trainer.enable_gradient_checkpointing: the user's, else the profile's (facts.gradient_checkpointing); the memory
     fit check names it as the fix where a trainer does not fit without it."""
     _fact_default(ctx, "trainer.enable_gradient_checkpointing", "gradient_checkpointing", "gradient_checkpointing")
 
 
+@rule(reads=("cluster.train_stage_devices",), writes=("cluster.train_stage_devices",))
 def train_stage_devices(ctx: Context) -> None:
     """cluster.train_stage_devices: the user's, else the profile's (facts.train_stage_devices)."""
     _fact_default(ctx, "cluster.train_stage_devices", "train_stage_devices", "train_stage_devices")

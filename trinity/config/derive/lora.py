@@ -8,6 +8,7 @@ from .. import engines, model_modules, modes
 from ..lora import adapter_base
 from ..schema.model import ALL_LINEAR, module_names
 from ._context import Context
+from ._rule import rule
 
 LORAS, ROLLOUT = "model.lora_configs", "explorer.rollout_model"
 FROM_ADAPTER = {
@@ -41,6 +42,23 @@ ENGINE_KEYS = {
 }
 
 
+@rule(
+    reads=(
+        "algorithm.kl_loss_fn",
+        "model.lora_configs.*.lora_alpha",
+        "model.lora_configs.*.lora_rank",
+        "model.lora_configs.*.name",
+        "model.lora_configs.*.path",
+        "model.lora_configs.*.target_modules",
+        "model.model_path",
+    ),
+    writes=(
+        "model.lora_configs.*.lora_alpha",
+        "model.lora_configs.*.lora_rank",
+        "model.lora_configs.*.name",
+        "model.lora_configs.*.target_modules",
+    ),
+)
 def lora_adapter(ctx: Context) -> None:
     """One adapter: its name defaults to 'default' (peft's); a pre-trained one's rank, alpha and modules are used."""
     loras = ctx.get(LORAS)
@@ -125,6 +143,7 @@ def _reason(exc: Exception) -> str:
     return f"no adapter_config.json: {exc.strerror}" if isinstance(exc, OSError) else f"adapter_config.json: {exc}"
 
 
+@rule(reads=("model.lora_configs.*.exclude_modules", "model.lora_configs.*.target_modules", "model.model_path"))
 def lora_modules(ctx: Context) -> None:
     """target_modules and exclude_modules name modules the model has (read from its weights' headers, where the
     model folder is on this machine)."""
@@ -163,6 +182,21 @@ def lora_modules(ctx: Context) -> None:
             )
 
 
+@rule(
+    reads=(
+        "explorer.rollout_model.engine_type",
+        "mode",
+        "model.fully_sharded_loras",
+        "model.lora_configs.*.lora_dtype",
+        "model.lora_configs.*.lora_rank",
+        "model.lora_configs.*.path",
+        "model.max_cpu_loras",
+        "model.model_path",
+        "synchronizer.lora_sync",
+        "trainer.save_merged_model",
+        "trainer.trainer_strategy",
+    )
+)
 def lora_engine(ctx: Context) -> None:
     """Each engine takes only the LoRA settings it honours; an adapter's rank fits what the engine serves."""
     kind = ctx.get(f"{ROLLOUT}.engine_type")

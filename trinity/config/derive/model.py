@@ -1,6 +1,7 @@
 """Rules that fill the model's token budget as Trinity-RFT does and hand model settings to the rollout engines."""
 
 from ._context import Context
+from ._rule import rule
 
 LEN, PROMPT, RESPONSE, MIN = (
     "model.max_model_len",
@@ -11,6 +12,10 @@ LEN, PROMPT, RESPONSE, MIN = (
 ROLLOUT_SOURCES = {"chat_template": "custom_chat_template"}  # rollout_model keys named otherwise under model.
 
 
+@rule(
+    reads=("model.max_model_len", "model.max_prompt_tokens", "model.max_response_tokens"),
+    writes=("model.max_model_len", "model.max_prompt_tokens", "model.max_response_tokens"),
+)
 def model_budget(ctx: Context) -> None:
     """Of max_model_len, max_prompt_tokens and max_response_tokens, the ones left unset follow from the others."""
     length, prompt, response = ctx.get(LEN), ctx.get(PROMPT), ctx.get(RESPONSE)
@@ -46,6 +51,7 @@ def model_budget(ctx: Context) -> None:
     ctx.set(other, length - ctx.get(given), "model_budget", (ctx.input(LEN), ctx.input(given)))
 
 
+@rule(reads=("model.max_response_tokens", "model.min_response_tokens"), writes=("model.min_response_tokens",))
 def min_response(ctx: Context) -> None:
     """min_response_tokens must stay below max_response_tokens; upstream lowers it, and so does this rule, with a
     warning."""
@@ -63,6 +69,7 @@ def min_response(ctx: Context) -> None:
     ctx.set(MIN, value, "min_response", (ctx.input(MIN), ctx.input(RESPONSE)))
 
 
+@rule(reads=("model.critic_model_path", "model.model_path"), writes=("model.critic_model_path",))
 def critic_model(ctx: Context) -> None:
     """model.critic_model_path defaults to model.model_path (upstream's rule)."""
     if ctx.get("model.critic_model_path") is None:
@@ -71,6 +78,30 @@ def critic_model(ctx: Context) -> None:
         )
 
 
+@rule(
+    reads=(
+        "explorer.rollout_model.chat_template",
+        "explorer.rollout_model.enable_prompt_truncation",
+        "explorer.rollout_model.enable_thinking",
+        "explorer.rollout_model.max_model_len",
+        "explorer.rollout_model.model_path",
+        "explorer.rollout_model.repetition_penalty",
+        "model.custom_chat_template",
+        "model.enable_prompt_truncation",
+        "model.enable_thinking",
+        "model.max_model_len",
+        "model.model_path",
+        "model.repetition_penalty",
+    ),
+    writes=(
+        "explorer.rollout_model.chat_template",
+        "explorer.rollout_model.enable_prompt_truncation",
+        "explorer.rollout_model.enable_thinking",
+        "explorer.rollout_model.max_model_len",
+        "explorer.rollout_model.model_path",
+        "explorer.rollout_model.repetition_penalty",
+    ),
+)
 def rollout_model(ctx: Context) -> None:
     """The rollout engines take the model's path, context length and prompt settings unless told otherwise."""
     for key in (
@@ -86,6 +117,10 @@ def rollout_model(ctx: Context) -> None:
             ctx.set(target, ctx.get(source), "rollout_model", (ctx.input(source),))
 
 
+@rule(
+    reads=("model.max_model_len", "trainer.max_token_len_per_gpu", "trainer.ulysses_sequence_parallel_size"),
+    writes=("trainer.max_token_len_per_gpu",),
+)
 def token_budget(ctx: Context) -> None:
     """trainer.max_token_len_per_gpu defaults to 2 x max_model_len / sequence-parallel degree (upstream's rule)."""
     length, parallel = ctx.get(LEN), ctx.get("trainer.ulysses_sequence_parallel_size")

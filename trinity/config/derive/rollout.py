@@ -4,12 +4,14 @@ from .. import engines, modes
 from ..schema.explorer import NO_API_KEY
 from ..workflows import OPENAI_CLIENTS
 from ._context import Context
+from ._rule import each_taskset, rule
 from .buffer import EXPERIENCES, tasksets
 
 ROLLOUT = "explorer.rollout_model"
 MAX_PORT = 65535
 
 
+@rule(reads=("explorer.auxiliary_models",))
 def auxiliary_models(ctx: Context) -> None:
     """explorer.auxiliary_models are refused: no workflow of this version runs them, so nothing plans or places them."""
     if ctx.get("explorer.auxiliary_models"):
@@ -24,6 +26,19 @@ def auxiliary_models(ctx: Context) -> None:
         )
 
 
+@rule(
+    reads=(
+        "buffer.trainer_input.experience_buffer.storage_type",
+        "explorer.rollout_model.api_key",
+        "explorer.rollout_model.base_port",
+        "explorer.rollout_model.enable_openai_api",
+        "explorer.rollout_model.engine_num",
+        "explorer.rollout_model.tool_call_parser",
+        "mode",
+        *each_taskset("default_workflow_type"),
+    ),
+    writes=("explorer.rollout_model.enable_openai_api",),
+)
 def openai_api(ctx: Context) -> None:
     """Serve mode and a built-in agent workflow need the endpoint; the endpoint's settings are refused while none is
     served (nothing would read them)."""
@@ -106,6 +121,7 @@ def _serving(ctx: Context) -> bool:
     return True
 
 
+@rule(reads=("explorer.rollout_model.engine_type", "mode"))
 def sleep_mode(ctx: Context) -> None:
     """A mode sharing devices needs an engine that sleeps here (it frees the devices while the trainer steps)."""
     mode, kind = ctx.get("mode"), ctx.get(f"{ROLLOUT}.engine_type")
@@ -132,6 +148,10 @@ def _sleeps_here(ctx: Context, kind: str) -> bool:
     return entry.sleeps and (ctx.facts.rollout_sleep_mode or not entry.sleep_is_hardware_fact)
 
 
+@rule(
+    reads=("explorer.rollout_model.engine_type", "explorer.rollout_model.kv_cache_mib"),
+    writes=("explorer.rollout_model.kv_cache_mib",),
+)
 def kv_cache(ctx: Context) -> None:
     """A vLLM engine's KV cache takes the profile's explicit size where vLLM would size it wrongly from memory shares;
     another engine has no KV cache to size, so a size given to it is refused."""
@@ -152,6 +172,13 @@ def kv_cache(ctx: Context) -> None:
         ctx.set(key, size, "kv_cache", (ctx.fact("rollout_kv_cache_mib"), ctx.input(f"{ROLLOUT}.engine_type")))
 
 
+@rule(
+    reads=(
+        "explorer.rollout_model.engine_type",
+        "explorer.rollout_model.gpu_memory_utilization",
+        "explorer.rollout_model.kv_cache_mib",
+    )
+)
 def memory_utilization(ctx: Context) -> None:
     """A gpu_memory_utilization above what starts vLLM on this hardware is reported with the reason."""
     key, ceiling = f"{ROLLOUT}.gpu_memory_utilization", ctx.facts.max_gpu_memory_utilization

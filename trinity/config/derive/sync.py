@@ -2,12 +2,23 @@
 
 from ...platforms import get_platform
 from .. import modes, sync_methods
-from ..algorithms import needs_rollout
+from ..algorithms.queries import needs_rollout
 from ._context import Context
+from ._rule import rule
 
 KEY = "synchronizer.sync_method"
 
 
+@rule(
+    reads=(
+        "algorithm.algorithm_type",
+        "cluster.rollout_gpu_num",
+        "mode",
+        "synchronizer.sync_channel",
+        "synchronizer.sync_method",
+    ),
+    writes=("synchronizer.sync_channel", "synchronizer.sync_method", "synchronizer.weight_sync_world_size"),
+)
 def sync_method(ctx: Context) -> None:
     """online -> the hardware's collective; another vendor's collective is corrected; then what the method becomes in
     the mode (sync_methods.SyncMethod.in_mode)."""
@@ -67,6 +78,10 @@ def _channel(ctx: Context, method: sync_methods.SyncMethod, entry: modes.Mode) -
     ctx.set(key, value, "sync_channel", inputs)
 
 
+@rule(
+    reads=("algorithm.algorithm_type", "explorer.eval_interval", "mode", "synchronizer.sync_interval"),
+    writes=("explorer.eval_interval",),
+)
 def eval_interval(ctx: Context) -> None:
     """explorer.eval_interval is rounded down to a multiple of sync_interval, so evaluation follows a sync (upstream's
     rule)."""

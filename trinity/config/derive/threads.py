@@ -12,10 +12,32 @@ from typing import Any
 from .. import modes
 from ..engines import devices_per_engine
 from ._context import SYNC_KEYS, Context
+from ._rule import rule
 
 ALTERNATE = {"sync_style": "fixed", "sync_interval": 1, "sync_offset": 0}  # each explore step waits for the last train
 
 
+@rule(
+    reads=(
+        "cluster.gpu_per_node",
+        "cluster.node_num",
+        "cluster.rollout_gpu_num",
+        "cluster.train_stage_devices",
+        "cluster.trainer_gpu_num_per_node",
+        "env.common.OMP_NUM_THREADS",
+        "env.trainer.OMP_NUM_THREADS",
+        "explorer.rollout_model.data_parallel_size",
+        "explorer.rollout_model.pipeline_parallel_size",
+        "explorer.rollout_model.tensor_parallel_size",
+        "mode",
+        "synchronizer.sync_interval",
+        "synchronizer.sync_offset",
+        "synchronizer.sync_style",
+    ),
+    writes=("env.rollout.OMP_NUM_THREADS", "env.trainer.OMP_NUM_THREADS"),
+    # the rollout's value as written: explorer.env_vars (explorer_env_vars, later) may still set it, and wins
+    before=("env.rollout.OMP_NUM_THREADS",),
+)
 def compute_threads(ctx: Context) -> None:
     """env.trainer and env.rollout `<facts.compute_threads.env>`: the slots each actor computes with."""
     spec = ctx.facts.compute_threads

@@ -1,7 +1,8 @@
 """Rules for the trainer section: checkpoints kept, and the shape of the verl passthrough."""
 
-from ..algorithms import uses_critic
+from ..algorithms.queries import uses_critic
 from ._context import Context
+from ._rule import rule
 
 PASSTHROUGH = "trainer.trainer_config"
 # Where Trinity-RFT reads trainer_config's keys: verl's actor_rollout_ref sections, wrapped or flat.
@@ -9,6 +10,10 @@ VERL_SECTIONS = ("model", "actor", "ref", "rollout")
 CRITIC = "critic"  # verl's critic section, for an algorithm that trains one
 
 
+@rule(
+    reads=("trainer.max_actor_ckpt_to_keep", "trainer.max_checkpoints_to_keep"),
+    writes=("trainer.max_actor_ckpt_to_keep",),
+)
 def checkpoints_kept(ctx: Context) -> None:
     """trainer.max_actor_ckpt_to_keep (what the runtime reads) = max_checkpoints_to_keep, 0 meaning all."""
     key, keep = "trainer.max_actor_ckpt_to_keep", ctx.get("trainer.max_checkpoints_to_keep")
@@ -24,6 +29,7 @@ def checkpoints_kept(ctx: Context) -> None:
     ctx.set(key, value, "checkpoints_kept", (ctx.input("trainer.max_checkpoints_to_keep"),))
 
 
+@rule(reads=("algorithm.advantage_fn", "trainer.trainer_config"))
 def trainer_config(ctx: Context) -> None:
     """trainer.trainer_config holds verl sections (model, actor, ref, rollout), bare or under actor_rollout_ref,
     and verl's critic section where the algorithm trains a critic."""
@@ -67,6 +73,15 @@ def _refuse(ctx: Context, key: str, name: str, critic: bool) -> None:
     )
 
 
+@rule(
+    reads=(
+        "algorithm.advantage_fn",
+        "algorithm.algorithm_type",
+        "buffer.total_steps",
+        "trainer.critic_warmup",
+        "trainer.total_steps",
+    )
+)
 def critic_warmup(ctx: Context) -> None:
     """trainer.critic_warmup counts train steps of a critic: without one it would be ignored, so it is refused."""
     warmup = ctx.get("trainer.critic_warmup")

@@ -7,9 +7,9 @@ that runs it.
 
 import typing
 
-from ..modes import MODES
 from ..schema import RunConfig
 from ._context import Context
+from ._rule import each_taskset, rule
 from .buffer import AUXILIARY, EXPERIENCES, tasksets
 
 _DPO = (
@@ -25,7 +25,6 @@ _TASKSET_FILE = (
 # dotted key (a taskset's keys start with 'taskset.', the SFT data set's with 'experience_buffer.', a data set mixed
 # into batches with 'auxiliary_buffer.') -> value -> why it is refused
 NOT_RUN: dict[str, dict[str, str]] = {
-    "mode": {name: entry.refused for name, entry in MODES.items() if entry.refused},  # the modes table says why
     "synchronizer.sync_style": {
         "fully_async": "the stage loop runs fixed, trainer_driven and explorer_driven "
         "(trinity.runtime.driver.sync_policy.SyncPolicy); fully asynchronous explore and train is not "
@@ -49,6 +48,17 @@ NOT_RUN: dict[str, dict[str, str]] = {
 PROFILE_FACT = {"trainer.trainer_strategy": "trainer_strategies"}
 
 
+@rule(
+    reads=(
+        "buffer.trainer_input.auxiliary_buffers.*.format.prompt_type",
+        "buffer.trainer_input.auxiliary_buffers.*.storage_type",
+        "buffer.trainer_input.experience_buffer.format.prompt_type",
+        "monitor.monitor_type",
+        "synchronizer.sync_style",
+        "trainer.trainer_strategy",
+        *each_taskset("format.prompt_type", "storage_type"),
+    ),
+)
 def values_not_run(ctx: Context) -> None:
     """A value the runtime does not run is an error naming the key, the value, why, and what runs."""
     for key, table in _keys(ctx):

@@ -10,7 +10,7 @@ from math import ceil
 from typing import NamedTuple
 
 from .. import engines, modes
-from ..algorithms import uses_critic, uses_reference
+from ..algorithms.queries import uses_critic, uses_reference
 from ..lora import adapter_of, moves_adapter
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig

@@ -4,7 +4,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from .. import engines, modes
-from ..algorithms import uses_teacher
+from ..algorithms.queries import uses_teacher
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
 from .catalog import FoundShape, NoShape, find_shape

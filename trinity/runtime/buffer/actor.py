@@ -4,7 +4,7 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from ...config.algorithms import needs_rollout
+from ...config.algorithms.queries import needs_rollout
 from ...config.schema import RunConfig
 from ...config.schema.buffer import StorageConfig
 from ...launch.plan import ActorSpec

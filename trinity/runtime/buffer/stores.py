@@ -81,7 +81,7 @@ class JsonlFile:
 class DataSet:
     """A trainer's data set, one shuffled pass per epoch: (prompt, response) token ids of each SFT sample, a chosen
     and a rejected one (adjacent) of each DPO pair, or one raw text whose every token but the first is trained
-    (continued pre-training, as Trinity-RFT's formatter does). `data` says which (config/algorithms.py)."""
+    (continued pre-training, as Trinity-RFT's formatter does). `data` says which (config/algorithms/presets.py)."""
 
     def __init__(
         self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: str | None = None, data: str = "sft"

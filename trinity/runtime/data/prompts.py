@@ -8,7 +8,7 @@ class FormatError(KeyError):
     """A row lacks a column the format names."""
 
 
-# the columns a data set's rows need beyond the prompt, by what the trainer reads (config/algorithms.py Preset.data)
+# the columns a data set's rows need beyond the prompt, by what the trainer reads (config/algorithms/presets.py data)
 DATA_COLUMNS = {"sft": ("response_key",), "pairs": ("chosen_key", "rejected_key"), "text": ()}
 
 

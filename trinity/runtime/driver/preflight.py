@@ -26,6 +26,7 @@ from ...platforms import get_platform
 from ...platforms.detect import Probes
 from ...platforms.health import stack_problems
 from ...utils.child import module_command
+from ...utils.imports import import_path
 from ..data.preflight import column_issues
 from ..records.metrics import PACKAGES
 
@@ -53,16 +54,6 @@ def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlChe
         model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
     )
     issues += teacher_issues(resolved) + _monitor_issues(resolved) + _stack_issues(resolved)
-    for config in stages:
-        if not modes.mode(config.mode).loop:
-            issues.append(
-                Issue(
-                    f"mode {config.mode!r} is not run by this version of trinity",
-                    key="mode",
-                    source=resolved.provenance.where(("mode",)),
-                    allowed=", ".join(modes.running()),
-                )
-            )
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
     for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
         issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
@@ -244,7 +235,7 @@ def _engine_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
     for kind, configs in by_type.items():
         entry = engines.engine(kind)
         # an engine with a check of its own looks for its packages there (vLLM's plugin depends on the platform)
-        found = engines.load(entry.preflight)(configs, resolved) if entry.preflight else _needs(entry, resolved)
+        found = import_path(entry.preflight, kind)(configs, resolved) if entry.preflight else _needs(entry, resolved)
         found += [i for config in configs for i in _engine_args_issues(entry, config, resolved)]
         issues += [i for i in found if i not in issues]
     return issues

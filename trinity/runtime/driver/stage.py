@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ...config.algorithms import data_kind, needs_rollout
+from ...config.algorithms.queries import data_kind, needs_rollout
 from ...config.modes import mode
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue

@@ -15,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ...config.algorithms import uses_greedy_baseline
+from ...config.algorithms.queries import uses_greedy_baseline
 from ...config.schema import RunConfig
 from ...launch.plan import ActorSpec
 from ..experience import Experience

@@ -4,10 +4,10 @@
 loss mode computes it. Here the trainer looks them up (`get_adv_estimator_fn`, `get_policy_loss_fn`),
 after importing the trinity module an entry names, which registers a function verl lacks beside
 verl's own (`register_advantage`, `register_loss`: verl's decorators, made safe to run twice and
-refusing to replace a function someone else registered under the name).
+refusing to replace a function someone else registered under the name). A module registers each function by
+its entry's key and the name in verl's registry is read from the entry, so it is written in the entry alone.
 """
 
-import importlib
 import inspect
 from collections.abc import Callable
 from functools import partial
@@ -16,8 +16,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...config.algorithms import ADVANTAGES, CONFIG, POLICY_LOSSES, Advantage, PolicyLoss, kl_penalty_coef
+from ...config.algorithms.advantages import ADVANTAGES, CONFIG, Advantage
+from ...config.algorithms.losses import POLICY_LOSSES, PolicyLoss
+from ...config.algorithms.queries import kl_penalty_coef
 from ...config.schema.algorithm import AlgorithmConfig
+from ...utils.imports import import_path
 from ..experience import Experience
 from . import batch as batches
 from .algos import _episodes
@@ -37,13 +40,26 @@ def _taken(registry: dict, name: str, fn: Callable, what: str) -> bool:
     return True
 
 
-def register_advantage(name: str) -> Callable[[Callable], Callable]:
-    """Register an advantage estimator of trinity's with verl's `register_adv_est`, beside verl's own.
+def _registry_name(table: dict[str, Advantage | PolicyLoss], key: str, field: str) -> str:
+    """The name in verl's registry of the function of entry `key` (its `field`): where a module registers it."""
+    if key not in table:
+        raise KeyError(f"{key!r} has no entry among {', '.join(table)} (trinity/config/algorithms)")
+    name = getattr(table[key], field)
+    if name is None:
+        raise ValueError(f"entry {key!r} names no function in verl's registry: nothing to register")
+    return name
+
+
+def register_advantage(key: str) -> Callable[[Callable], Callable]:
+    """Register the estimator of ADVANTAGES[key] with verl's `register_adv_est`, beside verl's own, under the name
+    the entry carries.
 
     Idempotent: the same function registered again (a re-import) replaces its earlier self; a name that
     verl, or another module, already registered is refused.
     """
     from verl.trainer.ppo import core_algos
+
+    name = _registry_name(ADVANTAGES, key, "estimator")
 
     def decorator(fn: Callable) -> Callable:
         if _taken(core_algos.ADV_ESTIMATOR_REGISTRY, name, fn, "advantage estimator"):
@@ -53,10 +69,13 @@ def register_advantage(name: str) -> Callable[[Callable], Callable]:
     return decorator
 
 
-def register_loss(name: str) -> Callable[[Callable], Callable]:
-    """Register a policy loss of trinity's with verl's `register_policy_loss`, so verl's actor calls it by
-    loss_mode. verl's decorator silently replaces; this one refuses a name already taken by another function."""
+def register_loss(key: str) -> Callable[[Callable], Callable]:
+    """Register the policy loss of POLICY_LOSSES[key] with verl's `register_policy_loss` under its loss_mode, so verl's
+    actor calls it by that mode. verl's decorator silently replaces; this one refuses a name already taken by another
+    function."""
     from verl.trainer.ppo import core_algos
+
+    name = _registry_name(POLICY_LOSSES, key, "loss_mode")
 
     def decorator(fn: Callable) -> Callable:
         _taken(core_algos.POLICY_LOSS_REGISTRY, name, fn, "policy loss")
@@ -69,10 +88,12 @@ def register_loss(name: str) -> Callable[[Callable], Callable]:
 OWN_LOSSES: dict[str, Callable] = {}
 
 
-def own_loss(name: str) -> Callable[[Callable], Callable]:
-    """Declare a policy loss of trinity's that takes arguments: `fn(log_prob, old_log_prob, advantages,
-    response_mask, agg, **args)`, where `agg(values, mode=None)` aggregates a per-token matrix as verl does over
-    the whole batch (by the run's loss_agg_mode, or `mode`). `bind_loss` registers it with verl per run."""
+def own_loss(key: str) -> Callable[[Callable], Callable]:
+    """Declare the policy loss of POLICY_LOSSES[key], one of trinity's that takes arguments: `fn(log_prob,
+    old_log_prob, advantages, response_mask, agg, **args)`, where `agg(values, mode=None)` aggregates a per-token
+    matrix as verl does over the whole batch (by the run's loss_agg_mode, or `mode`). `bind_loss` registers it with
+    verl per run, under the entry's loss_mode."""
+    name = _registry_name(POLICY_LOSSES, key, "loss_mode")
 
     def decorator(fn: Callable) -> Callable:
         OWN_LOSSES[name] = fn
@@ -155,7 +176,7 @@ def actor_loss(algorithm: AlgorithmConfig, config: Any, step: int, info: dict) -
     entry = POLICY_LOSSES[algorithm.policy_loss_fn]
     if entry.actor_loss is None:
         return None
-    fn = getattr(importlib.import_module(entry.module), entry.actor_loss)
+    fn = import_path(f"{entry.module}:{entry.actor_loss}", f"policy loss {algorithm.policy_loss_fn!r}'s actor loss")
     return partial(fn, config=config, args=algorithm.policy_loss_fn_args or {}, step=step, info=info)
 
 
@@ -168,8 +189,8 @@ def prepare(algorithm: AlgorithmConfig) -> None:
 
 
 def _load(entry: Advantage | PolicyLoss) -> None:
-    if entry.module:
-        importlib.import_module(entry.module)
+    if entry.module:  # importing it registers its functions with verl
+        import_path(entry.module, "the module of trinity's own algorithm functions")
 
 
 # Per-token columns an estimator may read besides the rewards, as the trainer's batch hands them over whole (each a

@@ -3,7 +3,7 @@ model, the actor's own (the old policy, recomputed) and the distillation teacher
 
 from typing import TYPE_CHECKING
 
-from ...config.algorithms import uses_reference
+from ...config.algorithms.queries import uses_reference
 from ...config.schema import RunConfig
 from ..weights import lora
 

@@ -11,7 +11,7 @@ from dataclasses import replace
 from math import ceil
 from typing import TYPE_CHECKING
 
-from ...config.algorithms import SAMPLE_STRATEGIES
+from ...config.algorithms.sampling import SAMPLE_STRATEGIES
 from ...config.schema import RunConfig
 from ..experience import Experience
 from .algos import _episodes

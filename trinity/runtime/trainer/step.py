@@ -9,7 +9,7 @@ Then every rank runs verl's update on its shard.
 import time
 from typing import TYPE_CHECKING, Any
 
-from ...config.algorithms import POLICY_LOSSES
+from ...config.algorithms.losses import POLICY_LOSSES
 from ...config.schema import RunConfig
 from ...utils.imports import lazy_module
 from .logprobs import LogProbs

@@ -15,7 +15,8 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ...config.algorithms import POLICY_LOSSES, uses_critic, uses_reference, uses_teacher
+from ...config.algorithms.losses import POLICY_LOSSES
+from ...config.algorithms.queries import uses_critic, uses_reference, uses_teacher
 from ...config.schema import RunConfig
 from ...utils.imports import lazy_module
 from ..weights import lora

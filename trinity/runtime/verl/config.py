@@ -12,7 +12,7 @@ import os
 from typing import Any
 
 from ...config import engines
-from ...config.algorithms import POLICY_LOSSES
+from ...config.algorithms.losses import POLICY_LOSSES
 from ...config.schema import RunConfig
 from ...config.schema.model import module_names
 from ...errors import ConfigError, Issue

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ...config.algorithms import uses_critic
+from ...config.algorithms.queries import uses_critic
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
 

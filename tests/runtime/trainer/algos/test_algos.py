@@ -10,7 +10,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from trinity.config.algorithms import ADVANTAGES, FUNCTIONS, POLICY_LOSSES
+from trinity.config.algorithms.advantages import ADVANTAGES
+from trinity.config.algorithms.functions import FUNCTIONS
+from trinity.config.algorithms.losses import POLICY_LOSSES
 from trinity.runtime.experience import Experience
 from trinity.runtime.trainer import functions
 

@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trinity.config.algorithms import FUNCTIONS
+from trinity.config.algorithms.functions import FUNCTIONS
 from trinity.runtime.experience import Experience
 from trinity.runtime.trainer import functions
 from trinity.runtime.trainer.algos import gigpo

@@ -2,7 +2,8 @@
 0.6.0 defines it.
 
 Importing a module registers its estimators with verl's advantage-estimator registry and its losses with
-`functions.own_loss`; the trainer binds a loss to the run's arguments and registers it in verl's policy-loss
-registry (`functions.prepare`). Group estimators take `index` (the task each rollout answers), or `episodes` (the
-batch's episodes and their steps, `_episodes.py`).
+`functions.own_loss`, each by its entry's key in trinity/config/algorithms (the entry carries the registry name);
+the trainer binds a loss to the run's arguments and registers it in verl's policy-loss registry
+(`functions.prepare`). Group estimators take `index` (the task each rollout answers), or `episodes` (the batch's
+episodes and their steps, `_episodes.py`).
 """

@@ -8,7 +8,7 @@ from ..functions import register_advantage
 from . import _groups
 
 
-@register_advantage("trinity_asymre")
+@register_advantage("asymre")
 def asymre_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

@@ -11,7 +11,7 @@ import torch
 from ..functions import own_loss, register_advantage
 
 
-@register_advantage("trinity_on_policy_distill")
+@register_advantage("on_policy_distill")
 def on_policy_distill_advantage(
     response_mask: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -36,7 +36,7 @@ def jsd(student: torch.Tensor, teacher: torch.Tensor, beta: float) -> torch.Tens
     return beta * (teacher - mixture) + (1 - beta) * (student - mixture)
 
 
-@register_advantage("trinity_jsd")
+@register_advantage("jsd")
 def jsd_advantage(
     response_mask: torch.Tensor,
     old_log_probs: torch.Tensor,
@@ -62,7 +62,7 @@ def jsd_advantage(
         return advantages, advantages.clone()
 
 
-@own_loss("trinity_importance_sampling")
+@own_loss("importance_sampling")
 def importance_sampling_loss(log_prob, old_log_prob, advantages, response_mask, agg, **_):
     """agg(-A * pi / mu), the log-ratio clamped to [-20, 20] (upstream's guard against overflow); no clipping."""
     log_ratio = (log_prob - old_log_prob).clamp(-20.0, 20.0)

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from ..functions import own_loss
 
 
-@own_loss("trinity_dpo")
+@own_loss("dpo")
 def dpo_loss(log_prob, old_log_prob, advantages, response_mask, agg, *, beta=0.1, label_smoothing=0.0, **_):
     """Mean over pairs of -(1 - ls) logsigmoid(beta z) - ls logsigmoid(-beta z), z = (log pi - log ref) summed over
     the chosen response minus the same over the rejected one; `old_log_prob` is the reference's."""

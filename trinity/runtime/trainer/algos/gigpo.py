@@ -21,7 +21,7 @@ def returns(rewards: list[float], gamma: float) -> list[float]:
     return out
 
 
-@register_advantage("trinity_gigpo")
+@register_advantage("gigpo")
 def gigpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

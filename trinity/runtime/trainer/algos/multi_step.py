@@ -8,7 +8,7 @@ from ..functions import register_advantage
 from . import _episodes
 
 
-@register_advantage("trinity_step_wise_grpo")
+@register_advantage("step_wise_grpo")
 def step_wise_grpo_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

@@ -19,7 +19,7 @@ def baseline(rewards: torch.Tensor, opmd_baseline: str, tau: float) -> torch.Ten
     return tau * (torch.logsumexp(rewards / tau, dim=-1) - math.log(len(rewards)))
 
 
-@register_advantage("trinity_opmd")
+@register_advantage("opmd")
 def opmd_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -37,7 +37,7 @@ def opmd_advantage(
         return _groups.on_tokens(out, response_mask)
 
 
-@own_loss("trinity_opmd")
+@own_loss("opmd")
 def opmd_loss(log_prob, old_log_prob, advantages, response_mask, agg, *, tau: float = 1.0, **_):
     """agg(-advantage * log pi) / (1 + tau)."""
     loss = agg(-advantages * log_prob) / (1.0 + tau)

@@ -9,7 +9,7 @@ from ..functions import register_advantage
 from . import _groups
 
 
-@register_advantage("trinity_raft")
+@register_advantage("raft")
 def raft_selection(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,

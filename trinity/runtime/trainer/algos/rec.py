@@ -22,7 +22,7 @@ def _kept(rewards: torch.Tensor, drop: str | None, seed: str) -> torch.Tensor:
     return keep
 
 
-@register_advantage("trinity_rec")
+@register_advantage("rec")
 def rec_advantage(
     token_level_rewards: torch.Tensor,
     response_mask: torch.Tensor,
@@ -72,7 +72,7 @@ def weighted(advantages, ratio, seq_ratio, weight: str, temp: float) -> torch.Te
     return advantages
 
 
-@own_loss("trinity_rec")
+@own_loss("rec")
 def rec_loss(
     log_prob,
     old_log_prob,

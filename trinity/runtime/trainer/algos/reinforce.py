@@ -6,7 +6,7 @@ from ..functions import register_advantage
 from . import _groups
 
 
-@register_advantage("trinity_reinforce")
+@register_advantage("reinforce")
 def reinforce_advantage(token_level_rewards: torch.Tensor, response_mask: torch.Tensor, **_: object):
     """advantage = reward on every response token."""
     with torch.no_grad():

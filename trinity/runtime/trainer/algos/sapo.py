@@ -13,7 +13,7 @@ def soft_gate(ratio: torch.Tensor, advantages: torch.Tensor, tau_pos: float, tau
     return torch.sigmoid(tau * (ratio - 1)) * (4.0 / tau)
 
 
-@own_loss("trinity_sapo")
+@own_loss("sapo")
 def sapo_loss(log_prob, old_log_prob, advantages, response_mask, agg, *, tau_pos=1.0, tau_neg=1.05, **_):
     """agg(-A * sg(gate(ratio)) * log pi)."""
     ratio = torch.exp(log_prob - old_log_prob)

@@ -6,7 +6,7 @@ import torch
 from ..functions import own_loss
 
 
-@own_loss("trinity_sppo")
+@own_loss("sppo")
 def sppo_loss(log_prob, old_log_prob, advantages, response_mask, agg, *, epsilon: float = 0.3, **_):
     """agg(-A * (log pi - log mu) * in_range), in_range by the (not differentiated) ratio."""
     ratio = torch.exp(log_prob - old_log_prob).detach()

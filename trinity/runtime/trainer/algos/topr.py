@@ -7,7 +7,7 @@ import torch
 from ..functions import own_loss
 
 
-@own_loss("trinity_topr")
+@own_loss("topr")
 def topr_loss(log_prob, old_log_prob, advantages, response_mask, agg, *, advantage_threshold: float = 0.0, **_):
     """agg(-sg(alpha) * A * log pi), alpha = clip(pi / mu, 0, 1) where A <= threshold, else 1."""
     ratio = torch.exp(log_prob - old_log_prob)

@@ -1,0 +1,112 @@
+"""Rules of trinity/config/derive/sync.py, each through `trinity config render/validate`:
+the weight-sync method, its channel and world size, and the evaluation interval.
+"""
+
+import pytest
+
+from tests.conftest import MINIMAL
+
+
+@pytest.mark.parametrize("profile,backend", [("ascend910b", "hccl"), ("a100", "nccl"), ("cpu", "gloo")])
+def test_online_becomes_the_hardware_collective(render, profile, backend):
+    result, cfg = render("algorithm:\n  repeat_times: 4\nsynchronizer:\n  sync_method: online\n", f"hardware={profile}")
+    assert cfg["synchronizer"]["sync_method"] == backend and result.err == ""
+
+
+def test_online_is_the_default(render):
+    assert render("", "hardware=ascend910c")[1]["synchronizer"]["sync_method"] == "hccl"
+
+
+def test_other_vendor_collective_is_corrected_with_a_warning(render):
+    result, cfg = render("synchronizer:\n  sync_method: hccl\n", "hardware=a100")
+    assert cfg["synchronizer"]["sync_method"] == "nccl"
+    assert (
+        "warning: run.yaml:4:3: synchronizer.sync_method: 'hccl' is not the collective backend of a100, which is 'nccl'"
+        in result.err
+    )
+    assert "write sync_method: online" in result.err
+
+
+def test_other_vendor_collective_is_an_error_under_strict(cli, write):
+    path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_method: nccl\n")
+    result = cli("config", "validate", "-c", path, "hardware=ascend910b", "--strict")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:4:3: synchronizer.sync_method: 'nccl' is not the collective backend of ascend910b"
+        in result.err
+    )
+    assert "(an error under --strict)" in result.err
+
+
+def test_offline_is_checkpoint(render):
+    cfg = render("synchronizer:\n  sync_method: offline\n", "hardware=a100")[1]
+    assert cfg["synchronizer"]["sync_method"] == "checkpoint" and cfg["synchronizer"]["weight_sync_world_size"] is None
+
+
+@pytest.mark.parametrize("mode,method", [("train", "checkpoint"), ("explore", "checkpoint"), ("colocate", "memory")])
+def test_collective_outside_both_mode_is_replaced_with_a_note(render, mode, method):
+    result, cfg = render(f"mode: {mode}\nsynchronizer:\n  sync_method: online\n", "hardware=a100")
+    assert cfg["synchronizer"]["sync_method"] == method
+    assert (
+        "note: run.yaml:5:3: synchronizer.sync_method: a collective sync needs explorer and trainer running side by "
+        f"side; in mode '{mode}' it becomes '{method}'" in result.err
+    )
+
+
+def test_memory_in_a_run_without_both_trainer_and_engines_goes_through_checkpoint_files(render):
+    """A train run and an explore run of one directory meet through files: memory sync needs both in one run."""
+    result, cfg = render("mode: train\nsynchronizer:\n  sync_method: memory\n", "hardware=a100")
+    assert (cfg["synchronizer"]["sync_method"], cfg["synchronizer"]["sync_channel"]) == ("checkpoint", "files")
+    assert (
+        "note: run.yaml:5:3: synchronizer.sync_method: a memory sync needs trainer and engines in one run; in mode "
+        "'train' it becomes 'checkpoint'" in result.err
+    )
+
+
+@pytest.mark.parametrize(
+    "profile,mode,method,channel",
+    [
+        ("a100", "both", "online", "process_group"),
+        ("a100", "colocate", "online", "device_ipc"),  # CUDA IPC: the engines map the trainer's device buffers
+        ("ascend910b", "colocate", "online", "device_ipc"),  # torch_npu's NPU IPC
+        ("cpu", "colocate", "online", "object_store"),  # no device memory to map
+        ("a100", "both", "memory", "object_store"),  # engines on devices of their own: through host memory
+        ("a100", "both", "checkpoint", "files"),
+        ("a100", "explore", "online", "files"),
+    ],
+)
+def test_the_channel_follows_the_method_the_mode_and_whether_the_platform_maps_device_memory(
+    render, profile, mode, method, channel
+):
+    cfg = render(f"mode: {mode}\nsynchronizer:\n  sync_method: {method}\n", f"hardware={profile}")[1]
+    assert cfg["synchronizer"]["sync_channel"] == channel
+
+
+def test_the_channel_is_explained_and_refused_when_set_by_hand(cli, render, write):
+    path = write("run.yaml", MINIMAL + "mode: colocate\n")
+    explained = cli("config", "render", "-c", path, "hardware=h200", "--explain", "synchronizer.sync_channel").out
+    assert "rule sync_channel" in explained and "'device_ipc'  <- synchronizer.sync_method='memory'" in explained
+    assert "platform cuda.device_ipc=True (CUDA IPC handles" in explained
+    result, _ = render("synchronizer:\n  sync_channel: files\n", "hardware=a100")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:4:3: synchronizer.sync_channel: is derived ('process_group': from sync_method, mode and the "
+        "platform) and must not be set to 'files'" in result.err
+    )
+
+
+def test_weight_sync_world_size_is_rollout_plus_one(render):
+    cfg = render("explorer:\n  rollout_model:\n    engine_num: 3\n    tensor_parallel_size: 2\n", "hardware=h100")[1]
+    assert cfg["cluster"]["rollout_gpu_num"] == 6 and cfg["synchronizer"]["weight_sync_world_size"] == 7
+
+
+def test_eval_interval_is_rounded_to_a_multiple_of_the_sync_interval(render):
+    result, cfg = render(
+        "algorithm:\n  repeat_times: 4\nexplorer:\n  eval_interval: 10\nsynchronizer:\n  sync_interval: 4\n",
+        "hardware=a100",
+    )
+    assert cfg["explorer"]["eval_interval"] == 8
+    assert (
+        "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.sync_interval=4; using 8"
+        in result.err
+    )
