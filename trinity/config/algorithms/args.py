@@ -7,7 +7,7 @@ silently. An argument upstream has that the runtime cannot honour accepts only u
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ..schema._base import Section
 from ..schema.algorithm import LossAggMode
@@ -15,11 +15,16 @@ from ..schema.algorithm import LossAggMode
 ONLY_DEFAULT = "; only Trinity-RFT's default is supported yet"
 
 
-class NoArgs(Section):
+class _Args(Section):
+    # built on first use: a run validates the arguments of its own functions, not of all the ones there are
+    model_config = ConfigDict(defer_build=True)
+
+
+class NoArgs(_Args):
     """A function that takes no arguments."""
 
 
-class _AggArgs(Section):
+class _AggArgs(_Args):
     # Upstream lists loss_agg_mode among a policy loss's arguments and overwrites it with algorithm.loss_agg_mode.
     loss_agg_mode: LossAggMode | None = Field(
         None, description="Filled from algorithm.loss_agg_mode, as upstream does."
@@ -66,7 +71,7 @@ class CISPOPolicyLossArgs(_AggArgs):
     mask_clip_range_high: float = Field(0.28, description="Upper mask range (unused while enable_mask_clip is off).")
 
 
-class StalenessArgs(Section):
+class StalenessArgs(_Args):
     max_staleness: float | None = Field(
         None,
         ge=0,
@@ -76,7 +81,7 @@ class StalenessArgs(Section):
     )
 
 
-class MixSampleArgs(Section):
+class MixSampleArgs(_Args):
     expert_data_ratio: float = Field(
         0.5, ge=0, lt=1, description="Share of each train batch taken from the SFT data set (rounded up)."
     )
@@ -85,7 +90,7 @@ class MixSampleArgs(Section):
     )
 
 
-class GRPOAdvantageArgs(Section):
+class GRPOAdvantageArgs(_Args):
     epsilon: float = Field(1e-6, gt=0, description="Added to the group's reward std before dividing.")
     norm_adv_by_std: bool = Field(
         True, description="Divide by the group's reward std (False: Dr. GRPO; trinity's addition)."
@@ -108,7 +113,7 @@ class GRPOAdvantageArgs(Section):
         return self
 
 
-class StepWiseGRPOAdvantageArgs(Section):
+class StepWiseGRPOAdvantageArgs(_Args):
     epsilon: float = Field(1e-6, gt=0, description="Added to the reward std before dividing.")
     enable_step_norm: bool = Field(
         False, description="Divide each episode's advantage by its number of turns (its steps)."
@@ -121,7 +126,7 @@ class StepWiseGRPOAdvantageArgs(Section):
     )
 
 
-class GiGPOAdvantageArgs(Section):
+class GiGPOAdvantageArgs(_Args):
     omega: float = Field(1.0, ge=0, description="Weight of the step advantage: A_E + omega * A_S.")
     gamma: float = Field(1.0, ge=0, le=1, description="Discount of the step returns the step advantage compares.")
     fnorm: Literal["none", "std"] = Field(
@@ -139,36 +144,36 @@ class GiGPOAdvantageArgs(Section):
     )
 
 
-class KLArgs(Section):
+class KLArgs(_Args):
     kl_coef: float = Field(0.001, ge=0, description="Weight of the KL term.")
     adaptive: Literal[False] = Field(False, description="Adapt kl_coef to a KL target" + ONLY_DEFAULT)
 
 
-class EntropyLossArgs(Section):
+class EntropyLossArgs(_Args):
     entropy_coef: float = Field(0.0, ge=0, description="Weight of the entropy bonus.")
 
 
-class PPOAdvantageArgs(Section):
+class PPOAdvantageArgs(_Args):
     gamma: float = Field(1.0, ge=0, le=1, description="Discount of future rewards (GAE's gamma).")
     lam: float = Field(1.0, ge=0, le=1, description="GAE's lambda: 1 is the Monte-Carlo return, 0 one-step TD.")
 
 
-class ReinforcePlusPlusAdvantageArgs(Section):
+class ReinforcePlusPlusAdvantageArgs(_Args):
     gamma: float = Field(1.0, ge=0, le=1, description="Discount of the reward-to-go before whitening.")
 
 
-class OPMDAdvantageArgs(Section):
+class OPMDAdvantageArgs(_Args):
     opmd_baseline: Literal["mean", "logavgexp"] = Field(
         "mean", description="Group baseline: the mean reward, or tau * log(mean(exp(reward / tau)))."
     )
     tau: float = Field(1.0, gt=0, description="Temperature of the logavgexp baseline.")
 
 
-class AsymREAdvantageArgs(Section):
+class AsymREAdvantageArgs(_Args):
     baseline_shift: float = Field(-0.1, description="Added to the group's mean reward to make the baseline.")
 
 
-class RECAdvantageArgs(Section):
+class RECAdvantageArgs(_Args):
     epsilon: float = Field(1e-6, gt=0, description="Added to the group's reward std before dividing.")
     std_normalize: bool = Field(False, description="Divide by the group's reward std.")
     drop: Literal["balance"] | None = Field(
@@ -176,7 +181,7 @@ class RECAdvantageArgs(Section):
     )
 
 
-class RAFTAdvantageArgs(Section):
+class RAFTAdvantageArgs(_Args):
     min_reward: float | None = Field(
         None, description="A task's best rollout is trained on only if its reward reaches this (None: always)."
     )
@@ -204,11 +209,11 @@ class MixChordLossArgs(_MixLossArgs):
     )
 
 
-class OnPolicyDistillAdvantageArgs(Section):
+class OnPolicyDistillAdvantageArgs(_Args):
     kl_coef: float = Field(1.0, ge=0, description="Scale of the advantage: kl_coef * (teacher - student log-prob).")
 
 
-class JSDAdvantageArgs(Section):
+class JSDAdvantageArgs(_Args):
     lambda_coef: float = Field(
         0.5, ge=0, le=1, description="JSD's mixture weight of the teacher: 0 is KL(student||teacher), 1 the reverse."
     )
@@ -217,7 +222,7 @@ class JSDAdvantageArgs(Section):
     chunk_size: int | None = Field(None, gt=0, description="Tokens computed at once (memory only; same values).")
 
 
-class DPOLossArgs(Section):
+class DPOLossArgs(_Args):
     beta: float = Field(0.1, gt=0, description="Strength of the implicit KL to the reference model.")
     label_smoothing: float = Field(
         0.0, ge=0, le=0.5, description="Share of the loss that assumes the labels are swapped (conservative DPO)."
