@@ -18,25 +18,19 @@ from ._rule import each_taskset, rule
 from .buffer import AUXILIARY, EXPERIENCES
 
 KEY = "algorithm.algorithm_type"
+# what the preset fills where unset, and the rule checks where set: every function, its arguments, the aggregation
+_FUNCTIONS = tuple(
+    f"algorithm.{kind}{part}"
+    for kind in ("advantage_fn", "entropy_loss_fn", "kl_loss_fn", "kl_penalty_fn", "policy_loss_fn", "sample_strategy")
+    for part in ("", "_args")
+) + ("algorithm.loss_agg_mode",)
 
 
 @rule(
     reads=(
-        "algorithm.advantage_fn",
-        "algorithm.advantage_fn_args",
+        *_FUNCTIONS,
         "algorithm.algorithm_type",
-        "algorithm.entropy_loss_fn",
-        "algorithm.entropy_loss_fn_args",
-        "algorithm.kl_loss_fn",
-        "algorithm.kl_loss_fn_args",
-        "algorithm.kl_penalty_fn",
-        "algorithm.kl_penalty_fn_args",
-        "algorithm.loss_agg_mode",
-        "algorithm.policy_loss_fn",
-        "algorithm.policy_loss_fn_args",
         "algorithm.repeat_times",
-        "algorithm.sample_strategy",
-        "algorithm.sample_strategy_args",
         "buffer.trainer_input.auxiliary_buffers.*.path",
         "buffer.trainer_input.experience_buffer.format.enable_concatenated_multi_turn",
         "buffer.trainer_input.experience_buffer.format.prompt_type",
@@ -46,21 +40,7 @@ KEY = "algorithm.algorithm_type"
         "model.teacher_model_path",
         *each_taskset("#"),
     ),
-    writes=(
-        "algorithm.advantage_fn",
-        "algorithm.advantage_fn_args",
-        "algorithm.entropy_loss_fn",
-        "algorithm.entropy_loss_fn_args",
-        "algorithm.kl_loss_fn",
-        "algorithm.kl_loss_fn_args",
-        "algorithm.kl_penalty_fn",
-        "algorithm.kl_penalty_fn_args",
-        "algorithm.loss_agg_mode",
-        "algorithm.policy_loss_fn",
-        "algorithm.policy_loss_fn_args",
-        "algorithm.sample_strategy",
-        "algorithm.sample_strategy_args",
-    ),
+    writes=_FUNCTIONS,
     # each training taskset's own repeat count, else algorithm.repeat_times: what taskset_repeat_times (later) fills
     before=("buffer.explorer_input.taskset.repeat_times", "buffer.explorer_input.tasksets.*.repeat_times"),
 )
