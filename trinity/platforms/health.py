@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import npu_stacks
 from .detect import Detection, Probes
 from .npu_stacks import CHECKED, Problem, node_problems
 
@@ -118,11 +119,29 @@ def problems(
 def stack_problems(device_type: str, probes: Probes) -> list[Problem]:
     """What keeps this node from running trinity on `device_type`'s vendor stack: on NPUs, the stack its CANN
     release pairs with, package by package (npu_stacks.py); nothing for a device type without stack records."""
-    if device_type != "npu":
+    if device_type != npu_stacks.DEVICE_TYPE:
         return []
     packages = {name: probes.version(name) for name in CHECKED}
     release = cann_state(probes)["release"]
     return node_problems(release, packages, probes.machine(), probes.python())
+
+
+def stack_report(device_type: str, release: str | None, probes: Probes) -> dict[str, Any] | None:
+    """The vendor stack a node's toolkit release belongs to, and the commands that install the one trinity runs for
+    this node's CPU architecture; None for a device type without stack records."""
+    if device_type != npu_stacks.DEVICE_TYPE:
+        return None
+    stack = npu_stacks.by_cann(release) if release else None
+    arch = probes.machine()
+    install = npu_stacks.CURRENT if stack is None or stack.refused else stack
+    commands = npu_stacks.install_commands(install, arch) if arch in npu_stacks.ARCHITECTURES else []
+    return {
+        "cann": release,
+        "stack": stack.summary() if stack else None,
+        "runs": bool(stack) and not stack.refused,
+        "architecture": arch,
+        "install": commands,
+    }
 
 
 def _extra(device_type: str) -> str:

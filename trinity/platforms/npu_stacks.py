@@ -15,6 +15,7 @@ wheels for both architectures, cp310-cp312, transformers==5.5.4; 0.23.0.post1: a
 
 from dataclasses import dataclass, field
 
+DEVICE_TYPE = "npu"  # the platform whose vendor stacks these are
 ARCHITECTURES = ("x86_64", "aarch64")
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ASCEND_INDEX = "https://mirrors.huaweicloud.com/ascend/repos/pypi"  # triton-ascend, arctic-inference wheels
