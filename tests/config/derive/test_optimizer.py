@@ -8,17 +8,8 @@ from tests.conftest import MINIMAL
 GRPO = MINIMAL + "algorithm:\n  repeat_times: 4\n"
 
 
-@pytest.fixture
-def render(cli, write):
-    def _render(text: str, *args: str):
-        result = cli("config", "render", "-c", write("run.yaml", text), "hardware=cpu", "--format", "json", *args)
-        return result, (result.json() if result.code == 0 else None)
-
-    return _render
-
-
 def test_warmup_style_is_upstreams_deprecated_name_of_the_schedule(render):
-    result, cfg = render(GRPO + "  optimizer:\n    warmup_style: cosine\n")
+    result, cfg = render(GRPO + "  optimizer:\n    warmup_style: cosine\n", "hardware=cpu")
     assert result.code == 0 and cfg["algorithm"]["optimizer"]["lr_scheduler_type"] == "cosine"
     assert (
         "warning: run.yaml:6:5: algorithm.optimizer.warmup_style: is deprecated in Trinity-RFT; lr_scheduler_type is "
@@ -40,7 +31,7 @@ def test_warmup_style_contradicting_the_schedule_is_an_error(cli, write):
     "written,both", [("  optimizer:\n    clip_grad: 0.5\n", 0.5), ("trainer:\n  grad_clip: 0.3\n", 0.3), ("", 1.0)]
 )
 def test_the_gradient_clip_is_one_value_under_both_names(render, written, both):
-    result, cfg = render(GRPO + written)
+    result, cfg = render(GRPO + written, "hardware=cpu")
     assert result.code == 0 and (cfg["algorithm"]["optimizer"]["clip_grad"], cfg["trainer"]["grad_clip"]) == (
         both,
         both,
