@@ -88,16 +88,11 @@ class NodeError(_Kind):
     what = "this node's software stack cannot run this profile"
 
 
-# The source of every issue about this node's software stack (runtime/preflight.py `_stack_issues`)
-NODE_SOURCE = "this node, for "
-
-
-def config_or_node_error(issues: Iterable[Issue]) -> ConfigError:
-    """A NodeError when every error is about this node's software stack, else a ConfigError of them all."""
-    issues = list(issues)
-    errors = [i for i in issues if i.severity == "error"]
-    on_node = errors and all(i.source.startswith(NODE_SOURCE) for i in errors)
-    return NodeError(issues) if on_node else ConfigError(issues)
+def config_or_node_error(issues: Iterable[Issue], node: Iterable[Issue] = ()) -> ConfigError:
+    """A NodeError when the only errors are `node`'s (this node's software stack), else a ConfigError of them all."""
+    issues, node = list(issues), list(node)
+    on_node = bool(node) and not any(i.severity == "error" for i in issues)
+    return NodeError(issues + node) if on_node else ConfigError(issues + node)
 
 
 def _problems(count: int) -> str:

@@ -62,7 +62,8 @@ def test_render_leaves_the_schema_emitter_and_other_commands_unimported(tmp_path
         "import sys; from trinity.cli.main import main; "
         f"main(['config', 'render', '--config', {str(REFERENCE)!r}, '+hardware=ascend910b', '-o', 'out.yaml']); "
         "print(sorted(m for m in ('trinity.config.json_schema', 'trinity.config.explain', 'trinity.config.diff', "
-        "'trinity.config.memory', 'trinity.launch', 'trinity.runtime', 'trinity.cli.doctor') if m in sys.modules)); "
+        "'trinity.config.memory', 'trinity.launch', 'trinity.runtime', 'trinity.cli.doctor', 'trinity.cli.run_cmd', "
+        "'trinity.cli.plan_cmd', 'trinity.cli.profile_cmd', 'trinity.cli.doctor_cmd') if m in sys.modules)); "
         "main(['config', 'schema', '-o', 'schema.json']); print('trinity.config.json_schema' in sys.modules)"
     )
     proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=120)

@@ -4,7 +4,6 @@ import pytest
 
 from tests.conftest import MINIMAL
 from trinity.errors import (
-    NODE_SOURCE,
     ClusterError,
     ConfigError,
     Issue,
@@ -303,9 +302,10 @@ def test_each_kind_of_problem_has_its_own_headline(kind, one, two):
 
 
 def test_a_node_error_only_when_every_error_is_about_this_node():
-    stack = Issue("no CANN toolkit found here", key="hardware", source=NODE_SOURCE + "ascend910b (hardware=auto)")
+    stack = Issue("no CANN toolkit found here", key="hardware", source="this node, for ascend910b (hardware=auto)")
     config = Issue("unknown key", key="trainr", source="run.yaml:3:1")
     warning = Issue("slow", key="x", severity="warning")
-    assert type(config_or_node_error([stack, warning])) is NodeError
-    assert type(config_or_node_error([stack, config])) is ConfigError  # the config's problems come first
+    assert type(config_or_node_error([warning], [stack])) is NodeError
+    assert type(config_or_node_error([config], [stack])) is ConfigError  # the config's problems come first
     assert type(config_or_node_error([config])) is ConfigError
+    assert type(config_or_node_error([warning])) is ConfigError

@@ -87,8 +87,9 @@ def resolve(stack: npu_stacks.NpuStack, arch: str, tmp_path) -> subprocess.Compl
     (tmp_path / "in.txt").write_text("\n".join([*wanted, *RUNTIME]) + "\n")
     (tmp_path / "overrides.txt").write_text("\n".join([f"torch=={p['torch']}", *VENDOR_ONLY_PINS[vllm], *never]) + "\n")
     command = [shutil.which("uv"), "pip", "compile", "--no-config", "--index-url", "https://pypi.org/simple"]
-    # a node with glibc 2.34 (Ubuntu 22.04, openEuler 22.03) takes the wheels of both stacks (2_34 and 2_24 ones)
-    command += ["--python-version", "3.11", "--python-platform", f"{arch}-manylinux_2_34"]
+    # a node with the newest glibc any stack needs (2.34: Ubuntu 22.04, openEuler 22.03) takes the wheels of both
+    glibc = max((s.glibc for s in npu_stacks.STACKS), key=lambda v: tuple(map(int, v.split("."))))
+    command += ["--python-version", "3.11", "--python-platform", f"{arch}-manylinux_{glibc.replace('.', '_')}"]
     command += ["--only-binary", ":all:", "--override", str(tmp_path / "overrides.txt"), str(tmp_path / "in.txt")]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 

@@ -66,7 +66,6 @@ _ENTRIES = (
     ),
 )
 METHODS: dict[str, SyncMethod] = {m.name: m for m in _ENTRIES}
-COLLECTIVE_METHODS = tuple(name for name, m in METHODS.items() if m.collective)
 # what a user may write beside the methods themselves: online is the hardware's collective, offline is checkpoint
 ALIASES = {"online": "a collective backend chosen by the hardware", "offline": CHECKPOINT}
 

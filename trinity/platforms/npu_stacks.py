@@ -15,7 +15,9 @@ wheels for both architectures, cp310-cp312, transformers==5.5.4; 0.23.0.post1: a
 
 from dataclasses import dataclass, field
 
-DEVICE_TYPE = "npu"  # the platform whose vendor stacks these are
+from .npu import NPU
+
+DEVICE_TYPE = NPU.device_type  # the platform whose vendor stacks these are
 ARCHITECTURES = ("x86_64", "aarch64")
 PYTORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 ASCEND_INDEX = "https://mirrors.huaweicloud.com/ascend/repos/pypi"  # triton-ascend, arctic-inference wheels
@@ -154,7 +156,7 @@ def _python(stack: NpuStack, python: str) -> list[Problem]:
     return [("error", message, f"create the environment with a Python >={low},<{high}")]
 
 
-CHECKED = ("torch", "torch_npu", "vllm", "vllm-ascend")  # what a node must have exactly (pip enforces the rest)
+CHECKED = NPU.vendor_packages  # what a node must have exactly (pip enforces the rest)
 
 
 def _packages(stack: NpuStack, packages: dict[str, str | None], commands: dict[str, str]) -> list[Problem]:

@@ -9,12 +9,13 @@ the Ascend stack (CANN, torch, torch_npu, vLLM, vllm-ascend) is platforms/npu_st
 
 import re
 
+from .npu_stacks import CHECKED
 from .npu_stacks import CURRENT as NPU_STACK
 
 KNOWN = {
     "gpu": {"torch": "2.13.0", "vllm": "0.31.0", "verl": "0.9.1", "ray": "2.60.0"},
     "npu": {
-        **{name: NPU_STACK.packages[name] for name in ("torch", "torch_npu", "vllm", "vllm-ascend")},
+        **{name: NPU_STACK.packages[name] for name in CHECKED},
         "verl": "0.9.1",
         "ray": "2.60.0",
     },

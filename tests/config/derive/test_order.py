@@ -8,7 +8,7 @@ import pytest
 from tests.conftest import REFERENCE, REPO
 from trinity.config.compose import Request
 from trinity.config.derive import RULES
-from trinity.config.derive._rule import covers, order_conflicts, overlaps
+from trinity.config.derive._rule import covers, order_conflicts, overlaps, rule_name
 from trinity.config.resolve import resolve
 from trinity.errors import ConfigError
 
@@ -20,12 +20,8 @@ PROFILES = ("cpu", "h100", "a100_40g", "ascend910b")
 ALGORITHMS = ("ppo", "mix", "raft", "jsd", "gigpo", "sft", "dpo", "cpt")
 
 
-def name(fn) -> str:
-    return f"{fn.__module__.rpartition('.')[2]}.{fn.__name__}"
-
-
 def test_every_rule_declares_what_it_reads_and_writes():
-    undeclared = [name(r) for r in RULES if not all(hasattr(r, a) for a in ("reads", "writes", "before"))]
+    undeclared = [rule_name(r) for r in RULES if not all(hasattr(r, a) for a in ("reads", "writes", "before"))]
     assert undeclared == [], "declare them with @rule(reads=..., writes=...) (derive/_rule.py)"
 
 
@@ -36,7 +32,7 @@ def test_no_rule_reads_what_a_later_rule_writes():
 def dependencies(rules) -> list[tuple[int, str]]:
     """(index, what) of each rule whose next rule reads a key it writes: the pairs no swap may reorder."""
     return [
-        (i, f"{name(rules[i + 1])} reads {read!r} that {name(rules[i])} writes")
+        (i, f"{rule_name(rules[i + 1])} reads {read!r} that {rule_name(rules[i])} writes")
         for i in range(len(rules) - 1)
         for read in rules[i + 1].reads
         if any(overlaps(read, write) for write in rules[i].writes)
@@ -95,17 +91,17 @@ def _under(declared: str, key: str) -> bool:
 
 
 def test_the_rules_read_only_what_they_declare_on_the_examples(recorded):
-    extra = {name(r): undeclared(dotted_keys(recorded.reads.get(r, set())), (*r.reads, *r.before)) for r in RULES}
+    extra = {rule_name(r): undeclared(dotted_keys(recorded.reads.get(r, set())), (*r.reads, *r.before)) for r in RULES}
     assert {rule: keys for rule, keys in extra.items() if keys} == {}
 
 
 def test_the_rules_write_only_what_they_declare_on_the_examples(recorded):
-    extra = {name(r): undeclared(dotted_keys(recorded.writes.get(r, set())), r.writes) for r in RULES}
+    extra = {rule_name(r): undeclared(dotted_keys(recorded.writes.get(r, set())), r.writes) for r in RULES}
     assert {rule: keys for rule, keys in extra.items() if keys} == {}
 
 
 def test_the_examples_exercise_every_rule(recorded):
-    assert [name(r) for r in RULES if r not in recorded.reads] == []
+    assert [rule_name(r) for r in RULES if r not in recorded.reads] == []
 
 
 def test_the_reference_is_among_the_examples():

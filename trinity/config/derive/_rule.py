@@ -51,7 +51,7 @@ def order_conflicts(rules: Sequence[Rule]) -> list[str]:
 
 def _conflicts(reader: Rule, keys: tuple[str, ...], writers: Sequence[Rule], where: str) -> list[str]:
     return [
-        f"{_name(reader)} reads {key!r}, which the {where} {_name(writer)} writes ({write!r})"
+        f"{rule_name(reader)} reads {key!r}, which the {where} {rule_name(writer)} writes ({write!r})"
         for writer in writers
         for key in keys
         for write in writer.writes
@@ -59,7 +59,7 @@ def _conflicts(reader: Rule, keys: tuple[str, ...], writers: Sequence[Rule], whe
     ]
 
 
-def _name(fn: Rule) -> str:
+def rule_name(fn: Rule) -> str:
     return f"{fn.__module__.rpartition('.')[2]}.{fn.__name__}"
 
 

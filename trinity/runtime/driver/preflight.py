@@ -21,7 +21,7 @@ from ...config.local_inputs import data_issues, model_issues, teacher_issues
 from ...config.provenance import WRITTEN
 from ...config.resolve import ResolvedConfig
 from ...config.schema import RunConfig
-from ...errors import NODE_SOURCE, ConfigError, Issue, config_or_node_error
+from ...errors import ConfigError, Issue, config_or_node_error
 from ...platforms import get_platform
 from ...platforms.detect import Probes
 from ...platforms.health import stack_problems
@@ -53,12 +53,13 @@ def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlChe
     issues = (data_issues(resolved) or column_issues(resolved)) + (
         model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
     )
-    issues += teacher_issues(resolved) + _monitor_issues(resolved) + _stack_issues(resolved)
+    issues += teacher_issues(resolved) + _monitor_issues(resolved)
+    node = _stack_issues(resolved)
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
     for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
         issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
-    if issues:
-        raise config_or_node_error(issues)
+    if issues or node:
+        raise config_or_node_error(issues, node)
     verl = verl or early(resolved)
     verl.ask(_training(resolved))
     return verl
@@ -69,7 +70,7 @@ def _stack_issues(resolved: ResolvedConfig) -> list[Issue]:
     CANN release and the torch, torch_npu, vLLM and vllm-ascend it pairs with), before Ray starts."""
     hardware = resolved.config.hardware
     return [
-        Issue(message, key="hardware", source=f"{NODE_SOURCE}{hardware.name} ({hardware.selected_by})", hint=hint)
+        Issue(message, key="hardware", source=f"this node, for {hardware.name} ({hardware.selected_by})", hint=hint)
         for severity, message, hint in stack_problems(hardware.device_type, Probes())
         if severity == "error"
     ]
