@@ -154,6 +154,20 @@ def test_env_interpolations_beside_a_reference_and_inside_text(cli, write, monke
     assert missing.code == 2 and "environment variable TRINITY_TEST_UNSET is not set and has no default" in missing.err
 
 
+def test_only_a_value_that_refers_to_another_key_builds_the_whole_tree(cli, write, monkeypatch):
+    # the shortcut is taken where it may be: env-only values never build OmegaConf over the whole tree
+    from trinity.config import interpolate
+
+    monkeypatch.setenv("TRINITY_TEST_PROJECT", "p")
+    built = []
+    whole = interpolate._whole_tree
+    monkeypatch.setattr(interpolate, "_whole_tree", lambda tree, where: built.append(1) or whole(tree, where))
+    env_only = MINIMAL + "project: x-${oc.env:TRINITY_TEST_PROJECT,y}-z\n"
+    assert cli("config", "render", "-c", write("env.yaml", env_only)).code == 0 and built == []
+    mixed = MINIMAL + "project: ${oc.env:TRINITY_TEST_PROJECT,y}\nname: ${project}-run\n"
+    assert cli("config", "render", "-c", write("mixed.yaml", mixed)).code == 0 and built == [1]
+
+
 def test_env_values_read_without_the_grammar_are_what_omegaconf_reads(monkeypatch):
     # a plain `${oc.env:VAR,default}` is resolved without OmegaConf (its grammar is most of a render's resolution):
     # every value that shortcut takes must be OmegaConf's own, the variable set or not
