@@ -1,5 +1,7 @@
 """What a run asks of Ray, read from the composed config: address, namespace, resource key, node shape."""
 
+import pytest
+
 from tests.conftest import MINIMAL
 from trinity.config.compose import Request
 from trinity.config.run_target import on_cluster, run_target
@@ -51,3 +53,14 @@ def test_the_cluster_decides_gpu_per_node_only_where_nobody_wrote_it(tmp_path):
     written = Request(path, ("hardware=a100", "cluster.gpu_per_node=2"))
     told = on_cluster(written, run_target(written), [8]).cluster  # only what the nodes offer
     assert (told.gpu_per_node, told.node_devices, told.source) == (None, 8, "Ray cluster (8 GPU per node)")
+
+
+@pytest.mark.parametrize("value,named", [(None, None), ("", None), ("auto", None), ("10.0.0.1:6379", "10.0.0.1:6379")])
+def test_ray_address_names_an_address_unless_unset_empty_or_auto(monkeypatch, value, named):
+    # one rule for both readers: where Ray runs (run_target) and whether hardware=auto's devices are a node's (compose)
+    from trinity.config.compose import env_ray_address
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    if value is not None:
+        monkeypatch.setenv("RAY_ADDRESS", value)
+    assert env_ray_address() == named

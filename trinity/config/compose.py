@@ -25,7 +25,15 @@ from .sources.yaml_file import YamlDoc, load_yaml
 DEFAULT_HARDWARE = AUTO
 
 
-RAY_HERE = ("auto", "local")  # cluster.ray_address values whose Ray runs on this machine
+RAY_AUTO = "auto"  # cluster.ray_address: a Ray running on this machine, else start one
+RAY_HERE = (RAY_AUTO, "local")  # cluster.ray_address values whose Ray runs on this machine
+
+
+def env_ray_address() -> str | None:
+    """The address $RAY_ADDRESS names; None where it is unset, empty or 'auto' (ray.init reads it only then: the
+    config's cluster.ray_address decides)."""
+    value = os.environ.get("RAY_ADDRESS")
+    return None if value in (None, "", RAY_AUTO) else value
 
 
 @dataclass(frozen=True)
@@ -96,7 +104,7 @@ def _ray_here(user: YamlDoc, parsed: ParsedOverrides) -> bool:
     for override in parsed.values:
         if override.path == ("cluster", "ray_address"):
             address = override.value
-    return os.environ.get("RAY_ADDRESS") in (None, "", "auto") and address in (None, *RAY_HERE)
+    return env_ray_address() is None and address in (None, *RAY_HERE)
 
 
 def _detected_layer(devices: int, selection: str) -> tuple:

