@@ -20,6 +20,28 @@ from trinity.cli.main import main
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
 
+# The Hugging Face hub: this session is a site without a network, HF_HUB_OFFLINE=1, whose hub cache of its own holds a
+# stand-in of openai/gsm8k (the reference config's data set, in its layout: subsets main and socratic), so the
+# reference config validates as it does on a prepared site. Tests of the hub start a stand-in on loopback (the `hub`
+# fixture: tests/hub_standin.py) and go online to it; port 1 refuses at once, so no request ever leaves this machine.
+# Set before anything imports huggingface_hub (it reads them at import).
+HF_HOME = tempfile.mkdtemp(prefix="hf")
+for _var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_TOKEN_PATH", "TRANSFORMERS_OFFLINE", "HF_HUB_CACHE"):
+    os.environ.pop(_var, None)
+for _var in ("HUGGINGFACE_HUB_CACHE", "HF_DATASETS_CACHE"):
+    os.environ.pop(_var, None)
+os.environ |= {"HF_HOME": HF_HOME, "HF_ENDPOINT": "http://127.0.0.1:1", "HF_HUB_OFFLINE": "1"}
+GSM8K_ROW = {"question": "What is 1+1?", "answer": "1+1=2\n#### 2"}
+_GSM8K = Path(HF_HOME) / "hub" / "datasets--openai--gsm8k"
+for _file in ("main/train.jsonl", "main/test.jsonl", "socratic/train.jsonl", "socratic/test.jsonl"):
+    (_GSM8K / "snapshots" / ("0" * 40) / _file).parent.mkdir(parents=True, exist_ok=True)
+    (_GSM8K / "snapshots" / ("0" * 40) / _file).write_text(json.dumps(GSM8K_ROW) + "\n")
+(_GSM8K / "snapshots" / ("0" * 40) / "README.md").write_text(
+    "---\nconfigs:\n- config_name: main\n  data_dir: main\n- config_name: socratic\n  data_dir: socratic\n---\n"
+)
+(_GSM8K / "refs").mkdir()
+(_GSM8K / "refs" / "main").write_text("0" * 40)
+
 # Property tests: 150 examples each; scripts/mutation.sh runs every surviving mutant against them, so it asks for fewer.
 settings.register_profile("trinity", max_examples=150, deadline=None)
 settings.register_profile("mutation", max_examples=25, deadline=None)
@@ -60,6 +82,7 @@ def pytest_configure(config):
 
 
 def pytest_unconfigure(config):
+    shutil.rmtree(HF_HOME, ignore_errors=True)
     if _RAY_TMPDIR not in config.stash:
         return
     previous, ours = config.stash[_RAY_TMPDIR]
@@ -258,8 +281,7 @@ def remote_code_model(demo_assets, tmp_path_factory):
 
 @pytest.fixture
 def local_gsm8k(cli, monkeypatch, tmp_path):
-    """A local GSM8K-shaped data set where the reference config's $TRINITY_TASKSET_PATH points (trinity downloads
-    nothing)."""
+    """A local GSM8K-shaped data set where the reference config's $TRINITY_TASKSET_PATH points."""
     folder = tmp_path / "gsm8k"
     folder.mkdir()
     for split in ("train", "test"):
@@ -268,3 +290,29 @@ def local_gsm8k(cli, monkeypatch, tmp_path):
         )
     monkeypatch.setenv("TRINITY_TASKSET_PATH", str(folder))
     return folder
+
+
+@pytest.fixture
+def online(monkeypatch, tmp_path):
+    """This test is online, with an empty hub cache under its folder: HF_HUB_OFFLINE unset, and huggingface_hub's
+    copy of it, read once at import (in this process, under the session's HF_HUB_OFFLINE=1), set as a new process
+    reads it."""
+    from huggingface_hub import constants
+
+    monkeypatch.delenv("HF_HUB_OFFLINE")
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+
+
+@pytest.fixture
+def hub(online, monkeypatch):
+    """A hub stand-in on loopback (tests/hub_standin.py) that this test's huggingface_hub clients talk to, `online`:
+    HF_ENDPOINT names it. `hub.publish(...)` what the test reads."""
+    from tests.hub_standin import StandInHub
+
+    stand_in = StandInHub().start()
+    monkeypatch.setenv("HF_ENDPOINT", stand_in.url)
+    try:
+        yield stand_in
+    finally:
+        stand_in.close()

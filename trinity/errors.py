@@ -81,6 +81,12 @@ class LockError(_Kind):
     what = "the run directory is in use"
 
 
+class FetchError(_Kind):
+    """A model or data set the run names by hub id cannot be had: no such repo, no access, no network, no space."""
+
+    what = "cannot fetch what the run names on the hub"
+
+
 class NodeError(_Kind):
     """This node's installed software stack (the vendor's toolkit and the packages paired with it) cannot run the
     profile."""
@@ -88,11 +94,17 @@ class NodeError(_Kind):
     what = "this node's software stack cannot run this profile"
 
 
-def config_or_node_error(issues: Iterable[Issue], node: Iterable[Issue] = ()) -> ConfigError:
-    """A NodeError when the only errors are `node`'s (this node's software stack), else a ConfigError of them all."""
-    issues, node = list(issues), list(node)
-    on_node = bool(node) and not any(i.severity == "error" for i in issues)
-    return NodeError(issues + node) if on_node else ConfigError(issues + node)
+def error_of(issues: Iterable[Issue], node: Iterable[Issue] = (), fetching: Iterable[Issue] = ()) -> ConfigError:
+    """The error of every issue found in one pass: a NodeError when the only errors are `node`'s (this node's software
+    stack), a FetchError when they are only `fetching`'s (names of hub repos that cannot be had), else a ConfigError."""
+    issues, node, fetching = list(issues), list(node), list(fetching)
+    errors = [kind for kind, found in (("config", issues), ("node", node), ("fetch", fetching)) if _has_error(found)]
+    kind = {("node",): NodeError, ("fetch",): FetchError}.get(tuple(errors), ConfigError)
+    return kind(issues + fetching + node)
+
+
+def _has_error(issues: list[Issue]) -> bool:
+    return any(i.severity == "error" for i in issues)
 
 
 def _problems(count: int) -> str:

@@ -38,19 +38,35 @@ def run(tmp_path, demo_assets):
     return _run
 
 
-def test_a_taskset_that_is_not_here(run):
-    proc, started = run("-c", str(REFERENCE), "hardware=cpu", "explorer.rollout_model.tensor_parallel_size=1")
-    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
-    assert "gsm8k.yaml:26:7: buffer.explorer_input.taskset.path: 'openai/gsm8k' is not on this machine" in proc.stderr
-
-
-def test_a_model_that_is_not_here(run, local_gsm8k):
-    proc, started = run("-c", str(REFERENCE), "hardware=cpu", env={"TRINITY_TASKSET_PATH": str(local_gsm8k)})
-    assert proc.returncode == 2 and started == []
-    assert (
-        "model.model_path: 'Qwen/Qwen2.5-1.5B-Instruct' is not a local model folder (no config.json); trinity "
-        "downloads nothing" in proc.stderr
+def test_hub_names_the_hub_cannot_give_end_the_run_before_ray(run, tmp_path):
+    """Online, the hub out of reach (HF_ENDPOINT: a closed port, tests/conftest.py) and nothing cached: each key that
+    names a hub repo is an error, in seconds, before Ray."""
+    online = {"HF_HUB_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf")}
+    proc, started = run(
+        "-c", str(REFERENCE), "hardware=cpu", "explorer.rollout_model.tensor_parallel_size=1", env=online
     )
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert proc.stderr.startswith("trinity: cannot fetch what the run names on the hub (3 problems)")
+    assert (
+        "gsm8k.yaml:26:7: buffer.explorer_input.taskset.path: could not reach http://127.0.0.1:1 to fetch "
+        "'openai/gsm8k'" in proc.stderr
+    )
+    assert (
+        "gsm8k.yaml:13:3: model.model_path: could not reach http://127.0.0.1:1 to fetch 'Qwen/Qwen2.5-1.5B-Instruct'"
+        in proc.stderr
+    )
+
+
+def test_a_model_folder_that_is_not_here(run, local_gsm8k, tmp_path):
+    proc, started = run(
+        "-c",
+        str(REFERENCE),
+        "hardware=cpu",
+        env={"TRINITY_TASKSET_PATH": str(local_gsm8k), "TRINITY_MODEL_PATH": "./m"},
+    )
+    assert proc.returncode == 2 and started == []
+    assert "model.model_path: './m' is not a model folder (no config.json there)" in proc.stderr
+    assert f"a relative one is read from the folder trinity runs in ({tmp_path})" in proc.stderr
 
 
 SFT_RESPONSE = "stages.0.buffer.trainer_input.experience_buffer.format.response_key"
@@ -90,8 +106,9 @@ def test_a_taskset_split_without_a_file(run, demo_assets):
     assert (
         "error: override 'buffer.explorer_input.taskset.split=validation': buffer.explorer_input.taskset.split: "
         f"taskset arith (in stage 'grpo'): {demo_assets}/data: no file for split 'validation' (validation.jsonl, "
-        "validation.json or validation.parquet); data files here: test.jsonl, train.jsonl\n"
-        "    allowed: .jsonl, .json, .parquet files with at least one row, or a folder saved by datasets\n"
+        "validation-00000.parquet, a validation/ folder, ...): splits: train, test; data files here: test.jsonl, "
+        "train.jsonl\n"
+        "    allowed: .parquet, .jsonl, .json, .csv files with at least one row, or a folder saved by datasets\n"
         "    hint: check the path, its split and subset_name, and the file's contents\n"
     ) in proc.stderr
 
@@ -173,7 +190,7 @@ def test_a_teacher_that_is_not_here_or_speaks_another_vocabulary(run, demo_asset
     assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
     ours = json.loads((demo_assets / "model" / "config.json").read_text())["vocab_size"]
     want = (
-        f"model.teacher_model_path: '{teacher}' is not a local model folder (no config.json)"
+        f"model.teacher_model_path: '{teacher}' is not a model folder (no config.json there)"
         if vocab == "missing"
         else f"model.teacher_model_path: the teacher's vocabulary ({vocab} tokens) is not the policy model's ({ours})"
     )

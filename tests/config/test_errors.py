@@ -5,12 +5,13 @@ import pytest
 from tests.conftest import MINIMAL
 from trinity.errors import (
     ClusterError,
+    FetchError,
     ConfigError,
     Issue,
     LockError,
     NodeError,
     PlacementError,
-    config_or_node_error,
+    error_of,
 )
 
 # The classic "billion laughs": 9 levels of 9-element lists, 9**8 (43 million) strings once expanded.
@@ -287,6 +288,11 @@ KINDS = [
         "trinity: this node's software stack cannot run this profile",
         "trinity: this node's software stack cannot run this profile (2 problems)",
     ),
+    (
+        FetchError,
+        "trinity: cannot fetch what the run names on the hub",
+        "trinity: cannot fetch what the run names on the hub (2 problems)",
+    ),
 ]
 
 
@@ -301,11 +307,13 @@ def test_each_kind_of_problem_has_its_own_headline(kind, one, two):
     assert kind([Issue("a"), Issue("b")]).report().startswith(two)
 
 
-def test_a_node_error_only_when_every_error_is_about_this_node():
+def test_a_node_or_fetch_error_only_when_every_error_is_of_that_kind():
     stack = Issue("no CANN toolkit found here", key="hardware", source="this node, for ascend910b (hardware=auto)")
     config = Issue("unknown key", key="trainr", source="run.yaml:3:1")
     warning = Issue("slow", key="x", severity="warning")
-    assert type(config_or_node_error([warning], [stack])) is NodeError
-    assert type(config_or_node_error([config], [stack])) is ConfigError  # the config's problems come first
-    assert type(config_or_node_error([config])) is ConfigError
-    assert type(config_or_node_error([warning])) is ConfigError
+    assert type(error_of([warning], [stack])) is NodeError
+    assert type(error_of([config], [stack])) is ConfigError  # the config's problems come first
+    assert type(error_of([config])) is ConfigError
+    assert type(error_of([warning])) is ConfigError
+    assert type(error_of([warning], fetching=[config])) is FetchError
+    assert type(error_of([], [stack], [config])) is ConfigError  # two kinds at once: the config's headline

@@ -1,4 +1,4 @@
-"""Data a run reads must be on this machine: `validate` says so in a second; `render` only describes."""
+"""Data a run reads by local path must be on this machine: `validate` says so in a second; `render` only describes."""
 
 import json
 
@@ -13,12 +13,18 @@ def gsm8k_folder(tmp_path):
     return folder
 
 
-def test_a_hub_name_not_on_disk_fails_validate_with_how_to_get_it(cli):
-    result = cli("config", "validate", "-c", REFERENCE, "hardware=ascend910b")
+def test_a_missing_data_file_is_a_local_path_never_a_hub_name(cli):
+    """`data/gsm8k.jsonl` could be written as a hub id, but a data file's suffix says it is a file that is not here
+    (hub names: tests/config/hub/test_issues.py)."""
+    result = cli(
+        "config", "validate", "-c", REFERENCE, "hardware=a100", "buffer.explorer_input.taskset.path=data/x.jsonl"
+    )
     assert result.code == 2
-    assert "gsm8k.yaml:26:7: buffer.explorer_input.taskset.path: 'openai/gsm8k' is not on this machine" in result.err
-    assert "gsm8k.yaml:37:7: buffer.explorer_input.eval_tasksets[0].path" in result.err
-    assert "datasets.load_dataset('openai/gsm8k', 'main').save_to_disk('data/gsm8k')" in result.err
+    assert (
+        "override 'buffer.explorer_input.taskset.path=data/x.jsonl': buffer.explorer_input.taskset.path: "
+        "'data/x.jsonl' is not on this machine" in result.err
+    )
+    assert "allowed: a data file or folder here, or a data set on the hub by name (org/name)" in result.err
 
 
 def test_the_reference_config_validates_unchanged_with_local_data(cli, monkeypatch, tmp_path):

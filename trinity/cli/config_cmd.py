@@ -147,13 +147,16 @@ def _label(config: Path | None, overrides: tuple | list) -> str:
 
 
 def validate_cmd(args: argparse.Namespace) -> int:
-    """Resolve, check the memory fit and that the data sets are on disk, and report; exit 0 when valid."""
+    """Resolve, check the memory fit, that the data sets are on disk and the hub names in the cache or on the hub,
+    and report; exit 0 when valid."""
+    from ..config.hub.issues import hub_issues
     from ..config.local_inputs import data_issues
-    from ..config.resolve import resolve
+    from ..config.resolve import as_strict, resolve
 
     resolved = resolve(request_from(args), strict=args.strict)
     plans, issues = with_memory_fit(resolved, args.strict)
-    issues = [*data_issues(resolved), *issues]
+    hub = hub_issues(resolved)
+    issues = [*data_issues(resolved), *(map(as_strict, hub) if args.strict else hub), *issues]
     raise_errors(issues)
     hardware = resolved.config.hardware
     warnings = sum(i.severity == "warning" for i in issues)

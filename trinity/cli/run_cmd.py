@@ -97,13 +97,14 @@ def run_cmd(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, _terminate)  # a scheduler's kill tears down like Ctrl-C
     # verl's check imports verl from here on, beside the demo's build and the driver's checks (which end the run
     # here); it answers once Ray is up, before anything is created in it
+    fetched: dict = {}  # hub name -> its local folder, fetched before Ray (training runs only)
     with _early_check(standalone if training else None) as verl:
         if args.config is None and not args.dry_run and _ensure_demo(args):
             standalone, refusal = _standalone(composed, args.strict)  # what derive rules read of the model is there now
         if standalone is not None:  # a role that cannot fit its devices, or a config that cannot run here, ends here
             fit_checked(standalone, args.strict)
-            if training:
-                _preflight(standalone, verl)
+            if training:  # every problem at once, the names of hub repos located; then they download
+                fetched = _checked(standalone, args, verl)
         import ray
 
         try:
@@ -114,10 +115,18 @@ def run_cmd(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, _terminate)  # again: Ray's core worker installs a SIGTERM handler that aborts
             verl.wait()
             resolved = resolve_on_cluster(request, live_nodes(), args.strict, target, standalone)
+            changed = resolved is not standalone
+            if training:  # a name only the cluster's config has is fetched now; the others keep their commit
+                fetched = _fetch(resolved, args, fetched)
+                resolved = _local(resolved, fetched)
             print_issues(fit_checked(resolved, args.strict)[1])
-            if training and resolved is not standalone:  # the cluster changed what is launched: check it
+            if training and changed:  # the cluster changed what is launched: check it
                 with _preflight(resolved) as again:
                     again.wait()
+            if training and fetched:
+                from ..launch.node_copies import spread
+
+                spread(sorted({f.folder for f in fetched.values()}), args.quiet)
             if args.dry_run:
                 from ..launch.launcher import check_live
 
@@ -137,12 +146,42 @@ def _early_check(resolved: ResolvedConfig | None) -> VerlCheck:
     return VerlCheck(None) if resolved is None else early(resolved)
 
 
-def _preflight(resolved: ResolvedConfig, verl: VerlCheck | None = None) -> VerlCheck:
-    """The driver's checks of `resolved` (a ConfigError ends the run here), then verl's (`verl`, or a new one) under
-    way."""
+def _checked(resolved: ResolvedConfig, args: argparse.Namespace, verl: VerlCheck) -> dict:
+    """The driver's checks of `resolved` with the names of hub repos located (one report of every problem, exit 2),
+    then those downloaded and what the run reads from their folders checked; returns the fetched names."""
+    from ..launch.fetch import locate_inputs
+    from ..runtime.driver.preflight import check_inputs, driver_checks, training_stages
+
+    inputs = locate_inputs(resolved)
+    driver_checks(resolved, inputs.problems)
+    fetched = inputs.fetched(args.quiet)
+    local = _local(resolved, fetched)
+    if fetched:
+        check_inputs(local)
+    verl.ask(training_stages(local))  # verl's check reads the trainer sections as the trainer will: local folders
+    return fetched
+
+
+def _fetch(resolved: ResolvedConfig, args: argparse.Namespace, pinned: dict) -> dict:
+    """Every model and data set `resolved` names by hub id, fetched into the hub cache (FetchError: exit 2); `pinned`,
+    fetched earlier in this run, as they are."""
+    from ..launch.fetch import fetch
+
+    return fetch(resolved, args.quiet, pinned)
+
+
+def _local(resolved: ResolvedConfig, fetched: dict) -> ResolvedConfig:
+    """`resolved` naming each fetched hub name by its local folder: what the checks and the roles read."""
+    from ..config.hub.local import localised
+
+    return localised(resolved, fetched) if fetched else resolved
+
+
+def _preflight(resolved: ResolvedConfig) -> VerlCheck:
+    """The driver's checks of `resolved` (a ConfigError ends the run here), then verl's under way."""
     from ..runtime.driver.preflight import start
 
-    return start(resolved, verl)
+    return start(resolved)
 
 
 def _standalone(composed: Composed, strict: bool) -> tuple[ResolvedConfig | None, ConfigError | None]:

@@ -1,27 +1,20 @@
-"""What a run reads from this machine's disk: its tasksets, SFT data sets and model.
+"""What a run reads from this machine's disk: its tasksets, SFT data sets and model, where a local path names them.
 
-trinity downloads nothing: a hub name such as `openai/gsm8k` that is not a local path is caught
-here, in a second, by `trinity config validate` and before `trinity run` starts Ray, instead of
-inside a role ten minutes later. `render` and `run --dry-run` only describe, so they do not look.
+A missing local path is caught here, in a second, by `trinity config validate` and before `trinity run` starts Ray,
+instead of inside a role ten minutes later; names of hub repos are `hub.issues`' (validate) and the driver's fetch
+(run), which hands this check their local folders. `render` and `run --dry-run` only describe, so they do not look.
 """
 
-import re
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from ..errors import Issue, dotted
-from . import modes
-from .algorithms.queries import data_kind, needs_rollout
+from .hub.names import hub_name
+from .inputs import data_inputs, stage_configs
 from .model_folder import hf_config
 from .resolve import ResolvedConfig
 from .schema import RunConfig
 
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")  # org/name, as the Hugging Face hub names data sets
-DOWNLOAD_HINT = (
-    "download it once where the run can read it, e.g. "
-    "python -c \"import datasets; datasets.load_dataset('{name}').save_to_disk('data/{stem}')\", "
-    "then set path: data/{stem} (or the variable its ${{oc.env:...}} names)"
-)
+MODEL_FOLDER = "a folder with the model's config.json and weights, or a model on the hub by name (org/name)"
 
 
 def data_issues(resolved: ResolvedConfig) -> list[Issue]:
@@ -30,31 +23,27 @@ def data_issues(resolved: ResolvedConfig) -> list[Issue]:
     for label, config, provenance in stage_configs(resolved):
         for data_input in data_inputs(config):
             key, storage = (*data_input.key, "path"), data_input.storage
-            if storage.path and not Path(storage.path).exists():
-                issue = _missing(key, storage.path, storage.subset_name, provenance.where(key), label)
+            path = storage.path
+            if path and not Path(path).exists() and hub_name(path, "dataset") is None:
+                issue = _missing(key, path, provenance.where(key), label)
                 if issue not in issues:
                     issues.append(issue)
     return issues
 
 
-def stage_configs(resolved: ResolvedConfig) -> list[tuple[str, RunConfig, Any]]:
-    """(label for a message, config, provenance) of each stage, or of the run when it has none (stages replace it)."""
-    staged = [(f" (in stage '{n}')", c, p) for (n, c), p in zip(resolved.stages, resolved.stage_provenance)]
-    return staged or [("", resolved.config, resolved.provenance)]
-
-
 def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
-    """An error when the policy model is not a local folder with a config.json (checked by `run` only)."""
+    """An error when the policy model is not a local folder with a config.json (checked by `run` only; a hub repo's
+    name is the driver's fetch's, and checked here on its folder)."""
     path = Path(config.model.model_path)
-    if (path / "config.json").is_file():
+    if (path / "config.json").is_file() or hub_name(config.model.model_path, "model"):
         return []
     return [
         Issue(
-            f"{config.model.model_path!r} is not a local model folder (no config.json); trinity downloads nothing",
+            f"{config.model.model_path!r} is not a model folder (no config.json there)",
             key="model.model_path",
             source=resolved.provenance.where(("model", "model_path")),
-            hint=f"download it once, e.g. huggingface-cli download {config.model.model_path} --local-dir "
-            f"models/{path.name}, then set model.model_path: models/{path.name}",
+            allowed=MODEL_FOLDER,
+            hint=f"check the path; a relative one is read from the folder trinity runs in ({Path.cwd()})",
         )
     ]
 
@@ -66,15 +55,15 @@ def teacher_issues(resolved: ResolvedConfig) -> list[Issue]:
     issues: list[Issue] = []
     for _, config, provenance in stage_configs(resolved):
         teacher = config.model.teacher_model_path
-        if not teacher:
+        if not teacher or hub_name(teacher, "model"):  # a hub repo's name: checked once fetched
             continue
         where, vocab = provenance.where(("model", "teacher_model_path")), _vocab(Path(teacher))
         if vocab is None:
             issue = Issue(
-                f"{teacher!r} is not a local model folder (no config.json); trinity downloads nothing",
+                f"{teacher!r} is not a model folder (no config.json there)",
                 key="model.teacher_model_path",
                 source=where,
-                hint="download the teacher once and name its folder",
+                allowed=MODEL_FOLDER,
             )
         elif policy is not None and vocab != policy:
             issue = Issue(
@@ -97,39 +86,11 @@ def _vocab(folder: Path) -> int | None:
     return None if data is None else (data.get("text_config") or data).get("vocab_size", -1)
 
 
-class DataInput(NamedTuple):
-    """A data set a config reads: the key of its section, the section, and what its rows feed (the data kinds of
-    runtime/data/prompts.py: rollouts for a taskset, else what the trainer reads)."""
-
-    key: tuple
-    storage: Any
-    data: str
-
-
-def data_inputs(config: RunConfig) -> list[DataInput]:
-    """Every data set the config reads."""
-    found = []
-    explorer_input = config.buffer.explorer_input
-    if modes.mode(config.mode).explores:
-        named = [(("taskset",), explorer_input.taskset)] if explorer_input.taskset else []
-        named += [(("tasksets", i), t) for i, t in enumerate(explorer_input.tasksets)]
-        named += [(("eval_tasksets", i), t) for i, t in enumerate(explorer_input.eval_tasksets)]
-        found += [DataInput(("buffer", "explorer_input", *key), t, "rollouts") for key, t in named]
-    experiences = config.buffer.trainer_input.experience_buffer
-    algorithm = config.algorithm.algorithm_type
-    if experiences and not needs_rollout(algorithm) and experiences.storage_type == "file":
-        found.append(DataInput(("buffer", "trainer_input", "experience_buffer"), experiences, data_kind(algorithm)))
-    for name, data_set in config.buffer.trainer_input.auxiliary_buffers.items():  # mixed into batches (mix)
-        found.append(DataInput(("buffer", "trainer_input", "auxiliary_buffers", name), data_set, "sft"))
-    return found
-
-
-def _missing(key: tuple, path: str, subset: str, where: str, label: str) -> Issue:
-    message = f"{path!r} is not on this machine{label}; trinity reads data sets from local disk and downloads nothing"
-    if HUB_ID.match(path):
-        stem = path.rsplit("/", 1)[-1]
-        name = f"{path}', '{subset}" if subset else path
-        hint = DOWNLOAD_HINT.format(name=name, stem=stem)
-    else:
-        hint = f"check the path; a relative one is read from the folder trinity runs in ({Path.cwd()})"
-    return Issue(message, key=dotted(key), source=where, hint=hint)
+def _missing(key: tuple, path: str, where: str, label: str) -> Issue:
+    return Issue(
+        f"{path!r} is not on this machine{label}",
+        key=dotted(key),
+        source=where,
+        allowed="a data file or folder here, or a data set on the hub by name (org/name)",
+        hint=f"check the path; a relative one is read from the folder trinity runs in ({Path.cwd()})",
+    )

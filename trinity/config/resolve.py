@@ -31,6 +31,8 @@ class ResolvedConfig:
     issues: tuple[Issue, ...]  # warnings and notes; errors never get this far
     stages: tuple[tuple[str, RunConfig], ...] = ()
     stage_provenance: tuple[Provenance, ...] = ()  # where each stage's values came from, in stage order
+    # what `trinity run` fetched for the names of hub repos it replaced with local folders (config.hub.local)
+    fetched: tuple[dict[str, Any], ...] = ()
 
     @property
     def runs(self) -> tuple[tuple[str | None, RunConfig], ...]:

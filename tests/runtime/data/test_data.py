@@ -71,7 +71,8 @@ def test_a_datasets_folder_has_no_first_row_before_setup(tmp_path):
         ("scalar.json", '{"q": 1}', "not readable as json: 'int' object is not iterable"),
         ("lists.jsonl", "[1, 2]\n", "rows are list, not objects with named columns"),
         ("nulls.jsonl", "null\n", "rows are NoneType, not objects with named columns"),
-        ("rows.csv", "q,a\n", "unsupported file type '.csv'; use .jsonl, .json, .parquet or a datasets folder"),
+        ("empty.csv", "q,a\n", "no rows"),
+        ("rows.txt", "q\n", "unsupported file type '.txt'; use .parquet, .jsonl, .json, .csv or a datasets folder"),
     ],
 )
 def test_a_data_set_without_a_first_row_to_read_is_a_data_error_naming_its_file_once(tmp_path, name, text, message):

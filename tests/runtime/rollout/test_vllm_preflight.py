@@ -36,6 +36,9 @@ def test_gpu_run_without_vllm_names_the_gpu_extra(cli, local_gsm8k, no_vllm):
         in result.err
     )
     assert "hint: install the gpu extra on every node: pip install '.[gpu]' in trinity's checkout" in result.err
+    # in the same report, before anything is downloaded: the model named by hub id, not in this offline cache
+    assert result.err.startswith("trinity: 2 problems in the config\n")
+    assert "model.model_path: 'Qwen/Qwen2.5-1.5B-Instruct' is not in the hub cache" in result.err
 
 
 def test_npu_run_needs_the_ascend_plugin_too(cli, local_gsm8k, no_vllm):

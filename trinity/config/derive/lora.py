@@ -4,7 +4,7 @@ checked against the model's own names, and each engine given only the LoRA setti
 import json
 from pathlib import Path
 
-from .. import engines, model_modules, modes
+from .. import engines, model_folder, model_modules, modes
 from ..lora import adapter_base
 from ..schema.model import ALL_LINEAR, module_names
 from ._context import Context
@@ -85,7 +85,7 @@ def adapter_source(ctx: Context) -> str | None:
     is a LoRA checkpoint (an adapter folder naming its base); None for a fresh adapter."""
     if ctx.get(f"{LORAS}[0].path") is not None:
         return f"{LORAS}[0].path"
-    return "model.model_path" if adapter_base(Path(ctx.get("model.model_path"))) is not None else None
+    return "model.model_path" if adapter_base(model_folder.where(ctx.get("model.model_path"))) is not None else None
 
 
 def _from_adapter(ctx: Context, first: str, key: str) -> None:
@@ -161,8 +161,10 @@ def lora_modules(ctx: Context) -> None:
             allowed="the decoder layers' linear modules, or all-linear (which leaves the output head out)",
             hint=f"remove {', '.join(heads)} from target_modules",
         )
-    folder = Path(ctx.get("model.model_path"))
-    modules = model_modules.read(adapter_base(folder) or folder)  # a LoRA checkpoint: its base's weights
+    folder = model_folder.where(ctx.get("model.model_path"))
+    base = adapter_base(folder)
+    # a LoRA checkpoint: its base's weights
+    modules = model_modules.read(model_folder.where(base) if base is not None else folder)
     if modules is None:
         return  # not a local folder of safetensors: `trinity run` stops at the model path, or peft names the module
     for field, pool, what in (
@@ -210,7 +212,7 @@ def lora_engine(ctx: Context) -> None:
         if not lora and ctx.user_set(key) and ctx.get(key) is not False:
             ctx.report("error", key, f"is set, but {why}", allowed="unset", hint="remove it")
     mode, source = ctx.get("mode"), adapter_source(ctx) if lora else None
-    merged = source is not None and (Path(ctx.get(source)) / "merged" / "model.safetensors").is_file()
+    merged = source is not None and (model_folder.where(ctx.get(source)) / "merged" / "model.safetensors").is_file()
     if source and not adapter and not merged and not modes.mode(mode).trains:
         ctx.report(
             "error",

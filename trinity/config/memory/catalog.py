@@ -9,6 +9,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
+from ..model_folder import where
 from .shape import ModelShape, UnknownShape, from_hf_config
 
 TABLE = Path(__file__).with_name("models.csv")
@@ -30,8 +31,9 @@ class NoShape(NamedTuple):
 
 
 def find_shape(model_path: str) -> FoundShape | NoShape:
-    """The shape of `model_path`: a local folder's config.json first, then the table by hub id."""
-    config = Path(model_path).expanduser() / "config.json"
+    """The shape of `model_path`: its config.json (a local folder, or a hub name's snapshot in the hub cache) first,
+    then the table by hub id."""
+    config = where(model_path) / "config.json"
     if config.is_file():
         return _from_file(model_path, config)
     row = known_models().get(model_path)

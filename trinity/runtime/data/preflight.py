@@ -4,7 +4,8 @@ names, in the driver before Ray starts. The roles check the same row again at se
 
 from typing import Any
 
-from ...config.local_inputs import DataInput, data_inputs, stage_configs
+from ...config.hub.names import hub_name
+from ...config.inputs import DataInput, data_inputs, stage_configs
 from ...config.resolve import ResolvedConfig
 from ...errors import Issue, dotted
 from .prompts import missing_columns, no_column
@@ -22,8 +23,8 @@ def column_issues(resolved: ResolvedConfig) -> list[Issue]:
 
 def _issues(data_input: DataInput, provenance: Any, label: str) -> list[Issue]:
     storage, key = data_input.storage, data_input.key
-    if not storage.path:  # nothing to read: the roles refuse what needs one
-        return []
+    if not storage.path or hub_name(storage.path, "dataset"):  # nothing to read (the roles refuse what needs one),
+        return []  # or a hub repo's name: checked on its folder once the driver has fetched it
     what = f"{'taskset' if data_input.data == 'rollouts' else 'data set'} {storage.name}{label}"
     try:
         row = first_row(storage.path, storage.split, storage.subset_name)

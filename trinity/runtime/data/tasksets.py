@@ -1,21 +1,18 @@
-"""Rows of a local data set: JSONL, JSON, Parquet, or a folder saved by `datasets` (save_to_disk).
+"""Rows of a local data set: a JSONL, JSON, Parquet or CSV file, a folder of them (a hub repo's snapshot, with its
+card), or a folder saved by `datasets` (save_to_disk).
 
-Nothing is downloaded: a run reads what is on disk, on every node, the same way. `split` and
-`subset_name` pick the file or the `datasets` split inside a folder.
+Nothing is downloaded here: the driver fetched every data set named by hub id before Ray started, and a run reads
+what is on disk, on every node, the same way. `subset_name` and `split` pick the files as `datasets.load_dataset`
+does (`trinity.config.data_files`); every shard of a split is read.
 """
 
 import json
 from pathlib import Path
 
-SUFFIXES = (".jsonl", ".json", ".parquet")
+from ...config.data_files import DATA_SUFFIXES as SUFFIXES
+from ...config.data_files import DataError, SplitError, folder_layout, split_files
 
-
-class DataError(ValueError):
-    """A data set that cannot be read as asked; the message says what was looked for."""
-
-
-class SplitError(DataError):
-    """A folder with no file, or a saved data set with no split, of the split asked for."""
+__all__ = ["SUFFIXES", "DataError", "SplitError", "first_row", "load_rows"]
 
 
 def load_rows(path: str, split: str = "train", subset: str | None = None) -> list[dict]:
@@ -23,7 +20,7 @@ def load_rows(path: str, split: str = "train", subset: str | None = None) -> lis
     source = _source(path, subset)
     if _saved(source):
         return _read_saved(source, split)
-    return _read_file(_file(source, split))
+    return [row for file in _files(source, split, subset) for row in _read_file(file)]
 
 
 def first_row(path: str, split: str = "train", subset: str | None = None) -> dict | None:
@@ -32,18 +29,17 @@ def first_row(path: str, split: str = "train", subset: str | None = None) -> dic
     source = _source(path, subset)
     if _saved(source):
         return None
-    file = _file(source, split)
-    if file.suffix not in SUFFIXES:
-        raise _unsupported(file)
-    try:
-        rows = _first(file)
-    except (ValueError, TypeError) as exc:  # JSON's and pyarrow's errors, a byte that is not UTF-8, ragged columns
-        raise DataError(f"{file}: not readable as {file.suffix[1:]}: {exc}") from exc
-    if not rows:
-        raise DataError(f"{file}: no rows")
-    if not isinstance(rows[0], dict):
-        raise DataError(f"{file}: rows are {type(rows[0]).__name__}, not objects with named columns")
-    return rows[0]
+    files = _files(source, split, subset)
+    for file in files:
+        try:
+            rows = _first(file)
+        except (ValueError, TypeError) as exc:  # JSON's and pyarrow's errors, a byte that is not UTF-8, ragged columns
+            raise DataError(f"{file}: not readable as {file.suffix[1:]}: {exc}") from exc
+        if rows:
+            if not isinstance(rows[0], dict):
+                raise DataError(f"{file}: rows are {type(rows[0]).__name__}, not objects with named columns")
+            return rows[0]
+    raise DataError(f"{files[0] if len(files) == 1 else source}: no rows")
 
 
 def _first(file: Path) -> list:
@@ -59,37 +55,27 @@ def _first(file: Path) -> list:
 
 
 def _source(path: str, subset: str | None) -> Path:
-    """The file or folder `path` names, its `subset` folder where it has one."""
+    """The file or folder `path` names: a subset's own folder where it has one and no card names its subsets."""
     source = Path(path)
-    if subset and source.is_dir() and (source / subset).exists():
-        source = source / subset
     if not source.exists():
         raise DataError(f"{path}: no such file or folder")
+    if subset and source.is_dir() and (source / subset).is_dir() and not folder_layout(source).from_card:
+        return source / subset
     return source
 
 
-def _file(source: Path, split: str) -> Path:
-    """The file to read: `source` itself, or its file of `split`."""
-    return source if source.is_file() else _split_file(source, split)
+def _files(source: Path, split: str, subset: str | None) -> list[Path]:
+    """The files holding `split`: `source` itself, or the ones its folder's card or file names give the split."""
+    if source.is_file():
+        if source.suffix not in SUFFIXES:
+            raise _unsupported(source)
+        return [source]
+    found = folder_layout(source)
+    return [source / name for name in split_files(found, subset if found.from_card else None, split, str(source))]
 
 
 def _saved(source: Path) -> bool:
     return source.is_dir() and ((source / "dataset_dict.json").exists() or (source / "dataset_info.json").exists())
-
-
-def _split_file(folder: Path, split: str) -> Path:
-    candidates = [
-        p
-        for p in sorted(folder.iterdir())
-        if p.suffix in SUFFIXES and (p.stem == split or p.stem.startswith(f"{split}-"))
-    ]
-    if not candidates:
-        found = ", ".join(p.name for p in sorted(folder.iterdir()) if p.suffix in SUFFIXES) or "none"
-        raise SplitError(
-            f"{folder}: no file for split {split!r} ({split}.jsonl, {split}.json or {split}.parquet); data files "
-            f"here: {found}"
-        )
-    return candidates[0]
 
 
 def _read_file(path: Path) -> list[dict]:
@@ -97,13 +83,25 @@ def _read_file(path: Path) -> list[dict]:
         with path.open(encoding="utf-8") as fh:
             return [json.loads(line) for line in fh if line.strip()]
     if path.suffix == ".json":
-        data = json.loads(path.read_text(encoding="utf-8"))
-        return data if isinstance(data, list) else _columns_to_rows(data)
+        return _read_json(path.read_text(encoding="utf-8"))
     if path.suffix == ".parquet":
         import pyarrow.parquet as pq
 
         return pq.read_table(path).to_pylist()
+    if path.suffix == ".csv":
+        import pyarrow.csv as pc
+
+        return pc.read_csv(path).to_pylist()
     raise _unsupported(path)
+
+
+def _read_json(text: str) -> list[dict]:
+    """A JSON file as datasets' json builder reads one: an array of rows, a mapping of columns, or JSON lines."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError:
+        return [json.loads(line) for line in text.splitlines() if line.strip()]
+    return data if isinstance(data, list) else _columns_to_rows(data)
 
 
 def _unsupported(path: Path) -> DataError:

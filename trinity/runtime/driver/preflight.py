@@ -21,7 +21,7 @@ from ...config.local_inputs import data_issues, model_issues, teacher_issues
 from ...config.provenance import WRITTEN
 from ...config.resolve import ResolvedConfig
 from ...config.schema import RunConfig
-from ...errors import ConfigError, Issue, config_or_node_error
+from ...errors import ConfigError, Issue, error_of
 from ...platforms import get_platform
 from ...platforms.detect import Probes
 from ...platforms.health import stack_problems
@@ -39,30 +39,51 @@ def check(resolved: ResolvedConfig) -> None:
     start(resolved).wait()
 
 
-def early(resolved: ResolvedConfig) -> "VerlCheck":
-    """verl's check of `resolved`'s training stages, importing verl from now on (while the demo's assets are built
-    and Ray starts); `start` gives it the stages. A run that trains nothing gets a check that finds nothing."""
-    trains = bool(_training(resolved))
-    return VerlCheck(get_platform(resolved.config.hardware.device_type).verl_env() if trains else None)
+def check_inputs(resolved: ResolvedConfig) -> None:
+    """Raise one ConfigError listing what is wrong with what the run reads from disk (`input_issues`): run again once
+    the names of hub repos are fetched, on the config naming their folders."""
+    issues = input_issues(resolved)
+    if issues:
+        raise ConfigError(issues)
 
 
-def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlCheck":
-    """Raise one ConfigError listing every problem the driver finds; then give verl's check (`verl`, started by
-    `early`, or a new one) the training stages: it answers in `wait()` (a local Ray can start meanwhile)."""
+def input_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """What the run reads from disk: its data sets' columns, its model folder (and code it would run), its teacher.
+    Names of hub repos are left out: the driver fetches them, and this runs again on their folders."""
     stages = [config for _, config in resolved.runs]
     issues = (data_issues(resolved) or column_issues(resolved)) + (
         model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
     )
-    issues += teacher_issues(resolved) + _monitor_issues(resolved)
+    return issues + teacher_issues(resolved)
+
+
+def early(resolved: ResolvedConfig) -> "VerlCheck":
+    """verl's check of `resolved`'s training stages, importing verl from now on (while the demo's assets are built
+    and Ray starts); `start` gives it the stages. A run that trains nothing gets a check that finds nothing."""
+    trains = bool(training_stages(resolved))
+    return VerlCheck(get_platform(resolved.config.hardware.device_type).verl_env() if trains else None)
+
+
+def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlCheck":
+    """Raise one error listing every problem the driver finds (`driver_checks`); then give verl's check (`verl`,
+    started by `early`, or a new one) the training stages: it answers in `wait()` (a local Ray can start meanwhile)."""
+    driver_checks(resolved)
+    verl = verl or early(resolved)
+    verl.ask(training_stages(resolved))
+    return verl
+
+
+def driver_checks(resolved: ResolvedConfig, fetching: list[Issue] | None = None) -> None:
+    """Raise one error listing every problem the driver finds, with `fetching` (the keys whose names of hub repos
+    cannot be had, found before anything is downloaded)."""
+    stages = [config for _, config in resolved.runs]
+    issues = input_issues(resolved) + _monitor_issues(resolved)
     node = _stack_issues(resolved)
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
     for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):
         issues += [i for i in _attention_issues(config, resolved, provenance) if i not in issues]
-    if issues or node:
-        raise config_or_node_error(issues, node)
-    verl = verl or early(resolved)
-    verl.ask(_training(resolved))
-    return verl
+    if issues or node or fetching:
+        raise error_of(issues, node, fetching or [])
 
 
 def _stack_issues(resolved: ResolvedConfig) -> list[Issue]:
@@ -76,7 +97,7 @@ def _stack_issues(resolved: ResolvedConfig) -> list[Issue]:
     ]
 
 
-def _training(resolved: ResolvedConfig) -> list[RunConfig]:
+def training_stages(resolved: ResolvedConfig) -> list[RunConfig]:
     """The configs of the stages that train: what verl's check reads."""
     return [config for _, config in resolved.runs if modes.mode(config.mode).trains]
 

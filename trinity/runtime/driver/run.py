@@ -76,7 +76,8 @@ def train(resolved: ResolvedConfig, options: RunOptions, show: Show) -> list[Sta
     run_dir = run_dir_of(config)
     with run_dir.lock(_lock_mode({c.mode for _, c in stages})):
         latest = _resume_point(run_dir, config, resolved.provenance, options.force)
-        run_dir.write_config(redact(config.model_dump(mode="json")))  # credentials never reach the disk
+        # credentials never reach the disk; `fetched`: the hub names the run read, and the commit of each
+        run_dir.write_config(redact(config.model_dump(mode="json")) | _fetched(resolved))
         metrics = MetricsLog(
             run_dir.metrics, config.monitor, f"{config.project}/{config.name}", run_dir.root / "tensorboard"
         )
@@ -86,6 +87,10 @@ def train(resolved: ResolvedConfig, options: RunOptions, show: Show) -> list[Sta
             metrics.close()
             if config.monitor.enable_ray_timeline:
                 _write_timeline(run_dir.timeline)
+
+
+def _fetched(resolved: ResolvedConfig) -> dict[str, list]:
+    return {"fetched": list(resolved.fetched)} if resolved.fetched else {}
 
 
 def _write_timeline(path: Path) -> None:
