@@ -5,8 +5,8 @@ import pytest
 from tests.conftest import MINIMAL
 from trinity.errors import (
     ClusterError,
-    FetchError,
     ConfigError,
+    FetchError,
     Issue,
     LockError,
     NodeError,
