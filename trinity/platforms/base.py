@@ -28,6 +28,9 @@ class Platform:
     # through host memory (synchronizer.sync_channel: device_ipc)
     device_ipc: bool = False
     ipc_reason: str = ""  # where that comes from, shown by --explain
+    # the accelerator driver release device IPC needs ("" where the mechanism alone decides): the node's driver is
+    # read (platforms/ipc.py), and below this release colocate syncs through Ray's object store instead
+    ipc_driver: str = ""
 
     def verl_env(self) -> dict[str, str]:
         """Variables that make verl take this platform instead of detecting one."""
