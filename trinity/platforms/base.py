@@ -31,6 +31,7 @@ class Platform:
     # the accelerator driver release device IPC needs ("" where the mechanism alone decides): the node's driver is
     # read (platforms/ipc.py), and below this release colocate syncs through Ray's object store instead
     ipc_driver: str = ""
+    alloc_conf_env: str | None = None  # the variable its caching allocator reads its settings from
 
     def verl_env(self) -> dict[str, str]:
         """Variables that make verl take this platform instead of detecting one."""

@@ -13,6 +13,7 @@ NPU = Platform(
     verl_platform="huawei",
     vllm_modules=("vllm", "vllm_ascend"),  # vllm_ascend registers itself through vllm.platform_plugins
     install_extra="npu",
+    alloc_conf_env="PYTORCH_NPU_ALLOC_CONF",
     device_ipc=True,
     # torch_npu/multiprocessing/reductions.py (since torch_npu 2.6.0.post3, in 2.9.0 and 2.10.0.post4) replaces
     # torch's reduce_tensor when torch_npu is imported; its memory export needs CANN >= 8.3.RC1 and a driver (Ascend

@@ -265,11 +265,10 @@ class RolloutEngine(Role):
         from ..sync import device_ipc, pieces
 
         if isinstance(piece, dict):
-            import ray
             import torch
 
-            node, index = ray.get_runtime_context().get_node_id(), torch.accelerator.current_device_index()
-            piece = device_ipc.open_handle(piece, device_ipc.device_key(node, self.visible_devices_env, index), index)
+            index = torch.accelerator.current_device_index()
+            piece = device_ipc.open_handle(piece, device_ipc.device_key(self.visible_devices_env, index), index)
         return pieces.split(piece, [s.shape for s in specs])
 
     def _receive(self, specs: list[WeightSpec], group_module) -> None:

@@ -76,6 +76,7 @@ class VllmEngine(RolloutEngine):
         self.version = version
         self.topology = topo = topology(self.config, self.index)
         self.vllm = vllm_api(engine_env(self.config, topo))
+        _announce_node()  # before vLLM starts this part's workers: they key the trainer's device buffers by it
         start = lora.sources(model_path, self.config)
         self.base, base = start.base, start.base
         if start.adapter and lora.moves_adapter(self.config):
@@ -226,8 +227,8 @@ class VllmEngine(RolloutEngine):
         try:
             if index == 0:
                 await self._begin_pieces()
-            plain, node = [spec.plain() for spec in specs], _node_id()
-            await self._rpc("trinity_piece", source, plain, node, self.visible_devices_env)
+            plain = [spec.plain() for spec in specs]
+            await self._rpc("trinity_piece", source, plain, self.visible_devices_env)
             if index == count - 1:
                 await self._rpc("trinity_end")
                 await self._applied(self._slot, version)
@@ -421,10 +422,12 @@ def _write_once(piece: Any, folder: Path, name: str) -> None:
         draft.unlink(missing_ok=True)
 
 
-def _node_id() -> str:
-    import ray
+def _announce_node() -> str:
+    """Record this actor's Ray node for the vLLM workers it starts, which build their device keys in their own
+    processes (sync/device_ipc.py): a part on another node than the head's has another node."""
+    from ..sync import device_ipc
 
-    return ray.get_runtime_context().get_node_id()
+    return device_ipc.announce_node()
 
 
 def vllm_api(env: dict[str, str]) -> SimpleNamespace:
