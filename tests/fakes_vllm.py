@@ -180,7 +180,7 @@ class FakeAsyncLLM:
         self.calls.append(("sleep", level))
 
     async def wake_up(self, tags=None):
-        self.calls.append(("wake_up",))
+        self.calls.append(("wake_up", tags))
 
     def shutdown(self):
         self.calls.append(("shutdown",))

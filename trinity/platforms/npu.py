@@ -14,6 +14,9 @@ NPU = Platform(
     vllm_modules=("vllm", "vllm_ascend"),  # vllm_ascend registers itself through vllm.platform_plugins
     install_extra="npu",
     alloc_conf_env="PYTORCH_NPU_ALLOC_CONF",
+    # vllm-ascend 0.23's NPUWorker.sleep takes level 2, but verl 0.9.1 keeps level 1 on NPUs ("sleep_mode=2 is not
+    # supported on vllm-ascend for now", verl/third_party/vllm/__init__.py): level 1 until it is run there
+    rollout_sleep_level=1,
     device_ipc=True,
     # torch_npu/multiprocessing/reductions.py (since torch_npu 2.6.0.post3, in 2.9.0 and 2.10.0.post4) replaces
     # torch's reduce_tensor when torch_npu is imported; its memory export needs CANN >= 8.3.RC1 and a driver (Ascend

@@ -18,7 +18,14 @@ from tests.fakes_vllm import FakeAsyncLLM, fake_vllm_api  # noqa: E402
 from tests.runtime.syncs import memory_sync, specs_of  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
-from trinity.runtime.rollout import engine_class, vllm_args, vllm_engine, vllm_fields, vllm_worker  # noqa: E402
+from trinity.runtime.rollout import (  # noqa: E402
+    engine_class,
+    vllm_args,
+    vllm_engine,
+    vllm_fields,
+    vllm_parts,
+    vllm_worker,
+)
 from trinity.runtime.rollout.base import Sampling  # noqa: E402
 from trinity.runtime.rollout.vllm_engine import VllmEngine  # noqa: E402
 from trinity.runtime.sync import device_ipc  # noqa: E402
@@ -42,7 +49,7 @@ def fake_vllm(monkeypatch, tmp_path):
     monkeypatch.setattr(vllm_worker, "piece_roots", lambda: roots)
     monkeypatch.setattr(vllm_engine, "piece_roots", lambda: roots)
     # the engine's actor records its Ray node for its vLLM workers, which build their device keys from it
-    monkeypatch.setattr(vllm_engine, "_announce_node", lambda: monkeypatch.setenv(device_ipc.NODE_ENV, "node-a"))
+    monkeypatch.setattr(vllm_parts, "announce_node", lambda: monkeypatch.setenv(device_ipc.NODE_ENV, "node-a"))
     monkeypatch.setattr(VllmEngine, "_pieces_folder", lambda self: Path("pieces") / self.name.split(".part")[0])
 
 
@@ -172,7 +179,7 @@ def test_a_memory_sync_whose_reload_fails_raises_the_workers_error_and_frees_the
     weights = {"no.such.weight": torch.ones(4, 3), "head.weight": torch.ones(4, 3)}
     with pytest.raises(KeyError, match="no.such.weight"):
         memory_sync(e, weights, 5)
-    assert e.weight_version() == 3 and not e._updating  # the engine's turn is given back: requests go on
+    assert e.weight_version() == 3 and not e.turns._updating  # the engine's turn is given back: requests go on
     assert ("collective_rpc", "trinity_abort", ()) in e.llm.calls
 
 
@@ -217,7 +224,7 @@ def test_a_sync_whose_start_fails_gives_the_engines_turn_back(monkeypatch):
     e.llm.collective_rpc = lambda method, **kw: refuse(method) if method == "trinity_begin" else real(method, **kw)
     with pytest.raises(RuntimeError, match="trinity_begin refused"):
         memory_sync(e, {"head.weight": torch.ones(4, 3)}, 5)
-    assert not e._updating and e._sync is None  # requests go on
+    assert not e.turns._updating and e._sync is None  # requests go on
     version, _ = asyncio.run(e.generate([1], 1, Sampling()))
     assert version == 3
 
@@ -313,7 +320,52 @@ def test_colocated_engine_sleeps_and_wakes_before_it_generates():
     assert e.llm.args["enable_sleep_mode"] is True
     asyncio.run(e.sleep())
     asyncio.run(e.generate([1], 1, Sampling()))
-    assert [c[0] for c in e.llm.calls] == ["sleep", "wake_up", "generate"]
+    assert [c[:2] for c in e.llm.calls] == [("sleep", 1), ("wake_up", ["weights", "kv_cache"]), e.llm.calls[2][:2]]
+
+
+def model_weights() -> dict:
+    """Every weight of the fake workers' model (tests/fakes_vllm.py FakeModel)."""
+    return {"embed.weight": torch.ones(4, 3), "head.weight": torch.ones(4, 3)}
+
+
+def test_a_sync_wakes_the_weights_alone_and_generating_wakes_the_kv_cache():
+    """colocate: the KV cache stays asleep while the trainer still holds its state and the sync's buffers; the
+    next generate wakes it (verl: weights, sync, then kv_cache)."""
+    e = started(config("a100", "mode=colocate"))
+    asyncio.run(e.sleep(1))
+    assert asyncio.run(e.wake_up(["weights"])) is True  # the KV cache still sleeps
+    memory_sync(e, model_weights(), 4)
+    asyncio.run(e.generate([1], 1, Sampling()))
+    wakes = [c for c in e.llm.calls if c[0] in ("sleep", "wake_up", "generate")]
+    assert wakes == [("sleep", 1), ("wake_up", ["weights"]), ("wake_up", ["kv_cache"]), wakes[-1]]
+    assert wakes[-1][0] == "generate"
+
+
+def test_weights_a_deep_sleep_discarded_are_refused_until_a_sync_refills_them():
+    """Level 2 keeps no copy of the weights (no pinned host copy copied back only to be overwritten): the driver
+    asks for it only where a sync follows before the engines generate; should one not, the engine refuses."""
+    e = started(config("a100", "mode=colocate"))
+    asyncio.run(e.sleep(2))
+    with pytest.raises(RuntimeError, match="slept at level 2 .* before a sync gave it every weight"):
+        asyncio.run(e.generate([1], 1, Sampling()))
+    asyncio.run(e.sleep(2))  # the failed generate woke it: asleep again, weights discarded
+    memory_sync(e, model_weights(), 4)
+    version, _ = asyncio.run(e.generate([1], 1, Sampling()))
+    assert version == 4 and ("sleep", 2) in e.llm.calls
+
+
+def test_a_sleep_after_a_sync_that_left_the_kv_cache_asleep_wakes_it_first():
+    """vLLM sleeps an engine whole: what a sync left asleep wakes before the engine sleeps again."""
+    e = started(config("a100", "mode=colocate"))
+    asyncio.run(e.sleep(1))
+    asyncio.run(e.wake_up(["weights"]))
+    asyncio.run(e.sleep(1))
+    assert [c for c in e.llm.calls if c[0] in ("sleep", "wake_up")] == [
+        ("sleep", 1),
+        ("wake_up", ["weights"]),
+        ("wake_up", ["kv_cache"]),
+        ("sleep", 1),
+    ]
 
 
 def test_an_engine_that_does_not_share_devices_never_sleeps():
@@ -375,7 +427,7 @@ def test_a_follower_part_announces_the_node_address_ray_knows(monkeypatch):
     )
     monkeypatch.delenv("VLLM_HOST_IP", raising=False)
     monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.7")
-    monkeypatch.setattr(vllm_engine, "_wait_for", lambda key, timeout: (("10.0.0.1", 2345), "head-handle"))
+    monkeypatch.setattr(vllm_parts, "wait_for", lambda key, timeout: (("10.0.0.1", 2345), "head-handle"))
     part = engine(cfg, slot=1, name="rollout.engine0.part1")
     monkeypatch.setattr(part, "_key", lambda path, version: "key")
     monkeypatch.setattr(part, "_start_workers", lambda kwargs: kwargs)
