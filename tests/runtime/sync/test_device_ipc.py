@@ -32,11 +32,14 @@ def test_segments_that_were_ordinary_stay_so(allocator):
 
 
 def test_the_platforms_own_variable_says_expandable_where_torchs_settings_do_not(allocator, monkeypatch):
-    """torch_npu's allocator reads PYTORCH_NPU_ALLOC_CONF, which torch's accelerator settings do not show."""
-    torch._C._accelerator_setAllocatorSettings("expandable_segments:False")
+    """torch_npu's allocator reads PYTORCH_NPU_ALLOC_CONF, which torch's accelerator settings do not show; where they
+    name the setting (CUDA), they say it as it is now."""
+    torch._C._accelerator_setAllocatorSettings("max_split_size_mb:512")
     monkeypatch.setenv("PYTORCH_NPU_ALLOC_CONF", "max_split_size_mb:512, expandable_segments:True")
     assert device_ipc.expandable_segments("PYTORCH_NPU_ALLOC_CONF")
     assert not device_ipc.expandable_segments(None) and not device_ipc.expandable_segments("PYTORCH_CUDA_ALLOC_CONF")
+    torch._C._accelerator_setAllocatorSettings("expandable_segments:False")  # turned off since the start
+    assert not device_ipc.expandable_segments("PYTORCH_NPU_ALLOC_CONF")
 
 
 def test_each_process_keys_its_device_by_its_own_node_and_physical_device(monkeypatch):

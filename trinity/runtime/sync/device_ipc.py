@@ -114,12 +114,14 @@ def ordinary_segments(device_type: str, alloc_conf_env: str | None) -> Callable[
 
 
 def expandable_segments(alloc_conf_env: str | None) -> bool:
-    """Whether the caching allocator maps memory in expandable segments now: torch's accelerator settings (which
-    read PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF), or the platform's own variable (PYTORCH_NPU_ALLOC_CONF)."""
+    """Whether this process's caching allocator maps memory in expandable segments: torch's live accelerator settings
+    where they name the setting (they read PYTORCH_ALLOC_CONF and PYTORCH_CUDA_ALLOC_CONF, and show later changes),
+    else the variable the platform's allocator read at its start (`alloc_conf_env`: torch_npu's PYTORCH_NPU_ALLOC_CONF,
+    which torch's settings do not show)."""
     import torch
 
-    settings = getattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "")()
-    settings += "," + os.environ.get(alloc_conf_env or "", "")
+    live = getattr(torch._C, "_accelerator_getAllocatorSettings", lambda: "")()
+    settings = live if EXPANDABLE in live else os.environ.get(alloc_conf_env or "", "")
     entries = [entry.replace(" ", "").lower() for entry in settings.split(",")]
     return f"{EXPANDABLE}:true" in entries
 

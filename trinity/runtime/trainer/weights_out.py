@@ -76,6 +76,7 @@ class WeightsOut:
                 dtype = sent_dtype(tensor.dtype, narrow)
                 tensor = (tensor if dtype == tensor.dtype else tensor.to(dtype)).contiguous()
             yield name, tensor
+            del tensor  # before the next gather: one gathered weight at a time
 
     def _lora_tensors(self, kind: str) -> Named:
         """The adapter's matrices (PEFT's names), or the plain model with the adapter merged (Hugging Face names).
