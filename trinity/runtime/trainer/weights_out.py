@@ -4,7 +4,8 @@ Each full weight is gathered from its FSDP shards in turn: a collective every ra
 keeps or sends. It travels in the dtype the engines keep it in where that is narrower (half the bytes of a bf16
 rollout from an fp32 trainer); with LoRA, as the adapter's matrices or base + adapter merged. The weight-sync method
 (config/sync_methods.py) picks the way: a broadcast over the sync group, pieces (rank 0's flat host tensors into
-Ray's object store, or each rank's device buffer that the engines on its device map), or a file.
+Ray's object store, or the device buffer of each rank beside an engine worker, which that worker maps: the buffer in
+the rollout dtype on every such rank, in ordinary segments of the allocator, sync/device_ipc.py), or a file.
 """
 
 import time
