@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     if not torch.accelerator.is_available():
-        print(json.dumps({"error": "no accelerator here: device IPC needs a GPU or an NPU", "ok": False}))
+        print(json.dumps({"error": "no accelerator here: device IPC needs a GPU or an NPU"}))
         return 1
     report = check(args)
     print(json.dumps(report, indent=2))
