@@ -167,6 +167,25 @@ def cli(capsys, monkeypatch, tmp_path):
 
 
 @pytest.fixture
+def ascend_driver_here(tmp_path, monkeypatch):
+    """`plant(version)`: this node has the Ascend driver (HDK) `version` installed, as its installer leaves it
+    (/etc/ascend_install.info naming the folder, its driver/version.info): real files under tmp_path, where
+    trinity/platforms/npu_driver.py is pointed to look. Without a call, this node has none."""
+    from trinity.platforms import npu_driver
+
+    root = tmp_path / "Ascend"
+    monkeypatch.setattr(npu_driver, "INSTALL_INFO", str(tmp_path / "ascend_install.info"))
+    monkeypatch.setattr(npu_driver, "DEFAULT_ROOT", str(tmp_path / "absent"))
+
+    def plant(version: str) -> None:
+        (root / "driver").mkdir(parents=True, exist_ok=True)
+        (root / "driver" / "version.info").write_text(f"Version={version}\nascendhal_version=7.35.23\n")
+        (tmp_path / "ascend_install.info").write_text(f"Driver_Install_Path_Param={root}\n")
+
+    return plant
+
+
+@pytest.fixture
 def write(tmp_path):
     """Write a YAML file (dedented) under the test's folder and return its path."""
 

@@ -69,6 +69,19 @@ def fake_machine(
     )
 
 
+def ascend_driver(version: str, root: str = "/usr/local/Ascend", recorded: bool = True) -> dict:
+    """A planted Ascend driver (HDK) as its installer leaves it, as `texts` of fake_machine: its version.info under
+    `root`, and (`recorded`) /etc/ascend_install.info naming `root`."""
+    files = {
+        f"{root}/driver/version.info": f"Version={version}\nascendhal_version=7.35.23\npackage_version={version}\n"
+    }
+    if recorded:
+        files["/etc/ascend_install.info"] = (
+            f"UserName=HwHiAiUser\nUserGroup=HwHiAiUser\nDriver_Install_Path_Param={root}\n"
+        )
+    return files
+
+
 def cann_toolkit(version: str, arch: str = "x86_64", root: str = "/usr/local/Ascend/ascend-toolkit/latest") -> dict:
     """A planted CANN toolkit's version file (its ascend_toolkit_install.info), as `texts` of fake_machine."""
     info = (

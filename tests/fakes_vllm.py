@@ -10,6 +10,7 @@ weight-sync group and torch are real.
 """
 
 import asyncio
+import os
 import threading
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -19,6 +20,7 @@ import msgspec
 import torch
 
 from trinity.runtime.rollout.vllm_worker import WeightSyncWorker
+from trinity.runtime.sync import device_ipc
 
 
 class FakeModel(torch.nn.Module):
@@ -116,6 +118,8 @@ class FakeAsyncLLM:
         self.workers = [Worker(r, workers) for r in range(workers)]
         self.calls: list = []
         self.gate: asyncio.Event | None = None  # when set by a test, generate waits for it
+        # the node the engine's actor recorded for the workers vLLM starts now, which inherit its environment
+        self.node_at_start = os.environ.get(device_ipc.NODE_ENV)
         FakeAsyncLLM.instances.append(self)
 
     @classmethod
@@ -176,7 +180,7 @@ class FakeAsyncLLM:
         self.calls.append(("sleep", level))
 
     async def wake_up(self, tags=None):
-        self.calls.append(("wake_up",))
+        self.calls.append(("wake_up", tags))
 
     def shutdown(self):
         self.calls.append(("shutdown",))

@@ -143,3 +143,15 @@ def test_the_npu_smoke_says_the_nodes_stack_first_and_stops_with_the_doctors_rep
     assert first.startswith("npu_smoke: stack: CANN 8.5.1: torch 2.9.0, torch_npu 2.9.0, vllm 0.18.0")
     assert "error: CANN 8.5.1 is the stack of the RFC" in proc.stderr
     assert "hint: install CANN 9.1.0 (toolkit, 910b ops, NNAL), then: " in proc.stderr
+
+
+def test_the_device_ipc_check_lays_out_two_trainer_ranks_of_which_only_the_first_is_beside_an_engine():
+    """What scripts/device_ipc_check.py checks on a device: the colocated run hardware=auto resolves there, its
+    roles given the env the launcher gives them (here the cpu profile's), one engine device for two trainer ranks."""
+    sys.path.insert(0, str(REPO / "scripts"))
+    import device_ipc_check
+
+    config, platform, trainer_env, rollout_env, beside = device_ipc_check.layout()
+    assert config.mode == "colocate" and beside == [True, False]
+    assert trainer_env["TRINITY_DEVICE"] == rollout_env["TRINITY_DEVICE"] == platform.device_type
+    assert str(REPO) in trainer_env["PYTHONPATH"].split(":")  # Ray's workers import the project

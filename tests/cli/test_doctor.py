@@ -1,6 +1,6 @@
 """`trinity doctor`: every finding through fake machines, and the real command on this one."""
 
-from tests.fakes import cann_toolkit, fake_machine
+from tests.fakes import ascend_driver, cann_toolkit, fake_machine
 from trinity import paths
 from trinity.cli.doctor import diagnose, render_text
 
@@ -29,13 +29,19 @@ def test_healthy_npu_node():
             npu_chip="Ascend 910B3",
             env=CANN_ENV,
             files=CANN_FILES,
-            texts=cann_toolkit("9.1.0"),
+            texts=cann_toolkit("9.1.0") | ascend_driver("25.3.rc1"),
             versions=STACK_9_1,
         ),
         paths.profile_dirs(),
     )
     assert report["problems"] == []
     assert report["cann"]["release"] == "9.1.0"
+    assert report["driver"] | {"why": ""} == {
+        "release": "25.3.rc1",
+        "release_from": "/usr/local/Ascend/driver/version.info",
+        "device_ipc": True,
+        "why": "",
+    }
     assert report["npu_stack"]["runs"] and report["npu_stack"]["stack"].startswith("CANN 9.1.0: torch 2.10.0, ")
     assert report["hardware_auto"]["profile"] == "ascend910b" and report["cann"]["toolkit_loaded"]
     assert report["devices"] == {
@@ -164,6 +170,37 @@ def test_an_npu_node_whose_cann_release_nothing_says_or_no_stack_has():
     assert any(p["message"].startswith("CANN 9.0.0-beta.1 is in no stack trinity runs on") for p in beta["problems"])
 
 
+def npu_node(driver: dict) -> dict:
+    """A healthy 910B node but for its driver (HDK): `driver`, files as tests.fakes.ascend_driver plants them."""
+    texts = cann_toolkit("9.1.0") | driver
+    machine = fake_machine(npu_chip="Ascend 910B3", env=CANN_ENV, files=CANN_FILES, texts=texts, versions=STACK_9_1)
+    return diagnose(machine, paths.profile_dirs())
+
+
+def test_an_npu_driver_older_than_device_ipc_needs_turns_it_off_with_a_warning():
+    report = npu_node(ascend_driver("25.2.0", root="/opt/Ascend"))
+    assert report["driver"]["release"] == "25.2.0" and report["driver"]["device_ipc"] is False
+    (problem,) = report["problems"]
+    assert problem["severity"] == "warning"  # the run still works: colocate syncs another way
+    assert problem["message"] == (
+        "device IPC is off on this node: driver release 25.2.0 (/opt/Ascend/driver/version.info) is older than "
+        "25.3.rc1; it needs driver release 25.3.rc1 or newer"
+    )
+    assert "npu driver release 25.3.rc1 or newer" in problem["hint"] and "Ray's object store" in problem["hint"]
+    assert "driver:    25.2.0 (/opt/Ascend/driver/version.info); device IPC off" in render_text(report)
+
+
+def test_an_npu_node_whose_driver_says_no_release_has_device_ipc_off():
+    report = npu_node({})
+    assert report["driver"] == {
+        "release": None,
+        "release_from": None,
+        "device_ipc": False,
+        "why": report["driver"]["why"],
+    } and report["driver"]["why"].startswith("no npu driver release found on this node (/etc/ascend_install.info")
+    assert "driver:    no release found; device IPC off" in render_text(report)
+
+
 def test_gpu_node_with_a_cpu_torch():
     assert "NVIDIA GPUs found but torch 2.13.0+cpu is a CPU build" in problems(
         fake_machine(gpu="NVIDIA H100", versions={"torch": "2.13.0+cpu"})
@@ -176,6 +213,7 @@ def test_text_report():
         "devices:   cuda: 8 x NVIDIA H200 (140 GB)" in text
         and "hardware=auto -> h200" in text
         and "no problems found" in text
+        and "driver:" not in text  # device IPC on GPUs depends on no driver release
     )
 
 

@@ -223,6 +223,7 @@ def test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory(env
         ("devices", "trainer"),
         ("trainer", 1),
         ("trainer", 2),
+        ("devices", "sync"),  # the engine's weights wake for the sync; the rest once it is done
         ("devices", "rollout"),
         ("synchronizer", 2),
     ]
@@ -232,13 +233,16 @@ def test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory(env
         ("devices", "trainer"),
         ("trainer", 3),
         ("trainer", 4),
+        ("devices", "sync"),
         ("devices", "rollout"),
         ("synchronizer", 4),
     ]
     assert events == turns + later  # a handoff comes only when the other side's calls have all returned
-    # the engine slept while the trainer held the devices (it refuses to generate asleep) and woke for the sync
+    # the engine slept while the trainer held the devices (it refuses to generate asleep) and its weights woke for
+    # the sync: the transformers engine's whole model (it keeps no KV cache asleep)
     assert [(r["holder"], r["engines_asleep"]) for r in lines(tmp_path / RUN, "devices")] == [
         ("trainer", 1),
+        ("sync", 0),
         ("rollout", 0),
     ] * 2
     assert [r["weight_version"] for r in lines(tmp_path / RUN, "explorer")] == [0, 0, 2, 2]

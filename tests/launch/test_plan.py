@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import MINIMAL, REFERENCE
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
-from trinity.launch.plan import build_plan
+from trinity.launch.plan import beside_an_engine, build_plan
 
 
 def plan_for(*overrides, config=REFERENCE, exported=None):
@@ -110,6 +110,30 @@ def test_colocate_shares_each_device():
     assert plan.group("trainer_node0").bundles[0] == {"NPU": 1, "CPU": 2}
     engine = next(a for a in plan.actors if a.name == "rollout.engine0")
     assert engine.placement_group == "trainer_node0" and engine.options == {"num_cpus": 1, "resources": {"NPU": 0.5}}
+
+
+@pytest.mark.parametrize(
+    "engines,tp,devices",
+    [(1, 1, 8), (2, 2, 8), (4, 2, 8), (1, 16, 8), (3, 1, 4)],  # TP 16: an engine across 2 nodes
+)
+def test_the_trainer_ranks_beside_an_engine_are_those_whose_bundle_an_engine_worker_takes(engines, tp, devices):
+    """A colocated sync's trainer rank exports its device buffer only where an engine worker maps it."""
+    model = (f"explorer.rollout_model.engine_num={engines}", f"explorer.rollout_model.tensor_parallel_size={tp}")
+    nodes = max(engines * tp // devices, 1)
+    cluster = (f"cluster.gpu_per_node={devices}", f"cluster.node_num={nodes}")
+    config = resolve(Request(REFERENCE, ("hardware=a100", "mode=colocate", *model, *cluster))).config
+    plan = build_plan(config, {})
+    taken = {(a.placement_group, a.bundle_index) for a in plan.actors if a.role == "rollout"}
+    ranks = [a for a in plan.actors if a.role == "trainer"]
+    assert len(ranks) == nodes * devices and len(taken) == engines * tp
+    assert [beside_an_engine(config, a.rank) for a in ranks] == [
+        (a.placement_group, a.bundle_index) in taken for a in ranks
+    ]
+
+
+def test_no_trainer_rank_is_beside_an_engine_that_has_devices_of_its_own():
+    both = resolve(Request(REFERENCE, ("hardware=a100", "explorer.rollout_model.engine_num=2"))).config
+    assert [beside_an_engine(both, rank) for rank in range(2)] == [False, False]
 
 
 def test_an_exported_variable_wins_and_is_marked():

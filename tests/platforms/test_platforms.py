@@ -43,3 +43,15 @@ def test_verl_env_names_the_platform_and_the_modules_that_register_it():
         "VERL_PLATFORM": "cpu",
         "VERL_USE_EXTERNAL_MODULES": "trinity.runtime.verl.cpu_platform",
     }
+
+
+def test_the_allocator_variable_a_profile_sets_is_its_platforms():
+    """A colocated sync turns the trainer's expandable segments off while it exports and back on where that variable
+    had them on (runtime/sync/device_ipc.py): the name must be the one the platform's allocator reads."""
+    dirs = paths.profile_dirs()
+    for name in available(dirs):
+        profile = load_profile(name, dirs).profile
+        env = {**profile.env.common, **profile.env.trainer}
+        platform = PLATFORMS[profile.facts.device_type]
+        assert {k for k in env if k.endswith("_ALLOC_CONF")} <= {platform.alloc_conf_env}, name
+    assert {p.alloc_conf_env for p in PLATFORMS.values()} == {"PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NPU_ALLOC_CONF", None}

@@ -63,7 +63,8 @@ class World:
 
     experiences: int = 4  # per explore step
     version: int = 0
-    asleep: bool = False
+    asleep: bool = False  # some of the engines' memory sleeps
+    asleep_memory: set = field(default_factory=set)  # which of it: weights, kv_cache
     log: list = field(default_factory=list)
 
 
@@ -187,18 +188,24 @@ class Engine:
         return self._synced(version) if index == count - 1 else version
 
     def _synced(self, version: int) -> int:
-        assert not self.world.asleep, "synced into sleeping engines"
+        assert "weights" not in self.world.asleep_memory, "synced into sleeping weights"
         self.world.version = version
         self.world.log.append(("sync", version))
         return version
 
     async def sleep(self, level: int = 1) -> bool:
         self.world.asleep = True
+        self.world.asleep_memory = {"weights", "kv_cache"}
+        self.world.log.append(("sleep", level))
         return True
 
-    async def wake_up(self) -> bool:
-        self.world.asleep = False
-        return False
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
+        woken = [t for t in ("weights", "kv_cache") if t in self.world.asleep_memory and (tags is None or t in tags)]
+        self.world.asleep_memory -= set(woken)
+        self.world.asleep = bool(self.world.asleep_memory)
+        if woken:
+            self.world.log.append(("wake", *woken))
+        return self.world.asleep
 
     async def openai_url(self) -> str | None:
         return None  # the stand-in serves no endpoint

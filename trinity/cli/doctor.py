@@ -5,6 +5,7 @@ from typing import Any
 
 from ..config.auto import auto_profile
 from ..errors import ConfigError
+from ..platforms import get_platform, ipc
 from ..platforms.detect import Probes, detect
 from ..platforms.health import cann_state, problems, stack_report
 from ..platforms.versions import pair_problems
@@ -45,7 +46,10 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
         "packages": packages,
         "problems": [],
     }
-    report["problems"] = problems(found, packages, cann, probes) + _version_pairs(packages)
+    driver, driver_problems = ipc.driver_report(get_platform(found.device_type), probes)
+    if driver is not None:
+        report["driver"] = driver
+    report["problems"] = problems(found, packages, cann, probes) + _version_pairs(packages) + _as_dicts(driver_problems)
     stack = stack_report(found.device_type, cann["release"], probes)
     if stack is not None:
         report["npu_stack"] = stack
@@ -54,7 +58,11 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
 
 def _version_pairs(packages: dict[str, str | None]) -> list[dict[str, str]]:
     """Installed versions that do not belong together (docs/clusters.md: versions that work together)."""
-    return [{"severity": s, "message": m, "hint": h} for s, m, h in pair_problems(packages)]
+    return _as_dicts(pair_problems(packages))
+
+
+def _as_dicts(found: list[tuple[str, str, str]]) -> list[dict[str, str]]:
+    return [{"severity": s, "message": m, "hint": h} for s, m, h in found]
 
 
 def _auto(dirs: tuple[Path, ...], probes: Probes) -> dict[str, str]:
@@ -76,6 +84,12 @@ def _stack_lines(stack: dict[str, Any] | None, troubled: bool) -> list[str]:
     return lines
 
 
+def _driver_line(driver: dict[str, Any]) -> str:
+    """The accelerator driver's release, where device IPC depends on it, and whether device IPC is on."""
+    release = f"{driver['release']} ({driver['release_from']})" if driver["release"] else "no release found"
+    return f"driver:    {release}; device IPC {'on' if driver['device_ipc'] else 'off'}"
+
+
 def render_text(report: dict[str, Any]) -> str:
     """The report for a person."""
     dev, auto, cann = report["devices"], report["hardware_auto"], report["cann"]
@@ -89,6 +103,8 @@ def render_text(report: dict[str, Any]) -> str:
         f"CANN:      {'loaded from ' + cann['toolkit_home'] if cann['toolkit_loaded'] else 'not loaded'}; ATB "
         f"{'loaded' if cann['atb_loaded'] else 'not loaded'}; {release}"
     )
+    if "driver" in report:
+        lines.append(_driver_line(report["driver"]))
     lines.append("packages:  " + ", ".join(f"{name} {version or '-'}" for name, version in report["packages"].items()))
     lines += _stack_lines(report.get("npu_stack"), bool(report["problems"]))
     for problem in report["problems"]:

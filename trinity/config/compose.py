@@ -2,6 +2,10 @@
 
 schema defaults -> conf/ base -> profile (recommended values, env) -> live cluster (run path)
 -> user file -> CLI overrides (Hydra's override grammar)
+
+Beside the tree, what the rules read of this node besides its profile: the driver release, where the profile's
+platform maps device memory between processes only from one on (Ascend's HDK: platforms/ipc.py), read from the
+driver's own files.
 """
 
 import copy
@@ -13,6 +17,7 @@ from typing import Any, Optional
 
 from .. import paths
 from ..errors import ConfigError, Issue
+from ..platforms import get_platform, ipc
 from ..platforms.detect import Probes, detect
 from .auto import AUTO, choose_profile
 from .defaults import schema_defaults
@@ -66,6 +71,7 @@ class Composed:
     profile: LoadedProfile
     user: YamlDoc
     selection: str  # how the profile was chosen
+    driver: dict[str, str | None] | None = None  # this node's driver release, where the platform's device IPC needs one
 
 
 def compose(request: Request) -> Composed:
@@ -94,7 +100,8 @@ def compose(request: Request) -> Composed:
         provenance.record_tree(layer, data, where)
     for override in parsed.values:
         tree = apply_override(tree, override, provenance)
-    return Composed(tree, provenance, profile, user, selection)
+    driver = ipc.driver_release(get_platform(profile.profile.facts.device_type), request.probes)
+    return Composed(tree, provenance, profile, user, selection, driver)
 
 
 def _ray_here(user: YamlDoc, parsed: ParsedOverrides) -> bool:

@@ -91,7 +91,9 @@ def _resolve_tree(
         raise ConfigError(unresolved + [i for i in exc.issues if i.key not in failed]) from None
     if unresolved:
         raise ConfigError(unresolved)
-    data, issues = derive(typed.model_dump(), composed.profile, provenance, composed.selection, run_stages, stage_index)
+    data, issues = derive(
+        typed.model_dump(), composed.profile, provenance, composed.selection, run_stages, stage_index, composed.driver
+    )
     if any(i.severity == "error" for i in issues):
         raise ConfigError(issues)
     return validate(RunConfig, data, where, known=refusal), issues

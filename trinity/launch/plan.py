@@ -105,6 +105,13 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
     )
 
 
+def beside_an_engine(config: RunConfig, rank: int) -> bool:
+    """Whether trainer rank `rank` shares its device with a rollout engine's worker: where trainer and engines take
+    turns on the devices, rollout slot s takes the other half of trainer rank s's bundle (`colocated_engines`), so the
+    first cluster.rollout_gpu_num ranks do and the others (fewer engine devices than trainer ranks) do not."""
+    return modes.mode(config.mode).shares_devices and rank < (config.cluster.rollout_gpu_num or 0)
+
+
 def engine_parts(model, gpu_per_node: int, colocate: bool) -> tuple[int, int]:
     """(actors one engine spans, devices each holds): one actor per node it spans (whole nodes, checked
     when resolving); in colocate one actor per device, beside a trainer rank."""

@@ -28,6 +28,13 @@ class Platform:
     # through host memory (synchronizer.sync_channel: device_ipc)
     device_ipc: bool = False
     ipc_reason: str = ""  # where that comes from, shown by --explain
+    # the accelerator driver release device IPC needs ("" where the mechanism alone decides): the node's driver is
+    # read (platforms/ipc.py), and below this release colocate syncs through Ray's object store instead
+    ipc_driver: str = ""
+    alloc_conf_env: str | None = None  # the variable its caching allocator reads its settings from
+    # the deepest level vLLM sleeps at here where a weight sync refills every weight before the engine generates
+    # again (colocate): 2 keeps no copy of the weights in host memory (vLLM >= 0.8.5), 1 keeps one
+    rollout_sleep_level: int = 1
 
     def verl_env(self) -> dict[str, str]:
         """Variables that make verl take this platform instead of detecting one."""

@@ -10,6 +10,7 @@ from typing import Any
 
 from . import npu_stacks
 from .detect import Detection, Probes
+from .info_files import value_of
 from .npu_stacks import CHECKED, Problem, node_problems
 
 CANN_HOME_VARS = ("ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH")
@@ -41,19 +42,10 @@ def cann_release(probes: Probes, home: str) -> dict[str, str | None]:
     for folder in homes:
         path = os.path.join(folder, INSTALL_INFO.format(arch=probes.machine()))
         text = probes.read(path)
-        version = _key(text, "version") if text else None
+        version = value_of(text, "version") if text else None
         if version:
             return {"release": version, "release_from": path}
     return {"release": None, "release_from": None}
-
-
-def _key(text: str, key: str) -> str | None:
-    """The value of `key=value` among a file's lines."""
-    for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip().lower() == key:
-            return value.strip()
-    return None
 
 
 def _source_lines(probes: Probes, home: str) -> list[str]:

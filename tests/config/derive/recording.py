@@ -135,8 +135,8 @@ def recording():
     """Within it, every derivation (resolve's) records into the Record it yields."""
     record, real = Record(), resolve_module.derive
 
-    def derive(data, loaded, provenance, selection="", run_stages=(), stage_index=None):
-        ctx = RecordingContext(data, loaded, provenance, selection, run_stages, stage_index)
+    def derive(data, loaded, provenance, selection="", run_stages=(), stage_index=None, driver=None):
+        ctx = RecordingContext(data, loaded, provenance, selection, run_stages, stage_index, driver)
         for rule in derive_package.RULES:
             before, ctx.seen = copy.deepcopy(ctx.data), record.reads.setdefault(rule, set())
             rule(ctx)

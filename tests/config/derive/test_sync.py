@@ -68,7 +68,7 @@ def test_memory_in_a_run_without_both_trainer_and_engines_goes_through_checkpoin
     [
         ("a100", "both", "online", "process_group"),
         ("a100", "colocate", "online", "device_ipc"),  # CUDA IPC: the engines map the trainer's device buffers
-        ("ascend910b", "colocate", "online", "device_ipc"),  # torch_npu's NPU IPC
+        ("ascend910b", "colocate", "online", "device_ipc"),  # torch_npu's NPU IPC, on a driver that has it
         ("cpu", "colocate", "online", "object_store"),  # no device memory to map
         ("a100", "both", "memory", "object_store"),  # engines on devices of their own: through host memory
         ("a100", "both", "checkpoint", "files"),
@@ -76,10 +76,34 @@ def test_memory_in_a_run_without_both_trainer_and_engines_goes_through_checkpoin
     ],
 )
 def test_the_channel_follows_the_method_the_mode_and_whether_the_platform_maps_device_memory(
-    render, profile, mode, method, channel
+    render, ascend_driver_here, profile, mode, method, channel
 ):
+    ascend_driver_here("25.3.rc1")
     cfg = render(f"mode: {mode}\nsynchronizer:\n  sync_method: {method}\n", f"hardware={profile}")[1]
     assert cfg["synchronizer"]["sync_channel"] == channel
+
+
+@pytest.mark.parametrize(
+    "driver,why",
+    [
+        ("25.2.0", "driver release 25.2.0 ({root}/driver/version.info) is older than 25.3.rc1"),
+        (None, "no npu driver release found on this node"),
+    ],
+)
+def test_an_npu_node_whose_driver_cannot_map_memory_again_syncs_colocate_through_the_object_store(
+    render, ascend_driver_here, tmp_path, driver, why
+):
+    """torch_npu's IPC maps memory a process mapped before (each sync after the first) only with HDK >= 25.3.RC1."""
+    if driver:
+        ascend_driver_here(driver)
+    result, cfg = render("mode: colocate\n", "hardware=ascend910b")
+    assert cfg["synchronizer"]["sync_channel"] == "object_store" and result.code == 0
+    assert (
+        "synchronizer.sync_channel: 'object_store' (Ray's object store, through host memory), not 'device_ipc': "
+        + why.format(root=tmp_path / "Ascend")
+    ) in " ".join(result.err.split())
+    assert [line.split(":")[0] for line in result.err.splitlines() if "synchronizer.sync_channel:" in line] == ["note"]
+    assert "install the npu driver release 25.3.rc1 or newer (trinity doctor shows this node's)" in result.err
 
 
 def test_the_channel_is_explained_and_refused_when_set_by_hand(cli, render, write):
@@ -87,6 +111,7 @@ def test_the_channel_is_explained_and_refused_when_set_by_hand(cli, render, writ
     explained = cli("config", "render", "-c", path, "hardware=h200", "--explain", "synchronizer.sync_channel").out
     assert "rule sync_channel" in explained and "'device_ipc'  <- synchronizer.sync_method='memory'" in explained
     assert "platform cuda.device_ipc=True (CUDA IPC handles" in explained
+    assert "this node:" not in explained  # device IPC on GPUs depends on no driver release
     result, _ = render("synchronizer:\n  sync_channel: files\n", "hardware=a100")
     assert result.code == 2
     assert (

@@ -49,7 +49,11 @@ def test_on_the_host_the_store_pages_stay_mapped_and_ray_rebuilds_each_piece():
 
 def test_device_ipc_and_files():
     assert engine_sync_items(sync("device_ipc"), host=False) == []  # the engine maps the trainer's buffer
-    assert trainer_sync_items(sync("device_ipc"), host=False)[0].bytes == 2 * EMBEDDING  # cast, and the flat buffer
+    exported = SyncSetup("device_ipc", BUCKET, EMBEDDING // 2, WEIGHTS // 2, gathered=EMBEDDING)  # bf16 from fp32
+    buffers, gathered = trainer_sync_items(exported, host=False)
+    # the piece's buffer (the bf16 embedding, larger than a bucket) and the one before it the engine may still map;
+    # one weight as FSDP gathers it, in fp32: nothing of the piece is held twice, in no rank's fp32
+    assert (buffers.bytes, gathered.bytes) == (EMBEDDING, EMBEDDING) and {buffers.phase, gathered.phase} == {SYNC}
     assert engine_sync_items(sync("files"), host=False) == [] and trainer_sync_items(sync("files"), False) == []
     assert engine_sync_items(sync("files"), host=True)[0].bytes == EMBEDDING
     assert trainer_sync_items(sync("files"), host=True)[0].bytes == WEIGHTS
@@ -62,17 +66,17 @@ def config(*overrides: str):
 
 def test_the_resolved_config_says_what_a_sync_moves_and_how():
     both = config("explorer.rollout_model.engine_num=1", "cluster.gpu_per_node=2")
-    assert sync_setup(both, QWEN05) == SyncSetup("process_group", BUCKET, EMBEDDING, WEIGHTS)
+    assert sync_setup(both, QWEN05) == SyncSetup("process_group", BUCKET, EMBEDDING, WEIGHTS, EMBEDDING)
     colocated = config("mode=colocate", "explorer.rollout_model.engine_num=1", "cluster.gpu_per_node=1")
     assert sync_setup(colocated, QWEN05).channel == "object_store"  # the cpu platform maps no device memory
     assert sync_setup(config("mode=train"), QWEN05) is None  # no engines of its own to sync
     smaller = config("synchronizer.sync_bucket_mib=64", "explorer.rollout_model.dtype=bfloat16")
-    assert sync_setup(smaller, QWEN05) == SyncSetup("process_group", 64 * MIB, EMBEDDING // 2, WEIGHTS // 2)
+    assert sync_setup(smaller, QWEN05) == SyncSetup("process_group", 64 * MIB, EMBEDDING // 2, WEIGHTS // 2, EMBEDDING)
 
 
 def test_an_adapter_sync_moves_the_adapters_matrices_only():
     lora = config("model.lora_configs=[{lora_rank: 16}]", "explorer.rollout_model.dtype=bfloat16")
     moved = sync_setup(lora, QWEN05)
     adapter = 24 * 16 * (2 * (896 + 896) + 2 * (896 + 128) + 3 * (896 + 4864))  # all-linear, rank 16
-    assert moved == SyncSetup("process_group", BUCKET, 16 * 4864 * 2, adapter * 2)  # the widest: gate, up, down
+    assert moved[:4] == ("process_group", BUCKET, 16 * 4864 * 2, adapter * 2)  # the widest: gate, up, down
     assert moved.piece == moved.in_flight == adapter * 2  # under one bucket: one piece

@@ -153,3 +153,31 @@ def test_every_style_finishes_and_never_trains_ahead_of_its_data(style, interval
     assert events(log)[-1] == ("evaluate", total) and version == total
     if style == "explorer_driven":  # the explorer asks once at each interval-th explore step, and at the end
         assert all(n % interval == 0 for n in asked[:-1]) and len(set(asked[:-1])) == len(asked[:-1])
+
+
+@given(
+    st.sampled_from(["fixed", "trainer_driven", "explorer_driven"]),
+    st.integers(1, 3),
+    st.integers(0, 2),
+    st.integers(1, 6),
+    st.integers(0, 3),
+)
+def test_a_train_step_on_shared_devices_knows_as_it_starts_whether_a_sync_comes_before_the_engines_generate(
+    style, interval, offset, total, eval_interval
+):
+    """Engines sleeping through a train step may discard their weights only where a sync refills them before any
+    explore step or evaluation: the prediction `syncs_after` makes as the step starts is what then happens."""
+    scheduler = Scheduler(SyncPolicy(style, interval, offset), total, shared=True, eval_interval=eval_interval)
+    predicted, after_train, trains = {}, {}, []  # trains: the train steps since the last other job
+    while not scheduler.finished_all:
+        for job in scheduler.next_jobs():
+            scheduler.started(job)
+            if job.kind == "train":
+                predicted[job.step] = scheduler.syncs_after(job)
+                trains.append(job.step)
+            else:
+                after_train.update((step, job.kind) for step in trains)  # what came after them
+                trains = []
+            scheduler.finished(job, 1)
+    assert predicted == {step: after_train.get(step) == SYNC for step in predicted}
+    assert predicted[total] and not scheduler.syncs_after(Scheduler(SyncPolicy(style, 1, 0), 1).next_jobs()[0])

@@ -3,6 +3,7 @@
 What Ray adds (actors, placement, a role that dies) is tested in tests/launch and tests/cli/test_run.py.
 """
 
+import dataclasses
 import json
 import time
 
@@ -109,14 +110,49 @@ def test_colocate_engines_sleep_through_every_train_step(tmp_path):
     world, records, _ = stage_run(tmp_path, "mode=colocate")
     assert [e for e in world.log if e[0] == "train"] == [("train", s, "asleep") for s in (1, 2, 3)]
     handoffs = [(r["holder"], r["step"], r["engines_asleep"]) for r in records if r["role"] == "devices"]
-    assert handoffs == [("trainer", 1, 1), ("rollout", 1, 0), ("trainer", 2, 1), ("rollout", 2, 0)] + [
-        ("trainer", 3, 1),
-        ("rollout", 3, 0),
-    ]
+    # each step: the engines sleep through the update; the sync wakes their weights alone (the KV cache still
+    # sleeps: 1 engine asleep); then the rest wakes
+    assert handoffs == [(holder, step, asleep) for step in (1, 2, 3) for holder, asleep in ROUND]
     # before every wake, while the engines still sleep, the trainer hands its cached device memory back; what it still
     # reserves is recorded with the handoff
-    assert [e for e in world.log if e[0] == "hand back"] == [("hand back", "asleep")] * 3
-    assert [r.get("trainer_reserved_mib") for r in records if r["role"] == "devices"] == [None, 0.0] * 3
+    assert [e for e in world.log if e[0] == "hand back"] == [("hand back", "asleep")] * 6
+    assert [r.get("trainer_reserved_mib") for r in records if r["role"] == "devices"] == [None, 0.0, 0.0] * 3
+    turn = world.log[world.log.index(("train", 1, "asleep")) - 1 : world.log.index(("explore", 2, 1))]
+    assert [e for e in turn if e[0] != "hand back"] == [
+        ("sleep", 1),  # the cpu platform keeps the weights in every sleep
+        ("train", 1, "asleep"),
+        ("wake", "weights"),
+        ("sync", 1),
+        ("wake", "kv_cache"),
+    ]
+
+
+ROUND = (("trainer", 1), ("sync", 1), ("rollout", 0))
+
+
+@pytest.mark.parametrize(
+    "overrides,levels",
+    [
+        ((), [2, 2, 2]),  # a sync follows every train step: the weights need no host copy
+        # the trainer pushes every 2 steps and the explorer runs ahead: step 4 explores after train step 1 on the old
+        # weights; train steps 3 and 4 hold the devices together, then a sync
+        (
+            ("synchronizer.sync_style=trainer_driven", "synchronizer.sync_interval=2", "trainer.total_steps=4"),
+            [1, 2, 2],
+        ),
+        (("+model.lora_configs=[{lora_rank: 8}]",), [1, 1, 1]),  # an adapter's sync leaves the base as it is
+    ],
+)
+def test_engines_discard_their_weights_in_a_sleep_only_where_a_sync_refills_every_one_of_them(
+    tmp_path, monkeypatch, overrides, levels
+):
+    """The platform's deepest level (Platform.rollout_sleep_level; vLLM's level 2 on GPUs) keeps no host copy of the
+    weights, which a wake would copy back for the sync to overwrite; the cpu record's 1 is raised to 2 here."""
+    from trinity.platforms import PLATFORMS
+
+    monkeypatch.setitem(PLATFORMS, "cpu", dataclasses.replace(PLATFORMS["cpu"], rollout_sleep_level=2))
+    world, _, _ = stage_run(tmp_path, "mode=colocate", *overrides)
+    assert [e[1] for e in world.log if e[0] == "sleep"] == levels
 
 
 def test_colocate_that_one_turn_cannot_fill_stops_with_the_reason(tmp_path):

@@ -227,3 +227,11 @@ def test_the_adapter_runs_in_the_lora_dtype_it_is_given(demo_assets, monkeypatch
     chosen = expected.gather(1, torch.tensor(sample.response_ids)[:, None]).squeeze(1)
     tol = {"float32": 1e-4, "bfloat16": 0.1, "float16": 0.02}[dtype]  # the adapter's matrices rounded to it
     assert (torch.tensor(sample.logprobs) - chosen).abs().max() < tol
+
+
+def test_its_model_is_its_weights_it_wakes_for_a_sync_and_keeps_no_kv_cache_asleep(engine):
+    """A colocated sync wakes the weights alone (device_handoff.py): that is the whole model here; a KV cache it
+    keeps none of between requests, so waking that alone leaves the model where it sleeps."""
+    asyncio.run(engine.sleep(2))
+    assert asyncio.run(engine.wake_up(["kv_cache"])) is True and engine.asleep
+    assert asyncio.run(engine.wake_up(["weights"])) is False and not engine.asleep

@@ -18,9 +18,17 @@ from tests.fakes_vllm import FakeAsyncLLM, fake_vllm_api  # noqa: E402
 from tests.runtime.syncs import memory_sync, specs_of  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
-from trinity.runtime.rollout import engine_class, vllm_args, vllm_engine, vllm_fields, vllm_worker  # noqa: E402
+from trinity.runtime.rollout import (  # noqa: E402
+    engine_class,
+    vllm_args,
+    vllm_engine,
+    vllm_fields,
+    vllm_parts,
+    vllm_worker,
+)
 from trinity.runtime.rollout.base import Sampling  # noqa: E402
 from trinity.runtime.rollout.vllm_engine import VllmEngine  # noqa: E402
+from trinity.runtime.sync import device_ipc  # noqa: E402
 
 
 def config(profile="a100", *extra):
@@ -40,7 +48,8 @@ def fake_vllm(monkeypatch, tmp_path):
     roots[0].mkdir()
     monkeypatch.setattr(vllm_worker, "piece_roots", lambda: roots)
     monkeypatch.setattr(vllm_engine, "piece_roots", lambda: roots)
-    monkeypatch.setattr(vllm_engine, "_node_id", lambda: "node-a")
+    # the engine's actor records its Ray node for its vLLM workers, which build their device keys from it
+    monkeypatch.setattr(vllm_parts, "announce_node", lambda: monkeypatch.setenv(device_ipc.NODE_ENV, "node-a"))
     monkeypatch.setattr(VllmEngine, "_pieces_folder", lambda self: Path("pieces") / self.name.split(".part")[0])
 
 
@@ -170,7 +179,7 @@ def test_a_memory_sync_whose_reload_fails_raises_the_workers_error_and_frees_the
     weights = {"no.such.weight": torch.ones(4, 3), "head.weight": torch.ones(4, 3)}
     with pytest.raises(KeyError, match="no.such.weight"):
         memory_sync(e, weights, 5)
-    assert e.weight_version() == 3 and not e._updating  # the engine's turn is given back: requests go on
+    assert e.weight_version() == 3 and not e.turns._updating  # the engine's turn is given back: requests go on
     assert ("collective_rpc", "trinity_abort", ()) in e.llm.calls
 
 
@@ -215,7 +224,7 @@ def test_a_sync_whose_start_fails_gives_the_engines_turn_back(monkeypatch):
     e.llm.collective_rpc = lambda method, **kw: refuse(method) if method == "trinity_begin" else real(method, **kw)
     with pytest.raises(RuntimeError, match="trinity_begin refused"):
         memory_sync(e, {"head.weight": torch.ones(4, 3)}, 5)
-    assert not e._updating and e._sync is None  # requests go on
+    assert not e.turns._updating and e._sync is None  # requests go on
     version, _ = asyncio.run(e.generate([1], 1, Sampling()))
     assert version == 3
 
@@ -237,12 +246,35 @@ def test_a_device_buffer_piece_reaches_each_worker_by_its_own_devices_handle(mon
         w.device = torch.device("cpu", index)  # the fake workers' devices 0 and 1: physical 4 and 5
     on_device = {4: torch.full((4, 3), 4.0), 5: torch.full((4, 3), 5.0)}  # what each rank's buffer holds
     handles = {
-        device_ipc.device_key("node-a", "CUDA_VISIBLE_DEVICES", i): fake.export(on_device[4 + i]) for i in (0, 1)
+        device_ipc.device_key("CUDA_VISIBLE_DEVICES", i, node="node-a"): fake.export(on_device[4 + i]) for i in (0, 1)
     }
     spec = specs_of({"head.weight": on_device[4]})
     assert asyncio.run(e.load_piece(handles, spec, 0, 1, 6)) == 6
     assert [w.get_model().head.weight[0, 0].item() for w in e.llm.workers] == [4.0, 5.0]
     assert sorted(fake.opened) == [(0, 0), (1, 1)]  # each buffer mapped on the worker's own device index
+
+
+def test_a_worker_on_another_node_than_its_heads_opens_the_buffer_exported_on_its_own_node(monkeypatch):
+    """A colocated engine spanning nodes (TP 16 on 8-device nodes): each worker builds its device's key in its own
+    process, from the node its part's actor recorded there before vLLM started it, not from the head's node. The
+    fake workers share this process, so the head's setup runs on node-a and the workers then take node-b's record:
+    what a worker of the part on node-b sees. The mapping is CUDA's or torch_npu's: a fake here."""
+    from tests.fakes_vllm import FakeDeviceIpc
+
+    fake = FakeDeviceIpc()
+    monkeypatch.setattr(device_ipc, "open_handle", fake.open_handle)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    e = engine(config("a100", "mode=colocate"))
+    e.visible_devices_env = "CUDA_VISIBLE_DEVICES"
+    asyncio.run(e.setup("/models/m", 3))
+    assert e.llm.node_at_start == "node-a"  # recorded before vLLM started its workers, which inherit it
+    monkeypatch.setenv(device_ipc.NODE_ENV, "node-b")
+    on_device = {node: torch.full((4, 3), value) for node, value in (("node-a", 1.0), ("node-b", 2.0))}
+    handles = {device_ipc.device_key("CUDA_VISIBLE_DEVICES", 0, node=n): fake.export(t) for n, t in on_device.items()}
+    asyncio.run(e.load_piece(handles, specs_of({"head.weight": on_device["node-b"]}), 0, 1, 4))
+    assert e.llm.workers[0].get_model().head.weight[0, 0].item() == 2.0 and fake.opened == [(1, 0)]
+    rpc = next(c for c in e.llm.calls if c[:2] == ("collective_rpc", "trinity_piece"))
+    assert rpc[2][1:] == ([["head.weight", [4, 3], "float32"]], "CUDA_VISIBLE_DEVICES")  # and no node of the head
 
 
 def test_weight_specs_cross_collective_rpc_as_plain_lists():
@@ -280,21 +312,6 @@ def test_every_worker_of_a_tp_engine_joins_the_weight_sync_group_with_its_own_ra
     asyncio.run(e.join_sync_group("nccl", "10.0.0.1", 1234, 2, 5, 60))
     assert e.llm.calls == [("collective_rpc", "trinity_join", ("nccl", "10.0.0.1", 1234, 3, 5, 60))]
     assert sorted(joined) == [("nccl", 3, 5), ("nccl", 4, 5)]
-
-
-def test_colocated_engine_sleeps_and_wakes_before_it_generates():
-    cfg = config("a100", "mode=colocate")
-    e = started(cfg)
-    assert e.llm.args["enable_sleep_mode"] is True
-    asyncio.run(e.sleep())
-    asyncio.run(e.generate([1], 1, Sampling()))
-    assert [c[0] for c in e.llm.calls] == ["sleep", "wake_up", "generate"]
-
-
-def test_an_engine_that_does_not_share_devices_never_sleeps():
-    e = started(config())
-    asyncio.run(e.sleep())
-    assert e.llm.calls == [] and e.llm.args["enable_sleep_mode"] is False
 
 
 def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it(tmp_path):
@@ -350,7 +367,7 @@ def test_a_follower_part_announces_the_node_address_ray_knows(monkeypatch):
     )
     monkeypatch.delenv("VLLM_HOST_IP", raising=False)
     monkeypatch.setattr(ray.util, "get_node_ip_address", lambda: "10.0.0.7")
-    monkeypatch.setattr(vllm_engine, "_wait_for", lambda key, timeout: (("10.0.0.1", 2345), "head-handle"))
+    monkeypatch.setattr(vllm_parts, "wait_for", lambda key, timeout: (("10.0.0.1", 2345), "head-handle"))
     part = engine(cfg, slot=1, name="rollout.engine0.part1")
     monkeypatch.setattr(part, "_key", lambda path, version: "key")
     monkeypatch.setattr(part, "_start_workers", lambda kwargs: kwargs)

@@ -84,7 +84,8 @@ def test_vllm_engines_and_verl_ranks_land_with_their_devices_and_env(
 
 
 def test_a_head_publishes_its_address_and_handle_for_its_parts(node):
-    from trinity.runtime.rollout.vllm_engine import _publish, _wait_for
+    from trinity.runtime.rollout.vllm_parts import publish as _publish
+    from trinity.runtime.rollout.vllm_parts import wait_for as _wait_for
 
     @ray.remote(num_cpus=0)
     class Head:

@@ -55,3 +55,26 @@ def test_a_plain_spec_crossing_collective_rpc_is_planned_as_its_weight_spec():
     assert pieces.plan([spec.plain()], 24) == [[spec.plain()]] and pieces.plan([spec], 24) == [[spec]]
     assert pieces.plan([spec.plain(), spec.plain()], 48) == [[spec.plain(), spec.plain()]]  # 24 bytes each
     assert len(pieces.plan([spec.plain(), spec.plain()], 47)) == 2
+
+
+def test_a_planned_piece_is_filled_in_its_specs_dtype_from_tensors_that_come_one_at_a_time():
+    """device_ipc: the buffer is allocated from the plan before the weights are gathered, each cast as it is copied in
+    (an fp32 trainer's weights into a bf16 rollout's piece)."""
+    from trinity.runtime.rollout.base import WeightSpec
+    from trinity.runtime.sync import pieces
+
+    weights = [torch.randn(3, 2), torch.randn(4)]
+    specs = [WeightSpec("a", (3, 2), "bfloat16"), WeightSpec("b", (4,), "bfloat16")]
+    taken = []
+
+    def gathered():
+        for weight in weights:
+            taken.append(weight)
+            yield weight
+
+    flat = pieces.filled(specs, gathered(), "cpu")
+    assert flat.dtype == torch.bfloat16 and flat.shape == (10,) and len(taken) == 2
+    back = pieces.split(flat, [s.shape for s in specs])
+    assert all(torch.equal(b, w.to(torch.bfloat16)) for b, w in zip(back, weights))
+    with pytest.raises(ValueError, match="a piece of 10 values was given 6"):
+        pieces.filled(specs, iter(weights[:1]), "cpu")

@@ -88,3 +88,104 @@ def test_a_sync_moves_the_adapter_in_the_dtype_the_engines_keep_it_in(demo_asset
     overrides = ("hardware=cpu", "~stages", "+model.lora_configs=[{lora_rank: 8}]", *extra)
     config = resolve(Request(None, overrides)).config
     assert rollout_dtype(config) == getattr(torch, dtype)
+
+
+def colocated_sync(demo_dir: str, engines: int, rank: int, port: int, out) -> None:
+    """In a process of its own: trainer rank `rank` of 2 (gloo), beside `engines` rollout devices (colocate), runs one
+    device_ipc sync, its allocator started with the GPU profiles' expandable segments. What cannot exist here is faked
+    behind the real interface: the device IPC handle (`device_ipc.export`, which records what it was given), and the
+    cpu platform's channel is set to the one the GPU profiles derive."""
+    import os
+    import weakref
+
+    os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"  # profiles/a100.yaml's trainer setting
+    os.environ["TRINITY_DEMO_DIR"] = demo_dir
+    import torch
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.platforms import get_platform
+    from trinity.runtime.sync import device_ipc, pieces
+    from trinity.runtime.trainer import weights_out
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    overrides = (
+        "hardware=cpu",
+        "mode=colocate",
+        "cluster.gpu_per_node=2",
+        f"explorer.rollout_model.engine_num={engines}",
+    )
+    config = resolve(Request(None, (*overrides, "explorer.rollout_model.dtype=bfloat16"))).stage("grpo")
+    config = config.model_copy(
+        update={"synchronizer": config.synchronizer.model_copy(update={"sync_channel": "device_ipc"})}
+    )
+    os.environ.update(get_platform("cpu").verl_env())
+    os.environ[device_ipc.NODE_ENV] = "node-a"  # no Ray here: the node its actor would record
+    alive: list = []  # weakrefs to every weight FSDP gathered for the sync
+    gathered = weights_out.WeightsOut.gathered
+
+    def watched(self, *args, **kwargs):
+        for name, tensor in gathered(self, *args, **kwargs):
+            alive.append(weakref.ref(tensor))
+            yield name, tensor
+
+    exported = []
+
+    def export(buffer, key):
+        held = [r() for r in alive if r() is not None]
+        exported.append(
+            {
+                "settings": torch._C._accelerator_getAllocatorSettings(),
+                "dtype": str(buffer.dtype),
+                "sum": float(buffer.double().sum()),
+                "gathered_held": len(held),
+                "key": key,
+            }
+        )
+        return {key: b"handle"}
+
+    weights_out.WeightsOut.gathered, device_ipc.export = watched, export
+    trainer = TrainerRank(name=f"trainer_node0.rank{rank}", role="trainer", config=config, rank=rank, world_size=2)
+    trainer.setup("127.0.0.1", port, f"{demo_dir}/model", 1, None)
+    plan = pieces.plan(trainer.weight_specs(), config.synchronizer.bucket_bytes)
+    handles = [trainer.weight_piece(index, len(piece)) for index, piece in enumerate(plan)]
+    trainer.end_weight_pieces()
+    after = torch._C._accelerator_getAllocatorSettings()
+    engine = trainer.engine_weights()  # every rank takes part; rank 0 keeps them
+    sums = [float(pieces.flatten(list(engine.values())[: len(plan[0])]).double().sum())] if engine else []
+    out.put((rank, {"handles": handles, "exported": exported, "after": after, "pieces": len(plan), "sums": sums}))
+
+
+def two_ranks(demo_dir: str, engines: int) -> dict:
+    import multiprocessing
+
+    from trinity.runtime.sync.group import free_port
+
+    ctx, port = multiprocessing.get_context("spawn"), free_port()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=colocated_sync, args=(demo_dir, engines, rank, port, out)) for rank in (0, 1)]
+    for proc in procs:
+        proc.start()
+    seen = dict(out.get(timeout=240) for _ in procs)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    return seen
+
+
+@pytest.mark.train  # two real verl trainer ranks, each in a process of its own
+def test_a_colocated_sync_exports_from_ranks_beside_an_engine_in_ordinary_segments_and_the_rollout_dtype(demo_assets):
+    """One engine device beside two trainer ranks (engine_num 1, the default): only rank 0 exports; rank 1 takes part
+    in the gathers and exports nothing, since a handle nobody opens pins its buffer for good. Two engines: both
+    export. Every buffer is in the rollout dtype (bf16 from an fp32 trainer) and holds the engines' weights, filled a
+    weight at a time (what the rank still holds of the gathered weights at the export is the one its gather holds
+    until the next); the allocator runs ordinary segments while the sync exports and expandable ones again after."""
+    one, two = two_ranks(str(demo_assets), 1), two_ranks(str(demo_assets), 2)
+    assert one[1]["handles"] == [{}] * one[1]["pieces"] and one[1]["exported"] == []
+    assert [list(h) for h in one[0]["handles"]] == [["node-a:0"]] * one[0]["pieces"]
+    for rank in (one[0], two[0], two[1]):
+        assert rank["exported"] and all(e["dtype"] == "torch.bfloat16" for e in rank["exported"])
+        assert all(e["settings"] == "expandable_segments:False" for e in rank["exported"])
+        assert all(e["gathered_held"] <= 1 for e in rank["exported"])
+        assert rank["exported"][0]["sum"] == pytest.approx(two[0]["sums"][0], rel=1e-6)
+    assert all(rank["after"] == "expandable_segments:True" for rank in (*one.values(), *two.values()))

@@ -90,10 +90,12 @@ def derive(
     selection: str = "",
     run_stages: tuple[RunStage, ...] = (),
     stage_index: int | None = None,
+    driver: dict[str, str | None] | None = None,
 ) -> tuple[dict[str, Any], list[Issue]]:
     """The filled tree and every error, warning and note the rules raised; when resolving a stage, `run_stages` are
-    every stage of its run and `stage_index` is its place among them."""
-    ctx = Context(data, loaded, provenance, selection, run_stages, stage_index)
+    every stage of its run and `stage_index` is its place among them; `driver` is the node's driver release where the
+    platform's device IPC depends on it (platforms/ipc.py)."""
+    ctx = Context(data, loaded, provenance, selection, run_stages, stage_index, driver)
     for rule in RULES:
         rule(ctx)
     return ctx.data, ctx.issues

@@ -32,6 +32,7 @@ class Context:
     selection: str = ""
     run_stages: tuple[RunStage, ...] = ()  # a stage's: every stage of its run, in order
     stage_index: int | None = None  # a stage's: its place in run_stages
+    driver: dict[str, str | None] | None = None  # this node's driver release, where device IPC depends on it
     issues: list[Issue] = field(default_factory=list)
 
     @property

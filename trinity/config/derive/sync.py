@@ -1,6 +1,6 @@
 """Rules for synchronizer.sync_method, the channel its weights take, and the weight-sync world size."""
 
-from ...platforms import get_platform
+from ...platforms import get_platform, ipc
 from .. import modes, sync_methods
 from ..algorithms.queries import needs_rollout
 from ._context import Context
@@ -59,9 +59,21 @@ def _why(wanted: sync_methods.SyncMethod, entry: modes.Mode) -> str:
 
 def _channel(ctx: Context, method: sync_methods.SyncMethod, entry: modes.Mode) -> None:
     """synchronizer.sync_channel: the method's; memory maps the trainer's device memory where the roles take turns on
-    devices whose platform shares memory between processes (Platform.device_ipc)."""
+    devices whose platform shares memory between processes (Platform.device_ipc) on this node (its driver release,
+    where the platform names one: platforms/ipc.py); a node whose driver is too old syncs through the object store,
+    with a note."""
     platform, key = get_platform(ctx.facts.device_type), "synchronizer.sync_channel"
     value = sync_methods.channel(method, entry, platform.device_ipc)
+    here = ipc.support(platform, ctx.driver) if value == sync_methods.DEVICE_IPC and platform.ipc_driver else None
+    if here is not None and not here.on:
+        value = sync_methods.channel(method, entry, device_ipc=False)
+        ctx.report(
+            "note",
+            key,
+            f"{value!r} (Ray's object store, through host memory), not 'device_ipc': {here.why}",
+            hint=f"install the {platform.device_type} driver release {platform.ipc_driver} or newer (trinity doctor "
+            "shows this node's)",
+        )
     if ctx.user_set(key) and ctx.get(key) != value:
         ctx.report(
             "error",
@@ -74,6 +86,7 @@ def _channel(ctx: Context, method: sync_methods.SyncMethod, entry: modes.Mode) -
         f"{KEY}={method.name!r}",
         ctx.input("mode"),
         f"platform {platform.device_type}.device_ipc={platform.device_ipc!r} ({platform.ipc_reason})",
+        *((f"this node: device IPC {'on' if here.on else 'off'} ({here.why})",) if here is not None else ()),
     )
     ctx.set(key, value, "sync_channel", inputs)
 

@@ -17,11 +17,21 @@ from ..schema.explorer import InferenceModelConfig
 from .estimate import DTYPE_BYTES, GIB, Estimate, Item, runtime
 from .generate import GenerateSetup, generate_estimate
 from .lora import Adapter, adapter, adapter_params, linear_features
-from .rollout import EngineSetup, LoRASlot, engine_estimate, kv_cache_room, kv_cache_wanted, sequences_that_fit
+from .rollout import (
+    EngineSetup,
+    LoRASlot,
+    engine_estimate,
+    kv_cache_room,
+    kv_cache_wanted,
+    sequences_that_fit,
+    weights_item,
+)
 from .shape import ModelShape
-from .sync import SyncSetup
+from .sync import SYNC, SyncSetup, trainer_sync_items
 from .trainer import MICRO_BATCH_SIZE, TrainerSetup, idle_items, trainer_estimate
 
+GENERATE = "engines generate"  # a shared device's phase: the engines awake, the trainer between updates
+FP32 = DTYPE_BYTES["float32"]  # the trainer's master weights, as FSDP gathers them for a sync
 ALLOC_CONF_SUFFIX = "_ALLOC_CONF"  # PYTORCH_CUDA_ALLOC_CONF, PYTORCH_NPU_ALLOC_CONF: the caching allocator's settings
 EXPANDABLE = "expandable_segments:true"
 
@@ -117,7 +127,8 @@ def sync_setup(config: RunConfig, shape: ModelShape) -> SyncSetup | None:
     lora = trained_adapter(config) if moves_adapter(config) else None
     largest, total = _adapter_sent(shape, lora) if lora else _weights_sent(shape)
     d = DTYPE_BYTES[config.explorer.rollout_model.dtype]  # the trainer casts what it sends to the rollout dtype
-    return SyncSetup(channel, config.synchronizer.bucket_bytes, largest * d, total * d)
+    gathered = largest * FP32  # what FSDP gathers: the fp32 master weight
+    return SyncSetup(channel, config.synchronizer.bucket_bytes, largest * d, total * d, gathered)
 
 
 def _weights_sent(shape: ModelShape) -> tuple[int, int]:
@@ -238,12 +249,24 @@ def sequences_check(config: RunConfig, key: str, engine: InferenceModelConfig, s
     )
 
 
-def shared_device_check(issue_key: str, engine: Item, trainer: TrainerSetup, memory: int) -> Check:
-    """colocate: the engine awake (vLLM's budget, or another engine at its peak) beside what the trainer holds when
-    the engines wake (its allocator cache included), on one device; an issue is attached to `issue_key`."""
-    items = (engine, *idle_items(trainer))
+def shared_device_check(issue_key: str, engine: Item, weights: Item, trainer: TrainerSetup, memory: int) -> Check:
+    """colocate: what the trainer holds when the engines wake (its allocator cache included), beside the engine in
+    each of its phases, on one device: a weight sync, its weights awake (`weights`) and the trainer's sync buffers
+    (runtime/driver/device_handoff.py); then generating, the engine awake (`engine`: vLLM's budget, or another
+    engine at its peak). An issue is attached to `issue_key`."""
+    awake = Item(engine.label, engine.bytes, GENERATE)
+    during_sync = (Item(weights.label, weights.bytes, SYNC), *_sync_items(trainer))
+    items = (*idle_items(trainer), *during_sync, awake)
     subject = "rollout and trainer on one device (colocate)"
     return Check("colocate", issue_key, subject, trainer.devices, memory, "", Estimate(items))
+
+
+def _sync_items(trainer: TrainerSetup) -> list[Item]:
+    """What the trainer rank beside the engine holds in device memory while the engine loads a sync: device IPC's
+    buffers, which the engine maps (the other channels' pieces are the host's, gone before the engine loads them)."""
+    if trainer.sync is None:
+        return []
+    return [i for i in trainer_sync_items(trainer.sync, host=False) if i.phase == SYNC]
 
 
 def budget_item(engine: InferenceModelConfig, setup: EngineSetup) -> Item:
@@ -251,9 +274,22 @@ def budget_item(engine: InferenceModelConfig, setup: EngineSetup) -> Item:
     return Item(f"{_label(engine)} budget (gpu_memory_utilization {engine.gpu_memory_utilization})", setup.budget)
 
 
+def weights_awake_item(config: RunConfig, engine: InferenceModelConfig, setup: EngineSetup) -> Item:
+    """vLLM's part of a shared device during a weight sync: its runtime and its weights, its KV cache asleep."""
+    held = runtime(config.hardware.device_type).engine + weights_item(setup).bytes
+    return Item(f"{_label(engine)} runtime and weights (its KV cache asleep)", held)
+
+
 def peak_item(engine: InferenceModelConfig, check: Check) -> Item:
     """An engine without a budget's part of a shared device: its peak."""
     return Item(f"{_label(engine)} engine at its peak", check.need)
+
+
+def loading_item(engine: InferenceModelConfig, check: Check) -> Item:
+    """An engine without a budget's part of a shared device during a weight sync: what it holds throughout and what
+    its own part of the sync holds."""
+    held = check.estimate.resident + check.estimate.phases.get(SYNC, 0)
+    return Item(f"{_label(engine)} engine taking a weight sync", held)
 
 
 def generate_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelShape) -> GenerateSetup | None:

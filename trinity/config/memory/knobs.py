@@ -7,9 +7,10 @@ from .. import modes
 from ..engines import devices_per_engine
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
-from .checks import TIGHT, Knob, length_key, status, trainer_capacity
+from .checks import TIGHT, Knob, length_key, shared_device_check, status, trainer_capacity
+from .estimate import Item
 from .rollout import EngineSetup, engine_estimate
-from .trainer import TrainerSetup, idle_items, trainer_estimate
+from .trainer import TrainerSetup, trainer_estimate
 
 Candidate = tuple[str, object, str]  # (override, changed setup, what it means)
 TP_SIZES = (2, 4, 8, 16, 32)
@@ -59,9 +60,14 @@ def engine_knobs(
 
 
 def colocate_knobs(
-    key: str, engine: InferenceModelConfig, setup: EngineSetup, trainer: TrainerSetup, memory: int
+    key: str, engine: InferenceModelConfig, setup: EngineSetup, trainer: TrainerSetup, memory: int, weights: Item
 ) -> tuple[Knob, ...]:
-    """Offload what the trainer keeps between updates, or give vLLM less."""
+    """Offload what the trainer keeps between updates, or give vLLM less (`weights`: vLLM's part of the device during
+    a weight sync, which no knob here changes)."""
+
+    def shared(budget: int, trainer: TrainerSetup) -> int:
+        return shared_device_check(key, Item("", budget), weights, trainer, memory).need
+
     offloads = [
         ("trainer.param_offload=true", trainer._replace(param_offload=True)),
         ("trainer.optimizer_offload=true", trainer._replace(optimizer_offload=True)),
@@ -71,19 +77,14 @@ def colocate_knobs(
         ),
     ]
     knobs = _first_of_each(
-        [[(c, t, "") for c, t in offloads if t != trainer]], lambda t: setup.budget + at_wake(t), memory
+        [[(c, t, "") for c, t in offloads if t != trainer]], lambda t: shared(setup.budget, t), memory
     )
     for share in _utilizations(engine.gpu_memory_utilization, lower=True):
         budget = int(share * memory)
         starts = engine_estimate(setup._replace(budget=budget)).peak <= budget
-        if starts and status(budget + at_wake(trainer), memory) == "fits":
-            return knobs + (Knob(f"{key}.gpu_memory_utilization={share:.2f}", budget + at_wake(trainer)),)
+        if starts and status(shared(budget, trainer), memory) == "fits":
+            return knobs + (Knob(f"{key}.gpu_memory_utilization={share:.2f}", shared(budget, trainer)),)
     return knobs
-
-
-def at_wake(trainer: TrainerSetup) -> int:
-    """What the trainer holds on a shared device when the engines wake (trainer.py idle_items)."""
-    return sum(item.bytes for item in idle_items(trainer))
 
 
 def _first_of_each(kinds: Iterable[list[Candidate]], need: Callable, capacity: int) -> tuple[Knob, ...]:

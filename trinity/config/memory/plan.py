@@ -15,11 +15,13 @@ from .checks import (
     engine_setup,
     generate_check,
     generate_setup,
+    loading_item,
     peak_item,
     sequences_check,
     shared_device_check,
     trainer_check,
     trainer_setup,
+    weights_awake_item,
 )
 from .estimate import GIB, Item
 from .lora import LAYER_LINEARS, ROOT_MODULES, Adapter, adapter_params, unknown_modules
@@ -188,10 +190,12 @@ def _budget_engine(plan: _Plan, key: str, engine: InferenceModelConfig, trainer:
         return  # the engine does not start: how many sequences would fit says nothing more
     plan.checks.append(sequences_check(config, key, engine, setup, found.name))
 
-    def knobs() -> tuple:
-        return _knobs().colocate_knobs(key, engine, setup, trainer, memory)
+    awake = (budget_item(engine, setup), weights_awake_item(config, engine, setup))
 
-    _shared(plan, key, f"{key}.gpu_memory_utilization", budget_item(engine, setup), trainer, knobs)
+    def knobs() -> tuple:
+        return _knobs().colocate_knobs(key, engine, setup, trainer, memory, awake[1])
+
+    _shared(plan, key, f"{key}.gpu_memory_utilization", awake, trainer, knobs)
 
 
 def _generate_engine(plan: _Plan, key: str, engine: InferenceModelConfig, trainer: TrainerSetup | None) -> None:
@@ -204,15 +208,21 @@ def _generate_engine(plan: _Plan, key: str, engine: InferenceModelConfig, traine
         return
     check = generate_check(key, engine, setup, plan.memory, found.name)
     plan.add(check, tuple)  # no knob: its only levers are the run's shape (sequences, lengths) or another engine
-    _shared(plan, key, check.key, peak_item(engine, check), trainer, tuple)
+    _shared(plan, key, check.key, (peak_item(engine, check), loading_item(engine, check)), trainer, tuple)
 
 
 def _shared(
-    plan: _Plan, key: str, issue_key: str, awake: Item, trainer: TrainerSetup | None, knobs: Callable[[], tuple]
+    plan: _Plan,
+    key: str,
+    issue_key: str,
+    awake: tuple[Item, Item],
+    trainer: TrainerSetup | None,
+    knobs: Callable[[], tuple],
 ) -> None:
-    """colocate: the engine awake beside what the trainer holds when it wakes, on one device."""
+    """colocate: the engine (`awake`: generating, and taking a weight sync) beside what the trainer holds then, on one
+    device."""
     if modes.mode(plan.config.mode).shares_devices and trainer is not None and key == "explorer.rollout_model":
-        plan.add(shared_device_check(issue_key, awake, trainer, plan.memory), knobs)
+        plan.add(shared_device_check(issue_key, *awake, trainer, plan.memory), knobs)
 
 
 def _no_length(key: str) -> Unchecked:

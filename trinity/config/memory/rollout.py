@@ -131,12 +131,18 @@ def _slot(setup: EngineSetup) -> tuple[Item, ...]:
     return (Item(label, lora_slot_bytes(setup)),)
 
 
+def weights_item(setup: EngineSetup) -> Item:
+    """The weights on one of the engine's devices."""
+    shards = setup.tensor_parallel * setup.pipeline_parallel
+    return Item(f"weights ({setup.dtype}, 1/{shards} shard)", setup.shape.params * DTYPE_BYTES[setup.dtype] // shards)
+
+
 def _base(setup: EngineSetup) -> tuple[Item, ...]:
     s, d = setup.shape, DTYPE_BYTES[setup.dtype]
-    t, shards = setup.tensor_parallel, setup.tensor_parallel * setup.pipeline_parallel
+    t = setup.tensor_parallel
     per_token = 2 * s.hidden + (s.q_dim + 2 * s.kv_dim + 2 * s.intermediate) // t
     return (
-        Item(f"weights ({setup.dtype}, 1/{shards} shard)", s.params * d // shards),
+        weights_item(setup),
         Item(
             f"workspace ({MAX_NUM_BATCHED_TOKENS} batched tokens, {MAX_NUM_SEQS} sequences)",
             MAX_NUM_BATCHED_TOKENS * d * per_token + 8 * MAX_NUM_SEQS * s.vocab,

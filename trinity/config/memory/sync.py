@@ -14,16 +14,23 @@ in the rollout dtype, never more than the sync sends in all), and "in flight" th
                    shared pages, in each role's resident memory from the first sync on; and Ray rebuilds a tensor
                    from the bytes torch pickles its storage as: in the engine those bytes and the tensor, in the
                    trainer the flat piece and its bytes, 2p each during the sync.
-    device_ipc     (memory, colocate on devices that map memory between processes) trainer: the piece's weights cast
-                   to the rollout dtype and the flat buffer it exports: 2p; the engine maps it and copies from it, with
-                   no buffer of its own.
+    device_ipc     (memory, colocate on devices that map memory between processes) a trainer rank beside an engine
+                   worker: the piece's buffer in the rollout dtype, allocated first and filled a weight at a time, and
+                   the one before it, which the engine may still map (vLLM's layer-by-layer reload holds a module's
+                   weights until its last one came, maybe in the next piece): 2p; and one weight as FSDP gathers it,
+                   in the trainer's fp32, cast as it is copied in. The engine maps the buffer and copies from it, with
+                   no buffer of its own; its weights are awake, its KV cache still asleep (checks.py). A rank with no
+                   engine worker beside it exports nothing.
     files          (checkpoint) nothing on an accelerator; where the devices' memory is the host's, the trainer gathers
                    every weight before writing the file, the engine reads one weight at a time.
 
 Measured on the CPU with a 0.5B model (fp32, 256 MiB buckets: the embedding, 519 MiB, is the largest piece):
 an engine's resident memory rose by 770 MiB while it received a gloo broadcast (in flight: 775 MiB); over a memory
 sync the engine and the trainer mapped 770 MiB of the store each, and the engine rose by another 1012 MiB while loading
-the embedding's piece (2p: 1039 MiB). benchmarks/scale.py.
+the embedding's piece (2p: 1039 MiB). benchmarks/scale.py. A device_ipc sync of the same model (bf16 rollout, 64 MiB
+buckets) on two real trainer ranks, the export stood in for and the last buffer kept as an engine mapping it keeps
+it: the ranks' peak rose by 1110 and 648 MiB, against 1039 MiB predicted (2p and the fp32 embedding as gathered; the
+count before, 2p, said 519). benchmarks/device_ipc_sync.py.
 """
 
 from typing import NamedTuple
@@ -41,6 +48,7 @@ class SyncSetup(NamedTuple):
     bucket: int  # synchronizer.sync_bucket_mib, in bytes
     largest: int  # the largest weight it sends
     total: int  # every weight it sends (a tied lm_head is sent under both names)
+    gathered: int = 0  # the largest weight as FSDP gathers it on a rank, in the trainer's fp32
 
     @property
     def piece(self) -> int:
@@ -70,16 +78,19 @@ def engine_sync_items(sync: SyncSetup, host: bool) -> list[Item]:
 
 
 def trainer_sync_items(sync: SyncSetup, host: bool) -> list[Item]:
-    """Trainer rank 0's memory for the sync: `host` where its devices' memory is the host's."""
+    """Trainer rank 0's memory for the sync (device_ipc: a rank beside an engine worker's): `host` where its devices'
+    memory is the host's."""
     if sync.channel == PROCESS_GROUP:
         return [Item("weight sync: a piece cast to the rollout dtype and flattened", 2 * sync.piece, SYNC)]
     if sync.channel == DEVICE_IPC:
         return [
             Item(
-                "weight sync: a piece cast to the rollout dtype and exported to the engines (device IPC)",
+                "weight sync: the piece's buffer exported to the engines (device IPC) and the one before it, which "
+                "they may still map",
                 2 * sync.piece,
                 SYNC,
-            )
+            ),
+            Item("weight sync: one weight as FSDP gathers it (fp32), cast into the buffer", sync.gathered, SYNC),
         ]
     if not host:
         return []

@@ -87,7 +87,7 @@ from .allocator import cache_after_empty
 from .estimate import DTYPE_BYTES, Estimate, Item, runtime
 from .lora import ROOT_MODULES, Adapter, adapter_params, layer_adapter_params, root_adapter_params
 from .shape import ModelShape
-from .sync import SYNC, SyncSetup, trainer_sync_items
+from .sync import SyncSetup, trainer_sync_items
 
 MICRO_BATCH_SIZE = 1  # Trinity-RFT's ppo_micro_batch_size_per_gpu; verl itself has none
 LOGIT_TENSORS_TRAIN = 4  # logits, their temperature-scaled copy, the entropy's softmax, their gradient
@@ -148,9 +148,10 @@ def idle_bytes(setup: TrainerSetup) -> int:
 
 
 def idle_items(setup: TrainerSetup) -> tuple[Item, ...]:
-    """What the trainer holds on a device when the engines sharing it wake (colocate): what it keeps between updates,
-    what its allocator still caches after the runtime handed the cached blocks back, and a weight piece it exports
-    to the engines (device IPC) while they load it."""
+    """What the trainer holds on a device when the engines sharing it wake (colocate): what it keeps between updates
+    and what its allocator still caches after the runtime handed the cached blocks back. A sync's buffers are gone
+    by the time the engines' KV cache wakes (checks.py shared_device_check counts them beside the engines'
+    weights)."""
     kept = [
         name for name, off in (("weights", setup.param_offload), ("Adam moments", setup.optimizer_offload)) if not off
     ]
@@ -159,8 +160,7 @@ def idle_items(setup: TrainerSetup) -> tuple[Item, ...]:
     cache = cache_after_empty(units, setup.expandable_segments)
     if not runtime(setup.device_type).host:  # host memory has no caching allocator: freed memory goes back to the heap
         items.append(Item(cache.label, cache.bytes if cache.bounded else trainer_estimate(setup).phases[UPDATE]))
-    exported = [i for i in trainer_sync_items(setup.sync, False) if i.phase == SYNC] if setup.sync else []
-    return tuple(items + exported)
+    return tuple(items)
 
 
 def _kept(setup: TrainerSetup) -> tuple[int, int]:

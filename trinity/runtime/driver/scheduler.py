@@ -7,6 +7,7 @@ The numbers follow `SyncPolicy` (sync_policy.py): train step t learns from explo
 experiences, and version v is the weights after train step v.
 """
 
+import copy
 from dataclasses import dataclass, field
 
 from .sync_policy import SyncPolicy
@@ -78,6 +79,24 @@ class Scheduler:
         if not jobs and not self.running:
             raise Stalled(self._stalled())
         return jobs
+
+    def syncs_after(self, job: Job) -> bool:
+        """Whether, once train step `job` (just started) is done, a sync comes before any explore step or evaluation,
+        maybe after more train steps (False for any other job). Where the devices are shared nothing runs beside a
+        train step, so what follows is known as it starts: the order is played ahead on a copy."""
+        if job.kind != TRAIN:
+            return False
+        ahead = copy.deepcopy(self)
+        ahead.finished(job)
+        while True:
+            try:
+                following = ahead.next_jobs()
+            except Stalled:
+                return False
+            if not following or following[0].kind != TRAIN:
+                return bool(following) and following[0].kind == SYNC
+            ahead.started(following[0])
+            ahead.finished(following[0])
 
     def started(self, job: Job) -> None:
         """`job` is now running (or, for a sync or an evaluation, being waited on)."""

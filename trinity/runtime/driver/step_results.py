@@ -36,10 +36,11 @@ def trained(stage: "Stage", step: int, result: TrainResult) -> None:
 
 def sync(stage: "Stage", trained_steps: int) -> None:
     """Move the trainer's weights after stage step `trained_steps` to the engines, by the run's sync method."""
-    # sharing devices: the engines take the new weights awake, as they then generate
-    stage.devices.give(ROLLOUT, trained_steps)
+    # sharing devices: the engines' weights wake for the sync, the rest once it is done (device_handoff.py)
+    stage.devices.to_sync(trained_steps)
     version = stage.start.offset + trained_steps
     result = stage.synchronizer.sync(version)
+    stage.devices.give(ROLLOUT, trained_steps)
     method, seconds = result["method"], result["seconds"]
     stage.metrics.write("synchronizer", version, stage.name, method=method, seconds=seconds, weight_version=version)
     stage.progress.update(trained_steps, sync_s=seconds)

@@ -14,6 +14,11 @@ from ..roles.base import Role
 GATHER_S = 0.002
 
 
+# What of an engine's device memory sleeps and wakes apart (vLLM's tags): a weight sync wakes the weights alone.
+WEIGHTS, KV_CACHE = "weights", "kv_cache"
+MEMORY = (WEIGHTS, KV_CACHE)
+
+
 @dataclass(frozen=True)
 class Sampling:
     """Sampling arguments of one request (a taskset's rollout_args)."""
@@ -78,8 +83,10 @@ class RolloutEngine(Role):
       buffers (sync/device_ipc.py), holding the weights of `specs`; a batch never sees a sync's pieces half-loaded.
       All return `version`.
     - `sleep(level) -> bool` frees the device memory for a trainer sharing the devices (colocate) and returns whether
-      the engine now sleeps (False: it cannot, and keeps its memory); `wake_up() -> bool` takes it back and returns
-      whether it still sleeps. An engine never generates asleep: it wakes itself first or refuses.
+      the engine now sleeps (False: it cannot, and keeps its memory); level 2 may discard the weights, for a weight
+      sync to refill before the engine generates (vllm_turns.py). `wake_up(tags) -> bool` takes back the memory of
+      `tags` (weights, kv_cache; None: all of it) and returns whether some still sleeps: a sync wakes the weights
+      alone. An engine never generates asleep: it wakes itself first or refuses.
     - `close()` exists only on an engine that starts processes of its own (vLLM's); teardown calls it before Ray
       kills the actor.
 
@@ -265,11 +272,10 @@ class RolloutEngine(Role):
         from ..sync import device_ipc, pieces
 
         if isinstance(piece, dict):
-            import ray
             import torch
 
-            node, index = ray.get_runtime_context().get_node_id(), torch.accelerator.current_device_index()
-            piece = device_ipc.open_handle(piece, device_ipc.device_key(node, self.visible_devices_env, index), index)
+            index = torch.accelerator.current_device_index()
+            piece = device_ipc.open_handle(piece, device_ipc.device_key(self.visible_devices_env, index), index)
         return pieces.split(piece, [s.shape for s in specs])
 
     def _receive(self, specs: list[WeightSpec], group_module) -> None:
@@ -291,8 +297,9 @@ class RolloutEngine(Role):
         (one that cannot keeps its memory)."""
         return False
 
-    async def wake_up(self) -> bool:
-        """Take the device memory back after `sleep`; returns whether the engine still sleeps (False)."""
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
+        """Take the device memory back after `sleep` (`tags`: only that of it, vllm_turns.MEMORY; None: all); returns
+        whether some of it still sleeps (False)."""
         return False
 
     # --- what an engine type implements -----------------------------------------------------------

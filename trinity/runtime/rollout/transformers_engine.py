@@ -9,7 +9,7 @@ import asyncio
 from typing import Any
 
 from ..weights import lora
-from .base import RolloutEngine, Sample, Sampling
+from .base import WEIGHTS, RolloutEngine, Sample, Sampling
 
 MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batches
 # Model types whose `generate` builds a plain DynamicCache from the model's config and continues one computed by a
@@ -50,8 +50,10 @@ class TransformersEngine(RolloutEngine):
             self.asleep = True
         return True
 
-    async def wake_up(self) -> bool:
-        """Move the model back onto the device."""
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
+        """Move the model back onto the device (its weights: it keeps no KV cache between requests)."""
+        if tags is not None and WEIGHTS not in tags:
+            return self.asleep
         async with self._weights_lock:
             await asyncio.to_thread(self._move, self._device())
             self.asleep = False

@@ -3,8 +3,10 @@
 
 vLLM batches concurrent requests itself (continuous batching), so `generate` hands each request
 straight to it instead of the base class's batches. A weight update waits for the requests in
-flight, holds new ones back, and resets the prefix cache, so every request sees one version.
-How vLLM's workers map onto the plan's actors and onto the weight-sync group: see `vllm_args`.
+flight, holds new ones back, and resets the prefix cache, so every request sees one version
+(`vllm_turns`, which also says how the weights and the KV cache sleep and wake apart in colocate).
+How vLLM's workers map onto the plan's actors and onto the weight-sync group: see `vllm_args`;
+how the parts of an engine meet: `vllm_parts`.
 vLLM is imported in `setup`, after Ray has set the role's env; the engine arguments come from
 the resolved config only.
 """
@@ -15,15 +17,17 @@ import shutil
 import tempfile
 import time
 import uuid
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from ...config.schema import RunConfig
 from ..weights import lora
-from .base import RolloutEngine, Sample, Sampling, WeightSpec
+from . import vllm_parts
+from .base import WEIGHTS, RolloutEngine, Sample, Sampling, WeightSpec
 from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
+from .vllm_turns import Turns
 from .vllm_worker import piece_roots
 
 HEAD_WAIT_S = 600  # how long a part waits for its head to publish its address
@@ -38,9 +42,7 @@ class VllmEngine(RolloutEngine):
         self.head: Any = None  # the head's actor handle (other parts only)
         self.workers: Any = None  # vLLM's executor of this part's workers (other parts only)
         self.topology: Topology | None = None
-        self.asleep = False
-        self._inflight, self._updating = 0, False
-        self._turn = asyncio.Condition()
+        self.turns = Turns()
         self.adapter: Any = None  # the LoRARequest of the weight version's adapter (LoRA runs, after the first sync)
         self.base = ""
         self._adapters = 0  # ids handed out: vLLM caches an adapter by id, so every load takes a new one
@@ -54,7 +56,7 @@ class VllmEngine(RolloutEngine):
         path, one part, no adapter); that stage's setup then loads its weights into it."""
         if not self._starts_alike(kwargs["config"], kwargs["index"]):
             return False
-        running = {"llm": self.llm, "vllm": self.vllm, "topology": self.topology}
+        running = {"llm": self.llm, "vllm": self.vllm, "topology": self.topology, "turns": self.turns}
         super().restage(**kwargs)
         self.__dict__.update(running)
         return True
@@ -76,6 +78,7 @@ class VllmEngine(RolloutEngine):
         self.version = version
         self.topology = topo = topology(self.config, self.index)
         self.vllm = vllm_api(engine_env(self.config, topo))
+        vllm_parts.announce_node()  # before vLLM starts this part's workers: they key the trainer's buffers by it
         start = lora.sources(model_path, self.config)
         self.base, base = start.base, start.base
         if start.adapter and lora.moves_adapter(self.config):
@@ -84,12 +87,14 @@ class VllmEngine(RolloutEngine):
         if topo.parts == 1:
             self.llm = self._start_engine(engine_kwargs(self.config, base, topo))
         elif topo.is_head:
-            address = _head_address()
-            _publish(self._key(model_path, version), (address, _current_actor()))
+            address = vllm_parts.head_address()
+            vllm_parts.publish(self._key(model_path, version), (address, vllm_parts.current_actor()))
             self.llm = self._start_engine(engine_kwargs(self.config, base, topo, address))
         else:
-            _announce_node_address()
-            address, self.head = await asyncio.to_thread(_wait_for, self._key(model_path, version), HEAD_WAIT_S)
+            vllm_parts.announce_node_address()
+            address, self.head = await asyncio.to_thread(
+                vllm_parts.wait_for, self._key(model_path, version), HEAD_WAIT_S
+            )
             kwargs = engine_kwargs(self.config, base, topo, address)
             self.workers = await asyncio.to_thread(self._start_workers, kwargs)
         if (
@@ -166,7 +171,8 @@ class VllmEngine(RolloutEngine):
         if self.llm is None:
             return await self.head.generate.remote(prompt_ids, n, sampling)
         await self._awake()
-        async with self._request():
+        self.turns.refuse_stale(self.name)
+        async with self.turns.request():
             version, final = self.version, None
             async for output in self.llm.generate(
                 {"prompt_token_ids": prompt_ids},
@@ -226,8 +232,8 @@ class VllmEngine(RolloutEngine):
         try:
             if index == 0:
                 await self._begin_pieces()
-            plain, node = [spec.plain() for spec in specs], _node_id()
-            await self._rpc("trinity_piece", source, plain, node, self.visible_devices_env)
+            plain = [spec.plain() for spec in specs]
+            await self._rpc("trinity_piece", source, plain, self.visible_devices_env)
             if index == count - 1:
                 await self._rpc("trinity_end")
                 await self._applied(self._slot, version)
@@ -239,10 +245,10 @@ class VllmEngine(RolloutEngine):
         return version
 
     async def _begin_pieces(self) -> None:
-        await self._awake()
+        await self._awake([WEIGHTS])  # the KV cache stays asleep while the trainer holds the sync's buffers
         await self._end_pieces()  # a sync that never reached its last piece (its run ended) holds nothing more
         self._sync = AsyncExitStack()
-        await self._sync.enter_async_context(self._exclusive())
+        await self._sync.enter_async_context(self.turns.exclusive())
         self._slot = self._adapter_slot() if lora.moves_adapter(self.config) else None
         await self._rpc("trinity_begin", self._slot, self.config.synchronizer.sync_timeout)
 
@@ -269,20 +275,23 @@ class VllmEngine(RolloutEngine):
         if self.llm is None:  # the head's workers include this part's
             self.version = version
             return version
-        await self._awake()
+        await self._awake([WEIGHTS])
         slot = self._adapter_slot() if lora.moves_adapter(self.config) else None
-        async with self._exclusive():
+        async with self.turns.exclusive():
             await self._rpc(method, *args, *(() if slot is None else (slot,)))
             await self._applied(slot, version)
         return version
 
     async def _applied(self, slot: dict | None, version: int) -> None:
         """New weights are in every worker: requests name the adapter they filled (the last one's is dropped), cached
-        prefixes computed with the old weights go, and the engine holds `version`."""
+        prefixes computed with the old weights go, and the engine holds `version` (every weight of it, without an
+        adapter: what a sleep discarded is back)."""
         if slot is not None:
             previous, self.adapter = self.adapter, self._request_for(slot["id"], slot["folder"])
             if previous is not None:
                 await self.llm.remove_lora(previous.lora_int_id)
+        else:
+            self.turns.discarded = False
         await self.llm.reset_prefix_cache()
         self.version = version
 
@@ -321,27 +330,32 @@ class VllmEngine(RolloutEngine):
     # --- sharing the devices with the trainer (colocate) ------------------------------------------------------
 
     async def sleep(self, level: int = 1) -> bool:
-        """Hand the device memory to the trainer: weights to host memory (level 1) and the KV cache freed."""
+        """Hand the device memory to the trainer: weights to pinned host memory (level 1) or discarded for a sync to
+        refill (level 2), and the KV cache freed (vllm_turns.py)."""
         if self.llm is None or not sleep_mode(self.config):  # started without it: it cannot sleep
             return False
-        async with self._exclusive():
-            if not self.asleep:
+        if self.turns.partly_asleep():  # what a sync left asleep (its KV cache) wakes first: vLLM sleeps it whole
+            await self._awake()
+        async with self.turns.exclusive():
+            if not self.turns.asleep:
                 await self.llm.sleep(level)
-                self.asleep = True
+                self.turns.slept(level)
         return True
 
-    async def wake_up(self) -> bool:
-        """Take the device memory back; generate and weight updates do this themselves."""
-        await self._awake()
-        return self.asleep
+    async def wake_up(self, tags: list[str] | None = None) -> bool:
+        """Take back the device memory of `tags` (weights, kv_cache; None: all of it); returns whether some still
+        sleeps. Generating wakes all of it, a weight update the weights."""
+        await self._awake(tags)
+        return bool(self.turns.asleep)
 
-    async def _awake(self) -> None:
-        if not self.asleep:
+    async def _awake(self, tags: list[str] | None = None) -> None:
+        if not self.turns.to_wake(tags):
             return
-        async with self._exclusive():
-            if self.asleep:
-                await self.llm.wake_up()
-                self.asleep = False
+        async with self.turns.exclusive():
+            wake = self.turns.to_wake(tags)
+            if wake:
+                await self.llm.wake_up(tags=wake)
+                self.turns.asleep.difference_update(wake)
 
     def close(self) -> None:
         """Stop vLLM's engine and worker processes (before Ray kills this actor), and drop this node's adapters."""
@@ -353,34 +367,6 @@ class VllmEngine(RolloutEngine):
             shutil.rmtree(root / self._pieces_folder(), ignore_errors=True)
         if lora.moves_adapter(self.config):  # the head's workers wrote them on this part's node too
             shutil.rmtree(self._adapter_root(), ignore_errors=True)
-
-    # --- requests and updates never overlap -------------------------------------------------------------
-
-    @asynccontextmanager
-    async def _request(self):
-        async with self._turn:
-            await self._turn.wait_for(lambda: not self._updating)
-            self._inflight += 1
-        try:
-            yield
-        finally:
-            async with self._turn:
-                self._inflight -= 1
-                self._turn.notify_all()
-
-    @asynccontextmanager
-    async def _exclusive(self):
-        """Wait for the requests in flight; new ones wait until this block ends."""
-        async with self._turn:
-            await self._turn.wait_for(lambda: not self._updating)
-            self._updating = True
-            await self._turn.wait_for(lambda: self._inflight == 0)
-        try:
-            yield
-        finally:
-            async with self._turn:
-                self._updating = False
-                self._turn.notify_all()
 
 
 def _staged(piece: Any, folder: Path, version: int, index: int) -> str | dict:
@@ -421,12 +407,6 @@ def _write_once(piece: Any, folder: Path, name: str) -> None:
         draft.unlink(missing_ok=True)
 
 
-def _node_id() -> str:
-    import ray
-
-    return ray.get_runtime_context().get_node_id()
-
-
 def vllm_api(env: dict[str, str]) -> SimpleNamespace:
     """The vLLM classes the engine uses, imported now, after `env` and ENGINE_ENV are set (a value the role's env has
     wins)."""
@@ -454,47 +434,3 @@ def _sample(completion: Any) -> Sample:
     ids = list(completion.token_ids)
     logprobs = [entry[token].logprob for token, entry in zip(ids, completion.logprobs)]
     return Sample(ids, logprobs, completion.text, completion.finish_reason == "stop")
-
-
-def _head_address() -> tuple[str, int]:
-    """This node's address (as Ray knows it) and a free port for vLLM's multi-node process group."""
-    from ..sync.group import free_port
-
-    return _announce_node_address(), free_port()
-
-
-def _announce_node_address() -> str:
-    """This node's address as Ray knows it, which vLLM's message queues then announce (vLLM's own guess may be another
-    interface)."""
-    import ray
-
-    host = ray.util.get_node_ip_address()
-    os.environ.setdefault("VLLM_HOST_IP", host)
-    return host
-
-
-def _current_actor() -> Any:
-    import ray
-
-    return ray.get_runtime_context().current_actor
-
-
-def _publish(key: str, value: Any) -> None:
-    import ray.cloudpickle as pickle
-    from ray.experimental import internal_kv
-
-    internal_kv._internal_kv_put(key, pickle.dumps(value), overwrite=True)
-
-
-def _wait_for(key: str, timeout_s: float) -> Any:
-    """What the head published under `key`; a TimeoutError naming it after `timeout_s`."""
-    import ray.cloudpickle as pickle
-    from ray.experimental import internal_kv
-
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = internal_kv._internal_kv_get(key)
-        if value is not None:
-            return pickle.loads(value)
-        time.sleep(0.2)
-    raise TimeoutError(f"the head of this vLLM engine did not publish its address ({key}) within {timeout_s:g} s")

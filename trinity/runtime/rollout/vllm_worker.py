@@ -106,9 +106,10 @@ class WeightSyncWorker:
         """A memory sync starts: its pieces follow."""
         self._trinity_pieces = _PieceLoad(self, adapter, timeout_s)
 
-    def trinity_piece(self, source: str | dict, specs: list[Plain], node: str, visible_devices_env: str | None) -> int:
+    def trinity_piece(self, source: str | dict, specs: list[Plain], visible_devices_env: str | None) -> int:
         """One piece: where its file is under this node's piece roots (`piece_roots`), or {device key: handle} of the
-        trainer's device buffers (this worker's device on Ray node `node`); returns when the reload has taken its
+        trainer's device buffers (the key of this worker's device, built here: its node, which the engine's actor on
+        it recorded before vLLM started this process, and its physical device); returns when the reload has taken its
         tensors (so the sender may drop it)."""
         from ..sync import pieces
 
@@ -120,7 +121,7 @@ class WeightSyncWorker:
             from ..sync import device_ipc
 
             index = self.device.index or 0
-            flat = device_ipc.open_handle(source, device_ipc.device_key(node, visible_devices_env, index), index)
+            flat = device_ipc.open_handle(source, device_ipc.device_key(visible_devices_env, index), index)
         tensors = pieces.split(flat, [shape for _, shape, _ in specs])
         return load.take(list(zip((name for name, _, _ in specs), tensors)), file)
 

@@ -48,10 +48,30 @@ def flatten(piece: list[Any], device: Any = None, dtype: Any = None) -> Any:
 
     total = sum(t.numel() for t in piece)
     flat = torch.empty(total, dtype=dtype or piece[0].dtype, device=device or piece[0].device)
+    return _fill(flat, piece)
+
+
+def filled(specs: Sequence[Any], tensors: Iterable[Any], device: Any) -> Any:
+    """The flat buffer of one piece planned by `specs` (WeightSpec, or [name, shape, dtype] lists) on `device`, in
+    their dtype, allocated first and then filled from `tensors` as they come: each is cast as it is copied in and
+    dropped after, so the piece and one tensor are all it holds at once."""
+    import torch
+
+    total = sum(math.prod(_shape(s)) for s in specs)
+    return _fill(torch.empty(total, dtype=getattr(torch, _dtype(specs[0])), device=device), tensors)
+
+
+def _fill(flat: Any, tensors: Iterable[Any]) -> Any:
+    import torch
+
     offset = 0
-    for tensor in piece:
-        flat[offset : offset + tensor.numel()].copy_(tensor.reshape(-1))
-        offset += tensor.numel()
+    with torch.no_grad():
+        for tensor in tensors:
+            flat[offset : offset + tensor.numel()].copy_(tensor.reshape(-1))
+            offset += tensor.numel()
+            del tensor
+    if offset != flat.numel():
+        raise ValueError(f"a piece of {flat.numel()} values was given {offset}")
     return flat
 
 

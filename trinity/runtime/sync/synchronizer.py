@@ -7,7 +7,8 @@
 - object_store / device_ipc (`memory`): the weights go piece by piece (pieces.py, at most
   `synchronizer.sync_bucket_mib` each): rank 0 puts each piece into Ray's object store, from which every engine
   loads it; or, where trainer and engines share devices whose platform maps memory between processes, each rank
-  exports the piece's device buffer and the engine workers on its device map it (device_ipc.py). One piece is in
+  beside an engine worker exports the piece's device buffer and the engine worker on its device maps it (the other
+  ranks answer {}: device_ipc.py). One piece is in
   flight at a time: the next is gathered once every engine has loaded this one.
 Every sync is versioned with the trainer step whose weights it carries.
 

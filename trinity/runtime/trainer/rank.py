@@ -3,8 +3,8 @@
 The rank hands each call to the module whose one job it is:
 - worker_setup: the trainer's process group and verl's workers (actor, reference, teacher, critic), at setup;
 - step: each train step's batch (rank 0 takes it and scatters shards), its advantages over the whole batch, the update;
-- weights_out: the weights gathered on every rank (an FSDP collective) and sent to the engines by rank 0, or by
-  every rank over device IPC: broadcast, pieces, a file;
+- weights_out: the weights gathered on every rank (an FSDP collective) and sent to the engines by rank 0, or over
+  device IPC by every rank beside an engine worker: broadcast, pieces, a file;
 - checkpoint: verl's state per rank and rank 0's Hugging Face files, loaded again on resume.
 """
 

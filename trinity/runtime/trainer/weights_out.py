@@ -4,16 +4,19 @@ Each full weight is gathered from its FSDP shards in turn: a collective every ra
 keeps or sends. It travels in the dtype the engines keep it in where that is narrower (half the bytes of a bf16
 rollout from an fp32 trainer); with LoRA, as the adapter's matrices or base + adapter merged. The weight-sync method
 (config/sync_methods.py) picks the way: a broadcast over the sync group, pieces (rank 0's flat host tensors into
-Ray's object store, or each rank's device buffer that the engines on its device map), or a file.
+Ray's object store, or the device buffer of each rank beside an engine worker, which that worker maps: the buffer in
+the rollout dtype on every such rank, in ordinary segments of the allocator, sync/device_ipc.py), or a file.
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ...config import sync_methods
 from ...config.schema import RunConfig
+from ...launch.plan import beside_an_engine
+from ...platforms import get_platform
 from ..weights import lora
 
 if TYPE_CHECKING:
@@ -36,8 +39,11 @@ class WeightsOut:
         self.config, self.rank, self.actor = config, rank, actor
         self.visible_devices_env = visible_devices_env  # names this rank's device to the engines on it (device_ipc)
         self.lora = lora.adapter_of(config)
+        self.beside_engine = beside_an_engine(config, rank)  # device_ipc: an engine worker maps what it exports
+        self._plan: list[list[WeightSpec]] = []  # the pieces of a memory sync, as the synchronizer cuts them
         self._pieces: Iterator[torch.Tensor] | None = None  # a memory sync's gathered weights, a piece at a time
         self._exported: torch.Tensor | None = None  # device_ipc: the piece's buffer, kept until the engines load it
+        self._restore_segments: Callable[[], None] | None = None  # device_ipc: the allocator's setting to restore
 
     def full(self) -> dict[str, "torch.Tensor"] | None:
         """Every weight of the model the engines run, as a full CPU tensor on rank 0 (None elsewhere; all ranks must
@@ -71,6 +77,7 @@ class WeightsOut:
                 dtype = sent_dtype(tensor.dtype, narrow)
                 tensor = (tensor if dtype == tensor.dtype else tensor.to(dtype)).contiguous()
             yield name, tensor
+            del tensor  # before the next gather: one gathered weight at a time
 
     def _lora_tensors(self, kind: str) -> Named:
         """The adapter's matrices (PEFT's names), or the plain model with the adapter merged (Hugging Face names).
@@ -114,13 +121,18 @@ class WeightsOut:
     # --- by a collective or in pieces: the engines learn the weights' specs first ------------------------------
 
     def specs(self) -> list["WeightSpec"]:
-        """Name, shape and dtype of each weight, in the order and dtype `broadcast` and `piece` send them."""
+        """Name, shape and dtype of each weight, in the order and dtype `broadcast` and `piece` send them; a memory
+        sync's pieces are cut from them as the synchronizer cuts them."""
         from ..rollout.base import WeightSpec
+        from ..sync import pieces
 
-        return [
-            WeightSpec(name, tuple(t.shape), str(t.dtype).removeprefix("torch."))
-            for name, t in self.gathered(rollout_dtype(self.config))
+        narrow = rollout_dtype(self.config)  # the dtype every rank sends in (nothing is cast to learn it)
+        found = [
+            WeightSpec(name, tuple(t.shape), str(sent_dtype(t.dtype, narrow)).removeprefix("torch."))
+            for name, t in self.gathered()
         ]
+        self._plan = pieces.plan(found, self.config.synchronizer.bucket_bytes)
+        return found
 
     def broadcast(self, group: "dist.ProcessGroup | None") -> float:
         """Gather each weight and (rank 0) broadcast it over the sync `group` in the rollout dtype, a piece at a
@@ -139,38 +151,64 @@ class WeightsOut:
     def piece(self, index: int, count: int) -> "torch.Tensor | Handles | None":
         """Piece `index` of a memory sync, its next `count` weights in the rollout dtype (every rank gathers them).
         object_store: rank 0 returns them as one flat host tensor (into Ray's object store), the others None.
-        device_ipc: every rank returns {device key: handle} of a flat buffer on its device, kept until the next piece
-        or `end_pieces`: the engine workers on that device map it."""
+        device_ipc: a rank beside an engine worker returns {device key: handle} of a flat buffer on its device, kept
+        until the next piece or `end_pieces`; the others return {} (a handle nobody opens would pin its buffer)."""
         from ..sync import pieces
 
+        if self.config.synchronizer.sync_channel == sync_methods.DEVICE_IPC:
+            return self._export(index, count)
         if index == 0:
             self._pieces = (tensor for _, tensor in self.gathered(rollout_dtype(self.config)))
         piece = [next(self._pieces) for _ in range(count)]
-        if self.config.synchronizer.sync_channel == sync_methods.DEVICE_IPC:
-            return self._export(piece)
         return pieces.flatten(piece, "cpu") if self.rank == 0 else None
 
-    def _export(self, piece: list["torch.Tensor"]) -> "Handles":
-        """The piece as one buffer on this rank's device in the rollout dtype (only rank 0's weights come cast from
-        the gather), kept, and its handle under the device's key."""
-        import ray
+    def _export(self, index: int, count: int) -> "Handles":
+        """The piece as one buffer on this rank's device in the rollout dtype, filled a weight at a time as FSDP
+        gathers it (cast as it is copied in), in an ordinary segment of the allocator; kept, and its handle under
+        the device's key. A rank with no engine worker beside it only takes part in the gathers."""
         import torch
 
         from ..sync import device_ipc, pieces
 
-        self._exported = None  # the previous piece's buffer, which every engine has loaded, goes first
-        dtype = sent_dtype(piece[0].dtype, rollout_dtype(self.config))
-        self._exported = pieces.flatten(piece, torch.accelerator.current_accelerator(), dtype)
-        node, index = ray.get_runtime_context().get_node_id(), torch.accelerator.current_device_index()
-        return device_ipc.export(self._exported, device_ipc.device_key(node, self.visible_devices_env, index))
+        if index == 0:
+            self._pieces = (tensor for _, tensor in self.gathered())
+            if self.beside_engine:
+                self._restore_segments = device_ipc.ordinary_segments(*self._allocator())
+        if not self.beside_engine:
+            for _ in range(count):
+                next(self._pieces)
+            return {}
+        specs = self._piece_specs(index, count)
+        self._exported = None  # the previous piece's buffer: every engine has loaded it
+        device = torch.accelerator.current_accelerator() or torch.device("cpu")
+        self._exported = pieces.filled(specs, (next(self._pieces) for _ in specs), device)
+        index_here = torch.accelerator.current_device_index() if torch.accelerator.is_available() else 0
+        return device_ipc.export(self._exported, device_ipc.device_key(self.visible_devices_env, index_here))
+
+    def _piece_specs(self, index: int, count: int) -> list["WeightSpec"]:
+        """The specs of piece `index`, as `specs` cut them (listed now where no sync asked for them yet)."""
+        if not self._plan:
+            self.specs()
+        specs = self._plan[index]
+        if len(specs) != count:
+            raise ValueError(f"piece {index} holds {len(specs)} weights here, and the synchronizer asked for {count}")
+        return specs
+
+    def _allocator(self) -> tuple[str, str | None]:
+        """This rank's device type and the variable its caching allocator reads its settings from."""
+        platform = get_platform(self.config.hardware.device_type)
+        return platform.device_type, platform.alloc_conf_env
 
     def end_pieces(self) -> None:
-        """A memory sync is done: drop its last buffer, let the device free what the engines mapped, and hand the
-        gathered weights' cached blocks back before the engines generate beside them."""
+        """A memory sync is done: drop its last buffer, let the device free what the engines mapped, restore the
+        allocator's segments, and hand the gathered weights' cached blocks back before the engines generate beside
+        them."""
         from ...utils.device import empty_cache
         from ..sync import device_ipc
 
-        self._pieces, exported, self._exported = None, self._exported, None
+        exported, self._exported = self._exported, None
+        self._pieces = None
+        self._restore()
         if exported is not None:
             del exported
             device_ipc.release(self.config.hardware.device_type)
@@ -179,6 +217,12 @@ class WeightsOut:
     def drop_pieces(self) -> None:
         """Forget what a memory sync left (the rank is kept for another stage, which syncs anew)."""
         self._pieces, self._exported = None, None
+        self._restore()
+
+    def _restore(self) -> None:
+        restore, self._restore_segments = self._restore_segments, None
+        if restore is not None:
+            restore()
 
 
 def rollout_dtype(config: RunConfig) -> "torch.dtype":

@@ -24,7 +24,7 @@ def run(stage: "Stage") -> None:
         for job in jobs:
             scheduler.started(job)
             if job.kind in (EXPLORE, TRAIN):
-                _start_step(stage, job)
+                _start_step(stage, job, scheduler.syncs_after(job))
                 continue
             # a sync or an evaluation: the stage waits for it before it asks for the next job
             if job.kind == SYNC:
@@ -52,13 +52,14 @@ def _scheduler(stage: "Stage") -> Scheduler:
     )
 
 
-def _start_step(stage: "Stage", job: Job) -> None:
-    """Start an explore step (on the engines) or a train step (on every rank); the stage does not wait."""
+def _start_step(stage: "Stage", job: Job, sync_follows: bool) -> None:
+    """Start an explore step (on the engines) or a train step (on every rank; `sync_follows`: a sync refills the
+    engines before they generate again); the stage does not wait."""
     if job.kind == EXPLORE:
         stage.devices.give(ROLLOUT, job.step)
         stage.watch(EXPLORE, [stage.explorer.explore_step.remote(job.step)])
     else:
-        stage.devices.give(TRAINER, job.step)
+        stage.devices.give(TRAINER, job.step, sync_follows)
         stage.watch(TRAIN, [r.train_step.remote(job.step) for r in stage.ranks])
 
 
