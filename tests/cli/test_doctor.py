@@ -1,5 +1,7 @@
 """`trinity doctor`: every finding through fake machines, and the real command on this one."""
 
+import os
+
 from tests.fakes import ascend_driver, cann_toolkit, fake_machine
 from trinity import paths
 from trinity.cli.doctor import diagnose, render_text
@@ -239,6 +241,29 @@ def test_doctor_command_on_this_machine(cli):
     assert report["packages"]["torch_npu"] is None
     text = cli("doctor")
     assert text.code == 0 and "hardware=auto -> cpu" in text.out
+
+
+def test_doctor_says_where_hub_names_come_from(cli, monkeypatch, tmp_path):
+    """The test session is a site without a network whose cache holds openai/gsm8k (tests/conftest.py)."""
+    hub = cli("doctor", "--format", "json").json()["hub"]
+    assert hub == {
+        "endpoint": "http://127.0.0.1:1",
+        "endpoint_from": "HF_ENDPOINT",
+        "cache": os.path.join(os.environ["HF_HOME"], "hub"),
+        "cached_repos": 1,
+        "offline": True,
+        "token_set": False,
+        "modelscope": None,
+    }
+    monkeypatch.setenv("HF_TOKEN", "hf_never_shown")
+    monkeypatch.setenv("VLLM_USE_MODELSCOPE", "1")
+    text = cli("doctor").out
+    assert (
+        f"hub:       http://127.0.0.1:1 (HF_ENDPOINT); cache {hub['cache']} (1 repos); offline (HF_HUB_OFFLINE)" in text
+    )
+    assert (
+        "HF_TOKEN set; VLLM_USE_MODELSCOPE set: models by hub id are refused" in text and "hf_never_shown" not in text
+    )
 
 
 def test_doctor_exits_1_on_a_known_bad_pair(cli, monkeypatch):

@@ -46,6 +46,7 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
         "packages": packages,
         "problems": [],
     }
+    report["hub"] = _hub()
     driver, driver_problems = ipc.driver_report(get_platform(found.device_type), probes)
     if driver is not None:
         report["driver"] = driver
@@ -54,6 +55,31 @@ def diagnose(probes: Probes = Probes(), dirs: tuple[Path, ...] = ()) -> dict[str
     if stack is not None:
         report["npu_stack"] = stack
     return report
+
+
+def _hub() -> dict[str, Any]:
+    """Where models and data sets named by hub id come from here: huggingface_hub's endpoint and cache, as its
+    variables say (docs/clusters.md: models and data sets on a cluster)."""
+    from ..config.hub.cache import DEFAULT_ENDPOINT, HubSettings, cached_repos
+
+    settings = HubSettings.from_env()
+    return {
+        "endpoint": settings.shown_endpoint,
+        "endpoint_from": "HF_ENDPOINT" if settings.endpoint != DEFAULT_ENDPOINT else "default",
+        "cache": str(settings.cache),
+        "cached_repos": cached_repos(settings),
+        "offline": settings.offline,
+        "token_set": settings.token_set,
+        "modelscope": settings.modelscope or None,
+    }
+
+
+def _hub_line(hub: dict[str, Any]) -> str:
+    endpoint = f"{hub['endpoint']}{' (HF_ENDPOINT)' if hub['endpoint_from'] == 'HF_ENDPOINT' else ''}"
+    access = "offline (HF_HUB_OFFLINE): the cache only" if hub["offline"] else "online"
+    token = "HF_TOKEN set" if hub["token_set"] else "HF_TOKEN not set"
+    switch = f"; {hub['modelscope']} set: models by hub id are refused" if hub["modelscope"] else ""
+    return f"hub:       {endpoint}; cache {hub['cache']} ({hub['cached_repos']} repos); {access}; {token}{switch}"
 
 
 def _version_pairs(packages: dict[str, str | None]) -> list[dict[str, str]]:
@@ -106,6 +132,7 @@ def render_text(report: dict[str, Any]) -> str:
     if "driver" in report:
         lines.append(_driver_line(report["driver"]))
     lines.append("packages:  " + ", ".join(f"{name} {version or '-'}" for name, version in report["packages"].items()))
+    lines.append(_hub_line(report["hub"]))
     lines += _stack_lines(report.get("npu_stack"), bool(report["problems"]))
     for problem in report["problems"]:
         lines.append(f"{problem['severity']}: {problem['message']}")

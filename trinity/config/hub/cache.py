@@ -80,6 +80,13 @@ class Snapshot:
         return not self.missing
 
 
+def cached_repos(settings: HubSettings) -> int:
+    """How many repos (models, data sets) the cache holds a folder of."""
+    if not settings.cache.is_dir():
+        return 0
+    return sum(1 for p in settings.cache.iterdir() if p.is_dir() and p.name.startswith(("models--", "datasets--")))
+
+
 def storage_folder(name: HubName, settings: HubSettings) -> Path:
     """The repo's folder in the cache (huggingface_hub's repo_folder_name)."""
     return settings.cache / "--".join((f"{name.repo_type}s", *name.repo_id.split("/")))
