@@ -7,6 +7,7 @@ from ..profiles import LoadedProfile
 from ..provenance import Provenance
 from . import (
     algorithm,
+    aliases,
     batch_size,
     buffer,
     chat_template,
@@ -28,6 +29,9 @@ from ._context import Context, RunStage
 # Run in this order. Each rule declares what it reads and writes (@rule, _rule.py) and tests/config/derive/test_order.py
 # refuses an order where a rule reads what a later rule writes, so a rule goes after every rule it reads from.
 RULES = (
+    aliases.engine_alias,
+    aliases.ask_ray,
+    aliases.no_effect,
     hardware.hardware_section,
     hardware.trainer_device,
     hardware.process_group_backend,
