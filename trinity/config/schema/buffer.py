@@ -157,6 +157,11 @@ class TrainerInput(Section):
         description="Data sets the sample strategy mixes into each batch, by name (mix: the SFT data set).",
     )
 
+    @property
+    def experiences(self) -> ExperienceBufferConfig:
+        """What the trainer reads: experience_buffer, else an in-memory queue named experiences."""
+        return self.experience_buffer or ExperienceBufferConfig(name="experiences")
+
 
 class BufferConfig(Section):
     batch_size: PositiveInt = Field(1, description="Tasks per explore step.")
