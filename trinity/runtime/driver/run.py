@@ -65,8 +65,8 @@ class RunOptions:
 
 
 def run_dir_of(config: RunConfig) -> RunDir:
-    """`checkpoint_root_dir/project/name`."""
-    return RunDir(Path(config.checkpoint_root_dir) / config.project / config.name)
+    """`checkpoint_root_dir/project/name`, its roles logging to log.save_dir (else its logs/)."""
+    return RunDir(Path(config.checkpoint_root_dir) / config.project / config.name, config.log.save_dir)
 
 
 def train(resolved: ResolvedConfig, options: RunOptions, show: Show) -> list[StageSummary]:
@@ -164,7 +164,7 @@ def _launch(
             ]
         )
     launch.create_groups()
-    actors = _started(launch, role_factory(stage.config, stage.run_dir.root))
+    actors = _started(launch, role_factory(stage.config, stage.run_dir))
     placements = _placements(launch)
     show.placements(placements, launch.kept)
     misplaced = [p for p in placements if p.problem]
@@ -204,7 +204,7 @@ def _prestart(launch: "Launch", following: RunConfig | None, stage: Stage) -> Ea
         return {}
     plan = build_plan(following)
     try:
-        started = set(launch.prestart(plan, role_factory(following, stage.run_dir.root)))
+        started = set(launch.prestart(plan, role_factory(following, stage.run_dir)))
     except ray.exceptions.RayError as exc:
         print(f"note: the next stage's actors were not started early: {_last_line(exc)}", file=sys.stderr)
         return {}
