@@ -5,6 +5,7 @@ The launcher adds the arguments every role takes (name, role, visible_devices_en
 """
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ...config.schema import RunConfig
@@ -18,14 +19,15 @@ from ..rollout import engine_class
 Make = Callable[[ActorSpec], tuple[type, dict[str, Any]]]
 
 
-def role_factory(config: RunConfig, run_dir: RunDir) -> Make:
-    """A `make(spec)` for Launch.start_actors: every role of `config`'s plan, constructed lightly, logging to the run's
-    logs folder at log.level (by node with log.group_by_node)."""
-    logs = {"log_dir": str(run_dir.logs), "log_level": config.log.level, "log_by_node": config.log.group_by_node}
+def role_factory(config: RunConfig, run_dir: Path) -> Make:
+    """A `make(spec)` for Launch.start_actors: every role of `config`'s plan in `run_dir`, constructed lightly, logging
+    to the run's logs folder (RunDir.logs) at log.level, by node with log.group_by_node."""
+    folder = RunDir(run_dir, config.log.save_dir).logs
+    logs = {"log_dir": str(folder), "log_level": config.log.level, "log_by_node": config.log.group_by_node}
 
     def make(spec: ActorSpec) -> tuple[type, dict[str, Any]]:
         cls = role_class(config, spec.role)
-        return cls, logs | cls.plan_arguments(config, spec, run_dir.root)
+        return cls, logs | cls.plan_arguments(config, spec, run_dir)
 
     return make
 

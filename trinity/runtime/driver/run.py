@@ -164,7 +164,7 @@ def _launch(
             ]
         )
     launch.create_groups()
-    actors = _started(launch, role_factory(stage.config, stage.run_dir))
+    actors = _started(launch, role_factory(stage.config, stage.run_dir.root))
     placements = _placements(launch)
     show.placements(placements, launch.kept)
     misplaced = [p for p in placements if p.problem]
@@ -204,7 +204,7 @@ def _prestart(launch: "Launch", following: RunConfig | None, stage: Stage) -> Ea
         return {}
     plan = build_plan(following)
     try:
-        started = set(launch.prestart(plan, role_factory(following, stage.run_dir)))
+        started = set(launch.prestart(plan, role_factory(following, stage.run_dir.root)))
     except ray.exceptions.RayError as exc:
         print(f"note: the next stage's actors were not started early: {_last_line(exc)}", file=sys.stderr)
         return {}
