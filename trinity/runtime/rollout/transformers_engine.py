@@ -142,12 +142,20 @@ class TransformersEngine(RolloutEngine):
         tokens = out.sequences[:, width:]
         # scores are what each token was drawn from: after the penalty, min_new_tokens, temperature, top-k and top-p
         # (vLLM's processed_logprobs)
-        steps = [torch.log_softmax(step.float(), dim=-1) for step in out.scores]
-        logprobs = torch.stack([step.gather(1, tokens[:, t : t + 1]).squeeze(1) for t, step in enumerate(steps)], dim=1)
+        picked, best = (
+            [],
+            [],
+        )  # per step: the sampled tokens' log-probs, the k likeliest (one step's log-softmax at once)
+        for t, step in enumerate(out.scores):
+            logsoftmax = torch.log_softmax(step.float(), dim=-1)
+            picked.append(logsoftmax.gather(1, tokens[:, t : t + 1]).squeeze(1))
+            if sampling.logprobs > 0:
+                best.append(logsoftmax.topk(min(sampling.logprobs, logsoftmax.shape[-1]), dim=-1))
+        logprobs = torch.stack(picked, dim=1)
         rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
         eos = self.tokenizer.eos_token_id
-        tops = _top_logprobs(steps, sampling.logprobs, [len(r) for r, _ in rows])
+        tops = _top_logprobs(best, [len(r) for r, _ in rows])
         return [Sample(r, lp, text, r[-1:] == [eos], top) for (r, lp), text, top in zip(rows, texts, tops)]
 
     def _prefilled(self, prompts: list[list[int]], ids: Any, mask: Any) -> Any:
@@ -188,14 +196,14 @@ class TransformersEngine(RolloutEngine):
         return tokens[:end], logprobs[:end]
 
 
-def _top_logprobs(steps: list[Any], k: int, lengths: list[int]) -> list[list[dict[int, float]] | None]:
+def _top_logprobs(best: list[Any], lengths: list[int]) -> list[list[dict[int, float]] | None]:
     """Each row's k most likely tokens and their log-probs at each of its `lengths` positions, most likely first, from
-    the distributions `steps` (one [rows, vocabulary] tensor per position); None for every row where k is 0."""
-    if k <= 0:
+    `best` (one torch.topk result of [rows, vocabulary] per position); None for every row where none was asked."""
+    if not best:
         return [None] * len(lengths)
     import torch
 
-    values, ids = torch.stack(steps, dim=1).topk(min(k, steps[0].shape[-1]), dim=-1)  # [rows, positions, k]
+    values, ids = torch.stack([b.values for b in best], dim=1), torch.stack([b.indices for b in best], dim=1)
     return [
         [dict(zip(i, v)) for i, v in zip(ids[row, :length].tolist(), values[row, :length].tolist())]
         for row, length in enumerate(lengths)
