@@ -53,7 +53,9 @@ def test_an_explore_run_splits_tasks_into_runs_records_top_logprobs_filters_and_
     assert [r["step"] for r in explored] == [1, 2]
     assert sum(r["experiences"] for r in explored) == len(experiences)
     assert all(r["filtered_count"] == 16 - r["experiences"] for r in explored)  # 4 tasks x 4 rollouts a step
-    assert sum(r["masked_truncated_count"] for r in explored) == sum(e["truncated"] for e in experiences)
+    # every cut response was masked, those dynamic sampling dropped after among them
+    assert sum(r["masked_truncated_count"] for r in explored) >= sum(e["truncated"] for e in experiences)
+    assert sum(r["masked_truncated_count"] for r in explored) > 0  # the demo's 4-token budget cuts some
     # log.group_by_node: the roles' logs under the node's IP, as Ray names the node
     import ray
 
