@@ -102,7 +102,9 @@ def test_an_unknown_engine_type_names_the_ones_there_are():
 
 
 def test_every_engine_type_the_schema_accepts_has_an_entry():
-    assert typing.get_args(InferenceModelConfig.model_fields["engine_type"].annotation) == tuple(engines.ENGINES)
+    accepted = typing.get_args(InferenceModelConfig.model_fields["engine_type"].annotation)
+    assert accepted == tuple(engines.ENGINES) + tuple(engines.ALIASES)  # and Trinity-RFT's names of them
+    assert all(name in engines.ENGINES for name, _ in engines.ALIASES.values())
     facts = HardwareFacts.model_fields["rollout_engines"]
     assert typing.get_args(typing.get_args(facts.annotation)[0]) == tuple(engines.ENGINES)
     assert facts.default_factory() == list(engines.ENGINES)

@@ -17,6 +17,8 @@ from trinity.config import upstream
 from trinity.config.algorithms.functions import FUNCTIONS, UNSUPPORTED
 from trinity.config.algorithms.presets import ALGORITHMS
 from trinity.config.compose import Request
+from trinity.config.operators import OPERATORS
+from trinity.config.operators import REFUSED as REFUSED_OPERATORS
 from trinity.config.resolve import resolve
 from trinity.config.rewards import REWARDS, UNSUPPORTED_REWARDS
 from trinity.config.schema import RunConfig
@@ -37,6 +39,12 @@ LORA_RUN = "tests/cli/test_run_lora.py::test_a_lora_run_syncs_the_adapter_and_ch
 LORA_DTYPES = "tests/runtime/rollout/test_transformers_engine.py::test_the_adapter_runs_in_the_lora_dtype_it_is_given"
 # a reward the demo's runs do not name: the explorer loads a taskset naming it and its workflow scores with it
 REWARD_RUN = "tests/runtime/explorer/test_role.py::test_the_reward_a_taskset_names_scores_its_tasks"
+# issue 46's keys in a run: the replay buffer; the experience operators in an explore run
+KEYS46 = "tests/cli/test_run_keys46.py::test_a_run_with_trinity_rfts_example_keys_honours_each_of_them"
+KEYS46_EXPLORE = (
+    "tests/cli/test_run_keys46.py::"
+    "test_an_explore_run_splits_tasks_into_runs_records_top_logprobs_filters_and_logs_by_node"
+)
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
 # as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
@@ -188,6 +196,22 @@ RUNS = {
     "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only",
     ("explorer.rollout_model.tool_call_parser", "hermes"): "tests/runtime/rollout/test_openai_api.py::"
     "test_a_react_episode_over_the_endpoint_is_one_experience_of_the_models_turns",
+    # Trinity-RFT's former name of its vLLM engine: resolved to vllm, with a note (derive/aliases.py), and run as vllm
+    ("explorer.rollout_model.engine_type", "vllm_async"): "tests/config/derive/test_aliases.py::"
+    "test_vllm_async_is_vllm_with_a_note",
+    # a role's logger at that level (parametrised by it); a run logs at INFO in KEYS46
+    **{
+        ("log.level", level): "tests/runtime/roles/test_base.py::"
+        "test_a_role_logs_at_log_level_in_its_nodes_folder_with_group_by_node"
+        for level in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+    },
+    ("experience_buffer.replay_buffer.priority_fn", "linear_decay"): KEYS46,
+    (
+        "experience_buffer.replay_buffer.priority_fn",
+        "decay_limit_randomization",
+    ): "tests/runtime/buffer/test_replay.py::"
+    "test_decay_limit_randomization_stops_queueing_a_task_after_its_use_count_limit",
+    **{("operator", name): KEYS46_EXPLORE for name in ("mask_response_truncated", "dapo_dynamic_sampling")},
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,
     **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward")},
@@ -238,6 +262,7 @@ def registry_values() -> list[tuple[str, object]]:
     out += [(f"algorithm.{kind}", name) for kind, names in FUNCTIONS.items() for name in names]
     out += [(f"algorithm.{kind}", name) for kind, names in UNSUPPORTED.items() for name in names]
     out += [("workflow", name) for name in WORKFLOWS]
+    out += [("operator", name) for name in [*OPERATORS, *REFUSED_OPERATORS]]
     return out + [("reward", name) for name in REWARDS] + [("reward", name) for name in UNSUPPORTED_REWARDS]
 
 
@@ -313,15 +338,19 @@ ITEMS = {
     "stages": {"stage_name": "one"},
     "auxiliary_models": {},
     "lora_configs": {},
+    "operators": {},
+}
+# a registry's names, written where a config names one
+NAMED = {
+    "workflow": "buffer.explorer_input.default_workflow_type",
+    "reward": "buffer.explorer_input.default_reward_fn_type",
+    "operator": "data_processor.experience_pipeline.operators[].name",
 }
 
 
 def _written(path: str, value) -> dict:
     """BASE with `value` written at `path` (the first item of a list; a workflow or reward at the input's default)."""
-    path = {
-        "workflow": "buffer.explorer_input.default_workflow_type",
-        "reward": "buffer.explorer_input.default_reward_fn_type",
-    }.get(path, path)
+    path = NAMED.get(path, path)
     tree = yaml.safe_load(yaml.safe_dump(BASE))
     node, parts = tree, path.split(".")
     for part in parts[:-1]:
@@ -343,10 +372,7 @@ def _error_key(path: str) -> str:
     for kept, whole in REFUSED_WHOLE.items():
         if path.startswith(kept):
             return whole
-    path = {
-        "workflow": "buffer.explorer_input.default_workflow_type",
-        "reward": "buffer.explorer_input.default_reward_fn_type",
-    }.get(path, path)
+    path = NAMED.get(path, path)
     return path.replace("stages[].", "").replace("[]", "[0]").replace("{}", f".{MAPPED}")
 
 

@@ -150,3 +150,45 @@ def test_a_credential_of_the_wrong_type_is_not_echoed(cli, write):
         and "hint: quote it: '***'" in result.err
     )
     assert "1234567890" not in result.err
+
+
+ISSUE_46 = (
+    "explorer.max_repeat_times_per_runner=1",
+    "~buffer.trainer_input.experience_buffer.path",  # the replay buffer is the in-memory queue's
+    "+buffer.trainer_input.experience_buffer.max_read_timeout=7200",
+    "+buffer.trainer_input.experience_buffer.replay_buffer.enable=true",
+    "trainer.enable_preview=true",
+    "log.level=DEBUG",
+    "explorer.rollout_model.engine_type=vllm_async",
+    "+data_processor.experience_pipeline.operators=[{name: dapo_dynamic_sampling}]",
+)
+
+
+def test_the_keys_of_trinity_rfts_examples_are_explained_and_diffed(cli):
+    keys = (
+        "explorer.max_repeat_times_per_runner",
+        "buffer.trainer_input.experience_buffer.replay_buffer.enable",
+        "trainer.enable_preview",
+        "log.level",
+        "explorer.rollout_model.engine_type",
+        "data_processor.experience_pipeline.operators",
+    )
+    explained = cli("config", "render", "-c", REFERENCE, "hardware=a100", *ISSUE_46, "--explain", *keys)
+    assert explained.code == 0
+    for key in keys:
+        assert f"{key}" in explained.out
+    assert "rule engine_alias" in explained.out  # vllm_async -> vllm, the rule named
+    diff = cli(
+        "config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=a100", *ISSUE_46, "--format", "json"
+    )
+    changed = {d["key"] for d in diff.json()["changes"]}
+    assert (
+        diff.code == 1
+        and {
+            "explorer.max_repeat_times_per_runner",
+            "buffer.trainer_input.experience_buffer.max_read_timeout",
+            "trainer.enable_preview",
+            "log.level",
+        }
+        <= changed
+    )

@@ -12,6 +12,7 @@ from trinity.launch import roles
 from trinity.launch.plan import build_plan
 from trinity.launch.runtime_env import role_env
 from trinity.runtime.driver.factory import role_class, role_factory
+from trinity.runtime.driver.run import run_dir_of
 from trinity.runtime.roles.base import Role
 
 
@@ -42,6 +43,19 @@ def test_the_factory_builds_each_role_with_its_entrys_class_and_the_class_own_ar
     spec = next(a for a in build_plan(config, {}).actors if a.role == name)
     made, kwargs = role_factory(config, tmp_path)(spec)
     assert made is cls and kwargs["log_dir"] == str(tmp_path / "logs")
+    assert (kwargs["log_level"], kwargs["log_by_node"]) == ("INFO", False)  # Trinity-RFT's log defaults
+
+
+def test_the_roles_log_where_and_at_the_level_the_log_section_says(tmp_path):
+    config = resolved("+log.level=DEBUG", "+log.group_by_node=true", f"+log.save_dir={tmp_path / 'elsewhere'}")
+    spec = next(a for a in build_plan(config, {}).actors if a.role == "trainer")
+    _, kwargs = role_factory(config, tmp_path)(spec)
+    assert (kwargs["log_dir"], kwargs["log_level"], kwargs["log_by_node"]) == (
+        str(tmp_path / "elsewhere"),
+        "DEBUG",
+        True,
+    )
+    assert run_dir_of(config).logs == tmp_path / "elsewhere"  # where the driver looks for a failed role's log
 
 
 def test_a_roles_env_block_is_its_entrys(monkeypatch):

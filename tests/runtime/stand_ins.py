@@ -66,6 +66,7 @@ class World:
     asleep: bool = False  # some of the engines' memory sleeps
     asleep_memory: set = field(default_factory=set)  # which of it: weights, kv_cache
     log: list = field(default_factory=list)
+    preview: bool = False  # train steps return preview rows, as with trainer.enable_preview
 
 
 class Explorer:
@@ -126,7 +127,12 @@ class Trainer:
     def train_step(self, step: int) -> dict | None:
         if self.rank == 0:
             self.world.log.append(("train", step, "asleep" if self.world.asleep else "awake"))
-        return dict(loss=1.0 / step, grad_norm=1.0, lr=1e-5, experiences=4, seconds=0.1) if self.rank == 0 else None
+        if self.rank != 0:
+            return None
+        rows = [{"prompt": f"{step}+1=", "response": str(step + 1), "reward": 1.0}] if self.world.preview else None
+        return dict(loss=1.0 / step, grad_norm=1.0, lr=1e-5, experiences=4, seconds=0.1) | (
+            {"preview": rows} if rows else {}
+        )
 
     def save(self, folder: str, step: int, hf: bool) -> None:
         if self.rank == 0:

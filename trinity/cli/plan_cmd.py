@@ -37,7 +37,8 @@ def memory_cmd(args: argparse.Namespace) -> int:
     resolved = resolve(request_from(args), strict=args.strict)
     plans, issues = with_memory_fit(resolved, args.strict)
     if args.format == "json":
-        fits = not any(i.severity == "error" for i in issues)
+        # a role over its memory is no fit, also where ignore_validator_suggestions makes that a warning
+        fits = all(plan.fits for _, plan in plans) and not any(i.severity == "error" for i in issues)
         print(
             json.dumps(
                 {

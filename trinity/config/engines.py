@@ -87,6 +87,12 @@ _ENTRIES = (
     ),
 )
 ENGINES: dict[str, EngineEntry] = {e.name: e for e in _ENTRIES}
+# Names Trinity-RFT still accepts for an engine here -> the engine, and why (derive/aliases.py maps them with a note).
+# vllm_async: its one vLLM engine was async-only by then, and common/models/allocator.py picks it for any engine_type
+# starting with "vllm".
+ALIASES: dict[str, tuple[str, str]] = {
+    "vllm_async": ("vllm", "Trinity-RFT's former name of its vLLM engine, which runs every request asynchronously"),
+}
 
 
 def engine(name: str) -> EngineEntry:

@@ -10,6 +10,7 @@ from dataclasses import dataclass, replace
 from ..errors import ConfigError
 from .compose import RAY_AUTO as AUTO
 from .compose import ClusterLayer, Composed, Request, compose, env_ray_address
+from .derive.aliases import ASK_RAY
 from .interpolate import resolve_interpolations
 from .merge import get_path
 from .provenance import WRITTEN
@@ -44,7 +45,9 @@ def run_target(source: Request | Composed) -> RunTarget:
     from_env = env_ray_address()  # wins over the config
     chosen = from_env or ray_address
     address = None if chosen == AUTO else str(chosen)
-    node_num = get_path(plain, ("cluster", "node_num"))
+    node_num, per_node = get_path(plain, ("cluster", "node_num")), get_path(plain, ("cluster", "gpu_per_node"))
+    if node_num == 0:  # Trinity-RFT's "ask Ray": trinity's unset (derive/aliases.py)
+        node_num = ASK_RAY["cluster.node_num"][0]
     return RunTarget(
         address,
         "$RAY_ADDRESS" if from_env else composed.provenance.where(("cluster", "ray_address")),
@@ -53,7 +56,7 @@ def run_target(source: Request | Composed) -> RunTarget:
         composed.profile.name,
         composed.selection,
         node_num if isinstance(node_num, int) else None,
-        composed.provenance.set_by(("cluster", "gpu_per_node"), *WRITTEN),
+        composed.provenance.set_by(("cluster", "gpu_per_node"), *WRITTEN) and per_node != 0,  # 0: the cluster's
     )
 
 

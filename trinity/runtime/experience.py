@@ -4,7 +4,9 @@ A multi-turn rollout is one experience too: its response holds every turn after 
 tokens and what the environment or a tool said between them, as the token ids the model saw; `action_mask` tells the
 two apart, and only the model's tokens are trained. Each run of the model's tokens is one turn (a step, to a step-wise
 advantage); a workflow may reward turns one by one (`turn_rewards`, which add up to `reward`). An episode recorded as
-several experiences (an agent whose calls do not all continue one another) gives them one `episode` id."""
+several experiences (an agent whose calls do not all continue one another) gives them one `episode` id. Where a task
+set asks for top-k log-probs (rollout_args.logprobs), `top_logprobs` holds, beside each response token's own log-prob
+(`logprobs`, what the trainer reads), the k most likely tokens of the distribution it was drawn from."""
 
 import json
 import math
@@ -33,17 +35,24 @@ class Experience:
     baseline: float | None = None  # ReMax: the reward of its task's greedy rollout (None: not made)
     # per response token: 1 on the model's own, 0 on what the environment put between its turns (None: all the model's)
     action_mask: list[int] | None = None
-    truncated: bool = False  # the conversation reached max_model_len and was cut there
+    # the response was cut: the conversation reached max_model_len, or its last reply reached max_tokens without ending
+    # (Trinity-RFT's truncate_status "response_truncated"; the explorer marks it from the engine's answer)
+    truncated: bool = False
     episode: str = ""  # the episode it is part of, unique in the run ("": an episode of its own)
     # each turn's own reward, in order (None: the reward is the last turn's, as it is for a single turn)
     turn_rewards: list[float] | None = None
+    run: int = 0  # which of its task's rollouts it is, 0 .. repeat_times - 1 (Trinity-RFT's eid.run)
+    # per response token, the k most likely tokens -> their log-probs, most likely first ({} on the environment's
+    # tokens); None: not asked for (rollout_args.logprobs 0), or not made by the engines through the model client
+    top_logprobs: list[dict[int, float]] | None = None
 
     def __post_init__(self) -> None:
-        if self.action_mask is not None and len(self.action_mask) != len(self.response_ids):
-            raise ValueError(
-                f"an experience's action_mask has {len(self.action_mask)} entries for {len(self.response_ids)} "
-                "response tokens"
-            )
+        for name in ("action_mask", "top_logprobs"):
+            entries = getattr(self, name)
+            if entries is not None and len(entries) != len(self.response_ids):
+                raise ValueError(
+                    f"an experience's {name} has {len(entries)} entries for {len(self.response_ids)} response tokens"
+                )
         if self.turn_rewards is not None:
             self._check_turn_rewards()
 
@@ -84,5 +93,8 @@ class Experience:
 
     @classmethod
     def from_json(cls, text: str) -> "Experience":
-        """The inverse of to_json."""
-        return cls(**json.loads(text))
+        """The inverse of to_json (JSON writes the token ids of top_logprobs as text)."""
+        fields = json.loads(text)
+        if fields.get("top_logprobs") is not None:
+            fields["top_logprobs"] = [{int(t): lp for t, lp in top.items()} for top in fields["top_logprobs"]]
+        return cls(**fields)

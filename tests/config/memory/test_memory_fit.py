@@ -383,3 +383,12 @@ def test_a_kv_cache_too_small_for_every_sequence_is_a_warning(cli):
         "sequences of 2048 tokens need 7.0 GiB, more than the budget left after weights, workspace and runtime (room "
         "for 34 of them), 3.8 GiB; vLLM will queue the sequences that do not fit" in result.err
     )
+
+
+@pytest.mark.parametrize("most,sequences", [(None, 64), (8, 64), (3, 24), (1, 8)])
+def test_the_kv_cache_counts_the_rollouts_a_runner_runs_at_once(cli, most, sequences):
+    """With explorer.max_repeat_times_per_runner a runner runs at most that many of a task's 8 rollouts at once: the
+    engine's 8 runners send 8 x min(8, most) sequences."""
+    split = () if most is None else (f"explorer.max_repeat_times_per_runner={most}",)
+    result = cli("plan", "memory", "-c", REFERENCE, "hardware=a100", QWEN7, "mode=explore", *split)
+    assert result.code == 0 and f"KV cache for {sequences} sequences of 2048 tokens" in result.out

@@ -41,6 +41,21 @@ def test_a_multi_turn_experience_keeps_its_mask_truncation_episode_and_turn_rewa
     assert kept.take(1, step=1) == [made]
 
 
+@pytest.mark.parametrize("store", ["sqlite", "file"])
+def test_an_experiences_top_logprobs_and_run_survive_storage(tmp_path, store):
+    made = Experience([1], [2, 3], [-0.5, -0.1], 1.0, "g", run=3, top_logprobs=[{2: -0.5, 9: -1.5}, {}])
+    kept = stores.MemoryQueue(SqliteStore(tmp_path / "b.db")) if store == "sqlite" else stores.JsonlFile(tmp_path / "b")
+    kept.add([made])
+    if store == "sqlite":
+        kept = stores.MemoryQueue(SqliteStore(tmp_path / "b.db"))
+    assert kept.take(1, step=1) == [made]  # token ids as ints again, in their order
+
+
+def test_top_logprobs_are_one_entry_per_response_token():
+    with pytest.raises(ValueError, match="top_logprobs has 1 entries for 2 response tokens"):
+        Experience([1], [2, 3], top_logprobs=[{2: -0.5}])
+
+
 def test_rewind_gives_back_what_steps_after_the_checkpoint_took(tmp_path):
     store = SqliteStore(tmp_path / "b.db")
     store.add(exps(0, 6))

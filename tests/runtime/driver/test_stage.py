@@ -219,3 +219,16 @@ def test_a_memory_syncs_pieces_share_one_sync_timeout(tmp_path):
     assert len(first_sync) == 7 and first_sync[0] <= 60
     assert all(later < earlier for earlier, later in zip(first_sync, first_sync[1:]))
     assert first_sync[0] - first_sync[-1] >= 0.3  # the 50 ms of each wait before it came off the sync's time
+
+
+def test_previews_are_shown_every_sync_interval_steps_and_at_the_stages_end(tmp_path):
+    """trainer.enable_preview: each train step's rows, gathered and shown as one table every sync_interval steps (as
+    Trinity-RFT's trainer), the rest at the stage's last step; the trainer's own line stays numbers."""
+    world = World(experiences=8, preview=True)
+    _, records, _ = stage_run(tmp_path, "synchronizer.sync_interval=2", "trainer.enable_preview=true", world=world)
+    previews = [r for r in records if r["role"] == "preview"]
+    assert [(r["step"], r["table"], [row["prompt"] for row in r["rows"]]) for r in previews] == [
+        (2, "rollout_examples", ["1+1=", "2+1="]),
+        (3, "rollout_examples", ["3+1="]),
+    ]
+    assert all("preview" not in r for r in records if r["role"] == "trainer")

@@ -59,6 +59,13 @@ def test_a_taskset_samples_with_the_engines_repetition_penalty(explorer):
     assert explorer("explorer.rollout_model.repetition_penalty=1.1").train[0].sampling.repetition_penalty == 1.1
 
 
+def test_a_taskset_asks_the_engines_for_its_top_logprobs(explorer):
+    assert explorer().train[0].sampling.logprobs == 0  # upstream's default: the sampled token's own only
+    assert explorer("model.logprobs=2").train[0].sampling.logprobs == 2
+    role = explorer("model.logprobs=2", "+buffer.explorer_input.taskset.rollout_args.logprobs=5")
+    assert role.train[0].sampling.logprobs == 5 and role.evals[0].sampling.logprobs == 2
+
+
 def test_chat_prompts_go_through_the_rollout_models_template(explorer):
     role = explorer(
         "buffer.explorer_input.taskset.format.prompt_type=messages",

@@ -84,3 +84,41 @@ def test_tensorboards_loader_reads_every_scalar_and_step_written(tmp_path_factor
     events.add_scalars(step, scalars)
     events.close()
     assert _scalars(folder) == {tag: [(step, value)] for tag, value in scalars.items()}
+
+
+ROWS = [
+    {"prompt": "1+1=", "response": "2", "reward": 0.0},
+    {"prompt": "a | b", "response": "two\nlines", "reward": 1.0},
+]
+
+
+def test_a_preview_table_is_a_jsonl_line_and_a_tensorboard_text_summary(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl", SimpleNamespace(monitor_type="tensorboard"), "run", tmp_path / "tb")
+    log.write("trainer", 2, "grpo", loss=0.5)
+    log.table("rollout_examples", 2, "grpo", ROWS)
+    log.close()
+    line = json.loads((tmp_path / "metrics.jsonl").read_text().splitlines()[1])
+    assert (line["role"], line["step"], line["table"], line["rows"]) == ("preview", 2, "rollout_examples", ROWS)
+    events = event_accumulator.EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0})
+    events.Reload()
+    assert events.Tags()["tensors"] == ["rollout_examples"] and events.Tags()["scalars"] == ["trainer/loss"]
+    [shown] = events.Tensors("rollout_examples")
+    assert shown.step == 2
+    assert shown.tensor_proto.string_val[0].decode() == (
+        "| prompt | response | reward |\n| --- | --- | --- |\n| 1+1= | 2 | 0.0 |\n| a \\| b | two<br>lines | 1.0 |"
+    )
+    metadata = events.SummaryMetadata("rollout_examples")
+    assert metadata.plugin_data.plugin_name == "text"  # what TensorBoard's text dashboard shows
+
+
+def test_a_preview_table_is_a_wandb_table(tmp_path, monkeypatch):
+    pytest.importorskip("wandb")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monitor = SimpleNamespace(monitor_type="wandb", monitor_args={"mode": "offline", "dir": str(tmp_path)})
+    log = MetricsLog(tmp_path / "metrics.jsonl", monitor, "run", None)
+    log.table("rollout_examples", 3, None, ROWS)
+    log.close()
+    [saved] = tmp_path.glob("wandb/offline-run-*/files/media/table/rollout_examples_*.table.json")
+    table = json.loads(saved.read_text())
+    assert table["columns"] == ["prompt", "response", "reward"]
+    assert table["data"] == [[r["prompt"], r["response"], r["reward"]] for r in ROWS]

@@ -11,6 +11,7 @@ import sys
 
 import pytest
 
+from trinity.config.schema.log import LEVELS
 from trinity.runtime.driver.watcher import RayWatcher, RoleFailed
 from trinity.runtime.roles.base import Role
 
@@ -126,6 +127,23 @@ def test_a_role_built_outside_an_actor_leaves_the_process_stderr_alone(tmp_path)
     role.log.removeHandler(handler)
     assert (after.st_dev, after.st_ino) == (before.st_dev, before.st_ino)
     assert (tmp_path / "logs" / "in_process.log").read_text() == ""
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_a_role_logs_at_log_level_in_its_nodes_folder_with_group_by_node(tmp_path, level):
+    from trinity.runtime.roles.base import found_log, node_ip
+
+    role = Faulty(name="by_node", role="trainer", log_dir=str(tmp_path / "logs"), log_level=level, log_by_node=True)
+    for name in LEVELS:
+        role.log.log(getattr(logging, name), "said at %s", name)
+    (handler,) = role.log.handlers
+    handler.close()
+    role.log.removeHandler(handler)
+    log = tmp_path / "logs" / node_ip() / "by_node.log"  # Trinity-RFT's <log dir>/<node IP>/
+    said = [name for name in LEVELS if f"said at {name}" in log.read_text()]
+    assert said == list(LEVELS[LEVELS.index(level) :])  # its level and above
+    assert found_log(tmp_path / "logs", "by_node") == log  # where the driver shows a failed role's log
+    assert found_log(tmp_path / "logs", "other") == tmp_path / "logs" / "other.log"
 
 
 @pytest.mark.ray

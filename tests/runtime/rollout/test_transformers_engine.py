@@ -53,6 +53,22 @@ def test_logprobs_are_the_models_own_at_the_sampling_temperature(engine):
     assert torch.allclose(torch.tensor(sample.logprobs), expected, atol=1e-4)
 
 
+def test_top_logprobs_are_the_k_likeliest_tokens_of_the_distribution_each_token_was_drawn_from(engine):
+    ids = prompt(engine, "12+30=")
+    _, [sample] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=0.7, max_tokens=4, logprobs=3)))
+    with torch.no_grad():
+        logits = engine.model(torch.tensor([ids + sample.response_ids])).logits[0, len(ids) - 1 : -1]
+    values, tokens = torch.log_softmax(logits / 0.7, dim=-1).topk(3)
+    assert len(sample.top_logprobs) == len(sample.response_ids)
+    for at, (want, ranked) in enumerate(zip(values.tolist(), tokens.tolist())):
+        got = sample.top_logprobs[at]
+        assert list(got) == ranked and list(got.values()) == pytest.approx(want, abs=1e-4)  # most likely first
+        token = sample.response_ids[at]
+        assert got.get(token, sample.logprobs[at]) == pytest.approx(sample.logprobs[at], abs=1e-4)  # one distribution
+    _, [plain] = asyncio.run(engine.generate(ids, 1, Sampling(temperature=0.7, max_tokens=4)))
+    assert plain.top_logprobs is None  # none asked for
+
+
 @pytest.mark.parametrize(
     "sampling",
     [

@@ -113,6 +113,16 @@ def test_extra_engine_args_reach_every_engine_under_trinitys_own():
         assert kwargs["max_num_seqs"] == 64 and kwargs["seed"] != 7
 
 
+def test_the_engines_return_as_many_top_logprobs_as_the_greediest_taskset_asks():
+    """vLLM refuses a request for more log-probs than max_logprobs (its default, 20): trinity sets it to the most a
+    task set asks (rollout_args.logprobs, model.logprobs where unset), and leaves vLLM's default where none asks."""
+    assert all("max_logprobs" not in kwargs for _, _, kwargs in actor_kwargs(resolved("a100")))
+    asked = resolved("a100", "model.logprobs=3", "+buffer.explorer_input.eval_tasksets.0.rollout_args.logprobs=30")
+    assert [kwargs["max_logprobs"] for _, _, kwargs in actor_kwargs(asked)] == [30] * 4
+    assert asked.buffer.explorer_input.taskset.rollout_args.logprobs == 3  # model.logprobs fills the unset
+    assert "max_logprobs" in vllm_args.OPTIONAL_ARGS  # preflight refuses it among extra_engine_args
+
+
 @pytest.mark.parametrize("trust", [True, False])
 def test_trusting_a_models_code_reaches_every_engine(trust):
     config = resolved("a100", f"model.trust_remote_code={str(trust).lower()}")

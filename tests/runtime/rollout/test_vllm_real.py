@@ -162,6 +162,33 @@ def test_the_engine_generates_what_the_model_it_loaded_gives(engine, reference, 
     assert_engine_matches(engine, reference, tokenizer, 0)
 
 
+def test_top_logprobs_are_the_k_likeliest_tokens_of_the_distribution_each_token_was_drawn_from(
+    engine, reference, tokenizer
+):
+    """rollout_args.logprobs k: vLLM's k most likely tokens at each position, most likely first, with the log-probs a
+    forward pass of the same weights gives them; the sampled token's own stays what it was (what the trainer reads)."""
+    from trinity.runtime.rollout.base import Sampling
+
+    _, worst = LOGPROB_TOL[str(reference.rollout_dtype).removeprefix("torch.")]
+    ids = tokenizer(PROMPTS[0], add_special_tokens=False)["input_ids"]
+    asked = Sampling(temperature=1.0, max_tokens=4, logprobs=5)
+    _, samples = ray.get(engine.generate.remote(ids, 3, asked), timeout=60)
+    differences = []
+    for sample in samples:
+        expected = hf_logprobs(reference, ids, sample.response_ids)
+        assert len(sample.top_logprobs) == len(sample.response_ids)
+        for at, got in enumerate(sample.top_logprobs):
+            values = list(got.values())
+            assert len(got) == 5 and values == sorted(values, reverse=True)
+            differences.append(torch.tensor(values) - expected[at][list(got)])
+            assert expected[at].topk(5).values[-1] <= min(values) + worst  # no likelier token left out
+            token = sample.response_ids[at]
+            assert got.get(token, sample.logprobs[at]) == pytest.approx(sample.logprobs[at], abs=1e-5)
+    assert_logprobs_close(differences, reference.rollout_dtype)
+    _, [plain] = ray.get(engine.generate.remote(ids, 1, Sampling(temperature=1.0, max_tokens=4)), timeout=60)
+    assert plain.top_logprobs is None
+
+
 def test_the_explorer_encodes_with_the_engines_tokenizer_backend(engine, demo_assets, tokenizer):
     from trinity.runtime.data.tokenizer import Tokenizer
 

@@ -3,6 +3,7 @@ staleness limits, and the SFT samples mix puts in each batch; driven through a r
 
 import random
 import statistics
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -69,7 +70,8 @@ def test_sampling_keeps_whole_informative_groups_and_a_refill_restores_the_size(
 @pytest.mark.ray
 def test_the_sampler_drops_stale_rollouts_and_mixes_in_the_data_sets_samples(demo_assets, tmp_path):
     """Through a queue buffer actor in a real Ray: step 3 with max_staleness 0 takes only rollouts of weights 2; mix
-    adds the SFT data set's samples (tokenised by the model's tokenizer), marked as such."""
+    adds the SFT data set's samples (tokenised by the model's tokenizer), marked as such; a batch that does not come
+    within the experience buffer's max_read_timeout ends with an error naming it."""
     import ray
 
     from tests.conftest import ray_cluster
@@ -116,6 +118,12 @@ def sample_through_a_buffer(demo_assets, tmp_path):
     exps, metrics = Sampler(config, buffer, samples).batch(step=1)
     assert [e.expert for e in exps] == [False, False, True, True] and metrics == {"mixed_samples": 2}
     assert [e.response_ids for e in exps[2:]] == [s.response_ids for s in samples.take(2, step=1)]
+    # the wait for a batch is the experience buffer's max_read_timeout (Trinity-RFT's QueueReader), named when it ends
+    waits = (*base, "+buffer.trainer_input.experience_buffer={name: e, max_read_timeout: 0.5}")
+    started = time.monotonic()
+    with pytest.raises(Exception, match=r"after 0.5 s \(buffer.trainer_input.experience_buffer.max_read_timeout\)"):
+        Sampler(resolve(Request(None, waits)).config, buffer).batch(step=2)
+    assert time.monotonic() - started < 30  # not synchronizer.sync_timeout's hour
 
 
 def test_a_mixed_batch_is_an_explore_steps_rollouts_and_the_rounded_up_rest_samples():

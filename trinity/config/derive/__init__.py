@@ -7,6 +7,7 @@ from ..profiles import LoadedProfile
 from ..provenance import Provenance
 from . import (
     algorithm,
+    aliases,
     batch_size,
     buffer,
     chat_template,
@@ -16,6 +17,8 @@ from . import (
     lora,
     model,
     optimizer,
+    pipeline,
+    replay,
     rollout,
     sync,
     threads,
@@ -28,6 +31,9 @@ from ._context import Context, RunStage
 # Run in this order. Each rule declares what it reads and writes (@rule, _rule.py) and tests/config/derive/test_order.py
 # refuses an order where a rule reads what a later rule writes, so a rule goes after every rule it reads from.
 RULES = (
+    aliases.engine_alias,
+    aliases.ask_ray,
+    aliases.no_effect,
     hardware.hardware_section,
     hardware.trainer_device,
     hardware.process_group_backend,
@@ -55,6 +61,8 @@ RULES = (
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,
+    pipeline.experience_operators,
+    replay.replay_buffer,
     model.model_budget,
     model.min_response,
     buffer.rollout_args,

@@ -172,15 +172,22 @@ def taskset_repeat_times(ctx: Context) -> None:
 
 
 @rule(
-    reads=("model.max_response_tokens", "model.temperature", "model.top_p", *each_taskset("rollout_args")),
+    reads=(
+        "model.logprobs",
+        "model.max_response_tokens",
+        "model.temperature",
+        "model.top_p",
+        *each_taskset("rollout_args"),
+    ),
     writes=each_taskset("rollout_args"),
 )
 def rollout_args(ctx: Context) -> None:
-    """A taskset's temperature and top_p default to model.*, its max_tokens to model.max_response_tokens (upstream's
-    rule)."""
+    """A taskset's temperature, top_p and logprobs default to model.*, its max_tokens to model.max_response_tokens
+    (upstream's rule)."""
     pairs = (
         ("temperature", "model.temperature"),
         ("top_p", "model.top_p"),
+        ("logprobs", "model.logprobs"),
         ("max_tokens", "model.max_response_tokens"),
     )
     for key, taskset, _ in tasksets(ctx):

@@ -1,5 +1,7 @@
 """Rules for the trainer section: checkpoints kept, and the shape of the verl passthrough."""
 
+import json
+
 from ..algorithms.queries import uses_critic
 from ._context import Context
 from ._rule import rule
@@ -8,6 +10,16 @@ PASSTHROUGH = "trainer.trainer_config"
 # Where Trinity-RFT reads trainer_config's keys: verl's actor_rollout_ref sections, wrapped or flat.
 VERL_SECTIONS = ("model", "actor", "ref", "rollout")
 CRITIC = "critic"  # verl's critic section, for an algorithm that trains one
+# verl's actor_rollout_ref keys that are not sections -> (the one value Trinity-RFT runs, why another is refused):
+# accepted with that value, which changes nothing (Trinity-RFT's verl_legacy trainer raises NotImplementedError
+# unless hybrid_engine is true; its newer backend drops the key)
+ARR_VALUES = {
+    "hybrid_engine": (
+        True,
+        "verl's actor and its rollout in one worker is how Trinity-RFT runs verl (its trainer refuses false); trinity "
+        "runs its own rollout engines beside verl's actor either way",
+    )
+}
 
 
 @rule(
@@ -38,7 +50,9 @@ def trainer_config(ctx: Context) -> None:
         key = f"{PASSTHROUGH}.{name}"
         if name == "actor_rollout_ref" and isinstance(value, dict):
             for inner in value:
-                if inner not in VERL_SECTIONS:
+                if inner in ARR_VALUES:
+                    _only_value(ctx, f"{key}.{inner}", value[inner], *ARR_VALUES[inner])
+                elif inner not in VERL_SECTIONS:
                     _refuse(ctx, f"{key}.{inner}", inner, critic)
         elif name not in VERL_SECTIONS and not (name == CRITIC and critic):
             _refuse(ctx, key, name, critic)
@@ -49,6 +63,17 @@ def trainer_config(ctx: Context) -> None:
                 f"must be a mapping of verl's {name} keys (got {value!r})",
                 hint=f"write {key}: {{KEY: VALUE}}",
             )
+
+
+def _only_value(ctx: Context, key: str, value: object, accepted: object, why: str) -> None:
+    if type(value) is not type(accepted) or value != accepted:
+        ctx.report(
+            "error",
+            key,
+            f"{json.dumps(value)} is not run: {why}",
+            allowed=json.dumps(accepted),
+            hint=f"set {key}: {json.dumps(accepted)}, or remove it",
+        )
 
 
 def _refuse(ctx: Context, key: str, name: str, critic: bool) -> None:

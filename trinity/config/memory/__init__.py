@@ -25,14 +25,15 @@ def memory_plans(resolved: ResolvedConfig) -> list[tuple[str, MemoryPlan]]:
 
 
 def memory_check(resolved: ResolvedConfig, strict: bool = False) -> tuple[list[tuple[str, MemoryPlan]], list[Issue]]:
-    """The plans and their issues ('does not fit' an error, 'tight' a warning, an error under --strict)."""
+    """The plans and their issues ('does not fit' an error, a warning with ignore_validator_suggestions; 'tight' a
+    warning; an error under --strict)."""
     plans = memory_plans(resolved)
 
     def locate(key: str) -> str:
         return resolved.provenance.written_where(undotted(key))
 
     issues = []
-    for name, plan in plans:
-        found = plan_issues(plan, locate)
+    for (name, plan), (_, config) in zip(plans, resolved.runs):
+        found = plan_issues(plan, locate, config.ignore_validator_suggestions)
         issues += [in_stage(i, f"stage '{name}'") for i in found] if name else found
     return plans, [as_strict(i) for i in issues] if strict else issues

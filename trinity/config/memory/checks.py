@@ -194,6 +194,14 @@ def trainer_check(config: RunConfig, setup: TrainerSetup, memory: int, name: str
     return Check("trainer", "model.model_path", subject, setup.devices, capacity, label, trainer_estimate(setup))
 
 
+def concurrent_sequences(config: RunConfig) -> int:
+    """Sequences one engine is sent at once: each of its runners runs a task's repeat_times rollouts, or at most
+    explorer.max_repeat_times_per_runner of them (a task split into runs, runtime/explorer/runs.py)."""
+    repeats = config.algorithm.repeat_times
+    per_runner = min(repeats, config.explorer.max_repeat_times_per_runner or repeats)
+    return config.explorer.runner_per_model * per_runner
+
+
 def engine_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelShape, memory: int) -> EngineSetup | None:
     """An engine's setup from the config, None when its max_model_len is unknown."""
     if engine.max_model_len is None:
@@ -204,7 +212,7 @@ def engine_setup(config: RunConfig, engine: InferenceModelConfig, shape: ModelSh
         tensor_parallel=engine.tensor_parallel_size,
         pipeline_parallel=engine.pipeline_parallel_size,
         max_model_len=engine.max_model_len,
-        sequences=config.explorer.runner_per_model * config.algorithm.repeat_times,
+        sequences=concurrent_sequences(config),
         budget=int(engine.gpu_memory_utilization * memory),
         lora=engine_slot(config, engine),
     )
@@ -306,7 +314,7 @@ def generate_setup(config: RunConfig, engine: InferenceModelConfig, shape: Model
         dtype=engine.dtype,
         max_model_len=engine.max_model_len,
         max_tokens=config.model.max_response_tokens or engine.max_model_len,
-        sequences=config.explorer.runner_per_model * config.algorithm.repeat_times,
+        sequences=concurrent_sequences(config),
         device_type=config.hardware.device_type,
         adapter=adapter,
         sync=sync_setup(config, shape),

@@ -4,7 +4,8 @@ per engine, the whole model on it.
 The estimate of every engine whose registry entry says memory="generate" (trinity/config/engines.py). Unlike vLLM it
 takes no budget at start: it holds its weights and, while it generates, what `generate` allocates for the batch
 (runtime/rollout/transformers_engine.py). S sequences at once: the explorer's runners per engine x repeat_times (each
-runner asks for repeat_times samples of one task, and the engine generates what has arrived together), at most
+runner asks for repeat_times samples of one task, or max_repeat_times_per_runner of them: checks.concurrent_sequences,
+and the engine generates what has arrived together), at most
 MAX_SEQUENCES a `generate` call; T = max_response_tokens (else max_model_len), L_ctx = max_model_len, d the rollout
 dtype's bytes:
     runtime       what the process holds there before its first tensor (estimate.py RUNTIMES)

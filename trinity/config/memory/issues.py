@@ -10,9 +10,17 @@ from .plan import MemoryPlan
 Locate = Callable[[str], str]  # dotted key -> where its value was written
 
 
-def plan_issues(plan: MemoryPlan, locate: Locate) -> list[Issue]:
-    """One issue per check that is not comfortable and per part that was not checked."""
-    issues = [_issue(check, plan.hardware, locate) for check in plan.checks if check.status != "fits"]
+# What a role that does not fit becomes with ignore_validator_suggestions (Trinity-RFT's switch that turns its GPU
+# memory check off, common/config_validator.py: GPUMemoryValidator): the check still runs, and says so.
+ADVISORY = (
+    " (a warning, not an error: ignore_validator_suggestions is set; the run starts and may run out of device memory)"
+)
+
+
+def plan_issues(plan: MemoryPlan, locate: Locate, advisory: bool = False) -> list[Issue]:
+    """One issue per check that is not comfortable and per part that was not checked; `advisory`
+    (ignore_validator_suggestions): a role that does not fit is a warning that says why."""
+    issues = [_issue(check, plan.hardware, locate, advisory) for check in plan.checks if check.status != "fits"]
     issues += [
         Issue(u.reason, key=u.key, source=u.source or locate(u.key), hint=u.hint, severity="note")
         for u in plan.unchecked
@@ -25,9 +33,9 @@ def gib(size: int) -> str:
     return f"{size / GIB:.1f} GiB"
 
 
-def _issue(check: Check, hardware: str, locate: Locate) -> Issue:
+def _issue(check: Check, hardware: str, locate: Locate, advisory: bool) -> Issue:
     over = check.status == "does not fit"
-    severity = "error" if over and check.hard else "warning"
+    severity = "error" if over and check.hard and not advisory else "warning"
     if not check.hard:
         message = _queue_message(check)
     elif over:
@@ -41,6 +49,8 @@ def _issue(check: Check, hardware: str, locate: Locate) -> Issue:
             f"{gets(check)} ({check.share:.0%}, over {TIGHT:.0%}); allocator fragmentation or longer "
             "sequences can push it over"
         )
+    if over and check.hard and advisory:
+        message += ADVISORY
     return Issue(
         message,
         key=check.key,

@@ -17,7 +17,8 @@ Per device, with d the dtype's bytes, t = tensor_parallel_size, p = pipeline_par
                   plus fp32 logits and probabilities of max_num_seqs S sequences: 8 x S x V
     runtime       DEVICE_RUNTIME (context, graphs, communicators)
 Sequences at once: the explorer's runners per engine x repeat_times (each runner asks for
-repeat_times samples of one task), at most max_num_seqs.
+repeat_times samples of one task, or max_repeat_times_per_runner of them: checks.concurrent_sequences), at most
+max_num_seqs.
 
 A LoRA run whose engines apply the adapter (synchronizer.lora_sync: adapter) starts vLLM with enable_lora,
 max_loras 1 and max_lora_rank R, the adapter's rank rounded up to one vLLM serves (engines.py lora_ranks).

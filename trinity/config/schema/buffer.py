@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveInt
 
 from ._base import Section
 
@@ -54,6 +54,11 @@ class GenerationConfig(Section):
     top_p: float | None = Field(None, gt=0, le=1, description="Nucleus sampling mass; defaults to model.top_p.")
     top_k: int = Field(-1, ge=-1, description="Top-k sampling; -1 disables it.")
     max_tokens: PositiveInt | None = Field(None, description="Response limit; defaults to model.max_response_tokens.")
+    logprobs: NonNegativeInt | None = Field(
+        None,
+        description="The k most likely tokens' log-probs the engines record beside each response token's own (the "
+        "experience's top_logprobs); 0: the sampled token's only; defaults to model.logprobs.",
+    )
 
 
 class StorageConfig(Section):
@@ -86,14 +91,47 @@ class TasksetConfig(StorageConfig):
     )
 
 
-class ExperienceBufferConfig(StorageConfig):
-    """Where the trainer reads experiences (or, for SFT, its data set)."""
+class _Experiences(StorageConfig):
+    """What the trainer's data sources share: experiences, or a data set's samples."""
 
     storage_type: Literal["file", "queue", "sql"] = Field("queue", description="Where the experiences live.")
     enable_progress_bar: bool | None = Field(False, description="Show a progress bar while reading.")
 
 
-class AuxiliaryBufferConfig(ExperienceBufferConfig):
+class ReplayBufferConfig(Section):
+    """The experience queue as a priority queue (Trinity-RFT's AsyncPriorityQueue): the highest priority first."""
+
+    enable: bool = Field(
+        False, description="Serve the experiences of the freshest weights first, evicting the lowest when full."
+    )
+    priority_fn: Literal["linear_decay", "decay_limit_randomization"] = Field(
+        "linear_decay",
+        description="A task's priority: linear_decay, model_version - decay x use_count; decay_limit_randomization, "
+        "the same plus Gaussian noise (sigma), reused at most use_count_limit times.",
+    )
+    priority_fn_args: dict[str, Any] = Field(
+        default_factory=lambda: {"decay": 2.0}, description="Arguments of the priority function."
+    )
+    reuse_cooldown_time: NonNegativeFloat | None = Field(
+        None, description="Seconds after which a task's experiences served once are queued again; null: never."
+    )
+
+
+class ExperienceBufferConfig(_Experiences):
+    """Where the trainer reads experiences (or, for SFT, its data set)."""
+
+    max_read_timeout: float = Field(
+        1800, gt=0, description="Seconds the trainer waits for a batch of experiences before it stops with an error."
+    )
+    capacity: PositiveInt = Field(
+        10000, description="Tasks the replay buffer holds; a new one evicts the lowest priority (replay_buffer only)."
+    )
+    replay_buffer: ReplayBufferConfig = Field(
+        default_factory=ReplayBufferConfig, description="Replay: the queue served by priority."
+    )
+
+
+class AuxiliaryBufferConfig(_Experiences):
     """A data set a sample strategy mixes into batches (mix's SFT data set), read from its path."""
 
     storage_type: Literal["file", "queue", "sql"] = Field(
@@ -118,6 +156,11 @@ class TrainerInput(Section):
         default_factory=dict,
         description="Data sets the sample strategy mixes into each batch, by name (mix: the SFT data set).",
     )
+
+    @property
+    def experiences(self) -> ExperienceBufferConfig:
+        """What the trainer reads: experience_buffer, else an in-memory queue named experiences."""
+        return self.experience_buffer or ExperienceBufferConfig(name="experiences")
 
 
 class BufferConfig(Section):

@@ -13,11 +13,13 @@ class ClusterConfig(Section):
         description="Ray cluster to join; 'auto' finds a running one or starts a local one; 'local' always starts a "
         "local one.",
     )
-    node_num: PositiveInt = Field(1, description="Nodes used by this run.")
-    gpu_per_node: PositiveInt | None = Field(
+    node_num: NonNegativeInt = Field(
+        1, description="Nodes used by this run; 0 (Trinity-RFT's 'ask Ray') is 1: the plan is made before Ray starts."
+    )
+    gpu_per_node: NonNegativeInt | None = Field(
         None,
         description="Accelerators used per node (GPUs or NPUs); defaults to the profile's devices_per_node, or the "
-        "devices a node offers (node_devices) where fewer.",
+        "devices a node offers (node_devices) where fewer; 0 (Trinity-RFT's 'ask Ray') is that default too.",
     )
     node_devices: PositiveInt | None = Field(
         None,

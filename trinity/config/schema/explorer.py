@@ -4,11 +4,12 @@ from typing import Any, Literal
 
 from pydantic import Field, PositiveInt
 
-from ..engines import ENGINES
+from ..engines import ALIASES, ENGINES
 from ._base import Section
 from .env import EnvVars
 
-EngineType = Literal[tuple(ENGINES)]  # the engine registry (config/engines.py) lists them
+# the engine registry (config/engines.py) lists them, and the names Trinity-RFT still accepts for them
+EngineType = Literal[tuple(ENGINES) + tuple(ALIASES)]
 NO_API_KEY = "EMPTY"  # api_key's default (Trinity-RFT's): the OpenAI endpoint asks requests for no key
 
 
@@ -16,7 +17,8 @@ class InferenceModelConfig(Section):
     model_path: str | None = Field(None, description="Model served by these engines; defaults to model.model_path.")
     engine_type: EngineType = Field(
         "vllm",
-        description="Inference engine: vllm (GPU/NPU), or transformers (Hugging Face generate, any torch device).",
+        description="Inference engine: vllm (GPU/NPU), or transformers (Hugging Face generate, any torch device); "
+        "vllm_async, Trinity-RFT's former name of its vLLM engine, is vllm.",
     )
     engine_num: PositiveInt = Field(1, description="Independent engines.")
     tensor_parallel_size: PositiveInt = Field(1, description="Devices one engine shards a layer over.")
@@ -73,6 +75,11 @@ class InferenceModelConfig(Section):
     api_key: str = Field(
         NO_API_KEY, description="Bearer key the OpenAI endpoint asks of every request; EMPTY: it asks none."
     )
+    enable_history: bool = Field(
+        False,
+        description="Trinity-RFT's switch for recording a workflow's model calls; trinity records them either way "
+        "(self.model.recorded_calls(client) returns the OpenAI endpoint's), so it changes nothing.",
+    )
     tool_call_parser: Literal["hermes", "brackets"] | None = Field(
         None,
         description="Tool-call format the OpenAI endpoint parses from replies into tool_calls (hermes: "
@@ -86,6 +93,11 @@ class ExplorerConfig(Section):
     runner_per_model: PositiveInt = Field(8, description="Workflow runners per engine.")
     max_timeout: PositiveInt = Field(1800, description="Seconds one task may take.")
     max_retry_times: int = Field(2, ge=0, description="Retries of a failed task.")
+    max_repeat_times_per_runner: PositiveInt | None = Field(
+        None,
+        description="Split each task's repeat_times rollouts into runs of at most this many, each on whichever "
+        "runner is free; null: a task's rollouts run in one workflow.",
+    )
     eval_interval: PositiveInt = Field(100, description="Explore steps between evaluations.")
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
     rollout_model: InferenceModelConfig = Field(default_factory=InferenceModelConfig, description="Rollout engines.")

@@ -57,6 +57,12 @@ class ModelConfig(Section):
     )
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of task sets that set none.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass of task sets that set none.")
+    logprobs: int = Field(
+        0,
+        ge=0,
+        description="Top-k log-probs the engines record per response token, for task sets that set none "
+        "(rollout_args.logprobs); 0: the sampled token's own only.",
+    )
     enable_thinking: bool | None = Field(
         None, description="Let the chat template emit thinking tokens; None leaves it to the template."
     )

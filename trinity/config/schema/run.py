@@ -9,9 +9,11 @@ from ._base import Section
 from .algorithm import AlgorithmConfig
 from .buffer import BufferConfig
 from .cluster import ClusterConfig
+from .data_processor import DataProcessorConfig
 from .env import EnvConfig
 from .explorer import ExplorerConfig
 from .hardware import HardwareSection
+from .log import LogConfig
 from .model import ModelConfig
 from .monitor import MonitorConfig
 from .synchronizer import SynchronizerConfig
@@ -53,6 +55,15 @@ class RunConfig(Section):
     synchronizer: SynchronizerConfig = Field(default_factory=SynchronizerConfig, description="Weight sync.")
     trainer: TrainerConfig = Field(default_factory=TrainerConfig, description="Training.")
     monitor: MonitorConfig = Field(default_factory=MonitorConfig, description="Metrics.")
+    data_processor: DataProcessorConfig = Field(
+        default_factory=DataProcessorConfig, description="Operators on the experiences before the buffer."
+    )
+    log: LogConfig = Field(default_factory=LogConfig, description="The roles' log files.")
+    ignore_validator_suggestions: bool = Field(
+        False,
+        description="Report a role that does not fit its devices' memory as a warning, not an error (Trinity-RFT's "
+        "switch that turns its GPU memory check off).",
+    )
     stages: list[StageConfig] = Field(
         default_factory=list, description="Stages run in order; empty runs the root config once."
     )

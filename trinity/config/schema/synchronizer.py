@@ -33,6 +33,9 @@ class SynchronizerConfig(Section):
         "of a memory sync. Bounds what a sync takes beside the model in each process (a tensor larger than it moves "
         "alone).",
     )
+    wait_for_checkpoint: bool = Field(
+        False, description="Trinity-RFT reads it nowhere (a TODO there); accepted, and it has no effect here either."
+    )
     weight_sync_world_size: PositiveInt | None = Field(
         None, description="Derived: rollout devices + 1 (trainer rank 0) for collective methods."
     )

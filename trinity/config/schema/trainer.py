@@ -77,6 +77,11 @@ class TrainerConfig(Section):
         description="LoRA runs: a Hugging Face checkpoint also holds base + adapter merged (in merged/), a plain "
         "model; the adapter alone is saved either way.",
     )
+    enable_preview: bool = Field(
+        False,
+        description="Show each train step's lowest- and highest-reward rollouts (prompt, response, reward) in the "
+        "monitor every synchronizer.sync_interval steps: a wandb table, a TensorBoard text summary.",
+    )
     max_checkpoints_to_keep: NonNegativeInt = Field(0, description="Checkpoints kept; 0 keeps all.")
     max_actor_ckpt_to_keep: NonNegativeInt | None = Field(
         None, description="Derived from max_checkpoints_to_keep: checkpoints kept, None keeps all."

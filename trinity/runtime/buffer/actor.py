@@ -6,11 +6,11 @@ from typing import Any
 
 from ...config.algorithms.queries import needs_rollout
 from ...config.schema import RunConfig
-from ...config.schema.buffer import StorageConfig
+from ...config.schema.buffer import ExperienceBufferConfig
 from ...launch.plan import ActorSpec
 from ..experience import Experience
 from ..roles.base import Role
-from . import stores
+from . import replay, stores
 
 POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process puts wake the waiter at once
 
@@ -24,13 +24,13 @@ class ExperienceBuffer(Role):
     def plan_arguments(cls, config: RunConfig, spec: ActorSpec, run_dir: Path) -> dict[str, Any]:
         """The trainer's input storage (the experience queue unless set); a data set for what learns without
         rollout (SFT, DPO), as the stage's buffer setup decides."""
-        storage = config.buffer.trainer_input.experience_buffer or StorageConfig(
-            name="experiences", storage_type="queue"
-        )
+        storage = config.buffer.trainer_input.experiences
         data = not needs_rollout(config.algorithm.algorithm_type)
         return {"storage": storage, "run_dir": str(run_dir), "data_set": data}
 
-    def __init__(self, *, storage: StorageConfig, run_dir: str, data_set: bool = False, **identity: Any) -> None:
+    def __init__(
+        self, *, storage: ExperienceBufferConfig, run_dir: str, data_set: bool = False, **identity: Any
+    ) -> None:
         super().__init__(**identity)
         self.storage, self.run_dir, self.data_set = storage, Path(run_dir), data_set
         self.store = None
@@ -57,6 +57,8 @@ class ExperienceBuffer(Role):
                 stores.sqlite_path(storage.path or f"{stores.SQLITE_PREFIX}{storage.name}.db", self.run_dir)
             )
             self.store = store if storage.storage_type == "sql" else stores.MemoryQueue(store)
+        elif storage.replay_buffer.enable:  # served by priority (derive/replay.py: only the in-memory queue)
+            self.store = replay.ReplayQueue.of(storage)
         else:
             self.store = stores.MemoryQueue()
         return {
@@ -73,7 +75,8 @@ class ExperienceBuffer(Role):
 
     async def get(self, n: int, step: int, timeout_s: float, min_version: int = 0) -> list[Experience]:
         """`n` experiences for train step `step`, none made by weights older than `min_version` (older ones are
-        dropped and counted in `stale`); raises TimeoutError when they do not come in time."""
+        dropped and counted in `stale`); raises TimeoutError when they do not come within `timeout_s` (the experience
+        buffer's max_read_timeout)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
@@ -84,7 +87,12 @@ class ExperienceBuffer(Role):
                 return taken
             left = deadline - loop.time()
             if left <= 0:
-                raise TimeoutError(f"the buffer had fewer than {n} experiences for step {step} after {timeout_s:g} s")
+                raise TimeoutError(
+                    f"the buffer had fewer than {n} experiences for train step {step} after {timeout_s:g} s "
+                    "(buffer.trainer_input.experience_buffer.max_read_timeout): the workflows returned fewer "
+                    "experiences than a train step takes (buffer.train_batch_size), or took longer; raise "
+                    "max_read_timeout for slow workflows"
+                )
             self.changed.clear()
             try:
                 await asyncio.wait_for(self.changed.wait(), timeout=min(POLL_S, left))

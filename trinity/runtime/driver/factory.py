@@ -12,6 +12,7 @@ from ...config.schema import RunConfig
 from ...launch.plan import ActorSpec
 from ...launch.roles import role
 from ...utils.imports import import_path
+from ..records.run_dir import RunDir
 from ..roles.base import Role
 from ..rollout import engine_class
 
@@ -19,12 +20,14 @@ Make = Callable[[ActorSpec], tuple[type, dict[str, Any]]]
 
 
 def role_factory(config: RunConfig, run_dir: Path) -> Make:
-    """A `make(spec)` for Launch.start_actors: every role of `config`'s plan, constructed lightly."""
-    logs = str(run_dir / "logs")
+    """A `make(spec)` for Launch.start_actors: every role of `config`'s plan in `run_dir`, constructed lightly, logging
+    to the run's logs folder (RunDir.logs) at log.level, by node with log.group_by_node."""
+    folder = RunDir(run_dir, config.log.save_dir).logs
+    logs = {"log_dir": str(folder), "log_level": config.log.level, "log_by_node": config.log.group_by_node}
 
     def make(spec: ActorSpec) -> tuple[type, dict[str, Any]]:
         cls = role_class(config, spec.role)
-        return cls, {"log_dir": logs, **cls.plan_arguments(config, spec, run_dir)}
+        return cls, logs | cls.plan_arguments(config, spec, run_dir)
 
     return make
 

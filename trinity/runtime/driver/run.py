@@ -65,8 +65,8 @@ class RunOptions:
 
 
 def run_dir_of(config: RunConfig) -> RunDir:
-    """`checkpoint_root_dir/project/name`."""
-    return RunDir(Path(config.checkpoint_root_dir) / config.project / config.name)
+    """`checkpoint_root_dir/project/name`, its roles logging to log.save_dir (else its logs/)."""
+    return RunDir(Path(config.checkpoint_root_dir) / config.project / config.name, config.log.save_dir)
 
 
 def train(resolved: ResolvedConfig, options: RunOptions, show: Show) -> list[StageSummary]:

@@ -97,6 +97,7 @@ class Stage:
         `watcher` watches the calls in flight: a RayWatcher over `handles` unless a test gives its own."""
         self.handles, self.watcher = handles, watcher or RayWatcher(handles.actors, self.run_dir.logs)
         self.driver_calls = self.counted_calls = 0  # the driver's calls to role actors: all, and at the last step
+        self.previews: list[dict] = []  # trainer.enable_preview: the rows not yet shown (step_results._preview)
         self.ranks, self.engines = handles.all(TRAINER), handles.all(ROLLOUT)
         self.explorer, self.buffer = handles.one(EXPLORER), handles.one(BUFFER)
         self.synchronizer = Synchronizer(self.config, self.run_dir.root, self.wait) if self.mode.syncs else None

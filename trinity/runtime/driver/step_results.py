@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 from ...launch.roles import ROLLOUT
 from ..roles.protocols import EvalRecord, ExploreResult, TrainResult
 
+PREVIEW_TABLE = "rollout_examples"  # Trinity-RFT's name of the preview table
+
 if TYPE_CHECKING:
     from .stage import Stage
 
@@ -27,11 +29,23 @@ def trained(stage: "Stage", step: int, result: TrainResult) -> None:
     values = {k: result.get(k) for k in TrainResult.__annotations__ if k in result or k not in optional}
     # since the step before: this step's explore, train and sync calls (and any evaluation or checkpoint)
     values["driver_calls"], stage.counted_calls = stage.driver_calls - stage.counted_calls, stage.driver_calls
+    rows = values.pop("preview", None)  # trainer.enable_preview: a table, not a number
     stage.metrics.write("trainer", stage.start.offset + step, stage.name, **values)
+    if rows is not None:
+        _preview(stage, step, rows)
     stage.progress.update(step, loss=result.get("loss"))
     every = stage.config.trainer.save_interval
     if every and step % every == 0 and step < stage.total:
         stage.checkpoint(step)
+
+
+def _preview(stage: "Stage", step: int, rows: list[dict]) -> None:
+    """Gather the steps' preview rows; every synchronizer.sync_interval steps (and at the stage's last) show them in
+    the monitor as one table, as Trinity-RFT's trainer logs its rollout_examples."""
+    stage.previews += rows
+    if step % stage.config.synchronizer.sync_interval == 0 or step == stage.total:
+        stage.metrics.table(PREVIEW_TABLE, stage.start.offset + step, stage.name, stage.previews)
+        stage.previews = []
 
 
 def sync(stage: "Stage", trained_steps: int) -> None:

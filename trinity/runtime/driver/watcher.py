@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..roles.base import log_file
+from ..roles.base import found_log
 
 WAIT_S = 1.0  # how often the driver looks at its outstanding calls
 CAUSE_LINES = 3  # of an error's message, shown
@@ -129,12 +129,12 @@ class RayWatcher:
         return [f"{name or 'a role'} failed: {first}", *(f"  {line}" for line in more), *self._where(name, "traceback")]
 
     def _died(self, name: str, error: Exception) -> list[str]:
-        tail = _tail(log_file(self.log_dir, name)) if self.log_dir else []
+        tail = _tail(found_log(self.log_dir, name)) if self.log_dir else []
         told = ["  its log ends:", *(f"    {line}" for line in tail)] if tail else []
         return [f"{name} died: {_how(str(error))}", *told, *self._where(name, "log")]
 
     def _where(self, name: str | None, what: str) -> list[str]:
-        return [f"  {what}: {log_file(self.log_dir, name)}"] if name and self.log_dir else []
+        return [f"  {what}: {found_log(self.log_dir, name)}"] if name and self.log_dir else []
 
     def _dead(self) -> list[str]:
         """The roles whose process has ended: asked something, Ray answers that they died (a role busy elsewhere

@@ -29,6 +29,9 @@ class ModelClient:
         # None: prompts go whole
         self.max_prompt_tokens = max_prompt_tokens if rollout.enable_prompt_truncation else None
         self.endpoint = endpoint  # an openai.OpenAI client of the engine's OpenAI endpoint (None: not served)
+        from .replies import Replies
+
+        self.replies = Replies()  # what the engines answered, to complete the workflow's experiences (replies.py)
 
     def openai_client(self) -> Any:
         """An `openai.OpenAI` client of this task's engine endpoint, in a session of its own: every call made through
@@ -68,6 +71,7 @@ class ModelClient:
 
         ids, truncated = fit_prompt(self.tokenizer.encode(prompt, add_special_tokens=False), self.max_prompt_tokens)
         version, samples = self.engine.generate(ids, n, self.sampling)
+        self.replies.add(ids, samples)
         return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
 
     def chat(self, task: "Task", messages: list[dict], n: int, tools: list[dict] | None = None) -> list:
@@ -111,7 +115,10 @@ class ModelClient:
         # min_tokens above a context-cut budget would be refused (vLLM) for the whole gathered call
         sampled = [replace(self.sampling, max_tokens=b, min_tokens=min(self.sampling.min_tokens, b)) for _, b in turns]
         requests = [(c.context(), 1, sampling) for (c, _), sampling in zip(turns, sampled)]
-        for (c, budget), (version, (sample,)) in zip(turns, self.engine.generate_each(requests)):
+        for (c, budget), (context, _, _), (version, (sample,)) in zip(
+            turns, requests, self.engine.generate_each(requests)
+        ):
+            self.replies.add(context, [sample])
             c.add_reply(sample.response_ids, sample.logprobs, sample.text, version)
             # cut by the context rather than by max_tokens: the episode cannot go on
             c.truncated = budget < self.sampling.max_tokens and not sample.stopped

@@ -1,9 +1,12 @@
 """The explorer role: runs each task's workflow over the rollout engines and writes experiences.
 
 Tasks go round-robin to the engines; up to `runner_per_model` workflows per engine run at once,
-and their requests reach the engine as one call (rollout/gather.py), generated together. A task that fails is retried
+and their requests reach the engine as one call (rollout/gather.py), generated together. With
+`explorer.max_repeat_times_per_runner`, a task's rollouts are split into runs of at most that many, each a workflow of
+its own on the next engine's free runner, and gathered back in run order (runs.py). A task that fails is retried
 `max_retry_times` times, then skipped with its error in the metrics; one that outlives
-`max_timeout` is abandoned.
+`max_timeout` is abandoned. What the engines said of each reply completes the workflow's experiences (replies.py);
+the experience operators (operators.py) then filter a step's experiences before they reach the buffer.
 """
 
 import importlib
@@ -20,6 +23,7 @@ from ...config.schema import RunConfig
 from ...launch.plan import ActorSpec
 from ..experience import Experience
 from ..roles.base import Role
+from . import operators, runs
 from .model_client import ModelClient
 from .results import batch_metrics
 from .tasksets import TaskSet, load_taskset
@@ -66,6 +70,7 @@ class Explorer(Role):
         self.gatherers = [Gatherer(engine, slots) for engine in engines]
         self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
         self.endpoints = self._endpoints(engines)
+        self.pipeline = operators.pipeline(self.config)
         train, evals = self._tasksets()
         self.train = [load_taskset(self.config, t, False) for t in train]
         self.evals = [load_taskset(self.config, t, True) for t in evals]
@@ -128,12 +133,14 @@ class Explorer(Role):
         calls = self._engine_calls() - calls
         for exp in exps:
             exp.step = step
-        if exps:
+        written, counted = operators.apply(self.pipeline, exps)
+        if written:
             import ray
 
-            ray.get(self.buffer.put.remote(exps))
+            ray.get(self.buffer.put.remote(written))
         summary = self._summary(exps, time.perf_counter() - started, failed, f"step {step}")
-        return summary | {"tasks": len(batch), "engine_calls": calls}
+        summary["workflow_metrics"] |= counted  # what the operators counted, on the explorer's line
+        return summary | {"tasks": len(batch), "engine_calls": calls, "experiences": len(written)}
 
     def _batch(self, step: int) -> list:
         """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
@@ -157,22 +164,32 @@ class Explorer(Role):
         return out
 
     def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
+        """Every task's rollouts (each split into runs: runs.split), and how many tasks lost some of theirs."""
         engines = itertools.cycle(range(len(self.engines)))
-        futures = [self._submit(i, ts, task) for (ts, task), i in zip(batch, engines)]
-        exps, errors = [], []
-        for future in futures:
-            try:
-                exps += future.result(timeout=self.config.explorer.max_timeout)
-            except (FutureTimeout, TaskFailed) as exc:
-                errors.append(str(exc) or f"a task ran past explorer.max_timeout={self.config.explorer.max_timeout} s")
-                self.log.warning("%s: a task was skipped: %s", label, errors[-1])
+        most = self.config.explorer.max_repeat_times_per_runner
+        tasks = [
+            [self._submit(next(engines), ts, part, base) for base, part in runs.split(task, most)] for ts, task in batch
+        ]
+        exps, errors, failed = [], [], 0
+        for parts in tasks:  # one task's runs, gathered back in run order
+            found = len(errors)
+            for future in parts:
+                try:
+                    exps += future.result(timeout=self.config.explorer.max_timeout)
+                except (FutureTimeout, TaskFailed) as exc:
+                    errors.append(
+                        str(exc) or f"a task ran past explorer.max_timeout={self.config.explorer.max_timeout} s"
+                    )
+                    self.log.warning("%s: a task's runs were skipped: %s", label, errors[-1])
+            failed += len(errors) > found
         if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
             raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
-        return exps, len(errors)
+        return exps, failed
 
-    def _submit(self, engine: int, ts: TaskSet, task: "Task") -> "Future[list[Experience]]":
+    def _submit(self, engine: int, ts: TaskSet, task: "Task", base: int = 0) -> "Future[list[Experience]]":
+        """Task `task` (its runs numbered from `base`) on a free runner of engine `engine`."""
         self.gatherers[engine].expect()
-        return self.pools[engine].submit(self._attempt, ts, task, engine)
+        return self.pools[engine].submit(self._attempt, ts, task, engine, base)
 
     def _engine_calls(self) -> int:
         return sum(g.calls for g in self.gatherers)
@@ -200,12 +217,14 @@ class Explorer(Role):
             self.endpoints[engine],
         )
 
-    def _attempt(self, ts: TaskSet, task: "Task", engine: int) -> list[Experience]:
+    def _attempt(self, ts: TaskSet, task: "Task", engine: int, base: int = 0) -> list[Experience]:
+        """The task's experiences, completed with what the engines said of their replies, numbered from run `base`."""
         try:
-            exps = self._retried(ts, task, self._client(engine, ts.sampling))
+            client = self._client(engine, ts.sampling)
+            exps = [client.replies.complete(e) for e in self._retried(ts, task, client)]
             if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
                 exps = self._with_baseline(ts, task, engine, exps)
-            return exps
+            return runs.numbered(exps, base)
         finally:
             self.gatherers[engine].leave()
 

@@ -59,6 +59,7 @@ def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> Ta
         max_tokens,
         config.model.min_response_tokens,
         config.explorer.rollout_model.repetition_penalty,
+        args.logprobs or 0,
     )
     workflows = row_workflows(storage, rows, storage.default_workflow_type or explorer_input.default_workflow_type)
     from ..workflows.base import check_args

@@ -1,4 +1,4 @@
-"""TensorBoard's event file, written here: scalars only, without importing tensorboard.
+"""TensorBoard's event file, written here: scalars and text, without importing tensorboard.
 
 tensorboard's own writer imports protobuf, its filesystem layer and boto3: ~23 MiB in a bare
 process and 0.2 s, about 10 MiB of the driver's peak in a run. The format is small: TFRecords (a
@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 FILE_VERSION = "brain.Event:2"
+TEXT_PLUGIN = "text"  # TensorBoard's plugin that shows string tensors as Markdown
+DT_STRING = 7  # TensorFlow's DataType enum
 _MASK_DELTA = 0xA282EAD8
 
 
@@ -62,17 +64,35 @@ def _field(number: int, payload: bytes) -> bytes:
     return _varint(number << 3 | 2) + _varint(len(payload)) + payload
 
 
-def event(wall_time: float, step: int, scalars: dict[str, float] | None = None, version: str | None = None) -> bytes:
-    """An `Event` protocol buffer: a file version, or a summary of scalars (tag -> value) at `step`."""
+def event(
+    wall_time: float,
+    step: int,
+    scalars: dict[str, float] | None = None,
+    version: str | None = None,
+    texts: dict[str, str] | None = None,
+) -> bytes:
+    """An `Event` protocol buffer: a file version, or a summary of scalars (tag -> value) and of texts (tag ->
+    Markdown, as TensorBoard's text plugin reads them) at `step`."""
     out = b"\x09" + struct.pack("<d", wall_time) + b"\x10" + _varint(step & 0xFFFFFFFFFFFFFFFF)
     if version is not None:
         out += _field(3, version.encode())
-    if scalars:
-        values = b"".join(
-            _field(1, _field(1, tag.encode()) + b"\x15" + struct.pack("<f", value)) for tag, value in scalars.items()
-        )
+    values = b"".join(
+        _field(1, _field(1, tag.encode()) + b"\x15" + struct.pack("<f", value))
+        for tag, value in (scalars or {}).items()
+    )
+    values += b"".join(_field(1, _text_value(tag, text)) for tag, text in (texts or {}).items())
+    if values:
         out += _field(5, values)
     return out
+
+
+def _text_value(tag: str, text: str) -> bytes:
+    """A Summary.Value holding `text` as the text plugin's: metadata naming the plugin, a scalar string tensor."""
+    metadata = _field(1, _field(1, TEXT_PLUGIN.encode()))  # SummaryMetadata.plugin_data.plugin_name
+    tensor = (
+        b"\x08" + _varint(DT_STRING) + _field(2, b"") + _field(8, text.encode())
+    )  # dtype, shape (scalar), string_val
+    return _field(1, tag.encode()) + _field(9, metadata) + _field(8, tensor)
 
 
 class EventFile:
@@ -87,6 +107,10 @@ class EventFile:
     def add_scalars(self, step: int, scalars: dict[str, float]) -> None:
         """One event holding every scalar of `step`."""
         os.write(self.fd, record(event(time.time(), step, scalars)))
+
+    def add_text(self, step: int, tag: str, text: str) -> None:
+        """One event holding `text` (Markdown) under `tag` at `step`."""
+        os.write(self.fd, record(event(time.time(), step, texts={tag: text})))
 
     def close(self) -> None:
         """Close the file."""

@@ -4,7 +4,9 @@ Contract (other tools read it): explorer lines carry reward_mean, response_lengt
 tokens_per_s, weight_version, and <name>_mean of each metric the workflows report; trainer lines
 loss, grad_norm, lr (and logprob_diff when the old log-probs are recomputed, kl_penalty with a
 KL penalty in the reward); synchronizer lines method, seconds, weight_version; eval lines
-taskset, accuracy. Each line is written with one append, so a reader never sees half a line.
+taskset, accuracy; preview lines (trainer.enable_preview) table and rows (prompt, response, reward), also shown by
+the monitor: a wandb table as Trinity-RFT logs it, a TensorBoard text summary (a Markdown table; Trinity-RFT's
+TensorBoard monitor shows none). Each line is written with one append, so a reader never sees half a line.
 """
 
 import json
@@ -33,6 +35,15 @@ class MetricsLog:
         os.write(self.fd, (json.dumps(record, default=float) + "\n").encode())
         for sink in self.sinks:
             sink(role, step, values)
+        return record
+
+    def table(self, name: str, step: int, stage: str | None, rows: list[dict]) -> dict:
+        """Append a table of `rows` (each a dict of the same columns) as a preview line, and show it in the monitor;
+        returns the record."""
+        record = {"step": step, "role": "preview", "time": time.time(), "stage": stage, "table": name, "rows": rows}
+        os.write(self.fd, (json.dumps(record, default=float) + "\n").encode())
+        for sink in self.sinks:
+            sink.table(name, step, rows)
         return record
 
     def close(self) -> None:
@@ -69,6 +80,10 @@ class _TensorBoard:
         if scalars:
             self.writer.add_scalars(step, scalars)
 
+    def table(self, name: str, step: int, rows: list[dict]) -> None:
+        """The rows as a Markdown table in a text summary (TensorBoard shows no tables)."""
+        self.writer.add_text(step, name, markdown_table(rows))
+
     def close(self) -> None:
         self.writer.close()
 
@@ -84,5 +99,23 @@ class _Wandb:
             step=step,
         )
 
+    def table(self, name: str, step: int, rows: list[dict]) -> None:
+        """The rows as a wandb table, as Trinity-RFT's WandbMonitor.log_table logs them."""
+        import wandb
+
+        columns = list(rows[0]) if rows else []
+        self.run.log({name: wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in rows])}, step=step)
+
     def close(self) -> None:
         self.run.finish()
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """Rows of the same columns as a Markdown table; a cell's pipes and line breaks are escaped."""
+    columns = list(rows[0]) if rows else []
+
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", "<br>")
+
+    lines = ["| " + " | ".join(columns) + " |", "|" + " --- |" * len(columns)]
+    return "\n".join(lines + ["| " + " | ".join(cell(r.get(c, "")) for c in columns) + " |" for r in rows])

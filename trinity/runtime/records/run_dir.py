@@ -44,10 +44,10 @@ FIELDS = tuple(f.name for f in fields(Checkpoint) if f.name != "path")  # what s
 
 
 class RunDir:
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, save_dir: str = ""):
         self.root = Path(root)
         self.checkpoints = self.root / "checkpoints"
-        self.logs = self.root / "logs"
+        self.logs = Path(save_dir) if save_dir else self.root / "logs"  # log.save_dir, else Trinity-RFT's place
         self.metrics = self.root / "metrics.jsonl"
         self.config = self.root / "config.yaml"
         self.endpoints = self.root / "endpoints.json"

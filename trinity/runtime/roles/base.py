@@ -5,8 +5,10 @@ calls before Ray kills it. An actor the launch keeps for the run's next stage ta
 constructor arguments in its running process (`restage`): the process, its imports and its process
 groups stay; what one stage's setup built is dropped, unless the role keeps it on purpose.
 
-The log file is where a failed role's cause is found (calls.py shows its end to the user): every public
-method logs the traceback of what it raises there, and the actor's process writes its stderr there. That
+The log file (`<log dir>/<name>.log`; with log.group_by_node, `<log dir>/<node IP>/<name>.log`, as Trinity-RFT's
+utils/log.py writes them; records at log.level and above) is where a failed role's cause is found (calls.py shows
+its end to the user): every public method logs the traceback of what it raises there, and the actor's process
+writes its stderr there. That
 is fd 2 itself, redirected, not teed through a pipe: a pipe's reader dies with the process, losing the
 last words of one that dies hard (a CUDA or NPU runtime's abort message, faulthandler's stacks), which
 are the ones needed; the redirect only takes those lines from Ray's session log of the worker, which
@@ -51,10 +53,19 @@ class Role:
                 setattr(cls, name, _logs_raises(method))
 
     def __init__(
-        self, *, name: str, role: str, visible_devices_env: str | None = None, log_dir: str | None = None
+        self,
+        *,
+        name: str,
+        role: str,
+        visible_devices_env: str | None = None,
+        log_dir: str | None = None,
+        log_level: str = "INFO",
+        log_by_node: bool = False,
     ) -> None:
         self.name, self.role, self.visible_devices_env = name, role, visible_devices_env
-        self.log = _logger(name, log_dir)
+        if log_dir and log_by_node:  # log.group_by_node: a folder per node, named by its IP
+            log_dir = str(Path(log_dir) / node_ip())
+        self.log = _logger(name, log_dir, log_level)
         if log_dir:
             _stderr_into(log_file(log_dir, name))
 
@@ -108,6 +119,20 @@ class Role:
 def log_file(log_dir: str | Path, name: str) -> Path:
     """The log file of role `name` in the run's `logs` folder."""
     return Path(log_dir) / f"{name}.log"
+
+
+def found_log(log_dir: str | Path, name: str) -> Path:
+    """Where role `name` logs: in the logs folder, or in its node's folder there (log.group_by_node); the former where
+    neither exists yet."""
+    direct = log_file(log_dir, name)
+    return direct if direct.exists() else next(Path(log_dir).glob(f"*/{name}.log"), direct)
+
+
+def node_ip() -> str:
+    """This node's IP address as Ray names the node (a role's folder with log.group_by_node)."""
+    import ray
+
+    return ray.util.get_node_ip_address()
 
 
 def peak_device_mb() -> float | None:
@@ -191,9 +216,9 @@ def _log_raised(role: Role, method: str, call: Token) -> None:
         log.exception("%s raised", method)
 
 
-def _logger(name: str, log_dir: str | None) -> logging.Logger:
+def _logger(name: str, log_dir: str | None, level: str = "INFO") -> logging.Logger:
     log = logging.getLogger(f"trinity.{name}")
-    log.setLevel(logging.INFO)
+    log.setLevel(getattr(logging, level))
     if log_dir and not log.handlers:
         Path(log_dir).mkdir(parents=True, exist_ok=True)
         handler = logging.FileHandler(log_file(log_dir, name))

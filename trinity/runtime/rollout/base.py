@@ -29,6 +29,7 @@ class Sampling:
     max_tokens: int = 16
     min_tokens: int = 0
     repetition_penalty: float = 1.0  # on tokens already in the prompt or response; 1.0 is none
+    logprobs: int = 0  # the k most likely tokens' log-probs per response token, beside the sampled one's (0: none)
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,9 @@ class Sample:
     logprobs: list[float]
     text: str
     stopped: bool  # it ended itself (an end-of-sequence or stop token), not at its token budget
+    # with Sampling.logprobs k > 0: per response token, the k most likely tokens -> their log-probs, most likely
+    # first, from the distribution the token was drawn from (as `logprobs`); None: not asked for
+    top_logprobs: list[dict[int, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -72,8 +76,9 @@ class RolloutEngine(Role):
       weight_version).
     - `generate(prompt_ids, n, sampling) -> (version, samples)`: `n` samples continuing `prompt_ids`, each with the
       log-prob of every token under the distribution it was drawn from (after temperature, top-k, top-p and
-      penalties), cut after the end-of-sequence token (kept); all of them from weights `version`. Concurrent calls
-      may be generated together; `generate_many(requests)` is `generate` of each request, in one call.
+      penalties) and, where `sampling.logprobs` is k > 0, that distribution's k most likely tokens and their
+      log-probs at each position, cut after the end-of-sequence token (kept); all of them from weights `version`.
+      Concurrent calls may be generated together; `generate_many(requests)` is `generate` of each request, in one call.
       `weight_version()` is the version it holds.
     - Weights arrive between batches, never during one, under their Hugging Face names (tied weights under both):
       `join_sync_group(...)` then `receive_weights(specs, version)` take a collective broadcast in `specs` order;

@@ -142,17 +142,21 @@ class TransformersEngine(RolloutEngine):
         tokens = out.sequences[:, width:]
         # scores are what each token was drawn from: after the penalty, min_new_tokens, temperature, top-k and top-p
         # (vLLM's processed_logprobs)
-        logprobs = torch.stack(
-            [
-                torch.log_softmax(step.float(), dim=-1).gather(1, tokens[:, t : t + 1]).squeeze(1)
-                for t, step in enumerate(out.scores)
-            ],
-            dim=1,
-        )
+        picked, best = (
+            [],
+            [],
+        )  # per step: the sampled tokens' log-probs, the k likeliest (one step's log-softmax at once)
+        for t, step in enumerate(out.scores):
+            logsoftmax = torch.log_softmax(step.float(), dim=-1)
+            picked.append(logsoftmax.gather(1, tokens[:, t : t + 1]).squeeze(1))
+            if sampling.logprobs > 0:
+                best.append(logsoftmax.topk(min(sampling.logprobs, logsoftmax.shape[-1]), dim=-1))
+        logprobs = torch.stack(picked, dim=1)
         rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
         eos = self.tokenizer.eos_token_id
-        return [Sample(r, lp, text, r[-1:] == [eos]) for (r, lp), text in zip(rows, texts)]
+        tops = _top_logprobs(best, [len(r) for r, _ in rows])
+        return [Sample(r, lp, text, r[-1:] == [eos], top) for (r, lp), text, top in zip(rows, texts, tops)]
 
     def _prefilled(self, prompts: list[list[int]], ids: Any, mask: Any) -> Any:
         """The cache of each row's prompt but its last token, computed once per distinct prompt and copied to its rows;
@@ -190,3 +194,17 @@ class TransformersEngine(RolloutEngine):
         eos = self.tokenizer.eos_token_id
         end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
         return tokens[:end], logprobs[:end]
+
+
+def _top_logprobs(best: list[Any], lengths: list[int]) -> list[list[dict[int, float]] | None]:
+    """Each row's k most likely tokens and their log-probs at each of its `lengths` positions, most likely first, from
+    `best` (one torch.topk result of [rows, vocabulary] per position); None for every row where none was asked."""
+    if not best:
+        return [None] * len(lengths)
+    import torch
+
+    values, ids = torch.stack([b.values for b in best], dim=1), torch.stack([b.indices for b in best], dim=1)
+    return [
+        [dict(zip(i, v)) for i, v in zip(ids[row, :length].tolist(), values[row, :length].tolist())]
+        for row, length in enumerate(lengths)
+    ]

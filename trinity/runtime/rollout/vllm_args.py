@@ -74,7 +74,7 @@ LORA_ARGS = ("enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras", "full
 # vLLM's own LoRA settings trinity leaves at vLLM's defaults: set beside an adapter they would change what it applies
 LORA_KEPT = ("lora_target_modules", "default_mm_loras", "max_lora_cls_labels")
 # Set by trinity only when the config asks: never an extra_engine_args name either.
-OPTIONAL_ARGS = (*LAYOUT_ARGS, *LORA_ARGS, *LORA_KEPT, "kv_cache_memory_bytes")
+OPTIONAL_ARGS = (*LAYOUT_ARGS, *LORA_ARGS, *LORA_KEPT, "kv_cache_memory_bytes", "max_logprobs")
 MIB = 2**20
 
 
@@ -112,6 +112,9 @@ def own_kwargs(
     }
     if rollout.max_model_len:
         kwargs["max_model_len"] = rollout.max_model_len
+    top = top_logprobs(config)
+    if top:  # vLLM refuses a request asking for more than max_logprobs (its default, 20)
+        kwargs["max_logprobs"] = top
     if rollout.kv_cache_mib:  # an explicit size; vLLM then ignores gpu_memory_utilization for the KV cache
         kwargs["kv_cache_memory_bytes"] = rollout.kv_cache_mib * MIB
     if _shares_devices(config) and topo.per_engine > 1:
@@ -123,6 +126,13 @@ def own_kwargs(
             raise ValueError("an engine spanning several actors needs its head's address")
         kwargs.update(nnodes=topo.parts, node_rank=topo.part, master_addr=head[0], master_port=head[1])
     return kwargs | lora_kwargs(config)
+
+
+def top_logprobs(config: RunConfig) -> int:
+    """The most top-k log-probs a task set asks of the engines (rollout_args.logprobs; 0: none)."""
+    explorer_input = config.buffer.explorer_input
+    tasksets = [t for t in [explorer_input.taskset, *explorer_input.tasksets, *explorer_input.eval_tasksets] if t]
+    return max((t.rollout_args.logprobs or 0 for t in tasksets), default=0)
 
 
 def lora_kwargs(config: RunConfig) -> dict[str, Any]:

@@ -181,7 +181,7 @@ class VllmEngine(RolloutEngine):
                 lora_request=self.adapter,
             ):
                 final = output
-            return version, [_sample(c) for c in final.outputs]
+            return version, [_sample(c, sampling.logprobs) for c in final.outputs]
 
     def _params(self, n: int, sampling: Sampling) -> Any:
         return self.vllm.SamplingParams(
@@ -192,7 +192,7 @@ class VllmEngine(RolloutEngine):
             max_tokens=sampling.max_tokens,
             min_tokens=sampling.min_tokens,
             repetition_penalty=sampling.repetition_penalty,
-            logprobs=0,  # the sampled token's own log-prob
+            logprobs=sampling.logprobs,  # the sampled token's own log-prob, and the k most likely beside it
             output_kind=self.vllm.RequestOutputKind.FINAL_ONLY,
         )
 
@@ -428,9 +428,14 @@ def vllm_api(env: dict[str, str]) -> SimpleNamespace:
     )
 
 
-def _sample(completion: Any) -> Sample:
+def _sample(completion: Any, k: int = 0) -> Sample:
     """A vLLM CompletionOutput as a Sample; its end-of-sequence token, when generated, is kept. vLLM says why it
-    ended: at any of the model's end tokens (its generation config may name several) or at max_tokens."""
+    ended: at any of the model's end tokens (its generation config may name several) or at max_tokens. Each position's
+    entry holds the sampled token and, asked for k, the k of rank 1..k (the sampled one among them or beside them)."""
     ids = list(completion.token_ids)
     logprobs = [entry[token].logprob for token, entry in zip(ids, completion.logprobs)]
-    return Sample(ids, logprobs, completion.text, completion.finish_reason == "stop")
+    top = None
+    if k > 0:
+        ranked = (sorted((e.rank, t, e.logprob) for t, e in at.items() if e.rank <= k) for at in completion.logprobs)
+        top = [{t: lp for _, t, lp in entry} for entry in ranked]
+    return Sample(ids, logprobs, completion.text, completion.finish_reason == "stop", top)

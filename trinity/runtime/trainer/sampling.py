@@ -61,7 +61,7 @@ class Sampler:
         import ray
 
         rollouts, samples = self.sizes()
-        timeout = self.config.synchronizer.sync_timeout
+        timeout = self.config.buffer.trainer_input.experiences.max_read_timeout  # Trinity-RFT's QueueReader's wait
         exps = ray.get(self.buffer.get.remote(rollouts, step, timeout, self.min_version(step)))
         metrics: dict[str, float] = {}
         if self.strategy.drops_stale:

@@ -62,7 +62,7 @@ class Step:
         output = None if warming or batch is None else self.workers.actor.update_actor(batch)
         if self.rank != 0:
             return None
-        return self._metrics(output, len(exps), started) | self.sampled | extra
+        return self._metrics(output, len(exps), started) | self.sampled | extra | self._preview(step)
 
     def shard(self, step: int) -> tuple[list["Experience"], dict]:
         """This rank's experiences and the batch's global counts (batches.counts): rank 0 assembles the batch
@@ -191,6 +191,16 @@ class Step:
             compute_loss=True,
             temperature=self.logprobs.temperature,
         )
+
+    def _preview(self, step: int) -> dict:
+        """Rank 0: the step's representative rollouts, where trainer.enable_preview asks (preview.py)."""
+        if not self.config.trainer.enable_preview:
+            return {}
+        from .preview import representative
+
+        tokenizer = self.workers.actor.actor.model_config.tokenizer
+        rollouts = batch_kind(self.config) in ("rl", "mix")  # SFT and DPO batches have no reward
+        return {"preview": representative(self.whole, tokenizer, step, rollouts)}
 
     def _pad_id(self) -> int:
         tokenizer = self.workers.actor.actor.model_config.tokenizer
