@@ -37,6 +37,10 @@ LORA_RUN = "tests/cli/test_run_lora.py::test_a_lora_run_syncs_the_adapter_and_ch
 LORA_DTYPES = "tests/runtime/rollout/test_transformers_engine.py::test_the_adapter_runs_in_the_lora_dtype_it_is_given"
 # a reward the demo's runs do not name: the explorer loads a taskset naming it and its workflow scores with it
 REWARD_RUN = "tests/runtime/explorer/test_role.py::test_the_reward_a_taskset_names_scores_its_tasks"
+# Trinity-RFT's judged math example: math_rm_workflow, its judge (a stand-in on loopback) and m2po, in one run
+JUDGED = "tests/cli/test_run_upstream_workflows.py::test_a_judged_math_run_trains_on_the_judges_grades_with_m2po"
+MATH_FLOWS = "tests/runtime/workflows/test_math_workflows.py::"
+JUDGES = ("trajectory_accuracy_grader_reward",)  # rewards that ask a judge: run against one
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
 # as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
@@ -188,9 +192,21 @@ RUNS = {
     "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only",
     ("explorer.rollout_model.tool_call_parser", "hermes"): "tests/runtime/rollout/test_openai_api.py::"
     "test_a_react_episode_over_the_endpoint_is_one_experience_of_the_models_turns",
+    ("workflow", "math_rm_workflow"): JUDGED,
+    ("workflow", "math_boxed_workflow"): MATH_FLOWS + "test_use_base_prompts_with_plain_text",
+    # Trinity-RFT's async twins: the same classes
+    **{
+        ("workflow", name): MATH_FLOWS + "test_the_async_twins_are_their_workflows"
+        for name in ("async_math_workflow", "async_math_rm_workflow", "async_math_boxed_workflow")
+    },
+    ("workflow", "frozen_lake_workflow"): "tests/runtime/workflows/test_frozen_lake.py::"
+    "test_episodes_end_on_the_goal_in_a_hole_or_out_of_turns",
+    ("algorithm.algorithm_type", "m2po"): JUDGED,
+    ("algorithm.policy_loss_fn", "m2po"): JUDGED,
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,
-    **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward")},
+    ("reward", "trajectory_accuracy_grader_reward"): JUDGED,
+    **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward", *JUDGES)},
 }
 
 # A schema value reached only through a key that is refused as a whole (the rule names the whole key).
