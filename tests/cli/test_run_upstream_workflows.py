@@ -68,7 +68,8 @@ def test_a_judged_math_run_trains_on_the_judges_grades_with_m2po(run_env, tmp_pa
     GIVEN.clear()
     with judge_standin(judge) as (url, seen):
         env = {**run_env, URL_ENV: url}
-        result = run_process("run", "-c", "run.yaml", "hardware=cpu", cwd=tmp_path, env=env, timeout=600)
+        args = ("run", "-c", "run.yaml", "hardware=cpu", "cluster.ray_address=local")  # a Ray of its own
+        result = run_process(*args, cwd=tmp_path, env=env, timeout=600)
     assert result.code == 0, result.err[-6000:]
     judged = [json.loads(line) for line in (tmp_path / "judged.jsonl").read_text().splitlines()]
     assert len(judged) == len(seen) == 2 * 2 * 8  # every rollout judged once, through the endpoint the config names

@@ -48,6 +48,8 @@ class TrainResult(TypedDict):
     stale_dropped: NotRequired[int]  # only with staleness_control: experiences dropped as too old, so far
     filtered_groups: NotRequired[int]  # only with std_threshold: groups dropped for rewards that all agree
     mixed_samples: NotRequired[int]  # only with sample strategy mix: the SFT samples in the batch
+    # only with a policy loss that masks the batch (M2PO): its own metrics, named after it; written flat
+    loss_metrics: NotRequired[dict[str, float]]
 
 
 class SyncResult(TypedDict):  # the synchronizer's, in the driver

@@ -136,7 +136,8 @@ class Step:
     def _batch_mask(self, exps: list["Experience"], tensors: Tensors) -> dict:
         """A loss's token mask over the whole batch (POLICY_LOSSES' batch_mask: M2PO's), from the current policy's
         log-ratio to the rollout's log-probs and the advantages: rank 0 takes it over every rank's rows, each rank
-        zeroes its masked tokens' advantages. Rank 0 returns its metrics, named after the loss."""
+        zeroes its masked tokens' advantages. Rank 0 returns its metrics, named after the loss (TrainResult's
+        loss_metrics)."""
         name = self.config.algorithm.policy_loss_fn
         entry = POLICY_LOSSES[name]
         if entry.batch_mask is None:
@@ -153,7 +154,8 @@ class Step:
             whole = {key: [row for part in gathered for row in part[key]] for key in mine}
             fn = import_path(f"{entry.module}:{entry.batch_mask}", f"policy loss {name!r}'s batch mask")
             keep, found = fn(whole["log_ratio"], whole["advantages"], whole["mask"], **self._loss_args())
-            shards, metrics = batches.shards(keep, self.world_size), {f"{name}_{k}": v for k, v in found.items()}
+            shards = batches.shards(keep, self.world_size)
+            metrics = {"loss_metrics": {f"{name}_{k}": v for k, v in found.items()}}
         keep = self._scatter(shards)
         tensors["advantages"] = tensors["advantages"] * batches.per_token(keep, tensors["responses"].shape[1])
         return metrics
