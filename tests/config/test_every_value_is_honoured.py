@@ -201,6 +201,8 @@ RUNS = {
     },
     ("workflow", "frozen_lake_workflow"): "tests/runtime/workflows/test_frozen_lake.py::"
     "test_episodes_end_on_the_goal_in_a_hole_or_out_of_turns",
+    ("workflow", "step_wise_alfworld_workflow"): "tests/runtime/workflows/test_alfworld.py::"
+    "test_a_solved_game_is_one_experience_per_step_each_with_the_episodes_reward",
     ("algorithm.algorithm_type", "m2po"): JUDGED,
     ("algorithm.policy_loss_fn", "m2po"): JUDGED,
     ("reward", "exact_match"): EVERY,

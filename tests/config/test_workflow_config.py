@@ -68,8 +68,13 @@ JUDGE = (
             algorithm="  algorithm_type: m2po\n  policy_loss_fn_args:\n    m2_threshold: 0.04\n"
             "    log_ratio_clip: 20.0\n",
         ),
+        config(
+            "step_wise_alfworld_workflow",
+            "      workflow_args: {max_env_steps: 30}\n",
+            algorithm="  algorithm_type: gigpo\n",
+        ),
     ],
-    ids=["math_boxed", "async_math", "math_rm_judge", "frozen_lake_judge", "rlcr", "m2po"],
+    ids=["math_boxed", "async_math", "math_rm_judge", "frozen_lake_judge", "rlcr", "m2po", "alfworld"],
 )
 def test_the_examples_workflows_rewards_and_algorithms_validate(cli, write, text):
     result = validate(cli, write, text)
@@ -80,6 +85,11 @@ def test_the_examples_workflows_rewards_and_algorithms_validate(cli, write, text
 @pytest.mark.parametrize(
     "text,line",
     [
+        (
+            config("step_wise_alfworld_workflow", "      workflow_args:\n        max_env_steps: 0\n"),
+            "error: run.yaml:10:9: buffer.explorer_input.taskset.workflow_args.max_env_steps: input should be greater "
+            "than 0 (got 0) (workflow 'step_wise_alfworld_workflow')",
+        ),
         (
             config("math_boxed_workflow", "      workflow_args:\n        use_base: maybe\n"),
             "error: run.yaml:10:9: buffer.explorer_input.taskset.workflow_args.use_base: input should be a valid "
@@ -141,6 +151,7 @@ def test_the_examples_workflows_rewards_and_algorithms_validate(cli, write, text
         ),
     ],
     ids=[
+        "alfworld_steps",
         "bool",
         "unknown_arg",
         "lake",

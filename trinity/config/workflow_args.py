@@ -69,6 +69,7 @@ ARGUMENTS: dict[str, type[Section]] = {
     "math_boxed_workflow": MathBoxedArgs,
     "async_math_boxed_workflow": MathBoxedArgs,
     "frozen_lake_workflow": FrozenLakeArgs,
+    "step_wise_alfworld_workflow": AlfworldArgs,
 }
 # arguments that name a reward function, and the key of its own arguments beside them
 NESTED_REWARDS = {"reward_fn_type": "reward_fn_args"}

@@ -25,6 +25,7 @@ WORKFLOWS = {
     "math_boxed_workflow": RUNTIME + "math_boxed:MathBoxedWorkflow",
     "async_math_boxed_workflow": RUNTIME + "math_boxed:MathBoxedWorkflow",
     "frozen_lake_workflow": RUNTIME + "frozen_lake:FrozenLakeWorkflow",
+    "step_wise_alfworld_workflow": RUNTIME + "alfworld:StepWiseAlfworldWorkflow",
 }
 # The reward function (trinity/config/rewards.py) each built-in workflow scores with when its taskset names none; a
 # workflow absent here scores with its environment's reward or needs the taskset to name one (math_rm_workflow).
@@ -54,6 +55,9 @@ class Needs:
 
 NEEDS: dict[str, Needs] = {
     "frozen_lake_workflow": Needs(("gymnasium",), "gym", "its lake is gymnasium's FrozenLakeEnv"),
+    "step_wise_alfworld_workflow": Needs(
+        ("alfworld", "textworld", "fast_downward"), "alfworld", "its games are ALFWorld's, played in TextWorld"
+    ),
 }
 # Trinity-RFT's workflows trinity cannot run, with the reason.
 UNSUPPORTED_WORKFLOWS: dict[str, str] = {

@@ -8,50 +8,18 @@ import pytest
 pytest.importorskip("gymnasium")
 
 from tests.runtime.rewards.judge_standin import judge_standin  # noqa: E402
+from tests.runtime.workflows.scripted import Scripted, char_tokenizer  # noqa: E402
 from trinity.config.schema.buffer import FormatConfig  # noqa: E402
 from trinity.runtime.workflows import Task, load  # noqa: E402
-from trinity.runtime.workflows.conversation import ChatTemplate, Conversation  # noqa: E402
 from trinity.runtime.workflows.frozen_lake import INVALID, SYSTEM, observe  # noqa: E402
 from trinity.runtime.workflows.frozen_lake_env import Lake, generate, parse_action, reachable  # noqa: E402
 
-# each message as "role: content", the model's turns closed by <eos>
-TEMPLATE = (
-    "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}{% if m['role'] == 'assistant' %}<eos>{% endif %}"
-    "{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}"
-)
 LAKE = ["SFF", "FHF", "FFG"]
 
 
 @pytest.fixture(scope="module")
 def tokenizer():
-    """One token per character of everything these episodes say."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    raw = Tokenizer(models.WordLevel(unk_token="<unk>"))
-    raw.pre_tokenizer = pre_tokenizers.Split(pattern="", behavior="isolated")
-    raw.decoder = decoders.Fuse()
-    text = SYSTEM + INVALID + "".join(map(chr, range(32, 127))) + "\t\n√"
-    raw.train_from_iterator([text], trainers.WordLevelTrainer(special_tokens=["<pad>", "<eos>", "<unk>"]))
-    return PreTrainedTokenizerFast(tokenizer_object=raw, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-
-
-class Scripted:
-    """Stands in for the rollout engines with scripted replies, one script per episode in the order they open."""
-
-    def __init__(self, tokenizer, scripts):
-        self.tokenizer, self.scripts, self.opened = tokenizer, scripts, {}
-
-    def conversation(self, task, messages=None, tools=None):
-        talk = Conversation(ChatTemplate(self.tokenizer, TEMPLATE), messages, 4096)
-        self.opened[id(talk)] = list(self.scripts[len(self.opened)])
-        return talk
-
-    def reply(self, conversations):
-        for talk in conversations:
-            text = self.opened[id(talk)].pop(0)
-            ids = self.tokenizer(text, add_special_tokens=False)["input_ids"] + [self.tokenizer.eos_token_id]
-            talk.add_reply(ids, [-0.5] * len(ids), text, 1)
+    return char_tokenizer("√")
 
 
 def lake_task(repeat: int, row: dict | None = None, **args) -> Task:
