@@ -230,6 +230,8 @@ UPSTREAM_PRESETS = {
     "raft": ("raft", "sft", "none", "none", "none"),  # upstream's advantage_fn is none: SFT on every rollout
     "multi_step_grpo": ("step_wise_grpo", "ppo", "none", "k2", "default"),
     "gigpo": ("gigpo", "ppo", "none", "k2", "default"),
+    # newer than 0.6.0: M2POAlgorithm (its tests at 3a41dc2: grpo, m2po, no KL penalty, no KL loss, no entropy)
+    "m2po": ("grpo", "m2po", "none", "none", "none"),
 }
 TEACHER_PRESETS = {"on_policy_distill", "jsd"}  # run with a teacher: test_distillation_needs_a_teacher...
 MIX_PRESETS = {"mix", "mix_chord"}  # run with an SFT data set: test_mix_...
@@ -258,6 +260,7 @@ UPSTREAM_NAMES = {
     "on_policy_distill",
     "jsd",
     "grpo_verl",
+    "m2po",
 }
 
 

@@ -45,6 +45,10 @@ KEYS46_EXPLORE = (
     "tests/cli/test_run_keys46.py::"
     "test_an_explore_run_splits_tasks_into_runs_records_top_logprobs_filters_and_logs_by_node"
 )
+# Trinity-RFT's judged math example: math_rm_workflow, its judge (a stand-in on loopback) and m2po, in one run
+JUDGED = "tests/cli/test_run_upstream_workflows.py::test_a_judged_math_run_trains_on_the_judges_grades_with_m2po"
+MATH_FLOWS = "tests/runtime/workflows/test_math_workflows.py::"
+JUDGES = ("trajectory_accuracy_grader_reward",)  # rewards that ask a judge: run against one
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
 # as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
@@ -212,9 +216,23 @@ RUNS = {
     ): "tests/runtime/buffer/test_replay.py::"
     "test_decay_limit_randomization_stops_queueing_a_task_after_its_use_count_limit",
     **{("operator", name): KEYS46_EXPLORE for name in ("mask_response_truncated", "dapo_dynamic_sampling")},
+    ("workflow", "math_rm_workflow"): JUDGED,
+    ("workflow", "math_boxed_workflow"): MATH_FLOWS + "test_use_base_prompts_with_plain_text",
+    # Trinity-RFT's async twins: the same classes
+    **{
+        ("workflow", name): MATH_FLOWS + "test_the_async_twins_are_their_workflows"
+        for name in ("async_math_workflow", "async_math_rm_workflow", "async_math_boxed_workflow")
+    },
+    ("workflow", "frozen_lake_workflow"): "tests/runtime/workflows/test_frozen_lake.py::"
+    "test_episodes_end_on_the_goal_in_a_hole_or_out_of_turns",
+    ("workflow", "step_wise_alfworld_workflow"): "tests/runtime/workflows/test_alfworld.py::"
+    "test_a_solved_game_is_one_experience_per_step_each_with_the_episodes_reward",
+    ("algorithm.algorithm_type", "m2po"): JUDGED,
+    ("algorithm.policy_loss_fn", "m2po"): JUDGED,
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,
-    **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward")},
+    ("reward", "trajectory_accuracy_grader_reward"): JUDGED,
+    **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward", *JUDGES)},
 }
 
 # A schema value reached only through a key that is refused as a whole (the rule names the whole key).

@@ -152,11 +152,14 @@ def validate_cmd(args: argparse.Namespace) -> int:
     from ..config.hub.issues import hub_issues
     from ..config.local_inputs import data_issues
     from ..config.resolve import as_strict, resolve
+    from ..config.workflow_checks import workflow_issues
 
     resolved = resolve(request_from(args), strict=args.strict)
     plans, issues = with_memory_fit(resolved, args.strict)
     hub = hub_issues(resolved)
-    issues = [*data_issues(resolved), *(map(as_strict, hub) if args.strict else hub), *issues]
+    # a workflow's missing package is a warning here: the explorer may run on another machine
+    flows = workflow_issues(resolved, missing="warning")
+    issues = [*data_issues(resolved), *(map(as_strict, hub + flows) if args.strict else hub + flows), *issues]
     raise_errors(issues)
     hardware = resolved.config.hardware
     warnings = sum(i.severity == "warning" for i in issues)

@@ -7,6 +7,7 @@ with the reason (`UNSUPPORTED_REWARDS`). Each function lives in its own module u
 trinity/runtime/rewards/, which says how it scores.
 """
 
+import math
 import re
 from dataclasses import dataclass
 
@@ -73,6 +74,62 @@ class MathDAPORewardArgs(Section):
         return self
 
 
+RLCR_PARTS = ("format", "accuracy", "brier", "mean_confidence", "confidence_one_or_zero")
+
+
+class RLCRRewardArgs(Section):
+    weights: dict[str, float] | None = Field(
+        None,
+        description="Weight of each of the five parts, all named: format, accuracy, brier, mean_confidence, "
+        "confidence_one_or_zero (None: 0.5, 0.5, 0.5, 1e-5, 1e-5).",
+    )
+
+    @field_validator("weights", mode="before")
+    @classmethod
+    def _all_five(cls, weights: object) -> object:
+        # upstream's check: the five names exactly, each a finite number (not a bool)
+        if not isinstance(weights, dict):
+            return weights
+        missing, unknown = sorted(set(RLCR_PARTS) - set(weights)), sorted(set(weights) - set(RLCR_PARTS))
+        if missing or unknown:
+            said = [f"missing {missing}"] * bool(missing) + [f"unknown {unknown}"] * bool(unknown)
+            raise ValueError(f"weights names all five parts ({', '.join(RLCR_PARTS)}): {'; '.join(said)}")
+        for name, value in weights.items():
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+                raise ValueError(f"weight {name!r} must be a finite number (got {value!r})")
+        return weights
+
+
+class TrajectoryJudgeArgs(Section):
+    model_name: str = Field("qwen3-max", min_length=1, description="The judge model, as its endpoint names it.")
+    judge_api_base_url_env: str = Field(
+        "OPENAI_BASE_URL", min_length=1, description="Environment variable holding the judge's OpenAI-compatible URL."
+    )
+    judge_api_key_env: str = Field(
+        "OPENAI_API_KEY", min_length=1, description="Environment variable holding the judge's API key."
+    )
+    normalize_score: bool = Field(True, description="Map the grade from [score_min, score_max] to [0, 1], clipped.")
+    score_min: float = Field(1.0, description="The judge's lowest grade.")
+    score_max: float = Field(3.0, description="The judge's highest grade.")
+    temperature: float = Field(0.0, ge=0, description="The judge's sampling temperature.")
+    max_concurrency: int = Field(8, gt=0, description="Judge requests at once (upstream's GradingRunner).")
+    reward_name: str = Field(
+        "openjudge_trajectory_accuracy_reward", description="Upstream's label of this reward (logging only)."
+    )
+    timeout: float = Field(
+        60.0,
+        gt=0,
+        description="Seconds a judge request may take before it counts as failed (trinity's).",
+    )
+
+    @model_validator(mode="after")
+    def _a_range(self) -> "TrajectoryJudgeArgs":
+        # upstream silently skips normalising such a range; here it is a config error
+        if self.normalize_score and self.score_max <= self.score_min:
+            raise ValueError(f"score_max ({self.score_max}) must be above score_min ({self.score_min})")
+        return self
+
+
 @dataclass(frozen=True)
 class Reward:
     """A built-in reward function: where it is and the arguments it takes."""
@@ -89,15 +146,18 @@ REWARDS: dict[str, Reward] = {
     "countdown_reward": Reward(RUNTIME + "countdown_reward:countdown_reward", NoRewardArgs),
     "math_boxed_reward": Reward(RUNTIME + "math_boxed_reward:math_boxed_reward", MathBoxedRewardArgs),
     "math_dapo_reward": Reward(RUNTIME + "math_dapo_reward:math_dapo_reward", MathDAPORewardArgs),
+    "rlcr_reward": Reward(RUNTIME + "rlcr_reward:rlcr_reward", RLCRRewardArgs),
+    "trajectory_accuracy_grader_reward": Reward(
+        RUNTIME + "trajectory_accuracy_grader_reward:trajectory_accuracy_grader_reward", TrajectoryJudgeArgs
+    ),
 }
 
-_JUDGE = "it asks a judge model (OpenJudge) to grade the response, and trinity runs no judge models yet"
 # Upstream's names trinity cannot run, with the reason.
 UNSUPPORTED_REWARDS: dict[str, str] = {
     "rm_gallery_reward": "it scores with RM-Gallery's reward models (the rm_gallery package and a model download), "
     "which trinity does not install",
-    "trajectory_accuracy_grader_reward": _JUDGE,
-    "openjudge_multi_grader_reward": _JUDGE,
+    "openjudge_multi_grader_reward": "it runs OpenJudge's default pair of graders (correctness and relevance) with "
+    "their own prompts, which trinity does not have; trajectory_accuracy_grader_reward is the judge trinity runs",
 }
 
 

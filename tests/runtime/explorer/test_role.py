@@ -214,11 +214,19 @@ EARNS = {
     "countdown_reward": ({"target": 3, "numbers": [1, 2]}, "<answer>2 + 1</answer>", 1.0),
     "math_boxed_reward": ("\\boxed{3}", "\\boxed{\\frac{6}{2}}", 1.0),  # the same number
     "math_dapo_reward": ("3", "<think>2?</think>\\boxed{3}", 1.0),
+    # format, accuracy and brier 0.5 each, both confidence parts 1e-5
+    "rlcr_reward": (
+        "3",
+        "<think>1+2</think><answer>3</answer><analysis>sure</analysis><confidence>1</confidence>",
+        0.5 + 0.5 + 0.5 + 1e-5 + 1e-5,  # summed in this order, as the workflow sums the parts
+    ),
 }
+# rewards that ask a judge model: tests/runtime/rewards/test_trajectory_judge.py and a run against a judge stand-in
+JUDGES = {"trajectory_accuracy_grader_reward"}
 
 
 def test_every_builtin_reward_is_classified_here():
-    assert set(EARNS) == set(REWARDS)
+    assert set(EARNS) | JUDGES == set(REWARDS) and not set(EARNS) & JUDGES
 
 
 @pytest.mark.parametrize("name", sorted(EARNS))

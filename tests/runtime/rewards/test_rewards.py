@@ -30,7 +30,7 @@ def test_every_name_resolves_to_a_function_whose_arguments_are_its_models(name):
     model = registry.REWARDS[name].args
     for field, info in model.model_fields.items():
         assert params[field].default == info.default, f"{name}.{field}"
-    taken = set(params) - {"response", "truth", "prompt", "response_tokens", "row"}
+    taken = set(params) - {"response", "truth", "prompt", "response_tokens", "row", "messages"}
     assert taken == set(model.model_fields), f"{name}: the function takes arguments its model does not know"
 
 
@@ -41,17 +41,16 @@ def test_each_workflows_default_reward_is_a_registry_name_and_its_class_agrees()
         "arith_feedback_workflow": "exact_match",
         "calculator_workflow": "exact_match",
         "react_agent_workflow": "exact_match",
+        "async_math_workflow": "math_reward",
+        "math_boxed_workflow": "math_boxed_reward",
+        "async_math_boxed_workflow": "math_boxed_reward",
     }
     for workflow, reward in DEFAULT_REWARDS.items():
         assert workflows.load(workflow).default_reward == reward and reward in registry.REWARDS
 
 
 def test_names_that_need_a_model_are_refused_with_the_reason():
-    assert set(registry.UNSUPPORTED_REWARDS) == {
-        "rm_gallery_reward",
-        "trajectory_accuracy_grader_reward",
-        "openjudge_multi_grader_reward",
-    }
+    assert set(registry.UNSUPPORTED_REWARDS) == {"rm_gallery_reward", "openjudge_multi_grader_reward"}
     assert not set(registry.UNSUPPORTED_REWARDS) & set(registry.REWARDS)
     with pytest.raises(ValueError, match="'rm_gallery_reward' is not supported by trinity: it scores with RM-Gallery"):
         load("rm_gallery_reward")

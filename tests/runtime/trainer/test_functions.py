@@ -34,6 +34,7 @@ VERL_FUNCTIONS = {
     "asymre": ("asymre_advantage", "opmd_loss"),
     "topr": ("reinforce_advantage", "topr_loss"),
     "sapo": ("compute_grpo_outcome_advantage", "sapo_loss"),
+    "m2po": ("compute_grpo_outcome_advantage", "m2po_loss"),
     "rec": ("rec_advantage", "rec_loss"),
     "sppo": ("opmd_advantage", "sppo_loss"),
     "ppo": ("compute_gae_advantage_return", "compute_policy_loss_vanilla"),

@@ -61,6 +61,25 @@ class GSPOPolicyLossArgs(_AggArgs):
     clip_range_high: float | None = Field(0.0004, gt=0, description="Upper clip range; defaults to clip_range.")
 
 
+class M2POPolicyLossArgs(_Args):
+    m2_threshold: float = Field(
+        0.04,
+        ge=0,
+        allow_inf_nan=False,
+        description="Bound on the mean squared log-ratio of the trust-region tokens: the largest are masked until "
+        "the rest are within it.",
+    )
+    log_ratio_clip: float = Field(
+        20.0,
+        gt=0,
+        allow_inf_nan=False,
+        description="The log-ratio is clamped to +-this in the ratio (not its gradient).",
+    )
+    loss_agg_mode: Literal["token-mean"] | None = Field(
+        None, description="M2PO normalises over every valid token of the batch: token-mean only, as Trinity-RFT's."
+    )
+
+
 class CISPOPolicyLossArgs(_AggArgs):
     clip_range_low: float = Field(1.0, gt=0, description="Lower clip of the importance weight.")
     clip_range_high: float = Field(0.28, gt=0, description="Upper clip of the importance weight.")

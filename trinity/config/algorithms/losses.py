@@ -9,6 +9,7 @@ from .args import (
     DPOLossArgs,
     GSPOPolicyLossArgs,
     ImportanceSamplingLossArgs,
+    M2POPolicyLossArgs,
     MixChordLossArgs,
     MixLossArgs,
     OPMDPolicyLossArgs,
@@ -44,6 +45,10 @@ class PolicyLoss:
     # a trinity function of `module` that replaces verl's whole actor loss (ppo_loss or sft_loss): for a loss that
     # reads more of the batch than verl hands a policy loss (which rows are SFT samples, the step)
     actor_loss: str | None = None
+    # a trinity function of `module` that masks tokens over the whole batch before the update, from the current
+    # policy's log-ratio to the rollout's and the advantages (M2PO): the trainer zeroes the masked tokens' advantages,
+    # so they add nothing to the loss and still count in its denominator; it needs the rollout's own log-probs
+    batch_mask: str | None = None
 
 
 def _own(args: type[Section], module: str, **kwargs: str) -> PolicyLoss:
@@ -63,6 +68,8 @@ POLICY_LOSSES: dict[str, PolicyLoss] = named(
         "sppo": _own(SPPOPolicyLossArgs, "sppo"),
         "sapo": _own(SAPOPolicyLossArgs, "sapo"),
         "dpo": _own(DPOLossArgs, "dpo", batch="pairs"),
+        # -A x ratio on the tokens M2PO's second-moment mask keeps, over the whole batch (its m2po_mask)
+        "m2po": _own(M2POPolicyLossArgs, "m2po", batch_mask="m2po_mask"),
         "importance_sampling": _own(ImportanceSamplingLossArgs, "distill"),
         # SFT data mixed into RL batches: verl's PPO loss on the rollouts, an SFT loss on the samples
         "mix": PolicyLoss(MixLossArgs, "vanilla", batch="mix", module=OWN + "mix", actor_loss="mix_loss"),

@@ -55,6 +55,8 @@ ALGORITHMS: dict[str, Preset] = {
     "asymre": _rl("asymre", "opmd", kl_loss="none", entropy="none"),
     "topr": _rl("reinforce", "topr"),
     "sapo": _rl("grpo", "sapo"),
+    # M2PO (Trinity-RFT's m2po): GRPO's advantages, the second-moment-masked loss, no KL and no entropy bonus
+    "m2po": _rl("grpo", "m2po", kl_loss="none", entropy="none"),
     "rec": _rl("rec", "rec"),
     "sppo": _rl("opmd", "sppo", kl_loss="none", entropy="none"),
     "multi_step_grpo": _rl("step_wise_grpo", "ppo"),

@@ -21,6 +21,7 @@ from ...config.local_inputs import data_issues, model_issues, teacher_issues
 from ...config.provenance import WRITTEN
 from ...config.resolve import ResolvedConfig
 from ...config.schema import RunConfig
+from ...config.workflow_checks import workflow_issues
 from ...errors import ConfigError, Issue, error_of
 from ...platforms import get_platform
 from ...platforms.detect import Probes
@@ -78,6 +79,7 @@ def driver_checks(resolved: ResolvedConfig, fetching: list[Issue] | None = None)
     cannot be had, found before anything is downloaded)."""
     stages = [config for _, config in resolved.runs]
     issues = input_issues(resolved) + _monitor_issues(resolved)
+    issues += [i for i in workflow_issues(resolved) if i not in issues]  # args, reward, packages: found, not imported
     node = _stack_issues(resolved)
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
     for config, provenance in zip(stages, resolved.stage_provenance or [resolved.provenance]):

@@ -72,7 +72,7 @@ class ModelClient:
         ids, truncated = fit_prompt(self.tokenizer.encode(prompt, add_special_tokens=False), self.max_prompt_tokens)
         version, samples = self.engine.generate(ids, n, self.sampling)
         self.replies.add(ids, samples)
-        return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated) for s in samples]
+        return [Completion(ids, s.response_ids, s.logprobs, s.text, version, truncated, s.stopped) for s in samples]
 
     def chat(self, task: "Task", messages: list[dict], n: int, tools: list[dict] | None = None) -> list:
         from ..data.prompts import tools_of

@@ -6,8 +6,9 @@ A reward function is a plain function
 
 `response` is the generated text, `truth` the row's `format.response_key` column as stored (a string,
 or whatever the data set holds there), and `reward_fn_args` the taskset's, as keyword arguments. It
-may also name any of `prompt` (the prompt text), `response_tokens` (the response's length in tokens)
-and `row` (the whole row) as parameters: those it names are passed, the others are not. It returns
+may also name any of `prompt` (the prompt text), `response_tokens` (the response's length in tokens),
+`row` (the whole row) and `messages` (the conversation the response answers, OpenAI-style messages, where the
+workflow has one) as parameters: those it names are passed, the others are not. It returns
 named scores; the experience's reward is their sum, and a score named `accuracy` is also the
 evaluation accuracy (else the reward is). The built-in ones are listed in trinity/config/rewards.py;
 your own is `my_package.module:my_reward`.
@@ -23,7 +24,12 @@ from pydantic import ValidationError
 from ...config.rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
 from ...utils.imports import import_path
 
-CONTEXT = ("prompt", "response_tokens", "row")  # what a reward function may ask for beyond response and truth
+CONTEXT = (
+    "prompt",
+    "response_tokens",
+    "row",
+    "messages",
+)  # what a reward function may ask for beyond response and truth
 
 
 def load(name: str) -> Callable[..., Any]:
@@ -56,7 +62,8 @@ class BoundReward:
         self.context = frozenset(c for c in CONTEXT if c in params)
 
     def __call__(self, response: str, truth: Any, **context: Any) -> dict[str, float]:
-        """The named scores of `response`; `context` holds prompt, response_tokens and row, passed where asked."""
+        """The named scores of `response`; `context` holds prompt, response_tokens, row and messages, passed where
+        asked."""
         asked = {k: v for k, v in context.items() if k in self.context}
         return _scores(self.name, self.fn(response, truth, **asked, **self.args))
 

@@ -50,6 +50,8 @@ class TrainResult(TypedDict):
     mixed_samples: NotRequired[int]  # only with sample strategy mix: the SFT samples in the batch
     # only with trainer.enable_preview: the batch's lowest- and highest-reward rollouts (prompt, response, reward)
     preview: NotRequired[list[dict]]
+    # only with a policy loss that masks the batch (M2PO): its own metrics, named after it; written flat
+    loss_metrics: NotRequired[dict[str, float]]
 
 
 class SyncResult(TypedDict):  # the synchronizer's, in the driver

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...config.algorithms.losses import POLICY_LOSSES
 from ...config.schema import RunConfig
-from ...utils.imports import lazy_module
+from ...utils.imports import import_path, lazy_module
 from .logprobs import LogProbs
 
 if TYPE_CHECKING:
@@ -118,6 +118,7 @@ class Step:
         advantages, returns, metrics = self.advantages(self._kl(tensors, exps), columns)
         width = tensors["responses"].shape[1]
         tensors["advantages"] = batches.per_token(advantages, width)
+        metrics |= self._batch_mask(exps, tensors)
         total = meta["global_batch_size"]
         critic_batch = None if values is None else (tensors, values, batches.per_token(returns, width), total)
         return self._actor_batch(tensors, meta), extra | metrics, critic_batch
@@ -131,6 +132,36 @@ class Step:
         diff = batches.masked_mean((recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"])
         tensors["old_log_probs"] = recomputed
         return {"logprob_diff": diff}
+
+    def _batch_mask(self, exps: list["Experience"], tensors: Tensors) -> dict:
+        """A loss's token mask over the whole batch (POLICY_LOSSES' batch_mask: M2PO's), from the current policy's
+        log-ratio to the rollout's log-probs and the advantages: rank 0 takes it over every rank's rows, each rank
+        zeroes its masked tokens' advantages. Rank 0 returns its metrics, named after the loss (TrainResult's
+        loss_metrics)."""
+        name = self.config.algorithm.policy_loss_fn
+        entry = POLICY_LOSSES[name]
+        if entry.batch_mask is None:
+            return {}
+        current = self.logprobs.actor(tensors)  # the policy the update starts from: one mini-batch, one epoch
+        mine = {
+            "log_ratio": functions.rows(current - tensors["old_log_probs"], exps),
+            "advantages": functions.rows(tensors["advantages"], exps),
+            "mask": functions.rows(tensors["response_mask"], exps),
+        }
+        gathered = self._gather(mine)
+        shards, metrics = None, {}
+        if self.rank == 0:
+            whole = {key: [row for part in gathered for row in part[key]] for key in mine}
+            fn = import_path(f"{entry.module}:{entry.batch_mask}", f"policy loss {name!r}'s batch mask")
+            keep, found = fn(whole["log_ratio"], whole["advantages"], whole["mask"], **self._loss_args())
+            shards = batches.shards(keep, self.world_size)
+            metrics = {"loss_metrics": {f"{name}_{k}": v for k, v in found.items()}}
+        keep = self._scatter(shards)
+        tensors["advantages"] = tensors["advantages"] * batches.per_token(keep, tensors["responses"].shape[1])
+        return metrics
+
+    def _loss_args(self) -> dict:
+        return {k: v for k, v in (self.config.algorithm.policy_loss_fn_args or {}).items() if k != "loss_agg_mode"}
 
     def _columns(
         self, tensors: Tensors, exps: list["Experience"], values: "torch.Tensor | None"

@@ -1,12 +1,16 @@
 """Workflows turn a task into scored experiences; `load` finds one by the name a taskset gives."""
 
-from ...config.workflows import WORKFLOWS, workflow_path
+from ...config.workflows import UNSUPPORTED_WORKFLOWS, WORKFLOWS, workflow_path
 from ...utils.imports import import_path
 from .base import Completion, ModelClient, Task, Workflow
 
 
 def load(name: str) -> type[Workflow]:
     """The workflow class named `name` (built in, or `module:Class`)."""
+    if name in UNSUPPORTED_WORKFLOWS:
+        raise ValueError(
+            f"workflow {name!r} is known to Trinity-RFT but not supported by trinity: {UNSUPPORTED_WORKFLOWS[name]}"
+        )
     path = workflow_path(name)
     if not path:
         raise ValueError(

@@ -4,6 +4,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pydantic import BaseModel, ValidationError
+
+from ...config.workflow_args import defaults
 from ..experience import Experience, with_accuracy
 from ..rewards import bind
 from .conversation import Conversation
@@ -34,6 +37,7 @@ class Completion:
     text: str
     weight_version: int
     prompt_truncated: bool = False  # the prompt was cut to model.max_prompt_tokens
+    stopped: bool = True  # it ended itself; False: it reached its token budget (max_tokens) and was cut there
 
 
 class ModelClient(Protocol):
@@ -75,13 +79,25 @@ class Workflow:
     default_reward: str | None = None
     # the workflow_args it reads, with their defaults (None: it reads them itself, unchecked)
     arguments: dict[str, Any] | None = None
+    # the model of its workflow_args in trinity/config/workflow_args.py, where it has one there (validate checks them
+    # with it too): `arguments` are then its defaults, and `settings()` the taskset's values through it
+    args_model: type[BaseModel] | None = None
     # whether it asks the tokenizer more than to encode a prompt (a chat template for its turns, decode): the explorer
     # then loads Hugging Face's tokenizer as it sets up, not in the first explore step (yours: assumed so)
     uses_tokenizer: bool = True
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.args_model is not None and "arguments" not in cls.__dict__:
+            cls.arguments = defaults(cls.args_model)
+
     @classmethod
     def check_values(cls, args: dict) -> None:
-        """Refuse a workflow_args value of another type than the argument's default (a subclass checks more)."""
+        """Refuse a workflow_args value its model refuses, else one of another type than the argument's default (a
+        subclass checks more)."""
+        if cls.args_model is not None:
+            cls._modelled(args)
+            return
         for name, default in (cls.arguments or {}).items():
             value = args.get(name, default)
             if type(value) is not type(default):
@@ -89,6 +105,20 @@ class Workflow:
                     f"{cls.__name__}: workflow_args.{name} is {value!r}; it takes a {type(default).__name__} "
                     f"(default {default!r})"
                 )
+
+    @classmethod
+    def _modelled(cls, args: dict) -> Any:
+        try:
+            return cls.args_model.model_validate(args)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"workflow_args.{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors(include_url=False)
+            )
+            raise ValueError(f"{cls.__name__}: {problems}") from None
+
+    def settings(self) -> Any:
+        """The taskset's workflow_args through the workflow's model (`args_model`), defaults filled in."""
+        return self._modelled(self.task.workflow_args)
 
     def arg(self, name: str) -> Any:
         """A workflow argument: the taskset's workflow_args value, else the workflow's default."""
@@ -119,25 +149,31 @@ class Workflow:
                 if episodes[i].turns == turn:  # else the context had no room for this turn's reply
                     over[i] = step(i, episodes[i], turn)
 
-    def score(self, completion: Completion, truth: Any, prompt: str = "") -> Experience:
+    def score(
+        self, completion: Completion, truth: Any, prompt: str = "", messages: list[dict] | None = None
+    ) -> Experience:
         """An experience of this task from one completion, rewarded with the sum of its reward function's scores."""
-        scores = self.judge(completion.text, truth, prompt, len(completion.response_ids))
+        scores = self.judge(completion.text, truth, prompt, len(completion.response_ids), messages)
         return self.experience(completion, sum(scores.values()), **scores)
 
-    def judge(self, text: str, truth: Any, prompt: str = "", tokens: int = 0) -> dict[str, float]:
-        """The reward function's scores of a response `text` of `tokens` tokens."""
+    def judge(
+        self, text: str, truth: Any, prompt: str = "", tokens: int = 0, messages: list[dict] | None = None
+    ) -> dict[str, float]:
+        """The reward function's scores of a response `text` of `tokens` tokens (answering `messages`, where the
+        workflow chats)."""
         if self.reward_fn is None:
             raise ValueError(
                 f"{type(self).__name__} has no reward function: name one in the taskset's default_reward_fn_type"
             )
-        return self.reward_fn(text, truth, prompt=prompt, response_tokens=tokens, row=self.task.row)
+        context = {"prompt": prompt, "response_tokens": tokens, "row": self.task.row, "messages": messages}
+        return self.reward_fn(text, truth, **context)
 
     def right(self, text: str, truth: Any, tokens: int = 0) -> bool:
         """Whether the reward function counts `text` as a right answer (its accuracy, else its summed scores, > 0)."""
         scores = self.judge(text, truth, tokens=tokens)
         return scores.get("accuracy", sum(scores.values())) > 0
 
-    def experience(self, completion: Completion, reward: float, **metrics: float) -> Experience:
+    def experience(self, completion: Completion, reward: float, /, **metrics: float) -> Experience:
         """An experience of this task from one completion."""
         return Experience(
             prompt_ids=completion.prompt_ids,

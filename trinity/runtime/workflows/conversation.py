@@ -139,7 +139,7 @@ class Conversation:
         self.messages += messages
         return True
 
-    def experience(self, reward: float, group: str, **metrics: float) -> Experience:
+    def experience(self, reward: float, group: str, /, **metrics: float) -> Experience:
         """The episode as one experience: the environment's tokens after the model's last reply are left out. Where
         turns were rewarded on their own, `reward` is the episode's total: what they did not take goes to the last."""
         end = len(self.action_mask)
