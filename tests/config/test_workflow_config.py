@@ -191,10 +191,28 @@ def test_a_workflows_missing_package_is_a_warning_at_validate_and_an_error_befor
     assert issue.severity == "error" and "needs gymnasium" in issue.message
 
 
-def test_a_workflow_trinity_cannot_run_is_refused_by_name_with_the_reason():
+def test_a_workflow_trinity_cannot_run_is_refused_by_name_with_the_reason(cli, write):
+    result = validate(cli, write, config("intercode_sql_workflow"))
+    assert result.code == 2
+    assert (
+        "default_workflow_type: workflow 'intercode_sql_workflow' is known to Trinity-RFT but not supported by "
+        "trinity: it runs each task's SQL in InterCode's Docker container" in result.err
+    )
     with pytest.raises(
         ValueError,
         match="'intercode_sql_workflow' is known to Trinity-RFT but not supported by trinity: "
         "it runs each task's SQL in InterCode's Docker container",
     ):
         load("intercode_sql_workflow")
+
+
+def test_math_rm_workflow_without_a_reward_is_refused_where_the_taskset_is(cli, write):
+    """It scores only with the reward its taskset names (Trinity-RFT's reward model or judge): none is an error."""
+    result = validate(cli, write, config("math_rm_workflow"))
+    assert result.code == 2
+    assert (
+        "buffer.explorer_input.taskset.default_reward_fn_type: workflow 'math_rm_workflow' scores with the reward its "
+        "taskset names, and this taskset names none" in result.err
+    )
+    named = config("math_rm_workflow", taskset="      default_reward_fn_type: math_reward\n")
+    assert validate(cli, write, named).code == 0

@@ -39,6 +39,8 @@ DEFAULT_REWARDS = {
     "math_boxed_workflow": "math_boxed_reward",
     "async_math_boxed_workflow": "math_boxed_reward",
 }
+# Built-in workflows that score only with the reward their taskset names (a reward model or judge: no default).
+NAMED_REWARD = ("math_rm_workflow", "async_math_rm_workflow")
 # Built-in workflows whose agents call the engines' OpenAI endpoint (explorer.rollout_model.enable_openai_api).
 OPENAI_CLIENTS = ("react_agent_workflow",)
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")

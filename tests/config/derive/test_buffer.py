@@ -27,6 +27,23 @@ def test_the_trainer_recomputes_old_logprobs_where_the_engine_returns_raw_ones_a
     assert "the update would take wrong old log-probs" in result.err
 
 
+def test_m2pos_batch_mask_needs_the_rollouts_log_probs_and_token_mean(render):
+    """M2PO masks tokens from the current policy's log-ratio to the rollout's own: on Ascend, where shaped sampling
+    has the trainer recompute the old log-probs (the rule above), and under any other aggregation, it is refused."""
+    m2po = SHAPED.replace("algorithm:\n", "algorithm:\n  algorithm_type: m2po\n")
+    assert render(m2po, "hardware=a100")[0].code == 0
+    result, _ = render(m2po, "hardware=ascend910b")
+    assert result.code == 2
+    assert (
+        "algorithm.bypass_old_logprobs: policy_loss_fn 'm2po' compares the current policy with the rollout's own "
+        "log-probs, and false has the trainer recompute them as the current policy's" in result.err
+    )
+    result, _ = render(m2po, "hardware=a100", "algorithm.loss_agg_mode=seq-mean-token-mean")
+    assert result.code == 2
+    assert "algorithm.loss_agg_mode: policy_loss_fn 'm2po' normalises over every valid token of the batch" in result.err
+    assert "allowed: 'token-mean'" in result.err
+
+
 TASKSETS = """\
 model:
   model_path: /m

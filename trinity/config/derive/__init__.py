@@ -68,6 +68,7 @@ RULES = (
     buffer.rollout_args,
     buffer.training_temperature,
     buffer.engine_logprobs,
+    buffer.batch_masked_loss,
     model.critic_model,
     chat_template.chat_template,
     model.rollout_model,

@@ -4,13 +4,15 @@ from dataclasses import replace
 
 from ...errors import ConfigError, did_you_mean, dotted, undotted
 from .. import modes
+from ..algorithms.losses import POLICY_LOSSES
 from ..algorithms.queries import is_rl_loss, needs_rollout
 from ..rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
 from ..validate import validate
-from ..workflows import DEFAULT_REWARDS, WORKFLOWS, workflow_path
+from ..workflows import DEFAULT_REWARDS, NAMED_REWARD, UNSUPPORTED_WORKFLOWS, WORKFLOWS, workflow_path
 from ._context import Context
 from ._rule import each_taskset, rule
 
+TOKEN_MEAN = "token-mean"
 INPUT = "buffer.explorer_input"
 EXPERIENCES = "buffer.trainer_input.experience_buffer"
 AUXILIARY = "buffer.trainer_input.auxiliary_buffers"  # data sets a sample strategy mixes into batches
@@ -76,13 +78,16 @@ def taskset_workflows(ctx: Context) -> None:
             if where in reported:
                 continue  # several tasksets falling back to one bad default: one error
             reported.add(where)
+            known = UNSUPPORTED_WORKFLOWS.get(name)
             hint = did_you_mean(name, WORKFLOWS) or "name a built-in workflow, or your own class as module:Class"
             ctx.report(
                 "error",
                 where,
-                f"unknown workflow {name!r}",
+                f"workflow {name!r} is known to Trinity-RFT but not supported by trinity: {known}"
+                if known
+                else f"unknown workflow {name!r}",
                 allowed=", ".join(WORKFLOWS) + ", or module:Class",
-                hint=hint,
+                hint="name another workflow, or your own class as module:Class" if known else hint,
             )
     _check_rewards(ctx)
 
@@ -95,8 +100,18 @@ def _check_rewards(ctx: Context) -> None:
         name = taskset.get("default_reward_fn_type")
         if name is None and (taskset.get("format") or {}).get("workflow_key"):
             continue  # rows may name other workflows, each scoring with its own default reward and these args
+        workflow = taskset.get("default_workflow_type")
+        if name is None and workflow in NAMED_REWARD:
+            ctx.report(
+                "error",
+                f"{key}.default_reward_fn_type",
+                f"workflow {workflow!r} scores with the reward its taskset names, and this taskset names none",
+                allowed=", ".join(REWARDS) + ", or module:function",
+                hint=f"set {key}.default_reward_fn_type (or {INPUT}.default_reward_fn_type)",
+            )
+            continue
         if name is None:
-            name = DEFAULT_REWARDS.get(taskset.get("default_workflow_type"))
+            name = DEFAULT_REWARDS.get(workflow)
         elif not _known_reward(ctx, key, name, reported):
             continue
         if name in REWARDS:
@@ -244,6 +259,35 @@ def engine_logprobs(ctx: Context) -> None:
         f"{shaped}: {sampling}",
     )
     ctx.set(key, False, "engine_logprobs", inputs)
+
+
+@rule(reads=("algorithm.bypass_old_logprobs", "algorithm.loss_agg_mode", "algorithm.policy_loss_fn"))
+def batch_masked_loss(ctx: Context) -> None:
+    """A loss that masks tokens over the whole batch from the current policy's log-ratio to the rollout's (M2PO's
+    second-moment mask: POLICY_LOSSES' batch_mask) needs the rollout's own log-probs as the old ones, and aggregates
+    by token-mean over every valid token (Trinity-RFT's m2po_policy_loss.py): anything else is refused here, before
+    the trainer would."""
+    name = ctx.get("algorithm.policy_loss_fn")
+    if name not in POLICY_LOSSES or POLICY_LOSSES[name].batch_mask is None:
+        return
+    if not ctx.get("algorithm.bypass_old_logprobs"):
+        ctx.report(
+            "error",
+            "algorithm.bypass_old_logprobs",
+            f"policy_loss_fn {name!r} compares the current policy with the rollout's own log-probs, and false has "
+            "the trainer recompute them as the current policy's",
+            allowed="true",
+            hint="set algorithm.bypass_old_logprobs: true (on a profile whose engine's log-probs are the logits' own, "
+            "sample training rollouts at temperature 1 with no top-k/top-p)",
+        )
+    if ctx.get("algorithm.loss_agg_mode") != TOKEN_MEAN:
+        ctx.report(
+            "error",
+            "algorithm.loss_agg_mode",
+            f"policy_loss_fn {name!r} normalises over every valid token of the batch",
+            allowed=repr(TOKEN_MEAN),
+            hint=f"set algorithm.loss_agg_mode: {TOKEN_MEAN}, or remove it",
+        )
 
 
 def _shaped(ctx: Context, args: dict) -> bool:

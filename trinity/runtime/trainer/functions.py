@@ -183,13 +183,8 @@ def actor_loss(algorithm: AlgorithmConfig, config: Any, step: int, info: dict) -
 def prepare(algorithm: AlgorithmConfig) -> None:
     """Register (by importing their modules, binding the run's arguments) and look up the algorithm's functions: run
     in every trainer process before verl's actor calls a loss by its mode. A name verl lacks fails here, before
-    training. (A loss and an advantage function that do not go together are refused at validate.)"""
-    if POLICY_LOSSES[algorithm.policy_loss_fn].batch_mask and not algorithm.bypass_old_logprobs:
-        raise ValueError(
-            f"policy_loss_fn {algorithm.policy_loss_fn!r} compares the current policy with the rollout's own "
-            "log-probs (the behaviour policy): set algorithm.bypass_old_logprobs: true (recomputed old log-probs are "
-            "the current policy's, as Trinity-RFT also refuses)"
-        )
+    training. (A loss and an advantage function that do not go together, and a batch-masked loss without the
+    rollout's own log-probs, are refused at validate: derive/algorithm.py, derive/buffer.py batch_masked_loss.)"""
     loss_mode(algorithm.policy_loss_fn, algorithm.policy_loss_fn_args)
     estimator(algorithm.advantage_fn)
 
