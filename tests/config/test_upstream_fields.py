@@ -322,3 +322,31 @@ def test_readme_lists_every_default_that_is_not_upstreams():
     rows = [line for line in readme.splitlines() if line.startswith("| `")]
     differ = [p for p in USER_SETTABLE if p in OURS and _our_default(OURS[p]) != LEAVES[p]["default"] and "[]" not in p]
     assert differ and [p for p in differ if not any(f"`{p}`" in row.split(" | ")[0] for row in rows)] == []
+
+
+def test_every_upstream_value_trinity_refuses_is_a_supported_keys_value_refused_by_name(tmp_path):
+    """`values:` names a value Trinity-RFT takes for a key trinity supports: where it is written it is refused by name
+    with the reason, not as an unknown value (Tinker's engine and trainer)."""
+    assert upstream.values(), "conf/upstream_fields.yaml has a values section"
+    path = tmp_path / "run.yaml"
+    path.write_text(BASE)
+    for key, refused in upstream.values().items():
+        assert upstream.fate_of(tuple(key.split("."))).fate == "supported", key
+        for value, why in refused.items():
+            with pytest.raises(ConfigError) as err:
+                resolve(Request(path, ("hardware=cpu", f"{key}={value}")))
+            [issue] = [i for i in err.value.issues if i.key == key]
+            assert issue.message == f"{upstream.NOT_YET_VALUE}: {value!r}" and issue.hint == why
+
+
+def test_tinker_is_refused_with_what_it_needs(cli, write):
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", BASE), "hardware=cpu", "explorer.rollout_model.engine_type=tinker"
+    )
+    assert result.code == 2
+    assert "explorer.rollout_model.engine_type: known Trinity-RFT value, not supported by trinity yet: 'tinker'" in (
+        result.err
+    )
+    assert "TuFT 0.2.2, samples only on GPUs" in result.err
+    unknown = cli("config", "validate", "-c", write("run.yaml", BASE), "hardware=cpu", "trainer.trainer_type=tinkr")
+    assert unknown.code == 2 and "input should be 'verl' (got 'tinkr')" in unknown.err  # not upstream's: as before

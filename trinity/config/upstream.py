@@ -15,6 +15,7 @@ from ..paths import data_dir
 
 FATES = ("supported", "not yet", "internal")
 NOT_YET = "known Trinity-RFT key, not supported by trinity yet"
+NOT_YET_VALUE = "known Trinity-RFT value, not supported by trinity yet"
 INTERNAL = "known Trinity-RFT key that Trinity-RFT fills itself; not a setting"
 REMOVED = "no longer a key: Trinity-RFT 0.6 dropped it, and so did trinity"
 
@@ -74,8 +75,19 @@ def fate_of(path: tuple) -> Fate | None:
     return Fate(key, inside.pop()) if len(inside) == 1 else None
 
 
-def refusal(path: tuple, key: str, source: str) -> Issue | None:
-    """The error for a key our schema lacks when Trinity-RFT knows it (or trinity once had it); None otherwise."""
+@cache
+def values() -> dict[str, dict[str, str]]:
+    """Values of supported keys that Trinity-RFT takes and trinity does not: {dotted key: {value: why}}."""
+    with open(data_dir("conf") / "upstream_fields.yaml", encoding="utf-8") as stream:
+        return yaml.safe_load(stream).get("values") or {}
+
+
+def refusal(path: tuple, key: str, source: str, value: object = None) -> Issue | None:
+    """The error for a key our schema lacks when Trinity-RFT knows it (or trinity once had it), or, given the
+    `value` our schema refused, for a value Trinity-RFT takes; None otherwise."""
+    if value is not None:
+        why = values().get(pattern(path), {}).get(str(value))
+        return Issue(f"{NOT_YET_VALUE}: {value!r}", key=key, source=source, hint=why) if why else None
     found = fate_of(path)
     if found is None or found.fate == "supported":
         return None

@@ -14,7 +14,8 @@ from .redact import MASK, is_secret_name
 M = TypeVar("M", bound=BaseModel)
 Locate = Callable[[tuple], str]
 # (key path, dotted key, source) -> the error for a key the schema lacks but knows of, or None
-Known = Callable[[tuple, str, str], Issue | None]
+# (path, dotted key, where; the value a literal refused) -> the issue Trinity-RFT's knowledge gives, or None
+Known = Callable[..., Issue | None]
 
 
 def validate(model: type[M], data: Any, locate: Locate, prefix: tuple = (), known: Known | None = None) -> M:
@@ -57,6 +58,10 @@ def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple, kno
             hint=f"set {key} in your run config or as {key}=VALUE",
         )
     got = err.get("input")
+    if kind == "literal_error" and known is not None and isinstance(got, str):
+        issue = known(prefix + loc, key, where, got)
+        if issue is not None:
+            return issue
     shown = MASK if loc and is_secret_name(str(loc[-1])) else got  # a wrong credential is still a credential
     message = f"{err['msg'][0].lower()}{err['msg'][1:]}" + (
         "" if isinstance(got, (dict, list)) else f" (got {shown!r})"
