@@ -192,3 +192,26 @@ def test_the_keys_of_trinity_rfts_examples_are_explained_and_diffed(cli):
         }
         <= changed
     )
+
+
+# issue 46, part C: the data selectors, retries and format keys of every data set
+TASKSET_KEYS = "buffer.explorer_input.taskset"
+PART_C = {
+    f"{TASKSET_KEYS}.data_selector.selector_type": "shuffle",
+    f"{TASKSET_KEYS}.data_selector.seed": "7",
+    f"{TASKSET_KEYS}.max_retry_times": "5",
+    f"{TASKSET_KEYS}.format.enable_thinking": "true",
+    f"{TASKSET_KEYS}.format.reward_fn_key": "scorer",
+    "buffer.trainer_input.experience_buffer.max_retry_interval": "2",
+    "buffer.trainer_input.experience_buffer.format.enable_thinking": "false",
+}
+
+
+def test_the_data_sets_selectors_retries_and_format_keys_are_explained_and_diffed(cli):
+    overrides = [f"+{key}={value}" for key, value in PART_C.items()]
+    explained = cli("config", "render", "-c", REFERENCE, "hardware=a100", *overrides, "--explain", *PART_C)
+    assert explained.code == 0
+    for key, value in PART_C.items():
+        assert f"{key} = " in explained.out and f"override '+{key}={value}'" in explained.out
+    diff = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", *overrides, "--format", "json")
+    assert diff.code == 1 and set(PART_C) <= {d["key"] for d in diff.json()["changes"]}

@@ -245,22 +245,24 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
 
 
 def test_a_not_yet_key_in_a_stage_is_named_in_the_stage(cli, write):
-    text = BASE + "    buffer:\n      explorer_input:\n        taskset:\n          format: {reward_fn_key: fn}\n"
+    text = BASE + "    buffer:\n      explorer_input:\n        taskset:\n          format: {image_key: img}\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
     assert (
-        "run.yaml:18:20: buffer.explorer_input.taskset.format.reward_fn_key: known Trinity-RFT key, not supported by "
+        "run.yaml:18:20: buffer.explorer_input.taskset.format.image_key: known Trinity-RFT key, not supported by "
         "trinity yet (in stage 'only')" in result.err
     )
+    assert "hint: multi-modal data is not supported: trinity's engines, prompts and trainer carry text" in result.err
 
 
 def test_multi_turn_sft_is_a_data_sets_key_and_a_taskset_is_told_so(cli, write):
     fmt = "{enable_concatenated_multi_turn: true}"
-    text = BASE + f"    buffer:\n      explorer_input:\n        taskset:\n          format: {fmt}\n"
-    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
-    assert result.code == 2
-    assert "buffer.explorer_input.taskset.format.enable_concatenated_multi_turn: known Trinity-RFT key" in result.err
-    assert "SFT data sets (trainer_input.experience_buffer) read it" in result.err
+    text = BASE.replace("    taskset: {path: /data/t}\n", f"    taskset: {{path: /data/t, format: {fmt}}}\n")
+    result = cli("config", "render", "-c", write("run.yaml", text), "hardware=cpu", "~stages")
+    assert "run.yaml:7:39: buffer.explorer_input.taskset.format.enable_concatenated_multi_turn: changes nothing: " in (
+        result.err
+    )
+    assert "Trinity-RFT's task reader ignores it too: a task opens with one prompt" in result.err
 
 
 def test_a_key_trinity_dropped_names_its_replacement(cli, write):

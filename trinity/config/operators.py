@@ -2,9 +2,9 @@
 
 The explorer applies them in order to each explore step's experiences before they reach the buffer, as Trinity-RFT's
 ExperiencePipeline does in its explorer (buffer/pipelines/experience_pipeline.py; the operators are
-buffer/operators/filters/reward_filter.py's). Each entry gives its arguments (upstream's names and defaults) and the
-runtime function (trinity/runtime/explorer/operators.py); upstream's other operators are known and refused with the
-reason (`REFUSED`).
+buffer/operators/filters/reward_filter.py's and mappers/pass_rate_calculator.py's). Each entry gives its arguments
+(upstream's names and defaults) and the runtime function (trinity/runtime/explorer/operators.py); upstream's other
+operators are known and refused with the reason (`REFUSED`).
 """
 
 from dataclasses import dataclass
@@ -50,6 +50,13 @@ _ENTRIES = (
         DynamicSamplingArgs,
         RUNTIME + "dapo_dynamic_sampling",
     ),
+    OperatorEntry(
+        "pass_rate_calculator",
+        "each task's pass rate (its rollouts' mean reward) fed back to the training tasksets' data selectors that "
+        "learn from it (difficulty_based), and the share of tasks neither always nor never passed (selection/*)",
+        NoOperatorArgs,
+        RUNTIME + "pass_rate_calculator",
+    ),
 )
 OPERATORS: dict[str, OperatorEntry] = {e.name: e for e in _ENTRIES}
 
@@ -61,6 +68,5 @@ REFUSED = {
     "does it in the trainer",
     "invalid_reward_filter": f"dropping rollouts whose reward is not a number {_NOT_YET}",
     "reward_shaping_mapper": f"reshaping rewards by metrics {_NOT_YET}; shape them in the reward function",
-    "pass_rate_calculator": f"recording each task's pass rate for a task selector {_NOT_YET}",
     "data_juicer": "Data-Juicer pipelines (py-data-juicer and its service) are not in trinity yet",
 }

@@ -50,7 +50,8 @@ def buffer_names(ctx: Context) -> None:
         "buffer.explorer_input.default_reward_fn_type",
         "buffer.explorer_input.default_workflow_type",
         "mode",
-        *each_taskset("default_reward_fn_type", "default_workflow_type", "format.workflow_key", "reward_fn_args"),
+        *each_taskset("default_reward_fn_type", "default_workflow_type", "format.workflow_key", "format.reward_fn_key"),
+        *each_taskset("reward_fn_args"),
     ),
     writes=each_taskset("default_reward_fn_type", "default_workflow_type"),
 )
@@ -97,9 +98,9 @@ def _check_rewards(ctx: Context) -> None:
     ones it takes (the workflow's default reward's when the taskset names none)."""
     reported = set()
     for key, taskset, _ in tasksets(ctx):
-        name = taskset.get("default_reward_fn_type")
-        if name is None and (taskset.get("format") or {}).get("workflow_key"):
-            continue  # rows may name other workflows, each scoring with its own default reward and these args
+        name, fmt = taskset.get("default_reward_fn_type"), taskset.get("format") or {}
+        if name is None and (fmt.get("workflow_key") or fmt.get("reward_fn_key")):
+            continue  # rows may name other workflows or rewards, each checked with these args when its taskset loads
         workflow = taskset.get("default_workflow_type")
         if name is None and workflow in NAMED_REWARD:
             ctx.report(

@@ -31,11 +31,20 @@ class _Columns(Section):
         description="Column holding a row's tools (OpenAI function schemas), which the chat template renders into its "
         "prompt; a row without the column has none.",
     )
-
-
-class FormatConfig(_Columns):
-    """A data set's format: a trainer's (SFT, DPO, pre-training) or a buffer's."""
-
+    enable_thinking: bool | None = Field(
+        None,
+        description="The chat template's enable_thinking for this data set's prompts; null: a taskset's take "
+        "explorer.rollout_model.enable_thinking, the experience buffer's model.enable_thinking, an auxiliary "
+        "buffer's the template's own default.",
+    )
+    workflow_key: str = Field(
+        "", description="Column naming each row's workflow (tasksets); a row with none takes default_workflow_type."
+    )
+    reward_fn_key: str = Field(
+        "",
+        description="Column naming each row's reward function (tasksets); a row with none takes "
+        "default_reward_fn_type.",
+    )
     enable_concatenated_multi_turn: bool = Field(
         False,
         description="SFT on messages: train every assistant turn of a conversation (the others are context), not "
@@ -43,10 +52,9 @@ class FormatConfig(_Columns):
     )
 
 
-class TasksetFormat(_Columns):
-    workflow_key: str = Field(
-        "", description="Column naming each row's workflow; a row with none takes the taskset's default_workflow_type."
-    )
+class FormatConfig(_Columns):
+    """A data set's format: a taskset's, a trainer's (SFT, DPO, pre-training) or a buffer's (Trinity-RFT's one
+    FormatConfig; what a kind of data set does not read is said where it is written)."""
 
 
 class GenerationConfig(Section):
@@ -61,6 +69,31 @@ class GenerationConfig(Section):
     )
 
 
+# Trinity-RFT's data selectors (buffer/selector/__init__.py); what each does: trinity/config/selectors.py
+SelectorType = Literal["sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based"]
+
+
+class DataSelectorConfig(Section):
+    """Which rows of a data set each step reads (Trinity-RFT's DataSelectorConfig)."""
+
+    selector_type: SelectorType = Field(
+        "sequential",
+        description="sequential: in order; shuffle: a seeded permutation per epoch; random: a seeded draw per batch; "
+        "offline_easy2hard: by feature_keys, highest first; difficulty_based: tasks whose predicted pass rate is "
+        "nearest kwargs.target_reward.",
+    )
+    seed: int = Field(42, description="Seed of shuffle, random and difficulty_based.")
+    feature_keys: list[str] = Field(
+        default_factory=list,
+        description="Columns the difficulty selectors read: offline_easy2hard one or more (higher is easier), "
+        "difficulty_based two (pass rates of a weaker and a stronger reference model).",
+    )
+    kwargs: dict[str, Any] = Field(
+        default_factory=dict,
+        description="difficulty_based's settings (m, lamb, rho, adaptive_rho, do_sample, tau, target_reward).",
+    )
+
+
 class StorageConfig(Section):
     """What every data source and sink has: a name, where it lives, and how its rows are read."""
 
@@ -71,12 +104,18 @@ class StorageConfig(Section):
     split: str = Field("train", description="Data set split.")
     format: FormatConfig = Field(default_factory=FormatConfig, description="Column mapping.")
     enable_progress_bar: bool = Field(False, description="Show a progress bar while reading.")
+    data_selector: DataSelectorConfig = Field(
+        default_factory=DataSelectorConfig, description="Which rows each step reads."
+    )
+    max_retry_times: int = Field(
+        3, ge=0, description="Attempts of an SQL store's operation (at least one) before its error stands."
+    )
+    max_retry_interval: int = Field(1, ge=0, description="Seconds between an SQL store's attempts.")
 
 
 class TasksetConfig(StorageConfig):
     """A task set the explorer rolls out."""
 
-    format: TasksetFormat = Field(default_factory=TasksetFormat, description="Column mapping.")
     repeat_times: PositiveInt | None = Field(
         None, description="Rollouts per task; algorithm.repeat_times for training sets, 1 for evaluation."
     )
@@ -88,6 +127,9 @@ class TasksetConfig(StorageConfig):
     workflow_args: dict[str, Any] = Field(default_factory=dict, description="Keyword arguments of the workflow.")
     reward_fn_args: dict[str, Any] = Field(
         default_factory=dict, description="Keyword arguments of the reward function."
+    )
+    task_selector: DataSelectorConfig | None = Field(
+        None, description="Deprecated upstream: a training taskset's data_selector, which it replaces."
     )
 
 
@@ -136,6 +178,15 @@ class AuxiliaryBufferConfig(_Experiences):
 
     storage_type: Literal["file", "queue", "sql"] = Field(
         "file", description="Where the data set lives: read from its path (upstream's default 'queue' reads nothing)."
+    )
+    capacity: PositiveInt = Field(
+        10000, description="A queue's size; a data set read from its path has none (accepted, changes nothing)."
+    )
+    max_read_timeout: float = Field(
+        1800,
+        gt=0,
+        description="A queue's wait for a batch; a data set read from its path does not wait (accepted, "
+        "changes nothing).",
     )
 
 
