@@ -79,7 +79,7 @@ class Explorer:
     def peak_device_mb(self) -> float | None:
         return None
 
-    def setup(self, engines: list, buffer, model_path: str) -> dict:
+    def setup(self, engines: list, buffer, model_path: str, feedback: str | None = None, done: int = 0) -> dict:
         return {}
 
     def steps_per_epoch(self) -> int:

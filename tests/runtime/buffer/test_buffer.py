@@ -95,23 +95,65 @@ class Tokenizer:
         return {"input_ids": [ord(c) for c in text]}
 
 
-def test_sft_data_set_shuffles_each_epoch_and_covers_every_sample():
+def as_text(items):
+    return ["".join(map(chr, e.response_ids[:-1])) for e in items]
+
+
+def test_an_sft_data_set_is_read_in_order_by_default_as_trinity_rfts():
     rows = [{"prompt": f"{i}+0=", "response": str(i)} for i in range(6)]
     from trinity.config.schema.buffer import FormatConfig
 
-    data = stores.DataSet(rows, FormatConfig(), Tokenizer(), seed=3)
-    first, second = data.take(3, step=1) + data.take(3, step=2), data.take(3, step=3) + data.take(3, step=4)
-    as_text = lambda items: sorted("".join(map(chr, e.response_ids[:-1])) for e in items)  # noqa: E731
-    assert as_text(first) == as_text(second) == [str(i) for i in range(6)]
-    assert first[0].response_ids[-1] == Tokenizer.eos_token_id  # the model learns to stop
-    assert data.take(3, step=1) == data.take(3, step=1)  # by position: the same step reads the same samples
+    data = stores.DataSet(rows, FormatConfig(), Tokenizer())
+    assert [as_text(data.take(4, step)) for step in (1, 2, 3)] == [["0", "1", "2", "3"], ["4", "5", "0", "1"]] + [
+        ["2", "3", "4", "5"]
+    ]
+    assert data.take(4, step=1)[0].response_ids[-1] == Tokenizer.eos_token_id  # the model learns to stop
+
+
+SELECTED = [{"prompt": f"{i}+0=", "response": str(i), "easy": i % 3, "strong": 0.9} for i in range(6)]
+FEATURES = {"offline_easy2hard": "[easy]", "difficulty_based": "[easy, strong]"}
+
+
+@pytest.mark.parametrize("place", ["experience_buffer", "auxiliary_buffer"])
+@pytest.mark.parametrize("name", ["sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based"])
+def test_a_trainers_data_set_reads_the_rows_its_selector_picks_by_step(demo_assets, tmp_path, monkeypatch, name, place):
+    """The SFT data set of an SFT run (the buffer's) and of sample strategy mix (the trainer's), each read through
+    its data_selector as the config gives it."""
+    from tests.cli.test_run import GRPO_ONLY
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.buffer.actor import data_set
+    from trinity.runtime.data import selectors
+    from trinity.runtime.trainer.sampling import expert_data
+
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    rows = tmp_path / "sft.jsonl"
+    rows.write_text("".join(json.dumps(r) + "\n" for r in SELECTED))
+    chosen = f"{{selector_type: {name}, seed: 5, feature_keys: {FEATURES.get(name, '[]')}}}"
+    data = f"path: {rows}, format: {{prompt_type: plaintext}}, data_selector: {chosen}"
+    if place == "experience_buffer":
+        overrides = ("mode=train", "algorithm.algorithm_type=sft", f"buffer.trainer_input.experience_buffer={{{data}}}")
+    else:
+        overrides = ("algorithm.algorithm_type=mix", f"+buffer.trainer_input.auxiliary_buffers.sft_dataset={{{data}}}")
+    config = resolve(Request(None, ("hardware=cpu", *GRPO_ONLY[:1], *overrides))).config
+    tokenizer = str(demo_assets / "model")
+    if place == "experience_buffer":
+        storage = config.buffer.trainer_input.experience_buffer
+        read = data_set(storage, {"tokenizer": tokenizer, "model": config.model, "data": "sft"})
+    else:
+        storage = config.buffer.trainer_input.auxiliary_buffers["sft_dataset"]
+        read = expert_data(config, tokenizer)
+    picks = selectors.build(SELECTED, storage.data_selector)
+    text = lambda items: [read.samples.index([e]) for e in items]  # noqa: E731 (which row each sample is)
+    for step in (1, 2, 3):
+        assert text(read.take(4, step)) == picks.pick((step - 1) * 4, 4)
 
 
 def test_dpo_pairs_stay_adjacent_and_whole_in_every_step():
     from trinity.config.schema.buffer import FormatConfig
 
     rows = [{"prompt": f"{i}+1=", "chosen": str(i + 1), "rejected": str(i + 2)} for i in range(5)]
-    data = stores.DataSet(rows, FormatConfig(), Tokenizer(), seed=1, data="pairs")
+    data = stores.DataSet(rows, FormatConfig(), Tokenizer(), data="pairs")
     text = lambda e: ("".join(map(chr, e.prompt_ids)), "".join(map(chr, e.response_ids[:-1])))  # noqa: E731
     for step in (1, 2, 3):
         batch = [text(e) for e in data.take(4, step)]  # 4 experiences: 2 pairs
@@ -128,7 +170,7 @@ def test_cpt_text_trains_every_token_but_the_first():
         def __call__(self, text, add_special_tokens=True):
             return {"input_ids": [1] * add_special_tokens + [ord(c) for c in text]}
 
-    data = stores.DataSet([{"text": "abc"}], FormatConfig(prompt_key="text"), WithBos(), seed=0, data="text")
+    data = stores.DataSet([{"text": "abc"}], FormatConfig(prompt_key="text"), WithBos(), data="text")
     [exp] = data.take(1, step=1)
     assert (exp.prompt_ids, exp.response_ids) == ([1], [ord("a"), ord("b"), ord("c")])  # no end of sequence added
 
@@ -201,3 +243,50 @@ def test_sql_drops_stale_experiences_by_their_weight_version(tmp_path):
     store.add(versioned([3, 1, 4, 1]))
     assert store.drop_stale(min_version=2, step=5) == 2 and store.waiting() == 2
     assert rewards(store.take(2, step=5)) == [0, 2]
+
+
+def locked(path):
+    """Another process's connection holding the database's write lock (as an explorer's write would)."""
+    import sqlite3
+
+    holder = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN EXCLUSIVE")
+    return holder
+
+
+def test_an_operation_sqlite_refuses_is_tried_max_retry_times_then_its_error_stands(tmp_path):
+    """As Trinity-RFT's SQL storage: max(1, max_retry_times) attempts, max_retry_interval seconds apart."""
+    import sqlite3
+    import time
+
+    path = tmp_path / "b.db"
+    for times, attempts in ((3, 3), (0, 1)):
+        store = SqliteStore(path, retries=(times, 0.3), busy_s=0.01)
+        holder = locked(path)
+        started = time.monotonic()
+        with pytest.raises(sqlite3.OperationalError, match="locked"):
+            store.add(exps(0, 1))
+        assert 0.3 * (attempts - 1) <= time.monotonic() - started < 0.3 * attempts
+        holder.rollback()
+    assert store.waiting() == 0
+
+
+def test_a_lock_released_between_attempts_lets_the_next_one_through(tmp_path):
+    import threading
+
+    path = tmp_path / "b.db"
+    store = SqliteStore(path, retries=(3, 0.6), busy_s=0.01)
+    holder = locked(path)
+    threading.Timer(0.2, holder.rollback).start()  # released while the store waits to try again
+    store.add(exps(0, 2))
+    assert rewards(store.take(2, step=1)) == [0.0, 1.0]
+
+
+def test_the_experience_buffer_gives_its_sqlite_store_its_retries(tmp_path):
+    from trinity.config.schema.buffer import ExperienceBufferConfig
+    from trinity.runtime.buffer.actor import ExperienceBuffer
+
+    storage = ExperienceBufferConfig(name="e", storage_type="sql", max_retry_times=5, max_retry_interval=2)
+    buffer = ExperienceBuffer(storage=storage, run_dir=str(tmp_path), name="buffer", role="buffer")
+    buffer.setup()
+    assert (buffer.store.attempts, buffer.store.interval) == (5, 2)

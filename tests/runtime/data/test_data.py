@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from trinity.config.schema.buffer import FormatConfig, TasksetFormat
+from trinity.config.schema.buffer import FormatConfig
 from trinity.runtime.data.prompts import FormatError, check_columns, prompt_text, sft_pair
 from trinity.runtime.data.tasksets import DataError, SplitError, first_row, load_rows
 
@@ -174,12 +174,17 @@ def test_a_missing_column_names_the_columns_there_are():
         prompt_text(ROWS[0], FormatConfig(), PlainTokenizer())
 
 
-@pytest.mark.parametrize("key", ["system_prompt_key", "workflow_key"])
+@pytest.mark.parametrize("key", ["system_prompt_key", "workflow_key", "reward_fn_key"])
 def test_a_format_column_the_rows_lack_fails_at_setup(key):
     with pytest.raises(
         ValueError, match=f"taskset mixed: rows have no column 'sys' \\(columns: prompt\\); set its format.{key}"
     ):
-        check_columns("taskset mixed", TasksetFormat(**{key: "sys"}), {"prompt": "1+1="})
+        check_columns("taskset mixed", FormatConfig(**{key: "sys"}), {"prompt": "1+1="})
+
+
+@pytest.mark.parametrize("key", ["workflow_key", "reward_fn_key"])
+def test_a_trainers_data_set_needs_no_workflow_or_reward_column(key):
+    check_columns("data set sft", FormatConfig(**{key: "sys"}), {"prompt": "1+1=", "response": "2"}, "sft")
 
 
 @pytest.mark.parametrize(

@@ -281,3 +281,113 @@ def test_a_users_reward_that_cannot_run_stops_setup_naming_the_taskset(explorer,
         explorer(f"buffer.explorer_input.taskset.default_reward_fn_type={name}")
     message = str(err.value)
     assert message.startswith(f"taskset arith: reward function {name!r}: ") and error in message
+
+
+# --- which rows a step reads: the tasksets' data selectors ---------------------------------------------------------
+
+SELECTED = [
+    {"prompt": f"{i}+1=", "response": str(i + 1), "weak": (i % 4) / 4, "strong": min(1.0, (i % 4) / 4 + 0.5)}
+    for i in range(10)
+]
+FEATURES = {"offline_easy2hard": "[weak]", "difficulty_based": "[weak, strong]"}
+
+
+def rows_file(tmp_path):
+    path = tmp_path / "selected.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in SELECTED))
+    return path
+
+
+def selecting(tmp_path, name, key="data_selector", **kwargs):
+    """Overrides giving the training taskset the rows above and the selector `name` (under `key`)."""
+    args = ", ".join(f"{k}: {v}" for k, v in kwargs.items())
+    setting = f"{{selector_type: {name}, seed: 3, feature_keys: {FEATURES.get(name, '[]')}, kwargs: {{{args}}}}}"
+    return (
+        f"buffer.explorer_input.taskset.path={rows_file(tmp_path)}",
+        f"+buffer.explorer_input.taskset.{key}={setting}",
+    )
+
+
+def read_rows(role, step):
+    return [int(task.uid.rsplit("/", 1)[1]) for _, task in role._batch(step)]
+
+
+@pytest.mark.parametrize("key", ["data_selector", "task_selector"])
+@pytest.mark.parametrize("name", ["sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based"])
+def test_a_tasksets_selector_chooses_the_rows_each_step_reads(explorer, tmp_path, name, key):
+    """Upstream's deprecated task_selector is the training taskset's data_selector."""
+    from trinity.config.schema.buffer import DataSelectorConfig
+    from trinity.runtime.data import selectors
+
+    role = explorer(*selecting(tmp_path, name, key), "buffer.batch_size=4")
+    feature_keys = FEATURES.get(name, "[]").strip("[]").split(", ") if name in FEATURES else []
+    picks = selectors.build(SELECTED, DataSelectorConfig(selector_type=name, seed=3, feature_keys=feature_keys))
+    assert [read_rows(role, step) for step in (1, 2, 3)] == [picks.pick(p, 4) for p in (0, 4, 8)]
+
+
+def set_up(config_overrides, demo_assets, feedback, done):
+    config = resolve(Request(None, ("hardware=cpu", "~stages", *config_overrides))).config
+    role = Explorer(name="explorer", role="explorer", config=config)
+    role.setup([], None, str(demo_assets / "model"), str(feedback) if feedback else None, done)
+    return role
+
+
+def test_a_resumed_explorer_selects_as_if_it_had_never_stopped(explorer, demo_assets, tmp_path):
+    """difficulty_based learns each step's pass rates; resumed at step 2's checkpoint, the explorer learns steps 1 and
+    2 again from the run directory's log, and its step 3 reads what the unbroken run's would."""
+    overrides = (*selecting(tmp_path, "difficulty_based", tau=0), "buffer.batch_size=3")
+    feedback = tmp_path / "run" / "selectors" / "stage_0.jsonl"
+    first = set_up(overrides, demo_assets, feedback, done=0)
+    rates = {}
+    for step in (1, 2, 3):
+        rates[step] = {task.uid: float(i % 2) for i, (_, task) in enumerate(first._batch(step))}
+        first._learn(step, rates[step])
+    resumed = set_up(overrides, demo_assets, feedback, done=2)
+    unbroken = set_up(overrides, demo_assets, tmp_path / "other.jsonl", done=0)
+    for step in (1, 2):
+        unbroken._learn(step, rates[step])
+    assert read_rows(resumed, 3) == read_rows(unbroken, 3) != read_rows(set_up(overrides, demo_assets, None, 0), 3)
+    assert [json.loads(line)["step"] for line in feedback.read_text().splitlines()] == [1, 2]
+
+
+def test_a_row_names_its_own_reward_function_in_reward_fn_key(explorer, tmp_path):
+    rows = [
+        {"prompt": "1+2=", "response": "3", "scorer": "format_reward"},
+        {"prompt": "2+2=", "response": "4", "scorer": None},
+    ]
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    role = explorer(
+        f"buffer.explorer_input.taskset.path={tmp_path / 'rows.jsonl'}",
+        "buffer.explorer_input.taskset.format.reward_fn_key=scorer",
+        "buffer.explorer_input.taskset.default_reward_fn_type=exact_match",
+    )
+    tasks = role.train[0].tasks
+    assert [t.reward_fn.name for t in tasks] == ["format_reward", "exact_match"]  # none named: the taskset's
+    exps = role.train[0].workflows[tasks[0].uid](tasks[0], Scripted(["\\boxed{3}"])).run()
+    assert exps[0].reward == EARNS["format_reward"][2]
+    rows[1]["scorer"] = "no_such_reward"
+    (tmp_path / "rows.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(ValueError, match=r"taskset arith: unknown reward function 'no_such_reward'.*\(row 1, column "):
+        explorer(
+            f"buffer.explorer_input.taskset.path={tmp_path / 'rows.jsonl'}",
+            "buffer.explorer_input.taskset.format.reward_fn_key=scorer",
+        )
+
+
+@pytest.mark.parametrize(
+    "own,rollout,rendered", [(None, "false", "False"), ("true", "false", "True"), ("false", None, "False")]
+)
+def test_a_tasksets_enable_thinking_renders_its_prompts(explorer, own, rollout, rendered):
+    overrides = [
+        "buffer.explorer_input.taskset.format.prompt_type=messages",
+        "buffer.explorer_input.eval_tasksets.0.format.prompt_type=messages",
+        "model.custom_chat_template='{{ enable_thinking }}|{{ messages[-1].content }}'",
+    ]
+    overrides += [f"+buffer.explorer_input.taskset.format.enable_thinking={own}"] if own else []
+    overrides += [f"model.enable_thinking={rollout}"] if rollout else []
+    role = explorer(*overrides)
+    ts, ev = role.train[0], role.evals[0]
+    assert client(role, ts).prompt(ts.tasks[0]) == f"{rendered}|{ts.tasks[0].row['prompt']}"
+    # the evaluation taskset sets none: the rollout model's (the template's default where that is null too)
+    expected = {"false": "False", None: "None"}[rollout]
+    assert client(role, ev).prompt(ev.tasks[0]).startswith(f"{expected}|")

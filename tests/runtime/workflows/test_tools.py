@@ -183,14 +183,14 @@ def test_an_sft_conversation_trains_every_assistant_turn(tool_tokenizer):
         ]
     }
     every = FormatConfig(prompt_type="messages", messages_key="messages", enable_concatenated_multi_turn=True)
-    (exp,) = DataSet([row], every, tool_tokenizer, 0, TOOLS).samples[0]
+    (exp,) = DataSet([row], every, tool_tokenizer, template=TOOLS).samples[0]
     assert exp.prompt_ids == ids(tool_tokenizer, "12+34+56=")
     tokens = tool_tokenizer.convert_ids_to_tokens(exp.response_ids)
     assert (
         "".join(t if m else f"({t})" for t, m in zip(tokens, exp.action_mask)) == "[12+34+56]<eos>(=)(1)(0)(2)102<eos>"
     )
     (last,) = DataSet(
-        [row], every.model_copy(update={"enable_concatenated_multi_turn": False}), tool_tokenizer, 0, TOOLS
+        [row], every.model_copy(update={"enable_concatenated_multi_turn": False}), tool_tokenizer, template=TOOLS
     ).samples[0]
     assert last.action_mask is None and tool_tokenizer.decode(last.response_ids) == "102<eos>"  # the last turn alone
     assert json.loads(exp.to_json())["action_mask"] == exp.action_mask
@@ -233,9 +233,11 @@ def test_sft_conversations_with_structured_tool_calls_or_odd_messages_are_refuse
     every = FormatConfig(prompt_type="messages", messages_key="messages", enable_concatenated_multi_turn=True)
     structured = {"role": "assistant", "content": None, "tool_calls": [{"function": {"name": "add"}}]}
     with pytest.raises(FormatError, match="structured tool_calls are not trained yet"):
-        DataSet([{"messages": [{"role": "user", "content": "1+2="}, structured]}], every, tool_tokenizer, 0, TOOLS)
+        DataSet(
+            [{"messages": [{"role": "user", "content": "1+2="}, structured]}], every, tool_tokenizer, template=TOOLS
+        )
     with pytest.raises(FormatError, match="holds 'hi' where a message"):
-        DataSet([{"messages": ["hi"]}], every, tool_tokenizer, 0, TOOLS)
+        DataSet([{"messages": ["hi"]}], every, tool_tokenizer, template=TOOLS)
 
 
 def test_multi_turn_sft_is_refused_where_there_are_no_turns_to_train(tool_tokenizer):
@@ -244,10 +246,10 @@ def test_multi_turn_sft_is_refused_where_there_are_no_turns_to_train(tool_tokeni
 
     every = FormatConfig(prompt_type="plaintext", enable_concatenated_multi_turn=True)
     with pytest.raises(ValueError, match="this is a sft data set of plaintext rows: set prompt_type: messages"):
-        DataSet([{"prompt": "1+2=", "response": "3"}], every, tool_tokenizer, 0, TOOLS)
+        DataSet([{"prompt": "1+2=", "response": "3"}], every, tool_tokenizer, template=TOOLS)
     pairs = FormatConfig(enable_concatenated_multi_turn=True)
     with pytest.raises(ValueError, match="this is a pairs data set of messages rows"):
-        DataSet([{"prompt": "1", "chosen": "2", "rejected": "3"}], pairs, tool_tokenizer, 0, TOOLS, data="pairs")
+        DataSet([{"prompt": "1", "chosen": "2", "rejected": "3"}], pairs, tool_tokenizer, template=TOOLS, data="pairs")
     no_turn = FormatConfig(messages_key="messages", enable_concatenated_multi_turn=True)
     with pytest.raises(FormatError, match="holds a conversation with no assistant turn to train"):
-        DataSet([{"messages": [{"role": "user", "content": "1+2="}]}], no_turn, tool_tokenizer, 0, TOOLS)
+        DataSet([{"messages": [{"role": "user", "content": "1+2="}]}], no_turn, tool_tokenizer, template=TOOLS)

@@ -43,7 +43,7 @@ class ExperienceBuffer(Role):
             super().warm()
 
     def setup(self, sft: dict | None = None) -> dict:
-        """Open the store; `sft` = {tokenizer path, seed, model section, data kind} makes it serve a data set's
+        """Open the store; `sft` = {tokenizer path, model section, data kind} makes it serve a data set's
         samples instead (SFT samples, DPO pairs or raw text)."""
         storage = self.storage
         if sft is not None:
@@ -54,7 +54,8 @@ class ExperienceBuffer(Role):
             )
         elif storage.storage_type == "sql" or (storage.path or "").startswith(stores.SQLITE_PREFIX):
             store = stores.SqliteStore(
-                stores.sqlite_path(storage.path or f"{stores.SQLITE_PREFIX}{storage.name}.db", self.run_dir)
+                stores.sqlite_path(storage.path or f"{stores.SQLITE_PREFIX}{storage.name}.db", self.run_dir),
+                (storage.max_retry_times, storage.max_retry_interval),
             )
             self.store = store if storage.storage_type == "sql" else stores.MemoryQueue(store)
         elif storage.replay_buffer.enable:  # served by priority (derive/replay.py: only the in-memory queue)
@@ -109,7 +110,8 @@ class ExperienceBuffer(Role):
 
 
 def data_set(storage: Any, sft: dict) -> stores.DataSet:
-    """A local data set's rows, checked for the columns `sft["data"]` reads and tokenised (stores.DataSet)."""
+    """A local data set's rows, checked for the columns `sft["data"]` reads, tokenised and read through its
+    data_selector (stores.DataSet)."""
     from transformers import AutoTokenizer
 
     from ..data.prompts import check_columns
@@ -121,4 +123,9 @@ def data_set(storage: Any, sft: dict) -> stores.DataSet:
     check_columns(f"data set {storage.name}", storage.format, rows[0], sft["data"])
     model = sft["model"]
     tokenizer = AutoTokenizer.from_pretrained(sft["tokenizer"], trust_remote_code=model.trust_remote_code)
-    return stores.DataSet(rows, storage.format, tokenizer, sft["seed"], model.custom_chat_template, sft["data"])
+    try:
+        return stores.DataSet(
+            rows, storage.format, tokenizer, storage.data_selector, model.custom_chat_template, sft["data"]
+        )
+    except ValueError as exc:
+        raise ValueError(f"data set {storage.name}: {exc}") from None

@@ -7,7 +7,6 @@
 - a data set (SFT): rows of a local data set, tokenised, served by position like `file`.
 """
 
-import random
 from collections import deque
 from pathlib import Path
 from typing import Any
@@ -79,37 +78,40 @@ class JsonlFile:
 
 
 class DataSet:
-    """A trainer's data set, one shuffled pass per epoch: (prompt, response) token ids of each SFT sample, a chosen
-    and a rejected one (adjacent) of each DPO pair, or one raw text whose every token but the first is trained
-    (continued pre-training, as Trinity-RFT's formatter does). `data` says which (config/algorithms/presets.py)."""
+    """A trainer's data set, read through its data selector (data_selector; upstream's default reads it in order):
+    (prompt, response) token ids of each SFT sample, a chosen and a rejected one (adjacent) of each DPO pair, or one
+    raw text whose every token but the first is trained (continued pre-training, as Trinity-RFT's formatter does).
+    `data` says which (config/algorithms/presets.py)."""
 
     def __init__(
-        self, rows: list[dict], fmt: Any, tokenizer: Any, seed: int, template: str | None = None, data: str = "sft"
+        self,
+        rows: list[dict],
+        fmt: Any,
+        tokenizer: Any,
+        selector: Any = None,
+        template: str | None = None,
+        data: str = "sft",
     ):
+        from ...config.schema.buffer import DataSelectorConfig
+        from ..data import selectors
+
         if fmt.enable_concatenated_multi_turn and (data != "sft" or fmt.prompt_type == "plaintext"):
             raise ValueError(
                 "format.enable_concatenated_multi_turn trains the assistant turns of an SFT data set's messages; this "
                 f"is a {data} data set of {fmt.prompt_type} rows: set prompt_type: messages, or leave it false"
             )
         self.samples = [ENCODERS[data](row, fmt, tokenizer, template) for row in rows]  # each a list of experiences
-        self.seed = seed
-        self.orders: dict[int, list[int]] = {}
+        self.selector = selectors.build(rows, selector or DataSelectorConfig())  # built from the rows: their features
 
     def add(self, experiences: list[Experience]) -> None:
         raise ValueError("an SFT data set is read-only")
 
     def take(self, n: int, step: int) -> list[Experience]:
-        """The `n` experiences of train step `step`: n // len(sample) whole samples (a pair is two experiences)."""
-        size, per = len(self.samples), len(self.samples[0])
-        count = n // per
-        picked = [self.samples[self._order(i // size)[i % size]] for i in range((step - 1) * count, step * count)]
+        """The `n` experiences of train step `step`: n // len(sample) whole samples (a pair is two experiences), the
+        selector's at positions (step - 1) x that count onward."""
+        count = n // len(self.samples[0])
+        picked = [self.samples[i] for i in self.selector.pick((step - 1) * count, count)]
         return [exp for sample in picked for exp in sample]
-
-    def _order(self, epoch: int) -> list[int]:
-        if epoch not in self.orders:
-            self.orders = {epoch: list(range(len(self.samples)))}  # one epoch's order at a time
-            random.Random(self.seed + epoch).shuffle(self.orders[epoch])
-        return self.orders[epoch]
 
     def rewind(self, after_step: int | None) -> int:
         return 0
@@ -135,7 +137,8 @@ def _every_turn(row: dict, fmt: Any, tokenizer: Any, template: str | None) -> Ex
     from ..workflows.conversation import ChatTemplate, Conversation
 
     opening, turns = sft_turns(row, fmt)
-    talk = Conversation(ChatTemplate(tokenizer, template_of(fmt, template), tools=tools_of(row, fmt)), opening)
+    chat = ChatTemplate(tokenizer, template_of(fmt, template), fmt.enable_thinking, tools_of(row, fmt))
+    talk = Conversation(chat, opening)
     for text, after in turns:
         ids = _tokens(text, tokenizer) + [tokenizer.eos_token_id]
         talk.add_reply(ids, [0.0] * len(ids), text, 0)

@@ -42,7 +42,13 @@ def _issues(data_input: DataInput, provenance: Any, label: str) -> list[Issue]:
     if row is None:
         return []
     missing = missing_columns(storage.format, row, data_input.data)
-    return [_no_column(what, column, (*key, "format", name), row, provenance) for column, name in missing]
+    issues = [_no_column(what, column, (*key, "format", name), row, provenance) for column, name in missing]
+    features = storage.data_selector.feature_keys  # the columns a difficulty selector reads
+    return issues + [
+        _no_column(what, column, (*key, "data_selector", "feature_keys", i), row, provenance)
+        for i, column in enumerate(features)
+        if column not in row
+    ]
 
 
 def _no_column(what: str, column: str, path: tuple, row: dict, provenance: Any) -> Issue:

@@ -27,7 +27,9 @@ def missing_columns(fmt: Any, row: dict, data: str = "rollouts") -> list[tuple[s
     wanted = {} if by_messages else {fmt.prompt_key: "prompt_key"}
     if not (by_messages and data == "sft"):  # an SFT conversation's last assistant message is its response
         wanted |= {getattr(fmt, key): key for key in DATA_COLUMNS.get(data, ())}
-    wanted |= {fmt.system_prompt_key: "system_prompt_key", getattr(fmt, "workflow_key", None): "workflow_key"}
+    wanted |= {fmt.system_prompt_key: "system_prompt_key"}
+    if data == "rollouts":  # a task's own workflow and reward; a trainer's data set has neither
+        wanted |= {fmt.workflow_key: "workflow_key", fmt.reward_fn_key: "reward_fn_key"}
     return [(column, key) for column, key in wanted.items() if column and column not in row]
 
 
@@ -36,7 +38,9 @@ def no_column(column: str, row: dict) -> str:
     return f"rows have no column {column!r} (columns: {', '.join(map(str, row))})"
 
 
-def prompt_text(row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool = False, template: str | None = None) -> str:
+def prompt_text(
+    row: dict, fmt: Any, tokenizer: Any, enable_thinking: bool | None = False, template: str | None = None
+) -> str:
     """The text the model continues: plaintext as written, messages through the chat template."""
     if fmt.prompt_type == "plaintext":
         body, system = _column(row, fmt.prompt_key), _system(row, fmt)
@@ -56,15 +60,16 @@ def prompt_messages(row: dict, fmt: Any) -> list[dict]:
 
 
 def sft_pair(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -> tuple[str, str]:
-    """(prompt, response) of one SFT sample: the last assistant message is the response."""
+    """(prompt, response) of one SFT sample: the last assistant message is the response; the chat template renders
+    with the data set's format.enable_thinking (Trinity-RFT's SFTFormatter)."""
     if fmt.prompt_type == "plaintext":
         return prompt_text(row, fmt, tokenizer), str(_column(row, fmt.response_key))
     messages = _column(row, fmt.messages_key) if fmt.messages_key in row else None
     if messages and messages[-1].get("role") == "assistant":
         history = _with_system(messages[:-1], _system(row, fmt))
-        prompt = _chat(history, tokenizer, False, template_of(fmt, template), tools_of(row, fmt))
+        prompt = _chat(history, tokenizer, fmt.enable_thinking, template_of(fmt, template), tools_of(row, fmt))
         return prompt + (fmt.reply_prefix or ""), messages[-1]["content"]
-    return prompt_text(row, fmt, tokenizer, template=template), str(_column(row, fmt.response_key))
+    return prompt_text(row, fmt, tokenizer, fmt.enable_thinking, template), str(_column(row, fmt.response_key))
 
 
 def sft_turns(row: dict, fmt: Any) -> tuple[list[dict], list[tuple[str, list[dict]]]]:
@@ -94,7 +99,7 @@ def sft_turns(row: dict, fmt: Any) -> tuple[list[dict], list[tuple[str, list[dic
 def dpo_triple(row: dict, fmt: Any, tokenizer: Any, template: str | None = None) -> tuple[str, str, str]:
     """(prompt, chosen, rejected) of one preference pair: the prompt as a taskset's; each response a string, or
     assistant messages whose last one is the response (Trinity-RFT's messages layout)."""
-    prompt = prompt_text(row, fmt, tokenizer, template=template)
+    prompt = prompt_text(row, fmt, tokenizer, fmt.enable_thinking, template)
     return prompt, _reply(_column(row, fmt.chosen_key)), _reply(_column(row, fmt.rejected_key))
 
 
@@ -149,7 +154,7 @@ def tools_of(row: dict, fmt: Any) -> list[dict] | None:
 
 
 def _chat(
-    messages: list[dict], tokenizer: Any, enable_thinking: bool, template: str | None, tools: list | None = None
+    messages: list[dict], tokenizer: Any, enable_thinking: bool | None, template: str | None, tools: list | None = None
 ) -> str:
     if template is not None or getattr(tokenizer, "chat_template", None):
         return render_chat(tokenizer, messages, template, enable_thinking, tools, generation_prompt=True)
@@ -160,7 +165,7 @@ def render_chat(
     tokenizer: Any,
     messages: list[dict],
     template: str | None,
-    enable_thinking: bool,
+    enable_thinking: bool | None,
     tools: list | None,
     generation_prompt: bool,
 ) -> str:

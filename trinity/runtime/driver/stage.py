@@ -109,7 +109,8 @@ class Stage:
             self.data_size = self._setup_buffer(resume)
         rollout = [e.setup.remote(weights, version) for e in self.engines]
         if self.explorer:
-            rollout.append(self.explorer.setup.remote(self.engines, self.buffer, weights))
+            feedback = str(self.run_dir.selector_feedback(self.index))
+            rollout.append(self.explorer.setup.remote(self.engines, self.buffer, weights, feedback, self.start.done))
         # the trainer sets up beside the rollout side, unless it needs the explorer's count of tasks, or shares the
         # devices (an engine sizes its memory from what the device has free as it starts)
         if self._steps_from_tasks() or self.mode.shares_devices:
@@ -152,9 +153,8 @@ class Stage:
 
     def _setup_buffer(self, resume: Checkpoint | None) -> int:
         """The buffer's store (an SFT data set, or the experience queue); returns how many samples it holds."""
-        rollout = self.config.explorer.rollout_model
         data = data_kind(self.config.algorithm.algorithm_type)
-        sft = {"tokenizer": self.start.model_path, "seed": rollout.seed, "model": self.config.model, "data": data}
+        sft = {"tokenizer": self.start.model_path, "model": self.config.model, "data": data}
         info = self.wait([self.buffer.setup.remote(None if self.learns_from_rollout() else sft)])[0]
         if resume:
             self.wait([self.buffer.rewind.remote(self.start.done)])

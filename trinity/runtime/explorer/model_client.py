@@ -62,9 +62,13 @@ class ModelClient:
     def prompt(self, task: "Task") -> str:
         from ..data.prompts import prompt_text
 
-        return prompt_text(
-            task.row, task.format, self.tokenizer, self.rollout.enable_thinking, self.rollout.chat_template
-        )
+        return prompt_text(task.row, task.format, self.tokenizer, self.thinking(task), self.rollout.chat_template)
+
+    def thinking(self, task: "Task") -> bool | None:
+        """The chat template's enable_thinking for the task's prompts: its taskset's format.enable_thinking, else the
+        rollout model's (null: the template's own default)."""
+        own = getattr(task.format, "enable_thinking", None)
+        return own if own is not None else self.rollout.enable_thinking
 
     def generate(self, prompt: str, n: int) -> list:
         from ..workflows import Completion
@@ -98,7 +102,7 @@ class ModelClient:
         from ..workflows.conversation import ChatTemplate
 
         return ChatTemplate(
-            self.tokenizer, template_of(task.format, self.rollout.chat_template), self.rollout.enable_thinking, tools
+            self.tokenizer, template_of(task.format, self.rollout.chat_template), self.thinking(task), tools
         )
 
     def reply(self, conversations: list) -> None:

@@ -1,7 +1,8 @@
 """The experience operators (config/operators.py): each explore step's experiences pass through them, in order,
 before they reach the buffer. Each takes the experiences and its arguments, and returns what it keeps and what it
 counted (written on the explorer's metrics line), as Trinity-RFT's filters do (buffer/operators/filters/
-reward_filter.py: MaskResponseTruncatedOperator, DAPODynamicSamplingFilter)."""
+reward_filter.py: MaskResponseTruncatedOperator, DAPODynamicSamplingFilter; mappers/pass_rate_calculator.py:
+PassRateCalculator)."""
 
 from collections.abc import Callable
 from dataclasses import replace
@@ -12,7 +13,10 @@ from ...config.schema import RunConfig
 from ...utils.imports import import_path
 from ..experience import Experience
 
-Result = tuple[list[Experience], dict[str, float]]
+# what pass_rate_calculator hands the explorer among its metrics: task (an experience's group) -> its pass rate,
+# for the data selectors (as Trinity-RFT's SELECTOR_METRIC); the explorer takes it out before the metrics are written
+PASS_RATES = "pass_rates"
+Result = tuple[list[Experience], dict[str, Any]]
 Pipeline = list[tuple[Callable[[list[Experience], dict[str, Any]], Result], dict[str, Any]]]
 
 
@@ -26,7 +30,7 @@ def pipeline(config: RunConfig) -> Pipeline:
 
 def apply(operators: Pipeline, exps: list[Experience]) -> Result:
     """`exps` through every operator in turn, and what they counted."""
-    counted: dict[str, float] = {}
+    counted: dict[str, Any] = {}
     for operator, args in operators:
         exps, metrics = operator(exps, args)
         counted |= metrics
@@ -59,3 +63,27 @@ def dapo_dynamic_sampling(exps: list[Experience], args: dict[str, Any]) -> Resul
 
 def _score(exp: Experience, metric: str) -> float:
     return float(exp.metrics.get(metric, exp.reward))
+
+
+def pass_rate_calculator(exps: list[Experience], args: dict[str, Any]) -> Result:
+    """Each task's pass rate, the mean reward of its rollouts here (PASS_RATES, for the data selectors), and the
+    shares of tasks whose rate is inside (0, 1), inside (1/16, 15/16), below 1, above 0, below 15/16 and above 1/16
+    (upstream's selection/* metrics); the experiences pass unchanged."""
+    rewards: dict[str, list[float]] = {}
+    for exp in exps:
+        rewards.setdefault(exp.group, []).append(exp.reward)
+    rates = {task: sum(r) / len(r) for task, r in rewards.items()}
+    low, high = 1 / 16 + 1e-3, 15 / 16 - 1e-3
+
+    def share(test: Callable[[float], bool]) -> float:
+        return sum(map(test, rates.values())) / len(rates) if rates else 0.0
+
+    return exps, {
+        PASS_RATES: rates,
+        "selection/valid_ratio": share(lambda r: 0 < r < 1),
+        "selection/strict_valid_ratio": share(lambda r: low < r < high),
+        "selection/<1_ratio": share(lambda r: r < 1),
+        "selection/>0_ratio": share(lambda r: r > 0),
+        "selection/<15_16_ratio": share(lambda r: r < high),
+        "selection/>1_16_ratio": share(lambda r: r > low),
+    }

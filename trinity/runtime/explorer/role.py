@@ -1,12 +1,14 @@
 """The explorer role: runs each task's workflow over the rollout engines and writes experiences.
 
 Tasks go round-robin to the engines; up to `runner_per_model` workflows per engine run at once,
-and their requests reach the engine as one call (rollout/gather.py), generated together. With
+and their requests reach the engine as one call (rollout/gather.py), generated together. Which rows a step reads is
+its tasksets' data selectors' (schedule.py). With
 `explorer.max_repeat_times_per_runner`, a task's rollouts are split into runs of at most that many, each a workflow of
 its own on the next engine's free runner, and gathered back in run order (runs.py). A task that fails is retried
 `max_retry_times` times, then skipped with its error in the metrics; one that outlives
 `max_timeout` is abandoned. What the engines said of each reply completes the workflow's experiences (replies.py);
-the experience operators (operators.py) then filter a step's experiences before they reach the buffer.
+the experience operators (operators.py) then filter a step's experiences before they reach the buffer, and
+pass_rate_calculator's pass rates go back to the selectors that learn from them.
 """
 
 import importlib
@@ -26,6 +28,7 @@ from ..roles.base import Role
 from . import operators, runs
 from .model_client import ModelClient
 from .results import batch_metrics
+from .schedule import FeedbackLog, Schedule, eval_rows
 from .tasksets import TaskSet, load_taskset
 
 if TYPE_CHECKING:
@@ -56,8 +59,9 @@ class Explorer(Role):
         if self._chat_prompts():
             importlib.import_module(self.CHAT_WARM)
 
-    def setup(self, engines: list, buffer: Any, model_path: str) -> dict:
-        """Load the tasksets and the tokenizer; returns the number of tasks of each."""
+    def setup(self, engines: list, buffer: Any, model_path: str, feedback: str | None = None, done: int = 0) -> dict:
+        """Load the tasksets and the tokenizer; returns the number of tasks of each. A selector that learns is given
+        back, from the log at `feedback`, the pass rates of steps 1 .. `done` (the steps a resumed stage did)."""
         import ray
 
         from ..data.tokenizer import Tokenizer
@@ -74,6 +78,11 @@ class Explorer(Role):
         train, evals = self._tasksets()
         self.train = [load_taskset(self.config, t, False) for t in train]
         self.evals = [load_taskset(self.config, t, True) for t in evals]
+        self.schedule = Schedule([ts.selector for ts in self.train], self.config.buffer.batch_size)
+        self.slots = {task.uid: (t, i) for t, ts in enumerate(self.train) for i, task in enumerate(ts.tasks)}
+        self.feedback = FeedbackLog(Path(feedback)) if feedback and self.schedule.learns else None
+        if self.feedback:
+            self.feedback.replay(self.schedule, done)
         spec = ray.get(backend) if backend is not None else None
         self.tokenizer = Tokenizer(model_path, self.config.model.trust_remote_code, spec)
         if self._needs_hugging_face(spec):
@@ -134,6 +143,7 @@ class Explorer(Role):
         for exp in exps:
             exp.step = step
         written, counted = operators.apply(self.pipeline, exps)
+        self._learn(step, counted.pop(operators.PASS_RATES, {}))
         if written:
             import ray
 
@@ -143,11 +153,18 @@ class Explorer(Role):
         return summary | {"tasks": len(batch), "engine_calls": calls, "experiences": len(written)}
 
     def _batch(self, step: int) -> list:
-        """Tasks of explore step `step` (1-based), cycling through the training tasksets, epoch after epoch."""
-        everything = [(ts, task) for ts in self.train for task in ts.tasks]
-        size = self.config.buffer.batch_size
-        start = (step - 1) * size
-        return [everything[i % len(everything)] for i in range(start, start + size)]
+        """Tasks of explore step `step` (1-based), as the training tasksets' selectors choose them (schedule.py)."""
+        return [(self.train[t], self.train[t].tasks[row]) for t, row in self.schedule.batch(step)]
+
+    def _learn(self, step: int, rates: dict[str, float]) -> None:
+        """Each task's pass rate this step (pass_rate_calculator's, by task) to the selectors, and to the log a
+        resumed run replays."""
+        found = {self.slots[uid]: rate for uid, rate in rates.items() if uid in self.slots}
+        if not found or not self.schedule.learns:
+            return
+        self.schedule.feedback(found)
+        if self.feedback:
+            self.feedback.add(step, found)
 
     def evaluate(self, step: int) -> list[dict]:
         """Every eval taskset once; returns one metrics record per taskset (accuracy and reward)."""
@@ -155,10 +172,11 @@ class Explorer(Role):
         for ts in self.evals:
             started = time.perf_counter()
             label = f"evaluation of {ts.name} at step {step}"
-            exps, failed = self._run([(ts, t) for t in ts.tasks], label)
+            tasks = [ts.tasks[i] for i in eval_rows(ts.selector, self.config.buffer.batch_size)]
+            exps, failed = self._run([(ts, t) for t in tasks], label)
             accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
             out.append(
-                {"taskset": ts.name, "accuracy": accuracy, "tasks": len(ts.tasks), "failed": failed}
+                {"taskset": ts.name, "accuracy": accuracy, "tasks": len(tasks), "failed": failed}
                 | self._summary(exps, time.perf_counter() - started, failed, label)
             )
         return out

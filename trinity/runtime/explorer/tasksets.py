@@ -1,5 +1,6 @@
-"""The explorer's tasksets: rows read from a taskset's path become tasks, each with its workflow class (a row's own,
-else the taskset's default), its reward function and the taskset's sampling."""
+"""The explorer's tasksets: rows read from a taskset's path become tasks, each with its workflow class and its reward
+function (a row's own, named in its format.workflow_key / reward_fn_key column, else the taskset's default), the
+taskset's sampling, and the data selector that chooses which rows a step reads."""
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -8,6 +9,7 @@ from ...config.schema import RunConfig
 from ...config.schema.buffer import TasksetConfig
 
 if TYPE_CHECKING:
+    from ..data.selectors import Selector
     from ..rewards import BoundReward
     from ..rollout.base import Sampling
     from ..workflows.base import Task
@@ -21,10 +23,12 @@ class TaskSet:
     workflows: dict  # task uid -> its workflow class
     tasks: "list[Task]"
     sampling: "Sampling"
+    selector: "Selector"  # which rows each read takes (data_selector)
 
 
 def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> TaskSet:
     """Taskset `storage` as tasks, each row's workflow class and the sampling of its rollouts."""
+    from ..data import selectors
     from ..data.prompts import check_columns
     from ..data.tasksets import load_rows
     from ..rollout.base import Sampling
@@ -36,7 +40,7 @@ def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> Ta
         raise ValueError(f"taskset {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
     check_columns(f"taskset {storage.name}", storage.format, rows[0])
     kind = "eval" if is_eval else "train"
-    reward_fn = taskset_reward(storage, storage.default_reward_fn_type)  # the input's default was filled in by derive
+    rewards = row_rewards(storage, rows)
     tasks = [
         Task(
             f"{storage.name}/{kind}/{i}",
@@ -48,7 +52,7 @@ def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> Ta
             is_eval,
             reward_fn,
         )
-        for i, row in enumerate(rows)
+        for i, (row, reward_fn) in enumerate(zip(rows, rewards))
     ]
     args = storage.rollout_args
     max_tokens = args.max_tokens or config.model.max_response_tokens or 16
@@ -68,7 +72,11 @@ def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> Ta
         check_args(dict.fromkeys(workflows), storage.workflow_args)
     except ValueError as exc:
         raise ValueError(f"taskset {storage.name}: {exc}") from None
-    return TaskSet(storage.name, {task.uid: cls for task, cls in zip(tasks, workflows)}, tasks, sampling)
+    try:
+        selector = selectors.build(rows, storage.data_selector)
+    except ValueError as exc:
+        raise ValueError(f"taskset {storage.name}: data_selector: {exc}") from None
+    return TaskSet(storage.name, {task.uid: cls for task, cls in zip(tasks, workflows)}, tasks, sampling, selector)
 
 
 def row_workflows(storage: TasksetConfig, rows: list[dict], default: str | None) -> list[type]:
@@ -95,6 +103,28 @@ def row_workflows(storage: TasksetConfig, rows: list[dict], default: str | None)
             except ValueError as exc:
                 raise ValueError(f"taskset {storage.name}: row {i}: {exc}") from None
         out.append(classes[name])
+    return out
+
+
+def row_rewards(storage: TasksetConfig, rows: list[dict]) -> "list[BoundReward | None]":
+    """Each row's reward function: the one its format.reward_fn_key column names, else the taskset's default (the
+    input's was filled in by derive), each with the taskset's reward_fn_args; None leaves the workflow its own."""
+    key, bound = storage.format.reward_fn_key, {}
+    default = taskset_reward(storage, storage.default_reward_fn_type)
+    out = []
+    for i, row in enumerate(rows):
+        name = row.get(key) if key else None
+        if not name:
+            out.append(default)
+            continue
+        if not isinstance(name, str):
+            raise ValueError(f"taskset {storage.name}: row {i}: column {key!r} holds {name!r}, not a reward function")
+        if name not in bound:
+            try:
+                bound[name] = taskset_reward(storage, name)
+            except ValueError as exc:
+                raise ValueError(f"{exc} (row {i}, column {key!r})") from None
+        out.append(bound[name])
     return out
 
 

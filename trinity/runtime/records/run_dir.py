@@ -1,6 +1,7 @@
 """The run directory `checkpoint_root_dir/project/name/`: the resolved config with its hash,
 metrics.jsonl, checkpoints/global_step_N/ (Hugging Face files plus the trainer's state, published
-by renaming a finished temporary folder), logs/ per role, and a lock per mode."""
+by renaming a finished temporary folder), logs/ per role, selectors/ (the pass rates the explorer fed back to its
+data selectors), and a lock per mode."""
 
 import fcntl
 import hashlib
@@ -52,6 +53,11 @@ class RunDir:
         self.config = self.root / "config.yaml"
         self.endpoints = self.root / "endpoints.json"
         self.timeline = self.root / "ray_timeline.json"  # monitor.enable_ray_timeline: Chrome trace of the run's calls
+
+    def selector_feedback(self, stage_index: int) -> Path:
+        """The pass rates a stage's explorer fed back to its data selectors, one line per explore step, which a resumed
+        stage replays (explorer/schedule.py FeedbackLog)."""
+        return self.root / "selectors" / f"stage_{stage_index}.jsonl"
 
     @contextmanager
     def lock(self, mode: str | Collection[str]) -> Iterator[None]:

@@ -30,8 +30,7 @@ def expert_data(config: RunConfig, tokenizer: str) -> "DataSet | None":
     from ..buffer.actor import data_set
 
     storage = config.buffer.trainer_input.auxiliary_buffers[args["sft_dataset_name"]]
-    seed = config.explorer.rollout_model.seed
-    return data_set(storage, {"tokenizer": tokenizer, "seed": seed, "model": config.model, "data": "sft"})
+    return data_set(storage, {"tokenizer": tokenizer, "model": config.model, "data": "sft"})
 
 
 class Sampler:

@@ -27,7 +27,7 @@ class ChatTemplate:
 
     tokenizer: Any
     template: str | None = None
-    enable_thinking: bool = False
+    enable_thinking: bool | None = False  # None: the template's own default
     tools: list[dict] | None = None  # OpenAI function schemas the template renders into the prompt
 
     def render(self, messages: list[dict], generation_prompt: bool) -> str:
