@@ -113,6 +113,24 @@ def test_a_taskset_split_without_a_file(run, demo_assets):
     ) in proc.stderr
 
 
+def test_the_columns_a_selector_or_a_rows_reward_names_are_checked_before_ray(run):
+    """A taskset's data_selector.feature_keys and format.reward_fn_key name columns its rows must have."""
+    selector = "{selector_type: difficulty_based, feature_keys: [prompt, pass_rate]}"
+    proc, started = run(
+        f"+stages.1.buffer.explorer_input.taskset.data_selector={selector}",
+        "+buffer.explorer_input.eval_tasksets.0.format.reward_fn_key=scorer",
+    )
+    assert proc.returncode == 2 and started == [] and "Traceback" not in proc.stderr
+    assert "trinity: 2 problems in the config" in proc.stderr
+    for key, what, column in [
+        ("buffer.explorer_input.taskset.data_selector.feature_keys[1]", "taskset arith", "pass_rate"),
+        ("buffer.explorer_input.eval_tasksets[0].format.reward_fn_key", "taskset arith-heldout", "scorer"),
+    ]:
+        assert f"{key}: {what} (in stage 'grpo'): rows have no column '{column}' (columns: prompt, response)\n" in (
+            proc.stderr
+        )
+
+
 def test_the_rows_a_preference_or_mixing_trainer_reads_are_checked_for_their_columns(run, demo_assets):
     """DPO's data set needs chosen and rejected columns; the SFT data set a mixing strategy adds, a response."""
     expert = f"{{expert: {{name: expert, path: {demo_assets}/data, format: {{response_key: a}}}}}}"

@@ -49,6 +49,17 @@ KEYS46_EXPLORE = (
 JUDGED = "tests/cli/test_run_upstream_workflows.py::test_a_judged_math_run_trains_on_the_judges_grades_with_m2po"
 MATH_FLOWS = "tests/runtime/workflows/test_math_workflows.py::"
 JUDGES = ("trajectory_accuracy_grader_reward",)  # rewards that ask a judge: run against one
+# the data selectors: two training tasksets (difficulty_based fed by pass_rate_calculator, offline_easy2hard) and an
+# evaluation one (random) in a run stopped and resumed; every selector under each key in the explorer and in the
+# trainer's data sets, set up from a resolved config
+SELECTORS_RUN = (
+    "tests/cli/test_run_selectors.py::test_a_resumed_run_reads_the_rows_its_selectors_would_have_read_unbroken"
+)
+TASKSET_SELECTOR = "tests/runtime/explorer/test_role.py::test_a_tasksets_selector_chooses_the_rows_each_step_reads"
+DATA_SET_SELECTOR = (
+    "tests/runtime/buffer/test_buffer.py::test_a_trainers_data_set_reads_the_rows_its_selector_picks_by_step"
+)
+SELECTOR_NAMES = ("sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based")
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
 # as experience_buffer.*, a stage's mode as mode (a stage is resolved and run as a root config).
@@ -232,6 +243,16 @@ RUNS = {
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,
     ("reward", "trajectory_accuracy_grader_reward"): JUDGED,
+    **{("taskset.data_selector.selector_type", name): TASKSET_SELECTOR for name in SELECTOR_NAMES},
+    **{("taskset.data_selector.selector_type", name): SELECTORS_RUN for name in ("difficulty_based", "random")},
+    ("taskset.data_selector.selector_type", "offline_easy2hard"): SELECTORS_RUN,
+    **{("taskset.task_selector.selector_type", name): TASKSET_SELECTOR for name in SELECTOR_NAMES},
+    **{
+        (f"{place}.data_selector.selector_type", name): DATA_SET_SELECTOR
+        for place in ("experience_buffer", "auxiliary_buffer")
+        for name in SELECTOR_NAMES
+    },
+    ("operator", "pass_rate_calculator"): SELECTORS_RUN,
     **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward", *JUDGES)},
 }
 
