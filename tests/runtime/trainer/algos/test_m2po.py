@@ -72,8 +72,8 @@ def test_the_preset_and_the_entry():
     assert ALGORITHMS["m2po"].loss_agg_mode == "token-mean" and POLICY_LOSSES["m2po"].batch_mask == "m2po_mask"
 
 
-def test_the_trainer_refuses_recomputed_old_log_probs():
+def test_the_trainer_prepares_m2po_with_the_rollouts_log_probs():
+    """Recomputed old log-probs are refused at validate (tests/config/derive/test_buffer.py); the trainer prepares
+    M2PO's loss and its batch mask."""
     algorithm = SimpleNamespace(policy_loss_fn="m2po", policy_loss_fn_args={}, advantage_fn="grpo")
-    with pytest.raises(ValueError, match="set algorithm.bypass_old_logprobs: true"):
-        functions.prepare(SimpleNamespace(**vars(algorithm), bypass_old_logprobs=False))
     functions.prepare(SimpleNamespace(**vars(algorithm), bypass_old_logprobs=True))
