@@ -309,7 +309,8 @@ def test_m2pos_trainer_run_trains_on_every_experience_its_explorer_run_left(m2po
     "format.prompt_key; frozen_lake_workflow reads no prompt); (2) behind it, the run refuses the config's verl "
     "passthrough (actor fsdp_config param_offload/optimizer_offload, model use_remove_padding/"
     "enable_gradient_checkpointing: 'verl's ... is set by trinity from trainer.param_offload', "
-    "trinity/runtime/verl/config.py:340) that `trinity config validate` accepts and upstream passes to verl",
+    "trinity/runtime/verl/config.py:317, _merge_passthrough) that `trinity config validate` accepts and upstream "
+    "passes to verl",
 )
 def test_the_frozen_lake_agent_judged_by_an_llm(env_of, site, tmp_path):
     """frozen_lake_judge.yaml on upstream's FrozenLake tasks: one lake, two episodes of up to 10 turns, each judged
