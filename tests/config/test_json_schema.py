@@ -59,3 +59,15 @@ def test_reference_config_is_the_rfcs_unchanged():
 def test_schema_commands(cli, tmp_path):
     assert json.loads(cli("config", "schema").out)["$schema"] == "http://json-schema.org/draft-07/schema#"
     assert "facts" in json.loads(cli("profile", "schema").out)["properties"]
+
+
+def test_a_number_a_boolean_or_a_choice_may_be_an_interpolation():
+    """An editor must not flag `node_num: ${oc.env:NODE_NUM,2}`: trinity types it by the field once resolved."""
+    validator = jsonschema.Draft7Validator(SCHEMAS["run-config"]())
+    good = {"cluster": {"node_num": "${oc.env:NODE_NUM,2}"}, "mode": "${oc.env:MODE,both}", "trainer": {"grad_clip": 1}}
+    assert list(validator.iter_errors(good)) == []
+    bad = {"cluster": {"node_num": "two"}, "synchronizer": {"sync_interval": True}}
+    assert sorted(".".join(map(str, e.absolute_path)) for e in validator.iter_errors(bad)) == [
+        "cluster.node_num",
+        "synchronizer.sync_interval",
+    ]

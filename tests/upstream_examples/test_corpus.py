@@ -565,25 +565,10 @@ def test_each_corpus_config_names_the_upstream_configs_it_carries_and_every_one_
     assert carried == set(UPSTREAM_CONFIGS)
 
 
-SCHEMA_BUG = (
-    "trinity bug: schemas/run-config.schema.json (trinity/config/json_schema.py) types integer fields as integers "
-    "only, so an editor flags upstream's `node_num: ${oc.env:NODE_NUM,2}` and "
-    "`gpu_per_node: ${oc.env:GPU_PER_NODE,2}`, which `trinity config validate` takes (an interpolation is typed by "
-    "the field it lands in)"
-)
-
-
-@pytest.mark.parametrize(
-    "config",
-    [
-        pytest.param(path, marks=pytest.mark.xfail(strict=True, reason=SCHEMA_BUG))
-        if path.stem == "ppo_critic"
-        else path
-        for path in CONFIGS
-    ],
-    ids=lambda path: path.stem,
-)
+@pytest.mark.parametrize("config", CONFIGS, ids=lambda path: path.stem)
 def test_a_corpus_config_passes_the_json_schema_its_first_line_names_to_editors(config):
+    """ppo_critic writes `node_num: ${oc.env:NODE_NUM,2}` as upstream's template does: an interpolation passes where
+    the field is a number (it is typed by the field it lands in)."""
     first = config.read_text().splitlines()[0]
     assert first.startswith("# yaml-language-server: $schema=")
     named = (config.parent / first.split("=", 1)[1]).resolve()

@@ -42,8 +42,15 @@ def _draft07(model: Any, title: str) -> dict[str, Any]:
     }
 
 
+# A value written as an interpolation (`${oc.env:NODE_NUM,2}`) is a string in the file and is typed by the field it
+# lands in once resolved: every value that is not a string may be written so.
+INTERPOLATION = {"type": "string", "pattern": "^\\$\\{.+\\}$"}
+NOT_STRINGS = ("integer", "number", "boolean")
+
+
 def _convert(node: Any) -> Any:
-    """pydantic writes draft 2020-12: tuples use prefixItems; draft-07 spells that items: [...]; and drop `required`."""
+    """pydantic writes draft 2020-12: tuples use prefixItems; draft-07 spells that items: [...]; and drop `required`.
+    A number, boolean or choice may also be an interpolation."""
     if isinstance(node, list):
         return [_convert(item) for item in node]
     if not isinstance(node, dict):
@@ -52,4 +59,7 @@ def _convert(node: Any) -> Any:
     if "prefixItems" in out:
         out["items"] = out.pop("prefixItems")
         out["additionalItems"] = False
+    if out.get("type") in NOT_STRINGS or "enum" in out or "const" in out:
+        kept = {k: out.pop(k) for k in ("description", "default", "title") if k in out}
+        return {"anyOf": [out, INTERPOLATION], **kept}
     return out
