@@ -39,6 +39,9 @@ DEFAULT_REWARDS = {
     "math_boxed_workflow": "math_boxed_reward",
     "async_math_boxed_workflow": "math_boxed_reward",
 }
+# Built-in workflows that build their prompts from their environment (a row holds its settings, each with a default):
+# the taskset's prompt column is not read, so none is looked for.
+OWN_PROMPTS = ("frozen_lake_workflow",)
 # Built-in workflows that score only with the reward their taskset names (a reward model or judge: no default).
 NAMED_REWARD = ("math_rm_workflow", "async_math_rm_workflow")
 # Built-in workflows whose agents call the engines' OpenAI endpoint (explorer.rollout_model.enable_openai_api).

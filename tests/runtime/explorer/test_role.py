@@ -391,3 +391,30 @@ def test_a_tasksets_enable_thinking_renders_its_prompts(explorer, own, rollout, 
     # the evaluation taskset sets none: the rollout model's (the template's default where that is null too)
     expected = {"false": "False", None: "None"}[rollout]
     assert client(role, ev).prompt(ev.tasks[0]).startswith(f"{expected}|")
+
+
+class Failing:
+    """A workflow that fails deep inside, as user code does."""
+
+    def __init__(self, task, model):
+        pass
+
+    def run(self):
+        return {}["a key the workflow's code expected"]
+
+
+def test_a_failing_workflows_every_try_is_in_the_log_with_its_traceback(explorer, caplog):
+    """The run's error carries a failure's last line; the explorer's log keeps where each try failed."""
+    from trinity.runtime.explorer.role import TaskFailed
+
+    role = explorer("explorer.max_retry_times=1")
+    ts = role.train[0]
+    task = ts.tasks[0]
+    ts.workflows[task.uid] = Failing
+    with caplog.at_level("WARNING", logger=role.log.name), pytest.raises(TaskFailed, match="failed 2 time"):
+        role._retried(ts, task, client(role, ts))
+    tries = [r for r in caplog.records if r.name == role.log.name and r.exc_info]
+    assert [r.getMessage() for r in tries] == [
+        f'task {task.uid}, try {n}: KeyError: "a key the workflow\'s code expected"' for n in (1, 2)
+    ]
+    assert all(r.exc_info[0] is KeyError and r.exc_info[2].tb_next is not None for r in tries)  # the frames inside

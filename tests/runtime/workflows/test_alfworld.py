@@ -135,3 +135,16 @@ def test_max_env_steps_is_checked_by_its_model():
     assert alfworld.arguments == {"max_env_steps": 30}
     with pytest.raises(ValueError, match="max_env_steps: Input should be greater than 0"):
         check_args([alfworld], {"max_env_steps": 0})
+
+
+def test_games_played_in_threads_at_once_each_play_whole(tokenizer, game):
+    """The explorer runs workflows in threads: several games loaded and stepped at once (max_repeat_times_per_runner:
+    1, or batches above one) each play to the end, as alone (TextWorld's loading is not thread-safe by itself)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def play(_):
+        return load("step_wise_alfworld_workflow")(task(game, 2), Scripted(tokenizer, [SOLVED, SOLVED])).run()
+
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        played = list(pool.map(play, range(6)))
+    assert [len(steps) for steps in played] == [10] * 6 and all(e.reward == 1.0 for s in played for e in s)

@@ -7,6 +7,7 @@ from typing import Any
 from ...config.hub.names import hub_name
 from ...config.inputs import DataInput, data_inputs, stage_configs
 from ...config.resolve import ResolvedConfig
+from ...config.workflows import OWN_PROMPTS
 from ...errors import Issue, dotted
 from .prompts import missing_columns, no_column
 from .tasksets import SUFFIXES, DataError, SplitError, first_row
@@ -41,7 +42,8 @@ def _issues(data_input: DataInput, provenance: Any, label: str) -> list[Issue]:
         ]
     if row is None:
         return []
-    missing = missing_columns(storage.format, row, data_input.data)
+    prompt = getattr(storage, "default_workflow_type", None) not in OWN_PROMPTS
+    missing = missing_columns(storage.format, row, data_input.data, prompt)
     issues = [_no_column(what, column, (*key, "format", name), row, provenance) for column, name in missing]
     features = storage.data_selector.feature_keys  # the columns a difficulty selector reads
     return issues + [

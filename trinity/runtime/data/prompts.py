@@ -12,19 +12,21 @@ class FormatError(KeyError):
 DATA_COLUMNS = {"sft": ("response_key",), "pairs": ("chosen_key", "rejected_key"), "text": ()}
 
 
-def check_columns(what: str, fmt: Any, row: dict, data: str = "rollouts") -> None:
+def check_columns(what: str, fmt: Any, row: dict, data: str = "rollouts", prompt: bool = True) -> None:
     """A data set whose format names a column its rows lack fails at setup, not row by row; row 0 stands for all.
-    `data` is what the rows feed: rollouts (a taskset), or a trainer's sft samples, pairs or text."""
-    missing = missing_columns(fmt, row, data)
+    `data` is what the rows feed: rollouts (a taskset), or a trainer's sft samples, pairs or text; `prompt`: whether
+    its workflow reads the prompt column."""
+    missing = missing_columns(fmt, row, data, prompt)
     if missing:
         column, key = missing[0]
         raise ValueError(f"{what}: {no_column(column, row)}; set its format.{key}")
 
 
-def missing_columns(fmt: Any, row: dict, data: str = "rollouts") -> list[tuple[str, str]]:
-    """(column, the format key naming it) for each column the format names that `row` lacks."""
+def missing_columns(fmt: Any, row: dict, data: str = "rollouts", prompt: bool = True) -> list[tuple[str, str]]:
+    """(column, the format key naming it) for each column the format names that `row` lacks (`prompt`: whether its
+    workflow reads the prompt column: config/workflows.py OWN_PROMPTS build theirs)."""
     by_messages = fmt.prompt_type != "plaintext" and fmt.messages_key in row
-    wanted = {} if by_messages else {fmt.prompt_key: "prompt_key"}
+    wanted = {} if by_messages or not prompt else {fmt.prompt_key: "prompt_key"}
     if not (by_messages and data == "sft"):  # an SFT conversation's last assistant message is its response
         wanted |= {getattr(fmt, key): key for key in DATA_COLUMNS.get(data, ())}
     wanted |= {fmt.system_prompt_key: "system_prompt_key"}

@@ -257,6 +257,8 @@ class Explorer(Role):
                 if _is_engine_death(exc):
                     raise
                 errors.append(f"{type(exc).__name__}: {exc}")
+                # the whole traceback in the explorer's log (the run's error carries its last line only)
+                self.log.warning("task %s, try %d: %s", task.uid, len(errors), errors[-1], exc_info=exc)
                 if isinstance(exc, ConversationError):
                     break  # the task's conversation cannot be held in this template or context: a retry would too
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")

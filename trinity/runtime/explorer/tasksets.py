@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from ...config.schema import RunConfig
 from ...config.schema.buffer import TasksetConfig
+from ...config.workflows import OWN_PROMPTS
 
 if TYPE_CHECKING:
     from ..data.selectors import Selector
@@ -38,7 +39,9 @@ def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> Ta
     rows = load_rows(storage.path, storage.split, storage.subset_name)
     if not rows:
         raise ValueError(f"taskset {storage.name}: {storage.path} (split {storage.split!r}) has no rows")
-    check_columns(f"taskset {storage.name}", storage.format, rows[0])
+    check_columns(
+        f"taskset {storage.name}", storage.format, rows[0], prompt=storage.default_workflow_type not in OWN_PROMPTS
+    )
     kind = "eval" if is_eval else "train"
     rewards = row_rewards(storage, rows)
     tasks = [

@@ -18,6 +18,7 @@ the episode's steps), `env_done`. `repeat_times` episodes of a task play in step
 whose context is full ends there (upstream ends one whose reply reached max_tokens).
 """
 
+import threading
 import uuid
 from typing import Any
 
@@ -85,6 +86,12 @@ def make_game(game_file: str) -> Any:
     return textworld.gym.make(textworld.gym.register_game(game_file, infos, wrappers=[AlfredDemangler()]))
 
 
+# TextWorld's game loading and its PDDL engine keep module-level state that is not thread-safe (two games loaded at
+# once fail with "IndexError: pop from empty list"), and the explorer runs workflows in threads: every touch of a game
+# holds this lock (a step is fast beside the model's turn).
+GAMES = threading.RLock()
+
+
 class StepWiseAlfworldWorkflow(Workflow):
     """Play an ALFWorld game turn by turn; every step an experience carrying the episode's reward."""
 
@@ -93,15 +100,18 @@ class StepWiseAlfworldWorkflow(Workflow):
     def run(self) -> list[Experience]:
         turns = self.settings().max_env_steps
         game = str(self.task.row[self.task.format.prompt_key])
-        games = [make_game(game) for _ in range(self.task.repeat_times)]
+        with GAMES:
+            games = [make_game(game) for _ in range(self.task.repeat_times)]
         try:
             return self._play(games, turns)
         finally:
-            for env in games:
-                env.close()
+            with GAMES:
+                for env in games:
+                    env.close()
 
     def _play(self, games: list, turns: int) -> list[Experience]:
-        openings = [observe(env.reset()[0]) for env in games]
+        with GAMES:
+            openings = [observe(env.reset()[0]) for env in games]
         episodes = [
             self.model.conversation(self.task, [{"role": "system", "content": SYSTEM}, {"role": "user", "content": o}])
             for o in openings
@@ -110,7 +120,8 @@ class StepWiseAlfworldWorkflow(Workflow):
         step_rewards: list[list[float]] = [[] for _ in games]
 
         def step(i, episode, turn):
-            observation, reward, done[i], _ = games[i].step(parse_action(episode.messages[-1]["content"]))
+            with GAMES:
+                observation, reward, done[i], _ = games[i].step(parse_action(episode.messages[-1]["content"]))
             step_rewards[i].append(float(reward))
             if done[i]:
                 rewards[i] = float(reward)
