@@ -16,7 +16,7 @@ from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout import episodes  # noqa: E402
 from trinity.runtime.rollout.base import RolloutEngine, Sample  # noqa: E402
 from trinity.runtime.rollout.history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall  # noqa: E402
-from trinity.runtime.rollout.openai_api import _tool_calls  # noqa: E402
+from trinity.runtime.rollout.openai_messages import tool_calls  # noqa: E402
 from trinity.runtime.rollout.transformers_engine import TransformersEngine  # noqa: E402
 from trinity.runtime.workflows.calculator import calculate  # noqa: E402
 from trinity.runtime.workflows.react import react  # noqa: E402
@@ -186,15 +186,15 @@ def test_chat_requests_with_tools_need_a_call_format_and_a_key_when_one_is_set(d
 
 
 def test_tool_calls_are_read_in_the_format_and_a_call_that_does_not_parse_is_text():
-    [call] = _tool_calls("[12+34]", "brackets", CALCULATE)
+    [call] = tool_calls("[12+34]", "brackets", CALCULATE)
     assert call["type"] == "function" and call["function"] == {
         "name": "calculate",
         "arguments": '{"expression": "12+34"}',
     }
     hermes = '<tool_call>{"name": "calculate", "arguments": {"expression": "1+2"}}</tool_call>'
-    assert json.loads(_tool_calls(hermes, "hermes", CALCULATE)[0]["function"]["arguments"]) == {"expression": "1+2"}
-    assert _tool_calls("[12+3", "brackets", CALCULATE) == []  # not closed: the agent reads it as the answer
-    assert _tool_calls("46", "brackets", CALCULATE) == [] and _tool_calls("[1]", None, CALCULATE) == []
+    assert json.loads(tool_calls(hermes, "hermes", CALCULATE)[0]["function"]["arguments"]) == {"expression": "1+2"}
+    assert tool_calls("[12+3", "brackets", CALCULATE) == []  # not closed: the agent reads it as the answer
+    assert tool_calls("46", "brackets", CALCULATE) == [] and tool_calls("[1]", None, CALCULATE) == []
 
 
 def test_history_keeps_sessions_apart_and_drops_the_oldest_past_its_bound():
@@ -386,3 +386,99 @@ def test_a_bad_sampling_header_or_tool_call_is_refused_and_health_needs_no_key(d
     assert health.status_code == 200 and health.json() == {"status": "ok", "weight_version": 3}
     assert "the X-Trinity-Sampling header is not trinity's sampling JSON" in header.message
     assert "a message's tool_calls are not OpenAI's [{id, type, function: {name, arguments}}]" in tool_call.message
+
+
+# --- Trinity-RFT's vLLM server flags on trinity's endpoint ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("parser,thinking", [("deepseek_r1", "true"), ("qwen3", "true"), ("qwen3", "false")])
+def test_a_chat_reply_is_split_into_reasoning_and_content_as_the_parser_says(
+    demo_assets, monkeypatch, parser, thinking
+):
+    from trinity.runtime.data import reasoning
+
+    overrides = (f"explorer.rollout_model.reasoning_parser={parser}", f"model.enable_thinking={thinking}")
+    engine = TransformersEngine(
+        name="rollout.engine0", role="rollout", config=config_of(demo_assets, monkeypatch, *overrides), index=0
+    )
+
+    async def body(url):
+        api = client(url)
+        name = (await api.models.list()).data[0].id
+        return await api.chat.completions.create(
+            model=name, messages=[{"role": "user", "content": "12+3="}], extra_body={"return_token_ids": True}
+        )
+
+    answer = serve(engine, demo_assets / "model-tools", body)
+    choice = answer.choices[0]
+    text = engine.tokenizer.decode(choice.model_extra["token_ids"], skip_special_tokens=True)
+    thought, content = reasoning.FORMATS[parser](text, thinking == "true")
+    assert choice.message.content == content
+    assert (choice.message.model_extra.get("reasoning"), choice.message.model_extra.get("reasoning_content")) == (
+        thought,
+        thought,
+    )
+    assert thinking == "false" or thought is not None  # a reply with no </think> is all reasoning
+
+
+def test_tools_without_auto_tool_choice_are_refused_unless_the_request_says_none(demo_assets, monkeypatch):
+    """As vLLM without --enable-auto-tool-choice: a request with tools asks tool_choice auto unless it says none."""
+    # validate refuses react_agent_workflow without auto tool choice: the endpoint alone is tested without it
+    config = with_rollout(config_of(demo_assets, monkeypatch), enable_auto_tool_choice=False)
+    engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
+    messages = [{"role": "user", "content": "1+2+3="}]
+
+    async def body(url):
+        api, name = client(url), config.explorer.rollout_model.model_path
+        with pytest.raises(openai.BadRequestError) as refused:
+            await api.chat.completions.create(model=name, messages=messages, tools=CALCULATE)
+        shown = await api.chat.completions.create(model=name, messages=messages, tools=CALCULATE, tool_choice="none")
+        return refused.value, shown
+
+    refused, shown = serve(engine, demo_assets / "model-tools", body)
+    assert 'tool_choice "auto"' in refused.message and "explorer.rollout_model.enable_auto_tool_choice: true" in (
+        refused.message
+    )
+    assert shown.choices[0].message.tool_calls is None
+
+
+def test_a_request_outside_a_workflow_samples_with_the_engines_own_defaults_and_is_logged(
+    demo_assets, monkeypatch, caplog
+):
+    """model.top_k and explorer.rollout_model's token limits are what a session-less request leaves out (Trinity-RFT's
+    vLLM defaults); enable_log_requests puts each request, with its sampling, in the engine's log."""
+    import logging
+
+    overrides = (
+        "model.top_k=3",
+        "+explorer.rollout_model.max_response_tokens=3",
+        "+explorer.rollout_model.min_response_tokens=2",
+        "explorer.rollout_model.enable_log_requests=true",
+    )
+    engine = TransformersEngine(
+        name="rollout.engine0", role="rollout", config=config_of(demo_assets, monkeypatch, *overrides), index=0
+    )
+
+    async def body(url):
+        api = openai.AsyncOpenAI(base_url=url, api_key="EMPTY")
+        return await api.completions.create(model=engine.config.explorer.rollout_model.model_path, prompt="7+8=")
+
+    with caplog.at_level(logging.INFO, logger="trinity.rollout.engine0.requests"):
+        answer = serve(engine, demo_assets / "model-tools", body)
+    assert answer.usage.completion_tokens in (2, 3)  # the engines' own max and min, not model.*'s 12 and 1
+    logged = [r.getMessage() for r in caplog.records if r.name == "trinity.rollout.engine0.requests"]
+    assert len(logged) == 2  # the endpoint's line, then the engine's
+    assert logged[0].startswith(f"OpenAI request for {engine.config.explorer.rollout_model.model_path}: 4 prompt")
+    assert all("top_k=3, max_tokens=3, min_tokens=2" in line for line in logged), logged
+
+
+def test_requests_are_not_logged_unless_asked(engine, demo_assets, caplog):
+    import logging
+
+    async def body(url):
+        api = openai.AsyncOpenAI(base_url=url, api_key="EMPTY")
+        return await api.completions.create(model=engine.config.explorer.rollout_model.model_path, prompt="7+8=")
+
+    with caplog.at_level(logging.DEBUG, logger="trinity.rollout.engine0"):
+        serve(engine, demo_assets / "model-tools", body)
+    assert [r for r in caplog.records if r.name == "trinity.rollout.engine0.requests"] == []
