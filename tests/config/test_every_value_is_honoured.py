@@ -202,7 +202,7 @@ RUNS = {
     "test_a_react_episode_over_the_endpoint_is_one_experience_of_the_models_turns",
     # issue 46, part D: the endpoint's reasoning formats (parametrised by name), held to vLLM's own parsers too
     **{
-        ("explorer.rollout_model.reasoning_parser", name): "tests/runtime/rollout/test_openai_api.py::"
+        ("explorer.rollout_model.reasoning_parser", name): "tests/runtime/rollout/test_openai_messages.py::"
         "test_a_chat_reply_is_split_into_reasoning_and_content_as_the_parser_says"
         for name in ("deepseek_r1", "qwen3")
     },

@@ -16,7 +16,6 @@ from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout import episodes  # noqa: E402
 from trinity.runtime.rollout.base import RolloutEngine, Sample  # noqa: E402
 from trinity.runtime.rollout.history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall  # noqa: E402
-from trinity.runtime.rollout.openai_messages import tool_calls  # noqa: E402
 from trinity.runtime.rollout.transformers_engine import TransformersEngine  # noqa: E402
 from trinity.runtime.workflows.calculator import calculate  # noqa: E402
 from trinity.runtime.workflows.react import react  # noqa: E402
@@ -183,18 +182,6 @@ def test_chat_requests_with_tools_need_a_call_format_and_a_key_when_one_is_set(d
     assert errors[1][0] == 400 and "set explorer.rollout_model.tool_call_parser (hermes, brackets)" in errors[1][1]
     assert errors[2][0] == 400 and "messages: List should have at least 1 item" in errors[2][1]
     assert answer.choices[0].message.tool_calls is None  # tool_choice none: the tools are shown, no call is read
-
-
-def test_tool_calls_are_read_in_the_format_and_a_call_that_does_not_parse_is_text():
-    [call] = tool_calls("[12+34]", "brackets", CALCULATE)
-    assert call["type"] == "function" and call["function"] == {
-        "name": "calculate",
-        "arguments": '{"expression": "12+34"}',
-    }
-    hermes = '<tool_call>{"name": "calculate", "arguments": {"expression": "1+2"}}</tool_call>'
-    assert json.loads(tool_calls(hermes, "hermes", CALCULATE)[0]["function"]["arguments"]) == {"expression": "1+2"}
-    assert tool_calls("[12+3", "brackets", CALCULATE) == []  # not closed: the agent reads it as the answer
-    assert tool_calls("46", "brackets", CALCULATE) == [] and tool_calls("[1]", None, CALCULATE) == []
 
 
 def test_history_keeps_sessions_apart_and_drops_the_oldest_past_its_bound():
@@ -389,57 +376,6 @@ def test_a_bad_sampling_header_or_tool_call_is_refused_and_health_needs_no_key(d
 
 
 # --- Trinity-RFT's vLLM server flags on trinity's endpoint ---------------------------------------------------------
-
-
-@pytest.mark.parametrize("parser,thinking", [("deepseek_r1", "true"), ("qwen3", "true"), ("qwen3", "false")])
-def test_a_chat_reply_is_split_into_reasoning_and_content_as_the_parser_says(
-    demo_assets, monkeypatch, parser, thinking
-):
-    from trinity.runtime.data import reasoning
-
-    overrides = (f"explorer.rollout_model.reasoning_parser={parser}", f"model.enable_thinking={thinking}")
-    engine = TransformersEngine(
-        name="rollout.engine0", role="rollout", config=config_of(demo_assets, monkeypatch, *overrides), index=0
-    )
-
-    async def body(url):
-        api = client(url)
-        name = (await api.models.list()).data[0].id
-        return await api.chat.completions.create(
-            model=name, messages=[{"role": "user", "content": "12+3="}], extra_body={"return_token_ids": True}
-        )
-
-    answer = serve(engine, demo_assets / "model-tools", body)
-    choice = answer.choices[0]
-    text = engine.tokenizer.decode(choice.model_extra["token_ids"], skip_special_tokens=True)
-    thought, content = reasoning.FORMATS[parser](text, thinking == "true")
-    assert choice.message.content == content
-    assert (choice.message.model_extra.get("reasoning"), choice.message.model_extra.get("reasoning_content")) == (
-        thought,
-        thought,
-    )
-    assert thinking == "false" or thought is not None  # a reply with no </think> is all reasoning
-
-
-def test_tools_without_auto_tool_choice_are_refused_unless_the_request_says_none(demo_assets, monkeypatch):
-    """As vLLM without --enable-auto-tool-choice: a request with tools asks tool_choice auto unless it says none."""
-    # validate refuses react_agent_workflow without auto tool choice: the endpoint alone is tested without it
-    config = with_rollout(config_of(demo_assets, monkeypatch), enable_auto_tool_choice=False)
-    engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
-    messages = [{"role": "user", "content": "1+2+3="}]
-
-    async def body(url):
-        api, name = client(url), config.explorer.rollout_model.model_path
-        with pytest.raises(openai.BadRequestError) as refused:
-            await api.chat.completions.create(model=name, messages=messages, tools=CALCULATE)
-        shown = await api.chat.completions.create(model=name, messages=messages, tools=CALCULATE, tool_choice="none")
-        return refused.value, shown
-
-    refused, shown = serve(engine, demo_assets / "model-tools", body)
-    assert 'tool_choice "auto"' in refused.message and "explorer.rollout_model.enable_auto_tool_choice: true" in (
-        refused.message
-    )
-    assert shown.choices[0].message.tool_calls is None
 
 
 def test_a_request_outside_a_workflow_samples_with_the_engines_own_defaults_and_is_logged(
