@@ -102,6 +102,10 @@ def test_weight_sync_buffer_size_is_the_sync_bucket_by_trinity_rfts_name(render)
     assert cfg["explorer"]["rollout_model"]["weight_sync_buffer_size"] == cfg["synchronizer"]["sync_bucket_mib"] == 256
     result, cfg = render("explorer:\n  rollout_model:\n    weight_sync_buffer_size: 64\n")
     assert result.code == 0 and cfg["synchronizer"]["sync_bucket_mib"] == 64
+    assert (
+        "note: run.yaml:5:5: explorer.rollout_model.weight_sync_buffer_size: Trinity-RFT's name of "
+        "synchronizer.sync_bucket_mib, the largest piece of weights a sync moves: 64 MiB" in result.err
+    )
     same, _ = render(
         "explorer:\n  rollout_model:\n    weight_sync_buffer_size: 64\nsynchronizer:\n  sync_bucket_mib: 64\n"
     )

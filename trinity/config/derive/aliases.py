@@ -90,4 +90,10 @@ def sync_bucket(ctx: Context) -> None:
             hint=f"remove one of them ({BUFFER} is Trinity-RFT's name of {BUCKET})",
         )
     else:
+        ctx.report(
+            "note",
+            BUFFER,
+            f"Trinity-RFT's name of {BUCKET}, the largest piece of weights a sync moves: {ctx.get(BUFFER)} MiB",
+            hint=f"write {BUCKET}: {ctx.get(BUFFER)}",
+        )
         ctx.set(BUCKET, ctx.get(BUFFER), "sync_bucket", (ctx.input(BUFFER),))
