@@ -43,7 +43,8 @@ def engine(section: "CriticConfig") -> "EngineConfig":
 
 
 class Critic:
-    """A value model trained by verl's FSDP engine in this trainer rank's process group."""
+    """A value model trained by verl's FSDP engine in this trainer rank's process group; `hf_config` is a folder of its
+    config as the run changes it (model.rope_*: weights/model_config.py), None for the model's own."""
 
     def __init__(self, config: RunConfig, model_path: str, total_steps: int, hf_config: str | None = None) -> None:
         from verl.utils.config import omega_conf_to_dataclass

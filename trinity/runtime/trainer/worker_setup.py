@@ -82,25 +82,29 @@ def build(config: RunConfig, model_path: str, total_steps: int, log: logging.Log
     with tempfile.TemporaryDirectory(prefix="trinity-verl-") as made:  # verl reads the adapter and configs as it builds
         scratch = Path(made)
         adapter = start.adapter or _initial_adapter(config, start.base, scratch / "adapter")
-        section = verl_section(
-            config, start.base, total_steps, adapter, _configured(config, start.base, scratch / "actor")
-        )
+        hf_config = _configured(config, start.base, scratch / "actor")
+        section = verl_section(config, start.base, total_steps, adapter, hf_config)
         log.info("verl actor config: %s", dict(section.actor))
         actor = _started(ActorRolloutRefWorker(section, role="actor"))
         workers = Workers(actor=actor, verl_loss=actor.loss_fn, base=start.base)  # the loss before SFT replaces it
-        if (
-            uses_reference(config.algorithm) and lora.adapter_of(config) is None
-        ):  # a LoRA actor's reference: adapter off
-            workers.ref = _started(ActorRolloutRefWorker(section, role="ref"))
-        if uses_teacher(config.algorithm.advantage_fn):
-            workers.teacher = _started(ActorRolloutRefWorker(_teacher_section(config, total_steps), role="ref"))
-        if POLICY_LOSSES[config.algorithm.policy_loss_fn].batch == "sft":
-            _train_on_samples(actor)
-        if uses_critic(config.algorithm.advantage_fn):
-            critic = critics.start_model(config, start.base)
-            hf_config = _configured(config, critic, scratch / "critic")
-            workers.critic = critics.Critic(config, critic, total_steps, hf_config)
+        _add_beside(config, workers, section, total_steps, scratch)
     return workers
+
+
+def _add_beside(config: RunConfig, workers: Workers, section: "DictConfig", total_steps: int, scratch: Path) -> None:
+    """The models the algorithm asks for beside the actor (the reference, the distillation teacher, the critic, each
+    built while `scratch` holds the configs verl reads), and SFT's loss."""
+    from ..verl.workers import ActorRolloutRefWorker
+
+    if uses_reference(config.algorithm) and lora.adapter_of(config) is None:  # a LoRA actor's reference: adapter off
+        workers.ref = _started(ActorRolloutRefWorker(section, role="ref"))
+    if uses_teacher(config.algorithm.advantage_fn):
+        workers.teacher = _started(ActorRolloutRefWorker(_teacher_section(config, total_steps), role="ref"))
+    if POLICY_LOSSES[config.algorithm.policy_loss_fn].batch == "sft":
+        _train_on_samples(workers.actor)
+    if uses_critic(config.algorithm.advantage_fn):
+        critic = critics.start_model(config, workers.base)
+        workers.critic = critics.Critic(config, critic, total_steps, _configured(config, critic, scratch / "critic"))
 
 
 def _configured(config: RunConfig, model_path: str, folder: Path) -> str | None:
