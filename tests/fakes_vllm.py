@@ -94,6 +94,7 @@ class FakeSamplingParams:
     logprobs: int | None
     output_kind: Any
     repetition_penalty: float = 1.0  # vLLM's default: none
+    ignore_eos: bool = False  # vLLM's default: a reply ends at the end of sequence
 
 
 @dataclass
@@ -218,6 +219,6 @@ def fake_vllm_api(env: dict) -> SimpleNamespace:
     )
 
 
-def fake_lora_request(name: str, lora_id: int, path: str) -> SimpleNamespace:
-    """vLLM's LoRARequest, its three fields (`vllm_worker.lora_request` and the engine's `vllm.LoRARequest`)."""
-    return SimpleNamespace(lora_name=name, lora_int_id=lora_id, lora_path=path)
+def fake_lora_request(name: str, lora_id: int, path: str, base_model_name: str | None = None) -> SimpleNamespace:
+    """vLLM's LoRARequest, its fields trinity sets (`vllm_worker.lora_request` and the engine's `vllm.LoRARequest`)."""
+    return SimpleNamespace(lora_name=name, lora_int_id=lora_id, lora_path=path, base_model_name=base_model_name)

@@ -283,7 +283,7 @@ def test_long_prompts_keep_their_end_and_are_counted(env, tmp_path):
     experiences = [json.loads(line) for line in (tmp_path / RUN / "arith_experiences.jsonl").read_text().splitlines()]
     assert len(experiences) == 16 and all(len(e["prompt_ids"]) == 3 for e in experiences)
     assert (
-        "16 rollouts had their prompt cut to model.max_prompt_tokens=3"
+        "16 rollouts had their prompt cut to explorer.rollout_model.max_prompt_tokens=3"
         in (tmp_path / RUN / "logs" / "explorer.log").read_text()
     )
     # the engines' own, derived from model's

@@ -211,6 +211,16 @@ RUNS = {
     "test_a_multi_turn_example_trains_whole_episodes_on_the_models_turns_only",
     ("explorer.rollout_model.tool_call_parser", "hermes"): "tests/runtime/rollout/test_openai_api.py::"
     "test_a_react_episode_over_the_endpoint_is_one_experience_of_the_models_turns",
+    # issue 46, part D: the endpoint's reasoning formats (parametrised by name), held to vLLM's own parsers too
+    **{
+        ("explorer.rollout_model.reasoning_parser", name): "tests/runtime/rollout/test_openai_messages.py::"
+        "test_a_chat_reply_is_split_into_reasoning_and_content_as_the_parser_says"
+        for name in ("deepseek_r1", "qwen3")
+    },
+    # vLLM's V1 engine is every vLLM engine trinity starts; the one that also runs the other rollout-model keys
+    ("explorer.rollout_model.use_v1", True): "tests/runtime/rollout/test_vllm_model_keys.py::"
+    "test_vllm_runs_the_changed_rope_and_every_reply_runs_to_max_tokens",
+    ("trainer.save_strategy", "unrestricted"): BOTH,  # every rank writes its shard of each checkpoint at once
     # Trinity-RFT's former name of its vLLM engine: resolved to vllm, with a note (derive/aliases.py), and run as vllm
     ("explorer.rollout_model.engine_type", "vllm_async"): "tests/config/derive/test_aliases.py::"
     "test_vllm_async_is_vllm_with_a_note",

@@ -215,3 +215,55 @@ def test_the_data_sets_selectors_retries_and_format_keys_are_explained_and_diffe
         assert f"{key} = " in explained.out and f"override '+{key}={value}'" in explained.out
     diff = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", *overrides, "--format", "json")
     assert diff.code == 1 and set(PART_C) <= {d["key"] for d in diff.json()["changes"]}
+
+
+MODEL_KEYS_46 = (
+    "+model.rope_theta=1e6",
+    "model.top_k=20",
+    "+explorer.rollout_model.ignore_eos=true",
+    "+explorer.rollout_model.max_prompt_tokens=512",
+    "+explorer.rollout_model.weight_sync_buffer_size=64",
+    "+monitor.detailed_stats=true",
+    "+synchronizer.group_name=grpo_sync",
+    "+trainer.grad_offload=true",
+    "+explorer.runner_num=2",
+)
+
+
+def test_the_model_keys_of_trinity_rft_are_explained_and_diffed(cli):
+    """Issue 46's model and rollout-model keys: each explained with the layer that set it or the rule that derived
+    it, each in `config diff`."""
+    keys = (
+        "model.rope_theta",
+        "explorer.rollout_model.max_prompt_tokens",
+        "explorer.rollout_model.max_response_tokens",
+        "synchronizer.sync_bucket_mib",
+        "explorer.rollout_model.weight_sync_buffer_size",
+        "monitor.detailed_stats",
+        "synchronizer.group_name",
+    )
+    explained = cli("config", "render", "-c", REFERENCE, "hardware=a100", *MODEL_KEYS_46, "--explain", *keys)
+    assert explained.code == 0
+    for key in keys:
+        assert f"{key} = " in explained.out
+    assert "rule rollout_model" in explained.out and "rule sync_bucket" in explained.out
+    diff = cli(
+        "config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=a100", *MODEL_KEYS_46, "--format", "json"
+    )
+    changed = {d["key"] for d in diff.json()["changes"]}
+    assert (
+        diff.code == 1
+        and {
+            "model.rope_theta",
+            "model.top_k",
+            "explorer.rollout_model.ignore_eos",
+            "explorer.rollout_model.max_prompt_tokens",
+            "synchronizer.sync_bucket_mib",
+            "explorer.rollout_model.weight_sync_buffer_size",
+            "monitor.detailed_stats",
+            "synchronizer.group_name",
+            "trainer.grad_offload",
+            "explorer.runner_num",
+        }
+        <= changed
+    )

@@ -260,3 +260,17 @@ def test_every_peft_setting_trinity_does_not_apply_is_refused(cli, write, model,
     (tmp_path / "adapter_config.json").write_text(json.dumps({"r": 32, "lora_alpha": 32, setting: value}))
     result = validate(cli, write, model, f"+model.lora_configs=[{{path: {tmp_path}}}]")
     assert result.code == 2 and f"has {setting}={value!r}" in result.err
+
+
+def test_an_adapters_base_model_name_is_the_runs_model_or_a_warning_says_what_it_changes(cli, write, model):
+    """Trinity-RFT hands base_model_name to vLLM's LoRARequest, which only records it: the adapter is trained on and
+    applied to model.model_path either way."""
+    same = validate(cli, write, model, f"+model.lora_configs=[{{lora_rank: 8, base_model_name: '{model}'}}]")
+    assert same.code == 0 and "base_model_name" not in same.err
+    other = validate(cli, write, model, "+model.lora_configs=[{lora_rank: 8, base_model_name: Qwen/Qwen2.5-7B}]")
+    assert other.code == 0
+    assert (
+        f"warning: override '+model.lora_configs=[{{lora_rank: 8, base_model_name: Qwen/Qwen2.5-7B}}]': "
+        f"model.lora_configs[0].base_model_name: 'Qwen/Qwen2.5-7B' is not model.model_path '{model}': the adapter is "
+        "trained on and applied to" in other.err
+    )

@@ -214,3 +214,59 @@ def test_engines_past_the_last_port_and_a_serve_run_without_its_endpoint_are_one
     serve = validate(text + "buffer:\n  trainer_input:\n    experience_buffer: {storage_type: sql}\n", "hardware=a100")
     assert serve.code == 2 and serve.err.startswith("trinity: 1 problem in the config\n"), serve.err
     assert "explorer.rollout_model.enable_openai_api: mode 'serve' serves the rollout engines" in serve.err
+
+
+# --- the endpoint's tool and reasoning settings (Trinity-RFT's vLLM server flags) -----------------------------
+
+AGENT = (
+    "buffer:\n  explorer_input:\n    taskset: {path: /data/t}\n    default_workflow_type: react_agent_workflow\n"
+    "explorer:\n  rollout_model:\n    enable_openai_api: true\n    tool_call_parser: hermes\n"
+)
+
+
+def test_a_tool_call_format_asks_for_auto_tool_choice_unless_the_config_says_false(rendered, validate):
+    served = "explorer:\n  rollout_model:\n    enable_openai_api: true\n"
+    assert rendered(served)["explorer"]["rollout_model"]["enable_auto_tool_choice"] is False
+    parsed = rendered(served + "    tool_call_parser: hermes\n")["explorer"]["rollout_model"]
+    assert parsed["enable_auto_tool_choice"] is True  # derived from the parser (rule auto_tool_choice)
+    off = rendered(served + "    tool_call_parser: hermes\n    enable_auto_tool_choice: false\n")
+    assert off["explorer"]["rollout_model"]["enable_auto_tool_choice"] is False
+    agent = validate(AGENT + "    enable_auto_tool_choice: false\n", "hardware=a100")
+    assert (
+        "error: run.yaml:11:5: explorer.rollout_model.enable_auto_tool_choice: buffer.explorer_input.taskset runs "
+        "react_agent_workflow, whose agent asks for tool calls (tool_choice auto), which the endpoint refuses"
+        in agent.err
+    )
+
+
+def test_auto_tool_choice_without_a_call_format_is_refused_as_vllm_refuses_to_start(validate):
+    result = validate("explorer:\n  rollout_model:\n    enable_openai_api: true\n    enable_auto_tool_choice: true\n")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:6:5: explorer.rollout_model.enable_auto_tool_choice: auto tool choice needs a tool-call "
+        "format to read calls from replies (vLLM refuses to start with --enable-auto-tool-choice and no "
+        "--tool-call-parser)" in result.err
+    )
+
+
+@pytest.mark.parametrize("setting", ["reasoning_parser: qwen3", "enable_auto_tool_choice: true"])
+def test_the_endpoints_reply_settings_without_an_endpoint_are_refused(validate, setting):
+    name = setting.split(":")[0]
+    result = validate(f"explorer:\n  rollout_model:\n    tool_call_parser: hermes\n    {setting}\n")
+    assert result.code == 2
+    assert (
+        f"error: run.yaml:6:5: explorer.rollout_model.{name}: {name} configures the engines' OpenAI endpoint, which "
+        "is not served" in result.err
+    )
+
+
+def test_a_vllm_reasoning_parser_trinity_does_not_port_is_refused_by_name(validate):
+    result = validate("explorer:\n  rollout_model:\n    enable_openai_api: true\n    reasoning_parser: granite\n")
+    assert result.code == 2
+    assert (
+        "explorer.rollout_model.reasoning_parser: known Trinity-RFT value, not supported by trinity yet: 'granite'"
+        in (result.err)
+    )
+    assert "it splits deepseek_r1's and qwen3's <think>...</think>" in result.err
+    unknown = validate("explorer:\n  rollout_model:\n    enable_openai_api: true\n    reasoning_parser: qwen4\n")
+    assert unknown.code == 2 and "did you mean 'qwen3'?" in unknown.err

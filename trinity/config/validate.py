@@ -58,7 +58,8 @@ def _issue(err: dict, model: type[BaseModel], locate: Locate, prefix: tuple, kno
             hint=f"set {key} in your run config or as {key}=VALUE",
         )
     got = err.get("input")
-    if kind == "literal_error" and known is not None and isinstance(got, str):
+    # a value upstream takes (a name, or a switch such as use_v1: false): known() says why trinity does not
+    if kind == "literal_error" and known is not None and isinstance(got, (str, bool)):
         issue = known(prefix + loc, key, where, got)
         if issue is not None:
             return issue

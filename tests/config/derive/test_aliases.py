@@ -55,6 +55,8 @@ def test_zero_devices_per_node_is_left_to_the_live_cluster(write):
     [
         ("explorer.rollout_model.enable_history", "explorer:\n  rollout_model:\n    enable_history: {}\n"),
         ("synchronizer.wait_for_checkpoint", "synchronizer:\n  wait_for_checkpoint: {}\n"),
+        ("trainer.grad_offload", "trainer:\n  grad_offload: {}\n"),
+        ("trainer.fix_actor_microbatch_loss_scale", "trainer:\n  fix_actor_microbatch_loss_scale: {}\n"),
     ],
 )
 @pytest.mark.parametrize("value", ["true", "false"])
@@ -69,6 +71,54 @@ def test_keys_that_change_nothing_are_accepted_with_a_note(render, key, text, va
     assert f"{key}: changes nothing: " in result.err
     unset, _ = render("")
     assert "changes nothing" not in unset.err
+
+
+@pytest.mark.parametrize(
+    "text,key,why",
+    [
+        ("explorer:\n  runner_num: 4\n", "explorer.runner_num", "runners are explorer.rollout_model.engine_num x "),
+        ("explorer:\n  runner_prepare_concurrency: 2\n", "explorer.runner_prepare_concurrency", "threads of the "),
+        ("explorer:\n  runner_prepare_max_retries: 0\n", "explorer.runner_prepare_max_retries", "threads of the "),
+        ("explorer:\n  rollout_model:\n    use_v1: true\n", "explorer.rollout_model.use_v1", "vLLM 0.11 removed V0"),
+    ],
+)
+def test_trinity_rft_runner_and_engine_switches_are_accepted_with_a_note(render, text, key, why):
+    result, cfg = render(text)
+    assert result.code == 0 and f"{key}: changes nothing: " in result.err and why in result.err
+
+
+def test_use_v1_false_is_refused_as_vllms_removed_engine(render):
+    result, _ = render("explorer:\n  rollout_model:\n    use_v1: false\n", "hardware=a100")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:5:5: explorer.rollout_model.use_v1: known Trinity-RFT value, not supported by trinity yet: "
+        "False" in result.err
+    )
+    assert "hint: vLLM's V0 engine was removed in vLLM 0.11" in result.err
+
+
+def test_weight_sync_buffer_size_is_the_sync_bucket_by_trinity_rfts_name(render):
+    _, cfg = render("")
+    assert cfg["explorer"]["rollout_model"]["weight_sync_buffer_size"] == cfg["synchronizer"]["sync_bucket_mib"] == 256
+    result, cfg = render("explorer:\n  rollout_model:\n    weight_sync_buffer_size: 64\n")
+    assert result.code == 0 and cfg["synchronizer"]["sync_bucket_mib"] == 64
+    assert (
+        "note: run.yaml:5:5: explorer.rollout_model.weight_sync_buffer_size: Trinity-RFT's name of "
+        "synchronizer.sync_bucket_mib, the largest piece of weights a sync moves: 64 MiB" in result.err
+    )
+    same, _ = render(
+        "explorer:\n  rollout_model:\n    weight_sync_buffer_size: 64\nsynchronizer:\n  sync_bucket_mib: 64\n"
+    )
+    assert same.code == 0
+    both, _ = render(
+        "explorer:\n  rollout_model:\n    weight_sync_buffer_size: 64\nsynchronizer:\n  sync_bucket_mib: 32\n"
+    )
+    assert both.code == 2
+    assert (
+        "error: run.yaml:5:5: explorer.rollout_model.weight_sync_buffer_size: 64 MiB and "
+        "synchronizer.sync_bucket_mib=32 (run.yaml:7:3)" in both.err
+    )
+    assert "allowed: 32" in both.err
 
 
 def test_hybrid_engine_true_is_accepted_and_false_refused_with_the_reason(render):
@@ -110,6 +160,29 @@ def test_ignore_validator_suggestions_makes_a_role_that_does_not_fit_a_warning_t
         ("ignore_validator_suggestions: maybe\n", "run.yaml:3:1", "ignore_validator_suggestions"),
         ("cluster:\n  gpu_per_node: -1\n", "run.yaml:4:3", "cluster.gpu_per_node"),
         ("trainer:\n  enable_preview: 3\n", "run.yaml:4:3", "trainer.enable_preview"),
+        ("model:\n  model_path: /m\n  top_k: -2\n", "run.yaml:3:3", "model.top_k"),
+        ("model:\n  model_path: /m\n  rope_theta: 0\n", "run.yaml:3:3", "model.rope_theta"),
+        ("model:\n  model_path: /m\n  rope_scaling: 2.0\n", "run.yaml:3:3", "model.rope_scaling"),
+        ("explorer:\n  rollout_model:\n    ignore_eos: maybe\n", "run.yaml:5:5", "explorer.rollout_model.ignore_eos"),
+        (
+            "explorer:\n  rollout_model:\n    min_response_tokens: -1\n",
+            "run.yaml:5:5",
+            "explorer.rollout_model.min_response_tokens",
+        ),
+        (
+            "explorer:\n  rollout_model:\n    max_prompt_tokens: 0\n",
+            "run.yaml:5:5",
+            "explorer.rollout_model.max_prompt_tokens",
+        ),
+        (
+            "explorer:\n  rollout_model:\n    weight_sync_buffer_size: 0\n",
+            "run.yaml:5:5",
+            "explorer.rollout_model.weight_sync_buffer_size",
+        ),
+        ("explorer:\n  runner_num: many\n", "run.yaml:4:3", "explorer.runner_num"),
+        ("trainer:\n  save_strategy: fastest\n", "run.yaml:4:3", "trainer.save_strategy"),
+        ("monitor:\n  detailed_stats: 2\n", "run.yaml:4:3", "monitor.detailed_stats"),
+        ("synchronizer:\n  group_name: ''\n", "run.yaml:4:3", "synchronizer.group_name"),
     ],
 )
 def test_a_bad_value_of_a_new_key_is_refused_where_it_is_written(render, text, where, key):

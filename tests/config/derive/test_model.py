@@ -128,3 +128,74 @@ def test_a_rollout_model_path_you_set_is_kept(render):
         and cfg["explorer"]["rollout_model"]["model_path"] == "/models/served"
         and cfg["model"]["model_path"] == "/models/tiny"
     )
+
+
+ENGINE_LIMITS = ("max_prompt_tokens", "max_response_tokens", "min_response_tokens")
+BUDGET = "model:\n  model_path: /m\n  max_model_len: 4096\n  max_response_tokens: 1024\n  min_response_tokens: 8\n"
+
+
+def test_the_engines_token_limits_are_the_models_unless_the_rollout_model_sets_its_own(render):
+    """Trinity-RFT's rollout model overrides: each of explorer.rollout_model's token limits is model.*'s where unset
+    (upstream's set_if_none); one it sets is what the engines apply, and the trainer keeps model.*."""
+    _, cfg = render(BUDGET, "hardware=a100")
+    assert [cfg["explorer"]["rollout_model"][k] for k in ENGINE_LIMITS] == [3072, 1024, 8]
+    own = BUDGET + "explorer:\n  rollout_model:\n    max_prompt_tokens: 512\n    min_response_tokens: 0\n"
+    _, cfg = render(own, "hardware=a100")
+    assert [cfg["explorer"]["rollout_model"][k] for k in ENGINE_LIMITS] == [512, 1024, 0]
+    assert [cfg["model"][k] for k in ENGINE_LIMITS] == [3072, 1024, 8]
+
+
+@pytest.mark.parametrize(
+    "rollout,key,message",
+    [
+        (
+            "    max_response_tokens: 8\n",
+            "run.yaml:8:5: explorer.rollout_model.max_response_tokens",
+            "explorer.rollout_model.min_response_tokens=8 is not below explorer.rollout_model.max_response_tokens=8",
+        ),
+        (
+            "    max_prompt_tokens: 3500\n",
+            "run.yaml:8:5: explorer.rollout_model.max_prompt_tokens",
+            "a prompt of 3500 and a reply of 1024 tokens exceed the engines' context, "
+            "explorer.rollout_model.max_model_len=4096",
+        ),
+    ],
+)
+def test_engine_token_limits_that_do_not_fit_together_are_refused_where_written(render, rollout, key, message):
+    result, _ = render(BUDGET + "explorer:\n  rollout_model:\n" + rollout, "hardware=a100")
+    assert result.code == 2 and f"error: {key}: {message}" in result.err
+
+
+def test_model_top_k_is_the_engines_default_and_a_note_names_the_tasksets_own_key(render):
+    taskset = "buffer:\n  explorer_input:\n    default_workflow_type: math_workflow\n    taskset:\n      path: /d\n"
+    result, cfg = render("model:\n  model_path: /m\n  top_k: 20\n" + taskset, "hardware=a100")
+    assert cfg["model"]["top_k"] == 20 and cfg["buffer"]["explorer_input"]["taskset"]["rollout_args"]["top_k"] == -1
+    assert (
+        "note: run.yaml:3:3: model.top_k: 20 is the engines' default for requests outside a workflow (their OpenAI "
+        "endpoint's), as in Trinity-RFT; buffer.explorer_input.taskset samples without top-k" in result.err
+    )
+    own = render(
+        "model:\n  model_path: /m\n  top_k: 20\n" + taskset + "      rollout_args: {top_k: 5}\n", "hardware=a100"
+    )[0]
+    assert own.code == 0 and "model.top_k" not in own.err
+
+
+@pytest.mark.parametrize(
+    "scaling,problem",
+    [
+        ("{factor: 2.0}", "names no rope type (rope_type)"),
+        ("{rope_type: stretchy, factor: 2.0}", "rope_type 'stretchy' is not a rope type transformers knows"),
+        ("{rope_type: yarn}", "a yarn rope needs factor"),
+        ("{type: llama3, factor: 8.0}", "a llama3 rope needs low_freq_factor, high_freq_factor"),
+    ],
+)
+def test_a_rope_scaling_that_names_no_usable_rope_is_refused_where_written(render, scaling, problem):
+    result, _ = render(f"model:\n  model_path: /m\n  rope_scaling: {scaling}\n")
+    assert result.code == 2 and f"error: run.yaml:3:3: model.rope_scaling: {problem}" in result.err
+    assert "allowed: rope_type: default, linear, dynamic, yarn, longrope, llama3, proportional" in result.err
+
+
+def test_rope_settings_are_kept_as_written(render):
+    result, cfg = render("model:\n  model_path: /m\n  rope_theta: 1.0e6\n  rope_scaling: {type: linear, factor: 2}\n")
+    assert result.code == 0
+    assert cfg["model"]["rope_theta"] == 1e6 and cfg["model"]["rope_scaling"] == {"type": "linear", "factor": 2}

@@ -44,12 +44,12 @@ def test_a_kept_trainer_rank_or_engine_leaves_its_stages_weight_sync_group(stage
 
     sft, grpo = stages
     rank = TrainerRank(config=grpo, rank=0, world_size=1, **IDENTITY)
-    rank.sync_group = joined = group.join("gloo", "127.0.0.1", group.free_port(), 0, 1, 30)
+    rank.sync_group = joined = group.join("gloo", "127.0.0.1", group.free_port(), 0, 1, 30, "rollout_weight_sync")
     assert registered(joined)
     assert rank.restage(config=grpo, rank=0, world_size=1, **IDENTITY) is True
     assert not registered(joined) and rank.sync_group is None
     engine = TransformersEngine(config=grpo, index=0, name="rollout.engine0", role="rollout")
-    engine._group = joined = group.join("gloo", "127.0.0.1", group.free_port(), 0, 1, 30)
+    engine._group = joined = group.join("gloo", "127.0.0.1", group.free_port(), 0, 1, 30, "rollout_weight_sync")
     assert engine.restage(config=grpo, index=0, name="rollout.engine0", role="rollout") is True
     assert not registered(joined) and engine._group is None
 

@@ -30,9 +30,7 @@ def explorer(demo_assets, monkeypatch):
 
 
 def client(role, ts):
-    return ModelClient(
-        None, role.tokenizer, ts.sampling, role.config.explorer.rollout_model, role.config.model.max_prompt_tokens
-    )
+    return ModelClient(None, role.tokenizer, ts.sampling, role.config.explorer.rollout_model)
 
 
 @pytest.mark.parametrize(
@@ -108,6 +106,18 @@ class Recorded:
         return 4, [Sample([7, 1], [-0.5, -0.5], "9", stopped=True)] * n
 
 
+class Sampled(Recorded):
+    """Recorded, keeping each request's sampling too."""
+
+    def __init__(self):
+        super().__init__()
+        self.sampling = []
+
+    def generate(self, ids, n, sampling):
+        self.sampling.append(sampling)
+        return super().generate(ids, n, sampling)
+
+
 def test_chat_renders_messages_and_tools_through_the_tasks_template(explorer):
     listing = "{% for t in tools %}{{ t.function.name }}{% endfor %}{{ messages[-1].content }}"
     role = explorer(f"model.custom_chat_template='{listing}'")
@@ -118,6 +128,23 @@ def test_chat_renders_messages_and_tools_through_the_tasks_template(explorer):
     completions = chat.chat(ts.tasks[0], [{"role": "user", "content": "1+2="}], 2, tools=tools)
     assert engine.requests == [(role.tokenizer("31+2=", add_special_tokens=False)["input_ids"], 2)]
     assert [(c.response_ids, c.text, c.weight_version) for c in completions] == [([7, 1], "9", 4)] * 2
+
+
+def test_the_engines_own_token_limits_are_what_a_workflows_client_applies(explorer):
+    """explorer.rollout_model's prompt limit and least reply, each model.*'s where unset (Trinity-RFT's rollout model
+    overrides): the client cuts a prompt to its end and asks every reply for that least; the trainer keeps model.*."""
+    derived = explorer()
+    assert client(derived, derived.train[0]).max_prompt_tokens == 8  # the demo's model.* (12 - 4)
+    assert client(derived, derived.train[0]).sampling.min_tokens == 1
+    role = explorer("+explorer.rollout_model.max_prompt_tokens=3", "+explorer.rollout_model.min_response_tokens=2")
+    ts, engine = role.train[0], Sampled()
+    [completion] = ModelClient(engine, role.tokenizer, ts.sampling, role.config.explorer.rollout_model).generate(
+        "12+3=", 1
+    )
+    assert engine.requests == [(role.tokenizer("2+3=", add_special_tokens=False)["input_ids"][-3:], 1)]
+    [asked] = engine.sampling
+    assert completion.prompt_truncated and asked.min_tokens == 2 and asked.max_tokens == ts.sampling.max_tokens
+    assert (role.config.model.max_prompt_tokens, ts.sampling.min_tokens) == (8, 1)  # model.*, as set
 
 
 class Turns:

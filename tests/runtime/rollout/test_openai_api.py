@@ -16,7 +16,6 @@ from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout import episodes  # noqa: E402
 from trinity.runtime.rollout.base import RolloutEngine, Sample  # noqa: E402
 from trinity.runtime.rollout.history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall  # noqa: E402
-from trinity.runtime.rollout.openai_api import _tool_calls  # noqa: E402
 from trinity.runtime.rollout.transformers_engine import TransformersEngine  # noqa: E402
 from trinity.runtime.workflows.calculator import calculate  # noqa: E402
 from trinity.runtime.workflows.react import react  # noqa: E402
@@ -183,18 +182,6 @@ def test_chat_requests_with_tools_need_a_call_format_and_a_key_when_one_is_set(d
     assert errors[1][0] == 400 and "set explorer.rollout_model.tool_call_parser (hermes, brackets)" in errors[1][1]
     assert errors[2][0] == 400 and "messages: List should have at least 1 item" in errors[2][1]
     assert answer.choices[0].message.tool_calls is None  # tool_choice none: the tools are shown, no call is read
-
-
-def test_tool_calls_are_read_in_the_format_and_a_call_that_does_not_parse_is_text():
-    [call] = _tool_calls("[12+34]", "brackets", CALCULATE)
-    assert call["type"] == "function" and call["function"] == {
-        "name": "calculate",
-        "arguments": '{"expression": "12+34"}',
-    }
-    hermes = '<tool_call>{"name": "calculate", "arguments": {"expression": "1+2"}}</tool_call>'
-    assert json.loads(_tool_calls(hermes, "hermes", CALCULATE)[0]["function"]["arguments"]) == {"expression": "1+2"}
-    assert _tool_calls("[12+3", "brackets", CALCULATE) == []  # not closed: the agent reads it as the answer
-    assert _tool_calls("46", "brackets", CALCULATE) == [] and _tool_calls("[1]", None, CALCULATE) == []
 
 
 def test_history_keeps_sessions_apart_and_drops_the_oldest_past_its_bound():
@@ -386,3 +373,48 @@ def test_a_bad_sampling_header_or_tool_call_is_refused_and_health_needs_no_key(d
     assert health.status_code == 200 and health.json() == {"status": "ok", "weight_version": 3}
     assert "the X-Trinity-Sampling header is not trinity's sampling JSON" in header.message
     assert "a message's tool_calls are not OpenAI's [{id, type, function: {name, arguments}}]" in tool_call.message
+
+
+# --- Trinity-RFT's vLLM server flags on trinity's endpoint ---------------------------------------------------------
+
+
+def test_a_request_outside_a_workflow_samples_with_the_engines_own_defaults_and_is_logged(
+    demo_assets, monkeypatch, caplog
+):
+    """model.top_k and explorer.rollout_model's token limits are what a session-less request leaves out (Trinity-RFT's
+    vLLM defaults); enable_log_requests puts each request, with its sampling, in the engine's log."""
+    import logging
+
+    overrides = (
+        "model.top_k=3",
+        "+explorer.rollout_model.max_response_tokens=3",
+        "+explorer.rollout_model.min_response_tokens=2",
+        "explorer.rollout_model.enable_log_requests=true",
+    )
+    engine = TransformersEngine(
+        name="rollout.engine0", role="rollout", config=config_of(demo_assets, monkeypatch, *overrides), index=0
+    )
+
+    async def body(url):
+        api = openai.AsyncOpenAI(base_url=url, api_key="EMPTY")
+        return await api.completions.create(model=engine.config.explorer.rollout_model.model_path, prompt="7+8=")
+
+    with caplog.at_level(logging.INFO, logger="trinity.rollout.engine0.requests"):
+        answer = serve(engine, demo_assets / "model-tools", body)
+    assert answer.usage.completion_tokens in (2, 3)  # the engines' own max and min, not model.*'s 12 and 1
+    logged = [r.getMessage() for r in caplog.records if r.name == "trinity.rollout.engine0.requests"]
+    assert len(logged) == 2  # the endpoint's line, then the engine's
+    assert logged[0].startswith(f"OpenAI request for {engine.config.explorer.rollout_model.model_path}: 4 prompt")
+    assert all("top_k=3, max_tokens=3, min_tokens=2" in line for line in logged), logged
+
+
+def test_requests_are_not_logged_unless_asked(engine, demo_assets, caplog):
+    import logging
+
+    async def body(url):
+        api = openai.AsyncOpenAI(base_url=url, api_key="EMPTY")
+        return await api.completions.create(model=engine.config.explorer.rollout_model.model_path, prompt="7+8=")
+
+    with caplog.at_level(logging.DEBUG, logger="trinity.rollout.engine0"):
+        serve(engine, demo_assets / "model-tools", body)
+    assert [r for r in caplog.records if r.name == "trinity.rollout.engine0.requests"] == []

@@ -251,3 +251,20 @@ def test_its_model_is_its_weights_it_wakes_for_a_sync_and_keeps_no_kv_cache_asle
     asyncio.run(engine.sleep(2))
     assert asyncio.run(engine.wake_up(["kv_cache"])) is True and engine.asleep
     assert asyncio.run(engine.wake_up(["weights"])) is False and not engine.asleep
+
+
+def test_with_ignore_eos_every_reply_runs_past_the_end_of_sequence_to_max_tokens(demo_assets, monkeypatch):
+    """explorer.rollout_model.ignore_eos, as vLLM's SamplingParams.ignore_eos: the end of sequence is sampled like any
+    token and generation goes on; without it, a reply ends at its first one."""
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    samples = {}
+    for ignore in (False, True):
+        config = resolve(Request(None, ("hardware=cpu", f"explorer.rollout_model.ignore_eos={ignore}"))).stage("grpo")
+        engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
+        asyncio.run(engine.setup(str(demo_assets / "model"), 0))
+        _, samples[ignore] = asyncio.run(engine.generate(prompt(engine, "12+30="), 64, Sampling(max_tokens=8)))
+    eos = engine.tokenizer.eos_token_id
+    ended = [s for s in samples[False] if s.stopped]
+    assert ended and all(s.response_ids.index(eos) == len(s.response_ids) - 1 for s in ended)
+    assert all(len(s.response_ids) == len(s.logprobs) == 8 and not s.stopped for s in samples[True])
+    assert any(eos in s.response_ids[:-1] for s in samples[True])  # generated on past an end of sequence

@@ -303,15 +303,20 @@ def test_every_worker_of_a_tp_engine_joins_the_weight_sync_group_with_its_own_ra
     monkeypatch.setattr(
         group,
         "join",
-        lambda backend, host, port, rank, world, timeout: joined.append((backend, rank, world)) or object(),
+        lambda backend, host, port, rank, world, timeout, name: joined.append((backend, rank, world, name)) or object(),
     )
-    cfg = config("a100", "explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2")
+    cfg = config(
+        "a100",
+        "explorer.rollout_model.tensor_parallel_size=2",
+        "explorer.rollout_model.engine_num=2",
+        "synchronizer.group_name=my_sync",
+    )
     assert cfg.synchronizer.weight_sync_world_size == 5
     e = started(cfg, slot=1, version=0)
     # the synchronizer's rank for the actor at position 1
     asyncio.run(e.join_sync_group("nccl", "10.0.0.1", 1234, 2, 5, 60))
-    assert e.llm.calls == [("collective_rpc", "trinity_join", ("nccl", "10.0.0.1", 1234, 3, 5, 60))]
-    assert sorted(joined) == [("nccl", 3, 5), ("nccl", 4, 5)]
+    assert e.llm.calls == [("collective_rpc", "trinity_join", ("nccl", "10.0.0.1", 1234, 3, 5, 60, "my_sync"))]
+    assert sorted(joined) == [("nccl", 3, 5, "my_sync"), ("nccl", 4, 5, "my_sync")]  # synchronizer.group_name
 
 
 def test_a_headless_part_passes_generate_to_its_head_and_leaves_weights_to_it(tmp_path):
@@ -389,7 +394,7 @@ def test_every_adapter_load_takes_a_new_id_and_folder_which_requests_then_name(t
     monkeypatch.setattr(VllmEngine, "_adapter_root", lambda self: tmp_path)
     monkeypatch.setattr(vllm_worker, "lora_request", fake_lora_request)
     tp = ("explorer.rollout_model.tensor_parallel_size=2", "explorer.rollout_model.engine_num=2")
-    e = started(config("a100", "+model.lora_configs=[{lora_rank: 8}]", *tp))
+    e = started(config("a100", "+model.lora_configs=[{lora_rank: 8, base_model_name: org/base}]", *tp))
     adapter = {"m.q_proj.lora_A.weight": torch.ones(8, 3), "m.q_proj.lora_B.weight": torch.zeros(3, 8)}
     for version in (4, 4):  # the same version twice
         assert memory_sync(e, adapter, version) == [version]
@@ -398,6 +403,7 @@ def test_every_adapter_load_takes_a_new_id_and_folder_which_requests_then_name(t
     assert (first.lora_int_id, second.lora_int_id) == (1, 2) and first.lora_path != second.lora_path
     assert all([r.lora_int_id for r in w.model_runner.loras] == [1, 2] for w in e.llm.workers)  # every TP worker
     assert e.llm.lora_request.lora_int_id == 2 and e.llm.lora_request.lora_path == second.lora_path
+    assert e.llm.lora_request.base_model_name == "org/base"  # what vLLM records as the adapter's base, as upstream
     assert ("remove_lora", 1) in e.llm.calls
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a2"]
     assert json.loads((tmp_path / "a2" / "adapter_config.json").read_text())["target_modules"] == ["q_proj"]

@@ -19,7 +19,8 @@ pytestmark = [
     pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason=NO_VLLM),
 ]
 TOL = 1e-3  # fp32: measured ~1e-6 against peft (vLLM's CPU LoRA kernels are plain torch)
-LORA = "+model.lora_configs=[{lora_rank: 8, lora_alpha: 16}]"
+# base_model_name: vLLM's own LoRARequest takes it (what the engine requests with), and records it only
+LORA = "+model.lora_configs=[{lora_rank: 8, lora_alpha: 16, base_model_name: trinity-demo}]"
 
 
 @pytest.fixture(scope="module")

@@ -290,7 +290,7 @@ class Trainer:
         self.group_module = group
         port = group.free_port()
         joining = engine.join_sync_group.remote("gloo", "127.0.0.1", port, 1, 2, 60)
-        self.group = group.join("gloo", "127.0.0.1", port, 0, 2, 60)
+        self.group = group.join("gloo", "127.0.0.1", port, 0, 2, 60, "rollout_weight_sync")
         ray.get(joining, timeout=60)
 
     def send(self, weights: dict) -> threading.Thread:

@@ -18,7 +18,7 @@ def worker(first_rank, tp_rank, port, world, out):
     from trinity.runtime.rollout.base import WeightSpec
 
     w = Worker(tp_rank, 2)
-    rank = w.trinity_join("gloo", "127.0.0.1", port, first_rank, world, 60)
+    rank = w.trinity_join("gloo", "127.0.0.1", port, first_rank, world, 60, "rollout_weight_sync")
     count = w.trinity_receive([WeightSpec(name, (4, 3), "float32").plain() for name in SENT], LIMIT)
     out.put((rank, count, {name: p.tolist() for name, p in w.get_model().named_parameters()}, w.get_model().loaded))
 
@@ -28,7 +28,7 @@ def trainer(port, world, out, timeout_s=60, limit=LIMIT):
 
     from trinity.runtime.sync import group
 
-    pg = group.join("gloo", "127.0.0.1", port, 0, world, timeout_s)
+    pg = group.join("gloo", "127.0.0.1", port, 0, world, timeout_s, "rollout_weight_sync")
     try:
         group.send(pg, [torch.tensor(values) for values in SENT.values()], limit)
     except RuntimeError as exc:  # a receiver that stopped receiving: the send times out
@@ -97,7 +97,7 @@ def failing_worker(port, out):
     from trinity.runtime.rollout.base import WeightSpec
 
     w = Worker(0, 1)
-    w.trinity_join("gloo", "127.0.0.1", port, 1, 2, 10)
+    w.trinity_join("gloo", "127.0.0.1", port, 1, 2, 10, "rollout_weight_sync")
     try:
         w.trinity_receive(
             [

@@ -23,7 +23,7 @@ def member(rank, world, port, out, leave):
 
     if rank == 0:  # trainer rank 0 already holds its FSDP group, as in a run
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{group.free_port()}", rank=0, world_size=1)
-    pg = group.join("gloo", "127.0.0.1", port, rank, world, 60)
+    pg = group.join("gloo", "127.0.0.1", port, rank, world, 60, "rollout_weight_sync")
     tensor = torch.arange(6, dtype=torch.float32).reshape(2, 3) if rank == 0 else torch.zeros(2, 3)
     group.broadcast(pg, tensor)
     if rank == 0:
@@ -65,9 +65,32 @@ def test_a_group_left_is_no_longer_registered_with_torch():
 
     from trinity.runtime.sync import group
 
-    pg = group.join("gloo", "127.0.0.1", group.free_port(), 0, 1, 30)
+    port = group.free_port()
+    pg = group.join("gloo", "127.0.0.1", port, 0, 1, 30, "my_sync")
     name = dist.distributed_c10d._get_process_group_name(pg)
+    assert name == f"my_sync-127.0.0.1-{port}"  # synchronizer.group_name, the stage's own address beside it
     assert name in dist.distributed_c10d._world.pg_names.values()
     group.leave(pg)
     assert name not in dist.distributed_c10d._world.pg_names.values()
     group.leave(None)  # nothing to leave: no error
+
+
+def test_an_engine_joins_the_group_synchronizer_group_name_names(demo_assets, monkeypatch):
+    """Every member names the group as the config says (Trinity-RFT's synchronizer.group_name): a member naming it
+    otherwise would wait on a store prefix nobody else writes."""
+    import asyncio
+
+    import torch.distributed as dist
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.rollout.transformers_engine import TransformersEngine
+    from trinity.runtime.sync import group
+
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    config = resolve(Request(None, ("hardware=cpu", "synchronizer.group_name=arith_sync"))).stage("grpo")
+    engine = TransformersEngine(name="rollout.engine0", role="rollout", config=config, index=0)
+    port = group.free_port()
+    asyncio.run(engine.join_sync_group("gloo", "127.0.0.1", port, 0, 1, 30))
+    assert dist.distributed_c10d._get_process_group_name(engine._group) == f"arith_sync-127.0.0.1-{port}"
+    engine.release()

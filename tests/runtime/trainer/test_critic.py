@@ -1,4 +1,5 @@
-"""PPO's critic on a real trainer rank: one update moves it, a checkpoint keeps it."""
+"""PPO's critic on a real trainer rank: one update moves it, a checkpoint keeps it, it runs the model config the run
+changes (model.rope_theta) as the actor does."""
 
 import pytest
 
@@ -21,7 +22,13 @@ def ppo_critic(demo_dir: str, folder: str, out) -> None:
     from trinity.runtime.trainer import batch as batches
     from trinity.runtime.trainer.rank import TrainerRank
 
-    overrides = ("hardware=cpu", "+stages.1.algorithm.algorithm_type=ppo", "buffer.train_batch_size=8")
+    # model.rope_theta: the actor and the critic both run the changed model config (weights/model_config.py)
+    overrides = (
+        "hardware=cpu",
+        "+stages.1.algorithm.algorithm_type=ppo",
+        "buffer.train_batch_size=8",
+        "+model.rope_theta=100.0",
+    )
     config = resolve(Request(None, overrides)).stage("grpo")
     os.environ.update(get_platform("cpu").verl_env())
     port, model = free_port(), f"{demo_dir}/model"
@@ -47,6 +54,7 @@ def ppo_critic(demo_dir: str, folder: str, out) -> None:
             "moved": not torch.allclose(before, after),
             "resumed": torch.allclose(rank(folder).workers.critic.values(tensors), after),
             "fresh": torch.allclose(rank().workers.critic.values(tensors), after),
+            "ropes": [w.model_config.hf_config.rope_parameters for w in (trained.workers.actor.actor, critic.worker)],
         }
     )
 
@@ -57,3 +65,4 @@ def test_a_ppo_trainer_updates_its_critic_and_a_resume_restores_it(demo_assets, 
     assert seen["critic_loss"] > 0 and seen["moved"], seen  # one update moved the value head
     assert seen["resumed"] and not seen["fresh"], seen  # the saved critic comes back; a new one is not it
     assert (tmp_path / "global_step_1" / "critic_state").is_dir()
+    assert seen["ropes"] == [{"rope_type": "default", "rope_theta": 100.0}] * 2

@@ -268,3 +268,21 @@ def lora_engine(ctx: Context) -> None:
                 allowed=f"<= {max(entry.lora_ranks)}",
                 hint="lower lora_rank, or set synchronizer.lora_sync: merged (the engines then take merged weights)",
             )
+
+
+@rule(reads=("model.lora_configs.*.base_model_name", "model.model_path"))
+def lora_base_name(ctx: Context) -> None:
+    """A LoRA adapter's base_model_name is what vLLM records as its base (LoRARequest.base_model_name, as Trinity-RFT
+    passes it); the adapter is trained on and applied to model.model_path whatever it says, so another name warns."""
+    model = ctx.get("model.model_path")
+    for i, lora in enumerate(ctx.get(LORAS) or []):
+        name = lora["base_model_name"]
+        if name is not None and name != model:
+            ctx.report(
+                "warning",
+                f"{LORAS}.{i}.base_model_name",
+                f"{name!r} is not model.model_path {model!r}: the adapter is trained on and applied to {model!r}; "
+                "vLLM only records this name as its base",
+                allowed=repr(model),
+                hint=f"remove {LORAS}[{i}].base_model_name, or set it to model.model_path",
+            )

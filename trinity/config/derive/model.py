@@ -1,7 +1,9 @@
 """Rules that fill the model's token budget as Trinity-RFT does and hand model settings to the rollout engines."""
 
+from .. import rope
 from ._context import Context
-from ._rule import rule
+from ._rule import each_taskset, rule
+from .buffer import tasksets
 
 LEN, PROMPT, RESPONSE, MIN = (
     "model.max_model_len",
@@ -9,7 +11,20 @@ LEN, PROMPT, RESPONSE, MIN = (
     "model.max_response_tokens",
     "model.min_response_tokens",
 )
+ROLLOUT = "explorer.rollout_model"
 ROLLOUT_SOURCES = {"chat_template": "custom_chat_template"}  # rollout_model keys named otherwise under model.
+# what the rollout engines take from model.* where explorer.rollout_model leaves it unset
+ROLLOUT_KEYS = (
+    "model_path",
+    "max_model_len",
+    "max_prompt_tokens",
+    "max_response_tokens",
+    "min_response_tokens",
+    "enable_thinking",
+    "repetition_penalty",
+    "enable_prompt_truncation",
+    "chat_template",
+)
 
 
 @rule(
@@ -84,35 +99,28 @@ def critic_model(ctx: Context) -> None:
         "explorer.rollout_model.enable_prompt_truncation",
         "explorer.rollout_model.enable_thinking",
         "explorer.rollout_model.max_model_len",
+        "explorer.rollout_model.max_prompt_tokens",
+        "explorer.rollout_model.max_response_tokens",
+        "explorer.rollout_model.min_response_tokens",
         "explorer.rollout_model.model_path",
         "explorer.rollout_model.repetition_penalty",
         "model.custom_chat_template",
         "model.enable_prompt_truncation",
         "model.enable_thinking",
         "model.max_model_len",
+        "model.max_prompt_tokens",
+        "model.max_response_tokens",
+        "model.min_response_tokens",
         "model.model_path",
         "model.repetition_penalty",
     ),
-    writes=(
-        "explorer.rollout_model.chat_template",
-        "explorer.rollout_model.enable_prompt_truncation",
-        "explorer.rollout_model.enable_thinking",
-        "explorer.rollout_model.max_model_len",
-        "explorer.rollout_model.model_path",
-        "explorer.rollout_model.repetition_penalty",
-    ),
+    writes=tuple(f"{ROLLOUT}.{key}" for key in ROLLOUT_KEYS),
 )
 def rollout_model(ctx: Context) -> None:
-    """The rollout engines take the model's path, context length and prompt settings unless told otherwise."""
-    for key in (
-        "model_path",
-        "max_model_len",
-        "enable_thinking",
-        "repetition_penalty",
-        "enable_prompt_truncation",
-        "chat_template",
-    ):
-        source, target = f"model.{ROLLOUT_SOURCES.get(key, key)}", f"explorer.rollout_model.{key}"
+    """The rollout engines take the model's path, context length, token limits and prompt settings unless told
+    otherwise (upstream's ExplorerConfigValidator: set_if_none of each)."""
+    for key in ROLLOUT_KEYS:
+        source, target = f"model.{ROLLOUT_SOURCES.get(key, key)}", f"{ROLLOUT}.{key}"
         if ctx.get(target) is None and ctx.get(source) is not None:
             ctx.set(target, ctx.get(source), "rollout_model", (ctx.input(source),))
 
@@ -130,4 +138,72 @@ def token_budget(ctx: Context) -> None:
             -(-2 * length // parallel),
             "token_budget",
             (ctx.input(LEN), ctx.input("trainer.ulysses_sequence_parallel_size")),
+        )
+
+
+ROLLOUT_LIMITS = tuple(f"{ROLLOUT}.{key}" for key in ROLLOUT_KEYS[1:5])  # max_model_len and the three token limits
+
+
+@rule(reads=ROLLOUT_LIMITS)
+def rollout_budget(ctx: Context) -> None:
+    """The engines' own token limits fit together where a person set one (model.* fit already): a reply's minimum
+    below its limit, a prompt and a reply within their context. Upstream hands them to vLLM unchecked, which then
+    refuses every request."""
+    length, prompt, response, least = (ctx.get(key) for key in ROLLOUT_LIMITS)
+    if response is not None and least is not None and least >= response:
+        key = _written(ctx, ROLLOUT_LIMITS[3], ROLLOUT_LIMITS[2])
+        ctx.report(
+            "error",
+            key,
+            f"{ROLLOUT}.min_response_tokens={least} is not below {ROLLOUT}.max_response_tokens={response}",
+            allowed=f"min_response_tokens < {response}",
+            hint=f"lower {ROLLOUT}.min_response_tokens or raise {ROLLOUT}.max_response_tokens",
+        )
+    if None not in (length, prompt, response) and prompt + response > length:
+        key = _written(ctx, *ROLLOUT_LIMITS[1:3], ROLLOUT_LIMITS[0])
+        ctx.report(
+            "error",
+            key,
+            f"a prompt of {prompt} and a reply of {response} tokens exceed the engines' context, "
+            f"{ROLLOUT}.max_model_len={length}",
+            allowed=f"max_prompt_tokens + max_response_tokens <= {length}",
+            hint=f"lower {ROLLOUT}.max_prompt_tokens or max_response_tokens, or raise its max_model_len",
+        )
+
+
+def _written(ctx: Context, *keys: str) -> str:
+    """The first of `keys` a person set (where an error about them belongs), else the first."""
+    return next((key for key in keys if ctx.user_set(key)), keys[0])
+
+
+@rule(reads=("model.top_k", *each_taskset("rollout_args.top_k")))
+def engine_top_k(ctx: Context) -> None:
+    """model.top_k is the engines' own sampling default (their OpenAI endpoint's requests outside a workflow), as in
+    Trinity-RFT, where it never reaches a task set (set_if_none on an int); a task set sampling without top-k beside it
+    gets a note naming its own key."""
+    if not ctx.user_set("model.top_k") or ctx.get("model.top_k") == -1:
+        return
+    unset = [key for key, taskset, _ in tasksets(ctx) if taskset["rollout_args"]["top_k"] == -1]
+    if unset:
+        ctx.report(
+            "note",
+            "model.top_k",
+            f"{ctx.get('model.top_k')} is the engines' default for requests outside a workflow (their OpenAI "
+            f"endpoint's), as in Trinity-RFT; {unset[0]} samples without top-k (its rollout_args.top_k is -1)",
+            hint=f"set {unset[0]}.rollout_args.top_k to sample its rollouts with top-k",
+        )
+
+
+@rule(reads=("model.rope_scaling",))
+def rope_scaling(ctx: Context) -> None:
+    """model.rope_scaling names a rope type transformers knows, with the keys that type needs (config/rope.py)."""
+    scaling = ctx.get("model.rope_scaling")
+    why = rope.problem(scaling) if scaling is not None else None
+    if why:
+        ctx.report(
+            "error",
+            "model.rope_scaling",
+            why,
+            allowed=f"{rope.TYPE}: {', '.join(rope.TYPES)}, with each type's keys",
+            hint="write the rope parameters as the model's config.json would, e.g. {rope_type: yarn, factor: 4.0}",
         )

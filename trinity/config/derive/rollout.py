@@ -9,6 +9,15 @@ from .buffer import EXPERIENCES, tasksets
 
 ROLLOUT = "explorer.rollout_model"
 MAX_PORT = 65535
+AUTO_TOOLS = f"{ROLLOUT}.enable_auto_tool_choice"
+# the endpoint's own settings, with the value that asks nothing of it: refused while no endpoint is served
+ENDPOINT_SETTINGS = (
+    ("base_port", None),
+    ("api_key", NO_API_KEY),
+    ("tool_call_parser", None),
+    ("reasoning_parser", None),
+    ("enable_auto_tool_choice", False),
+)
 
 
 @rule(reads=("explorer.auxiliary_models",))
@@ -26,13 +35,34 @@ def auxiliary_models(ctx: Context) -> None:
         )
 
 
+@rule(reads=(AUTO_TOOLS, f"{ROLLOUT}.tool_call_parser"), writes=(AUTO_TOOLS,))
+def auto_tool_choice(ctx: Context) -> None:
+    """vLLM parses a reply's tool calls for tool_choice auto only with --enable-auto-tool-choice and a
+    --tool-call-parser, and refuses to start with the first alone; trinity's endpoint takes the parser as asking for
+    auto tool choice unless the config says false."""
+    parser = ctx.get(f"{ROLLOUT}.tool_call_parser")
+    if ctx.get(AUTO_TOOLS) and parser is None:
+        ctx.report(
+            "error",
+            AUTO_TOOLS,
+            "auto tool choice needs a tool-call format to read calls from replies (vLLM refuses to start with "
+            "--enable-auto-tool-choice and no --tool-call-parser)",
+            allowed="false",
+            hint=f"set {ROLLOUT}.tool_call_parser (hermes, brackets), or remove {AUTO_TOOLS}",
+        )
+    elif parser is not None and not ctx.user_set(AUTO_TOOLS):
+        ctx.set(AUTO_TOOLS, True, "auto_tool_choice", (ctx.input(f"{ROLLOUT}.tool_call_parser"),))
+
+
 @rule(
     reads=(
         "buffer.trainer_input.experience_buffer.storage_type",
         "explorer.rollout_model.api_key",
         "explorer.rollout_model.base_port",
+        "explorer.rollout_model.enable_auto_tool_choice",
         "explorer.rollout_model.enable_openai_api",
         "explorer.rollout_model.engine_num",
+        "explorer.rollout_model.reasoning_parser",
         "explorer.rollout_model.tool_call_parser",
         "mode",
         *each_taskset("default_workflow_type"),
@@ -64,6 +94,15 @@ def openai_api(ctx: Context) -> None:
             allowed="hermes, brackets",
             hint=f"set {ROLLOUT}.tool_call_parser to the format the model's chat template teaches",
         )
+    elif agent and not ctx.get(AUTO_TOOLS):
+        ctx.report(
+            "error",
+            AUTO_TOOLS,
+            f"{agent[0]} runs {agent[1]}, whose agent asks for tool calls (tool_choice auto), which the endpoint "
+            "refuses without auto tool choice",
+            allowed="true",
+            hint=f"remove {AUTO_TOOLS}: false",
+        )
     base, engines = ctx.get(f"{ROLLOUT}.base_port"), ctx.get(f"{ROLLOUT}.engine_num")
     if served and base is not None and base + engines - 1 > MAX_PORT:
         ctx.report(
@@ -84,7 +123,7 @@ def _first_agent(ctx: Context) -> tuple[str, str] | None:
 
 
 def _settings_unread(ctx: Context) -> None:
-    for name, default in (("base_port", None), ("api_key", NO_API_KEY), ("tool_call_parser", None)):
+    for name, default in ENDPOINT_SETTINGS:
         if ctx.user_set(f"{ROLLOUT}.{name}") and ctx.get(f"{ROLLOUT}.{name}") != default:
             ctx.report(
                 "error",

@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from pydantic import Field, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveInt
 
 from ..engines import ALIASES, ENGINES
 from ._base import Section
@@ -11,6 +11,8 @@ from .env import EnvVars
 # the engine registry (config/engines.py) lists them, and the names Trinity-RFT still accepts for them
 EngineType = Literal[tuple(ENGINES) + tuple(ALIASES)]
 NO_API_KEY = "EMPTY"  # api_key's default (Trinity-RFT's): the OpenAI endpoint asks requests for no key
+# the reasoning formats the OpenAI endpoint splits from replies (runtime/data/reasoning.py FORMATS)
+ReasoningParser = Literal["deepseek_r1", "qwen3"]
 
 
 class InferenceModelConfig(Section):
@@ -86,11 +88,58 @@ class InferenceModelConfig(Section):
         "<tool_call>{json}</tool_call>; brackets: [text], the only tool's one argument); null: requests with tools "
         "are refused.",
     )
+    enable_auto_tool_choice: bool = Field(
+        False,
+        description="Answer requests whose tool_choice is auto (what a request with tools and no tool_choice asks) "
+        "with the tool calls parsed from the reply, as vLLM's --enable-auto-tool-choice; needs tool_call_parser, and "
+        "is derived true when that is set.",
+    )
+    reasoning_parser: ReasoningParser | None = Field(
+        None,
+        description="Split the reasoning (<think>...</think>) from a chat reply into its message's reasoning_content, "
+        "as vLLM's reasoning parser of that name; null: the reply is the content.",
+    )
+    enable_log_requests: bool = Field(
+        False, description="Log every request an engine and its OpenAI endpoint take, with its sampling."
+    )
+    max_prompt_tokens: PositiveInt | None = Field(
+        None,
+        description="Longest prompt these engines are given (cut to its end); defaults to model.max_prompt_tokens.",
+    )
+    max_response_tokens: PositiveInt | None = Field(
+        None,
+        description="The engines' reply limit where a request sets none (their OpenAI endpoint's); defaults to "
+        "model.max_response_tokens. Task sets reply within rollout_args.max_tokens.",
+    )
+    min_response_tokens: NonNegativeInt | None = Field(
+        None, description="Shortest reply of these engines; defaults to model.min_response_tokens."
+    )
+    ignore_eos: bool = Field(
+        False, description="Go on generating past the end-of-sequence token, to max_tokens (long-response tests)."
+    )
+    use_v1: Literal[True] = Field(
+        True,
+        description="Trinity-RFT's switch for vLLM's V1 engine, the only engine of the vLLM trinity runs; false "
+        "(V0) is not taken.",
+    )
+    weight_sync_buffer_size: PositiveInt = Field(
+        1024,
+        description="Trinity-RFT's name of synchronizer.sync_bucket_mib (MiB): set, it sets that; unset, it shows it.",
+    )
 
 
 class ExplorerConfig(Section):
     name: str = Field("explorer", description="Name of the explorer actor.")
     runner_per_model: PositiveInt = Field(8, description="Workflow runners per engine.")
+    runner_num: int | None = Field(
+        None, description="Deprecated in Trinity-RFT, which ignores it: runners are engine_num x runner_per_model."
+    )
+    runner_prepare_concurrency: int = Field(
+        8, description="Trinity-RFT's cap on runner actors starting at once; trinity's runners are explorer threads."
+    )
+    runner_prepare_max_retries: int = Field(
+        2, description="Trinity-RFT's retries of a runner actor's start; trinity's runners are explorer threads."
+    )
     max_timeout: PositiveInt = Field(1800, description="Seconds one task may take.")
     max_retry_times: int = Field(2, ge=0, description="Retries of a failed task.")
     max_repeat_times_per_runner: PositiveInt | None = Field(

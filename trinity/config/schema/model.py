@@ -1,6 +1,6 @@
 """`model:` section: the policy model, its token budget and its sampling defaults."""
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, PositiveInt
 
@@ -33,6 +33,11 @@ class LoRAConfig(Section):
         "output head).",
     )
     exclude_modules: str | None = Field(None, description="Comma-separated module names left out of target_modules.")
+    base_model_name: str | None = Field(
+        None,
+        description="The base model vLLM records for the adapter (its LoRARequest's base_model_name); the adapter "
+        "is trained on and applied to model.model_path either way.",
+    )
 
 
 class ModelConfig(Section):
@@ -57,6 +62,12 @@ class ModelConfig(Section):
     )
     temperature: float = Field(1.0, ge=0, description="Sampling temperature of task sets that set none.")
     top_p: float = Field(1.0, gt=0, le=1, description="Nucleus sampling mass of task sets that set none.")
+    top_k: int = Field(
+        -1,
+        ge=-1,
+        description="Top-k of the engines' own sampling defaults (their OpenAI endpoint's requests outside a "
+        "workflow); -1 disables it. Task sets sample with rollout_args.top_k, as in Trinity-RFT.",
+    )
     logprobs: int = Field(
         0,
         ge=0,
@@ -85,6 +96,14 @@ class ModelConfig(Section):
     enable_prompt_truncation: bool = Field(
         True,
         description="Keep only the last max_prompt_tokens tokens of a longer prompt; false sends every prompt whole.",
+    )
+    rope_scaling: dict[str, Any] | None = Field(
+        None,
+        description="RoPE scaling of the trainer's and the engines' model ({rope_type: yarn, factor: 4.0, ...}), over "
+        "the model's own rope parameters.",
+    )
+    rope_theta: float | None = Field(
+        None, gt=0, description="RoPE base frequency of the trainer's and the engines' model; null: the model's."
     )
     lora_configs: list[LoRAConfig] | None = Field(
         None, description="Train a LoRA adapter instead of every weight: one entry (trinity trains one adapter)."

@@ -33,6 +33,11 @@ class SynchronizerConfig(Section):
         "of a memory sync. Bounds what a sync takes beside the model in each process (a tensor larger than it moves "
         "alone).",
     )
+    group_name: str = Field(
+        "rollout_weight_sync",
+        min_length=1,
+        description="Name of the weight-sync process group (each stage's is <group_name>-<host>-<port>).",
+    )
     wait_for_checkpoint: bool = Field(
         False, description="Trinity-RFT reads it nowhere (a TODO there); accepted, and it has no effect here either."
     )

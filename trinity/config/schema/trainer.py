@@ -82,6 +82,19 @@ class TrainerConfig(Section):
         description="Show each train step's lowest- and highest-reward rollouts (prompt, response, reward) in the "
         "monitor every synchronizer.sync_interval steps: a wandb table, a TensorBoard text summary.",
     )
+    save_strategy: Literal["unrestricted"] = Field(
+        "unrestricted",
+        description="Which checkpoint writers may write at once: every trainer rank its shard together (Trinity-RFT's "
+        "unrestricted); the strategies that take turns are not taken.",
+    )
+    grad_offload: bool = Field(
+        False, description="Trinity-RFT's Megatron gradient offload; verl's FSDP engine, which trains here, has none."
+    )
+    fix_actor_microbatch_loss_scale: bool = Field(
+        False,
+        description="Trinity-RFT's legacy-verl fix of token-mean across micro-batches; verl 0.9.1's engine always "
+        "divides by the whole mini-batch's tokens, which is that fix.",
+    )
     max_checkpoints_to_keep: NonNegativeInt = Field(0, description="Checkpoints kept; 0 keeps all.")
     max_actor_ckpt_to_keep: NonNegativeInt | None = Field(
         None, description="Derived from max_checkpoints_to_keep: checkpoints kept, None keeps all."

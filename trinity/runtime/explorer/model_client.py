@@ -22,12 +22,13 @@ class ModelClient:
         tokenizer: "Tokenizer",
         sampling: "Sampling",
         rollout: "InferenceModelConfig",
-        max_prompt_tokens: int | None,
         endpoint: Any = None,
     ):
-        self.engine, self.tokenizer, self.sampling, self.rollout = engine, tokenizer, sampling, rollout
-        # None: prompts go whole
-        self.max_prompt_tokens = max_prompt_tokens if rollout.enable_prompt_truncation else None
+        # the engines' own limits (explorer.rollout_model's, model.*'s unless set there): a reply's least tokens, and a
+        # prompt's most (None: prompts go whole), as Trinity-RFT's engines apply theirs to every call
+        self.engine, self.tokenizer, self.rollout = engine, tokenizer, rollout
+        self.sampling = replace(sampling, min_tokens=rollout.min_response_tokens or 0)
+        self.max_prompt_tokens = rollout.max_prompt_tokens if rollout.enable_prompt_truncation else None
         self.endpoint = endpoint  # an openai.OpenAI client of the engine's OpenAI endpoint (None: not served)
         from .replies import Replies
 

@@ -1,4 +1,7 @@
-"""What a batch of rollouts measured: the explore and serve steps' metrics."""
+"""What a batch of rollouts measured: the explore and serve steps' metrics, and an evaluation's spread over its
+tasks."""
+
+import statistics
 
 from ..experience import Experience
 
@@ -21,3 +24,31 @@ def batch_metrics(exps: list[Experience], seconds: float, failed: int = 0) -> di
         "truncated_prompts": sum(1 for e in exps if e.metrics.get("prompt_truncated")),
         "seconds": seconds,
     }
+
+
+# monitor.detailed_stats -> what an evaluation line gives over an eval taskset's tasks beside each mean (Trinity-RFT's
+# aggregate_eval_metrics: the mean alone, or mean, max, min and std)
+EVAL_STATS: dict[bool, tuple[str, ...]] = {False: (), True: ("max", "min", "std")}
+STATISTICS = {"max": max, "min": min, "std": statistics.pstdev}  # numpy's std, as upstream's, is the population's
+
+
+def task_spread(exps: list[Experience], stats: tuple[str, ...]) -> dict[str, float]:
+    """`stats` over the tasks of `exps` of their accuracy, reward and each workflow metric, each task's rollouts
+    averaged first (Trinity-RFT's per-task metrics): {name}_{stat}."""
+    by_task: dict[str, list[Experience]] = {}
+    for exp in exps:
+        by_task.setdefault(exp.group, []).append(exp)
+    tasks = [_task_means(group) for group in by_task.values()]
+    names = sorted({name for task in tasks for name in task})
+    return {f"{name}_{stat}": STATISTICS[stat]([t.get(name, 0.0) for t in tasks]) for name in names for stat in stats}
+
+
+def _task_means(exps: list[Experience]) -> dict[str, float]:
+    """A task's accuracy (its reward where the workflow reports none), reward and workflow metrics, averaged."""
+    values = [
+        {"accuracy": e.metrics.get("accuracy", e.reward), "reward": e.reward}
+        | {k: v for k, v in e.metrics.items() if k not in ("accuracy", "prompt_truncated")}
+        for e in exps
+    ]
+    names = {name for v in values for name in v}
+    return {name: sum(v.get(name, 0.0) for v in values) / len(values) for name in names}

@@ -27,7 +27,7 @@ from ..experience import Experience
 from ..roles.base import Role
 from . import operators, runs
 from .model_client import ModelClient
-from .results import batch_metrics
+from .results import EVAL_STATS, batch_metrics, task_spread
 from .schedule import FeedbackLog, Schedule, eval_rows
 from .tasksets import TaskSet, load_taskset
 
@@ -175,10 +175,10 @@ class Explorer(Role):
             tasks = [ts.tasks[i] for i in eval_rows(ts.selector, self.config.buffer.batch_size)]
             exps, failed = self._run([(ts, t) for t in tasks], label)
             accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
-            out.append(
-                {"taskset": ts.name, "accuracy": accuracy, "tasks": len(tasks), "failed": failed}
-                | self._summary(exps, time.perf_counter() - started, failed, label)
-            )
+            record = {"taskset": ts.name, "accuracy": accuracy, "tasks": len(tasks), "failed": failed}
+            record |= self._summary(exps, time.perf_counter() - started, failed, label)
+            record["workflow_metrics"] |= task_spread(exps, EVAL_STATS[self.config.monitor.detailed_stats])
+            out.append(record)
         return out
 
     def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
@@ -217,10 +217,10 @@ class Explorer(Role):
         summary = batch_metrics(exps, seconds, failed)
         if summary["truncated_prompts"]:
             self.log.warning(
-                "%s: %d rollouts had their prompt cut to model.max_prompt_tokens=%s",
+                "%s: %d rollouts had their prompt cut to explorer.rollout_model.max_prompt_tokens=%s",
                 label,
                 summary["truncated_prompts"],
-                self.config.model.max_prompt_tokens,
+                self.config.explorer.rollout_model.max_prompt_tokens,
             )
         return summary
 
@@ -231,7 +231,6 @@ class Explorer(Role):
             self.tokenizer,
             sampling,
             self.config.explorer.rollout_model,
-            self.config.model.max_prompt_tokens,
             self.endpoints[engine],
         )
 

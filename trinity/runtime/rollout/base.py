@@ -2,6 +2,7 @@
 joins the weight-sync group. Engine types plug in by implementing `_load`, `_generate` and `_params`."""
 
 import asyncio
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,6 +13,8 @@ from ...launch.plan import ActorSpec
 from ..roles.base import Role
 
 GATHER_S = 0.002
+# explorer.rollout_model.enable_log_requests -> the level of an engine's request log (its role log's child)
+REQUEST_LOG_LEVEL = {True: logging.INFO, False: logging.WARNING}
 
 
 # What of an engine's device memory sleeps and wakes apart (vLLM's tags): a weight sync wakes the weights alone.
@@ -117,6 +120,9 @@ class RolloutEngine(Role):
         self._loading_pieces = False  # a memory sync's pieces are arriving: the weights lock is held until the last
         self.api: Any = None  # the OpenAI endpoint (openai_api.OpenAIServer), once started
         self.api_url: str | None = None
+        # each request this engine and its endpoint take, into the engine's log where enable_log_requests asks
+        self.requests = logging.getLogger(f"{self.log.name}.requests")
+        self.requests.setLevel(REQUEST_LOG_LEVEL[config.explorer.rollout_model.enable_log_requests])
 
     def release(self) -> None:
         """Leave this stage's weight-sync group: the next stage forms its own."""
@@ -192,11 +198,16 @@ class RolloutEngine(Role):
 
     async def generate(self, prompt_ids: list[int], n: int, sampling: Sampling) -> tuple[int, list[Sample]]:
         """(weight version, `n` samples continuing `prompt_ids`); concurrent calls are generated together."""
+        self._log_request(prompt_ids, n, sampling)
         future = asyncio.get_running_loop().create_future()
         self._pending.append(_Request(prompt_ids, n, sampling, future))
         if self._drainer is None or self._drainer.done():
             self._drainer = asyncio.create_task(self._drain())
         return await future
+
+    def _log_request(self, prompt_ids: list[int], n: int, sampling: Sampling) -> None:
+        """A line in the engine's log for each request, where explorer.rollout_model.enable_log_requests asks."""
+        self.requests.info("request: %d prompt tokens, n=%d, %s", len(prompt_ids), n, sampling)
 
     async def generate_many(self, requests: list[tuple[list[int], int, Sampling]]) -> list[tuple[int, list[Sample]]]:
         """`generate` of each (prompt_ids, n, sampling) in one call: the explorer's gathered requests, generated
@@ -229,7 +240,8 @@ class RolloutEngine(Role):
         """Join the weight-sync group as `rank`."""
         from ..sync import group
 
-        self._group = await asyncio.to_thread(group.join, backend, host, port, rank, world_size, timeout_s)
+        name = self.config.synchronizer.group_name
+        self._group = await asyncio.to_thread(group.join, backend, host, port, rank, world_size, timeout_s, name)
 
     async def receive_weights(self, specs: list[WeightSpec], version: int) -> int:
         """Receive every tensor the trainer broadcasts, in `specs` order, into the model."""

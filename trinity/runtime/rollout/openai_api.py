@@ -23,10 +23,10 @@ from ...config import modes
 from ...config.schema import RunConfig
 from ...config.schema.explorer import NO_API_KEY
 from ..data.prompts import render_chat
-from ..data.tool_calls import FORMATS, ToolCallError, text_around
 from . import episodes
 from .base import Sample, Sampling
 from .history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall
+from .openai_messages import for_template, reply_message
 from .openai_requests import ApiError, ChatRequest, CompletionRequest, FeedbackRequest, parse
 
 
@@ -171,20 +171,27 @@ class OpenAIServer:
         """The tool-call format replies are parsed in, or None when the request has no tools to call."""
         if not request.tools or request.tool_choice == "none":
             return None
-        name = self.config.explorer.rollout_model.tool_call_parser
-        if name is None:
+        rollout = self.config.explorer.rollout_model
+        if rollout.tool_call_parser is None:
             raise ApiError(
                 400,
                 "a request with tools needs a tool-call format to read calls from replies: set "
                 "explorer.rollout_model.tool_call_parser (hermes, brackets), or send tool_choice: none",
                 "tools",
             )
-        return name
+        if not rollout.enable_auto_tool_choice:  # vLLM's 400 without --enable-auto-tool-choice
+            raise ApiError(
+                400,
+                'tool_choice "auto" (a request with tools asks it unless it says none) needs '
+                "explorer.rollout_model.enable_auto_tool_choice: true",
+                "tool_choice",
+            )
+        return rollout.tool_call_parser
 
     def _render(self, request: ChatRequest) -> str:
         rollout = self.config.explorer.rollout_model
         try:
-            messages = [_for_template(m) for m in request.messages]
+            messages = [for_template(m) for m in request.messages]
         except (AttributeError, TypeError):
             raise ApiError(
                 400, "a message's tool_calls are not OpenAI's [{id, type, function: {name, arguments}}]", "messages"
@@ -216,10 +223,15 @@ class OpenAIServer:
 
     async def _generate(self, prompt_ids: list[int], request: Any, headers: Any) -> tuple[int, list[Sample]]:
         sampling = self._sampling(request, len(prompt_ids), self._defaults(headers))
+        # explorer.rollout_model.enable_log_requests, as vLLM's server logs each request it takes
+        self.engine.requests.info(
+            "OpenAI request for %s: %d prompt tokens, n=%d, %s", request.model, len(prompt_ids), request.n, sampling
+        )
         return await self.engine.generate(prompt_ids, request.n, sampling)
 
     def _defaults(self, headers: Any) -> Sampling:
-        """What a request leaves out: its session's sampling (a workflow's taskset), else the run's model section."""
+        """What a request leaves out: its session's sampling (a workflow's taskset), else the engines' own defaults
+        (Trinity-RFT's vLLM engine's: model.temperature, top_p, top_k; explorer.rollout_model's token limits)."""
         given = headers.get(SAMPLING_HEADER.lower())
         if given:
             from pydantic import TypeAdapter, ValidationError
@@ -232,8 +244,9 @@ class OpenAIServer:
         return Sampling(
             temperature=model.temperature,
             top_p=model.top_p,
-            max_tokens=model.max_response_tokens or Sampling.max_tokens,  # the explorer's default too
-            min_tokens=model.min_response_tokens or 0,
+            top_k=model.top_k,
+            max_tokens=rollout.max_response_tokens or Sampling.max_tokens,  # the explorer's default too
+            min_tokens=rollout.min_response_tokens or 0,
             repetition_penalty=rollout.repetition_penalty or 1.0,
         )
 
@@ -277,15 +290,11 @@ class OpenAIServer:
         return "stop" if sample.stopped else "length"
 
     def _chat_choice(self, index: int, sample: Sample, request: ChatRequest, call_format: str | None) -> dict:
-        calls = _tool_calls(sample.text, call_format, request.tools or [])
-        message = {"role": "assistant", "content": sample.text}
-        if calls:
-            message = {
-                "role": "assistant",
-                "content": text_around(call_format, sample.text) or None,
-                "tool_calls": calls,
-            }
-        choice = {"index": index, "message": message, "finish_reason": "tool_calls" if calls else self._finish(sample)}
+        rollout = self.config.explorer.rollout_model
+        thinking = rollout.enable_thinking is not False  # a chat template thinks unless told not to (vLLM's default)
+        message = reply_message(sample.text, call_format, request.tools or [], rollout.reasoning_parser, thinking)
+        finish = "tool_calls" if message.get("tool_calls") else self._finish(sample)
+        choice = {"index": index, "message": message, "finish_reason": finish}
         if request.logprobs:
             tokens = self.tokenizer.convert_ids_to_tokens(sample.response_ids)
             choice["logprobs"] = {
@@ -388,52 +397,3 @@ async def _json(request: Any) -> object:
 
 def _given(value: Any, default: Any) -> Any:
     return default if value is None else value
-
-
-def _for_template(message: dict) -> dict:
-    """A message as chat templates read it: tool-call arguments as a mapping (OpenAI sends them as JSON text), and
-    no content as empty text."""
-    out = dict(message)
-    if out.get("content") is None:
-        out["content"] = ""
-    if out.get("tool_calls"):
-        out["tool_calls"] = [_call_for_template(c) for c in out["tool_calls"]]
-    return out
-
-
-def _call_for_template(call: dict) -> dict:
-    function = dict(call.get("function") or {})
-    if isinstance(function.get("arguments"), str):
-        try:
-            function["arguments"] = json.loads(function["arguments"])
-        except json.JSONDecodeError:
-            raise ApiError(400, f"tool call {function.get('name')!r}: its arguments are not JSON", "messages") from None
-    return {**call, "function": function}
-
-
-def _tool_calls(text: str, call_format: str | None, tools: list[dict]) -> list[dict]:
-    """The reply's calls in OpenAI's layout; none when it has none, or when they do not parse (the reply is then the
-    model's text, for the agent to read as it would any answer)."""
-    if call_format is None:
-        return []
-    functions = {t.get("function", {}).get("name"): t.get("function", {}) for t in tools}
-    try:
-        calls = FORMATS[call_format](text, list(functions))
-    except ToolCallError:
-        return []
-    out = []
-    for call in calls:
-        arguments = call.arguments
-        if call.text is not None:  # brackets: the tool's one argument, named by its schema
-            names = list(functions.get(call.name, {}).get("parameters", {}).get("properties", {}))
-            if len(names) != 1:
-                return []
-            arguments = {names[0]: call.text}
-        out.append(
-            {
-                "id": f"call_{uuid.uuid4().hex[:24]}",
-                "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(arguments)},
-            }
-        )
-    return out

@@ -8,7 +8,7 @@ group) share its prefill: its cache is computed once and copied to each row.
 import asyncio
 from typing import Any
 
-from ..weights import lora
+from ..weights import lora, model_config
 from .base import WEIGHTS, RolloutEngine, Sample, Sampling
 
 MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batches
@@ -33,15 +33,26 @@ class TransformersEngine(RolloutEngine):
         start = lora.sources(model_path, self.config)
         self.tokenizer = AutoTokenizer.from_pretrained(start.base, trust_remote_code=remote)
         dtype = getattr(torch, rollout.dtype)
-        model = AutoModelForCausalLM.from_pretrained(start.base, dtype=dtype, trust_remote_code=remote)
+        config = self._model_config(start.base, remote)
+        model = AutoModelForCausalLM.from_pretrained(start.base, dtype=dtype, trust_remote_code=remote, config=config)
         self.model = self._adapted(model, start.adapter).to(self._device()).eval()
         self.pad_id = (
             self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else self.tokenizer.eos_token_id
         )
+        # the token that ends a reply; None with ignore_eos: every reply runs to its max_tokens (vLLM's ignore_eos)
+        self.eos_id = None if rollout.ignore_eos else self.tokenizer.eos_token_id
         self.asleep = False
 
     def _tokenizer(self, model_path: str) -> Any:
         return self.tokenizer
+
+    def _model_config(self, base: str, remote: bool) -> Any:
+        """The model's config with what the run changes in it (model.rope_*), as the trainer's (model_config.py)."""
+        from transformers import AutoConfig
+
+        return model_config.apply(
+            AutoConfig.from_pretrained(base, trust_remote_code=remote), model_config.overrides(self.config, base)
+        )
 
     async def sleep(self, level: int = 1) -> bool:
         """Move the model to host memory, so the trainer sharing this device (colocate) has its memory."""
@@ -135,7 +146,7 @@ class TransformersEngine(RolloutEngine):
                 min_new_tokens=sampling.min_tokens or None,
                 repetition_penalty=None if sampling.repetition_penalty == 1.0 else sampling.repetition_penalty,
                 pad_token_id=self.pad_id,
-                eos_token_id=self.tokenizer.eos_token_id,
+                eos_token_id=self.eos_id,
                 return_dict_in_generate=True,
                 output_scores=True,
             )
@@ -154,9 +165,8 @@ class TransformersEngine(RolloutEngine):
         logprobs = torch.stack(picked, dim=1)
         rows = [self._trim(row, lp) for row, lp in zip(tokens.tolist(), logprobs.tolist())]
         texts = self.tokenizer.batch_decode([r for r, _ in rows], skip_special_tokens=True)
-        eos = self.tokenizer.eos_token_id
         tops = _top_logprobs(best, [len(r) for r, _ in rows])
-        return [Sample(r, lp, text, r[-1:] == [eos], top) for (r, lp), text, top in zip(rows, texts, tops)]
+        return [Sample(r, lp, text, r[-1:] == [self.eos_id], top) for (r, lp), text, top in zip(rows, texts, tops)]
 
     def _prefilled(self, prompts: list[list[int]], ids: Any, mask: Any) -> Any:
         """The cache of each row's prompt but its last token, computed once per distinct prompt and copied to its rows;
@@ -191,8 +201,7 @@ class TransformersEngine(RolloutEngine):
 
     def _trim(self, tokens: list[int], logprobs: list[float]) -> tuple[list[int], list[float]]:
         """Cut after the end-of-sequence token (kept: the model learns to stop) and drop padding."""
-        eos = self.tokenizer.eos_token_id
-        end = tokens.index(eos) + 1 if eos in tokens else len(tokens)
+        end = tokens.index(self.eos_id) + 1 if self.eos_id in tokens else len(tokens)
         return tokens[:end], logprobs[:end]
 
 

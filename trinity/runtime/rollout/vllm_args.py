@@ -24,6 +24,7 @@ from typing import Any
 from ...config import engines, modes
 from ...config.schema import RunConfig
 from ...launch.plan import engine_parts
+from ..weights import model_config
 from ..weights.lora import adapter_of, moves_adapter
 
 WORKER_EXTENSION = "trinity.runtime.rollout.vllm_worker.WeightSyncWorker"
@@ -74,7 +75,7 @@ LORA_ARGS = ("enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras", "full
 # vLLM's own LoRA settings trinity leaves at vLLM's defaults: set beside an adapter they would change what it applies
 LORA_KEPT = ("lora_target_modules", "default_mm_loras", "max_lora_cls_labels")
 # Set by trinity only when the config asks: never an extra_engine_args name either.
-OPTIONAL_ARGS = (*LAYOUT_ARGS, *LORA_ARGS, *LORA_KEPT, "kv_cache_memory_bytes", "max_logprobs")
+OPTIONAL_ARGS = (*LAYOUT_ARGS, *LORA_ARGS, *LORA_KEPT, "kv_cache_memory_bytes", "max_logprobs", "hf_overrides")
 MIB = 2**20
 
 
@@ -109,7 +110,11 @@ def own_kwargs(
         "enable_sleep_mode": sleep_mode(config),  # trainer and engine take turns on each device
         "logprobs_mode": LOGPROBS_MODE,
         "disable_log_stats": True,
+        "enable_log_requests": rollout.enable_log_requests,  # vLLM logs each request it takes, with its sampling
     }
+    changed = model_config.overrides(config, model_path)
+    if changed:  # the model config the trainer also runs with (model.rope_scaling, model.rope_theta)
+        kwargs["hf_overrides"] = changed
     if rollout.max_model_len:
         kwargs["max_model_len"] = rollout.max_model_len
     top = top_logprobs(config)

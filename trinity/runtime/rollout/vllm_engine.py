@@ -170,6 +170,7 @@ class VllmEngine(RolloutEngine):
         """(weight version, `n` samples continuing `prompt_ids`); a headless part asks its head."""
         if self.llm is None:
             return await self.head.generate.remote(prompt_ids, n, sampling)
+        self._log_request(prompt_ids, n, sampling)  # vLLM's own line (enable_log_requests) names no sampling
         await self._awake()
         self.turns.refuse_stale(self.name)
         async with self.turns.request():
@@ -193,6 +194,7 @@ class VllmEngine(RolloutEngine):
             min_tokens=sampling.min_tokens,
             repetition_penalty=sampling.repetition_penalty,
             logprobs=sampling.logprobs,  # the sampled token's own log-prob, and the k most likely beside it
+            ignore_eos=self.config.explorer.rollout_model.ignore_eos,  # on to max_tokens past the end of sequence
             output_kind=self.vllm.RequestOutputKind.FINAL_ONLY,
         )
 
@@ -207,7 +209,9 @@ class VllmEngine(RolloutEngine):
             return
         first = self.topology.first_sync_rank(rank)
         ranks = await self.llm.collective_rpc(
-            "trinity_join", timeout=timeout_s, args=(backend, host, port, first, world_size, timeout_s)
+            "trinity_join",
+            timeout=timeout_s,
+            args=(backend, host, port, first, world_size, timeout_s, self.config.synchronizer.group_name),
         )
         self.log.info("weight-sync ranks of %s: %s of %d", self.name, ranks, world_size)
 
@@ -320,8 +324,10 @@ class VllmEngine(RolloutEngine):
         return Path(tempfile.gettempdir()) / "trinity-lora" / ray.get_runtime_context().get_job_id() / engine
 
     def _request_for(self, adapter_id: int, folder: str) -> Any:
-        """The LoRARequest naming the adapter registered as `adapter_id` from `folder`."""
-        return self.vllm.LoRARequest(lora.adapter_of(self.config).name, adapter_id, folder)
+        """The LoRARequest naming the adapter registered as `adapter_id` from `folder` (and its base_model_name, which
+        vLLM records, as Trinity-RFT hands it)."""
+        adapter = lora.adapter_of(self.config)
+        return self.vllm.LoRARequest(adapter.name, adapter_id, folder, base_model_name=adapter.base_model_name)
 
     def peak_device_mb(self) -> float | None:
         """None: vLLM's device memory is its worker processes', not this actor's."""

@@ -54,13 +54,13 @@ class WeightSyncWorker:
         return first_rank + (replica or 0) * parallel.world_size + self.rank
 
     def trinity_join(
-        self, backend: str, host: str, port: int, first_rank: int, world_size: int, timeout_s: float
+        self, backend: str, host: str, port: int, first_rank: int, world_size: int, timeout_s: float, group_name: str
     ) -> int:
-        """Join the weight-sync group; returns the rank taken."""
+        """Join the weight-sync group named `group_name` (synchronizer.group_name); returns the rank taken."""
         from ..sync import group
 
         rank = self.trinity_sync_rank(first_rank)
-        self.trinity_group = group.join(backend, host, port, rank, world_size, timeout_s)
+        self.trinity_group = group.join(backend, host, port, rank, world_size, timeout_s, group_name)
         return rank
 
     def trinity_receive(self, specs: list[Plain], limit: int, adapter: dict | None = None) -> int:

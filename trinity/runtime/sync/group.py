@@ -35,11 +35,14 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def join(backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float) -> dist.ProcessGroup:
-    """Join the group (rank 0 hosts its store); returns when all `world_size` members have joined."""
+def join(
+    backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float, group_name: str
+) -> dist.ProcessGroup:
+    """Join the group named `group_name`-host-port (synchronizer.group_name: each stage's group is its own; rank 0
+    hosts its store); returns when all `world_size` members have joined."""
     timeout = datetime.timedelta(seconds=timeout_s)
     store = dist.TCPStore(host, port, world_size, is_master=rank == SENDER, timeout=timeout)
-    name = f"trinity-weight-sync-{host}-{port}"
+    name = f"{group_name}-{host}-{port}"
     group, _ = _new_process_group_helper(
         world_size, rank, [], backend, dist.PrefixStore(name, store), group_name=GroupName(name), timeout=timeout
     )

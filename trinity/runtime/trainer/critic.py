@@ -43,16 +43,17 @@ def engine(section: "CriticConfig") -> "EngineConfig":
 
 
 class Critic:
-    """A value model trained by verl's FSDP engine in this trainer rank's process group."""
+    """A value model trained by verl's FSDP engine in this trainer rank's process group; `hf_config` is a folder of its
+    config as the run changes it (model.rope_*: weights/model_config.py), None for the model's own."""
 
-    def __init__(self, config: RunConfig, model_path: str, total_steps: int) -> None:
+    def __init__(self, config: RunConfig, model_path: str, total_steps: int, hf_config: str | None = None) -> None:
         from verl.utils.config import omega_conf_to_dataclass
         from verl.workers.utils.losses import value_loss
 
         from ..verl.config import build_critic
         from ..verl.workers import TrainingWorker, TrainingWorkerConfig
 
-        section = omega_conf_to_dataclass(build_critic(config, model_path, total_steps))
+        section = omega_conf_to_dataclass(build_critic(config, model_path, total_steps, hf_config))
         self.worker = TrainingWorker(
             TrainingWorkerConfig(
                 model_type="value_model",

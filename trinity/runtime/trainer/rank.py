@@ -135,7 +135,7 @@ class TrainerRank(Role):
         """Rank 0 hosts the weight-sync group and is its sender."""
         from ..sync import group
 
-        self.sync_group = group.join(backend, host, port, 0, world_size, timeout_s)
+        self.sync_group = group.join(backend, host, port, 0, world_size, timeout_s, self.config.synchronizer.group_name)
 
     def broadcast_weights(self) -> float:
         """Gather each weight and (rank 0) broadcast it to the engines in the rollout dtype; returns seconds spent."""

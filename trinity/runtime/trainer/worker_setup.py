@@ -19,7 +19,7 @@ from ...config.algorithms.losses import POLICY_LOSSES
 from ...config.algorithms.queries import uses_critic, uses_reference, uses_teacher
 from ...config.schema import RunConfig
 from ...utils.imports import lazy_module
-from ..weights import lora
+from ..weights import lora, model_config
 
 if TYPE_CHECKING:
     from omegaconf import DictConfig
@@ -79,21 +79,39 @@ def build(config: RunConfig, model_path: str, total_steps: int, log: logging.Log
     from ..verl.config import build as verl_section
 
     start = lora.sources(model_path, config)
-    with tempfile.TemporaryDirectory(prefix="trinity-adapter-") as fresh:  # verl reads the adapter as it builds
-        adapter = start.adapter or _initial_adapter(config, start.base, Path(fresh))
-        section = verl_section(config, start.base, total_steps, adapter)
+    with tempfile.TemporaryDirectory(prefix="trinity-verl-") as made:  # verl reads the adapter and configs as it builds
+        scratch = Path(made)
+        adapter = start.adapter or _initial_adapter(config, start.base, scratch / "adapter")
+        hf_config = _configured(config, start.base, scratch / "actor")
+        section = verl_section(config, start.base, total_steps, adapter, hf_config)
         log.info("verl actor config: %s", dict(section.actor))
         actor = _started(ActorRolloutRefWorker(section, role="actor"))
-    workers = Workers(actor=actor, verl_loss=actor.loss_fn, base=start.base)  # the loss before SFT replaces it
+        workers = Workers(actor=actor, verl_loss=actor.loss_fn, base=start.base)  # the loss before SFT replaces it
+        _add_beside(config, workers, section, total_steps, scratch)
+    return workers
+
+
+def _add_beside(config: RunConfig, workers: Workers, section: "DictConfig", total_steps: int, scratch: Path) -> None:
+    """The models the algorithm asks for beside the actor (the reference, the distillation teacher, the critic, each
+    built while `scratch` holds the configs verl reads), and SFT's loss."""
+    from ..verl.workers import ActorRolloutRefWorker
+
     if uses_reference(config.algorithm) and lora.adapter_of(config) is None:  # a LoRA actor's reference: adapter off
         workers.ref = _started(ActorRolloutRefWorker(section, role="ref"))
     if uses_teacher(config.algorithm.advantage_fn):
         workers.teacher = _started(ActorRolloutRefWorker(_teacher_section(config, total_steps), role="ref"))
     if POLICY_LOSSES[config.algorithm.policy_loss_fn].batch == "sft":
-        _train_on_samples(actor)
+        _train_on_samples(workers.actor)
     if uses_critic(config.algorithm.advantage_fn):
-        workers.critic = critics.Critic(config, critics.start_model(config, start.base), total_steps)
-    return workers
+        critic = critics.start_model(config, workers.base)
+        workers.critic = critics.Critic(config, critic, total_steps, _configured(config, critic, scratch / "critic"))
+
+
+def _configured(config: RunConfig, model_path: str, folder: Path) -> str | None:
+    """A folder of `model_path`'s config as the run changes it (model.rope_*), which verl reads as hf_config_path, so
+    the trainer runs the config the engines run (weights/model_config.py); None where the run changes nothing."""
+    changes = model_config.overrides(config, model_path)
+    return model_config.config_folder(model_path, changes, folder) if changes else None
 
 
 def _started(worker: "ActorRolloutRefWorker") -> "ActorRolloutRefWorker":

@@ -34,14 +34,15 @@ ARR = "actor_rollout_ref"
 
 def overrides(config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None) -> list[str]:
     """Hydra overrides of verl's `ppo_trainer` config for the trainer of `config`."""
-    settings = _settings(config, model_path, total_steps, adapter)
+    settings = _settings(config, model_path, total_steps, adapter, None)
     return [f"{key}={_hydra(value)}" for key, (value, _) in settings.items()]
 
 
 def _settings(
-    config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None
+    config: RunConfig, model_path: str, total_steps: int, adapter: str | None, hf_config: str | None
 ) -> dict[str, tuple[Any, str]]:
-    """verl key -> (value, the trinity key it comes from)."""
+    """verl key -> (value, the trinity key it comes from); `hf_config`: a folder of the model's config as the run
+    changes it (weights/model_config.py), None where it changes nothing."""
     trainer, algo, optim = config.trainer, config.algorithm, config.algorithm.optimizer
     kl_on = algo.kl_loss_fn not in (None, "none")
     tokens, precision = _tokens(trainer), _precision(trainer)
@@ -49,7 +50,7 @@ def _settings(
     shard = _shard(config)
     out = {
         "trainer.device": (trainer.device, "trainer.device"),
-        **_model(config, f"{ARR}.model", model_path, "model.model_path"),
+        **_model(config, f"{ARR}.model", model_path, "model.model_path", hf_config),
         f"{ARR}.model.use_fused_kernels": (trainer.use_fused_kernels, "trainer.use_fused_kernels"),
         # verl needs a name; our engines do the rollout (the engine's entry says which name)
         f"{ARR}.rollout.name": (
@@ -93,10 +94,12 @@ def _settings(
     return out
 
 
-def _model(config: RunConfig, prefix: str, path: str, source: str) -> dict[str, tuple[Any, str]]:
-    """verl's model section at `prefix` (the actor's or the critic's): where it starts, how it is run."""
+def _model(config: RunConfig, prefix: str, path: str, source: str, hf_config: str | None) -> dict[str, tuple[Any, str]]:
+    """verl's model section at `prefix` (the actor's or the critic's): where it starts, its config (`hf_config`, a
+    folder of it as the run changes it, else the model's own), how it is run."""
     trainer = config.trainer
-    return {
+    changed = {f"{prefix}.hf_config_path": (hf_config, "model.rope_scaling, model.rope_theta")} if hf_config else {}
+    return changed | {
         f"{prefix}.path": (path, source),
         f"{prefix}.trust_remote_code": (config.model.trust_remote_code, "model.trust_remote_code"),
         f"{prefix}.use_remove_padding": (trainer.use_remove_padding, "trainer.use_remove_padding"),
@@ -215,21 +218,23 @@ def _hydra(value: Any) -> str:
     return str(value)
 
 
-def build(config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None) -> Any:
+def build(
+    config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None, hf_config: str | None = None
+) -> Any:
     """verl's `actor_rollout_ref` DictConfig with the passthrough merged, after verl's dataclasses accepted it."""
-    settings = _settings(config, model_path, total_steps, adapter)
+    settings = _settings(config, model_path, total_steps, adapter, hf_config)
     composed = _compose(settings)
     touched = _merge_passthrough(composed.actor_rollout_ref, config.trainer.trainer_config, settings)
     _validate(composed.actor_rollout_ref, touched)
     return composed.actor_rollout_ref
 
 
-def build_critic(config: RunConfig, model_path: str, total_steps: int) -> Any:
+def build_critic(config: RunConfig, model_path: str, total_steps: int, hf_config: str | None = None) -> Any:
     """verl's `critic` section (FSDPCriticConfig, validated) for a value model started from `model_path`, with
     trainer_config.critic merged over what trinity does not set itself."""
     from omegaconf import OmegaConf, open_dict
 
-    settings = _critic_settings(config, model_path, total_steps)
+    settings = _critic_settings(config, model_path, total_steps, hf_config)
     composed = _compose(settings)
     passed = config.trainer.trainer_config.get(CRITIC) or {}
     ours = {f"{CRITIC}.{FUSED_KEY}": "trainer.fused_optimizer"} | {k.lstrip("+"): s for k, (_, s) in settings.items()}
@@ -244,7 +249,9 @@ def build_critic(config: RunConfig, model_path: str, total_steps: int) -> Any:
     return composed[CRITIC]
 
 
-def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> dict[str, tuple[Any, str]]:
+def _critic_settings(
+    config: RunConfig, model_path: str, total_steps: int, hf_config: str | None
+) -> dict[str, tuple[Any, str]]:
     """verl key -> (value, the trinity key it comes from), for the critic: the actor's engine and budgets, verl's
     (and Trinity-RFT's) critic optimizer defaults with the run's total steps."""
     trainer, batch, critic = config.trainer, config.buffer.train_batch_size, CRITIC
@@ -252,7 +259,7 @@ def _critic_settings(config: RunConfig, model_path: str, total_steps: int) -> di
     return {
         "trainer.device": (trainer.device, "trainer.device"),
         f"{critic}.strategy": (trainer.trainer_strategy, "trainer.trainer_strategy"),
-        **_model(config, f"{critic}.model", model_path, "model.critic_model_path"),
+        **_model(config, f"{critic}.model", model_path, "model.critic_model_path", hf_config),
         f"{critic}.ppo_mini_batch_size": (batch, "buffer.train_batch_size"),
         f"{critic}.ppo_micro_batch_size_per_gpu": (_shard(config), "buffer.train_batch_size"),
         f"{critic}.use_dynamic_bsz": (trainer.use_dynamic_bsz, "trainer.use_dynamic_bsz"),

@@ -36,7 +36,7 @@ class Completion:
     logprobs: list[float]
     text: str
     weight_version: int
-    prompt_truncated: bool = False  # the prompt was cut to model.max_prompt_tokens
+    prompt_truncated: bool = False  # the prompt was cut to explorer.rollout_model.max_prompt_tokens
     stopped: bool = True  # it ended itself; False: it reached its token budget (max_tokens) and was cut there
 
 
