@@ -359,15 +359,23 @@ ENV = {
 NCCL = ("synchronizer.sync_method", "'nccl' is not the collective backend of ascend910b, which is 'hccl'")
 TIGHT = ("model.model_path", "is tight on ascend910b: it needs 60.7 GiB per device and gets 64.0 GiB (95%")
 HISTORY = "explorer.rollout_model.enable_history"
+TWINS = "trainer.trainer_config.actor_rollout_ref"
+FROZEN_LAKE_TWINS = (
+    "actor.fsdp_config.param_offload",
+    "actor.fsdp_config.optimizer_offload",
+    "model.use_remove_padding",
+    "model.enable_gradient_checkpointing",
+)
 
 
 @dataclass(frozen=True)
 class Expected:
     """What `trinity config validate` says of a corpus config besides that it is valid: its warnings, each (key,
-    what the message says), on both profiles and on ascend910b only; the keys of its notes."""
+    what the message says), on both profiles, on ascend910b only and on a100 only; the keys of its notes."""
 
     warnings: tuple = ()
     ascend: tuple = (NCCL,)  # every config that names nccl: Ascend's collective is hccl, and trinity says so
+    a100: tuple = ()
     notes: tuple = ()
     ascend_notes: tuple = ()
 
@@ -387,7 +395,13 @@ EXPECTED = {
             ("model.max_model_len", "the KV cache for 128 sequences of 21504 tokens"),
         )
     ),
-    "frozen_lake_judge": Expected(ascend_notes=("algorithm.bypass_old_logprobs",)),
+    "frozen_lake_judge": Expected(
+        # its verl passthrough's keys that are trinity's settings, set as those (VERL_TWINS); padding removal with
+        # a100's sdpa, which has no variable-length kernel (910B's npu_fusion_attention has one)
+        a100=(("trainer.use_remove_padding", "is not one of the kernels with variable-length attention on a100"),),
+        notes=tuple(f"{TWINS}.{key}" for key in FROZEN_LAKE_TWINS),
+        ascend_notes=("algorithm.bypass_old_logprobs",),
+    ),
     "gigpo_alfworld": Expected(notes=(HISTORY,)),
     "grpo_verl_math_evals": Expected(
         warnings=(("model.max_model_len", "the KV cache for 128 sequences of 8192 tokens"),),
@@ -611,7 +625,7 @@ def test_a_corpus_config_is_valid_with_the_warnings_it_should_get(validate, vali
     assert report["valid"] and report["hardware"] == profile
     expected = EXPECTED[config.stem]
     warnings = [i for i in report["issues"] if i["severity"] == "warning"]
-    wanted = expected.warnings + (expected.ascend if profile == "ascend910b" else ())
+    wanted = expected.warnings + (expected.ascend if profile == "ascend910b" else expected.a100)
     assert len(warnings) == len(wanted), warnings
     for key, says in wanted:
         assert any(w["key"] == key and says in w["message"] for w in warnings), (key, says, warnings)

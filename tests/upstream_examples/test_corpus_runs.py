@@ -5,8 +5,9 @@ on loopback at $OPENAI_BASE_URL), the TuFT example's multi-turn ALFWorld agent o
 M2PO's explorer run and trainer run sharing experiences through SQLite. Each run's keys and values stay as written;
 the overrides below only make it small enough for two cores (each says why), and each run is one or two steps.
 
-Two more things the corpus shows, each a trinity bug until fixed (strict xfail, so a fix turns them red):
-FrozenLake with its judge (frozen_lake_judge.yaml) refused before it starts, and M2PO's trainer run stopping after
+FrozenLake with its judge (frozen_lake_judge.yaml) runs too, its verl passthrough's keys that are trinity's settings
+(param_offload, use_remove_padding, ...) set as those (trinity/config/derive/trainer.py VERL_TWINS). One more thing
+the corpus shows is a trinity bug until fixed (strict xfail, so a fix turns it red): M2PO's trainer run stopping after
 one step though its explorer run left two steps' experiences."""
 
 import json
@@ -302,16 +303,6 @@ def test_m2pos_trainer_run_trains_on_every_experience_its_explorer_run_left(m2po
     assert consumed(m2po_pair.trainer.dir / "m2po_gsm8k.db") == {1: 16, 2: 16}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trinity bugs: (1) `trinity run` refuses upstream's FrozenLake tasks (seed, size, p) before it starts: "
-    "'taskset frozenlake: rows have no column 'prompt'' (trinity/runtime/data/preflight.py:44 asks every taskset for "
-    "format.prompt_key; frozen_lake_workflow reads no prompt); (2) behind it, the run refuses the config's verl "
-    "passthrough (actor fsdp_config param_offload/optimizer_offload, model use_remove_padding/"
-    "enable_gradient_checkpointing: 'verl's ... is set by trinity from trainer.param_offload', "
-    "trinity/runtime/verl/config.py:317, _merge_passthrough) that `trinity config validate` accepts and upstream "
-    "passes to verl",
-)
 def test_the_frozen_lake_agent_judged_by_an_llm(env_of, site, tmp_path):
     """frozen_lake_judge.yaml on upstream's FrozenLake tasks: one lake, two episodes of up to 10 turns, each judged
     once (its grade replacing the lake's reward); the evaluations (4 episodes of the test lake) take the lake's own."""

@@ -1,8 +1,12 @@
 """Rules of trinity/config/derive/trainer.py, each through `trinity config render/validate`:
-checkpoints kept, the verl passthrough's shape, the critic warm-up.
+checkpoints kept, verl's keys that are trinity's settings, the verl passthrough's shape, the critic warm-up.
 """
 
 import pytest
+import yaml
+
+from tests.conftest import MINIMAL
+from trinity.config.derive.trainer import VERL_TWINS
 
 
 @pytest.mark.parametrize("keep,want", [(0, None), (3, 3)])
@@ -18,6 +22,76 @@ def test_the_runtimes_checkpoint_count_is_derived_not_set(render):
         and "trainer.max_actor_ckpt_to_keep: is derived from trainer.max_checkpoints_to_keep (None) and must not be "
         "set to 2"
         in result.err
+    )
+
+
+TWIN_VALUES = {"bool": "true", "int": "2", "float": "0.5"}
+
+
+def _twin_value(ours: str) -> str:
+    return TWIN_VALUES["int" if "ulysses" in ours else "float" if "clip" in ours else "bool"]
+
+
+@pytest.mark.parametrize("under", ["", "actor_rollout_ref."])
+@pytest.mark.parametrize("verl_key,ours", sorted(VERL_TWINS.items()))
+def test_a_verl_key_that_is_a_trinity_setting_sets_it_with_a_note(cli, write, under, verl_key, ours):
+    """Trinity-RFT's examples write these in trainer_config (frozen_lake: param_offload, use_remove_padding, ...);
+    each sets trinity's key, located at its line, and leaves the passthrough."""
+    value = _twin_value(ours)
+    tree: object = yaml.safe_load(value)
+    for part in reversed(f"trainer.trainer_config.{under}{verl_key}".split(".")):
+        tree = {part: tree}
+    path = write("run.yaml", MINIMAL + yaml.safe_dump(tree))
+    result = cli("config", "render", "-c", path, "hardware=cpu", "--format", "json", "--explain", ours)
+    assert result.code == 0, result.err
+    assert (
+        f"trainer.trainer_config.{under}{verl_key}: verl's actor_rollout_ref.{verl_key} is trinity's {ours}: "
+        f"{ours}={value}"
+        in result.err
+        and f"hint: write {ours}: {value}" in result.err
+    )
+    rendered = yaml.safe_load(cli("config", "render", "-c", path, "hardware=cpu", "--format", "json").out)
+    section, name = ours.split(".")
+    assert str(rendered[section][name]).lower() == value and rendered["trainer"]["trainer_config"] == {}
+
+
+def test_a_twin_keeps_the_passthroughs_other_keys_and_its_line(cli, write):
+    path = write(
+        "run.yaml",
+        MINIMAL + "trainer:\n  trainer_config:\n    actor_rollout_ref:\n      actor:\n        fsdp_config:\n"
+        "          param_offload: true\n        entropy_checkpointing: true\n      ref:\n"
+        "        fsdp_config: {param_offload: true}\n",
+    )
+    result = cli("config", "render", "-c", path, "hardware=cpu", "--explain", "trainer.param_offload")
+    assert result.code == 0 and "trainer.param_offload = True" in result.out and "run.yaml:8:11" in result.out
+    cfg = yaml.safe_load(cli("config", "render", "-c", path, "hardware=cpu").out)
+    # the ref's offload is verl's alone (trinity sets no ref offload): it stays for verl
+    assert cfg["trainer"]["trainer_config"] == {
+        "actor_rollout_ref": {"actor": {"entropy_checkpointing": True}, "ref": {"fsdp_config": {"param_offload": True}}}
+    }
+
+
+def test_a_twin_contradicting_its_trinity_key_is_an_error(cli, write):
+    path = write(
+        "run.yaml",
+        MINIMAL
+        + "trainer:\n  param_offload: false\n  trainer_config:\n    actor:\n      fsdp_config: {param_offload: true}\n",
+    )
+    result = cli("config", "validate", "-c", path, "hardware=cpu")
+    assert result.code == 2 and (
+        "run.yaml:7:21: trainer.trainer_config.actor.fsdp_config.param_offload: true contradicts "
+        "trainer.param_offload=false (run.yaml:4:3): verl's actor_rollout_ref.actor.fsdp_config.param_offload is "
+        "that setting" in result.err
+    )
+
+
+def test_a_twin_is_held_to_trinitys_rules_at_its_own_line(cli, write):
+    """use_remove_padding written in the passthrough meets the same check as trinity's key (an attention without a
+    variable-length kernel on a100), located where it was written."""
+    path = write("run.yaml", MINIMAL + "trainer:\n  trainer_config:\n    model: {use_remove_padding: true}\n")
+    result = cli("config", "validate", "-c", path, "hardware=a100")
+    assert result.code == 0 and "warning: run.yaml:5:13: trainer.use_remove_padding: true packs each micro-batch" in (
+        result.err
     )
 
 

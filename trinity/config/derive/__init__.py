@@ -37,6 +37,7 @@ RULES = (
     aliases.ask_ray,
     aliases.no_effect,
     aliases.sync_bucket,
+    trainer.verl_twins,
     hardware.hardware_section,
     hardware.trainer_device,
     hardware.process_group_backend,

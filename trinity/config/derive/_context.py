@@ -91,6 +91,16 @@ class Context:
         parent[parts[-1]] = value
         self.provenance.add(parts, Contribution("rule", f"rule {rule}", value, inputs))
 
+    def set_as_written(self, key: str, value: Any, origin: str) -> None:
+        """Set `key` to what a person wrote at `origin`, another spelling of the same setting: it counts as written
+        there (user_set; its errors point at origin's line), as if the person had written `key` itself."""
+        written = [c for c in self.provenance.chain(undotted(origin)) if c.layer in WRITTEN][-1]
+        parent = self.data
+        for part in undotted(key)[:-1]:
+            parent = parent.setdefault(part, {})
+        parent[undotted(key)[-1]] = value
+        self.provenance.add(undotted(key), Contribution(written.layer, written.source, value, (origin,)))
+
     def report(self, severity: Severity, key: str, message: str, allowed: str = "", hint: str = "") -> None:
         """Add an error, warning or note about `key`, located where its value came from."""
         self.issues.append(

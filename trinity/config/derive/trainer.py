@@ -1,5 +1,6 @@
 """Rules for the trainer section: checkpoints kept, and the shape of the verl passthrough."""
 
+import copy
 import json
 
 from ..algorithms.queries import uses_critic
@@ -20,6 +21,79 @@ ARR_VALUES = {
         "runs its own rollout engines beside verl's actor either way",
     )
 }
+
+# verl's actor_rollout_ref keys that are one of trinity's settings, value for value. Trinity-RFT's examples write them
+# in trainer_config, which upstream hands verl; here each sets its trinity key, with a note, so that everything that
+# setting reaches follows (verl's actor, the critic, the memory plan), and leaves the passthrough
+VERL_TWINS = {
+    "actor.fsdp_config.param_offload": "trainer.param_offload",
+    "actor.fsdp_config.optimizer_offload": "trainer.optimizer_offload",
+    "actor.fsdp_config.offload_policy": "trainer.offload_policy",
+    "actor.ulysses_sequence_parallel_size": "trainer.ulysses_sequence_parallel_size",
+    "actor.grad_clip": "trainer.grad_clip",
+    "model.use_remove_padding": "trainer.use_remove_padding",
+    "model.enable_gradient_checkpointing": "trainer.enable_gradient_checkpointing",
+    "model.use_fused_kernels": "trainer.use_fused_kernels",
+}
+ARR = "actor_rollout_ref"
+
+
+@rule(
+    reads=(PASSTHROUGH,),
+    writes=(PASSTHROUGH, *VERL_TWINS.values()),
+    before=tuple(VERL_TWINS.values()),
+)
+def verl_twins(ctx: Context) -> None:
+    """A verl key of VERL_TWINS in trainer.trainer_config (bare or under actor_rollout_ref) sets its trinity key as if
+    written there; that key written too, with another value, is an error."""
+    passthrough = copy.deepcopy(ctx.get(PASSTHROUGH))
+    for written, verl_key, value in _twins_written(passthrough):
+        ours, key = VERL_TWINS[verl_key], f"{PASSTHROUGH}.{written}"
+        if ctx.user_set(ours) and ctx.get(ours) != value:
+            ctx.report(
+                "error",
+                key,
+                f"{json.dumps(value)} contradicts {ours}={json.dumps(ctx.get(ours))} ({ctx.where(ours)}): verl's "
+                f"{ARR}.{verl_key} is that setting",
+                allowed=json.dumps(ctx.get(ours)),
+                hint=f"write only {ours}",
+            )
+            continue
+        ctx.report(
+            "note",
+            key,
+            f"verl's {ARR}.{verl_key} is trinity's {ours}: {ours}={json.dumps(value)}",
+            hint=f"write {ours}: {json.dumps(value)}",
+        )
+        ctx.set_as_written(ours, value, key)
+        _drop(passthrough, written.split("."))
+    if passthrough != ctx.get(PASSTHROUGH):
+        ctx.set(PASSTHROUGH, passthrough, "verl_twins", (ctx.input(PASSTHROUGH),))
+
+
+def _twins_written(passthrough: dict) -> list[tuple[str, str, object]]:
+    """(the key as written under trainer_config, its VERL_TWINS key, the value) for each twin written, flat or under
+    actor_rollout_ref."""
+    found = []
+    for prefix, tree in (("", passthrough), (f"{ARR}.", passthrough.get(ARR))):
+        for verl_key in VERL_TWINS if isinstance(tree, dict) else ():
+            node: object = tree
+            for part in verl_key.split("."):
+                node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
+            if node is not _ABSENT:
+                found.append((prefix + verl_key, verl_key, node))
+    return found
+
+
+_ABSENT = object()
+
+
+def _drop(tree: dict, parts: list[str]) -> None:
+    """Remove the leaf at `parts` and every mapping it leaves empty."""
+    if len(parts) > 1:
+        _drop(tree[parts[0]], parts[1:])
+    if len(parts) == 1 or tree[parts[0]] == {}:
+        del tree[parts[0]]
 
 
 @rule(
