@@ -205,3 +205,19 @@ def test_only_a_mode_nobody_wrote_that_splits_the_devices_takes_turns_on_a_singl
         assert entries[runs].shares_devices and entries[runs].loop == entries[name].loop  # the same loop, taking turns
     else:
         assert runs == name
+
+
+@pytest.mark.parametrize(
+    "overrides,until_drained",
+    [
+        (("mode=train",), True),  # another run's experiences, no step count: until they stop coming
+        (("mode=train", "trainer.total_steps=5"), False),
+        (("mode=train", "+buffer.total_steps=5"), False),
+        (("mode=train", "algorithm.algorithm_type=sft"), False),  # a data set: its epochs
+        (("mode=both",), False),  # the explorer's tasks set the length
+        (("mode=explore",), False),
+    ],
+)
+def test_only_a_train_run_of_experiences_without_a_step_count_trains_until_they_stop(overrides, until_drained):
+    config = resolved("~stages", "~trainer.total_steps", *overrides)
+    assert modes.trains_until_drained(config) is until_drained

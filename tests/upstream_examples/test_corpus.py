@@ -397,7 +397,7 @@ EXPECTED = {
     ),
     "frozen_lake_judge": Expected(
         # its verl passthrough's keys that are trinity's settings, set as those (VERL_TWINS); padding removal with
-        # a100's sdpa, which has no variable-length kernel (910B's flash_attention_2, torch_npu's fused attention, has one)
+        # a100's sdpa, which has no variable-length kernel (910B's flash_attention_2 on torch_npu has one)
         a100=(("trainer.use_remove_padding", "is not one of the kernels with variable-length attention on a100"),),
         notes=tuple(f"{TWINS}.{key}" for key in FROZEN_LAKE_TWINS),
         ascend_notes=("algorithm.bypass_old_logprobs",),

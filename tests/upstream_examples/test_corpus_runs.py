@@ -6,9 +6,9 @@ M2PO's explorer run and trainer run sharing experiences through SQLite. Each run
 the overrides below only make it small enough for two cores (each says why), and each run is one or two steps.
 
 FrozenLake with its judge (frozen_lake_judge.yaml) runs too, its verl passthrough's keys that are trinity's settings
-(param_offload, use_remove_padding, ...) set as those (trinity/config/derive/trainer.py VERL_TWINS). One more thing
-the corpus shows is a trinity bug until fixed (strict xfail, so a fix turns it red): M2PO's trainer run stopping after
-one step though its explorer run left two steps' experiences."""
+(param_offload, use_remove_padding, ...) set as those (trinity/config/derive/trainer.py VERL_TWINS); M2PO's trainer
+run, given no step count, trains on every experience its explorer run left (trinity/config/modes.py
+trains_until_drained)."""
 
 import json
 import re
@@ -264,7 +264,15 @@ M2PO_EXPLORE = (
     "explorer.rollout_model.engine_num=1",
     "buffer.batch_size=2",
 )
-M2PO_TRAIN = (*CPU, *DEMO_SIZED, "cluster.gpu_per_node=1", "buffer.train_batch_size=16")
+M2PO_TRAIN = (
+    *CPU,
+    *DEMO_SIZED,
+    "cluster.gpu_per_node=1",
+    "buffer.train_batch_size=16",
+    # with no step count it trains until no batch comes within this: the explorer run is over, its experiences all
+    # there (upstream's default, 1800 s, waits for a live one)
+    "buffer.trainer_input.experience_buffer.max_read_timeout=3",
+)
 
 
 @pytest.fixture(scope="module")
@@ -290,15 +298,14 @@ def test_m2pos_explorer_run_and_trainer_run_share_experiences_through_sqlite(m2p
     assert (trainer.dir / "checkpoints" / f"global_step_{len(trained)}" / "model.safetensors").exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="trinity bug: a mode-train RL run without total_steps takes total_epochs steps (one here) whatever the "
-    "explorer run left: trinity/runtime/driver/stage.py:186 divides the buffer's `samples`, which "
-    "trinity/runtime/buffer/actor.py:67 counts for data sets only (0 for experiences); upstream's trainer trains "
-    "until the experiences run out (trainer.total_steps unset: float('inf'))",
-)
 def test_m2pos_trainer_run_trains_on_every_experience_its_explorer_run_left(m2po_pair):
+    """No step count in mode train: it trains until the experiences stop coming, as upstream's trainer
+    (trainer.total_steps unset: float('inf')), and says so."""
     assert m2po_pair.trainer.proc.returncode == 0
+    assert (
+        "no experiences for 3 s (max_read_timeout) before train step 3: the run ends after 2 train steps"
+        in m2po_pair.trainer.proc.stderr
+    )
     assert [r["experiences"] for r in records(m2po_pair.trainer.dir, "trainer")] == [16, 16]
     assert consumed(m2po_pair.trainer.dir / "m2po_gsm8k.db") == {1: 16, 2: 16}
 

@@ -5,6 +5,7 @@ the stage loop); adding a mode is one entry plus the stage loop it names.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -123,3 +124,14 @@ def on_devices(name: str, written: bool, devices: int) -> str:
     if written or not entry.splits_devices or devices != 1:
         return name
     return next(m.name for m in MODES.values() if m.loop == entry.loop and m.shares_devices)
+
+
+def trains_until_drained(config: Any) -> bool:
+    """A train run of the experiences another run writes, given no step count: it trains until a batch does not come
+    within the experience buffer's max_read_timeout, and ends there (Trinity-RFT's trainer, whose total_steps unset
+    is float('inf')); a count is then not known before the run."""
+    from .algorithms.queries import needs_rollout
+
+    run = MODES[config.mode]
+    counted = config.trainer.total_steps or config.buffer.total_steps
+    return run.trains and not run.explores and needs_rollout(config.algorithm.algorithm_type) and not counted

@@ -71,7 +71,8 @@ def test_sampling_keeps_whole_informative_groups_and_a_refill_restores_the_size(
 def test_the_sampler_drops_stale_rollouts_and_mixes_in_the_data_sets_samples(demo_assets, tmp_path):
     """Through a queue buffer actor in a real Ray: step 3 with max_staleness 0 takes only rollouts of weights 2; mix
     adds the SFT data set's samples (tokenised by the model's tokenizer), marked as such; a batch that does not come
-    within the experience buffer's max_read_timeout ends with an error naming it."""
+    within the experience buffer's max_read_timeout ends with an error naming it, or, in a train run with no step
+    count, is its end."""
     import ray
 
     from tests.conftest import ray_cluster
@@ -93,7 +94,7 @@ def sample_through_a_buffer(demo_assets, tmp_path):
     from trinity.config.resolve import resolve
     from trinity.config.schema.buffer import ExperienceBufferConfig
     from trinity.runtime.buffer.actor import ExperienceBuffer, data_set
-    from trinity.runtime.trainer.sampling import Sampler
+    from trinity.runtime.trainer.sampling import Drained, Sampler
 
     data = tmp_path / "sft.jsonl"
     data.write_text("".join(json.dumps({"prompt": f"{i}+1=", "response": str(i + 1)}) + "\n" for i in range(4)))
@@ -124,6 +125,10 @@ def sample_through_a_buffer(demo_assets, tmp_path):
     with pytest.raises(Exception, match=r"after 0.5 s \(buffer.trainer_input.experience_buffer.max_read_timeout\)"):
         Sampler(resolve(Request(None, waits)).config, buffer).batch(step=2)
     assert time.monotonic() - started < 30  # not synchronizer.sync_timeout's hour
+    # a train run of another run's experiences with no step count: the wait running out is its end, not an error
+    drains = (*waits, "mode=train", "~trainer.total_steps", "buffer.total_steps=null")
+    with pytest.raises(Drained, match=r"^no experiences for 0.5 s \(max_read_timeout\) before train step 2$"):
+        Sampler(resolve(Request(None, drains)).config, buffer).batch(step=2)
 
 
 def test_a_mixed_batch_is_an_explore_steps_rollouts_and_the_rounded_up_rest_samples():

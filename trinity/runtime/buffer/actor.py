@@ -74,10 +74,12 @@ class ExperienceBuffer(Role):
         self.changed.set()
         return len(experiences)
 
-    async def get(self, n: int, step: int, timeout_s: float, min_version: int = 0) -> list[Experience]:
+    async def get(
+        self, n: int, step: int, timeout_s: float, min_version: int = 0, until_drained: bool = False
+    ) -> list[Experience] | None:
         """`n` experiences for train step `step`, none made by weights older than `min_version` (older ones are
-        dropped and counted in `stale`); raises TimeoutError when they do not come within `timeout_s` (the experience
-        buffer's max_read_timeout)."""
+        dropped and counted in `stale`); when they do not come within `timeout_s` (the experience buffer's
+        max_read_timeout), None if the reader reads `until_drained` (that is its end), else a TimeoutError."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         while True:
@@ -87,6 +89,8 @@ class ExperienceBuffer(Role):
             if taken:
                 return taken
             left = deadline - loop.time()
+            if left <= 0 and until_drained:
+                return None
             if left <= 0:
                 raise TimeoutError(
                     f"the buffer had fewer than {n} experiences for train step {step} after {timeout_s:g} s "

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...config.algorithms.queries import data_kind, needs_rollout
-from ...config.modes import mode
+from ...config.modes import mode, trains_until_drained
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
 from ...launch.plan import ActorSpec
@@ -172,7 +172,8 @@ class Stage:
         return self.config.trainer.total_steps or self.config.buffer.total_steps
 
     def _total(self) -> int:
-        """Steps of this stage: trainer.total_steps, else buffer.total_steps, else total_epochs passes over the data."""
+        """Steps of this stage: trainer.total_steps, else buffer.total_steps, else total_epochs passes over the data;
+        0 where that is not known before the run (serve mode, a train run of another run's experiences)."""
         explicit = self._explicit_steps()
         if self.mode.serves:
             return explicit or 0  # 0: until stopped
@@ -180,6 +181,8 @@ class Stage:
             return max(1, len(self.run_dir.complete_checkpoints()))
         if explicit:
             return explicit
+        if trains_until_drained(self.config):
+            return 0  # until the experiences stop coming: loops/train.py sets it then
         if self.explorer:
             per_epoch = self.wait([self.explorer.steps_per_epoch.remote()])[0]
         else:
@@ -216,7 +219,7 @@ class Stage:
     def finish(self) -> None:
         """Save the stage's last checkpoint (its weights start the next stage); note each role's peak memory (and the
         driver's), and each device peak a role reports."""
-        if self.ranks:
+        if self.ranks and self.total:  # 0: a train run whose experiences never came trained nothing
             self.last_checkpoint = self.checkpoint(self.total)
         actors = self.handles.actors
         peaks = self.wait([a.peak_rss_mb.remote() for a in actors.values()])

@@ -36,7 +36,7 @@ def trained(stage: "Stage", step: int, result: TrainResult) -> None:
         _preview(stage, step, rows)
     stage.progress.update(step, loss=result.get("loss"))
     every = stage.config.trainer.save_interval
-    if every and step % every == 0 and step < stage.total:
+    if every and step % every == 0 and (not stage.total or step < stage.total):  # 0: not known yet
         stage.checkpoint(step)
 
 

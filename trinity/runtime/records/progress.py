@@ -31,6 +31,12 @@ class Progress:
         elif time.monotonic() - self.last_line >= PLAIN_EVERY_S:
             self._print()
 
+    def note(self, text: str) -> None:
+        """A line of its own about the stage (why it ends), below the bar."""
+        if not self.quiet:
+            self.stream.write(("\r\033[K" if self.tty else "") + f"{self.stage}: {text}\n")
+            self.stream.flush()
+
     def close(self) -> None:
         """End the stage's bar with a newline (or its final plain line)."""
         if self.quiet:
@@ -51,7 +57,7 @@ class Progress:
         drawn = f"[{'#' * int(done * 20):<20}] " if bar and self.total else ""
         extra = "  ".join(f"{k} {v}" for k, v in self.fields.items())
         seconds = time.monotonic() - self.started
-        steps = f"{self.step}/{self.total}" if self.total else str(self.step)  # 0: a serve run, until stopped
+        steps = f"{self.step}/{self.total}" if self.total else str(self.step)  # 0: not known yet (serve: until stopped)
         return f"{self.stage}: {drawn}step {steps}  {extra}  {seconds:.0f}s".rstrip()
 
 

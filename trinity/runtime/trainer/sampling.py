@@ -12,6 +12,7 @@ from math import ceil
 from typing import TYPE_CHECKING
 
 from ...config.algorithms.sampling import SAMPLE_STRATEGIES
+from ...config.modes import trains_until_drained
 from ...config.schema import RunConfig
 from ..experience import Experience
 from .algos import _episodes
@@ -33,6 +34,10 @@ def expert_data(config: RunConfig, tokenizer: str) -> "DataSet | None":
     return data_set(storage, {"tokenizer": tokenizer, "model": config.model, "data": "sft"})
 
 
+class Drained(Exception):
+    """The experiences ran out where the run trains until they do (modes.trains_until_drained): its normal end."""
+
+
 class Sampler:
     """Rank 0's batches: `expert` is the SFT data set of sample strategy mix (None without one)."""
 
@@ -43,6 +48,7 @@ class Sampler:
         self.args = algorithm.sample_strategy_args or {}
         advantage = algorithm.advantage_fn_args or {}
         self.threshold, self.refill = advantage.get("std_threshold"), advantage.get("duplicate_experiences", False)
+        self.until_drained = trains_until_drained(config)
 
     def sizes(self) -> tuple[int, int]:
         """Rollouts and SFT samples per train batch (Trinity-RFT's split: the samples rounded up)."""
@@ -61,7 +67,9 @@ class Sampler:
 
         rollouts, samples = self.sizes()
         timeout = self.config.buffer.trainer_input.experiences.max_read_timeout  # Trinity-RFT's QueueReader's wait
-        exps = ray.get(self.buffer.get.remote(rollouts, step, timeout, self.min_version(step)))
+        exps = ray.get(self.buffer.get.remote(rollouts, step, timeout, self.min_version(step), self.until_drained))
+        if exps is None:
+            raise Drained(f"no experiences for {timeout:g} s (max_read_timeout) before train step {step}")
         metrics: dict[str, float] = {}
         if self.strategy.drops_stale:
             metrics["stale_dropped"] = ray.get(self.buffer.dropped.remote())

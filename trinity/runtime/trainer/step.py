@@ -13,6 +13,7 @@ from ...config.algorithms.losses import POLICY_LOSSES
 from ...config.schema import RunConfig
 from ...utils.imports import import_path, lazy_module
 from .logprobs import LogProbs
+from .sampling import Drained
 
 if TYPE_CHECKING:
     import torch
@@ -29,6 +30,8 @@ functions = lazy_module("trinity.runtime.trainer.functions")
 Tensors = dict[str, "torch.Tensor"]  # a padded batch's columns by name (batch.padded)
 CriticBatch = tuple[Tensors, "torch.Tensor", "torch.Tensor", int]  # what Critic.update takes
 Built = tuple["TensorDict | None", dict, "CriticBatch | None"]  # verl's batch, metrics of building it, the critic's
+# rank 0's answer to a step the experiences ran out before, where that ends the run (modes.trains_until_drained)
+DRAINED = "drained"
 NOTHING_TRAINED = {"loss": None, "grad_norm": None, "lr": None, "experiences": 0, "seconds": 0.0}
 
 
@@ -48,6 +51,8 @@ class Step:
         """One update on `train_batch_size` experiences (the critic's first, with one); rank 0 returns loss,
         grad_norm, lr and the update's seconds. Before step trainer.critic_warmup only the critic is updated."""
         exps, info = self.shard(step)
+        if exps == DRAINED:
+            return None if self.rank else {DRAINED: info}
         started = time.perf_counter()
         if not exps:  # sampling dropped every group: nothing to train on this step
             return None if self.rank else NOTHING_TRAINED | self.sampled
@@ -69,7 +74,10 @@ class Step:
         (sampling) and scatters equal, contiguous shards."""
         shards = None
         if self.rank == 0:
-            self.whole, self.sampled = self.sampler.batch(step)
+            try:
+                self.whole, self.sampled = self.sampler.batch(step)
+            except Drained as end:  # every rank hears of it, and none steps
+                return self._scatter([(DRAINED, str(end))] * self.world_size)
             parts = batches.shards(self.whole, self.world_size)
             counts = batches.counts([e for part in parts for e in part])
             shards = [(part, counts) for part in parts]
