@@ -51,6 +51,29 @@ def trinity(env, cwd, *args, timeout=600):
     )
 
 
+def stopped_after_checkpoint(env, cwd: Path, *args, step: int = 2) -> int:
+    """`trinity run` stopped with SIGTERM once it saved the checkpoint of train step `step`: the run ends 143 with
+    nothing half-written; returns the last checkpoint's step (the stop may land after a later one)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trinity", "run", *args],
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    checkpoints = cwd / RUN / "checkpoints"
+    deadline = time.monotonic() + 400
+    while not (checkpoints / f"global_step_{step}" / "state.json").exists():
+        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-2000:]
+    assert not [p for p in os.listdir(checkpoints) if p.startswith(".")]  # nothing half-written is left
+    return max(int(p.split("_")[-1]) for p in os.listdir(checkpoints) if p.startswith("global_step_"))
+
+
 def lines(run_dir: Path, role=None) -> list[dict]:
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [r for r in records if role is None or r["role"] == role]
@@ -323,24 +346,8 @@ def test_a_second_run_of_a_finished_run_does_nothing_and_says_so(trusted_code_ru
 @pytest.mark.train
 def test_resume_after_sigterm_continues_from_the_last_checkpoint(env, tmp_path):
     args = (*GRPO_ONLY, "buffer.total_steps=8", "trainer.save_interval=2")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trinity", "run", *args],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    done = stopped_after_checkpoint(env, tmp_path, *args)
     checkpoints = tmp_path / RUN / "checkpoints"
-    deadline = time.monotonic() + 400
-    while not (checkpoints / "global_step_2" / "state.json").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint appeared"
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err[-2000:]
-    assert not [p for p in os.listdir(checkpoints) if p.startswith(".")]  # nothing half-written is left
-    done = max(int(p.split("_")[-1]) for p in os.listdir(checkpoints))
     lines(tmp_path / RUN)  # every line still parses
     resumed = trinity(env, tmp_path, *args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]

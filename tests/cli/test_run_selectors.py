@@ -5,15 +5,10 @@ What was read is taken from what the run leaves behind: the pass rates the explo
 (<run dir>/selectors/stage_0.jsonl), and metrics.jsonl."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
-from tests.cli.test_run import GRPO_ONLY, RUN, lines, trinity
+from tests.cli.test_run import GRPO_ONLY, RUN, lines, stopped_after_checkpoint, trinity
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
@@ -61,23 +56,7 @@ def test_a_resumed_run_reads_the_rows_its_selectors_would_have_read_unbroken(run
     rows = tmp_path / "rows.jsonl"
     rows.write_text("".join(json.dumps(r) + "\n" for r in ROWS))
     args = (*GRPO_ONLY, *selecting(rows))
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "trinity", "run", *args],
-        cwd=tmp_path,
-        env=run_env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    checkpoints = tmp_path / RUN / "checkpoints"
-    deadline = time.monotonic() + 400
-    while not (checkpoints / "global_step_2" / "state.json").exists():
-        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()[-3000:] if proc.stderr else ""
-        time.sleep(0.5)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143, err[-2000:]
-    done = max(int(p.split("_")[-1]) for p in os.listdir(checkpoints) if p.startswith("global_step_"))
+    done = stopped_after_checkpoint(run_env, tmp_path, *args)
     resumed = trinity(run_env, tmp_path, *args)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
 
