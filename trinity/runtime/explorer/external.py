@@ -80,7 +80,9 @@ class External:
         import openai
 
         if isinstance(exc, openai.APIStatusError):
-            what = f"the external model's API at {self.url} answered {exc.status_code}: {self.masked(str(exc.message))}"
+            body = exc.body if isinstance(exc.body, dict) else {}  # the client keeps the answer's `error` object
+            said = self.masked(str(body.get("message") or exc.message))
+            what = f"the external model's API at {self.url} answered {exc.status_code}: {said}"
             if exc.status_code in (401, 403):
                 what += f" (check the key in {self.key_env}, model.external_model.api_key_env)"
             elif exc.status_code == 404:
