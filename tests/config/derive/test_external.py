@@ -143,3 +143,19 @@ def test_an_adapter_on_an_external_model_is_refused(cli, write):
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
     assert result.code == 2
     assert "model.lora_configs: an external (API) model takes no adapter" in result.err
+
+
+def test_upstreams_internal_engine_type_external_names_the_key_to_set(cli, write):
+    result = cli(
+        "config",
+        "validate",
+        "-c",
+        write("run.yaml", BENCH),
+        "hardware=cpu",
+        "explorer.rollout_model.engine_type=external",
+    )
+    assert result.code == 2
+    assert "explorer.rollout_model.engine_type: known Trinity-RFT value, not supported by trinity yet: 'external'" in (
+        result.err
+    )
+    assert "hint: Trinity-RFT's validator writes it itself where model.external_model.enable is true" in result.err

@@ -161,6 +161,9 @@ def test_an_unreachable_api_is_said_with_its_url_never_a_hang(resolved, monkeypa
         ExternalModelError, match=rf"cannot reach the external model's API at http://127.0.0.1:{port}/v1"
     ):
         client.generate("What is 1+1?", 1)
+    [issue] = external.issues(resolved())  # the driver's check before Ray says the same, and what to check
+    assert issue.key == "model.external_model.base_url_env" and "cannot reach the external model's API" in issue.message
+    assert issue.hint == "check OPENAI_BASE_URL and that this machine reaches it"
 
 
 def test_a_multi_turn_conversation_or_recorded_calls_are_refused_by_name(resolved, api):
