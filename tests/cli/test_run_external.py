@@ -5,8 +5,10 @@ check refuses what cannot work before Ray, and a real run scores the stand-in's 
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
 
@@ -101,11 +103,21 @@ def test_a_run_without_the_url_or_asking_a_model_the_api_lacks_ends_before_ray(f
     assert KEY not in listed.stdout + listed.stderr
 
 
+@pytest.fixture
+def ray_tmp():
+    """A Ray temp dir of the run's own (short: Ray's socket paths must fit): it starts a Ray of its own, never joining
+    another one on this machine."""
+    folder = tempfile.mkdtemp(prefix="r", dir="/tmp")
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 @pytest.mark.ray
-def test_a_bench_run_scores_the_apis_replies(folder):
+def test_a_bench_run_scores_the_apis_replies(folder, ray_tmp):
     with judge_standin(replies, models=["qwen3-max"]) as (url, seen):
         # the URL without /v1, as Trinity-RFT's example exports it: trinity appends it
-        proc = trinity(folder, {"OPENAI_BASE_URL": url.removesuffix("/v1"), "BENCH_CRED": KEY})
+        env = {"OPENAI_BASE_URL": url.removesuffix("/v1"), "BENCH_CRED": KEY, "RAY_TMPDIR": ray_tmp}
+        proc = trinity(folder, env, "cluster.ray_address=local")  # a Ray of its own, never another one here
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = folder / "ckpt" / "p" / "api"
     [record] = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
