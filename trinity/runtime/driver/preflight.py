@@ -255,7 +255,8 @@ def _engine_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
     arguments only for an engine that takes them."""
     by_type: dict[str, list] = {}
     for config in stages:
-        if modes.mode(config.mode).runs_engines:
+        # an external (API) model answers instead of engines: none starts, so none needs its packages
+        if modes.mode(config.mode).runs_engines and not config.model.external_model.enable:
             by_type.setdefault(config.explorer.rollout_model.engine_type, []).append(config)
     issues: list[Issue] = []
     for kind, configs in by_type.items():
