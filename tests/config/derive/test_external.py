@@ -159,3 +159,24 @@ def test_upstreams_internal_engine_type_external_names_the_key_to_set(cli, write
         result.err
     )
     assert "hint: Trinity-RFT's validator writes it itself where model.external_model.enable is true" in result.err
+
+
+def test_replies_without_a_token_budget_are_refused(cli, write):
+    text = BENCH.replace("  max_model_len: 4096\n", "")
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:5:5: model.external_model.enable: the external model's replies have no token budget (no "
+        "model.max_response_tokens, and buffer.explorer_input.eval_tasksets.0 sets no rollout_args.max_tokens)"
+        in result.err
+    )
+    assert "hint: set model.max_response_tokens (or model.max_model_len" in result.err
+    given = cli(
+        "config",
+        "validate",
+        "-c",
+        write("run.yaml", text),
+        "hardware=cpu",
+        "+buffer.explorer_input.eval_tasksets.0.rollout_args.max_tokens=256",
+    )
+    assert given.code == 0, given.err

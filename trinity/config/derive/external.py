@@ -29,7 +29,8 @@ def enabled(ctx: Context) -> bool:
         *(f"{ROLLOUT}.{name}" for name in FIELDS),
         "mode",
         "model.lora_configs",
-        *each_taskset("default_workflow_type"),
+        "model.max_response_tokens",
+        *each_taskset("default_workflow_type", "rollout_args.max_tokens"),
     ),
     writes=tuple(f"{ROLLOUT}.{name}" for name in FIELDS),
 )
@@ -78,7 +79,28 @@ def external_model(ctx: Context) -> None:
             hint=f"remove model.lora_configs, or remove {MODEL} to bench an adapter on trinity's own engines",
         )
     _workflows(ctx)
+    _reply_budget(ctx)
     _rollout_copy(ctx)
+
+
+def _reply_budget(ctx: Context) -> None:
+    """Each request's max_tokens is its taskset's rollout_args.max_tokens, else model.max_response_tokens: with
+    neither, an API's replies would be cut at the engines' fallback of 16 tokens (Trinity-RFT refuses a run whose
+    max_model_len it cannot determine)."""
+    if ctx.get("model.max_response_tokens") is not None:
+        return
+    unbounded = [
+        key for key, taskset, _ in tasksets(ctx) if (taskset.get("rollout_args") or {}).get("max_tokens") is None
+    ]
+    if unbounded:
+        ctx.report(
+            "error",
+            f"{MODEL}.enable",
+            f"the external model's replies have no token budget (no model.max_response_tokens, and {unbounded[0]} "
+            "sets no rollout_args.max_tokens): each request would ask for 16 tokens",
+            allowed="with model.max_response_tokens or each taskset's rollout_args.max_tokens",
+            hint="set model.max_response_tokens (or model.max_model_len, which upstream requires and halves)",
+        )
 
 
 def _workflows(ctx: Context) -> None:
