@@ -31,9 +31,11 @@ def stage_configs(resolved: "ResolvedConfig") -> list[tuple[str, "RunConfig", An
 
 def model_inputs(config: "RunConfig") -> list[tuple[tuple, str | None]]:
     """(key, value) of each model the run loads: the policy, the critic where a critic trains, the teacher where the
-    advantage reads one."""
+    advantage reads one. An external (API) model loads none: model_path is then a name only (Trinity-RFT's example
+    sets the API model's), never fetched."""
     model, advantage = config.model, config.algorithm.advantage_fn
-    found: list[tuple[tuple, str | None]] = [(("model", "model_path"), model.model_path)]
+    policy = [] if model.external_model.enable else [(("model", "model_path"), model.model_path)]
+    found: list[tuple[tuple, str | None]] = policy
     if modes.mode(config.mode).trains and uses_critic(advantage):
         found.append((("model", "critic_model_path"), model.critic_model_path))
     if uses_teacher(advantage) and model.teacher_model_path:

@@ -35,6 +35,8 @@ def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
     """An error when the policy model is not a local folder with a config.json (checked by `run` only; a hub repo's
     name is the driver's fetch's, and checked here on its folder)."""
     path = Path(config.model.model_path)
+    if config.model.external_model.enable:  # the API's model answers: nothing loads model_path (inputs.model_inputs)
+        return []
     if (path / "config.json").is_file() or hub_name(config.model.model_path, "model"):
         return []
     return [

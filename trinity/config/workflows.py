@@ -46,6 +46,18 @@ OWN_PROMPTS = ("frozen_lake_workflow",)
 NAMED_REWARD = ("math_rm_workflow", "async_math_rm_workflow")
 # Built-in workflows whose agents call the engines' OpenAI endpoint (explorer.rollout_model.enable_openai_api).
 OPENAI_CLIENTS = ("react_agent_workflow",)
+# Built-in workflows that ask the model one turn and read its reply's text (prompt, generate, chat): the ones an
+# external API model (model.external_model) can answer, as it returns text and no token ids. The others hold
+# multi-turn conversations in the chat template's tokens, or read the engines' token ids of an agent's calls.
+TEXT_REPLIES = (
+    "math_workflow",
+    "async_math_workflow",
+    "arith_workflow",
+    "math_rm_workflow",
+    "async_math_rm_workflow",
+    "math_boxed_workflow",
+    "async_math_boxed_workflow",
+)
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 

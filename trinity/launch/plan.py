@@ -13,7 +13,7 @@ from ..config.engines import devices_per_engine
 from ..config.run_target import run_namespace
 from ..config.schema import RunConfig
 from .roles import BUFFER, EXPLORER, ROLLOUT, TRAINER
-from .runtime_env import EXPORTED, role_env
+from .runtime_env import EXPORTED, role_env, secret_vars
 
 CPUS_PER_DEVICE = 1
 COLOCATE_SHARE = 0.5  # where they share devices, the trainer and a rollout engine each take half of a device
@@ -45,6 +45,7 @@ class ActorSpec:
     env_exported: tuple[str, ...] = ()  # variables whose value came from the driver's environment
     devices: float = 0  # devices the actor holds (for checks and display)
     rank: int = 0  # trainer rank, or rollout slot (engine x parts + part); 0 for the single roles
+    env_masked: tuple[str, ...] = ()  # variables holding a credential whatever their names (masked where shown)
 
 
 @dataclass(frozen=True)
@@ -164,11 +165,12 @@ class _Builder:
             self.envs[role] = (
                 {k: v for k, (v, _) in env.items()},
                 tuple(k for k, (_, origin) in env.items() if origin == EXPORTED),
+                tuple(k for k in secret_vars(self.config, role) if k in env),
             )
-        env, exported = self.envs[role]
+        env, exported, secret = self.envs[role]
         # one env dict per role, shared
         self.actors.append(
-            ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices, rank)
+            ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices, rank, secret)
         )
 
     def engines(self, name: str, model) -> None:

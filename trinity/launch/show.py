@@ -2,7 +2,7 @@
 
 from typing import Any
 
-from ..config.redact import redact
+from ..config.redact import MASK, redact
 from .feasibility import Feasibility
 from .launcher import Placement
 from .plan import LaunchPlan
@@ -11,7 +11,12 @@ from .plan import LaunchPlan
 def plan_data(plan: LaunchPlan, show_secrets: bool = False) -> dict[str, Any]:
     """The plan as JSON-ready data, credential-like env values masked unless `show_secrets` (actors get them all)."""
     data = plan.as_dict()
-    return data if show_secrets else redact(data)
+    if show_secrets:
+        return data
+    shown = redact(data)
+    for actor in shown["actors"]:  # a credential in a variable of any name (an external model's API key)
+        actor["env"] |= {k: MASK for k in actor["env_masked"] if actor["env"].get(k)}
+    return shown
 
 
 def plan_text(plan: LaunchPlan, feasibility: Feasibility | None = None, show_secrets: bool = False) -> str:
@@ -38,7 +43,7 @@ def plan_text(plan: LaunchPlan, feasibility: Feasibility | None = None, show_sec
         if actor.role in seen:
             continue
         seen.add(actor.role)
-        env = actor.env if show_secrets else redact(actor.env)
+        env = actor.env if show_secrets else redact(actor.env) | {k: MASK for k in actor.env_masked if actor.env[k]}
         shown = " ".join(f"{k}={v}" + (" (exported)" if k in actor.env_exported else "") for k, v in env.items())
         lines.append(f"  {actor.role}: {shown}")
     if feasibility:

@@ -384,3 +384,36 @@ def test_stages_of_any_size_are_given_while_verl_is_still_importing(demo_assets,
         check.ask(many)
         assert check.proc.poll() is None and (check.folder / "stages.pickle").is_file()
     assert check.proc.returncode is not None and not check.folder.exists()
+
+
+def test_an_external_models_bench_run_needs_no_engine_package_and_no_model_folder(tmp_path, monkeypatch):
+    """model.external_model: the API answers, so neither an engine's package nor model_path's folder is looked for
+    (Trinity-RFT's example names the API's model there); the same config on trinity's engines is refused for both."""
+    import dataclasses
+
+    from tests.runtime.rewards.judge_standin import judge_standin
+    from trinity.config import engines
+
+    missing = dataclasses.replace(engines.ENGINES["transformers"], needs="no_such_engine_package")
+    monkeypatch.setitem(engines.ENGINES, "transformers", missing)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "test.jsonl").write_text(json.dumps({"question": "1+1?", "answer": "#### 2"}) + "\n")
+    (tmp_path / "run.yaml").write_text(
+        "mode: bench\nmodel:\n  model_path: qwen3-max\n  max_model_len: 512\n"
+        "  external_model: {enable: true, model_name: qwen3-max}\n"
+        "explorer:\n  rollout_model: {engine_type: transformers}\n"
+        "buffer:\n  explorer_input:\n    eval_tasksets: [{name: sums, path: ./data, split: test, "
+        "format: {prompt_key: question, response_key: answer}}]\n    default_eval_workflow_type: math_workflow\n"
+    )
+    with judge_standin(lambda request: "#### 2", models=["qwen3-max"]) as (url, seen):
+        monkeypatch.setenv("OPENAI_BASE_URL", url)
+        passes_the_drivers_checks(resolve(Request(tmp_path / "run.yaml", ("hardware=cpu",))))
+        assert [s["path"] for s in seen] == ["/v1/models"]  # the endpoint was looked at instead
+        with pytest.raises(ConfigError) as err:
+            preflight.check(
+                resolve(Request(tmp_path / "run.yaml", ("hardware=cpu", "model.external_model.enable=false")))
+            )
+    found = [i.render() for i in err.value.issues]
+    assert any("'qwen3-max' is not a model folder" in i for i in found), found
+    assert any("engine type 'transformers' needs the no_such_engine_package package" in i for i in found), found

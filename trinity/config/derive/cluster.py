@@ -80,6 +80,7 @@ def shared_devices(ctx: Context) -> None:
         "explorer.rollout_model.pipeline_parallel_size",
         "explorer.rollout_model.tensor_parallel_size",
         "mode",
+        "model.external_model.enable",
     ),
     writes=(
         "cluster.explorer_gpu_num",
@@ -96,7 +97,9 @@ def cluster_counts(ctx: Context) -> None:
     if per_node > ctx.facts.devices_per_node:
         return  # already reported by gpu_per_node
     total = nodes * per_node
-    rollout = _engine_devices(ctx, "explorer.rollout_model") if modes.mode(mode).runs_engines else 0
+    # an external (API) model is the rollout model on its own servers: no engines start (derive/external.py)
+    engines = modes.mode(mode).runs_engines and not ctx.get("model.external_model.enable")
+    rollout = _engine_devices(ctx, "explorer.rollout_model") if engines else 0
     explorer = rollout  # auxiliary models are refused (rollout.auxiliary_models): they take no devices
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}

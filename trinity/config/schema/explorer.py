@@ -7,6 +7,7 @@ from pydantic import Field, NonNegativeInt, PositiveInt
 from ..engines import ALIASES, ENGINES
 from ._base import Section
 from .env import EnvVars
+from .model import ExternalModelConfig
 
 # the engine registry (config/engines.py) lists them, and the names Trinity-RFT still accepts for them
 EngineType = Literal[tuple(ENGINES) + tuple(ALIASES)]
@@ -125,6 +126,11 @@ class InferenceModelConfig(Section):
     weight_sync_buffer_size: PositiveInt = Field(
         1024,
         description="Trinity-RFT's name of synchronizer.sync_bucket_mib (MiB): set, it sets that; unset, it shows it.",
+    )
+    external_model_config: ExternalModelConfig = Field(
+        default_factory=ExternalModelConfig,
+        description="The external API these engines stand for: model.external_model's, copied here (Trinity-RFT's "
+        "rule); set model.external_model instead.",
     )
 
 

@@ -5,6 +5,7 @@ from typing import Any, Literal
 from pydantic import Field, PositiveInt
 
 from ._base import Section
+from .env import ENV_NAME_PATTERN
 
 LoraDtype = Literal["auto", "float32", "bfloat16", "float16"]
 ALL_LINEAR = "all-linear"
@@ -38,6 +39,25 @@ class LoRAConfig(Section):
         description="The base model vLLM records for the adapter (its LoRARequest's base_model_name); the adapter "
         "is trained on and applied to model.model_path either way.",
     )
+
+
+class ExternalModelConfig(Section):
+    """An OpenAI-compatible API answering as the rollout model (Trinity-RFT's ExternalModelConfig): mode bench only.
+    The config names the environment variables that hold the endpoint's URL and its key, never the key itself."""
+
+    enable: bool = Field(False, description="Evaluate the model behind an OpenAI-compatible API instead of engines.")
+    base_url_env: str = Field(
+        "OPENAI_BASE_URL",
+        pattern=ENV_NAME_PATTERN,
+        description="Environment variable holding the API's base URL (https://host/v1), read where the run starts.",
+    )
+    api_key_env: str = Field(
+        "OPENAI_API_KEY",
+        pattern=ENV_NAME_PATTERN,
+        description="Environment variable holding the API's key (unset: 'EMPTY', as a local server takes); masked in "
+        "every output.",
+    )
+    model_name: str | None = Field(None, description="The model the API serves, as its requests name it (required).")
 
 
 class ModelConfig(Section):
@@ -113,4 +133,8 @@ class ModelConfig(Section):
     )
     fully_sharded_loras: bool = Field(
         False, description="vLLM: shard the adapter's computation across tensor-parallel ranks too."
+    )
+    external_model: ExternalModelConfig = Field(
+        default_factory=ExternalModelConfig,
+        description="An OpenAI-compatible API as the rollout model, in mode bench (no engines, no weights to sync).",
     )

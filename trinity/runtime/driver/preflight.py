@@ -29,6 +29,7 @@ from ...platforms.health import stack_problems
 from ...utils.child import module_command
 from ...utils.imports import import_path
 from ..data.preflight import column_issues
+from ..explorer import external
 from ..records.metrics import PACKAGES
 
 ENGINE = ("explorer", "rollout_model", "engine_type")
@@ -52,8 +53,9 @@ def input_issues(resolved: ResolvedConfig) -> list[Issue]:
     """What the run reads from disk: its data sets' columns, its model folder (and code it would run), its teacher.
     Names of hub repos are left out: the driver fetches them, and this runs again on their folders."""
     stages = [config for _, config in resolved.runs]
+    loads_model = not stages[0].model.external_model.enable  # an external (API) model's model_path is a name only
     issues = (data_issues(resolved) or column_issues(resolved)) + (
-        model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)
+        (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)) if loads_model else []
     )
     return issues + teacher_issues(resolved)
 
@@ -78,7 +80,7 @@ def driver_checks(resolved: ResolvedConfig, fetching: list[Issue] | None = None)
     """Raise one error listing every problem the driver finds, with `fetching` (the keys whose names of hub repos
     cannot be had, found before anything is downloaded)."""
     stages = [config for _, config in resolved.runs]
-    issues = input_issues(resolved) + _monitor_issues(resolved)
+    issues = input_issues(resolved) + _monitor_issues(resolved) + external.issues(resolved)
     issues += [i for i in workflow_issues(resolved) if i not in issues]  # args, reward, packages: found, not imported
     node = _stack_issues(resolved)
     issues += [i for i in _engine_issues(stages, resolved) if i not in issues]
@@ -253,7 +255,8 @@ def _engine_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
     arguments only for an engine that takes them."""
     by_type: dict[str, list] = {}
     for config in stages:
-        if modes.mode(config.mode).runs_engines:
+        # an external (API) model answers instead of engines: none starts, so none needs its packages
+        if modes.mode(config.mode).runs_engines and not config.model.external_model.enable:
             by_type.setdefault(config.explorer.rollout_model.engine_type, []).append(config)
     issues: list[Issue] = []
     for kind, configs in by_type.items():

@@ -72,7 +72,10 @@ class Explorer(Role):
         self.engines, self.buffer = engines, buffer
         slots = self.config.explorer.runner_per_model
         self.gatherers = [Gatherer(engine, slots) for engine in engines]
-        self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in engines]  # runner_per_model per engine
+        # an external (API) model stands for the engines: one lane of runner_per_model runners asking it (external.py)
+        self.external = self._external()
+        lanes = len(engines) if self.external is None else 1
+        self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in range(lanes)]  # runner_per_model per engine
         self.endpoints = self._endpoints(engines)
         self.pipeline = operators.pipeline(self.config)
         train, evals = self._tasksets()
@@ -84,10 +87,23 @@ class Explorer(Role):
         if self.feedback:
             self.feedback.replay(self.schedule, done)
         spec = ray.get(backend) if backend is not None else None
+        if self.external is not None:  # the API's model's tokenizer is not here (model_path may be a name only)
+            self.tokenizer = None
+            return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
         self.tokenizer = Tokenizer(model_path, self.config.model.trust_remote_code, spec)
         if self._needs_hugging_face(spec):
             self.tokenizer.hf  # noqa: B018 (loaded now, beside the other roles' setup, not in the first step's threads)
         return {ts.name: len(ts.tasks) for ts in self.train + self.evals}
+
+    def _external(self) -> tuple | None:
+        """(the endpoint, its `openai.OpenAI` client) of the run's external model; None when the engines answer."""
+        if not self.config.model.external_model.enable:
+            return None
+        from .external import External
+
+        api = External.of(self.config)
+        self.log.info("the rollout model is %s at %s (model.external_model)", api.model, api.url)
+        return api, api.client(self.config.explorer.max_timeout)
 
     def _needs_hugging_face(self, spec: dict | None) -> bool:
         """Whether the explorer needs Hugging Face's tokenizer: no backend to encode by (`spec` None), chat prompts,
@@ -183,7 +199,7 @@ class Explorer(Role):
 
     def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
         """Every task's rollouts (each split into runs: runs.split), and how many tasks lost some of theirs."""
-        engines = itertools.cycle(range(len(self.engines)))
+        engines = itertools.cycle(range(len(self.pools)))
         most = self.config.explorer.max_repeat_times_per_runner
         tasks = [
             [self._submit(next(engines), ts, part, base) for base, part in runs.split(task, most)] for ts, task in batch
@@ -206,7 +222,8 @@ class Explorer(Role):
 
     def _submit(self, engine: int, ts: TaskSet, task: "Task", base: int = 0) -> "Future[list[Experience]]":
         """Task `task` (its runs numbered from `base`) on a free runner of engine `engine`."""
-        self.gatherers[engine].expect()
+        if self.gatherers:
+            self.gatherers[engine].expect()
         return self.pools[engine].submit(self._attempt, ts, task, engine, base)
 
     def _engine_calls(self) -> int:
@@ -226,6 +243,10 @@ class Explorer(Role):
 
     def _client(self, engine: int, sampling: "Sampling") -> ModelClient:
         """The model client of a workflow on engine `engine`, sampling with `sampling`."""
+        if self.external is not None:
+            from .external import ExternalModelClient
+
+            return ExternalModelClient(*self.external, sampling, self.config.explorer.rollout_model)
         return ModelClient(
             self.gatherers[engine],
             self.tokenizer,
@@ -243,7 +264,8 @@ class Explorer(Role):
                 exps = self._with_baseline(ts, task, engine, exps)
             return runs.numbered(exps, base)
         finally:
-            self.gatherers[engine].leave()
+            if self.gatherers:
+                self.gatherers[engine].leave()
 
     def _retried(self, ts: TaskSet, task: "Task", client: ModelClient) -> list[Experience]:
         from ..workflows.conversation import ConversationError

@@ -1,6 +1,7 @@
 """Evaluate every complete checkpoint of the run directory, one after another (mode bench); the model itself when
 there is none."""
 
+import sys
 from typing import TYPE_CHECKING
 
 from ....errors import ConfigError, Issue
@@ -12,6 +13,9 @@ if TYPE_CHECKING:
 
 
 def run(stage: "Stage") -> None:
+    if stage.config.model.external_model.enable:  # the API's model: no weights of this run to load into it
+        _external(stage)
+        return
     saved = stage.run_dir.complete_checkpoints()
     refused = [f"{c.path.name}: {why}" for c in saved if (why := lora.mismatch(c.path, stage.config))]
     if refused:
@@ -26,3 +30,18 @@ def run(stage: "Stage") -> None:
         stage.wait([e.load_weights.remote(str(file), checkpoint.global_step) for e in stage.engines])
         step_results.evaluate(stage, checkpoint.global_step)
         stage.progress.update(done)
+
+
+def _external(stage: "Stage") -> None:
+    """An external (API) model is evaluated once, as it is (weight version 0): a checkpoint of the run directory
+    cannot be sent to it, and is said to be left out."""
+    saved = stage.run_dir.complete_checkpoints()
+    if saved:
+        steps = ", ".join(str(c.global_step) for c in saved)
+        print(
+            f"warning: bench evaluates the external model {stage.config.model.external_model.model_name!r} as its API "
+            f"serves it; this run directory's {len(saved)} checkpoint(s) (steps {steps}) are not evaluated: an API "
+            "model takes no weights",
+            file=sys.stderr,
+        )
+    step_results.evaluate(stage, 0)
