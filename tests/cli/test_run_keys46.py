@@ -25,6 +25,8 @@ EXPLORE_KEYS = (
     "+log.level=DEBUG",
     "+log.group_by_node=true",
     "+explorer.rollout_model.enable_history=true",
+    "+data_processor.experience_pipeline.save_input=true",
+    "+data_processor.experience_pipeline.input_save_path=explorer_input.jsonl",
 )
 
 
@@ -53,6 +55,10 @@ def test_an_explore_run_splits_tasks_into_runs_records_top_logprobs_filters_and_
     assert [r["step"] for r in explored] == [1, 2]
     assert sum(r["experiences"] for r in explored) == len(experiences)
     assert all(r["filtered_count"] == 16 - r["experiences"] for r in explored)  # 4 tasks x 4 rollouts a step
+    # save_input: every rollout as made, before the operators dropped or masked any
+    made = [json.loads(line) for line in (run / "explorer_input.jsonl").read_text().splitlines()]
+    assert [e["step"] for e in made] == [1] * 16 + [2] * 16 and any(e["truncated"] for e in made)
+    assert all(any(e["action_mask"]) for e in made)  # not yet masked (mask_response_truncated comes after)
     # every cut response was masked, those dynamic sampling dropped after among them
     assert sum(r["masked_truncated_count"] for r in explored) >= sum(e["truncated"] for e in experiences)
     assert sum(r["masked_truncated_count"] for r in explored) > 0  # the demo's 4-token budget cuts some

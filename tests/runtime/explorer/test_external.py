@@ -75,7 +75,7 @@ def api(monkeypatch):
 
 
 def explorer_of(config) -> Explorer:
-    role = Explorer(name="explorer", role="explorer", config=config)
+    role = Explorer(name="explorer", role="explorer", config=config, run_dir=config.checkpoint_root_dir)
     role.setup([], None, config.model.model_path)
     return role
 

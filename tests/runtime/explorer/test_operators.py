@@ -72,3 +72,22 @@ def test_the_pipeline_applies_the_configs_operators_in_order(tmp_path):
         "dropped_all_correct": 2.0,
         "dropped_all_wrong": 0.0,
     }
+
+
+def saving(tmp_path, *overrides):
+    config = resolve(Request(None, ("hardware=cpu", "~stages", *overrides))).config
+    return operators.input_store(config, tmp_path)
+
+
+def test_save_input_keeps_the_experiences_as_made_where_it_names(tmp_path):
+    """data_processor.experience_pipeline.save_input: SQLite by default (explorer_output.db in the run directory),
+    or a JSON-lines file; what is kept reads back whole."""
+    on = "+data_processor.experience_pipeline.save_input=true"
+    made = [exp("a", 1, reward=1.0, truncated=True), exp("a", 0)]
+    default = saving(tmp_path, on)
+    default.add(made)
+    assert (tmp_path / "explorer_output.db").exists() and default.pending() == made
+    lines = saving(tmp_path, on, "+data_processor.experience_pipeline.input_save_path=saved/in.jsonl")
+    lines.add(made)
+    assert [Experience.from_json(line) for line in (tmp_path / "saved" / "in.jsonl").read_text().splitlines()] == made
+    assert saving(tmp_path) is None  # off by default

@@ -16,13 +16,13 @@ from trinity.runtime.workflows import Completion
 
 
 @pytest.fixture
-def explorer(demo_assets, monkeypatch):
+def explorer(demo_assets, monkeypatch, tmp_path):
     """An explorer set up in this process on the demo's taskset (GRPO only), with these overrides."""
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
 
     def _explorer(*overrides):
         config = resolve(Request(None, ("hardware=cpu", "~stages", *overrides))).config
-        role = Explorer(name="explorer", role="explorer", config=config)
+        role = Explorer(name="explorer", role="explorer", config=config, run_dir=str(tmp_path))
         role.setup([], None, str(demo_assets / "model"))
         return role
 
@@ -354,7 +354,7 @@ def test_a_tasksets_selector_chooses_the_rows_each_step_reads(explorer, tmp_path
 
 def set_up(config_overrides, demo_assets, feedback, done):
     config = resolve(Request(None, ("hardware=cpu", "~stages", *config_overrides))).config
-    role = Explorer(name="explorer", role="explorer", config=config)
+    role = Explorer(name="explorer", role="explorer", config=config, run_dir=str(demo_assets))
     role.setup([], None, str(demo_assets / "model"), str(feedback) if feedback else None, done)
     return role
 

@@ -68,6 +68,7 @@ RULES = (
     batch_size.mix_batch,
     buffer.train_batch_size,
     pipeline.experience_operators,
+    pipeline.saved_input,
     selectors.data_selectors,
     storage.data_set_thinking,
     storage.unread_keys,

@@ -6,11 +6,14 @@ PassRateCalculator)."""
 
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from ...config.operators import OPERATORS
 from ...config.schema import RunConfig
 from ...utils.imports import import_path
+from ..buffer.sqlite_store import SqliteStore
+from ..buffer.stores import SQLITE_PREFIX, JsonlFile, sqlite_path
 from ..experience import Experience
 
 # what pass_rate_calculator hands the explorer among its metrics: task (an experience's group) -> its pass rate,
@@ -26,6 +29,17 @@ def pipeline(config: RunConfig) -> Pipeline:
         (import_path(OPERATORS[op.name].runtime, f"experience operator {op.name!r}"), op.args)
         for op in config.data_processor.experience_pipeline.operators
     ]
+
+
+def input_store(config: RunConfig, run_dir: Path) -> JsonlFile | SqliteStore | None:
+    """Where data_processor.experience_pipeline.save_input keeps each step's experiences before the operators (None:
+    nowhere): a JSON-lines file or SQLite (derive/pipeline.py saved_input), relative paths in the run directory."""
+    pipeline = config.data_processor.experience_pipeline
+    if not pipeline.save_input or pipeline.input_save_path is None:
+        return None
+    if pipeline.input_save_path.startswith(SQLITE_PREFIX):
+        return SqliteStore(sqlite_path(pipeline.input_save_path, run_dir))
+    return JsonlFile(run_dir / pipeline.input_save_path)
 
 
 def apply(operators: Pipeline, exps: list[Experience]) -> Result:

@@ -46,11 +46,11 @@ class Explorer(Role):
 
     @classmethod
     def plan_arguments(cls, config: RunConfig, spec: ActorSpec, run_dir: Path) -> dict[str, Any]:
-        return {"config": config}
+        return {"config": config, "run_dir": str(run_dir)}
 
-    def __init__(self, *, config: RunConfig, **identity: Any) -> None:
+    def __init__(self, *, config: RunConfig, run_dir: str, **identity: Any) -> None:
         super().__init__(**identity)
-        self.config = config
+        self.config, self.run_dir = config, Path(run_dir)
 
     def warm(self) -> None:
         """As Role's; Hugging Face's tokenizer too where a taskset's prompts go through the chat template (what else
@@ -78,6 +78,7 @@ class Explorer(Role):
         self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in range(lanes)]  # runner_per_model per engine
         self.endpoints = self._endpoints(engines)
         self.pipeline = operators.pipeline(self.config)
+        self.saved_input = operators.input_store(self.config, self.run_dir)
         train, evals = self._tasksets()
         self.train = [load_taskset(self.config, t, False) for t in train]
         self.evals = [load_taskset(self.config, t, True) for t in evals]
@@ -158,6 +159,8 @@ class Explorer(Role):
         calls = self._engine_calls() - calls
         for exp in exps:
             exp.step = step
+        if self.saved_input is not None:  # data_processor.experience_pipeline.save_input: as made, before operators
+            self.saved_input.add(exps)
         written, counted = operators.apply(self.pipeline, exps)
         self._learn(step, counted.pop(operators.PASS_RATES, {}))
         if written:
