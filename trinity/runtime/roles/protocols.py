@@ -52,6 +52,8 @@ class TrainResult(TypedDict):
     preview: NotRequired[list[dict]]
     # only with a policy loss that masks the batch (M2PO): its own metrics, named after it; written flat
     loss_metrics: NotRequired[dict[str, float]]
+    # only with trainer.balance_batch: tokens per rank before and after balancing (global_seqlen/*); written flat
+    seqlen_metrics: NotRequired[dict[str, float]]
 
 
 class SyncResult(TypedDict):  # the synchronizer's, in the driver
