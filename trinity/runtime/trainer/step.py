@@ -67,7 +67,8 @@ class Step:
 
     def shard(self, step: int) -> tuple[list["Experience"], dict]:
         """This rank's experiences and the batch's global counts (batches.counts): rank 0 assembles the batch
-        (sampling) and scatters equal, contiguous shards."""
+        (sampling), reorders it so that each rank gets about the same tokens (trainer.balance_batch) and scatters
+        equal, contiguous shards."""
         shards = None
         if self.rank == 0:
             self.whole, self.sampled = self.sampler.batch(step)
