@@ -212,6 +212,27 @@ def test_checkpoints_are_hugging_face_models_that_bench_evaluates(hf_every_step)
 
 
 @pytest.mark.train
+def test_bench_on_the_latest_checkpoint_evaluates_that_one_only(hf_every_step):
+    """explorer.bench_on_latest_checkpoint: bench evaluates the run's last complete checkpoint (step 2 of 1 and 2),
+    as Trinity-RFT's Explorer.benchmark, and says nothing of the others."""
+    assert hf_every_step.proc.returncode == 0, hf_every_step.proc.stderr[-3000:]
+    tmp_path, env = hf_every_step.folder, hf_every_step.env
+    started = time.time()
+    bench = trinity(
+        env,
+        tmp_path,
+        *GRPO_ONLY,
+        "algorithm.bypass_old_logprobs=false",
+        "mode=bench",
+        "+explorer.bench_on_latest_checkpoint=true",
+    )
+    assert bench.returncode == 0, bench.stderr[-3000:]
+    assert "bench_on_latest_checkpoint" not in bench.stderr  # read, not noted as changing nothing
+    evals = [(e["step"], e["stage"]) for e in lines(tmp_path / RUN, "eval") if e["time"] > started]
+    assert evals == [(2, None)]
+
+
+@pytest.mark.train
 @pytest.mark.parametrize("method,extra", [("memory", ()), ("checkpoint", ("algorithm.kl_loss_fn=low_var_kl",))])
 def test_memory_and_checkpoint_sync_in_one_run(env, tmp_path, method, extra):
     proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", f"synchronizer.sync_method={method}", *extra)

@@ -110,3 +110,26 @@ def test_a_train_step_that_waits_longer_than_max_read_timeout_ends_the_run_namin
     assert proc.returncode != 0 and "Traceback" not in proc.stderr
     assert "after 5 s (buffer.trainer_input.experience_buffer.max_read_timeout)" in proc.stderr
     assert not lines(tmp_path / RUN, "trainer")
+
+
+def test_two_trainer_ranks_train_on_balanced_halves_of_each_batch(run_env, tmp_path):
+    """trainer.balance_batch (upstream's default, true) on 2 trainer ranks (3 CPU slots: one engine, two ranks): each
+    train step's 16 rollouts are dealt 8 and 8 with about as many tokens each, and the trainer lines carry verl's
+    global_seqlen metrics of it, which add up to the step's experiences' tokens."""
+    proc = trinity(run_env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", "cluster.gpu_per_node=3", KEPT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / RUN
+    assert (run / "logs" / "trainer_node0.rank1.log").is_file()  # two trainer ranks ran
+    experiences = [json.loads(line) for line in (run / "arith_experiences.jsonl").read_text().splitlines()]
+    trained = lines(run, "trainer")
+    assert [r["step"] for r in trained] == [1, 2] and all(r["experiences"] == 16 for r in trained)
+    for record in trained:
+        step = [e for e in experiences if e["weight_version"] == record["step"] - 1]  # step s trains version s-1's
+        sizes = [len(e["prompt_ids"]) + len(e["response_ids"]) for e in step]
+        assert len(step) == 16
+        assert record["global_seqlen/mean"] == sum(sizes) / 2
+        # the two ranks' tokens: together the batch's, apart by no more than one row's
+        assert record["global_seqlen/balanced_min"] + record["global_seqlen/balanced_max"] == sum(sizes)
+        assert record["global_seqlen/balanced_max"] - record["global_seqlen/balanced_min"] <= max(sizes)
+        assert record["global_seqlen/min"] + record["global_seqlen/max"] == sum(sizes)  # the contiguous deal's
+        assert record["global_seqlen/minmax_diff"] == record["global_seqlen/max"] - record["global_seqlen/min"]

@@ -267,3 +267,18 @@ def test_the_model_keys_of_trinity_rft_are_explained_and_diffed(cli):
         }
         <= changed
     )
+
+
+def test_balance_batch_and_bench_on_latest_checkpoint_are_explained_and_diffed(cli):
+    """trainer.balance_batch and explorer.bench_on_latest_checkpoint (issue 46): explained with the layer that set
+    them, and in `config diff`."""
+    keys = ("trainer.balance_batch", "explorer.bench_on_latest_checkpoint")
+    explained = cli("config", "render", "-c", REFERENCE, "hardware=a100", "--explain", *keys)
+    assert explained.code == 0
+    assert "trainer.balance_batch = True" in explained.out
+    assert "explorer.bench_on_latest_checkpoint = False" in explained.out
+    set_both = ("+trainer.balance_batch=false", "+explorer.bench_on_latest_checkpoint=true", "mode=bench")
+    diff = cli("config", "diff", "-c", REFERENCE, "hardware=a100", "--vs", "hardware=a100", *set_both)
+    assert diff.code == 1
+    assert "~ trainer.balance_batch: True -> False" in diff.out
+    assert "~ explorer.bench_on_latest_checkpoint: False -> True" in diff.out

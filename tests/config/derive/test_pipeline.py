@@ -1,5 +1,7 @@
 """Rules of trinity/config/derive/pipeline.py: the experience operators a config names, through `trinity config
-render/validate`."""
+render/validate`, and the experience pipeline's saved input."""
+
+import pytest
 
 PIPELINE = "data_processor:\n  experience_pipeline:\n    operators:\n"
 
@@ -45,3 +47,40 @@ def test_an_operators_arguments_are_checked_where_they_are_written(render):
 def test_a_mode_without_an_explorer_applies_no_operator_and_says_so(render):
     result, _ = render(PIPELINE + "      - name: mask_response_truncated\nmode: train\n", "hardware=cpu")
     assert "note: " in result.err and "the experience pipeline runs in the explorer, and mode 'train'" in result.err
+
+
+SAVE = "data_processor.experience_pipeline"
+
+
+@pytest.mark.parametrize(
+    "written,path",
+    [
+        ("{save_input: true}", "sqlite:///explorer_output.db"),  # upstream's default place, in the run directory
+        ("{save_input: true, input_save_path: kept/in.jsonl}", "kept/in.jsonl"),
+        ("{save_input: true, input_save_path: 'sqlite:////data/in.db'}", "sqlite:////data/in.db"),
+    ],
+)
+def test_save_input_keeps_a_steps_experiences_where_it_says(render, written, path):
+    result, cfg = render(f"data_processor:\n  experience_pipeline: {written}\n", "hardware=cpu")
+    assert result.code == 0 and cfg["data_processor"]["experience_pipeline"]["input_save_path"] == path
+
+
+def test_save_input_takes_a_json_lines_file_or_sqlite_only(render):
+    result, _ = render("data_processor:\n  experience_pipeline: {save_input: true, input_save_path: in.csv}\n")
+    assert result.code == 2 and (
+        f"run.yaml:4:43: {SAVE}.input_save_path: 'in.csv' is neither a JSON-lines file nor a SQLite database"
+        in result.err
+    )
+    assert "allowed: a path ending in .jsonl or .json; sqlite:///PATH" in result.err
+
+
+@pytest.mark.parametrize(
+    "written,overrides,note",
+    [
+        ("{save_input: true}", ("mode=train",), "save_input: changes nothing: mode 'train' runs no explore step"),
+        ("{input_save_path: in.jsonl}", (), "input_save_path: changes nothing: " + SAVE + ".save_input is false"),
+    ],
+)
+def test_save_input_where_it_changes_nothing_is_noted(render, written, overrides, note):
+    result, _ = render(f"data_processor:\n  experience_pipeline: {written}\n", "hardware=cpu", *overrides)
+    assert result.code == 0 and f"{SAVE}.{note}" in result.err

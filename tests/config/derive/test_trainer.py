@@ -118,3 +118,38 @@ def test_trainer_config_sections_trinity_would_drop_are_errors(render, section, 
         result.code == 2
         and f"run.yaml:5:5: trainer.trainer_config.{section}: not a verl section trinity passes on: {why}" in result.err
     )
+
+
+def test_balance_batch_is_upstreams_default_and_a_bad_value_is_refused_where_it_is_written(render):
+    _, cfg = render("", "hardware=a100")
+    assert cfg["trainer"]["balance_batch"] is True and cfg["explorer"]["bench_on_latest_checkpoint"] is False
+    result, _ = render("trainer:\n  balance_batch: sometimes\n", "hardware=a100")
+    assert result.code == 2 and "error: run.yaml:4:3: trainer.balance_batch: " in result.err
+    result, _ = render("explorer:\n  bench_on_latest_checkpoint: 3\n", "hardware=a100")
+    assert result.code == 2 and "error: run.yaml:4:3: explorer.bench_on_latest_checkpoint: " in result.err
+
+
+def test_balance_batch_written_for_dpo_is_noted_as_changing_nothing(render, tmp_path):
+    from tests.config.test_algorithm import DATA_SET
+
+    (tmp_path / "d.jsonl").write_text("{}\n")
+    base = DATA_SET.format(path=tmp_path / "d.jsonl") + "algorithm:\n  algorithm_type: dpo\n"
+    result, cfg = render(base + "trainer:\n  balance_batch: true\n", "hardware=cpu")
+    assert result.code == 0 and cfg["trainer"]["balance_batch"] is True
+    assert "trainer.balance_batch: changes nothing here: a DPO batch's chosen and rejected rows stay together" in (
+        result.err
+    )
+    quiet, _ = render(base, "hardware=cpu")  # upstream's default, not written: no note
+    assert quiet.code == 0 and "balance_batch" not in quiet.err
+    grpo, _ = render("trainer:\n  balance_batch: true\n", "hardware=cpu")
+    assert grpo.code == 0 and "balance_batch" not in grpo.err
+
+
+def test_bench_on_latest_checkpoint_outside_bench_is_noted(render):
+    result, _ = render("explorer:\n  bench_on_latest_checkpoint: true\n", "hardware=cpu")
+    assert result.code == 0
+    assert "explorer.bench_on_latest_checkpoint: changes nothing in mode 'both': only mode bench evaluates" in (
+        result.err
+    )
+    bench, _ = render("mode: bench\nexplorer:\n  bench_on_latest_checkpoint: true\n", "hardware=cpu")
+    assert bench.code == 0 and "bench_on_latest_checkpoint" not in bench.err

@@ -207,3 +207,54 @@ def test_a_kl_penalty_and_the_teachers_gap_skip_an_episodes_environment_turns(al
     assert metrics["kl_penalty"] == pytest.approx((0.5 + 0.25 + 1.0) / 3)  # the environment's 9.0 is not the policy's
     # GRPO's score is the reward less the penalties on the model's tokens: 1 - 0.75 against 0 - 1.0
     assert advantages[0][0] > 0 > advantages[1][0] and advantages[0][1] == 0.0
+
+
+def rows(lengths: list[tuple[int, int]]) -> list[Experience]:
+    return [exp([3] * p, [4] * r) for p, r in lengths]
+
+
+def per_rank(items: list[Experience], world_size: int) -> list[int]:
+    return [sum(batch.tokens(e) for e in part) for part in batch.shards(items, world_size)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    world_size=st.sampled_from([1, 2, 3, 4, 8]),
+    lengths=st.lists(st.tuples(st.integers(1, 64), st.integers(0, 256)), min_size=1, max_size=40),
+)
+def test_balancing_deals_every_row_once_and_each_rank_within_one_row_of_the_others(world_size, lengths):
+    """trainer.balance_batch: the rows the ranks get are the batch's, each once, as many per rank; the ranks' token
+    counts differ by at most the longest row's (a contiguous deal of sorted lengths differs by far more); the rows
+    no rank gets (the last len % world_size) are the same as without balancing."""
+    items = rows(lengths)
+    out, metrics = batch.balanced(items, world_size)
+    size = len(items) // world_size
+    assert sorted(map(id, out)) == sorted(map(id, items))  # a permutation: every row exactly once
+    assert out[size * world_size :] == items[size * world_size :]  # the undealt rows stay last
+    if size == 0:
+        assert metrics == {} and out == items
+        return
+    dealt = per_rank(out, world_size)
+    assert all(len(part) == size for part in batch.shards(out, world_size))
+    assert max(dealt) - min(dealt) <= max(batch.tokens(e) for e in items[: size * world_size])
+    contiguous = per_rank(items, world_size)
+    assert metrics == {
+        "global_seqlen/min": min(contiguous),
+        "global_seqlen/max": max(contiguous),
+        "global_seqlen/minmax_diff": max(contiguous) - min(contiguous),
+        "global_seqlen/balanced_min": min(dealt),
+        "global_seqlen/balanced_max": max(dealt),
+        "global_seqlen/mean": pytest.approx(sum(contiguous) / world_size),
+    }
+
+
+def test_a_batch_sorted_by_length_is_dealt_evenly():
+    """Rollouts that come back shortest first: in order, rank 0 gets 4 short rows and rank 1 4 long ones; balanced,
+    each gets two of each kind, lightest first then the heavier alternately from the top (micro-batches of alike
+    work)."""
+    items = rows([(2, 2)] * 4 + [(2, 98)] * 4)
+    assert per_rank(items, 2) == [16, 400]
+    out, metrics = batch.balanced(items, 2)
+    assert per_rank(out, 2) == [208, 208]
+    assert [batch.tokens(e) for e in out] == [4, 100, 100, 4] * 2
+    assert metrics["global_seqlen/minmax_diff"] == 384 and metrics["global_seqlen/balanced_max"] == 208

@@ -163,3 +163,75 @@ def test_advantages_are_computed_over_the_whole_batch_when_a_task_spans_ranks():
     # by hand, task b: rewards less penalties [0.8, 0, -0.05, 1] -> each minus the mean of the other three
     assert [a[0] for a in whole[2:6]] == pytest.approx([0.8 - 0.95 / 3, -1.75 / 3, -0.05 - 1.8 / 3, 1 - 0.75 / 3])
     assert got[0][2] == {"kl_penalty": pytest.approx(sum(p[0] for p in PENALTIES) / 2 / 8)} and got[1][2] == {}
+
+
+# A step's rollouts in the order the buffer hands them: four short, then four long (prompt, response lengths)
+SORTED_ROLLOUTS = [(3, 1), (3, 2), (3, 1), (3, 2), (3, 40), (3, 37), (3, 40), (3, 39)]
+
+
+class OneBatch:
+    """Rank 0's sampler for one step: the batch as read from the buffer, nothing dropped."""
+
+    def __init__(self, exps):
+        self.exps = exps
+
+    def batch(self, step):
+        return list(self.exps), {}
+
+
+def deal(rank: int, port: int, balance: bool, out) -> None:
+    """In a process of its own: trainer rank `rank` of 2 (gloo) takes its shard of a step's batch, which rank 0
+    reads from the buffer and deals (Step.shard, as a train step does); it reports the shard's tokens and rows, rank 0
+    also the step's global_seqlen metrics."""
+    import torch.distributed as dist
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.trainer.batch import tokens
+    from trinity.runtime.trainer.step import Step
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    config = resolve(Request(None, ("hardware=cpu", f"+stages.1.trainer.balance_batch={balance}"))).stage("grpo")
+    exps = [Experience([5] * p, [6] * r, [-1.0] * r, 0.0, f"t{i // 4}") for i, (p, r) in enumerate(SORTED_ROLLOUTS)]
+    step = Step(config, rank, 2, workers=None, sampler=OneBatch(exps) if rank == 0 else None)
+    mine, counts = step.shard(1)
+    out.put((rank, (sum(tokens(e) for e in mine), [len(e.response_ids) for e in mine], step.sampled, counts)))
+    dist.destroy_process_group()
+
+
+@pytest.mark.train  # two trainer processes in a gloo group
+@pytest.mark.parametrize("balance", [True, False])
+def test_two_trainer_ranks_get_about_the_same_tokens_with_balance_batch(balance):
+    """trainer.balance_batch: rank 0 reorders the step's batch before scattering it, so that each rank trains on
+    about as many tokens (with rollouts that come back short first, in order one rank gets 4 short and the other 4
+    long); each rank keeps 4 rows and every rollout is trained once; rank 0 reports the metrics verl's trainer logs."""
+    import multiprocessing
+
+    from trinity.runtime.sync.group import free_port
+
+    ctx, port = multiprocessing.get_context("spawn"), free_port()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=deal, args=(rank, port, balance, out)) for rank in (0, 1)]
+    for proc in procs:
+        proc.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    (tokens0, rows0, sampled, counts), (tokens1, rows1, _, _) = got[0], got[1]
+    assert len(rows0) == len(rows1) == 4
+    assert sorted(rows0 + rows1) == sorted(r for _, r in SORTED_ROLLOUTS)  # every rollout once, on one rank
+    assert counts["rollout_tokens"] == sum(r for _, r in SORTED_ROLLOUTS)  # the whole batch's, on every rank
+    if not balance:  # the buffer's order: contiguous halves
+        assert (tokens0, tokens1) == (18, 168) and sampled == {}
+        return
+    assert (tokens0, tokens1) == (94, 92)  # verl's Karmarkar-Karp deal; 93 and 93 exist, within a row's reach
+    assert sampled["seqlen_metrics"] == {
+        "global_seqlen/min": 18,
+        "global_seqlen/max": 168,
+        "global_seqlen/minmax_diff": 150,
+        "global_seqlen/balanced_min": 92,
+        "global_seqlen/balanced_max": 94,
+        "global_seqlen/mean": 93.0,
+    }

@@ -101,6 +101,8 @@ RULES = (
     trainer.checkpoints_kept,
     trainer.trainer_config,
     trainer.critic_warmup,
+    trainer.balance_batch,
+    trainer.bench_on_latest,
     env.env_when,
     env.collective_timeouts,
     env.explorer_env_vars,

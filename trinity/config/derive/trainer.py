@@ -3,6 +3,7 @@
 import copy
 import json
 
+from ..algorithms.losses import POLICY_LOSSES
 from ..algorithms.queries import uses_critic
 from ._context import Context
 from ._rule import rule
@@ -200,4 +201,31 @@ def critic_warmup(ctx: Context) -> None:
             "trainer.critic_warmup",
             f"{warmup} steps of critic warm-up in a run of {steps} train steps: the actor is never updated",
             hint="lower trainer.critic_warmup",
+        )
+
+
+BALANCE = "trainer.balance_batch"
+LATEST = "explorer.bench_on_latest_checkpoint"
+
+
+@rule(reads=(BALANCE, "algorithm.policy_loss_fn"))
+def balance_batch(ctx: Context) -> None:
+    """trainer.balance_batch: true, written for a DPO stage, changes nothing: a pair's chosen and rejected rows must
+    stay together (Trinity-RFT's DPO has can_balance_batch false and skips it silently)."""
+    loss = POLICY_LOSSES.get(ctx.get("algorithm.policy_loss_fn"))
+    if ctx.user_set(BALANCE) and ctx.get(BALANCE) and loss is not None and loss.batch == "pairs":
+        why = "a DPO batch's chosen and rejected rows stay together, in order, as Trinity-RFT's DPO keeps them"
+        ctx.report("note", BALANCE, f"changes nothing here: {why}", hint=f"remove {BALANCE}")
+
+
+@rule(reads=(LATEST, "mode"))
+def bench_on_latest(ctx: Context) -> None:
+    """explorer.bench_on_latest_checkpoint: true is read in mode bench only; elsewhere a note says it changes
+    nothing."""
+    if ctx.user_set(LATEST) and ctx.get(LATEST) and ctx.get("mode") != "bench":
+        ctx.report(
+            "note",
+            LATEST,
+            f"changes nothing in mode {ctx.get('mode')!r}: only mode bench evaluates saved checkpoints",
+            hint=f"remove {LATEST}, or run with mode=bench",
         )

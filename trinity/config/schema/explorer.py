@@ -155,6 +155,11 @@ class ExplorerConfig(Section):
     )
     eval_interval: PositiveInt = Field(100, description="Explore steps between evaluations.")
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
+    bench_on_latest_checkpoint: bool = Field(
+        False,
+        description="mode bench: evaluate the run's latest complete checkpoint only (the model itself when there is "
+        "none); false: every complete checkpoint, in order.",
+    )
     rollout_model: InferenceModelConfig = Field(default_factory=InferenceModelConfig, description="Rollout engines.")
     auxiliary_models: list[InferenceModelConfig] = Field(
         default_factory=list, description="Extra engines (judges, reward models)."

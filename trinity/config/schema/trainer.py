@@ -77,6 +77,13 @@ class TrainerConfig(Section):
         description="LoRA runs: a Hugging Face checkpoint also holds base + adapter merged (in merged/), a plain "
         "model; the adapter alone is saved either way.",
     )
+    balance_batch: bool = Field(
+        True,
+        description="Deal each train step's batch over the trainer ranks so that each gets about the same work "
+        "(verl's sequence-length partitioning of prompt + response tokens; every rank the same number of rows), with "
+        "the global_seqlen/* metrics; false: contiguous parts in the buffer's order. A DPO batch is never reordered "
+        "(its pairs stay together), as upstream.",
+    )
     enable_preview: bool = Field(
         False,
         description="Show each train step's lowest- and highest-reward rollouts (prompt, response, reward) in the "

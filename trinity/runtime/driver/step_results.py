@@ -26,8 +26,10 @@ def trained(stage: "Stage", step: int, result: TrainResult) -> None:
     """Record train step `step` (stage-local), and save a checkpoint when one is due (the last is the stage's own)."""
     # the NotRequired ones (logprob_diff, kl_penalty) only where the trainer computed them
     optional = TrainResult.__optional_keys__
-    named = [k for k in TrainResult.__annotations__ if k != "loss_metrics" and (k in result or k not in optional)]
-    values = result.get("loss_metrics", {}) | {k: result.get(k) for k in named}  # the protocol's names win
+    flat = ("loss_metrics", "seqlen_metrics")  # written as their own keys
+    named = [k for k in TrainResult.__annotations__ if k not in flat and (k in result or k not in optional)]
+    values = {k: v for part in flat for k, v in result.get(part, {}).items()}
+    values |= {k: result.get(k) for k in named}  # the protocol's names win
     # since the step before: this step's explore, train and sync calls (and any evaluation or checkpoint)
     values["driver_calls"], stage.counted_calls = stage.driver_calls - stage.counted_calls, stage.driver_calls
     rows = values.pop("preview", None)  # trainer.enable_preview: a table, not a number

@@ -55,6 +55,8 @@ class TrainResult(TypedDict):
     # only where the run trains until the experiences stop coming (modes.trains_until_drained): why it ends, and then
     # this is the whole result (no step was taken)
     drained: NotRequired[str]
+    # only with trainer.balance_batch: tokens per rank before and after balancing (global_seqlen/*); written flat
+    seqlen_metrics: NotRequired[dict[str, float]]
 
 
 class SyncResult(TypedDict):  # the synchronizer's, in the driver

@@ -135,6 +135,45 @@ def shards(items: list, world_size: int) -> list[list]:
     return [items[r * size : (r + 1) * size] for r in range(world_size)]
 
 
+def tokens(exp: Experience) -> int:
+    """The tokens a row puts through the model: its prompt's and its response's (an attention mask's ones)."""
+    return len(exp.prompt_ids) + len(exp.response_ids)
+
+
+def balanced(items: list[Experience], world_size: int) -> tuple[list[Experience], dict[str, float]]:
+    """`items` reordered so that `shards` deals each rank about the same work (trainer.balance_batch), and the
+    global_seqlen/* metrics of the deal. The rows `shards` deals (the batch less its last len % world_size, which
+    stay last, as without balancing) are partitioned into world_size parts of as many rows by verl's sequence-length
+    balancer on its workload estimate (a row's tokens and their square: the attention's quadratic share); within a
+    part, rows go lightest, third lightest, ... then ..., fourth lightest, second lightest, so that consecutive
+    micro-batches of a rank carry alike work. The metrics are the tokens (prompt + response) per rank of the
+    contiguous deal (min, max, minmax_diff), of the balanced one (balanced_min, balanced_max), and their mean."""
+    size = len(items) // world_size
+    if size == 0:  # no rank gets a row: nothing to deal
+        return items, {}
+    from verl.utils.seqlen_balancing import calculate_workload, get_seqlen_balanced_partitions
+
+    dealt = items[: size * world_size]
+    lengths = [tokens(e) for e in dealt]
+    work = calculate_workload(torch.tensor(lengths, dtype=torch.int64)).tolist()
+    parts = get_seqlen_balanced_partitions(work, k_partitions=world_size, equal_size=True)
+    order = []
+    for part in parts:
+        ranked = sorted(part, key=lambda i: (work[i], i))
+        order += ranked[0::2] + ranked[1::2][::-1]
+    before = [sum(lengths[r * size : (r + 1) * size]) for r in range(world_size)]
+    after = [sum(lengths[i] for i in part) for part in parts]
+    metrics = {
+        "global_seqlen/min": min(before),
+        "global_seqlen/max": max(before),
+        "global_seqlen/minmax_diff": max(before) - min(before),
+        "global_seqlen/balanced_min": min(after),
+        "global_seqlen/balanced_max": max(after),
+        "global_seqlen/mean": sum(lengths) / world_size,
+    }
+    return [dealt[i] for i in order] + items[size * world_size :], metrics
+
+
 def metric_mean(values: object) -> float | None:
     """The mean of a verl metric (one value, or one per micro-batch); None where it has none."""
     values = values if isinstance(values, list) else [values]

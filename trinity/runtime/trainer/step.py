@@ -1,6 +1,7 @@
 """Each train step on a trainer rank: its batch, the advantages, verl's update.
 
-Rank 0 assembles the step's batch (sampling.Sampler) and scatters equal, contiguous shards. The advantages are
+Rank 0 assembles the step's batch (sampling.Sampler), reorders it so that each rank gets about the same tokens
+(trainer.balance_batch: batch.balanced), and scatters equal, contiguous shards. The advantages are
 computed on rank 0 over the whole batch, with the estimator the algorithm's entry names (a group estimator compares
 the rollouts of a task, which may sit on several ranks), from every rank's per-token columns, and scattered back.
 Then every rank runs verl's update on its shard.
@@ -71,13 +72,17 @@ class Step:
 
     def shard(self, step: int) -> tuple[list["Experience"], dict]:
         """This rank's experiences and the batch's global counts (batches.counts): rank 0 assembles the batch
-        (sampling) and scatters equal, contiguous shards."""
+        (sampling), reorders it so that each rank gets about the same tokens (trainer.balance_batch) and scatters
+        equal, contiguous shards."""
         shards = None
         if self.rank == 0:
             try:
                 self.whole, self.sampled = self.sampler.batch(step)
             except Drained as end:  # every rank hears of it, and none steps
                 return self._scatter([(DRAINED, str(end))] * self.world_size)
+            if balances(self.config):  # trainer.balance_batch: each rank about the same work
+                self.whole, seqlen = batches.balanced(self.whole, self.world_size)
+                self.sampled = self.sampled | ({"seqlen_metrics": seqlen} if seqlen else {})
             parts = batches.shards(self.whole, self.world_size)
             counts = batches.counts([e for part in parts for e in part])
             shards = [(part, counts) for part in parts]
@@ -295,6 +300,12 @@ def batch_kind(config: RunConfig) -> str:
     """What verl's actor trains on: rl (advantages and the old policy), sft (packed samples), pairs (DPO), or
     mix (rl with SFT samples among its rows)."""
     return POLICY_LOSSES[config.algorithm.policy_loss_fn].batch
+
+
+def balances(config: RunConfig) -> bool:
+    """Whether rank 0 deals each step's batch balanced (trainer.balance_batch): never a DPO batch, whose chosen and
+    rejected rows go together (Trinity-RFT's DPO has can_balance_batch false)."""
+    return config.trainer.balance_batch and batch_kind(config) != "pairs"
 
 
 def temperature(config: RunConfig) -> float:

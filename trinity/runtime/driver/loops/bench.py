@@ -1,5 +1,6 @@
-"""Evaluate every complete checkpoint of the run directory, one after another (mode bench); the model itself when
-there is none."""
+"""Evaluate every complete checkpoint of the run directory, one after another (mode bench), or with
+explorer.bench_on_latest_checkpoint the latest only (Trinity-RFT's Explorer.benchmark); the model itself when there is
+none."""
 
 import sys
 from typing import TYPE_CHECKING
@@ -24,6 +25,8 @@ def run(stage: "Stage") -> None:
         raise ConfigError([Issue(message, key="synchronizer.lora_sync", source="the run config", hint=hint)])
     files = [(c, lora.engine_file(c.path, stage.config)) for c in saved]
     checkpoints = [(c, f) for c, f in files if f is not None]
+    if stage.config.explorer.bench_on_latest_checkpoint:  # the highest step's only
+        checkpoints = checkpoints[-1:]
     if not checkpoints:
         step_results.evaluate(stage, 0)
     for done, (checkpoint, file) in enumerate(checkpoints, 1):
