@@ -58,7 +58,8 @@ def test_an_explore_run_splits_tasks_into_runs_records_top_logprobs_filters_and_
     # save_input: every rollout as made, before the operators dropped or masked any
     made = [json.loads(line) for line in (run / "explorer_input.jsonl").read_text().splitlines()]
     assert [e["step"] for e in made] == [1] * 16 + [2] * 16 and any(e["truncated"] for e in made)
-    assert all(any(e["action_mask"]) for e in made)  # not yet masked (mask_response_truncated comes after)
+    # not yet masked (mask_response_truncated comes after): no mask, every response token trained
+    assert all(e["action_mask"] is None or all(e["action_mask"]) for e in made)
     # every cut response was masked, those dynamic sampling dropped after among them
     assert sum(r["masked_truncated_count"] for r in explored) >= sum(e["truncated"] for e in experiences)
     assert sum(r["masked_truncated_count"] for r in explored) > 0  # the demo's 4-token budget cuts some
