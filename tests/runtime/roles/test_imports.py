@@ -50,7 +50,7 @@ def test_the_explorer_warms_hugging_faces_tokenizer_only_for_chat_prompts(demo_a
         "Request; from trinity.config.resolve import resolve; from trinity.runtime.explorer.role import Explorer; "
         "config = resolve(Request(None, ('hardware=cpu', '~stages', "
         f"'buffer.explorer_input.eval_tasksets.0.format.prompt_type={prompt_type}'))).config; "
-        "Explorer(name='explorer', role='explorer', config=config).warm()"
+        "Explorer(name='explorer', role='explorer', config=config, run_dir='.').warm()"
     )
     assert loaded_after(code) == loaded
 

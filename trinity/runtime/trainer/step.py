@@ -14,7 +14,6 @@ from ...config.algorithms.losses import POLICY_LOSSES
 from ...config.schema import RunConfig
 from ...utils.imports import import_path, lazy_module
 from .logprobs import LogProbs
-from .sampling import Drained
 
 if TYPE_CHECKING:
     import torch
@@ -76,6 +75,8 @@ class Step:
         equal, contiguous shards."""
         shards = None
         if self.rank == 0:
+            from .sampling import Drained  # here: sampling imports torch, which taking a rank's handle must not
+
             try:
                 self.whole, self.sampled = self.sampler.batch(step)
             except Drained as end:  # every rank hears of it, and none steps
