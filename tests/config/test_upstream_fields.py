@@ -226,7 +226,9 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
         BASE.replace("repeat_times: 4\n", "repeat_times: 4\n  rollout_correction: {}\n")
         + "trainer:\n  megatron:\n    tensor_model_parallel_size: 2\n"
     )
-    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+explorer.over_rollout.ratio=0.5")
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+explorer.over_rollout.ratio=0.5"
+    )
     assert result.code == 2 and "trinity: 3 problems in the config" in result.err
     assert (
         "error: run.yaml:5:3: algorithm.rollout_correction: known Trinity-RFT key, not supported by trinity yet"
