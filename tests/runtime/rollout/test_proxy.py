@@ -183,7 +183,10 @@ def test_an_engine_that_stops_answering_gets_no_requests_and_too_few_is_a_503(de
         before = proxy.metrics()
         answers = [await api.completions.create(model=name, prompt=f"{i}+1=") for i in range(4)]
         await engines[1].api.stop()  # engine 1's endpoint goes away
-        await asyncio.sleep(0.6)  # a few checks (every 0.2 s)
+        for _ in range(200):  # the next check (every 0.2 s) finds it down
+            if not proxy.metrics()["engines"][1]["healthy"]:
+                break
+            await asyncio.sleep(0.05)
         after = [await api.completions.create(model=name, prompt=f"{i}+2=") for i in range(2)]
         proxy.min_running = 2  # only engine 0 answers now
         with pytest.raises(openai.APIStatusError) as refused:

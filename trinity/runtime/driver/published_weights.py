@@ -27,7 +27,7 @@ def take_published(stage: "Stage", version: int) -> int:
     started = time.perf_counter()
 
     def load(engines: list[int]) -> None:
-        stage.wait([stage.engines[i].load_weights.remote(path, published) for i in engines])
+        stage.wait([e.load_weights.remote(path, published) for e in (stage.engines[i] for i in engines)])
 
     proxy = getattr(stage, "proxy", None)
     if proxy is None:

@@ -50,7 +50,7 @@ HOP_BY_HOP = {
     "content-length",
     "accept-encoding",
 }
-FORWARDED = ("/v1/chat/completions", "/v1/completions")
+HEALTH_TIMEOUT_S = 10.0  # an engine that does not answer /health within this is down until it does
 
 
 @dataclass
@@ -196,7 +196,7 @@ class Proxy:
 
     async def _check(self, engine: EngineState) -> None:
         try:
-            answer = await self._client.get(f"{engine.root}/health", timeout=min(10.0, self.check_interval_s))
+            answer = await self._client.get(f"{engine.root}/health", timeout=HEALTH_TIMEOUT_S)
             if answer.status_code != 200:
                 raise RuntimeError(f"/health answered {answer.status_code}")
             version = answer.json().get("weight_version")
