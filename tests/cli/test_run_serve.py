@@ -3,6 +3,7 @@ directory), rewards its calls at /feedback, and the experiences that makes are w
 same directory learns from."""
 
 import json
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -130,3 +131,22 @@ def test_outside_calls_rewarded_at_feedback_are_the_experiences_a_train_run_lear
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     [trained] = [r for r in records if r["role"] == "trainer"]
     assert trained["experiences"] == 2 and trained["loss"] is not None
+
+
+def test_a_proxy_port_in_use_stops_the_serve_run_with_exit_2_naming_the_key(run_env, tmp_path, demo_assets):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        (tmp_path / "serve.yaml").write_text(yaml.safe_dump(config(demo_assets, "serve")))
+        result = run_process(
+            "run", "-c", "serve.yaml", "hardware=cpu", LOCAL, f"explorer.proxy_port={port}", cwd=tmp_path, env=run_env
+        )
+    assert result.code == 2, result.err[-4000:]
+    assert (
+        f"explorer.proxy_port: the serve proxy cannot listen on 127.0.0.1:{port}: Address already in use "
+        "(explorer.listen_address, explorer.proxy_port)" in result.err
+    )
+    assert "hint: free that port, choose another (explorer.proxy_port; 0: any free one)" in result.err
+    assert "Traceback" not in result.err and "internal error" not in result.err
+    assert not (tmp_path / "ckpt" / "trinity-test" / "served" / "endpoints.json").exists()

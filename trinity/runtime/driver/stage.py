@@ -143,7 +143,13 @@ class Stage:
         from ..rollout import proxy
 
         self.engine_actors = [[i for i, u in enumerate(of_actors) if u == url] for url in urls]
-        self.proxy = proxy.start(self.config, urls, self.run_dir.root, ray.util.get_node_ip_address())
+        try:
+            self.proxy = proxy.start(self.config, urls, self.run_dir.root, ray.util.get_node_ip_address())
+        except OSError as exc:  # the address or port is taken, or not this machine's
+            hint = "free that port, choose another (explorer.proxy_port; 0: any free one), or another listen_address"
+            raise ConfigError(
+                [Issue(str(exc), key="explorer.proxy_port", source="the run config", hint=hint)]
+            ) from None
 
     def stop_proxy(self) -> None:
         """Stop the proxy, if one runs (its records stay in explorer.db_url)."""
