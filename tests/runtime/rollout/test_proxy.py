@@ -148,20 +148,37 @@ def test_feedback_makes_experiences_of_the_recorded_calls_once(demo_assets, monk
             # Trinity-RFT's body: msg_ids, task_id, run_id
             await asyncio.to_thread(post, {"msg_ids": [calls[1].id], "reward": 0.0, "task_id": "g", "run_id": 1}),
         ]
+        # one episode whose two calls two engines answered (in turn): the second continues the first
+        opening = await api.completions.create(model=name, prompt="5+6=", extra_body=asked)
+        said = opening.model_extra["prompt_token_ids"] + opening.choices[0].model_extra["token_ids"]
+        follow = await api.completions.create(model=name, prompt=said + said[:2], extra_body=asked)
+        episode = await asyncio.to_thread(post, {"ids": [opening.id, follow.id], "reward": 0.5, "group": "ep"})
+        answers.append(episode)
         made = proxy.take_experiences()
         last = proxy.take_experiences(final=True)
         late = await asyncio.to_thread(post, {"ids": [calls[1].id], "reward": 1.0})
         kept = [e.take_experiences() for e in engines]  # the engines did not keep what the proxy keeps
-        return calls, answers + [late], made, last, kept
+        return calls, answers + [late], made, last, kept, (opening.id, follow.id)
 
-    _, (calls, answers, made, last, kept) = with_proxy(demo_assets, monkeypatch, tmp_path, body)
-    assert [a.status_code for a in answers] == [200, 404, 404, 400, 401, 200, 503]
-    assert answers[0].json() == {"experiences": 1}
+    _, (calls, answers, made, last, kept, pair) = with_proxy(demo_assets, monkeypatch, tmp_path, body)
+    assert [a.status_code for a in answers] == [200, 404, 404, 400, 401, 200, 200, 503]
+    assert answers[0].json() == {"experiences": 1} and answers[6].json() == {"experiences": 1}
     assert "no call 'cmpl-nope' waits for a reward at the proxy" in answers[2].text
     assert "reward: Input should be a valid number" in answers[3].text
-    assert "the serve run is stopping" in answers[6].text
-    first, second = made
-    for exp, call in zip(made, calls):
+    assert "the serve run is stopping" in answers[7].text
+    first, second, chained = made
+    by_id = {r["response_id"]: r for r in rows(tmp_path)}
+    opening, follow = (by_id[i] for i in pair)
+    assert chained.episode == opening["response_id"]
+    assert opening["engine"] != follow["engine"]  # answered by both engines, one experience
+    opened = json.loads(opening["choices"])[0]
+    assert chained.prompt_ids == opened["prompt_ids"] and (chained.group, chained.reward) == ("ep", 0.5)
+    assert chained.metrics["turns"] == 2.0
+    assert chained.response_ids[: len(opened["response_ids"])] == opened["response_ids"]
+    assert chained.action_mask == [1] * len(opened["response_ids"]) + [0, 0] + [1] * (
+        len(chained.response_ids) - len(opened["response_ids"]) - 2
+    )
+    for exp, call in zip((first, second), calls):
         assert exp.prompt_ids == call.model_extra["prompt_token_ids"]
         assert exp.response_ids == call.choices[0].model_extra["token_ids"]
         assert exp.logprobs == pytest.approx(call.choices[0].logprobs.token_logprobs)
