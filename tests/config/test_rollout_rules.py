@@ -270,3 +270,105 @@ def test_a_vllm_reasoning_parser_trinity_does_not_port_is_refused_by_name(valida
     assert "it splits deepseek_r1's and qwen3's <think>...</think>" in result.err
     unknown = validate("explorer:\n  rollout_model:\n    enable_openai_api: true\n    reasoning_parser: qwen4\n")
     assert unknown.code == 2 and "did you mean 'qwen3'?" in unknown.err
+
+
+# --- serve mode's proxy (Trinity-RFT's explorer/proxy/) -------------------------------------------------------
+
+SERVE = "mode: serve\nbuffer:\n  trainer_input:\n    experience_buffer: {storage_type: sql}\nexplorer:\n"
+
+
+def test_the_proxys_keys_take_upstreams_defaults_and_a_users_values(rendered):
+    explorer = rendered(SERVE + "  rollout_model: {engine_num: 2}\n", "hardware=cpu")["explorer"]
+    proxy = {k: explorer[k] for k in ("listen_address", "proxy_port", "service_status_check_interval")}
+    assert proxy == {"listen_address": "0.0.0.0", "proxy_port": 8010, "service_status_check_interval": 60}
+    assert (explorer["min_running_model_num"], explorer["db_url"]) == (1, None)
+    text = (
+        "  listen_address: 127.0.0.1\n  proxy_port: 0\n  service_status_check_interval: 5\n"
+        "  min_running_model_num: 2\n  db_url: sqlite:///calls/proxy.db\n  rollout_model: {engine_num: 2}\n"
+    )
+    explorer = rendered(SERVE + text, "hardware=cpu")["explorer"]
+    assert [explorer[k] for k in ("listen_address", "proxy_port", "min_running_model_num", "db_url")] == [
+        "127.0.0.1",
+        0,
+        2,
+        "sqlite:///calls/proxy.db",
+    ]
+    assert rendered(SERVE + "  listen_address: node-3.cluster.local\n", "hardware=cpu")["explorer"]["listen_address"]
+
+
+@pytest.mark.parametrize(
+    "line, where, message, hint",
+    [
+        (
+            "  proxy_port: 70000\n",
+            "run.yaml:8:3: explorer.proxy_port",
+            "input should be less than or equal to 65535 (got 70000)",
+            "allowed: <= 65535",
+        ),
+        (
+            "  listen_address: 0.0.0.0:8010\n",
+            "run.yaml:8:3: explorer.listen_address",
+            "'0.0.0.0:8010' is neither an IP address nor a host name",
+            "hint: write the port in explorer.proxy_port, the address alone here",
+        ),
+        (
+            "  listen_address: http://localhost\n",
+            "run.yaml:8:3: explorer.listen_address",
+            "'http://localhost' is neither an IP address nor a host name",
+            "hint: write the address alone (0.0.0.0, 127.0.0.1, a host name), not a URL",
+        ),
+        (
+            "  db_url: postgresql://trinity:pw@db/proxy\n",
+            "run.yaml:8:3: explorer.db_url",
+            "the proxy records its calls in SQLite; 'postgresql' is another database",
+            "hint: write sqlite:///proxy_history.db (in the run directory)",
+        ),
+        (
+            "  db_url: sqlite:///\n",
+            "run.yaml:8:3: explorer.db_url",
+            "'sqlite:///' is not a SQLite URL with a path",
+            "allowed: sqlite:///<path>",
+        ),
+        (
+            "  min_running_model_num: 3\n  rollout_model: {engine_num: 2}\n",
+            "run.yaml:8:3: explorer.min_running_model_num",
+            "the proxy keeps 3 engines serving while the others take new weights, and the run has 2 "
+            "(explorer.rollout_model.engine_num)",
+            "allowed: 1..2",
+        ),
+        (
+            "  min_running_model_num: 0\n",
+            "run.yaml:8:3: explorer.min_running_model_num",
+            "input should be greater than 0 (got 0)",
+            "allowed: > 0",
+        ),
+        (
+            "  service_status_check_interval: 0\n",
+            "run.yaml:8:3: explorer.service_status_check_interval",
+            "input should be greater than 0 (got 0)",
+            "allowed: > 0",
+        ),
+        (
+            "  proxy_port: 8101\n  rollout_model: {engine_num: 2, base_port: 8100}\n",
+            "run.yaml:8:3: explorer.proxy_port",
+            "engine 1's OpenAI endpoint listens on 8101 (explorer.rollout_model.base_port=8100 + its number), where "
+            "the proxy would listen",
+            "hint: change explorer.proxy_port or explorer.rollout_model.base_port",
+        ),
+    ],
+)
+def test_a_bad_proxy_value_is_exit_2_where_it_is_written(validate, line, where, message, hint):
+    result = validate(SERVE + line, "hardware=cpu")
+    assert result.code == 2 and result.err.startswith("trinity: 1 problem in the config\n"), result.err
+    assert f"error: {where}: " in result.err and message in result.err, result.err
+    assert hint in result.err and "Traceback" not in result.err
+
+
+def test_the_proxys_keys_outside_serve_mode_change_nothing_and_say_so(validate):
+    result = validate("explorer:\n  proxy_port: 9000\n  db_url: sqlite:///h.db\n", "hardware=cpu")
+    assert result.code == 0, result.err
+    assert (
+        "note: run.yaml:4:3: explorer.proxy_port: changes nothing: only serve mode runs the proxy in front of the "
+        "engines\n    hint: remove explorer.proxy_port, or set mode: serve" in result.err
+    )
+    assert "run.yaml:5:3: explorer.db_url: changes nothing" in result.err

@@ -226,7 +226,9 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
         BASE.replace("repeat_times: 4\n", "repeat_times: 4\n  rollout_correction: {}\n")
         + "trainer:\n  megatron:\n    tensor_model_parallel_size: 2\n"
     )
-    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+explorer.db_url=sqlite:///h.db")
+    result = cli(
+        "config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+explorer.over_rollout.ratio=0.5"
+    )
     assert result.code == 2 and "trinity: 3 problems in the config" in result.err
     assert (
         "error: run.yaml:5:3: algorithm.rollout_correction: known Trinity-RFT key, not supported by trinity yet"
@@ -238,8 +240,8 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
         "training is not supported yet" in result.err
     )
     assert (
-        "error: override '+explorer.db_url=sqlite:///h.db': explorer.db_url: known Trinity-RFT key, not supported by "
-        "trinity yet\n    hint: the database of Trinity-RFT's serve proxy" in result.err
+        "error: override '+explorer.over_rollout.ratio=0.5': explorer.over_rollout: known Trinity-RFT key, not "
+        "supported by trinity yet\n    hint: over-rollout (not waiting for the slowest tasks)" in result.err
     )
     assert "unknown key" not in result.err
 

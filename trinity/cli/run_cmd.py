@@ -375,11 +375,14 @@ class _Shown:
                 print(f"kept running from the previous stage: {', '.join(kept)}", file=sys.stderr)
             print(placements_text(placements), file=sys.stderr)
 
-    def endpoints(self, urls: list[str], listed: Path) -> None:
-        """The stage's OpenAI endpoints, one per engine, and the file that lists them."""
-        self.launches[-1] |= {"openai_endpoints": urls}
+    def endpoints(self, urls: list[str], listed: Path, proxy: str | None = None) -> None:
+        """The stage's OpenAI endpoints, one per engine (serve mode: the proxy in front of them), and the file that
+        lists them."""
+        self.launches[-1] |= {"openai_endpoints": urls} | ({"openai_proxy": proxy} if proxy else {})
         if self.fmt == "text" and not self.quiet:
             lines = "".join(f"\n  engine {i}: {url}" for i, url in enumerate(urls))
+            if proxy:
+                lines += f"\n  proxy (every engine, /feedback, calls recorded): {proxy}"
             print(f"OpenAI endpoints (listed in {listed}):{lines}", file=sys.stderr)
 
 

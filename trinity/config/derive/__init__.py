@@ -64,6 +64,7 @@ RULES = (
     buffer.taskset_workflows,
     rollout.auto_tool_choice,
     rollout.openai_api,
+    rollout.serve_proxy,
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,

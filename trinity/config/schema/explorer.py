@@ -165,3 +165,31 @@ class ExplorerConfig(Section):
         default_factory=list, description="Extra engines (judges, reward models)."
     )
     env_vars: EnvVars = Field(default_factory=dict, description="Extra environment of the rollout processes.")
+    # serve mode's proxy (Trinity-RFT's explorer/proxy/): one OpenAI endpoint in front of the engines
+    listen_address: str = Field(
+        "0.0.0.0",
+        description="Serve mode: the address the proxy in front of the engines listens on (an IP address or a host "
+        "name; 0.0.0.0: every interface).",
+    )
+    proxy_port: int = Field(
+        8010,
+        ge=0,
+        le=65535,
+        description="Serve mode: the port of the proxy in front of the engines (0: a free one, listed in "
+        "endpoints.json).",
+    )
+    service_status_check_interval: PositiveInt = Field(
+        60,
+        description="Serve mode: seconds between the proxy's checks of each engine (its /health and weight "
+        "version); an engine that does not answer gets no requests until it does.",
+    )
+    min_running_model_num: PositiveInt = Field(
+        1,
+        description="Serve mode: engines the proxy keeps serving while the others take new weights; the proxy "
+        "answers 503 while fewer engines answer their health check.",
+    )
+    db_url: str | None = Field(
+        None,
+        description="Serve mode: SQLite database (sqlite:///path; a relative path is in the run directory) where "
+        "the proxy records every call it forwards, and /feedback's rewards; null: <run dir>/proxy_history.db.",
+    )

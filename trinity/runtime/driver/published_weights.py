@@ -25,8 +25,35 @@ def take_published(stage: "Stage", version: int) -> int:
         return version
     path = str(files.published_file(stage.run_dir.root))
     started = time.perf_counter()
-    stage.wait([e.load_weights.remote(path, published) for e in stage.engines])
+
+    def load(engines: list[int]) -> None:
+        stage.wait([e.load_weights.remote(path, published) for e in (stage.engines[i] for i in engines)])
+
+    proxy = getattr(stage, "proxy", None)
+    if proxy is None:
+        load(list(range(len(stage.engines))))
+    else:
+        _through_proxy(stage, proxy, load, published)
     seconds = time.perf_counter() - started
     method = sync_methods.CHECKPOINT
     stage.metrics.write("synchronizer", published, stage.name, method=method, seconds=seconds, weight_version=published)
     return published
+
+
+def _through_proxy(stage: "Stage", proxy, load, version: int) -> None:
+    """Serve mode's proxy keeps explorer.min_running_model_num engines answering while the others, taken out of turn
+    and done with their requests (at most explorer.max_timeout s), load the weights, a wave at a time. With no engine
+    to spare, they all load where they are (each between its requests), as without a proxy."""
+    pending = list(range(len(stage.engine_actors)))
+    while pending:
+        wave = proxy.withdraw(pending)
+        if not wave:
+            load([a for e in pending for a in stage.engine_actors[e]])
+            proxy.restore(pending, version)
+            return
+        try:
+            proxy.drained(wave, stage.config.explorer.max_timeout)
+            load([a for e in wave for a in stage.engine_actors[e]])
+        finally:
+            proxy.restore(wave, version)
+        pending = [e for e in pending if e not in wave]

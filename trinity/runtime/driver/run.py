@@ -54,7 +54,7 @@ class Show(Protocol):
 
     def plan(self, stage: str, plan: "LaunchPlan", feasibility: "Feasibility") -> None: ...
     def placements(self, placements: "list[Placement]", kept: tuple[str, ...]) -> None: ...
-    def endpoints(self, urls: list[str], listed: Path) -> None: ...
+    def endpoints(self, urls: list[str], listed: Path, proxy: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -178,13 +178,14 @@ def _launch(
     early = _prestart(launch, following, stage)
     stage.setup(RoleHandles.of(list(plan.actors), actors))
     if stage.endpoints:
-        show.endpoints(stage.endpoints, stage.run_dir.endpoints)
+        show.endpoints(stage.endpoints, stage.run_dir.endpoints, stage.proxy.url if stage.proxy else None)
     stage.summary.kept = (len(launch.kept), len(plan.actors))
     try:
         stage.summary.setup_s = time.monotonic() - started
         summary = stage.run()
         stage.finish()
     finally:  # the endpoints stop with the stage, however it ends
+        stage.stop_proxy()
         if stage.endpoints:
             stage.run_dir.endpoints.unlink(missing_ok=True)
     return summary, early

@@ -88,6 +88,8 @@ class Stage:
         self.mode = mode(config.mode)
         self.summary = StageSummary(name or "run", config.mode)
         self.last_checkpoint: Checkpoint | None = None
+        self.proxy = None  # serve mode's proxy in front of the engines (rollout/proxy.py), while the stage runs
+        self.engine_actors: list[list[int]] = []  # with a proxy: each of its engines' actors (indices of engines)
 
     # --- setting up ----------------------------------------------------------------------------------
 
@@ -126,9 +128,34 @@ class Stage:
         """The engines' OpenAI endpoints, written to the run directory for agents outside the run (none: [])."""
         if not self.engines or not self.config.explorer.rollout_model.enable_openai_api:
             return []
-        urls = list(dict.fromkeys(self.wait([e.openai_url.remote() for e in self.engines])))  # parts share the head's
-        self.run_dir.write_endpoints(self.summary.name, self.config.explorer.rollout_model, urls)
+        of_actors = self.wait([e.openai_url.remote() for e in self.engines])
+        urls = list(dict.fromkeys(of_actors))  # parts share the head's
+        if self.mode.serves:
+            self._start_proxy(urls, of_actors)
+        proxy = self.proxy.url if self.proxy else None
+        self.run_dir.write_endpoints(self.summary.name, self.config.explorer.rollout_model, urls, proxy)
         return urls
+
+    def _start_proxy(self, urls: list[str], of_actors: list[str]) -> None:
+        """Serve mode: the proxy in front of the engines (explorer.listen_address:proxy_port)."""
+        import ray
+
+        from ..rollout import proxy
+
+        self.engine_actors = [[i for i, u in enumerate(of_actors) if u == url] for url in urls]
+        try:
+            self.proxy = proxy.start(self.config, urls, self.run_dir.root, ray.util.get_node_ip_address())
+        except OSError as exc:  # the address or port is taken, or not this machine's
+            hint = "free that port, choose another (explorer.proxy_port; 0: any free one), or another listen_address"
+            raise ConfigError(
+                [Issue(str(exc), key="explorer.proxy_port", source="the run config", hint=hint)]
+            ) from None
+
+    def stop_proxy(self) -> None:
+        """Stop the proxy, if one runs (its records stay in explorer.db_url)."""
+        if self.proxy is not None:
+            self.proxy.stop()
+            self.proxy = None
 
     def _setup_ranks(self, resume: Checkpoint | None) -> list:
         """Start every trainer rank's setup (verl's worker: model, optimizer, the resumed state); returns the calls."""

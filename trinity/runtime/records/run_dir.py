@@ -103,14 +103,19 @@ class RunDir:
         write_text_atomic(self.config, text)
         return digest
 
-    def write_endpoints(self, stage: str, rollout: InferenceModelConfig, urls: list[str]) -> None:
-        """The running stage's OpenAI endpoints (one per engine) and the model name requests give, atomically."""
+    def write_endpoints(
+        self, stage: str, rollout: InferenceModelConfig, urls: list[str], proxy: str | None = None
+    ) -> None:
+        """The running stage's OpenAI endpoints (one per engine; serve mode's proxy in front of them) and the model
+        name requests give, atomically."""
         data = {
             "stage": stage,
             "model": rollout.model_path,
             "endpoints": urls,
             "needs_api_key": rollout.api_key != NO_API_KEY,
         }
+        if proxy is not None:
+            data["proxy"] = proxy
         write_text_atomic(self.endpoints, json.dumps(data, indent=2) + "\n")
 
     def saved_config(self) -> dict | None:

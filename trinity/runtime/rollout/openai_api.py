@@ -29,6 +29,8 @@ from .history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall
 from .openai_messages import for_template, reply_message
 from .openai_requests import ApiError, ChatRequest, CompletionRequest, FeedbackRequest, parse
 
+PROXY_HEADER = "X-Trinity-Proxy"  # a call serve mode's proxy forwards (proxy.py): the proxy keeps it for /feedback
+
 
 class OpenAIServer:
     """The endpoint of one engine: `start` it in the engine's event loop; `history` keeps its sessions' calls."""
@@ -376,8 +378,11 @@ class OpenAIServer:
         version: int,
         finishes: list[str],
     ) -> None:
-        # serve mode: every call, by its own id, for /feedback
-        session = reply_id if modes.mode(self.config.mode).serves else headers.get(SESSION_HEADER.lower())
+        # serve mode: every call, by its own id, for /feedback (the proxy keeps the calls it forwards)
+        serves = modes.mode(self.config.mode).serves
+        if serves and headers.get(PROXY_HEADER.lower()):
+            return
+        session = reply_id if serves else headers.get(SESSION_HEADER.lower())
         if session:
             self.history.record(
                 session,

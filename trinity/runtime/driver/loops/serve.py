@@ -1,6 +1,7 @@
-"""Answer agents outside the run on the engines' OpenAI endpoints (mode serve), until buffer.total_steps steps of
-buffer.batch_size rewarded experiences (none: until stopped): /feedback's experiences are stored a step at a time,
-and the weights a `train` run of the same directory publishes are taken between polls."""
+"""Answer agents outside the run on the engines' OpenAI endpoints and the proxy in front of them (mode serve), until
+buffer.total_steps steps of buffer.batch_size rewarded experiences (none: until stopped): /feedback's experiences (the
+proxy's and the engines') are stored a step at a time, and the weights a `train` run of the same directory publishes
+are taken between polls (through the proxy, min_running_model_num engines answering meanwhile)."""
 
 import time
 from typing import TYPE_CHECKING
@@ -34,8 +35,11 @@ def run(stage: "Stage") -> None:
 
 
 def _rewarded(stage: "Stage", final: bool) -> list:
-    """The engines' newly rewarded experiences; `final`: /feedback takes no more after these."""
-    return [e for taken in stage.wait([e.take_experiences.remote(final) for e in stage.engines]) for e in taken]
+    """The newly rewarded experiences of the proxy and the engines; `final`: /feedback takes no more after these."""
+    proxied = stage.proxy.take_experiences(final) if stage.proxy is not None else []
+    return proxied + [
+        e for taken in stage.wait([e.take_experiences.remote(final) for e in stage.engines]) for e in taken
+    ]
 
 
 def _store(stage: "Stage", experiences: list, step: int) -> None:
