@@ -153,3 +153,15 @@ def test_bench_on_latest_checkpoint_outside_bench_is_noted(render):
     )
     bench, _ = render("mode: bench\nexplorer:\n  bench_on_latest_checkpoint: true\n", "hardware=cpu")
     assert bench.code == 0 and "bench_on_latest_checkpoint" not in bench.err
+
+
+def test_verls_checkpoint_counts_upstream_overwrites_are_noted_as_changing_nothing(render):
+    """Trinity-RFT's test template writes verl's trainer section; its verl config overwrites both keys from
+    trainer.max_checkpoints_to_keep. Any other key of that section is still refused."""
+    text = "trainer:\n  trainer_config:\n    trainer: {max_actor_ckpt_to_keep: 1, max_critic_ckpt_to_keep: 1}\n"
+    result, cfg = render(text, "hardware=a100")
+    assert result.code == 0 and cfg["trainer"]["max_actor_ckpt_to_keep"] is None  # all kept, max_checkpoints_to_keep 0
+    for key in ("max_actor_ckpt_to_keep", "max_critic_ckpt_to_keep"):
+        assert f"trainer.trainer_config.trainer.{key}: changes nothing: Trinity-RFT writes it from" in result.err
+    result, _ = render(text.replace("}", ", logger: [console]}"), "hardware=a100")
+    assert result.code == 2 and "trainer.trainer_config.trainer: not a verl section trinity passes on" in result.err

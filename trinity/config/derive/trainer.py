@@ -12,6 +12,14 @@ PASSTHROUGH = "trainer.trainer_config"
 # Where Trinity-RFT reads trainer_config's keys: verl's actor_rollout_ref sections, wrapped or flat.
 VERL_SECTIONS = ("model", "actor", "ref", "rollout")
 CRITIC = "critic"  # verl's critic section, for an algorithm that trains one
+# verl's trainer-section keys Trinity-RFT's examples write that its verl config always overwrites (verl_config.py:
+# both from trainer.max_checkpoints_to_keep, 0 by default): accepted with a note, changing nothing, as there
+OVERWRITTEN = {
+    "trainer": {
+        key: "Trinity-RFT writes it from trainer.max_checkpoints_to_keep (its verl_config.py), as trinity does"
+        for key in ("max_actor_ckpt_to_keep", "max_critic_ckpt_to_keep")
+    }
+}
 # verl's actor_rollout_ref keys that are not sections -> (the one value Trinity-RFT runs, why another is refused):
 # accepted with that value, which changes nothing (Trinity-RFT's verl_legacy trainer raises NotImplementedError
 # unless hybrid_engine is true; its newer backend drops the key)
@@ -129,6 +137,12 @@ def trainer_config(ctx: Context) -> None:
                     _only_value(ctx, f"{key}.{inner}", value[inner], *ARR_VALUES[inner])
                 elif inner not in VERL_SECTIONS:
                     _refuse(ctx, f"{key}.{inner}", inner, critic)
+        elif name in OVERWRITTEN and isinstance(value, dict) and set(value) <= set(OVERWRITTEN[name]):
+            for inner in value:
+                why = OVERWRITTEN[name][inner]
+                ctx.report(
+                    "note", f"{key}.{inner}", f"changes nothing: {why}", hint="set trainer.max_checkpoints_to_keep"
+                )
         elif name not in VERL_SECTIONS and not (name == CRITIC and critic):
             _refuse(ctx, key, name, critic)
         elif not isinstance(value, dict):
