@@ -74,9 +74,9 @@ def test_a_kept_explorer_stops_its_workflow_threads(stages):
     _, grpo = stages
     from concurrent.futures import ThreadPoolExecutor
 
-    explorer = Explorer(config=grpo, name="explorer", role="explorer")
+    explorer = Explorer(config=grpo, run_dir=".", name="explorer", role="explorer")
     pools = explorer.pools = [ThreadPoolExecutor(max_workers=1), ThreadPoolExecutor(max_workers=1)]  # one per engine
-    assert explorer.restage(config=grpo, name="explorer", role="explorer") is True
+    assert explorer.restage(config=grpo, run_dir=".", name="explorer", role="explorer") is True
     assert all(pool._shutdown for pool in pools) and not hasattr(explorer, "pools")
 
 
