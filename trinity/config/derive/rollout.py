@@ -46,7 +46,8 @@ def auxiliary_count(ctx: Context) -> int:
 def auxiliary_engines(ctx: Context) -> None:
     """Each auxiliary model (Trinity-RFT's explorer.auxiliary_models: a judge, a reward model, a teacher) runs engines
     of its own, served on their OpenAI endpoint for the workflows (upstream forces enable_openai_api): it names its
-    model (upstream requires model_path), and takes the rollout engines' type, dtype and eager mode where it sets none."""
+    model (upstream requires model_path), and takes the rollout engines' type, dtype and eager mode where it sets
+    none."""
     for i in range(auxiliary_count(ctx)):
         key = f"{AUX}[{i}]"
         if not ctx.get(f"{key}.model_path"):
