@@ -15,7 +15,6 @@ from trinity.runtime.driver.factory import role_class, role_factory
 from trinity.runtime.driver.run import run_dir_of
 from trinity.runtime.roles.base import Role
 
-
 # an auxiliary model (a judge) beside the reference's engines: every role has an actor
 JUDGE = "explorer.auxiliary_models=[{model_path: /models/judge, engine_num: 1}]"
 
