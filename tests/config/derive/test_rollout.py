@@ -6,7 +6,10 @@ import yaml
 
 from tests.conftest import MINIMAL
 
-JUDGE = "explorer:\n  auxiliary_models:\n    - model_path: /models/judge\n      engine_num: 2\n      tensor_parallel_size: 2\n"
+JUDGE = (
+    "explorer:\n  auxiliary_models:\n    - model_path: /models/judge\n      engine_num: 2\n"
+    "      tensor_parallel_size: 2\n"
+)
 
 
 def test_an_auxiliary_models_devices_count_with_the_rollout_engines_and_leave_the_trainer_the_rest(cli, write):
