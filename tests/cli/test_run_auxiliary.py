@@ -4,6 +4,7 @@ asks through `self.auxiliary_models[0]`, an `openai.OpenAI` client of their endp
 judge). The run's records show that the auxiliary engine started beside the rollout engine, answered every rollout's
 question (as the model config.yaml names), each request in its own log."""
 
+import importlib.util
 import json
 import os
 import textwrap
@@ -47,7 +48,18 @@ WORKFLOW = textwrap.dedent(
 )
 
 
-def test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run(run_env, tmp_path):
+VLLM = pytest.param(
+    "vllm",
+    marks=[
+        pytest.mark.vllm,
+        pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="vLLM's CPU build is not installed"),
+    ],
+)
+
+
+# transformers: unset, the auxiliary model takes the rollout engine's type (the demo's); vLLM: set on it alone
+@pytest.mark.parametrize("engine", ["transformers", VLLM])
+def test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run(run_env, tmp_path, engine):
     (tmp_path / "judged_flow.py").write_text(WORKFLOW)
     replies = tmp_path / "replies.jsonl"
     env = {
@@ -56,6 +68,8 @@ def test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run(r
         "JUDGE_REPLIES": str(replies),
     }
     judge = {"model_path": f"{run_env['TRINITY_DEMO_DIR']}/model", "engine_num": 1, "enable_log_requests": True}
+    if engine == "vllm":
+        judge["engine_type"] = "vllm"
     args = (
         "~stages",
         "mode=explore",
@@ -68,7 +82,7 @@ def test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run(r
         f"explorer.auxiliary_models=[{yaml.safe_dump(judge, default_flow_style=True).strip()}]",
         "cluster.ray_address=local",  # a Ray of its own
     )
-    proc = trinity(env, tmp_path, *args)
+    proc = trinity(env, tmp_path, *args, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]
     run = tmp_path / RUN
     said = [json.loads(line) for line in replies.read_text().splitlines()]
@@ -84,4 +98,6 @@ def test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run(r
     assert (run / "logs" / "auxiliary0.engine0.log").read_text().count("prompt") >= 4
     config = yaml.safe_load((run / "config.yaml").read_text())
     assert config["cluster"]["explorer_gpu_num"] == 2 and config["cluster"]["rollout_gpu_num"] == 1
+    assert config["explorer"]["auxiliary_models"][0]["engine_type"] == engine
+    assert config["explorer"]["rollout_model"]["engine_type"] == "transformers"
     assert [r["step"] for r in lines(run, "explorer")] == [1, 2]
