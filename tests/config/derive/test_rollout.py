@@ -34,6 +34,11 @@ def test_an_auxiliary_model_names_its_model_and_is_served(cli, write):
     text = MINIMAL + "explorer:\n  auxiliary_models:\n    - engine_num: 1\n      enable_openai_api: false\n"
     result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=a100")
     assert result.code == 2
+    # Trinity-RFT's former name of its vLLM engine is vLLM, with a note, as for the rollout model
+    alias = MINIMAL + "explorer:\n  auxiliary_models:\n    - {model_path: /models/judge, engine_type: vllm_async}\n"
+    named = cli("config", "render", "-c", write("run.yaml", alias), "hardware=a100")
+    assert named.code == 0 and "engine_type: vllm\n" in named.out.split("auxiliary_models:")[1]
+    assert "explorer.auxiliary_models[0].engine_type: 'vllm_async' is Trinity-RFT's former name" in named.err
     assert "explorer.auxiliary_models[0]: an auxiliary model names the model its engines serve" in result.err
     assert "hint: set explorer.auxiliary_models[0].model_path" in result.err
     assert "run.yaml:6:7: explorer.auxiliary_models[0].enable_openai_api: workflows reach an auxiliary model" in (
