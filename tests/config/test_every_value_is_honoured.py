@@ -258,6 +258,9 @@ RUNS = {
     **{("operator", name): KEYS46_EXPLORE for name in ("mask_response_truncated", "dapo_dynamic_sampling")},
     ("workflow", "math_rm_workflow"): JUDGED,
     ("workflow", "math_boxed_workflow"): MATH_FLOWS + "test_use_base_prompts_with_plain_text",
+    # its judge (the first auxiliary model) a stand-in on loopback, asked through the real openai client
+    ("workflow", "math_ruler_workflow"): MATH_FLOWS
+    + "test_math_ruler_rewards_the_judges_scores_and_reports_the_references",
     # Trinity-RFT's async twins: the same classes
     **{
         ("workflow", name): MATH_FLOWS + "test_the_async_twins_are_their_workflows"

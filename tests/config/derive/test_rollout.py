@@ -61,3 +61,16 @@ def test_the_memory_plan_sizes_an_auxiliary_models_engines(cli, write):
     assert result.code == 2
     assert "explorer.auxiliary_models[0].gpu_memory_utilization: vLLM engine (Qwen/Qwen2.5-32B-Instruct" in result.err
     assert "explorer.auxiliary_models[0].tensor_parallel_size=4" in result.err
+
+
+def test_a_workflow_that_asks_a_judge_needs_an_auxiliary_model(cli, write):
+    text = MINIMAL + "buffer:\n  explorer_input:\n    taskset: {path: /data/t}\n"
+    args = ("hardware=a100", "buffer.explorer_input.default_workflow_type=math_ruler_workflow")
+    result = cli("config", "validate", "-c", write("run.yaml", text), *args)
+    assert result.code == 2
+    assert (
+        "buffer.explorer_input.taskset.default_workflow_type: math_ruler_workflow scores each task's answers with its "
+        "judge, the first auxiliary model, and there is none" in result.err
+    )
+    judged = text + JUDGE.replace("engine_num: 2", "engine_num: 1")
+    assert "math_ruler_workflow scores" not in cli("config", "validate", "-c", write("run.yaml", judged), *args).err

@@ -65,6 +65,7 @@ RULES = (
     buffer.taskset_workflows,
     rollout.auto_tool_choice,
     rollout.openai_api,
+    rollout.auxiliary_judges,
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,

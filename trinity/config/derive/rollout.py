@@ -2,7 +2,7 @@
 
 from .. import engines, modes
 from ..schema.explorer import NO_API_KEY
-from ..workflows import OPENAI_CLIENTS
+from ..workflows import AUXILIARY_CLIENTS, OPENAI_CLIENTS
 from ._context import Context
 from ._rule import each_taskset, rule
 from .buffer import EXPERIENCES, tasksets
@@ -106,6 +106,23 @@ def auxiliary_models(ctx: Context) -> None:
             hint=f"set mode={splitting} on more devices (the auxiliary engines count with the rollout engines'), or "
             f"remove {AUX}",
         )
+
+
+@rule(reads=("mode", "explorer.auxiliary_models.*.engine_num", *each_taskset("default_workflow_type")))
+def auxiliary_judges(ctx: Context) -> None:
+    """A built-in workflow that asks a judge (the first auxiliary model: upstream's math_ruler_workflow) needs one."""
+    if not modes.mode(ctx.get("mode")).explores or auxiliary_count(ctx):
+        return
+    for key, taskset, _ in tasksets(ctx):
+        workflow = taskset.get("default_workflow_type")
+        if workflow in AUXILIARY_CLIENTS:
+            ctx.report(
+                "error",
+                f"{key}.default_workflow_type",
+                f"{workflow} scores each task's answers with its judge, the first auxiliary model, and there is none",
+                allowed="a workflow that scores by itself, or explorer.auxiliary_models with the judge",
+                hint="add the judge: explorer.auxiliary_models: [{model_path: JUDGE_MODEL}]",
+            )
 
 
 @rule(reads=(AUTO_TOOLS, f"{ROLLOUT}.tool_call_parser"), writes=(AUTO_TOOLS,))
