@@ -35,3 +35,20 @@ def test_each_setting_of_an_auxiliary_model_reaches_its_engines_as_the_rollout_m
     assert view.model.lora_configs is None and config.model.lora_configs  # the trainer's adapter is the policy's
     assert not view.model.external_model.enable
     assert (view.cluster, view.hardware) == (config.cluster, config.hardware)
+
+
+def test_an_auxiliary_model_takes_the_models_lengths_but_not_its_path_template_or_thinking(tmp_path):
+    path = tmp_path / "run.yaml"
+    path.write_text(
+        MINIMAL
+        + "  max_model_len: 512\n  max_response_tokens: 64\n  custom_chat_template: '{{ messages }}'\n"
+        + "  enable_thinking: true\nexplorer:\n  auxiliary_models:\n"
+        + "    - {model_path: /models/judge, engine_type: vllm}\n    - {model_path: /models/rm, max_model_len: 256}\n"
+    )
+    config = resolve(Request(path, ("hardware=cpu", "mode=explore"))).config
+    judge, rm = config.explorer.auxiliary_models
+    assert (judge.max_model_len, judge.max_response_tokens, rm.max_model_len) == (512, 64, 256)
+    assert (judge.chat_template, judge.enable_thinking) == (None, None)  # as upstream: not model.*'s
+    assert config.explorer.rollout_model.chat_template == "{{ messages }}"
+    # a vLLM engine's KV cache takes the profile's size, as the rollout engines'; the other takes the rollout's type
+    assert judge.kv_cache_mib == 512 and rm.engine_type == "transformers"  # profiles/cpu.yaml: rollout_kv_cache_mib
