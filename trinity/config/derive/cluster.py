@@ -197,13 +197,13 @@ def _blamed(auxiliary: int) -> tuple[str, str]:
 def _check_fits(ctx: Context, explorer: int, total: int, auxiliary: int = 0) -> None:
     if explorer > total:
         key, sizes = _blamed(auxiliary)
-        more = ", or an auxiliary model's engine_num or tensor_parallel_size" if auxiliary else ""
+        more = ", or an auxiliary model's engine_num or tensor_parallel_size," if auxiliary else ""
         ctx.report(
             "error",
             key,
             f"rollout needs {explorer} devices{sizes + ',' if sizes else ''} but the cluster has {total}",
             allowed=f"<= {total}",
-            hint=f"lower explorer.rollout_model.engine_num{more}, or raise cluster.node_num",
+            hint=f"lower explorer.rollout_model.engine_num{more} or raise cluster.node_num",
         )
 
 
