@@ -74,3 +74,10 @@ def test_a_workflow_that_asks_a_judge_needs_an_auxiliary_model(cli, write):
     )
     judged = text + JUDGE.replace("engine_num: 2", "engine_num: 1")
     assert "math_ruler_workflow scores" not in cli("config", "validate", "-c", write("run.yaml", judged), *args).err
+
+
+def test_plan_memory_shows_the_auxiliary_engines_check(cli, write):
+    text = MINIMAL + "explorer:\n  auxiliary_models:\n    - model_path: Qwen/Qwen2.5-7B-Instruct\n"
+    result = cli("plan", "memory", "-c", write("run.yaml", text), "hardware=h100", "model.max_model_len=4096")
+    assert result.code == 0, result.err
+    assert "vLLM engine (Qwen/Qwen2.5-7B-Instruct, 1 device per engine): 16.5 GiB of 72.0 GiB" in result.out
