@@ -59,6 +59,10 @@ TASKSET_SELECTOR = "tests/runtime/explorer/test_role.py::test_a_tasksets_selecto
 DATA_SET_SELECTOR = (
     "tests/runtime/buffer/test_buffer.py::test_a_trainers_data_set_reads_the_rows_its_selector_picks_by_step"
 )
+AUX_RUN = "tests/cli/test_run_auxiliary.py::test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run"
+AUX_VIEW = (
+    "tests/config/test_auxiliary.py::test_each_setting_of_an_auxiliary_model_reaches_its_engines_as_the_rollout_models"
+)
 SELECTOR_NAMES = ("sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based")
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
@@ -220,6 +224,21 @@ RUNS = {
     # vLLM's V1 engine is every vLLM engine trinity starts; the one that also runs the other rollout-model keys
     ("explorer.rollout_model.use_v1", True): "tests/runtime/rollout/test_vllm_model_keys.py::"
     "test_vllm_runs_the_changed_rope_and_every_reply_runs_to_max_tokens",
+    # an auxiliary model's engines: run on each engine type; every other setting reaches the engines as the rollout
+    # model's (config/auxiliary.py engine_view), where its values are held to the tests above
+    **{("explorer.auxiliary_models[].engine_type", e): AUX_RUN for e in ("transformers", "vllm")},
+    ("explorer.auxiliary_models[].engine_type", "vllm_async"): "tests/config/derive/test_rollout.py::"
+    "test_an_auxiliary_model_names_its_model_and_is_served",
+    **{
+        (f"explorer.auxiliary_models[].{key}", value): AUX_VIEW
+        for key, values in {
+            "dtype": ("bfloat16", "float16", "float32"),
+            "tool_call_parser": ("hermes", "brackets"),
+            "reasoning_parser": ("deepseek_r1", "qwen3"),
+            "use_v1": (True,),
+        }.items()
+        for value in values
+    },
     ("trainer.save_strategy", "unrestricted"): BOTH,  # every rank writes its shard of each checkpoint at once
     # Trinity-RFT's former name of its vLLM engine: resolved to vllm, with a note (derive/aliases.py), and run as vllm
     ("explorer.rollout_model.engine_type", "vllm_async"): "tests/config/derive/test_aliases.py::"
@@ -239,6 +258,9 @@ RUNS = {
     **{("operator", name): KEYS46_EXPLORE for name in ("mask_response_truncated", "dapo_dynamic_sampling")},
     ("workflow", "math_rm_workflow"): JUDGED,
     ("workflow", "math_boxed_workflow"): MATH_FLOWS + "test_use_base_prompts_with_plain_text",
+    # its judge (the first auxiliary model) a stand-in on loopback, asked through the real openai client
+    ("workflow", "math_ruler_workflow"): MATH_FLOWS
+    + "test_math_ruler_rewards_the_judges_scores_and_reports_the_references",
     # Trinity-RFT's async twins: the same classes
     **{
         ("workflow", name): MATH_FLOWS + "test_the_async_twins_are_their_workflows"
@@ -266,8 +288,8 @@ RUNS = {
     **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward", *JUDGES)},
 }
 
-# A schema value reached only through a key that is refused as a whole (the rule names the whole key).
-REFUSED_WHOLE = {"explorer.auxiliary_models[]": "explorer.auxiliary_models"}
+# A schema value reached only through a key that is refused as a whole (the rule names the whole key): none now.
+REFUSED_WHOLE: dict[str, str] = {}
 # Set from the hardware profile, never by users: profile data, held to the profiles by tests/config/test_profiles.py.
 PROFILE_DATA = "hardware."
 

@@ -1,5 +1,5 @@
 """What the rollout engines may ask of the hardware, from profile data: vLLM's CPU build (no sleep mode, a KV
-cache sized from host memory), and auxiliary models, refused before anything is planned for them. Each
+cache sized from host memory), and auxiliary models, checked as rollout engines are. Each
 through `trinity config validate/render`, as a user runs it."""
 
 import pytest
@@ -143,14 +143,14 @@ def test_the_schema_default_share_on_cpu_is_not_the_users_and_not_reported(valid
 # --- auxiliary models -----------------------------------------------------------------------------------------
 
 
-def test_auxiliary_models_are_refused_before_any_device_is_counted_for_them(validate):
-    text = "explorer:\n  auxiliary_models:\n    - engine_num: 8\n      tensor_parallel_size: 8\n      dtype: float16\n"
-    result = validate(text, "hardware=a100")
-    assert result.code == 2 and result.err.count("error:") == 1  # no device split or dtype error beside it
-    assert (
-        "explorer.auxiliary_models: auxiliary models (judges, reward models) are not run by this version of trinity"
-        in result.err
+def test_auxiliary_models_devices_and_dtypes_are_checked_like_the_rollout_engines(validate):
+    text = (
+        "explorer:\n  auxiliary_models:\n    - model_path: /models/judge\n      engine_num: 8\n      dtype: float16\n"
     )
+    result = validate(text, "hardware=cpu", "mode=explore")
+    assert result.code == 2
+    assert "explorer.auxiliary_models[0].dtype: float16 is not supported" in result.err
+    assert "explorer.auxiliary_models: rollout needs 9 devices, 8 of them the auxiliary models' engines," in result.err
 
 
 # --- the OpenAI endpoint ------------------------------------------------------------------------------------

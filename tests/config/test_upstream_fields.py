@@ -169,7 +169,7 @@ def _in_schema(key: str) -> bool:
 
 # A refused key the schema keeps so that upstream's default still validates; a derive rule refuses any other value
 # (tests/config/test_every_value_is_honoured.py resolves a config that sets it and checks the refusal).
-KEPT_FOR_UPSTREAMS_DEFAULT = ("explorer.auxiliary_models",)
+KEPT_FOR_UPSTREAMS_DEFAULT: tuple[str, ...] = ()
 
 
 @pytest.mark.parametrize("fate", ["not yet", "internal", "removed"])
@@ -211,7 +211,9 @@ def _override(key: str) -> str:
 )
 def test_every_refused_key_is_refused_by_name_wherever_it_is_written(tmp_path, fate, message):
     path = tmp_path / "run.yaml"
-    path.write_text(BASE.replace("/models/tiny\n", "/models/tiny\n  lora_configs: [{}]\n"))  # a slot for its keys
+    # a slot for its keys: a LoRA adapter, an auxiliary model
+    slots = BASE.replace("/models/tiny\n", "/models/tiny\n  lora_configs: [{}]\n")
+    path.write_text(slots + "explorer:\n  auxiliary_models: [{model_path: /models/judge}]\n")
     entries = [k for k, f in upstream.table().items() if f.fate == fate and k not in KEPT_FOR_UPSTREAMS_DEFAULT]
     for key in entries:
         with pytest.raises(ConfigError) as err:

@@ -127,3 +127,26 @@ def test_dry_run_checks_a_named_cluster(cli, write, cluster, monkeypatch):
     )
     ok = cli("run", "-c", write("ok.yaml", MINIMAL), "hardware=ascend910b", "--dry-run")
     assert ok.code == 0 and "fits the cluster:" in ok.out and "rollout needs 1 NPU + 1 CPU in PACK" in ok.out
+
+
+@pytest.mark.parametrize("hardware", ["ascend910b", "a100"])
+def test_auxiliary_engines_are_placed_on_devices_of_their_own(run, hardware):
+    """A judge of 2 engines x TP 2 beside 2 rollout engines: each engine sees its own devices, none shared."""
+    text = (
+        "mode: explore\ncluster:\n  node_num: 2\nexplorer:\n  rollout_model:\n    engine_num: 2\n  auxiliary_models:\n"
+        "    - {model_path: /models/judge, engine_num: 2, tensor_parallel_size: 2}\n"
+    )
+    result = run(text, f"hardware={hardware}")
+    assert result.code == 0, result.err
+    found = by_actor(result)
+    assert all(p["problem"] == "" for p in found.values())
+    engines = ["rollout.engine0", "rollout.engine1", "auxiliary0.engine0", "auxiliary0.engine1"]
+    held = {(found[e]["node_id"], d) for e in engines for d in found[e]["visible_devices"].split(",")}
+    assert [len(found[e]["visible_devices"].split(",")) for e in engines] == [1, 1, 2, 2] and len(held) == 6
+
+
+def test_auxiliary_engines_that_do_not_fit_end_the_run_before_ray(cli, write):
+    text = MINIMAL + "mode: explore\nexplorer:\n  auxiliary_models:\n    - {model_path: /models/judge, engine_num: 8}\n"
+    result = cli("run", "-c", write("run.yaml", text), "hardware=ascend910b", "cluster.ray_address=local")
+    assert result.code == 2
+    assert "explorer.auxiliary_models: rollout needs 9 devices, 8 of them the auxiliary models' engines," in result.err

@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import MINIMAL, REFERENCE
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
-from trinity.launch.plan import beside_an_engine, build_plan
+from trinity.launch.plan import PlacementGroupSpec, auxiliary_slot, beside_an_engine, build_plan
 
 
 def plan_for(*overrides, config=REFERENCE, exported=None):
@@ -94,14 +94,28 @@ def test_explore_mode_has_no_trainer():
     }
 
 
-def test_auxiliary_models_are_refused_before_a_plan_exists(tmp_path):
-    from trinity.errors import ConfigError
-
+def test_each_auxiliary_model_gets_a_pack_group_of_its_own_engines_ranked_after_the_models_before(tmp_path):
     path = tmp_path / "run.yaml"
-    path.write_text(MINIMAL + "explorer:\n  auxiliary_models:\n    - engine_num: 1\n      tensor_parallel_size: 2\n")
-    with pytest.raises(ConfigError) as err:
-        plan_for("hardware=a100", config=path)
-    assert [i.key for i in err.value.issues if i.severity == "error"] == ["explorer.auxiliary_models"]
+    path.write_text(
+        MINIMAL
+        + "explorer:\n  auxiliary_models:\n"
+        + "    - {model_path: /models/judge, engine_num: 2, tensor_parallel_size: 2}\n"
+        + "    - {model_path: /models/rm, engine_num: 1}\n"
+    )
+    plan = plan_for("hardware=ascend910b", config=path)
+    assert plan.group("auxiliary0") == PlacementGroupSpec("auxiliary0", "PACK", ({"NPU": 2, "CPU": 2},) * 2)
+    assert plan.group("auxiliary1") == PlacementGroupSpec("auxiliary1", "PACK", ({"NPU": 1, "CPU": 1},))
+    found = [(a.name, a.role, a.rank, a.options) for a in plan.actors if a.role == "auxiliary"]
+    assert found == [
+        ("auxiliary0.engine0", "auxiliary", 0, {"num_cpus": 2, "resources": {"NPU": 2}}),
+        ("auxiliary0.engine1", "auxiliary", 1, {"num_cpus": 2, "resources": {"NPU": 2}}),
+        ("auxiliary1.engine0", "auxiliary", 2, {"num_cpus": 1, "resources": {"NPU": 1}}),
+    ]
+    # 8 NPUs: 1 rollout + 5 auxiliary leave the trainer 2
+    assert len([a for a in plan.actors if a.role == "trainer"]) == 2
+    config = resolve(Request(path, ("hardware=ascend910b",))).config
+    assert [auxiliary_slot(config, r) for r in range(3)] == [(0, 0), (0, 1), (1, 0)]
+    assert not any(a.role == "auxiliary" for a in plan_for("hardware=ascend910b", "mode=train", config=path).actors)
 
 
 def test_colocate_shares_each_device():

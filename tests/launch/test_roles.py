@@ -15,13 +15,18 @@ from trinity.runtime.driver.factory import role_class, role_factory
 from trinity.runtime.driver.run import run_dir_of
 from trinity.runtime.roles.base import Role
 
+# an auxiliary model (a judge) beside the reference's engines: every role has an actor
+JUDGE = "explorer.auxiliary_models=[{model_path: /models/judge, engine_num: 1}]"
+
 
 def resolved(*overrides):
-    return resolve(Request(REFERENCE, ("hardware=a100", *overrides))).config
+    return resolve(Request(REFERENCE, ("hardware=a100", JUDGE, *overrides))).config
 
 
 def test_an_unknown_role_is_named_with_the_roles_there_are():
-    with pytest.raises(ValueError, match="^unknown role 'critic'; roles: trainer, rollout, explorer, buffer$"):
+    with pytest.raises(
+        ValueError, match="^unknown role 'critic'; roles: trainer, rollout, auxiliary, explorer, buffer$"
+    ):
         roles.role("critic")
 
 

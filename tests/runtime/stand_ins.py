@@ -79,7 +79,15 @@ class Explorer:
     def peak_device_mb(self) -> float | None:
         return None
 
-    def setup(self, engines: list, buffer, model_path: str, feedback: str | None = None, done: int = 0) -> dict:
+    def setup(
+        self,
+        engines: list,
+        buffer,
+        model_path: str,
+        feedback: str | None = None,
+        done: int = 0,
+        auxiliary: list | None = None,
+    ) -> dict:
         return {}
 
     def steps_per_epoch(self) -> int:
@@ -244,6 +252,7 @@ STAND_INS = {
     "explorer": Explorer,
     "trainer": Trainer,
     "rollout": Engine,
+    "auxiliary": Engine,  # an auxiliary model's engine: the calls are a rollout engine's
     "buffer": Buffer,
 }
 

@@ -31,8 +31,8 @@ def stage_configs(resolved: "ResolvedConfig") -> list[tuple[str, "RunConfig", An
 
 def model_inputs(config: "RunConfig") -> list[tuple[tuple, str | None]]:
     """(key, value) of each model the run loads: the policy, the critic where a critic trains, the teacher where the
-    advantage reads one. An external (API) model loads none: model_path is then a name only (Trinity-RFT's example
-    sets the API model's), never fetched."""
+    advantage reads one, each auxiliary model where engines run. An external (API) model loads none: model_path is
+    then a name only (Trinity-RFT's example sets the API model's), never fetched."""
     model, advantage = config.model, config.algorithm.advantage_fn
     policy = [] if model.external_model.enable else [(("model", "model_path"), model.model_path)]
     found: list[tuple[tuple, str | None]] = policy
@@ -40,6 +40,9 @@ def model_inputs(config: "RunConfig") -> list[tuple[tuple, str | None]]:
         found.append((("model", "critic_model_path"), model.critic_model_path))
     if uses_teacher(advantage) and model.teacher_model_path:
         found.append((("model", "teacher_model_path"), model.teacher_model_path))
+    if modes.mode(config.mode).runs_engines:  # each auxiliary model's engines load theirs beside the rollout engines
+        auxiliary = config.explorer.auxiliary_models
+        found += [(("explorer", "auxiliary_models", i, "model_path"), m.model_path) for i, m in enumerate(auxiliary)]
     return found
 
 

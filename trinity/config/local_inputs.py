@@ -8,6 +8,7 @@ instead of inside a role ten minutes later; names of hub repos are `hub.issues`'
 from pathlib import Path
 
 from ..errors import Issue, dotted
+from . import modes
 from .hub.names import hub_name
 from .inputs import data_inputs, stage_configs
 from .model_folder import hf_config
@@ -48,6 +49,30 @@ def model_issues(config: RunConfig, resolved: ResolvedConfig) -> list[Issue]:
             hint=f"check the path; a relative one is read from the folder trinity runs in ({Path.cwd()})",
         )
     ]
+
+
+def auxiliary_issues(resolved: ResolvedConfig) -> list[Issue]:
+    """An error for each auxiliary model whose engines would start that is not a local model folder (checked by `run`
+    only; a hub repo's name is the driver's fetch's, and checked here on its folder)."""
+    issues: list[Issue] = []
+    for label, config, provenance in stage_configs(resolved):
+        if not modes.mode(config.mode).runs_engines:
+            continue
+        for i, auxiliary in enumerate(config.explorer.auxiliary_models):
+            path = auxiliary.model_path
+            if not path or (Path(path) / "config.json").is_file() or hub_name(path, "model"):
+                continue
+            key = ("explorer", "auxiliary_models", i, "model_path")
+            issue = Issue(
+                f"{path!r} is not a model folder (no config.json there){label}",
+                key=dotted(key),
+                source=provenance.where(key),
+                allowed=MODEL_FOLDER,
+                hint=f"check the path; a relative one is read from the folder trinity runs in ({Path.cwd()})",
+            )
+            if issue not in issues:
+                issues.append(issue)
+    return issues
 
 
 def teacher_issues(resolved: ResolvedConfig) -> list[Issue]:

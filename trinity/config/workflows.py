@@ -23,6 +23,7 @@ WORKFLOWS = {
     "math_rm_workflow": RUNTIME + "math_rm:MathRMWorkflow",
     "async_math_rm_workflow": RUNTIME + "math_rm:MathRMWorkflow",
     "math_boxed_workflow": RUNTIME + "math_boxed:MathBoxedWorkflow",
+    "math_ruler_workflow": RUNTIME + "math_ruler:MathRulerWorkflow",
     "async_math_boxed_workflow": RUNTIME + "math_boxed:MathBoxedWorkflow",
     "frozen_lake_workflow": RUNTIME + "frozen_lake:FrozenLakeWorkflow",
     "step_wise_alfworld_workflow": RUNTIME + "alfworld:StepWiseAlfworldWorkflow",
@@ -38,12 +39,15 @@ DEFAULT_REWARDS = {
     "react_agent_workflow": "exact_match",
     "math_boxed_workflow": "math_boxed_reward",
     "async_math_boxed_workflow": "math_boxed_reward",
+    "math_ruler_workflow": "math_reward",  # the reference's score, reported beside the judge's reward
 }
 # Built-in workflows that build their prompts from their environment (a row holds its settings, each with a default):
 # the taskset's prompt column is not read, so none is looked for.
 OWN_PROMPTS = ("frozen_lake_workflow",)
 # Built-in workflows that score only with the reward their taskset names (a reward model or judge: no default).
 NAMED_REWARD = ("math_rm_workflow", "async_math_rm_workflow")
+# Built-in workflows that ask an auxiliary model (explorer.auxiliary_models[0], their judge) through its endpoint.
+AUXILIARY_CLIENTS = ("math_ruler_workflow",)
 # Built-in workflows whose agents call the engines' OpenAI endpoint (explorer.rollout_model.enable_openai_api).
 OPENAI_CLIENTS = ("react_agent_workflow",)
 # Built-in workflows that ask the model one turn and read its reply's text (prompt, generate, chat): the ones an
@@ -57,6 +61,7 @@ TEXT_REPLIES = (
     "async_math_rm_workflow",
     "math_boxed_workflow",
     "async_math_boxed_workflow",
+    "math_ruler_workflow",
 )
 IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 

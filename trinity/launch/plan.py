@@ -12,7 +12,7 @@ from ..config import modes
 from ..config.engines import devices_per_engine
 from ..config.run_target import run_namespace
 from ..config.schema import RunConfig
-from .roles import BUFFER, EXPLORER, ROLLOUT, TRAINER
+from .roles import AUXILIARY, BUFFER, EXPLORER, ROLLOUT, TRAINER
 from .runtime_env import EXPORTED, role_env, secret_vars
 
 CPUS_PER_DEVICE = 1
@@ -90,6 +90,9 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
             builder.colocated_engines(config.explorer.rollout_model)
         else:
             builder.engines(ROLLOUT, config.explorer.rollout_model)
+    slot = 0  # each auxiliary engine's rank: its slot among every auxiliary model's, in order
+    for i, model in enumerate(auxiliary_models(config)):
+        slot = builder.engines(f"{AUXILIARY}{i}", model, AUXILIARY, slot)
     if mode.explores:
         builder.actor(EXPLORER, EXPLORER, None, None, 0, 1)
     if mode.buffers:
@@ -104,6 +107,23 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
         tuple(builder.groups),
         tuple(builder.actors),
     )
+
+
+def auxiliary_models(config: RunConfig) -> list:
+    """The auxiliary models whose engines start (cluster.explorer_gpu_num counts their devices beside the rollout
+    engines'): none where the mode runs no engines."""
+    counted = (config.cluster.explorer_gpu_num or 0) > (config.cluster.rollout_gpu_num or 0)
+    return list(config.explorer.auxiliary_models) if counted else []
+
+
+def auxiliary_slot(config: RunConfig, rank: int) -> tuple[int, int]:
+    """(auxiliary model, its engine slot: engine x parts + part) of auxiliary rank `rank` (plan order)."""
+    for i, model in enumerate(config.explorer.auxiliary_models):
+        parts, _ = engine_parts(model, config.cluster.gpu_per_node, colocate=False)
+        if rank < model.engine_num * parts:
+            return i, rank
+        rank -= model.engine_num * parts
+    raise ValueError(f"auxiliary rank beyond the {len(config.explorer.auxiliary_models)} auxiliary models' engines")
 
 
 def beside_an_engine(config: RunConfig, rank: int) -> bool:
@@ -173,8 +193,9 @@ class _Builder:
             ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices, rank, secret)
         )
 
-    def engines(self, name: str, model) -> None:
-        """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it."""
+    def engines(self, name: str, model, role: str = ROLLOUT, first: int = 0) -> int:
+        """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it, ranked from
+        `first`; returns the rank after the last."""
         parts, size = engine_parts(model, self.config.cluster.gpu_per_node, colocate=False)
         self.group(name, "PACK", [self.bundle(size, size * CPUS_PER_DEVICE)] * (model.engine_num * parts))
         for engine in range(model.engine_num):
@@ -182,13 +203,14 @@ class _Builder:
                 suffix = f".part{part}" if parts > 1 else ""
                 self.actor(
                     f"{name}.engine{engine}{suffix}",
-                    ROLLOUT,
+                    role,
                     name,
                     engine * parts + part,
                     size,
                     size * CPUS_PER_DEVICE,
-                    engine * parts + part,
+                    first + engine * parts + part,
                 )
+        return first + model.engine_num * parts
 
     def colocated_engines(self, model) -> None:
         """Colocate: each rollout engine takes the other half of consecutive trainer bundles."""

@@ -10,6 +10,7 @@ strings: this layer imports no runtime code.
 from dataclasses import dataclass
 
 TRAINER, ROLLOUT, EXPLORER, BUFFER = "trainer", "rollout", "explorer", "buffer"
+AUXILIARY = "auxiliary"  # an auxiliary model's engines (explorer.auxiliary_models): rollout engines never weight-synced
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ _PROTOCOLS = "trinity.runtime.roles.protocols"
 _ENTRIES = (
     RoleEntry(TRAINER, "trinity.runtime.trainer.rank:TrainerRank", f"{_PROTOCOLS}:TrainerCalls", "trainer", True, True),
     RoleEntry(ROLLOUT, None, f"{_PROTOCOLS}:EngineCalls", "rollout", True),
+    # its class is its model's engine's; it takes the rollout processes' env, and no weight sync, sleep or wake
+    RoleEntry(AUXILIARY, None, f"{_PROTOCOLS}:EngineCalls", "rollout", True),
     RoleEntry(EXPLORER, "trinity.runtime.explorer.role:Explorer", f"{_PROTOCOLS}:ExplorerCalls", None, False),
     RoleEntry(BUFFER, "trinity.runtime.buffer.actor:ExperienceBuffer", f"{_PROTOCOLS}:BufferCalls", None, False),
 )

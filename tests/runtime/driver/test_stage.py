@@ -232,3 +232,51 @@ def test_previews_are_shown_every_sync_interval_steps_and_at_the_stages_end(tmp_
         (3, "rollout_examples", ["3+1="]),
     ]
     assert all("preview" not in r for r in records if r["role"] == "trainer")
+
+
+def test_an_auxiliary_models_engines_load_their_model_once_and_are_never_synced_slept_or_woken(tmp_path):
+    """A both-mode stage with a judge: the judge's engine sets up with its own model at version 0, the explorer gets it
+    as the first auxiliary model's engines, and no weight sync, sleep or wake reaches it while the rollout engine is
+    synced every step."""
+    from tests.runtime.stand_ins import Engine, Explorer, Handle
+
+    class Judge(Engine):
+        def __init__(self, world):
+            super().__init__(world)
+            self.calls = []
+
+        async def setup(self, model_path: str, version: int) -> dict:
+            self.calls.append((model_path, version))
+            return {}
+
+        def _synced(self, version: int) -> int:
+            raise AssertionError("an auxiliary engine was given weights")
+
+        async def sleep(self, level: int = 1) -> bool:
+            raise AssertionError("an auxiliary engine was put to sleep")
+
+        async def wake_up(self, tags=None) -> bool:
+            raise AssertionError("an auxiliary engine was woken")
+
+    class Asking(Explorer):
+        def setup(self, engines, buffer, model_path, feedback=None, done=0, auxiliary=None):
+            self.auxiliary = auxiliary
+            return {}
+
+    judge_model = "explorer.auxiliary_models=[{model_path: /models/judge, engine_num: 1}]"
+    overrides = ("hardware=cpu", "~stages", "trainer.total_steps=2", "cluster.gpu_per_node=3", judge_model)
+    config = resolve(Request(None, overrides)).config
+    plan = build_plan(config)
+    world = World(experiences=config.buffer.train_batch_size)
+    handles = handles_for([a for a in plan.actors if a.role not in ("auxiliary", "explorer")], world)
+    judge, explorer = Judge(World()), Asking(world)
+    handles["auxiliary0.engine0"], handles["explorer"] = Handle(judge), Handle(explorer)
+    metrics = MetricsLog(tmp_path / "metrics.jsonl")
+    stage = Stage(config, "grpo", 0, RunDir(tmp_path / "run"), metrics, StageStart("model", 0), quiet=True)
+    stage.setup(RoleHandles.of(list(plan.actors), handles), InlineWatcher())
+    stage.run()
+    stage.finish()
+    metrics.close()
+    assert judge.calls == [("/models/judge", 0)]
+    assert [len(group) for group in explorer.auxiliary] == [1] and explorer.auxiliary[0][0].role is judge
+    assert [e for e in world.log if e[0] == "sync"] == [("sync", 1), ("sync", 2)]  # the rollout engine's alone

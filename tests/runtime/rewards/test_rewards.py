@@ -44,6 +44,7 @@ def test_each_workflows_default_reward_is_a_registry_name_and_its_class_agrees()
         "async_math_workflow": "math_reward",
         "math_boxed_workflow": "math_boxed_reward",
         "async_math_boxed_workflow": "math_boxed_reward",
+        "math_ruler_workflow": "math_reward",  # the reference's score, reported beside the judge's reward
     }
     for workflow, reward in DEFAULT_REWARDS.items():
         assert workflows.load(workflow).default_reward == reward and reward in registry.REWARDS

@@ -125,3 +125,55 @@ def test_math_boxed_workflow_args_are_checked_by_their_model():
         check_args([boxed], {"format_score_coef": -1})
     with pytest.raises(ValueError, match="workflow_args.use_base: Input should be a valid boolean"):
         check_args([boxed], {"use_base": "perhaps"})
+
+
+# --- math_ruler_workflow: its judge is the first auxiliary model, asked through the real openai client ---------------
+
+
+def _judge_client(url: str):
+    import openai
+
+    client = openai.OpenAI(base_url=url, api_key="EMPTY", max_retries=0)
+    client.model_path = "/models/judge"  # as the explorer names an auxiliary model's clients
+    return client
+
+
+def test_math_ruler_rewards_the_judges_scores_and_reports_the_references(monkeypatch):
+    from tests.runtime.rewards.judge_standin import judge_standin
+
+    def scores(request):
+        assert "Candidate solution 2: 5" in request["messages"][-1]["content"]
+        return "The first is right. [1.0, 0.25]"
+
+    model = Model(["#### 4", "5"])
+    with judge_standin(scores) as (url, seen):
+        model.auxiliary_models = [_judge_client(url)]
+        exps = load("math_ruler_workflow")(task(), model).run()
+    assert [r["model"] for r in seen] == ["/models/judge"]  # one judge call for the task's group
+    assert seen[0]["messages"][0]["role"] == "system" and "What is 2+2?" in seen[0]["messages"][1]["content"]
+    assert [e.reward for e in exps] == [1.0, 0.25]
+    assert [e.metrics["gold_reward"] for e in exps] == [1.0, 0.0]  # math_reward against the reference, reported
+    assert all(e.metrics["judge_success"] == 1.0 for e in exps)
+
+
+@pytest.mark.parametrize("reply", ["no list at all", "[1.0]", "[1, 'x']", "[__import__('os')]"])
+def test_a_judges_reply_without_a_score_for_each_answer_gives_zeros(reply):
+    from tests.runtime.rewards.judge_standin import judge_standin
+
+    model = Model(["#### 4", "5"])
+    with judge_standin(lambda request: reply) as (url, _):
+        model.auxiliary_models = [_judge_client(url)]
+        exps = load("math_ruler_workflow")(task(), model).run()
+    assert [e.reward for e in exps] == [0.0, 0.0] and all(e.metrics["judge_success"] == 0.0 for e in exps)
+
+
+def test_scores_are_clipped_to_the_unit_interval():
+    from trinity.runtime.workflows.math_ruler import scores_in
+
+    assert scores_in("so: [1.5, -2, 0.5]", 3) == [1.0, 0.0, 0.5]
+    assert scores_in("[True, 1]", 2) is None
+
+
+def test_math_ruler_without_an_auxiliary_model_says_what_to_set():
+    with pytest.raises(ValueError, match="set explorer.auxiliary_models"):
+        load("math_ruler_workflow")(task(), Model(["4"])).run()

@@ -35,6 +35,7 @@ from ._context import Context, RunStage
 # refuses an order where a rule reads what a later rule writes, so a rule goes after every rule it reads from.
 RULES = (
     aliases.engine_alias,
+    rollout.auxiliary_engines,
     aliases.ask_ray,
     aliases.no_effect,
     aliases.sync_bucket,
@@ -65,6 +66,7 @@ RULES = (
     rollout.auto_tool_choice,
     rollout.openai_api,
     rollout.serve_proxy,
+    rollout.auxiliary_judges,
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,

@@ -79,6 +79,10 @@ def shared_devices(ctx: Context) -> None:
         "explorer.rollout_model.engine_num",
         "explorer.rollout_model.pipeline_parallel_size",
         "explorer.rollout_model.tensor_parallel_size",
+        "explorer.auxiliary_models.*.data_parallel_size",
+        "explorer.auxiliary_models.*.engine_num",
+        "explorer.auxiliary_models.*.pipeline_parallel_size",
+        "explorer.auxiliary_models.*.tensor_parallel_size",
         "mode",
         "model.external_model.enable",
     ),
@@ -100,18 +104,27 @@ def cluster_counts(ctx: Context) -> None:
     # an external (API) model is the rollout model on its own servers: no engines start (derive/external.py)
     engines = modes.mode(mode).runs_engines and not ctx.get("model.external_model.enable")
     rollout = _engine_devices(ctx, "explorer.rollout_model") if engines else 0
-    explorer = rollout  # auxiliary models are refused (rollout.auxiliary_models): they take no devices
+    # each auxiliary model's engines hold devices of their own beside the rollout engines' (upstream's explorer_gpu_num)
+    auxiliary = _auxiliary_devices(ctx) if modes.mode(mode).runs_engines else 0
+    explorer = rollout + auxiliary
     inputs = (ctx.input("mode"), ctx.input("cluster.node_num"), ctx.input("cluster.gpu_per_node"))
     counts = {"total_gpu_num": total, "rollout_gpu_num": rollout, "explorer_gpu_num": explorer}
     beside = ctx.stage_beside()
     if beside:  # the trainer takes its share of the run's exploring stages; their engines start beside it
         inputs += (ctx.stage_devices_input(), f"the run's stages: {', '.join(s.mode for s in ctx.run_stages)}")
-        split = _trainer_split(ctx, beside.mode, total, _engine_devices(ctx, "explorer.rollout_model"), per_node)
+        engines_beside = _engine_devices(ctx, "explorer.rollout_model") + _auxiliary_devices(ctx)
+        split = _trainer_split(ctx, beside.mode, total, engines_beside, per_node, auxiliary)
     else:
-        split = _trainer_split(ctx, mode, total, explorer, per_node)
+        split = _trainer_split(ctx, mode, total, explorer, per_node, auxiliary)
     counts.update(split)
     for name, value in counts.items():
         _set_count(ctx, name, value, inputs)
+
+
+def _auxiliary_devices(ctx: Context) -> int:
+    """Devices of every auxiliary model's engines (engine_num x TP x PP x DP each)."""
+    models = ctx.get("explorer.auxiliary_models") or []
+    return sum(_engine_devices(ctx, f"explorer.auxiliary_models[{i}]") for i in range(len(models)))
 
 
 def _engine_devices(ctx: Context, key: str) -> int:
@@ -131,14 +144,17 @@ def _engine_devices(ctx: Context, key: str) -> int:
     return engine["engine_num"] * per_engine
 
 
-def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node: int) -> dict[str, int]:
-    """The trainer's devices: none, all of them (alone, or shared with the engines), or what rollout leaves."""
+def _trainer_split(
+    ctx: Context, mode: str, total: int, explorer: int, per_node: int, auxiliary: int = 0
+) -> dict[str, int]:
+    """The trainer's devices: none, all of them (alone, or shared with the engines), or what the engines leave."""
     entry = modes.mode(mode)
+    key, sizes = _blamed(auxiliary)
     if not entry.trains:
-        _check_fits(ctx, explorer, total)
+        _check_fits(ctx, explorer, total, auxiliary)
         return {"trainer_gpu_num": 0, "trainer_node_num": 0, "trainer_gpu_num_per_node": 0}
     if not entry.splits_devices:
-        _check_fits(ctx, explorer, total)
+        _check_fits(ctx, explorer, total, auxiliary)
         return {
             "trainer_gpu_num": total,
             "trainer_node_num": ctx.get("cluster.node_num"),
@@ -148,9 +164,9 @@ def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node:
     if trainer <= 0:
         ctx.report(
             "error",
-            "explorer.rollout_model.engine_num",
+            key,
             f"no devices left for the trainer: {total} devices ({ctx.get('cluster.node_num')} node(s) x {per_node}) "
-            f"minus {explorer} for rollout",
+            f"minus {explorer} for rollout{sizes}",
             allowed=f"rollout devices < {total}",
             hint="lower explorer.rollout_model.engine_num or tensor_parallel_size, or raise cluster.node_num"
             + (", or set mode=colocate (trainer and engines take turns on the devices)" if trainer == 0 else ""),
@@ -161,9 +177,9 @@ def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node:
     if trainer % per_node:
         ctx.report(
             "error",
-            "explorer.rollout_model.engine_num",
-            f"the trainer would get {trainer} devices ({total} - {explorer} for rollout): that neither fits one node "
-            f"of {per_node} nor fills whole nodes",
+            key,
+            f"the trainer would get {trainer} devices ({total} - {explorer} for rollout{sizes}): that neither fits "
+            f"one node of {per_node} nor fills whole nodes",
             allowed=f"trainer devices <= {per_node} or a multiple of {per_node}",
             hint="change the rollout size so the devices left over fit one node or fill whole nodes",
         )
@@ -171,14 +187,23 @@ def _trainer_split(ctx: Context, mode: str, total: int, explorer: int, per_node:
     return {"trainer_gpu_num": trainer, "trainer_node_num": trainer // per_node, "trainer_gpu_num_per_node": per_node}
 
 
-def _check_fits(ctx: Context, explorer: int, total: int) -> None:
+def _blamed(auxiliary: int) -> tuple[str, str]:
+    """The key a split that does not work is reported at, and the words that count the auxiliary engines in."""
+    if not auxiliary:
+        return "explorer.rollout_model.engine_num", ""
+    return "explorer.auxiliary_models", f", {auxiliary} of them the auxiliary models' engines"
+
+
+def _check_fits(ctx: Context, explorer: int, total: int, auxiliary: int = 0) -> None:
     if explorer > total:
+        key, sizes = _blamed(auxiliary)
+        more = ", or an auxiliary model's engine_num or tensor_parallel_size," if auxiliary else ""
         ctx.report(
             "error",
-            "explorer.rollout_model.engine_num",
-            f"rollout needs {explorer} devices but the cluster has {total}",
+            key,
+            f"rollout needs {explorer} devices{sizes + ',' if sizes else ''} but the cluster has {total}",
             allowed=f"<= {total}",
-            hint="lower explorer.rollout_model.engine_num or raise cluster.node_num",
+            hint=f"lower explorer.rollout_model.engine_num{more} or raise cluster.node_num",
         )
 
 

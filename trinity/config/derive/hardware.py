@@ -90,7 +90,7 @@ def trainer_strategy(ctx: Context) -> None:
         )
 
 
-@rule(reads=("explorer.rollout_model.dtype", "trainer.param_dtype"))
+@rule(reads=("explorer.rollout_model.dtype", "explorer.auxiliary_models.*.dtype", "trainer.param_dtype"))
 def dtypes(ctx: Context) -> None:
     """Every inference engine's dtype and the trainer's must be one the chip computes in."""
     keys = [f"{key}.dtype" for key, _ in _engines(ctx)] + ["trainer.param_dtype"]
@@ -111,6 +111,10 @@ def dtypes(ctx: Context) -> None:
         "explorer.rollout_model.engine_type",
         "explorer.rollout_model.pipeline_parallel_size",
         "explorer.rollout_model.tensor_parallel_size",
+        "explorer.auxiliary_models.*.data_parallel_size",
+        "explorer.auxiliary_models.*.engine_type",
+        "explorer.auxiliary_models.*.pipeline_parallel_size",
+        "explorer.auxiliary_models.*.tensor_parallel_size",
     )
 )
 def rollout_engines(ctx: Context) -> None:
@@ -234,5 +238,8 @@ def _fact_default(ctx: Context, key: str, fact: str, rule: str) -> None:
 
 
 def _engines(ctx: Context) -> list[tuple[str, dict]]:
-    # auxiliary models are refused as a whole (rollout.auxiliary_models): their fields are not checked one by one
-    return [("explorer.rollout_model", ctx.get("explorer.rollout_model"))]
+    """(key, section) of the rollout model and of each auxiliary model: every engine the run may start."""
+    auxiliary = ctx.get("explorer.auxiliary_models") or []
+    return [("explorer.rollout_model", ctx.get("explorer.rollout_model"))] + [
+        (f"explorer.auxiliary_models[{i}]", model) for i, model in enumerate(auxiliary)
+    ]

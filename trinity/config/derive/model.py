@@ -25,6 +25,17 @@ ROLLOUT_KEYS = (
     "enable_prompt_truncation",
     "chat_template",
 )
+# what an auxiliary model's engines take from model.* where it leaves them unset (upstream's ExplorerConfigValidator:
+# its length and sampling settings; not model_path, which each names, nor the prompt's template or thinking)
+AUXILIARY_KEYS = (
+    "max_model_len",
+    "max_prompt_tokens",
+    "max_response_tokens",
+    "min_response_tokens",
+    "repetition_penalty",
+    "enable_prompt_truncation",
+)
+AUX = "explorer.auxiliary_models"
 
 
 @rule(
@@ -113,16 +124,21 @@ def critic_model(ctx: Context) -> None:
         "model.min_response_tokens",
         "model.model_path",
         "model.repetition_penalty",
+        *(f"{AUX}.*.{key}" for key in AUXILIARY_KEYS),
     ),
-    writes=tuple(f"{ROLLOUT}.{key}" for key in ROLLOUT_KEYS),
+    writes=tuple(f"{ROLLOUT}.{key}" for key in ROLLOUT_KEYS) + tuple(f"{AUX}.*.{key}" for key in AUXILIARY_KEYS),
 )
 def rollout_model(ctx: Context) -> None:
     """The rollout engines take the model's path, context length, token limits and prompt settings unless told
-    otherwise (upstream's ExplorerConfigValidator: set_if_none of each)."""
-    for key in ROLLOUT_KEYS:
-        source, target = f"model.{ROLLOUT_SOURCES.get(key, key)}", f"{ROLLOUT}.{key}"
-        if ctx.get(target) is None and ctx.get(source) is not None:
-            ctx.set(target, ctx.get(source), "rollout_model", (ctx.input(source),))
+    otherwise (upstream's ExplorerConfigValidator: set_if_none of each); each auxiliary model's engines its context
+    length and token limits."""
+    targets = [(ROLLOUT, ROLLOUT_KEYS)]
+    targets += [(f"{AUX}[{i}]", AUXILIARY_KEYS) for i in range(len(ctx.get(AUX) or []))]
+    for model, keys in targets:
+        for key in keys:
+            source, target = f"model.{ROLLOUT_SOURCES.get(key, key)}", f"{model}.{key}"
+            if ctx.get(target) is None and ctx.get(source) is not None:
+                ctx.set(target, ctx.get(source), "rollout_model", (ctx.input(source),))
 
 
 @rule(

@@ -6,7 +6,7 @@ import re
 
 from .. import engines, modes
 from ..schema.explorer import NO_API_KEY
-from ..workflows import OPENAI_CLIENTS
+from ..workflows import AUXILIARY_CLIENTS, OPENAI_CLIENTS
 from ._context import Context
 from ._rule import each_taskset, rule
 from .buffer import EXPERIENCES, tasksets
@@ -24,19 +24,109 @@ ENDPOINT_SETTINGS = (
 )
 
 
-@rule(reads=("explorer.auxiliary_models",))
+AUX = "explorer.auxiliary_models"
+# what an auxiliary model's engines take from the rollout engines where they set none: the hardware profile recommends
+# these for the rollout model (conf/profiles: the CPU's transformers engine in float32, eager), and an auxiliary model
+# runs on the same chips (Trinity-RFT runs every auxiliary model on vLLM, its only engine)
+FROM_ROLLOUT = ("engine_type", "dtype", "enforce_eager")
+
+
+def auxiliary_keys(*fields: str) -> tuple[str, ...]:
+    """The keys `fields` of every auxiliary model (for a rule's reads and writes)."""
+    return tuple(f"{AUX}.*.{name}" for name in fields)
+
+
+def auxiliary_count(ctx: Context) -> int:
+    return len(ctx.get(AUX) or [])
+
+
+@rule(
+    reads=(
+        *(f"{ROLLOUT}.{name}" for name in FROM_ROLLOUT),
+        *auxiliary_keys(*FROM_ROLLOUT, "model_path", "enable_openai_api", "external_model_config"),
+    ),
+    writes=auxiliary_keys("engine_type", "dtype", "enforce_eager", "enable_openai_api"),
+)
+def auxiliary_engines(ctx: Context) -> None:
+    """Each auxiliary model (Trinity-RFT's explorer.auxiliary_models: a judge, a reward model, a teacher) runs engines
+    of its own, served on their OpenAI endpoint for the workflows (upstream forces enable_openai_api): it names its
+    model (upstream requires model_path), and takes the rollout engines' type, dtype and eager mode where it sets
+    none."""
+    for i in range(auxiliary_count(ctx)):
+        key = f"{AUX}[{i}]"
+        if not ctx.get(f"{key}.model_path"):
+            ctx.report(
+                "error",
+                key,
+                "an auxiliary model names the model its engines serve (Trinity-RFT: \"auxiliary model's model_path is "
+                'required"); it does not default to model.model_path',
+                allowed="a model folder (with its config.json) or a hub id (org/name)",
+                hint=f"set {key}.model_path",
+            )
+        written = ctx.get(f"{key}.engine_type")
+        if ctx.user_set(f"{key}.engine_type") and written in engines.ALIASES:
+            name, why = engines.ALIASES[written]
+            ctx.report("note", f"{key}.engine_type", f"{written!r} is {why}: engine {name!r}", hint=f"write {name}")
+            ctx.set(f"{key}.engine_type", name, "auxiliary_engines", (ctx.input(f"{key}.engine_type"),))
+        for name in FROM_ROLLOUT:
+            if not ctx.user_set(f"{key}.{name}") and ctx.get(f"{key}.{name}") != ctx.get(f"{ROLLOUT}.{name}"):
+                value = ctx.get(f"{ROLLOUT}.{name}")
+                ctx.set(f"{key}.{name}", value, "auxiliary_engines", (ctx.input(f"{ROLLOUT}.{name}"),))
+        if ctx.user_set(f"{key}.enable_openai_api") and not ctx.get(f"{key}.enable_openai_api"):
+            ctx.report(
+                "error",
+                f"{key}.enable_openai_api",
+                "workflows reach an auxiliary model through its engines' OpenAI endpoint (self.auxiliary_models: an "
+                "OpenAI client each), so it is always served (as Trinity-RFT's)",
+                allowed="true",
+                hint=f"remove {key}.enable_openai_api",
+            )
+        elif not ctx.get(f"{key}.enable_openai_api"):
+            ctx.set(f"{key}.enable_openai_api", True, "auxiliary_engines", (f"{key} (an auxiliary model)",))
+        if (ctx.get(f"{key}.external_model_config") or {}).get("enable"):
+            ctx.report(
+                "error",
+                f"{key}.external_model_config.enable",
+                "an auxiliary model behind an outside API is not supported yet: its engines run in the run",
+                allowed="false",
+                hint=f"remove {key}.external_model_config, and name the model in {key}.model_path",
+            )
+
+
+@rule(reads=("mode", "explorer.auxiliary_models.*.engine_num"))  # how many there are
 def auxiliary_models(ctx: Context) -> None:
-    """explorer.auxiliary_models are refused: no workflow of this version runs them, so nothing plans or places them."""
-    if ctx.get("explorer.auxiliary_models"):
+    """Auxiliary models' engines need devices of their own: where the trainer and the rollout engines take turns on
+    every device (colocate), there are none (Trinity-RFT starts no auxiliary engine in colocate mode, and its workflows
+    then fail on the missing client): refused. In a mode without engines they are not started."""
+    count, mode = auxiliary_count(ctx), ctx.get("mode")
+    if count and modes.mode(mode).shares_devices:
+        splitting = next(n for n, m in modes.MODES.items() if m.splits_devices)
         ctx.report(
             "error",
-            "explorer.auxiliary_models",
-            "auxiliary models (judges, reward models) are not run by this version of trinity: no workflow calls "
-            "them, so their engines would hold devices and do nothing",
+            AUX,
+            f"mode {mode!r} has the trainer and the rollout engines take turns on every device, and leaves none for "
+            f"the {count} auxiliary model(s)' engines, which run beside them for the whole run",
             allowed="[] (none)",
-            hint="remove explorer.auxiliary_models; score responses in the workflow's reward function instead (a "
-            "distillation teacher is model.teacher_model_path: trinity computes its log-probs in the trainer)",
+            hint=f"set mode={splitting} on more devices (the auxiliary engines count with the rollout engines'), or "
+            f"remove {AUX}",
         )
+
+
+@rule(reads=("mode", "explorer.auxiliary_models.*.engine_num", *each_taskset("default_workflow_type")))
+def auxiliary_judges(ctx: Context) -> None:
+    """A built-in workflow that asks a judge (the first auxiliary model: upstream's math_ruler_workflow) needs one."""
+    if not modes.mode(ctx.get("mode")).explores or auxiliary_count(ctx):
+        return
+    for key, taskset, _ in tasksets(ctx):
+        workflow = taskset.get("default_workflow_type")
+        if workflow in AUXILIARY_CLIENTS:
+            ctx.report(
+                "error",
+                f"{key}.default_workflow_type",
+                f"{workflow} scores each task's answers with its judge, the first auxiliary model, and there is none",
+                allowed="a workflow that scores by itself, or explorer.auxiliary_models with the judge",
+                hint="add the judge: explorer.auxiliary_models: [{model_path: JUDGE_MODEL}]",
+            )
 
 
 @rule(reads=(AUTO_TOOLS, f"{ROLLOUT}.tool_call_parser"), writes=(AUTO_TOOLS,))
@@ -191,14 +281,28 @@ def _sleeps_here(ctx: Context, kind: str) -> bool:
     return entry.sleeps and (ctx.facts.rollout_sleep_mode or not entry.sleep_is_hardware_fact)
 
 
+def _models(ctx: Context) -> list[str]:
+    """The key of every model the run's engines serve: the rollout model's, then each auxiliary model's."""
+    return [ROLLOUT] + [f"{AUX}[{i}]" for i in range(auxiliary_count(ctx))]
+
+
 @rule(
-    reads=("explorer.rollout_model.engine_type", "explorer.rollout_model.kv_cache_mib"),
-    writes=("explorer.rollout_model.kv_cache_mib",),
+    reads=(
+        "explorer.rollout_model.engine_type",
+        "explorer.rollout_model.kv_cache_mib",
+        *auxiliary_keys("engine_type", "kv_cache_mib"),
+    ),
+    writes=("explorer.rollout_model.kv_cache_mib", *auxiliary_keys("kv_cache_mib")),
 )
 def kv_cache(ctx: Context) -> None:
     """A vLLM engine's KV cache takes the profile's explicit size where vLLM would size it wrongly from memory shares;
-    another engine has no KV cache to size, so a size given to it is refused."""
-    key, size, engine = f"{ROLLOUT}.kv_cache_mib", ctx.facts.rollout_kv_cache_mib, ctx.get(f"{ROLLOUT}.engine_type")
+    another engine has no KV cache to size, so a size given to it is refused. Auxiliary models' engines alike."""
+    for model in _models(ctx):
+        _kv_cache(ctx, model)
+
+
+def _kv_cache(ctx: Context, model: str) -> None:
+    key, size, engine = f"{model}.kv_cache_mib", ctx.facts.rollout_kv_cache_mib, ctx.get(f"{model}.engine_type")
     sized = engines.engine(engine).kv_cache
     if not sized and ctx.get(key) is not None:
         takers = [e for e in engines.ENGINES.values() if e.kv_cache]
@@ -208,11 +312,11 @@ def kv_cache(ctx: Context) -> None:
             f"a KV cache size is {' or '.join(e.label for e in takers)}'s, but the engine is {engine!r}, which keeps "
             "no KV cache of a set size",
             allowed="null",
-            hint=f"remove it, or set {ROLLOUT}.engine_type={takers[0].name}",
+            hint=f"remove it, or set {model}.engine_type={takers[0].name}",
         )
         return
     if sized and ctx.get(key) is None and size is not None:
-        ctx.set(key, size, "kv_cache", (ctx.fact("rollout_kv_cache_mib"), ctx.input(f"{ROLLOUT}.engine_type")))
+        ctx.set(key, size, "kv_cache", (ctx.fact("rollout_kv_cache_mib"), ctx.input(f"{model}.engine_type")))
 
 
 @rule(
@@ -220,19 +324,25 @@ def kv_cache(ctx: Context) -> None:
         "explorer.rollout_model.engine_type",
         "explorer.rollout_model.gpu_memory_utilization",
         "explorer.rollout_model.kv_cache_mib",
+        *auxiliary_keys("engine_type", "gpu_memory_utilization", "kv_cache_mib"),
     )
 )
 def memory_utilization(ctx: Context) -> None:
     """A gpu_memory_utilization above what starts vLLM on this hardware is reported with the reason."""
-    key, ceiling = f"{ROLLOUT}.gpu_memory_utilization", ctx.facts.max_gpu_memory_utilization
+    for model in _models(ctx):
+        _memory_utilization(ctx, model)
+
+
+def _memory_utilization(ctx: Context, model: str) -> None:
+    key, ceiling = f"{model}.gpu_memory_utilization", ctx.facts.max_gpu_memory_utilization
     value = ctx.get(key)
     # the ceiling is on the share of device memory an engine takes as its budget at start
-    budget = engines.engine(ctx.get(f"{ROLLOUT}.engine_type")).memory == "budget"
+    budget = engines.engine(ctx.get(f"{model}.engine_type")).memory == "budget"
     if not budget or not ctx.user_set(key) or value <= ceiling:
         return
     reason = ctx.facts.reasons.get("max_gpu_memory_utilization", "")
-    size = ctx.get(f"{ROLLOUT}.kv_cache_mib")
-    sized = f" (the KV cache is sized by {ROLLOUT}.kv_cache_mib={size} here)" if size else ""
+    size = ctx.get(f"{model}.kv_cache_mib")
+    sized = f" (the KV cache is sized by {model}.kv_cache_mib={size} here)" if size else ""
     ctx.report(
         "warning",
         key,

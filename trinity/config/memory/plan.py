@@ -168,7 +168,12 @@ def _engines(plan: _Plan, trainer: TrainerSetup | None) -> None:
     config = plan.config
     if not config.cluster.explorer_gpu_num:
         return
-    models = [("explorer.rollout_model", config.explorer.rollout_model)]  # auxiliary models are refused at validation
+    models = [("explorer.rollout_model", config.explorer.rollout_model)] if config.cluster.rollout_gpu_num else []
+    # each auxiliary model's engines, on devices of their own (cluster.explorer_gpu_num counts them)
+    auxiliary = config.cluster.explorer_gpu_num > (config.cluster.rollout_gpu_num or 0)
+    models += [
+        (f"explorer.auxiliary_models[{i}]", m) for i, m in enumerate(config.explorer.auxiliary_models) if auxiliary
+    ]
     for key, engine in models:
         estimate = ESTIMATES.get(engines.engine(engine.engine_type).memory)
         if estimate is not None:  # an engine without an estimate is not checked

@@ -36,7 +36,7 @@ class ClusterConfig(Section):
     total_gpu_num: NonNegativeInt | None = Field(None, description="Derived: node_num x gpu_per_node.")
     rollout_gpu_num: NonNegativeInt | None = Field(None, description="Derived: devices of the rollout engines.")
     explorer_gpu_num: NonNegativeInt | None = Field(
-        None, description="Derived: devices of the explorer's engines (auxiliary models are not run yet)."
+        None, description="Derived: devices of the explorer's engines (the rollout engines' and the auxiliary models')."
     )
     trainer_gpu_num: NonNegativeInt | None = Field(None, description="Derived: devices left to the trainer.")
     trainer_node_num: NonNegativeInt | None = Field(None, description="Derived: nodes the trainer spans.")

@@ -162,7 +162,11 @@ class ExplorerConfig(Section):
     )
     rollout_model: InferenceModelConfig = Field(default_factory=InferenceModelConfig, description="Rollout engines.")
     auxiliary_models: list[InferenceModelConfig] = Field(
-        default_factory=list, description="Extra engines (judges, reward models)."
+        default_factory=list,
+        description="Models of their own for the workflows (a judge, a reward model, a teacher): each runs engine_num "
+        "engines beside the rollout engines, on devices of their own, never weight-synced, served on their OpenAI "
+        "endpoint; a workflow reaches model i through self.auxiliary_models[i], an openai.OpenAI client (its "
+        "model_path attribute names the model in requests).",
     )
     env_vars: EnvVars = Field(default_factory=dict, description="Extra environment of the rollout processes.")
     # serve mode's proxy (Trinity-RFT's explorer/proxy/): one OpenAI endpoint in front of the engines

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from ...config import engines, modes
-from ...config.local_inputs import data_issues, model_issues, teacher_issues
+from ...config.auxiliary import engine_views
+from ...config.local_inputs import auxiliary_issues, data_issues, model_issues, teacher_issues
 from ...config.provenance import WRITTEN
 from ...config.resolve import ResolvedConfig
 from ...config.schema import RunConfig
@@ -57,7 +58,7 @@ def input_issues(resolved: ResolvedConfig) -> list[Issue]:
     issues = (data_issues(resolved) or column_issues(resolved)) + (
         (model_issues(stages[0], resolved) or _remote_code_issues(stages, resolved)) if loads_model else []
     )
-    return issues + teacher_issues(resolved)
+    return issues + teacher_issues(resolved) + auxiliary_issues(resolved)
 
 
 def early(resolved: ResolvedConfig) -> "VerlCheck":
@@ -258,6 +259,9 @@ def _engine_issues(stages: list, resolved: ResolvedConfig) -> list[Issue]:
         # an external (API) model answers instead of engines: none starts, so none needs its packages
         if modes.mode(config.mode).runs_engines and not config.model.external_model.enable:
             by_type.setdefault(config.explorer.rollout_model.engine_type, []).append(config)
+        if modes.mode(config.mode).runs_engines:  # each auxiliary model's engines, checked as rollout engines of it
+            for view in engine_views(config):
+                by_type.setdefault(view.explorer.rollout_model.engine_type, []).append(view)
     issues: list[Issue] = []
     for kind, configs in by_type.items():
         entry = engines.engine(kind)

@@ -13,8 +13,8 @@ from ...config.algorithms.queries import data_kind, needs_rollout
 from ...config.modes import mode, trains_until_drained
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
-from ...launch.plan import ActorSpec
-from ...launch.roles import BUFFER, EXPLORER, ROLLOUT, TRAINER, role
+from ...launch.plan import ActorSpec, auxiliary_models, auxiliary_slot
+from ...launch.roles import AUXILIARY, BUFFER, EXPLORER, ROLLOUT, TRAINER, role
 from ..records.metrics import MetricsLog
 from ..records.progress import Progress, StageSummary
 from ..records.run_dir import Checkpoint, RunDir
@@ -110,9 +110,15 @@ class Stage:
         if self.buffer:
             self.data_size = self._setup_buffer(resume)
         rollout = [e.setup.remote(weights, version) for e in self.engines]
+        auxiliary = self._auxiliary(handles.all(AUXILIARY))
+        # an auxiliary model's engines load its own model, once: no weight sync ever reaches them (version 0)
+        rollout += [e.setup.remote(m.model_path, 0) for m, group in auxiliary for e in group]
         if self.explorer:
             feedback = str(self.run_dir.selector_feedback(self.index))
-            rollout.append(self.explorer.setup.remote(self.engines, self.buffer, weights, feedback, self.start.done))
+            groups = [group for _, group in auxiliary]
+            rollout.append(
+                self.explorer.setup.remote(self.engines, self.buffer, weights, feedback, self.start.done, groups)
+            )
         # the trainer sets up beside the rollout side, unless it needs the explorer's count of tasks, or shares the
         # devices (an engine sizes its memory from what the device has free as it starts)
         if self._steps_from_tasks() or self.mode.shares_devices:
@@ -123,6 +129,15 @@ class Stage:
         if self.synchronizer:
             self.synchronizer.setup(self.ranks, self.engines)
         self.endpoints = self._endpoints()
+
+    def _auxiliary(self, engines: list[Handle]) -> list[tuple]:
+        """(auxiliary model, its engines' actors in slot order) of each auxiliary model whose engines run: the role's
+        actors in rank order are each model's slots in turn (launch/plan.py)."""
+        models = auxiliary_models(self.config)
+        groups: list[list[Handle]] = [[] for _ in models]
+        for rank, engine in enumerate(engines):
+            groups[auxiliary_slot(self.config, rank)[0]].append(engine)
+        return list(zip(models, groups))
 
     def _endpoints(self) -> list[str]:
         """The engines' OpenAI endpoints, written to the run directory for agents outside the run (none: [])."""

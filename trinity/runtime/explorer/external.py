@@ -159,6 +159,7 @@ class ExternalModelClient:
     each `generate` or `chat` is one chat-completions request (more where the API gives fewer than `n` choices)."""
 
     tokenizer = None  # the API's model's tokenizer is not here: its replies carry text only
+    auxiliary_models: list = []  # the auxiliary models' clients (the explorer sets them)
 
     def __init__(self, api: External, client: Any, sampling: "Sampling", rollout: Any) -> None:
         self.api, self.client, self.sampling, self.rollout = api, client, sampling, rollout

@@ -16,6 +16,9 @@ if TYPE_CHECKING:  # imported where they run: the explorer's process imports the
 class ModelClient:
     """The model client a workflow sees: prompt formatting and generation on one engine (through its gatherer)."""
 
+    # an `openai.OpenAI` client of each auxiliary model's endpoint (the explorer sets them; Workflow.auxiliary_models)
+    auxiliary_models: list = []
+
     def __init__(
         self,
         engine: "Gatherer",

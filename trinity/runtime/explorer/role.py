@@ -59,9 +59,18 @@ class Explorer(Role):
         if self._chat_prompts():
             importlib.import_module(self.CHAT_WARM)
 
-    def setup(self, engines: list, buffer: Any, model_path: str, feedback: str | None = None, done: int = 0) -> dict:
+    def setup(
+        self,
+        engines: list,
+        buffer: Any,
+        model_path: str,
+        feedback: str | None = None,
+        done: int = 0,
+        auxiliary: list | None = None,
+    ) -> dict:
         """Load the tasksets and the tokenizer; returns the number of tasks of each. A selector that learns is given
-        back, from the log at `feedback`, the pass rates of steps 1 .. `done` (the steps a resumed stage did)."""
+        back, from the log at `feedback`, the pass rates of steps 1 .. `done` (the steps a resumed stage did).
+        `auxiliary`: each auxiliary model's engines, whose endpoints the workflows reach (self.auxiliary_models)."""
         import ray
 
         from ..data.tokenizer import Tokenizer
@@ -77,6 +86,7 @@ class Explorer(Role):
         lanes = len(engines) if self.external is None else 1
         self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in range(lanes)]  # runner_per_model per engine
         self.endpoints = self._endpoints(engines)
+        self.auxiliary = self._auxiliary(auxiliary or [])
         self.pipeline = operators.pipeline(self.config)
         self.saved_input = operators.input_store(self.config, self.run_dir)
         train, evals = self._tasksets()
@@ -138,12 +148,42 @@ class Explorer(Role):
         urls = ray.get([engine.openai_url.remote() for engine in engines])
         return [openai.OpenAI(base_url=u, api_key=rollout.api_key, http_client=self.http, max_retries=0) for u in urls]
 
+    def _auxiliary(self, groups: list[list]) -> list[list[Any]]:
+        """An `openai.OpenAI` client of each auxiliary model's engine endpoints (Trinity-RFT's auxiliary_models: one
+        client per model in a workflow), on one connection pool; each has `model_path`, the name its requests give."""
+        if not groups:
+            return []
+        import httpx
+        import openai
+        import ray
+
+        self.aux_http = httpx.Client(
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
+            timeout=self.config.explorer.max_timeout,
+        )
+        found = []
+        for model, engines in zip(self.config.explorer.auxiliary_models, groups):
+            urls = list(dict.fromkeys(ray.get([e.openai_url.remote() for e in engines])))  # parts share the head's
+            clients = []
+            for url in urls:
+                client = openai.OpenAI(base_url=url, api_key=model.api_key, http_client=self.aux_http, max_retries=0)
+                client.model_path = model.model_path  # what the endpoint serves (upstream's attribute)
+                clients.append(client)
+            self.log.info("auxiliary model %s at %s", model.model_path, ", ".join(urls))
+            found.append(clients)
+        return found
+
+    def _auxiliary_for(self, lane: int) -> list[Any]:
+        """The auxiliary models' clients of the workflows on lane `lane`: one engine of each model, in turn."""
+        return [clients[lane % len(clients)] for clients in self.auxiliary]
+
     def release(self) -> None:
         """Stop the workflow threads (the next stage's setup starts its own)."""
         for pool in getattr(self, "pools", ()):
             pool.shutdown(wait=False, cancel_futures=True)
-        if getattr(self, "http", None) is not None:
-            self.http.close()
+        for pool in ("http", "aux_http"):
+            if getattr(self, pool, None) is not None:
+                getattr(self, pool).close()
 
     def steps_per_epoch(self) -> int:
         """Explore steps in one pass over the training tasks."""
@@ -249,14 +289,17 @@ class Explorer(Role):
         if self.external is not None:
             from .external import ExternalModelClient
 
-            return ExternalModelClient(*self.external, sampling, self.config.explorer.rollout_model)
-        return ModelClient(
-            self.gatherers[engine],
-            self.tokenizer,
-            sampling,
-            self.config.explorer.rollout_model,
-            self.endpoints[engine],
-        )
+            client = ExternalModelClient(*self.external, sampling, self.config.explorer.rollout_model)
+        else:
+            client = ModelClient(
+                self.gatherers[engine],
+                self.tokenizer,
+                sampling,
+                self.config.explorer.rollout_model,
+                self.endpoints[engine],
+            )
+        client.auxiliary_models = self._auxiliary_for(engine)  # the workflow's self.auxiliary_models
+        return client
 
     def _attempt(self, ts: TaskSet, task: "Task", engine: int, base: int = 0) -> list[Experience]:
         """The task's experiences, completed with what the engines said of their replies, numbered from run `base`."""

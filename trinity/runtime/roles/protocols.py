@@ -72,7 +72,13 @@ class AnyRole(Protocol):
 
 class ExplorerCalls(AnyRole, Protocol):
     def setup(
-        self, engines: list, buffer: Any, model_path: str, feedback: str | None = None, done: int = 0
+        self,
+        engines: list,
+        buffer: Any,
+        model_path: str,
+        feedback: str | None = None,
+        done: int = 0,
+        auxiliary: list | None = None,
     ) -> dict: ...
     def steps_per_epoch(self) -> int: ...
     def explore_step(self, step: int) -> ExploreResult: ...

@@ -8,8 +8,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ...config.auxiliary import engine_view
 from ...config.schema import RunConfig
-from ...launch.plan import ActorSpec
+from ...launch.plan import ActorSpec, auxiliary_slot
+from ...launch.roles import AUXILIARY
 from ..roles.base import Role
 
 GATHER_S = 0.002
@@ -105,7 +107,11 @@ class RolloutEngine(Role):
 
     @classmethod
     def plan_arguments(cls, config: RunConfig, spec: ActorSpec, run_dir: Path) -> dict[str, Any]:
-        """Slot `spec.rank` of the run's engines (engine x parts + part)."""
+        """Slot `spec.rank` of the run's engines (engine x parts + part); an auxiliary model's engine gets the run's
+        config seen from its model (config/auxiliary.py) and its slot among that model's engines."""
+        if spec.role == AUXILIARY:
+            model, slot = auxiliary_slot(config, spec.rank)
+            return {"config": engine_view(config, model), "index": slot}
         return {"config": config, "index": spec.rank}
 
     def __init__(self, *, config: RunConfig, index: int, **identity: Any) -> None:

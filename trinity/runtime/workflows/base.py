@@ -44,6 +44,7 @@ class ModelClient(Protocol):
     """How a workflow asks the rollout engines for text."""
 
     tokenizer: Any  # Hugging Face's API: `encode` by the engine's backend, the rest loads Hugging Face's on first use
+    auxiliary_models: list  # an `openai.OpenAI` client of each auxiliary model (explorer.auxiliary_models), in order
 
     def prompt(self, task: Task) -> str:
         """The task's prompt text, by its format and the model's chat template."""
@@ -128,6 +129,9 @@ class Workflow:
 
     def __init__(self, task: Task, model: ModelClient):
         self.task, self.model = task, model
+        # Trinity-RFT's: an `openai.OpenAI` client of each auxiliary model (explorer.auxiliary_models, in order), its
+        # `model_path` the name requests give; None without any
+        self.auxiliary_models: list[Any] | None = getattr(model, "auxiliary_models", None) or None
         self.reward_fn = task.reward_fn
         if self.reward_fn is None and self.default_reward is not None:
             self.reward_fn = bind(self.default_reward, task.reward_fn_args)
