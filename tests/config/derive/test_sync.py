@@ -176,6 +176,10 @@ def test_intervals_apart_under_fixed_are_refused_where_written(render):
         render("synchronizer:\n  explorer_sync_interval: 2\n  trainer_sync_interval: 2\n", "hardware=cpu")[0].code == 0
     )
     assert render("mode: explore\nsynchronizer:\n  trainer_sync_interval: 3\n", "hardware=cpu")[0].code == 0
+    result, _ = render("synchronizer:\n  sync_style: trainer_driven\n  explorer_sync_interval: 0\n", "hardware=cpu")
+    assert result.code == 2 and "run.yaml:5:3: synchronizer.explorer_sync_interval: input should be greater than 0" in (
+        result.err
+    )
 
 
 def test_config_diff_shows_the_separate_intervals(cli, write):

@@ -96,7 +96,6 @@ INTERVALS = ("synchronizer.explorer_sync_interval", "synchronizer.trainer_sync_i
 
 @rule(
     reads=(
-        "algorithm.algorithm_type",
         "mode",
         "synchronizer.explorer_sync_interval",
         "synchronizer.sync_interval",
@@ -115,16 +114,16 @@ def sync_intervals(ctx: Context) -> None:
         if ctx.get(key) is None:
             ctx.set(key, every, "sync_intervals", (ctx.input("synchronizer.sync_interval"),))
     explorer, trainer = (ctx.get(key) for key in INTERVALS)
-    entry = modes.mode(ctx.get("mode"))
-    both = entry.explores and entry.trains and needs_rollout(ctx.get("algorithm.algorithm_type"))
-    if ctx.get("synchronizer.sync_style") == "fixed" and both and explorer != trainer:
+    entry = modes.mode(ctx.get("mode"))  # a mode whose stage loop orders explore and train steps (its SyncPolicy)
+    if ctx.get("synchronizer.sync_style") == "fixed" and entry.explores and entry.trains and explorer != trainer:
         key = INTERVALS[0] if ctx.user_set(INTERVALS[0]) else INTERVALS[1]
         ctx.report(
             "error",
             key,
             f"explorer_sync_interval={explorer} and trainer_sync_interval={trainer} differ under sync_style 'fixed', "
             "where the explorer waits at each of its syncs for the trainer's next weights: with the trainer's "
-            "interval above the explorer's those never come (Trinity-RFT waits sync_timeout and stops), below it the "
+            "interval above the explorer's they stop coming (Trinity-RFT's explorer waits sync_timeout for each), "
+            "below it the "
             "trainer falls further behind at every sync",
             allowed=f"equal intervals ({explorer} and {explorer}, or {trainer} and {trainer})",
             hint="set both to one value (or only synchronizer.sync_interval), or use sync_style trainer_driven or "
