@@ -294,6 +294,41 @@ def test_colocate_takes_turns_on_the_shared_devices_and_syncs_through_memory(env
     assert len(lines(tmp_path / RUN, "eval")) == 3  # at start, after step 2 and at the end: each on awake engines
 
 
+@pytest.mark.train
+def test_separate_sync_intervals_the_trainer_offers_every_3_steps_the_explorer_takes_every_2(env, tmp_path):
+    """synchronizer.trainer_sync_interval 3, explorer_sync_interval 2, trainer_driven, in `both`: the trainer offers
+    the weights of steps 3 and 6 and trains no further until they are taken; the explorer takes them only after an
+    even explore step, and explores with the last weights taken. Explore and train run beside each other, so which
+    check point takes step 3's weights depends on their speeds; what holds every time is asserted."""
+    proc = trinity(
+        env,
+        tmp_path,
+        *GRPO_ONLY,
+        "buffer.total_steps=6",
+        "synchronizer.sync_style=trainer_driven",
+        "synchronizer.trainer_sync_interval=3",
+        "synchronizer.explorer_sync_interval=2",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = [r for r in lines(tmp_path / RUN) if r["role"] in ("explorer", "trainer", "synchronizer")]
+    assert [r["weight_version"] for r in records if r["role"] == "synchronizer"] == [3, 6]
+    explored, trained, version = 0, 0, 0
+    for record in records:
+        if record["role"] == "explorer":
+            explored += 1
+            assert record["weight_version"] == version  # the weights last taken
+        elif record["role"] == "trainer":
+            trained += 1
+            assert trained <= version + 3  # no train step past an offer not yet taken
+        else:
+            version = record["weight_version"]
+            if version == 3:
+                assert explored in (4, 6) and trained == 3  # at a check point the explorer could reach; then waiting
+    assert (explored, trained, version) == (6, 6, 6)
+    saved = (tmp_path / RUN / "config.yaml").read_text()
+    assert "explorer_sync_interval: 2" in saved and "trainer_sync_interval: 3" in saved
+
+
 def test_colocate_stops_at_once_when_one_explore_step_cannot_fill_a_train_batch(env, tmp_path):
     """Trainer and engine take turns: a train step that waited for more experiences would hold the devices for
     synchronizer.sync_timeout while no explore step can run. The run ends at once, saying why."""

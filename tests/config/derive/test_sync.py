@@ -1,5 +1,6 @@
 """Rules of trinity/config/derive/sync.py, each through `trinity config render/validate`:
-the weight-sync method, its channel and world size, and the evaluation interval.
+the weight-sync method, its channel and world size, the explorer's and trainer's intervals, and the evaluation
+interval.
 """
 
 import pytest
@@ -132,6 +133,57 @@ def test_eval_interval_is_rounded_to_a_multiple_of_the_sync_interval(render):
     )
     assert cfg["explorer"]["eval_interval"] == 8
     assert (
-        "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.sync_interval=4; using 8"
-        in result.err
+        "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.explorer_sync_interval=4; "
+        "using 8" in result.err
     )
+    # upstream rounds to the explorer's interval where it differs from sync_interval
+    result, cfg = render(
+        "algorithm:\n  repeat_times: 4\nexplorer:\n  eval_interval: 10\nsynchronizer:\n  sync_style: trainer_driven\n"
+        "  explorer_sync_interval: 3\n",
+        "hardware=a100",
+    )
+    assert cfg["explorer"]["eval_interval"] == 9 and "explorer_sync_interval=3; using 9" in result.err
+
+
+def test_explorer_and_trainer_intervals_default_to_sync_interval_and_say_so(cli, render, write):
+    result, cfg = render("synchronizer:\n  sync_interval: 3\n", "hardware=cpu")
+    assert result.code == 0
+    assert (cfg["synchronizer"]["explorer_sync_interval"], cfg["synchronizer"]["trainer_sync_interval"]) == (3, 3)
+    path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_interval: 3\n")
+    explained = cli("config", "render", "-c", path, "--explain", "synchronizer.trainer_sync_interval").out
+    assert "rule sync_intervals" in explained and "synchronizer.sync_interval=3 (run.yaml:4:" in explained
+    # a value a person writes is kept
+    result, cfg = render(
+        "synchronizer:\n  sync_style: explorer_driven\n  explorer_sync_interval: 4\n  trainer_sync_interval: 2\n",
+        "hardware=cpu",
+    )
+    assert result.code == 0
+    assert (cfg["synchronizer"]["explorer_sync_interval"], cfg["synchronizer"]["trainer_sync_interval"]) == (4, 2)
+
+
+def test_intervals_apart_under_fixed_are_refused_where_written(render):
+    result, _ = render("synchronizer:\n  sync_interval: 2\n  trainer_sync_interval: 1\n", "hardware=cpu")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:5:3: synchronizer.trainer_sync_interval: explorer_sync_interval=2 and "
+        "trainer_sync_interval=1 differ under sync_style 'fixed'" in result.err
+    )
+    assert "hint: set both to one value" in result.err and "use sync_style trainer_driven or explorer_driven" in (
+        " ".join(result.err.split())
+    )
+    # one interval under another name is fine; a mode without a trainer beside the explorer has no such wait
+    assert (
+        render("synchronizer:\n  explorer_sync_interval: 2\n  trainer_sync_interval: 2\n", "hardware=cpu")[0].code == 0
+    )
+    assert render("mode: explore\nsynchronizer:\n  trainer_sync_interval: 3\n", "hardware=cpu")[0].code == 0
+    result, _ = render("synchronizer:\n  sync_style: trainer_driven\n  explorer_sync_interval: 0\n", "hardware=cpu")
+    assert result.code == 2 and "run.yaml:5:3: synchronizer.explorer_sync_interval: input should be greater than 0" in (
+        result.err
+    )
+
+
+def test_config_diff_shows_the_separate_intervals(cli, write):
+    path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_style: trainer_driven\n")
+    result = cli("config", "diff", "-c", path, "hardware=cpu", "--vs", "synchronizer.explorer_sync_interval=3")
+    assert result.code == 1 and "~ synchronizer.explorer_sync_interval: 1 -> 3" in result.out
+    assert "trainer_sync_interval" not in result.out

@@ -108,10 +108,13 @@ def test_sharing_devices_stops_when_one_turn_cannot_fill_a_batch():
 
 def test_trainer_driven_never_blocks_on_a_version():
     policy = SyncPolicy("trainer_driven", 2, 0)
-    assert policy.may_explore(3, engine_version=0, trained=0)  # within offset + interval of the trainer
-    assert not policy.may_explore(4, engine_version=0, trained=0)  # bounded run-ahead
+    # runs ahead to the first check point at least offset + interval + 1 past the trainer
+    assert policy.may_explore(4, engine_version=0, trained=0)
+    assert not policy.may_explore(5, engine_version=0, trained=0)  # bounded run-ahead
+    assert not policy.may_explore(5, engine_version=0, trained=1) and policy.may_explore(6, engine_version=0, trained=2)
     assert policy.sync_due(trained=2, engine_version=0, explored=2, last_asked=0)
     assert not policy.sync_due(trained=3, engine_version=2, explored=3, last_asked=0)
+    assert not policy.sync_due(trained=2, engine_version=0, explored=3, last_asked=0)  # not a check point
 
 
 def test_explorer_driven_asks_every_interval_explore_steps():
@@ -120,39 +123,91 @@ def test_explorer_driven_asks_every_interval_explore_steps():
     assert policy.sync_due(trained=1, engine_version=0, explored=3, last_asked=0)
     assert not policy.sync_due(trained=2, engine_version=1, explored=4, last_asked=3)
     assert not policy.sync_due(trained=1, engine_version=0, explored=3, last_asked=3)  # asked already at this step
+    # Trinity-RFT's explorer counts its check points from sync_offset
+    offset = SyncPolicy("explorer_driven", 3, 1)
+    assert [n for n in range(1, 11) if offset.check_point(n)] == [4, 7, 10]
+
+
+def test_separate_intervals_default_to_sync_interval_and_fixed_takes_one():
+    policy = SyncPolicy("trainer_driven", 2, 0)
+    assert (policy.explorer_interval, policy.trainer_interval) == (2, 2)
+    assert SyncPolicy("fixed", 1, 0, 3, 3).version_needed(7) == 6
+    with pytest.raises(ValueError, match="'fixed' needs one interval, not explorer 2 and trainer 1"):
+        SyncPolicy("fixed", 1, 0, explorer_interval=2, trainer_interval=1)
+
+
+def test_trainer_offers_every_trainer_interval_and_the_explorer_takes_at_its_check_points():
+    """trainer_sync_interval 2, explorer_sync_interval 3: the offers of train steps 2, 4, 6 are taken after explore
+    steps 3, 6 and 9 (the trainer waits with each); the explorer never waits for a version."""
+    train_first = lambda running: next((i for i, (job, _) in enumerate(running) if job.kind == "train"), 0)  # noqa: E731
+    log = drive(Scheduler(SyncPolicy("trainer_driven", 1, 0, explorer_interval=3, trainer_interval=2), 9), train_first)
+    explored, syncs = 0, []
+    for event in events(log):
+        if event[0] == "explore":
+            explored = event[1]
+        elif event[0] == "sync":
+            syncs.append((explored, event[1]))
+    assert syncs == [(3, 2), (6, 4), (9, 6), (9, 9)]  # the last: the stage's final sync
+    # the trainer, waiting with the offer of step 2, starts step 3 only after the sync at explore step 3
+    train_3 = next(i for i, e in enumerate(log) if e[:3] == ("start", "train", 3))
+    assert log.index(("sync", 2)) < train_3
 
 
 @given(
     style=st.sampled_from(["fixed", "trainer_driven", "explorer_driven"]),
-    interval=st.integers(1, 4),
+    explorer_interval=st.integers(1, 4),
+    trainer_interval=st.integers(1, 4),
     offset=st.integers(0, 3),
     total=st.integers(1, 12),
     shared=st.booleans(),
     data=st.data(),
 )
-def test_every_style_finishes_and_never_trains_ahead_of_its_data(style, interval, offset, total, shared, data):
-    policy = SyncPolicy(style, interval, offset)
+def test_every_style_finishes_and_never_trains_ahead_of_its_data(
+    style, explorer_interval, trainer_interval, offset, total, shared, data
+):
+    """Separate explorer and trainer intervals (one under `fixed`): the order holds, the trainer offers every trainer
+    interval and waits, the explorer takes only at its check points, and staleness stays within the style's bound."""
+    if style == "fixed":
+        trainer_interval = explorer_interval
+    policy = SyncPolicy(style, 1, offset, explorer_interval, trainer_interval)
     pick = lambda running: data.draw(st.integers(0, len(running) - 1))  # noqa: E731 - calls finish in any order
     log = drive(Scheduler(policy, total, shared=shared), pick)
-    explored = version = 0
+    explored = trained = version = 0
     asked = []  # explore steps done at each sync before the stage's last
     for event in log:
         if event[0] == "start" and event[1] == "train":
             assert event[2] <= explored  # train step t learns from explore step t's experiences
+            # an offer not yet taken holds the trainer, unless no explore step is left to take it
+            assert explored >= total or not policy.offers(event[2] - 1, version), (event, version)
+        if event[0] == "start" and event[1] == "explore":
+            step = event[2]
+            if style == "fixed":  # each explore step waited for the weights its offset and interval allow
+                assert version >= policy.version_needed(step)
+            else:  # bounded run-ahead, and so bounded staleness
+                assert step <= policy.explore_limit(trained) <= trained + offset + 2 * explorer_interval
+                bound = offset + (
+                    2 * explorer_interval + trainer_interval if style == "trainer_driven" else 3 * explorer_interval - 1
+                )
+                assert step - 1 - version <= bound, (step, version, bound)
         if event[0] == "start" and shared:
             assert len(event[3]) == 1  # one holder of the devices at a time
         if event[0] == "explore":
             explored = event[1]
-            if style == "fixed":  # each explore step waited for the weights its offset and interval allow
-                assert event[2] >= policy.version_needed(event[1])
+        if event[0] == "train":
+            trained = event[1]
         if event[0] == "sync":
             assert event[1] > version
             version = event[1]
-            asked.append(explored)
+            asked.append((explored, version))
     assert explored == total and [e[1] for e in events(log) if e[0] == "train"] == list(range(1, total + 1))
     assert events(log)[-1] == ("evaluate", total) and version == total
-    if style == "explorer_driven":  # the explorer asks once at each interval-th explore step, and at the end
-        assert all(n % interval == 0 for n in asked[:-1]) and len(set(asked[:-1])) == len(asked[:-1])
+    before_last = asked[:-1]
+    if style != "explorer_driven":  # the trainer offers every trainer interval
+        assert all(v % trainer_interval == 0 for _, v in before_last)
+    if style != "fixed":  # the explorer takes only at its check points
+        assert all(policy.check_point(n) for n, _ in before_last), asked
+    if style == "explorer_driven":  # and asks once at each
+        assert len({n for n, _ in before_last}) == len(before_last)
 
 
 @given(
@@ -161,13 +216,16 @@ def test_every_style_finishes_and_never_trains_ahead_of_its_data(style, interval
     st.integers(0, 2),
     st.integers(1, 6),
     st.integers(0, 3),
+    st.integers(1, 3),
 )
 def test_a_train_step_on_shared_devices_knows_as_it_starts_whether_a_sync_comes_before_the_engines_generate(
-    style, interval, offset, total, eval_interval
+    style, interval, offset, total, eval_interval, trainer_interval
 ):
     """Engines sleeping through a train step may discard their weights only where a sync refills them before any
     explore step or evaluation: the prediction `syncs_after` makes as the step starts is what then happens."""
-    scheduler = Scheduler(SyncPolicy(style, interval, offset), total, shared=True, eval_interval=eval_interval)
+    trainer_interval = interval if style == "fixed" else trainer_interval  # separate intervals in the driven styles
+    policy = SyncPolicy(style, interval, offset, trainer_interval=trainer_interval)
+    scheduler = Scheduler(policy, total, shared=True, eval_interval=eval_interval)
     predicted, after_train, trains = {}, {}, []  # trains: the train steps since the last other job
     while not scheduler.finished_all:
         for job in scheduler.next_jobs():

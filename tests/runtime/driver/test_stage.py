@@ -134,11 +134,21 @@ ROUND = (("trainer", 1), ("sync", 1), ("rollout", 0))
     "overrides,levels",
     [
         ((), [2, 2, 2]),  # a sync follows every train step: the weights need no host copy
-        # the trainer pushes every 2 steps and the explorer runs ahead: step 4 explores after train step 1 on the old
-        # weights; train steps 3 and 4 hold the devices together, then a sync
+        # the trainer offers every 2 steps and the explorer, taking at each of its steps, runs ahead: train step 1 is
+        # followed by explore step 3 on the old weights; train steps 3 and 4 hold the devices together, then a sync
+        (
+            (
+                "synchronizer.sync_style=trainer_driven",
+                "synchronizer.sync_interval=2",
+                "synchronizer.explorer_sync_interval=1",
+                "trainer.total_steps=4",
+            ),
+            [1, 2, 2],
+        ),
+        # taking every 2 explore steps, it runs to its check point at step 4 first: each train turn ends in a sync
         (
             ("synchronizer.sync_style=trainer_driven", "synchronizer.sync_interval=2", "trainer.total_steps=4"),
-            [1, 2, 2],
+            [2, 2],
         ),
         (("+model.lora_configs=[{lora_rank: 8}]",), [1, 1, 1]),  # an adapter's sync leaves the base as it is
     ],

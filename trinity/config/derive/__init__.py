@@ -99,6 +99,7 @@ RULES = (
     cluster.cluster_counts,
     batch_size.pairs_batch,
     sync.sync_method,
+    sync.sync_intervals,
     sync.eval_interval,
     threads.compute_threads,
     trainer.checkpoints_kept,

@@ -9,7 +9,8 @@ from ..merge import get_path
 from ..profiles import LoadedProfile
 from ..provenance import WRITTEN, Contribution, Provenance
 
-SYNC_KEYS = ("sync_style", "sync_interval", "sync_offset")  # what RunStage.sync holds
+# what RunStage.sync holds
+SYNC_KEYS = ("sync_style", "sync_interval", "sync_offset", "explorer_sync_interval", "trainer_sync_interval")
 
 
 @dataclass(frozen=True)
@@ -18,7 +19,7 @@ class RunStage:
     another stage out beside it read."""
 
     mode: str
-    sync: dict[str, Any] | None  # synchronizer.sync_style, sync_interval, sync_offset; None where they do not validate
+    sync: dict[str, Any] | None  # synchronizer.<SYNC_KEYS>; None where they do not validate
     mode_written: bool = True  # a person wrote its mode (in the stage or the run); else the schema's default
 
 

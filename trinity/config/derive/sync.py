@@ -91,14 +91,54 @@ def _channel(ctx: Context, method: sync_methods.SyncMethod, entry: modes.Mode) -
     ctx.set(key, value, "sync_channel", inputs)
 
 
+INTERVALS = ("synchronizer.explorer_sync_interval", "synchronizer.trainer_sync_interval")
+
+
 @rule(
-    reads=("algorithm.algorithm_type", "explorer.eval_interval", "mode", "synchronizer.sync_interval"),
+    reads=(
+        "mode",
+        "synchronizer.explorer_sync_interval",
+        "synchronizer.sync_interval",
+        "synchronizer.sync_style",
+        "synchronizer.trainer_sync_interval",
+    ),
+    writes=INTERVALS,
+)
+def sync_intervals(ctx: Context) -> None:
+    """synchronizer.explorer_sync_interval (the explorer looks for new weights every so many explore steps) and
+    trainer_sync_interval (the trainer offers its weights every so many train steps) default to sync_interval, as in
+    Trinity-RFT (common/config_validator.py); under sync_style fixed, where the explorer waits at each of its syncs
+    for the trainer's next offer, the two must be one interval (runtime/driver/sync_policy.py)."""
+    every = ctx.get("synchronizer.sync_interval")
+    for key in INTERVALS:
+        if ctx.get(key) is None:
+            ctx.set(key, every, "sync_intervals", (ctx.input("synchronizer.sync_interval"),))
+    explorer, trainer = (ctx.get(key) for key in INTERVALS)
+    entry = modes.mode(ctx.get("mode"))  # a mode whose stage loop orders explore and train steps (its SyncPolicy)
+    if ctx.get("synchronizer.sync_style") == "fixed" and entry.explores and entry.trains and explorer != trainer:
+        key = INTERVALS[0] if ctx.user_set(INTERVALS[0]) else INTERVALS[1]
+        ctx.report(
+            "error",
+            key,
+            f"explorer_sync_interval={explorer} and trainer_sync_interval={trainer} differ under sync_style 'fixed', "
+            "where the explorer waits at each of its syncs for the trainer's next weights: with the trainer's "
+            "interval above the explorer's they stop coming (Trinity-RFT's explorer waits sync_timeout for each), "
+            "below it the "
+            "trainer falls further behind at every sync",
+            allowed=f"equal intervals ({explorer} and {explorer}, or {trainer} and {trainer})",
+            hint="set both to one value (or only synchronizer.sync_interval), or use sync_style trainer_driven or "
+            "explorer_driven, where the explorer takes the trainer's weights at its own interval",
+        )
+
+
+@rule(
+    reads=("algorithm.algorithm_type", "explorer.eval_interval", "mode", "synchronizer.explorer_sync_interval"),
     writes=("explorer.eval_interval",),
 )
 def eval_interval(ctx: Context) -> None:
-    """explorer.eval_interval is rounded down to a multiple of sync_interval, so evaluation follows a sync (upstream's
-    rule)."""
-    every, sync = ctx.get("explorer.eval_interval"), ctx.get("synchronizer.sync_interval")
+    """explorer.eval_interval is rounded down to a multiple of explorer_sync_interval, so evaluation follows a sync
+    (upstream's rule)."""
+    every, sync = ctx.get("explorer.eval_interval"), ctx.get("synchronizer.explorer_sync_interval")
     # a mode that evaluates each saved checkpoint once has no evaluation interval
     if (
         modes.mode(ctx.get("mode")).evaluates_checkpoints
@@ -110,7 +150,7 @@ def eval_interval(ctx: Context) -> None:
     ctx.report(
         "warning",
         "explorer.eval_interval",
-        f"{every} is not a multiple of synchronizer.sync_interval={sync}; using {value}",
+        f"{every} is not a multiple of synchronizer.explorer_sync_interval={sync}; using {value}",
         allowed=f"a multiple of {sync}",
         hint=f"set explorer.eval_interval to a multiple of {sync}",
     )
@@ -118,5 +158,5 @@ def eval_interval(ctx: Context) -> None:
         "explorer.eval_interval",
         value,
         "eval_interval",
-        (ctx.input("explorer.eval_interval"), ctx.input("synchronizer.sync_interval")),
+        (ctx.input("explorer.eval_interval"), ctx.input("synchronizer.explorer_sync_interval")),
     )

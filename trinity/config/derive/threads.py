@@ -14,7 +14,8 @@ from ..engines import devices_per_engine
 from ._context import SYNC_KEYS, Context
 from ._rule import rule
 
-ALTERNATE = {"sync_style": "fixed", "sync_interval": 1, "sync_offset": 0}  # each explore step waits for the last train
+# each explore step waits for the last train step (explorer and trainer intervals, None: sync_interval)
+ALTERNATE = {"sync_style": "fixed", "explorer_sync_interval": 1, "trainer_sync_interval": 1, "sync_offset": 0}
 
 
 @rule(
@@ -30,9 +31,11 @@ ALTERNATE = {"sync_style": "fixed", "sync_interval": 1, "sync_offset": 0}  # eac
         "explorer.rollout_model.pipeline_parallel_size",
         "explorer.rollout_model.tensor_parallel_size",
         "mode",
+        "synchronizer.explorer_sync_interval",
         "synchronizer.sync_interval",
         "synchronizer.sync_offset",
         "synchronizer.sync_style",
+        "synchronizer.trainer_sync_interval",
     ),
     writes=("env.rollout.OMP_NUM_THREADS", "env.trainer.OMP_NUM_THREADS"),
     # the rollout's value as written: explorer.env_vars (explorer_env_vars, later) may still set it, and wins
@@ -72,7 +75,10 @@ def alternates(mode: str, sync: dict[str, Any] | None) -> bool:
     entry = modes.mode(mode)
     if entry.shares_devices:
         return True
-    return entry.explores and entry.trains and sync == ALTERNATE
+    if sync is None or not (entry.explores and entry.trains):
+        return False
+    every = {key: sync.get(key) or sync["sync_interval"] for key in ("explorer_sync_interval", "trainer_sync_interval")}
+    return {**{key: sync[key] for key in ("sync_style", "sync_offset")}, **every} == ALTERNATE
 
 
 def _set(ctx: Context, role: str, var: str, threads: int, inputs: tuple[str, ...]) -> None:

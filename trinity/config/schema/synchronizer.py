@@ -20,6 +20,14 @@ class SynchronizerConfig(Section):
         "fixed", description="Who decides when weights are synchronised."
     )
     sync_interval: PositiveInt = Field(1, description="Train steps between synchronisations.")
+    explorer_sync_interval: PositiveInt | None = Field(
+        None,
+        description="Explore steps between the explorer's looks for new weights (after sync_offset); "
+        "None: sync_interval.",
+    )
+    trainer_sync_interval: PositiveInt | None = Field(
+        None, description="Train steps between the trainer's offers of its weights; None: sync_interval."
+    )
     sync_offset: NonNegativeInt = Field(0, description="Explore steps the explorer may run ahead.")
     sync_timeout: PositiveInt = Field(3600, description="Seconds one synchronisation may take.")
     lora_sync: Literal["adapter", "merged"] = Field(

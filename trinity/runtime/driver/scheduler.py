@@ -71,7 +71,9 @@ class Scheduler:
             return [self._queued.pop(0)]
         if self.trained >= self.total:
             return self._close()
-        if self.policy.sync_due(self.trained, self.engine_version, self.explored, self._last_asked):
+        if self.policy.sync_due(
+            self.trained, self.engine_version, self.explored, self._last_asked, self.explored >= self.total
+        ):
             return [Job(SYNC, self.trained)] if not self.running else []
         jobs = [c for c in (self._explore(), self._train()) if c]
         if self.shared and len(jobs) == 2:  # one holder of the devices at a time: rollout first
@@ -130,7 +132,8 @@ class Scheduler:
         blocked = TRAIN in self.running or (self.shared and EXPLORE in self.running)
         # sharing devices, a train step that waits for more experiences would hold them from every explore step
         waiting = self.shared and self.buffered < self.batch_size
-        if blocked or self.trained >= self.explored or waiting:
+        offer_waits = not self.policy.may_train(self.trained, self.engine_version, self.explored >= self.total)
+        if blocked or self.trained >= self.explored or waiting or offer_waits:
             return None
         return Job(TRAIN, self.trained + 1)
 

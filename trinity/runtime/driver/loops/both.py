@@ -41,7 +41,13 @@ def _scheduler(stage: "Stage") -> Scheduler:
     """The explore/train/sync/evaluate order of the stage, from its config."""
     sync, explorer = stage.config.synchronizer, stage.config.explorer
     return Scheduler(
-        SyncPolicy(sync.sync_style, sync.sync_interval, sync.sync_offset),
+        SyncPolicy(
+            sync.sync_style,
+            sync.sync_interval,
+            sync.sync_offset,
+            sync.explorer_sync_interval,
+            sync.trainer_sync_interval,
+        ),
         stage.total,
         stage.start.done,
         shared=stage.mode.shares_devices,

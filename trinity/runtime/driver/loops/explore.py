@@ -1,5 +1,5 @@
 """Explore without a trainer in this run (mode explore); with checkpoint sync, the engines take the weights a
-`train` run of the same directory publishes, at each sync interval."""
+`train` run of the same directory publishes, every synchronizer.explorer_sync_interval explore steps."""
 
 from typing import TYPE_CHECKING
 
@@ -16,7 +16,7 @@ def run(stage: "Stage") -> None:
     if stage.config.explorer.eval_on_startup:
         step_results.evaluate(stage, version)
     while explored < stage.total:
-        if explored % stage.config.synchronizer.sync_interval == 0:
+        if explored % stage.config.synchronizer.explorer_sync_interval == 0:
             version = take_published(stage, version)
         result = stage.wait([stage.explorer.explore_step.remote(explored + 1)])[0]
         explored += 1

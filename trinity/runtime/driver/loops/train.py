@@ -1,7 +1,7 @@
 """Train from the buffer without engines in this run (mode train): a data set for SFT and DPO; for RL, the
-experiences an `explore` run of the same directory writes, to which it publishes its weights every sync interval
-(sync method checkpoint). Given no step count, an RL train run trains until a batch does not come within the
-experience buffer's max_read_timeout (modes.trains_until_drained)."""
+experiences an `explore` run of the same directory writes, to which it publishes its weights every
+synchronizer.trainer_sync_interval train steps (sync method checkpoint). Given no step count, an RL train run trains
+until a batch does not come within the experience buffer's max_read_timeout (modes.trains_until_drained)."""
 
 from typing import TYPE_CHECKING
 
@@ -25,5 +25,5 @@ def run(stage: "Stage") -> None:
             break
         trained += 1
         step_results.trained(stage, trained, results[0])
-        if publishes and trained % stage.config.synchronizer.sync_interval == 0:
+        if publishes and trained % stage.config.synchronizer.trainer_sync_interval == 0:
             publish(stage, stage.start.offset + trained)
