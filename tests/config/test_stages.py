@@ -102,3 +102,24 @@ def test_a_stage_that_hands_on_its_checkpoint_keeps_hugging_face_weights(cli, wr
     # the final stage hands nothing on
     last = write("last.yaml", STAGED + "    trainer:\n      save_hf_checkpoint: never\n")
     assert cli("config", "validate", "-c", last, "hardware=a100").code == 0
+
+
+def test_a_stages_data_processor_is_its_own_experience_pipeline(cli, write):
+    """stages[].data_processor (Trinity-RFT's StageConfig has it): the stage's operators and saved input, merged into
+    the root's for that stage alone."""
+    stage = (
+        "  - stage_name: second\n    data_processor:\n      experience_pipeline:\n"
+        "        operators: [{name: mask_response_truncated}]\n        save_input: true\n"
+    )
+    path = write("run.yaml", MINIMAL + "stages:\n  - stage_name: first\n" + stage)
+    rendered = {}
+    for name in ("first", "second"):
+        result = cli("config", "render", "-c", path, "hardware=cpu", "--stage", name, "--format", "json")
+        assert result.code == 0, result.err
+        rendered[name] = result.json()["data_processor"]["experience_pipeline"]
+    assert rendered["first"] == {"operators": [], "save_input": False, "input_save_path": None}
+    assert rendered["second"] == {
+        "operators": [{"name": "mask_response_truncated", "args": {}}],
+        "save_input": True,
+        "input_save_path": "sqlite:///explorer_output.db",
+    }

@@ -34,9 +34,20 @@ class StageConfig(Section):
     synchronizer: dict[str, Any] | None = Field(None, description="Merged into synchronizer.")
     trainer: dict[str, Any] | None = Field(None, description="Merged into trainer.")
     monitor: dict[str, Any] | None = Field(None, description="Merged into monitor.")
+    data_processor: dict[str, Any] | None = Field(None, description="Merged into data_processor.")
 
 
-STAGE_SECTIONS = ("mode", "algorithm", "model", "buffer", "explorer", "synchronizer", "trainer", "monitor")
+STAGE_SECTIONS = (
+    "mode",
+    "algorithm",
+    "model",
+    "buffer",
+    "explorer",
+    "synchronizer",
+    "trainer",
+    "monitor",
+    "data_processor",
+)
 
 
 class RunConfig(Section):
