@@ -133,7 +133,7 @@ def test_eval_interval_is_rounded_to_a_multiple_of_the_sync_interval(render):
     )
     assert cfg["explorer"]["eval_interval"] == 8
     assert (
-        "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.explorer_sync_interval=4; "
+        "warning: run.yaml:6:3: explorer.eval_interval: 10 is not a multiple of synchronizer.sync_interval=4; "
         "using 8" in result.err
     )
     # upstream rounds to the explorer's interval where it differs from sync_interval
@@ -142,7 +142,7 @@ def test_eval_interval_is_rounded_to_a_multiple_of_the_sync_interval(render):
         "  explorer_sync_interval: 3\n",
         "hardware=a100",
     )
-    assert cfg["explorer"]["eval_interval"] == 9 and "explorer_sync_interval=3; using 9" in result.err
+    assert cfg["explorer"]["eval_interval"] == 9 and "synchronizer.explorer_sync_interval=3; using 9" in result.err
 
 
 def test_explorer_and_trainer_intervals_default_to_sync_interval_and_say_so(cli, render, write):

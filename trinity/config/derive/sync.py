@@ -147,10 +147,12 @@ def eval_interval(ctx: Context) -> None:
     ):
         return
     value = max(every // sync, 1) * sync
+    # the key the user wrote: explorer_sync_interval when set, else sync_interval, which it was filled from
+    named = "explorer_sync_interval" if ctx.user_set("synchronizer.explorer_sync_interval") else "sync_interval"
     ctx.report(
         "warning",
         "explorer.eval_interval",
-        f"{every} is not a multiple of synchronizer.explorer_sync_interval={sync}; using {value}",
+        f"{every} is not a multiple of synchronizer.{named}={sync}; using {value}",
         allowed=f"a multiple of {sync}",
         hint=f"set explorer.eval_interval to a multiple of {sync}",
     )
