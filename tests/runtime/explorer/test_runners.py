@@ -68,7 +68,51 @@ def test_a_task_past_its_limit_is_cut_timed_and_its_cut_flag_set():
         assert 0.25 < time.monotonic() - started < 2.0
         assert run.cut.is_set()
         release.set()
-    assert timeouts.tasks == 1 and 0.25 < timeouts.seconds < 2.0
+    assert timeouts.tasks == 1 and timeouts.seconds == pytest.approx(0.3)  # a cut task counts as its limit
+
+
+def test_a_task_that_overran_is_cut_even_if_it_ended_before_it_was_waited_for():
+    timeouts = Timeouts(100, dynamic())
+    run = Run("2/1/0", counted=True)
+    with ThreadPoolExecutor(1) as pool:
+
+        def overran():
+            run.begin(0.1)
+            time.sleep(0.3)
+            run.end()
+            return ["late"]
+
+        future = pool.submit(overran)
+        future.result()
+        with pytest.raises(TaskCut, match="ran past its dynamic timeout of 0.10 s"):
+            wait(future, run, 100, timeouts)
+    assert run.cut.is_set()
+
+
+def test_while_it_waits_for_one_task_every_other_task_past_its_limit_is_cut_at_once():
+    timeouts = Timeouts(100, dynamic())
+    slow, hung = Run("2/0/0", counted=True), Run("2/1/0", counted=True)
+    seen_cut = threading.Event()
+    with ThreadPoolExecutor(2) as pool:
+
+        def long_but_in_time():
+            slow.begin(10)
+            time.sleep(1.5)
+            slow.end()
+            return ["slow"]
+
+        def hanging():
+            hung.begin(0.2)
+            if hung.cut.wait(5):  # a workflow's model client sees the flag at its next call
+                seen_cut.set()
+            hung.end()
+            raise TaskCut("refused")
+
+        first, second = pool.submit(long_but_in_time), pool.submit(hanging)
+        assert wait(first, slow, 100, timeouts, [slow, hung]) == ["slow"]
+        assert seen_cut.is_set()  # cut while the explorer waited for the first task, not when it came to this one
+        with pytest.raises(TaskCut, match="2/1/0 ran past"):
+            wait(second, hung, 100, timeouts, [slow, hung])
 
 
 def test_a_task_in_time_returns_its_result_and_an_eval_task_is_not_counted():

@@ -226,11 +226,12 @@ class Explorer(Role):
                 parts.append((self._submit(next(engines), ts, part, base, run), run))
             tasks.append(parts)
         exps, errors, failed = [], [], 0
+        every = [run for parts in tasks for _, run in parts]  # cut as soon as they overrun, whichever is waited for
         for parts in tasks:  # one task's runs, gathered back in run order
             found = len(errors)
             for future, run in parts:
                 try:
-                    exps += runners.wait(future, run, self.config.explorer.max_timeout, self.timeouts)
+                    exps += runners.wait(future, run, self.config.explorer.max_timeout, self.timeouts, every)
                 except (runners.TaskCut, TaskFailed) as exc:
                     errors.append(str(exc))
                     self.log.warning("%s: a task's runs were skipped: %s", label, errors[-1])

@@ -13,11 +13,11 @@
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 if TYPE_CHECKING:
     from ...config.schema.explorer import DynamicTimeoutConfig
@@ -82,30 +82,48 @@ class Run:
     def end(self) -> None:
         self.ended = time.monotonic()
 
+    def overdue(self, now: float) -> bool:
+        """Whether it ran past its limit: still running at `now`, or ended after it."""
+        return self.started is not None and (self.ended or now) - self.started > self.limit
 
-def wait(future: "Future", run: Run, most: float, timeouts: Timeouts) -> Any:
-    """The future's result; TaskCut once the task has run its limit since its runner took it (or `most` seconds were
-    waited for it, the bound of a task that never started). A task's time on its runner goes to `timeouts`."""
+
+def wait(future: "Future", run: Run, most: float, timeouts: Timeouts, others: Iterable[Run] = ()) -> Any:
+    """The future's result, if its task ended within its limit (counted from the moment its runner took it); else
+    TaskCut, as when `most` seconds were waited for a task that never started. While it waits, every run of `others`
+    past its limit is cut too (its model client refuses further calls at once, not when its turn to be waited for
+    comes). A counted task's time on its runner goes to `timeouts` (a cut one's: its limit)."""
+    others = [r for r in others if r is not run]
     give_up = time.monotonic() + most
     while True:
+        now = time.monotonic()
+        for other in others:
+            if not other.cut.is_set() and other.overdue(now):
+                other.cut.set()
         deadline = give_up if run.started is None else min(give_up, run.started + run.limit)
-        step = deadline - time.monotonic() if run.started is not None else min(POLL_S, deadline - time.monotonic())
         try:
-            result = future.result(timeout=max(0.0, step))
+            result = future.result(timeout=max(0.0, min(POLL_S, deadline - now)))
         except FutureTimeout:
             if time.monotonic() < deadline:
                 continue
-            run.cut.set()
-            if run.started is not None and run.counted:
-                timeouts.record(time.monotonic() - run.started)
-            if run.started is None:
-                raise TaskCut(f"task {run.workflow_id} waited {most:g} s for a runner and never started") from None
-            raise TaskCut(f"task {run.workflow_id} ran past {timeouts.describe(run.limit)}") from None
+            return _cut(run, most, timeouts)
         except BaseException:
+            if run.cut.is_set() or run.overdue(time.monotonic()):
+                return _cut(run, most, timeouts)
             _count(run, timeouts)
             raise
+        if run.cut.is_set() or run.overdue(time.monotonic()):
+            return _cut(run, most, timeouts)
         _count(run, timeouts)
         return result
+
+
+def _cut(run: Run, most: float, timeouts: Timeouts) -> NoReturn:
+    run.cut.set()
+    if run.started is None:
+        raise TaskCut(f"task {run.workflow_id} waited {most:g} s for a runner and never started")
+    if run.counted:
+        timeouts.record(run.limit)
+    raise TaskCut(f"task {run.workflow_id} ran past {timeouts.describe(run.limit)}")
 
 
 def _count(run: Run, timeouts: Timeouts) -> None:
