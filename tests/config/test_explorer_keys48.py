@@ -132,3 +132,39 @@ def test_asynchronous_is_refused_by_name_with_the_reason_and_what_runs(cli, writ
         "'asynchronous'" in result.err
     )
     assert "hint: trinity's workflows are synchronous" in result.err and "multi-threading plays" in result.err
+
+
+def _notes(result) -> list[str]:
+    return [line for line in result.err.splitlines() if line.startswith("note: run.yaml")]
+
+
+@pytest.mark.parametrize("mode", ["train", "serve"])
+def test_in_a_mode_whose_explorer_runs_no_workflow_each_key_written_is_noted(cli, write, mode):
+    text = f"mode: {mode}\n" + MINIMAL + GOOD
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 0, result.err
+    noted = {line.split(": ")[2] for line in _notes(result) if "its explorer runs no workflow" in line}
+    assert noted == {
+        "explorer.runner_state_report_interval",
+        "explorer.concurrent_mode",
+        "explorer.dynamic_timeout.enable",
+        "explorer.dynamic_timeout.ratio",
+        "explorer.dynamic_timeout.warmup_min_steps",
+    }
+    assert f"changes nothing in mode '{mode}'" in result.err
+
+
+def test_the_dynamic_timeout_is_noted_in_bench_and_its_settings_while_it_is_off(cli, write):
+    bench = cli("config", "validate", "-c", write("run.yaml", "mode: bench\n" + MINIMAL + GOOD), "hardware=cpu")
+    assert bench.code == 0, bench.err
+    [note] = _notes(bench)
+    assert "explorer.dynamic_timeout.enable: changes nothing in mode 'bench'" in note
+    off = "explorer:\n  dynamic_timeout:\n    ratio: 2\n    warmup_min_steps: 4\n"
+    result = cli("config", "validate", "-c", write("run.yaml", MINIMAL + off), "hardware=cpu")
+    assert result.code == 0, result.err
+    assert [n.split(": ", 3)[2:] for n in _notes(result)] == [
+        [key, "changes nothing: explorer.dynamic_timeout.enable is false (explorer.max_timeout applies)"]
+        for key in ("explorer.dynamic_timeout.ratio", "explorer.dynamic_timeout.warmup_min_steps")
+    ]
+    on = cli("config", "validate", "-c", write("run.yaml", MINIMAL + GOOD), "hardware=cpu")
+    assert on.code == 0 and _notes(on) == [], on.err  # in mode both every key is read

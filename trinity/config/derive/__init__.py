@@ -65,6 +65,7 @@ RULES = (
     rollout.auto_tool_choice,
     rollout.openai_api,
     rollout.serve_proxy,
+    rollout.explorer_runners,
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,
