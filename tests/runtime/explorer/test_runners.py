@@ -376,3 +376,16 @@ def test_runner_state_reports_start_with_the_explorer_and_stop_with_it(explorer)
     role.release()
     assert role.reporter is None
     assert explorer().reporter is None  # 0: no reports
+
+
+def test_a_task_given_up_on_before_its_runner_took_it_plays_nothing_when_it_gets_one(explorer, monkeypatch):
+    role = explorer("buffer.batch_size=1")
+    ts = _looping(role, Napping, monkeypatch, slots=1)
+    Napping.played, Napping.naps = [], {}
+    run = Run("1/0/0", counted=True)
+    run.cut.set()
+    future = role._submit(0, ts, ts.tasks[0], 0, run)
+    with pytest.raises(TaskCut, match="given up on before a runner took it"):
+        future.result(timeout=5)
+    assert Napping.played == []
+    role.pools[0].shutdown()

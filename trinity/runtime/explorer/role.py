@@ -283,6 +283,8 @@ class Explorer(Role):
         run.begin(self.timeouts.limit())
         self.board.begin(engine, run.workflow_id)
         try:
+            if run.cut.is_set():  # given up on while it waited for a runner
+                raise runners.TaskCut(f"task {run.workflow_id} was given up on before a runner took it")
             client = self._client(engine, ts.sampling)
             client.cut = run.cut
             exps = [client.replies.complete(e) for e in self._retried(ts, task, client)]
