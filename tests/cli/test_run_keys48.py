@@ -18,14 +18,15 @@ pytest.importorskip("ray")
 pytestmark = pytest.mark.ray
 
 # The user's workflow: the demo's arithmetic, one rollout a play. Each play writes (task, thread, start, end, how it
-# ended) to $W48_PLAYS. The first play of the 5th task to start (one of step 2's: step 1 has 4) hangs until its runner
-# cuts it, then asks the model once more, which a cut task's model client refuses.
+# ended) to $W48_PLAYS; it goes on only once the task's 4 plays are all playing. The first play of the 5th task to
+# start (one of step 2's: step 1 has 4) hangs until its runner cuts it, then asks the model once more, which a cut
+# task's model client refuses.
 WORKFLOW = """
 import json, os, threading, time
 
 from trinity.runtime.workflows.arith import ArithWorkflow
 
-_seen, _lock = [], threading.Lock()
+_seen, _barriers, _lock = [], {}, threading.Lock()
 
 
 class OneRollout(ArithWorkflow):
@@ -38,8 +39,11 @@ class OneRollout(ArithWorkflow):
             if first:
                 _seen.append(self.task.uid)
             hang = first and len(_seen) == 5
+            # a task's plays go on together only once all its repeat_times are playing: one at a time never would
+            barrier = _barriers.setdefault(self.task.uid, threading.Barrier(4, timeout=30))
         ended = "done"
         try:
+            barrier.wait()
             if hang:
                 while time.time() - start < 120 and not self.model.cut.is_set():
                     time.sleep(0.05)
