@@ -270,7 +270,24 @@ class Napping(Workflow):
 
 
 class OneRollout(Napping):
+    """Plays one rollout; counts the plays running at once, and waits at `barrier` where one is set."""
+
     can_repeat = False
+    barrier = None
+    running, most = 0, 0
+    lock = threading.Lock()
+
+    def run(self):
+        with self.lock:
+            OneRollout.running += 1
+            OneRollout.most = max(OneRollout.most, OneRollout.running)
+        try:
+            if self.barrier is not None:
+                self.barrier.wait()
+            return super().run()
+        finally:
+            with self.lock:
+                OneRollout.running -= 1
 
 
 def _looping(role, workflow, monkeypatch, slots=2):
@@ -297,15 +314,15 @@ def test_the_explorer_cuts_a_slow_task_at_its_dynamic_timeout_after_the_warmup_s
     Napping.played = []
     step1 = [(ts, t) for t in ts.tasks[:2]]
     step2 = [(ts, t) for t in ts.tasks[2:4]]
-    Napping.naps = {step2[1][1].uid: 5.0}  # far past 4 x 0.05 s, well within max_timeout
+    Napping.naps = {step2[1][1].uid: 20.0}  # far past 4 x 0.05 s, well within max_timeout
     exps, failed = role._run(step1, "step 1", 1)
     role.timeouts.step_done()
     assert failed == 0 and len(exps) == 2 * ts.tasks[0].repeat_times
     limit = role.timeouts.limit()
-    assert 4 * 0.05 <= limit < 1.0
+    assert 4 * 0.05 <= limit < 4.0
     started = time.monotonic()
     exps, failed = role._run(step2, "step 2", 2)
-    assert time.monotonic() - started < 2.5  # cut at ~4 x the average, not after its 5 s
+    assert time.monotonic() - started < limit + 4.0  # cut at 4 x the average, not after its 20 s
     assert failed == 1 and {e.group for e in exps} == {step2[0][1].uid}
     time.sleep(0.2)
     assert ("stopped", step2[1][1].uid) in Napping.played  # its client refused it: the runner is free again
@@ -329,19 +346,19 @@ def test_without_the_dynamic_timeout_the_same_slow_task_runs_to_its_end(explorer
 def test_a_one_rollout_workflow_is_played_repeat_times_as_concurrent_mode_says(explorer, monkeypatch, mode):
     role = explorer(f"explorer.concurrent_mode={mode}", "buffer.batch_size=1")
     ts = _looping(role, OneRollout, monkeypatch, slots=1)
-    OneRollout.played, OneRollout.naps = [], {}
+    OneRollout.played, OneRollout.naps, OneRollout.most = [], {}, 0
     task = ts.tasks[0]
-    started = time.monotonic()
-    exps, failed = role._run([(ts, task)], "step 1", 1)
-    took = time.monotonic() - started
+    # multi-threading: the plays pass only when all of them play at once (one at a time, the barrier breaks)
+    OneRollout.barrier = threading.Barrier(task.repeat_times, timeout=10) if mode == "multi-threading" else None
+    try:
+        exps, failed = role._run([(ts, task)], "step 1", 1)
+    finally:
+        OneRollout.barrier = None
+        role.pools[0].shutdown()
     # each play one rollout: repeat_times of them, numbered as runs 0 .. repeat_times - 1
     assert failed == 0 and len(OneRollout.played) == task.repeat_times > 1
     assert sorted(e.run for e in exps) == list(range(task.repeat_times))
-    if mode == "sequential":
-        assert took >= 0.05 * task.repeat_times
-    else:
-        assert took < 0.05 * task.repeat_times
-    role.pools[0].shutdown()
+    assert OneRollout.most == (1 if mode == "sequential" else task.repeat_times)
 
 
 def test_a_cut_task_is_not_retried_and_its_client_refuses_further_calls(explorer, monkeypatch):
