@@ -168,7 +168,7 @@ def test_a_runner_that_finished_shows_done_and_how_long_it_ran():
         pool.submit(board.end, 0).result()
     [state] = board.states(time.time() + 100)
     assert state["state"] == "done" and state["terminate_time"] != "-"
-    assert 0.15 < float(state["running_time"].rstrip("s")) < 1.0  # its run, not the time since
+    assert 0.15 < float(state["running_time"].rstrip("s")) < 3.0  # its run, not the 100 s since
 
 
 def test_the_reporter_writes_the_table_to_the_log_every_interval(caplog):
@@ -178,11 +178,11 @@ def test_the_reporter_writes_the_table_to_the_log_every_interval(caplog):
     log = logging.getLogger("test-runner-state")
     with caplog.at_level("INFO", logger=log.name):
         reporter = Reporter(board, 0.2, log)
-        time.sleep(0.7)
+        time.sleep(1.0)
         reporter.stop()
     messages = [r.getMessage() for r in caplog.records if r.name == log.name]
     reports = [m for m in messages if m.startswith("runner state")]
-    assert 2 <= len(reports) <= 4
+    assert 2 <= len(reports) <= 5  # at 0.2, 0.4, ... s
     assert sum("7/1/0" in m and "running" in m for m in messages) == len(reports)
 
 
