@@ -240,6 +240,11 @@ RUNS = {
         for value in values
     },
     ("trainer.save_strategy", "unrestricted"): BOTH,  # every rank writes its shard of each checkpoint at once
+    # issue 48: how a runner plays a one-rollout workflow's repeats; multi-threading in a real run, both in the explorer
+    ("explorer.concurrent_mode", "multi-threading"): "tests/cli/test_run_keys48.py::"
+    "test_a_hung_task_is_cut_at_its_dynamic_timeout_runners_report_and_rollouts_play_at_once",
+    ("explorer.concurrent_mode", "sequential"): "tests/runtime/explorer/test_runners.py::"
+    "test_a_one_rollout_workflow_is_played_repeat_times_as_concurrent_mode_says",
     # Trinity-RFT's former name of its vLLM engine: resolved to vllm, with a note (derive/aliases.py), and run as vllm
     ("explorer.rollout_model.engine_type", "vllm_async"): "tests/config/derive/test_aliases.py::"
     "test_vllm_async_is_vllm_with_a_note",

@@ -246,3 +246,22 @@ def test_the_check_before_ray_reports_a_401_with_the_key_variable(resolved, api,
         server.server_close()
     assert issue.key == "model.external_model.api_key_env" and issue.hint == "export the API's key in OPENAI_API_KEY"
     assert "answered 401: Incorrect API key provided: ***" in issue.message and KEY not in issue.message
+
+
+def test_a_cut_tasks_external_client_asks_the_api_nothing_more(resolved, api):
+    """explorer.dynamic_timeout / max_timeout: once the explorer cut a task, its client refuses, not the API."""
+    import threading
+
+    from trinity.runtime.explorer.runners import TaskCut
+
+    _, seen = api()
+    role = explorer_of(resolved().config)
+    ts = role.evals[0]
+    client = role._client(0, ts.sampling)
+    client.cut = threading.Event()
+    assert len(client.generate(client.prompt(ts.tasks[0]), 1)) == 1
+    client.cut.set()
+    with pytest.raises(TaskCut, match="ran past its timeout"):
+        client.generate(client.prompt(ts.tasks[0]), 1)
+    assert len([s for s in seen if s["path"] == "/v1/chat/completions"]) == 1
+    role.release()

@@ -67,6 +67,7 @@ RULES = (
     rollout.openai_api,
     rollout.serve_proxy,
     rollout.auxiliary_judges,
+    rollout.explorer_runners,
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,

@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveInt
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from ..engines import ALIASES, ENGINES
 from ._base import Section
@@ -134,6 +134,26 @@ class InferenceModelConfig(Section):
     )
 
 
+# how a runner runs the repeats of a task whose workflow plays one rollout (Workflow.can_repeat false); asynchronous is
+# Trinity-RFT's third mode, refused by name (conf/upstream_fields.yaml values:): trinity's workflows are synchronous
+ConcurrentMode = Literal["sequential", "multi-threading"]
+
+
+class DynamicTimeoutConfig(Section):
+    """Trinity-RFT's dynamic timeout: once `warmup_min_steps` explore steps are done, a task may take `ratio` times
+    the average time of the training tasks run so far (never more than explorer.max_timeout)."""
+
+    enable: bool = Field(False, description="Cut tasks at ratio x the average task time instead of max_timeout.")
+    warmup_min_steps: NonNegativeInt = Field(
+        1, description="Explore steps to complete (max_timeout applies during them) before the timeout adapts."
+    )
+    ratio: PositiveFloat = Field(
+        3.0,
+        description="A task's timeout is this times the average seconds of the training tasks run so far, at most "
+        "explorer.max_timeout.",
+    )
+
+
 class ExplorerConfig(Section):
     name: str = Field("explorer", description="Name of the explorer actor.")
     runner_per_model: PositiveInt = Field(8, description="Workflow runners per engine.")
@@ -148,6 +168,20 @@ class ExplorerConfig(Section):
     )
     max_timeout: PositiveInt = Field(1800, description="Seconds one task may take.")
     max_retry_times: int = Field(2, ge=0, description="Retries of a failed task.")
+    dynamic_timeout: DynamicTimeoutConfig = Field(
+        default_factory=DynamicTimeoutConfig,
+        description="Adapt the task timeout to the tasks' average time (Trinity-RFT's dynamic timeout).",
+    )
+    runner_state_report_interval: NonNegativeInt = Field(
+        0,
+        description="Seconds between reports, in the explorer's log, of what each runner is running and for how "
+        "long; 0: no reports.",
+    )
+    concurrent_mode: ConcurrentMode = Field(
+        "sequential",
+        description="How a runner plays the repeat_times rollouts of a task whose workflow plays one rollout "
+        "(can_repeat false): sequential, one after another; multi-threading, each on a thread of its own, at once.",
+    )
     max_repeat_times_per_runner: PositiveInt | None = Field(
         None,
         description="Split each task's repeat_times rollouts into runs of at most this many, each on whichever "

@@ -166,6 +166,7 @@ class ExternalModelClient:
         self.replies = Replies()  # nothing to complete: an API reply has no tokens (the explorer asks all clients)
         # a task's prompt text -> (the messages it stands for, the chat template's enable_thinking for them)
         self._asked: dict[str, tuple[list[dict], bool | None]] = {}
+        self.cut: Any = None  # set by the explorer when the task ran past its timeout (runners.py): no more requests
 
     def prompt(self, task: "Task") -> str:
         """The task's prompt as text (its messages, one per line); `generate` of that text asks the messages."""
@@ -221,6 +222,11 @@ class ExternalModelClient:
 
     def _ask(self, messages: list[dict], n: int, tools: list[dict] | None, thinking: bool | None) -> list:
         from ..workflows import Completion
+
+        if self.cut is not None and self.cut.is_set():
+            from .runners import TaskCut
+
+            raise TaskCut("the task ran past its timeout: its runner gave up on it")
 
         request: dict[str, Any] = {
             "model": self.api.model,

@@ -36,6 +36,14 @@ class ModelClient:
         from .replies import Replies
 
         self.replies = Replies()  # what the engines answered, to complete the workflow's experiences (replies.py)
+        self.cut: Any = None  # a threading.Event the explorer sets when the task ran past its timeout (runners.py)
+
+    def _check_cut(self) -> None:
+        """A task cut by its timeout asks the engines nothing more: its workflow ends at its next call."""
+        if self.cut is not None and self.cut.is_set():
+            from .runners import TaskCut
+
+            raise TaskCut("the task ran past its timeout: its runner gave up on it")
 
     def openai_client(self) -> Any:
         """An `openai.OpenAI` client of this task's engine endpoint, in a session of its own: every call made through
@@ -77,6 +85,7 @@ class ModelClient:
     def generate(self, prompt: str, n: int) -> list:
         from ..workflows import Completion
 
+        self._check_cut()
         ids, truncated = fit_prompt(self.tokenizer.encode(prompt, add_special_tokens=False), self.max_prompt_tokens)
         version, samples = self.engine.generate(ids, n, self.sampling)
         self.replies.add(ids, samples)
@@ -110,6 +119,7 @@ class ModelClient:
         )
 
     def reply(self, conversations: list) -> None:
+        self._check_cut()
         turns = []  # (conversation, its token budget) of those with room for a reply
         for c in conversations:
             room = c.room()

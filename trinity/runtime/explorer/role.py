@@ -6,8 +6,11 @@ its tasksets' data selectors' (schedule.py). With
 `explorer.max_repeat_times_per_runner`, a task's rollouts are split into runs of at most that many, each a workflow of
 its own on the next engine's free runner, and gathered back in run order (runs.py). A task that fails is retried
 `max_retry_times` times, then skipped with its error in the metrics; one that outlives
-`max_timeout` is abandoned. What the engines said of each reply completes the workflow's experiences (replies.py);
-the experience operators (operators.py) then filter a step's experiences before they reach the buffer, and
+`max_timeout` (or its dynamic timeout, explorer.dynamic_timeout) from the moment its runner took it is cut: skipped,
+and its model client refuses further calls (runners.py). A workflow that plays one rollout (`can_repeat = False`) is
+played repeat_times times as explorer.concurrent_mode says; every explorer.runner_state_report_interval seconds, what
+each runner runs goes to the explorer's log. What the engines said of each reply completes the workflow's experiences
+(replies.py); the experience operators (operators.py) then filter a step's experiences before they reach the buffer, and
 pass_rate_calculator's pass rates go back to the selectors that learn from them.
 """
 
@@ -15,7 +18,6 @@ import importlib
 import itertools
 import time
 from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,7 +27,7 @@ from ...config.schema import RunConfig
 from ...launch.plan import ActorSpec
 from ..experience import Experience
 from ..roles.base import Role
-from . import operators, runs
+from . import operators, runners, runs
 from .model_client import ModelClient
 from .results import EVAL_STATS, batch_metrics, task_spread
 from .schedule import FeedbackLog, Schedule, eval_rows
@@ -84,7 +86,13 @@ class Explorer(Role):
         # an external (API) model stands for the engines: one lane of runner_per_model runners asking it (external.py)
         self.external = self._external()
         lanes = len(engines) if self.external is None else 1
-        self.pools = [ThreadPoolExecutor(max_workers=slots) for _ in range(lanes)]  # runner_per_model per engine
+        # runner_per_model per engine; a runner's thread is named runner<engine>_<n> (runners.Board)
+        self.pools = [ThreadPoolExecutor(max_workers=slots, thread_name_prefix=f"runner{i}") for i in range(lanes)]
+        explorer = self.config.explorer
+        self.timeouts = runners.Timeouts(explorer.max_timeout, explorer.dynamic_timeout)
+        self.board = runners.Board(lanes, slots)
+        interval = explorer.runner_state_report_interval
+        self.reporter = runners.Reporter(self.board, interval, self.log) if interval > 0 else None
         self.endpoints = self._endpoints(engines)
         self.auxiliary = self._auxiliary(auxiliary or [])
         self.pipeline = operators.pipeline(self.config)
@@ -181,6 +189,9 @@ class Explorer(Role):
         """Stop the workflow threads (the next stage's setup starts its own)."""
         for pool in getattr(self, "pools", ()):
             pool.shutdown(wait=False, cancel_futures=True)
+        if getattr(self, "reporter", None) is not None:
+            self.reporter.stop()
+            self.reporter = None
         for pool in ("http", "aux_http"):
             if getattr(self, pool, None) is not None:
                 getattr(self, pool).close()
@@ -195,7 +206,8 @@ class Explorer(Role):
         started = time.perf_counter()
         batch = self._batch(step)
         calls = self._engine_calls()
-        exps, failed = self._run(batch, f"step {step}")
+        exps, failed = self._run(batch, f"step {step}", step)
+        self.timeouts.step_done()  # every task of the step ended (done, failed or cut): Trinity-RFT's completed step
         calls = self._engine_calls() - calls
         for exp in exps:
             exp.step = step
@@ -232,7 +244,7 @@ class Explorer(Role):
             started = time.perf_counter()
             label = f"evaluation of {ts.name} at step {step}"
             tasks = [ts.tasks[i] for i in eval_rows(ts.selector, self.config.buffer.batch_size)]
-            exps, failed = self._run([(ts, t) for t in tasks], label)
+            exps, failed = self._run([(ts, t) for t in tasks], label, f"{step}/{ts.name}")
             accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
             record = {"taskset": ts.name, "accuracy": accuracy, "tasks": len(tasks), "failed": failed}
             record |= self._summary(exps, time.perf_counter() - started, failed, label)
@@ -240,34 +252,41 @@ class Explorer(Role):
             out.append(record)
         return out
 
-    def _run(self, batch: list, label: str) -> tuple[list[Experience], int]:
-        """Every task's rollouts (each split into runs: runs.split), and how many tasks lost some of theirs."""
+    def _run(self, batch: list, label: str, batch_id: int | str = 0) -> tuple[list[Experience], int]:
+        """Every task's rollouts (each split into runs: runs.split), and how many tasks lost some of theirs. A run's
+        workflow id is Trinity-RFT's: batch/task/first run (the batch an explore step, or step/taskset for an
+        evaluation)."""
         engines = itertools.cycle(range(len(self.pools)))
         most = self.config.explorer.max_repeat_times_per_runner
-        tasks = [
-            [self._submit(next(engines), ts, part, base) for base, part in runs.split(task, most)] for ts, task in batch
-        ]
+        tasks = []
+        for i, (ts, task) in enumerate(batch):
+            parts = []
+            for base, part in runs.split(task, most):
+                run = runners.Run(f"{batch_id}/{i}/{base}", counted=not task.is_eval)
+                parts.append((self._submit(next(engines), ts, part, base, run), run))
+            tasks.append(parts)
         exps, errors, failed = [], [], 0
+        every = [run for parts in tasks for _, run in parts]  # cut as soon as they overrun, whichever is waited for
         for parts in tasks:  # one task's runs, gathered back in run order
             found = len(errors)
-            for future in parts:
+            for future, run in parts:
                 try:
-                    exps += future.result(timeout=self.config.explorer.max_timeout)
-                except (FutureTimeout, TaskFailed) as exc:
-                    errors.append(
-                        str(exc) or f"a task ran past explorer.max_timeout={self.config.explorer.max_timeout} s"
-                    )
+                    exps += runners.wait(future, run, self.config.explorer.max_timeout, self.timeouts, every)
+                except (runners.TaskCut, TaskFailed) as exc:
+                    errors.append(str(exc))
                     self.log.warning("%s: a task's runs were skipped: %s", label, errors[-1])
             failed += len(errors) > found
         if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
             raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
         return exps, failed
 
-    def _submit(self, engine: int, ts: TaskSet, task: "Task", base: int = 0) -> "Future[list[Experience]]":
+    def _submit(
+        self, engine: int, ts: TaskSet, task: "Task", base: int = 0, run: runners.Run | None = None
+    ) -> "Future[list[Experience]]":
         """Task `task` (its runs numbered from `base`) on a free runner of engine `engine`."""
         if self.gatherers:
             self.gatherers[engine].expect()
-        return self.pools[engine].submit(self._attempt, ts, task, engine, base)
+        return self.pools[engine].submit(self._attempt, ts, task, engine, base, run or runners.Run("-", False))
 
     def _engine_calls(self) -> int:
         return sum(g.calls for g in self.gatherers)
@@ -301,15 +320,23 @@ class Explorer(Role):
         client.auxiliary_models = self._auxiliary_for(engine)  # the workflow's self.auxiliary_models
         return client
 
-    def _attempt(self, ts: TaskSet, task: "Task", engine: int, base: int = 0) -> list[Experience]:
-        """The task's experiences, completed with what the engines said of their replies, numbered from run `base`."""
+    def _attempt(self, ts: TaskSet, task: "Task", engine: int, base: int, run: runners.Run) -> list[Experience]:
+        """The task's experiences, completed with what the engines said of their replies, numbered from run `base`;
+        its runner starts `run`'s clock now, with the timeout a task starting now has."""
+        run.begin(self.timeouts.limit())
+        self.board.begin(engine, run.workflow_id)
         try:
+            if run.cut.is_set():  # given up on while it waited for a runner
+                raise runners.TaskCut(f"task {run.workflow_id} was given up on before a runner took it")
             client = self._client(engine, ts.sampling)
+            client.cut = run.cut
             exps = [client.replies.complete(e) for e in self._retried(ts, task, client)]
             if not task.is_eval and uses_greedy_baseline(self.config.algorithm.advantage_fn):
-                exps = self._with_baseline(ts, task, engine, exps)
+                exps = self._with_baseline(ts, task, engine, exps, run)
             return runs.numbered(exps, base)
         finally:
+            run.end()
+            self.board.end(engine)
             if self.gatherers:
                 self.gatherers[engine].leave()
 
@@ -317,11 +344,15 @@ class Explorer(Role):
         from ..workflows.conversation import ConversationError
 
         errors = []
+        workflow = ts.workflows[task.uid]
         for _ in range(self.config.explorer.max_retry_times + 1):
             try:
-                return ts.workflows[task.uid](task, client).run()
+                if getattr(workflow, "can_repeat", True):
+                    return workflow(task, client).run()
+                # a workflow that plays one rollout: repeat_times of them, as explorer.concurrent_mode says
+                return runners.repeats(self.config.explorer.concurrent_mode, task, lambda t: workflow(t, client).run())
             except Exception as exc:  # a workflow is user code: any error is retried, then reported
-                if _is_engine_death(exc):
+                if _is_engine_death(exc) or isinstance(exc, runners.TaskCut):
                     raise
                 errors.append(f"{type(exc).__name__}: {exc}")
                 # the whole traceback in the explorer's log (the run's error carries its last line only)
@@ -330,10 +361,13 @@ class Explorer(Role):
                     break  # the task's conversation cannot be held in this template or context: a retry would too
         raise TaskFailed(f"task {task.uid} failed {len(errors)} time(s); last: {errors[-1]}")
 
-    def _with_baseline(self, ts: TaskSet, task: "Task", engine: int, exps: list[Experience]) -> list[Experience]:
+    def _with_baseline(
+        self, ts: TaskSet, task: "Task", engine: int, exps: list[Experience], run: runners.Run
+    ) -> list[Experience]:
         """`exps` with the reward of one greedy rollout of the task as their baseline (ReMax); that rollout is not
         trained on."""
         client = self._client(engine, replace(ts.sampling, temperature=0.0))
+        client.cut = run.cut
         rewards = [e.reward for e in self._retried(ts, replace(task, repeat_times=1), client)]
         if not rewards:
             raise TaskFailed(f"task {task.uid}: its greedy rollout (ReMax's baseline) returned no experience")

@@ -86,6 +86,10 @@ class Workflow:
     # whether it asks the tokenizer more than to encode a prompt (a chat template for its turns, decode): the explorer
     # then loads Hugging Face's tokenizer as it sets up, not in the first explore step (yours: assumed so)
     uses_tokenizer: bool = True
+    # whether `run` plays the task's repeat_times rollouts itself (every built-in workflow does); False: it plays one,
+    # and the runner plays it repeat_times times on tasks of repeat_times 1, as explorer.concurrent_mode says
+    # (Trinity-RFT's Workflow.can_repeat)
+    can_repeat: bool = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
