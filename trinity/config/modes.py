@@ -32,6 +32,11 @@ class Mode:
         return self.explores or self.serves
 
     @property
+    def explores_steps(self) -> bool:
+        """Explore steps run: workflows make experiences step by step (bench evaluates checkpoints, no step)."""
+        return self.explores and not self.evaluates_checkpoints
+
+    @property
     def splits_devices(self) -> bool:
         """Explorer and trainer run side by side on devices of their own: the trainer gets what rollout leaves."""
         return self.explores and self.trains and not self.shares_devices

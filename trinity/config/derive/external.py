@@ -51,7 +51,7 @@ def external_model(ctx: Context) -> None:
             )
         return
     mode = ctx.get("mode")
-    if mode != "bench":
+    if not modes.mode(mode).evaluates_checkpoints:  # bench: the eval tasksets of the model it is given
         ctx.report(
             "error",
             f"{MODEL}.enable",

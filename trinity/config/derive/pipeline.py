@@ -74,9 +74,7 @@ def saved_input(ctx: Context) -> None:
             hint=f"write {SAVE_PATH}: {SAVED_BY_DEFAULT} (relative paths are in the run directory)",
         )
         return
-    run = modes.mode(ctx.get("mode"))
-    explores_steps = run.explores and not run.evaluates_checkpoints
-    if ctx.get(SAVE) and not explores_steps:
+    if ctx.get(SAVE) and not modes.mode(ctx.get("mode")).explores_steps:
         ctx.report("note", SAVE, f"changes nothing: mode {ctx.get('mode')!r} runs no explore step")
     elif path is not None and not ctx.get(SAVE):
         ctx.report("note", SAVE_PATH, f"changes nothing: {SAVE} is false", hint=f"set {SAVE}: true to keep them")

@@ -453,7 +453,6 @@ def _db_url(ctx: Context) -> None:
 DYNAMIC = "explorer.dynamic_timeout"
 RUNNER_STATE = "explorer.runner_state_report_interval"
 CONCURRENT = "explorer.concurrent_mode"
-NO_WORKFLOWS = ("train", "serve")  # modes whose explorer runs no workflow: its runners' keys change nothing
 
 
 @rule(reads=(f"{DYNAMIC}.enable", f"{DYNAMIC}.ratio", f"{DYNAMIC}.warmup_min_steps", RUNNER_STATE, CONCURRENT, "mode"))
@@ -461,10 +460,10 @@ def explorer_runners(ctx: Context) -> None:
     """The runners' keys (issue 48) where nothing reads them are noted: in a mode whose explorer runs no workflow
     (train, serve); the dynamic timeout also in mode bench (no explore step completes there, so max_timeout stays,
     as upstream's), and its ratio and warmup_min_steps while it is off."""
-    mode = ctx.get("mode")
+    mode, run = ctx.get("mode"), modes.mode(ctx.get("mode"))
     dynamic = [f"{DYNAMIC}.enable", f"{DYNAMIC}.ratio", f"{DYNAMIC}.warmup_min_steps"]
     written = [k for k in (RUNNER_STATE, CONCURRENT, *dynamic) if ctx.user_set(k)]
-    if mode in NO_WORKFLOWS:
+    if not run.explores:  # no explorer runs workflows (train, serve)
         for key in written:
             ctx.report(
                 "note",
@@ -474,11 +473,11 @@ def explorer_runners(ctx: Context) -> None:
             )
         return
     enabled = ctx.get(f"{DYNAMIC}.enable")
-    if enabled and mode == "bench" and ctx.user_set(f"{DYNAMIC}.enable"):
+    if enabled and not run.explores_steps and ctx.user_set(f"{DYNAMIC}.enable"):
         ctx.report(
             "note",
             f"{DYNAMIC}.enable",
-            "changes nothing in mode 'bench': the timeout adapts once explore steps are done, and bench runs none "
+            f"changes nothing in mode {mode!r}: the timeout adapts once explore steps are done, and it runs none "
             "(explorer.max_timeout applies)",
             hint=f"remove {DYNAMIC}",
         )

@@ -3,8 +3,10 @@
 import copy
 import json
 
+from .. import modes
 from ..algorithms.losses import POLICY_LOSSES
 from ..algorithms.queries import uses_critic
+from ..merge import get_path
 from ._context import Context
 from ._rule import rule
 
@@ -84,17 +86,15 @@ def _twins_written(passthrough: dict) -> list[tuple[str, str, object]]:
     """(the key as written under trainer_config, its VERL_TWINS key, the value) for each twin written, flat or under
     actor_rollout_ref."""
     found = []
-    for prefix, tree in (("", passthrough), (f"{ARR}.", passthrough.get(ARR))):
-        for verl_key in VERL_TWINS if isinstance(tree, dict) else ():
-            node: object = tree
-            for part in verl_key.split("."):
-                node = node.get(part, _ABSENT) if isinstance(node, dict) else _ABSENT
-            if node is not _ABSENT:
-                found.append((prefix + verl_key, verl_key, node))
+    for prefix in ("", f"{ARR}."):
+        for verl_key in VERL_TWINS:
+            value = get_path(passthrough, tuple(f"{prefix}{verl_key}".split(".")), _ABSENT)
+            if value is not _ABSENT:
+                found.append((prefix + verl_key, verl_key, value))
     return found
 
 
-_ABSENT = object()
+_ABSENT = object()  # a key not written, which None (a null written) is not
 
 
 def _drop(tree: dict, parts: list[str]) -> None:
@@ -236,7 +236,7 @@ def balance_batch(ctx: Context) -> None:
 def bench_on_latest(ctx: Context) -> None:
     """explorer.bench_on_latest_checkpoint: true is read in mode bench only; elsewhere a note says it changes
     nothing."""
-    if ctx.user_set(LATEST) and ctx.get(LATEST) and ctx.get("mode") != "bench":
+    if ctx.user_set(LATEST) and ctx.get(LATEST) and not modes.mode(ctx.get("mode")).evaluates_checkpoints:
         ctx.report(
             "note",
             LATEST,
