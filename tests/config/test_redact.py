@@ -17,6 +17,9 @@ from trinity.config.redact import MASK, is_secret_name, redact
         "apiKey",
         "authToken",
         "client_secret",
+        "Authorization",  # the proxy's records: a request's header, or a field of its body
+        "x-api-key",
+        "set-cookie",
     ],
 )
 def test_credential_names(name):

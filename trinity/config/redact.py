@@ -4,7 +4,18 @@ import re
 from typing import Any
 
 MASK = "***"
-_WORDS = {"TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "CREDENTIALS", "AUTH", "COOKIE", "APIKEY"}
+_WORDS = {
+    "TOKEN",
+    "SECRET",
+    "PASSWORD",
+    "PASSWD",
+    "CREDENTIAL",
+    "CREDENTIALS",
+    "AUTH",
+    "AUTHORIZATION",
+    "COOKIE",
+    "APIKEY",
+}
 _KEY_PAIRS = {"API", "ACCESS", "PRIVATE", "SECRET", "AUTH", "SIGNING"}
 
 

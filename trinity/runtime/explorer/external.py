@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ...config.redact import MASK
 from ...config.schema import RunConfig
 from ...errors import Issue
 from .replies import Replies
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
 
 EMPTY_KEY = "EMPTY"  # the key sent where api_key_env is unset (Trinity-RFT's, and what a local vLLM server takes)
 PROBE_TIMEOUT_S = 10.0  # the driver's look at the endpoint before Ray starts
-MASK = "***"
 
 
 class ExternalModelError(RuntimeError):

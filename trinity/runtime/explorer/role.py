@@ -30,7 +30,6 @@ from ..roles.base import Role
 from . import operators, runners, runs
 from .model_client import ModelClient
 from .results import EVAL_STATS, batch_metrics, task_spread
-from .schedule import FeedbackLog, Schedule, eval_rows
 from .tasksets import TaskSet, load_taskset
 
 if TYPE_CHECKING:
@@ -100,6 +99,8 @@ class Explorer(Role):
         train, evals = self._tasksets()
         self.train = [load_taskset(self.config, t, False) for t in train]
         self.evals = [load_taskset(self.config, t, True) for t in evals]
+        from .schedule import FeedbackLog, Schedule  # here: the selectors take numpy, which the driver need not load
+
         self.schedule = Schedule([ts.selector for ts in self.train], self.config.buffer.batch_size)
         self.slots = {task.uid: (t, i) for t, ts in enumerate(self.train) for i, task in enumerate(ts.tasks)}
         self.feedback = FeedbackLog(Path(feedback)) if feedback and self.schedule.learns else None
@@ -239,11 +240,13 @@ class Explorer(Role):
 
     def evaluate(self, step: int) -> list[dict]:
         """Every eval taskset once; returns one metrics record per taskset (accuracy and reward)."""
+        from . import schedule
+
         out = []
         for ts in self.evals:
             started = time.perf_counter()
             label = f"evaluation of {ts.name} at step {step}"
-            tasks = [ts.tasks[i] for i in eval_rows(ts.selector, self.config.buffer.batch_size)]
+            tasks = [ts.tasks[i] for i in schedule.eval_rows(ts.selector, self.config.buffer.batch_size)]
             exps, failed = self._run([(ts, t) for t in tasks], label, f"{step}/{ts.name}")
             accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
             record = {"taskset": ts.name, "accuracy": accuracy, "tasks": len(tasks), "failed": failed}

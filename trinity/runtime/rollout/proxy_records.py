@@ -14,14 +14,10 @@ import threading
 import time
 from pathlib import Path
 
+from ...config.redact import MASK, is_secret_name, redact
 from .history import RecordedCall
 
 TABLE = "proxy_history"  # Trinity-RFT's table name
-MASK = "***"
-# header and body fields whose values are credentials: kept as MASK (an Authorization's scheme stays readable)
-SECRET_HEADERS = ("authorization", "proxy-authorization", "x-api-key", "api-key", "cookie", "set-cookie")
-SECRET_FIELDS = ("api_key", "apikey", "access_token", "token", "password", "secret", "authorization")
-
 _SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS {TABLE} (
     row INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -46,23 +42,14 @@ CREATE INDEX IF NOT EXISTS {TABLE}_response_id ON {TABLE} (response_id);
 
 
 def masked_headers(headers: dict) -> dict:
-    """`headers` with every credential's value masked (`Bearer ***`)."""
+    """`headers` with every credential's value masked (`Bearer ***`: an Authorization's scheme stays readable)."""
     out = {}
     for name, value in headers.items():
-        if name.lower() in SECRET_HEADERS:
+        if is_secret_name(name):
             scheme = value.split(" ", 1)[0] if " " in value else ""
             value = f"{scheme} {MASK}" if scheme else MASK
         out[name] = value
     return out
-
-
-def masked_body(body: object) -> object:
-    """A JSON body with the values of credential fields masked, at any depth."""
-    if isinstance(body, dict):
-        return {k: MASK if k.lower() in SECRET_FIELDS else masked_body(v) for k, v in body.items()}
-    if isinstance(body, list):
-        return [masked_body(v) for v in body]
-    return body
 
 
 class CallRecords:
@@ -120,7 +107,7 @@ class CallRecords:
             seconds,
             version,
             json.dumps(masked_headers(headers)),
-            json.dumps(masked_body(request)),
+            json.dumps(redact(request)),
             json.dumps(response),
             choices,
         )
