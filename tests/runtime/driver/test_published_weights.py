@@ -99,3 +99,17 @@ def test_an_engine_that_does_not_answer_loads_at_once(tmp_path):
     assert take_published(stage, 0) == 5
     # engine 0 is down: taken at once; engine 1 is the last one answering, so it loads where it is
     assert loads == [(0, 5, [1]), (1, 5, [0, 1])]
+
+
+def test_a_wave_still_answering_after_max_timeout_loads_beside_its_requests_and_says_so(tmp_path):
+    stage, proxy, loads = stage_of(tmp_path, engines=2, least=1)
+    notes: list[str] = []
+    stage.progress = SimpleNamespace(note=notes.append)
+    stage.config.explorer.max_timeout = 0.1
+    proxy.engines[0].in_flight = 1  # a request engine 0 never finishes
+    publish(tmp_path, 3)
+    assert take_published(stage, 0) == 3
+    assert [(e, v) for e, v, _ in loads] == [(0, 3), (1, 3)]  # it loads all the same
+    assert notes == [
+        "engines [0] still had requests after explorer.max_timeout (0.1 s): weight version 3 loads beside them"
+    ]

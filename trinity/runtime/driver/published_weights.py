@@ -52,7 +52,11 @@ def _through_proxy(stage: "Stage", proxy, load, version: int) -> None:
             proxy.restore(pending, version)
             return
         try:
-            proxy.drained(wave, stage.config.explorer.max_timeout)
+            if not proxy.drained(wave, stage.config.explorer.max_timeout):  # they load between their requests
+                stage.progress.note(
+                    f"engines {wave} still had requests after explorer.max_timeout "
+                    f"({stage.config.explorer.max_timeout:g} s): weight version {version} loads beside them"
+                )
             load([a for e in wave for a in stage.engine_actors[e]])
         finally:
             proxy.restore(wave, version)
