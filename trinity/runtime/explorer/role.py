@@ -145,37 +145,40 @@ class Explorer(Role):
         rollout = self.config.explorer.rollout_model
         if not rollout.enable_openai_api:
             return [None] * len(engines)
-        import httpx
         import openai
         import ray
 
-        # one pool for every workflow: a client of its own costs each episode ~30 ms of TLS setup (even for http)
-        self.http = httpx.Client(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
-            timeout=self.config.explorer.max_timeout,  # a task never waits longer than it may run
-        )
         urls = ray.get([engine.openai_url.remote() for engine in engines])
-        return [openai.OpenAI(base_url=u, api_key=rollout.api_key, http_client=self.http, max_retries=0) for u in urls]
+        return [
+            openai.OpenAI(base_url=u, api_key=rollout.api_key, http_client=self._http(), max_retries=0) for u in urls
+        ]
+
+    def _http(self) -> Any:
+        """The one connection pool of every workflow's endpoint clients (the rollout and auxiliary engines'): a client
+        of its own costs each episode ~30 ms of TLS setup (even for http)."""
+        if getattr(self, "http", None) is None:
+            import httpx
+
+            self.http = httpx.Client(
+                limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
+                timeout=self.config.explorer.max_timeout,  # a task never waits longer than it may run
+            )
+        return self.http
 
     def _auxiliary(self, groups: list[list]) -> list[list[Any]]:
         """An `openai.OpenAI` client of each auxiliary model's engine endpoints (Trinity-RFT's auxiliary_models: one
         client per model in a workflow), on one connection pool; each has `model_path`, the name its requests give."""
         if not groups:
             return []
-        import httpx
         import openai
         import ray
 
-        self.aux_http = httpx.Client(
-            limits=httpx.Limits(max_connections=None, max_keepalive_connections=1024),
-            timeout=self.config.explorer.max_timeout,
-        )
         found = []
         for model, engines in zip(self.config.explorer.auxiliary_models, groups):
             urls = list(dict.fromkeys(ray.get([e.openai_url.remote() for e in engines])))  # parts share the head's
             clients = []
             for url in urls:
-                client = openai.OpenAI(base_url=url, api_key=model.api_key, http_client=self.aux_http, max_retries=0)
+                client = openai.OpenAI(base_url=url, api_key=model.api_key, http_client=self._http(), max_retries=0)
                 client.model_path = model.model_path  # what the endpoint serves (upstream's attribute)
                 clients.append(client)
             self.log.info("auxiliary model %s at %s", model.model_path, ", ".join(urls))
@@ -193,9 +196,9 @@ class Explorer(Role):
         if getattr(self, "reporter", None) is not None:
             self.reporter.stop()
             self.reporter = None
-        for pool in ("http", "aux_http"):
-            if getattr(self, pool, None) is not None:
-                getattr(self, pool).close()
+        if getattr(self, "http", None) is not None:
+            self.http.close()
+            self.http = None
 
     def steps_per_epoch(self) -> int:
         """Explore steps in one pass over the training tasks."""
