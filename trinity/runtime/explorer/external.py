@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from ...config.redact import MASK
 from ...config.schema import RunConfig
 from ...errors import Issue
+from .model_client import TaskClient
 from .replies import Replies
 
 if TYPE_CHECKING:
@@ -146,6 +147,14 @@ def _refused(exc: Exception) -> bool:
     return isinstance(exc, openai.APIStatusError) and exc.status_code in (401, 403)
 
 
+def _no_reply_prefix(task: "Task") -> None:
+    if task.format.reply_prefix:
+        raise ExternalModelError(
+            "format.reply_prefix begins the model's reply, and an external (API) model's reply cannot be begun for "
+            "it: remove the taskset's reply_prefix"
+        )
+
+
 def _no_conversations() -> ExternalModelError:
     return ExternalModelError(
         "this workflow holds a multi-turn conversation in the chat template's tokens, and an external (API) model "
@@ -154,32 +163,26 @@ def _no_conversations() -> ExternalModelError:
     )
 
 
-class ExternalModelClient:
+class ExternalModelClient(TaskClient):
     """The model client a workflow sees (workflows/base.py ModelClient) where the rollout model is an external API:
     each `generate` or `chat` is one chat-completions request (more where the API gives fewer than `n` choices)."""
 
     tokenizer = None  # the API's model's tokenizer is not here: its replies carry text only
-    auxiliary_models: list = []  # the auxiliary models' clients (the explorer sets them)
 
     def __init__(self, api: External, client: Any, sampling: "Sampling", rollout: Any) -> None:
         self.api, self.client, self.sampling, self.rollout = api, client, sampling, rollout
         self.replies = Replies()  # nothing to complete: an API reply has no tokens (the explorer asks all clients)
         # a task's prompt text -> (the messages it stands for, the chat template's enable_thinking for them)
         self._asked: dict[str, tuple[list[dict], bool | None]] = {}
-        self.cut: Any = None  # set by the explorer when the task ran past its timeout (runners.py): no more requests
 
     def prompt(self, task: "Task") -> str:
         """The task's prompt as text (its messages, one per line); `generate` of that text asks the messages."""
         from ..data.prompts import prompt_messages
 
-        if task.format.reply_prefix:
-            raise ExternalModelError(
-                "format.reply_prefix begins the model's reply, and an external (API) model's reply cannot be begun "
-                "for it: remove the taskset's reply_prefix"
-            )
+        _no_reply_prefix(task)
         messages = prompt_messages(task.row, task.format)
         text = "\n".join(f"{m['role']}: {m['content']}" for m in messages)
-        self._asked[text] = (messages, self._task_thinking(task))
+        self._asked[text] = (messages, self.thinking(task))
         return text
 
     def generate(self, prompt: str, n: int) -> list:
@@ -191,13 +194,9 @@ class ExternalModelClient:
         """`n` replies to `messages` (with `tools`: the row's unless given), as the API's chat template renders them."""
         from ..data.prompts import tools_of
 
-        if task.format.reply_prefix:
-            raise ExternalModelError(
-                "format.reply_prefix begins the model's reply, and an external (API) model's reply cannot be begun "
-                "for it: remove the taskset's reply_prefix"
-            )
+        _no_reply_prefix(task)
         tools = tools if tools is not None else tools_of(task.row, task.format)
-        return self._ask(messages, n, tools, self._task_thinking(task))
+        return self._ask(messages, n, tools, self.thinking(task))
 
     def conversation(self, task: "Task", messages: list[dict] | None = None, tools: list[dict] | None = None) -> Any:
         raise _no_conversations()
@@ -216,17 +215,10 @@ class ExternalModelClient:
             "built from them; run it on trinity's engines"
         )
 
-    def _task_thinking(self, task: "Task") -> bool | None:
-        own = getattr(task.format, "enable_thinking", None)
-        return own if own is not None else self.rollout.enable_thinking
-
     def _ask(self, messages: list[dict], n: int, tools: list[dict] | None, thinking: bool | None) -> list:
         from ..workflows import Completion
 
-        if self.cut is not None and self.cut.is_set():
-            from .runners import TaskCut
-
-            raise TaskCut("the task ran past its timeout: its runner gave up on it")
+        self._check_cut()
 
         request: dict[str, Any] = {
             "model": self.api.model,

@@ -13,11 +13,31 @@ if TYPE_CHECKING:  # imported where they run: the explorer's process imports the
     from ..workflows.conversation import ChatTemplate, Conversation
 
 
-class ModelClient:
-    """The model client a workflow sees: prompt formatting and generation on one engine (through its gatherer)."""
+class TaskClient:
+    """What every model client of a task shares (ModelClient on trinity's engines, external.ExternalModelClient on an
+    API): the auxiliary models, the timeout's cut, the chat template's enable_thinking."""
 
     # an `openai.OpenAI` client of each auxiliary model's endpoint (the explorer sets them; Workflow.auxiliary_models)
     auxiliary_models: list = []
+    rollout: Any  # explorer.rollout_model
+    cut: Any = None  # a threading.Event the explorer sets when the task ran past its timeout (runners.py)
+
+    def _check_cut(self) -> None:
+        """A task cut by its timeout asks the model nothing more: its workflow ends at its next call."""
+        if self.cut is not None and self.cut.is_set():
+            from .runners import TaskCut
+
+            raise TaskCut("the task ran past its timeout: its runner gave up on it")
+
+    def thinking(self, task: "Task") -> bool | None:
+        """The chat template's enable_thinking for the task's prompts: its taskset's format.enable_thinking, else the
+        rollout model's (null: the template's own default)."""
+        own = getattr(task.format, "enable_thinking", None)
+        return own if own is not None else self.rollout.enable_thinking
+
+
+class ModelClient(TaskClient):
+    """The model client a workflow sees: prompt formatting and generation on one engine (through its gatherer)."""
 
     def __init__(
         self,
@@ -36,14 +56,6 @@ class ModelClient:
         from .replies import Replies
 
         self.replies = Replies()  # what the engines answered, to complete the workflow's experiences (replies.py)
-        self.cut: Any = None  # a threading.Event the explorer sets when the task ran past its timeout (runners.py)
-
-    def _check_cut(self) -> None:
-        """A task cut by its timeout asks the engines nothing more: its workflow ends at its next call."""
-        if self.cut is not None and self.cut.is_set():
-            from .runners import TaskCut
-
-            raise TaskCut("the task ran past its timeout: its runner gave up on it")
 
     def openai_client(self) -> Any:
         """An `openai.OpenAI` client of this task's engine endpoint, in a session of its own: every call made through
@@ -75,12 +87,6 @@ class ModelClient:
         from ..data.prompts import prompt_text
 
         return prompt_text(task.row, task.format, self.tokenizer, self.thinking(task), self.rollout.chat_template)
-
-    def thinking(self, task: "Task") -> bool | None:
-        """The chat template's enable_thinking for the task's prompts: its taskset's format.enable_thinking, else the
-        rollout model's (null: the template's own default)."""
-        own = getattr(task.format, "enable_thinking", None)
-        return own if own is not None else self.rollout.enable_thinking
 
     def generate(self, prompt: str, n: int) -> list:
         from ..workflows import Completion
