@@ -200,6 +200,11 @@ class ExplorerInput(Section):
     )
     default_reward_fn_type: str | None = Field(None, description="Reward function used where a task set names none.")
 
+    @property
+    def training(self) -> list[TasksetConfig]:
+        """The training task sets: taskset (where written), then tasksets."""
+        return [t for t in [self.taskset, *self.tasksets] if t]
+
 
 class TrainerInput(Section):
     experience_buffer: ExperienceBufferConfig | None = Field(None, description="Where the trainer reads experiences.")

@@ -134,7 +134,7 @@ class Explorer(Role):
     def _tasksets(self) -> tuple[list, list]:
         """The training tasksets and the evaluation ones."""
         explorer_input = self.config.buffer.explorer_input
-        return [t for t in [explorer_input.taskset, *explorer_input.tasksets] if t], list(explorer_input.eval_tasksets)
+        return explorer_input.training, list(explorer_input.eval_tasksets)
 
     def _chat_prompts(self) -> bool:
         """Whether a taskset's prompts go through the chat template."""

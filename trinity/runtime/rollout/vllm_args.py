@@ -136,7 +136,7 @@ def own_kwargs(
 def top_logprobs(config: RunConfig) -> int:
     """The most top-k log-probs a task set asks of the engines (rollout_args.logprobs; 0: none)."""
     explorer_input = config.buffer.explorer_input
-    tasksets = [t for t in [explorer_input.taskset, *explorer_input.tasksets, *explorer_input.eval_tasksets] if t]
+    tasksets = [*explorer_input.training, *explorer_input.eval_tasksets]
     return max((t.rollout_args.logprobs or 0 for t in tasksets), default=0)
 
 

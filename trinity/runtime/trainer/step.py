@@ -313,7 +313,7 @@ def temperature(config: RunConfig) -> float:
     """The temperature the trainer's log-probs are taken at: the one the engines sampled the rollouts at (the first
     taskset's), so that they are of the same distribution; 1 for batches without rollouts (SFT, DPO)."""
     inputs = config.buffer.explorer_input
-    tasksets = [t for t in [inputs.taskset, *inputs.tasksets] if t]
+    tasksets = inputs.training
     return tasksets[0].rollout_args.temperature if tasksets and batch_kind(config) in ("rl", "mix") else 1.0
 
 
