@@ -28,26 +28,24 @@ def role_env(config: RunConfig, name: str, exported: Mapping[str, str] | None = 
             values[var] = (value, f"platform {config.hardware.device_type}")
     # an external (API) model: the explorer asks it, with the URL and key the driver's environment holds (never the
     # config: it names the variables only); a variable the driver lacks stays unset (preflight refuses the URL's)
-    if name == EXPLORER and config.model.external_model.enable:
-        for var in external_vars(config):
-            if exported.get(var):
-                values[var] = (exported[var], EXPORTED)
+    for var in external_vars(config, name):
+        if exported.get(var):
+            values[var] = (exported[var], EXPORTED)
     values[DEVICE_ENV] = (config.hardware.device_type, f"hardware {config.hardware.name}")
     values[HARDWARE_ENV] = (config.hardware.name, f"hardware {config.hardware.name}")
     return values
 
 
-def external_vars(config: RunConfig) -> tuple[str, str]:
-    """(the base URL's variable, the API key's variable) of the run's external model."""
+def external_vars(config: RunConfig, name: str) -> tuple[str, ...]:
+    """(the base URL's variable, the API key's variable) of the external model role `name` asks: the explorer's,
+    where the run has one; () otherwise."""
     external = config.model.external_model
-    return external.base_url_env, external.api_key_env
+    return (external.base_url_env, external.api_key_env) if name == EXPLORER and external.enable else ()
 
 
 def secret_vars(config: RunConfig, name: str) -> tuple[str, ...]:
     """Variables of role `name` that hold a credential whatever they are called (masked where the plan is shown)."""
-    if name == EXPLORER and config.model.external_model.enable:
-        return (config.model.external_model.api_key_env,)
-    return ()
+    return external_vars(config, name)[1:]
 
 
 def runtime_env(config: RunConfig, role: str, exported: Mapping[str, str] | None = None) -> dict:

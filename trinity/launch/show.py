@@ -1,5 +1,6 @@
 """The launch plan, its feasibility and the actors' placements, for a person."""
 
+from collections.abc import Sequence
 from typing import Any
 
 from ..config.redact import MASK, redact
@@ -15,7 +16,7 @@ def plan_data(plan: LaunchPlan, show_secrets: bool = False) -> dict[str, Any]:
         return data
     shown = redact(data)
     for actor in shown["actors"]:  # a credential in a variable of any name (an external model's API key)
-        actor["env"] |= {k: MASK for k in actor["env_masked"] if actor["env"].get(k)}
+        actor["env"] = _masked_env(actor["env"], actor["env_masked"])
     return shown
 
 
@@ -43,7 +44,7 @@ def plan_text(plan: LaunchPlan, feasibility: Feasibility | None = None, show_sec
         if actor.role in seen:
             continue
         seen.add(actor.role)
-        env = actor.env if show_secrets else redact(actor.env) | {k: MASK for k in actor.env_masked if actor.env[k]}
+        env = actor.env if show_secrets else _masked_env(actor.env, actor.env_masked)
         shown = " ".join(f"{k}={v}" + (" (exported)" if k in actor.env_exported else "") for k, v in env.items())
         lines.append(f"  {actor.role}: {shown}")
     if feasibility:
@@ -74,3 +75,9 @@ def _options(options: dict) -> str:
 def _table(head: list[str], rows: list[list[str]]) -> list[str]:
     widths = [max(len(str(r[i])) for r in [head, *rows]) for i in range(len(head))]
     return ["  " + "  ".join(str(c).ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *rows]]
+
+
+def _masked_env(env: dict, masked: Sequence[str]) -> dict:
+    """`env` with credential-like names masked (redact) and the variables `masked` names too, whatever their names
+    (an external model's API key)."""
+    return redact(env) | {k: MASK for k in masked if env.get(k)}
