@@ -216,3 +216,15 @@ def test_math_rm_workflow_without_a_reward_is_refused_where_the_taskset_is(cli, 
     )
     named = config("math_rm_workflow", taskset="      default_reward_fn_type: math_reward\n")
     assert validate(cli, write, named).code == 0
+
+
+def test_a_judge_argument_upstream_takes_and_nothing_reads_is_noted(cli, write):
+    """trajectory_accuracy_grader_reward's max_concurrency and reward_name: accepted (upstream's arguments) with a
+    note that they change nothing; its other arguments get none."""
+    judge_args = JUDGE[1] + "        max_concurrency: 4\n        reward_name: my_judge\n"
+    result = validate(cli, write, config("math_rm_workflow", judge_args, JUDGE[0]))
+    assert result.code == 0, result.err
+    args = "buffer.explorer_input.taskset.reward_fn_args"
+    assert f"{args}.max_concurrency: changes nothing: each call grades one conversation" in result.err
+    assert f"{args}.reward_name: changes nothing: upstream's label of this reward" in result.err
+    assert f"{args}.score_min: changes nothing" not in result.err

@@ -136,6 +136,8 @@ class Reward:
 
     path: str  # module:function
     args: type[Section]
+    # upstream's arguments this reward takes and reads nowhere -> why; one written gets a note (derive/buffer.py)
+    unread: tuple[tuple[str, str], ...] = ()
 
 
 REWARDS: dict[str, Reward] = {
@@ -148,7 +150,15 @@ REWARDS: dict[str, Reward] = {
     "math_dapo_reward": Reward(RUNTIME + "math_dapo_reward:math_dapo_reward", MathDAPORewardArgs),
     "rlcr_reward": Reward(RUNTIME + "rlcr_reward:rlcr_reward", RLCRRewardArgs),
     "trajectory_accuracy_grader_reward": Reward(
-        RUNTIME + "trajectory_accuracy_grader_reward:trajectory_accuracy_grader_reward", TrajectoryJudgeArgs
+        RUNTIME + "trajectory_accuracy_grader_reward:trajectory_accuracy_grader_reward",
+        TrajectoryJudgeArgs,
+        unread=(
+            ("max_concurrency", "each call grades one conversation, as upstream's runner does: nothing runs at once"),
+            (
+                "reward_name",
+                "upstream's label of this reward in its logs; here the scores are reward and trajectory_score",
+            ),
+        ),
     ),
 }
 

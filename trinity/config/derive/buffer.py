@@ -154,6 +154,9 @@ def _check_reward_args(ctx: Context, key: str, name: str, args: dict) -> None:
         validate(model, args, lambda path: ctx.where(dotted(path)), prefix=undotted(args_key))
     except ConfigError as exc:
         ctx.issues.extend(replace(i, message=f"{i.message} (reward function {name!r})") for i in exc.issues)
+    for arg, why in REWARDS[name].unread:
+        if arg in args:
+            ctx.report("note", f"{args_key}.{arg}", f"changes nothing: {why}", hint=f"remove {args_key}.{arg}")
 
 
 def _fill_defaults(ctx: Context) -> dict[str, str]:
