@@ -47,6 +47,11 @@ def test_an_operators_arguments_are_checked_where_they_are_written(render):
 def test_a_mode_without_an_explorer_applies_no_operator_and_says_so(render):
     result, _ = render(PIPELINE + "      - name: mask_response_truncated\nmode: train\n", "hardware=cpu")
     assert "note: " in result.err and "the experience pipeline runs in the explorer, and mode 'train'" in result.err
+    # bench has an explorer, but it evaluates checkpoints and runs no explore step
+    result, _ = render(PIPELINE + "      - name: mask_response_truncated\nmode: bench\n", "hardware=cpu")
+    assert "mode 'bench' runs no explore step: no operator is applied" in result.err
+    result, _ = render(PIPELINE + "      - name: mask_response_truncated\nmode: explore\n", "hardware=cpu")
+    assert result.code == 0 and "no operator is applied" not in result.err
 
 
 SAVE = "data_processor.experience_pipeline"

@@ -35,11 +35,11 @@ def experience_operators(ctx: Context) -> None:
             ctx.issues.extend(replace(i, message=f"{i.message} (operator {entry.name!r})") for i in exc.issues)
             continue
         ctx.set(f"{key}.args", args.model_dump(), "experience_operators", (ctx.input(f"{key}.args"),))
-    if operators and not modes.mode(ctx.get("mode")).explores:
+    if operators and not modes.mode(ctx.get("mode")).explores_steps:
         ctx.report(
             "note",
             OPERATORS_KEY,
-            f"the experience pipeline runs in the explorer, and mode {ctx.get('mode')!r} explores nothing: no "
+            f"the experience pipeline runs in the explorer, and mode {ctx.get('mode')!r} runs no explore step: no "
             "operator is applied",
         )
 
