@@ -1,5 +1,7 @@
 """Algorithm presets fill the loss functions; each function's arguments are checked where they were written."""
 
+import re
+
 import pytest
 
 from tests.conftest import MINIMAL
@@ -383,7 +385,7 @@ def test_every_upstream_algorithm_is_one_trinity_runs_and_checks_here():
 @pytest.mark.parametrize(
     "kind,name,reason",
     [
-        ("advantage_fn", "clipb", "this advantage masks tokens by the trainer's per-token entropy"),
+        ("advantage_fn", "clipv", "beside the per-token entropy it reads a per-token column 'necs'"),
         ("kl_loss_fn", "corrected_k3", "verl has no corrected k3 KL loss"),
     ],
 )
@@ -394,6 +396,71 @@ def test_upstream_functions_the_runtime_cannot_run_are_refused_by_name(cli, writ
         f"run.yaml:5:3: algorithm.{kind}: {kind} '{name}' is known to Trinity-RFT but not supported by trinity yet: "
         f"{reason}" in result.err
     )
+
+
+# --- clipb: GRPO's advantages and Clip_B's entropy mask ----------------------------------------------------------
+
+CLIPB = GRPO + "  algorithm_type: grpo_verl\n  advantage_fn: clipb\n  advantage_fn_args:\n    mu: 1.5\n"
+
+
+@pytest.mark.parametrize("profile", ["a100", "ascend910b"])
+def test_clipb_with_its_arguments_is_accepted_on_each_profile(cli, write, profile):
+    result = cli("config", "render", "-c", write("run.yaml", CLIPB), f"hardware={profile}", "--format", "json")
+    assert result.code == 0, result.err
+    algo = result.json()["algorithm"]
+    assert (algo["advantage_fn"], algo["policy_loss_fn"]) == ("clipb", "ppo")
+    assert algo["advantage_fn_args"] == {"epsilon": 1e-6, "mu": 1.5}  # Trinity-RFT's ClipBAdvantageFn's, mu written
+    for bypass in ("true", "false"):  # the entropy comes from the old-policy pass, or from a pass of its own
+        again = cli(
+            "config", "validate", "-c", "run.yaml", f"hardware={profile}", f"algorithm.bypass_old_logprobs={bypass}"
+        )
+        assert again.code == 0, again.err
+
+
+@pytest.mark.parametrize(
+    "args, where, message",
+    [
+        ("    mu: -1\n", "8:5: algorithm.advantage_fn_args.mu", "greater than or equal to 0"),
+        ("    mu: .inf\n", "8:5: algorithm.advantage_fn_args.mu", "finite number"),
+        ("    epsilon: 0\n", "8:5: algorithm.advantage_fn_args.epsilon", "greater than 0"),
+        ("    nu: 2.5\n", "8:5: algorithm.advantage_fn_args.nu", "allowed: epsilon, mu"),
+    ],
+)
+def test_clipbs_arguments_are_checked_where_written(cli, write, args, where, message):
+    text = GRPO + f"  algorithm_type: grpo_verl\n  advantage_fn: clipb\n  advantage_fn_args:\n{args}"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu")
+    assert result.code == 2 and f"run.yaml:{where}" in result.err and message in result.err, result.err
+
+
+@pytest.mark.parametrize("name", sorted(MIX_PRESETS))
+def test_clipb_with_sft_samples_mixed_into_the_batch_is_refused_where_it_is_written(cli, write, name):
+    text = GRPO + f"  algorithm_type: {name}\n  advantage_fn: clipb\n"
+    data = "+buffer.trainer_input.auxiliary_buffers.sft_dataset={path: /d.jsonl}"
+    result = cli("config", "validate", "-c", write("run.yaml", text), "hardware=cpu", data)
+    assert result.code == 2
+    assert (
+        f"run.yaml:6:3: algorithm.advantage_fn: 'clipb' takes tokens out of the loss over a batch of rollouts; "
+        f"policy_loss_fn '{name}' mixes SFT samples into the batch" in result.err
+    )
+    allowed = re.search(r"allowed: (.*)", result.err).group(1).split(", ")
+    assert "grpo" in allowed and "clipb" not in allowed
+    assert "hint: remove advantage_fn to take the preset's" in result.err
+
+
+def test_clipbs_arguments_are_explained_and_diffed(cli, write):
+    explained = cli(
+        "config", "render", "-c", write("run.yaml", CLIPB), "hardware=a100", "--explain", "algorithm.advantage_fn_args"
+    )
+    assert explained.code == 0, explained.err
+    assert "algorithm.advantage_fn_args.mu = 1.5" in explained.out and "run.yaml:8:5" in explained.out
+    assert "algorithm.advantage_fn_args.epsilon = 1e-06" in explained.out and "schema default" in explained.out
+    diff = cli("config", "diff", "-c", "run.yaml", "hardware=a100", "--vs", "algorithm.advantage_fn_args.mu=3.0")
+    assert diff.code == 1 and "algorithm.advantage_fn_args.mu" in diff.out and "1.5" in diff.out and "3.0" in diff.out
+    grpo = cli(
+        "config", "diff", "-c", write("grpo.yaml", GRPO), "hardware=a100", "--vs-config", "run.yaml", "--format", "json"
+    )
+    changed = {d["key"] for d in grpo.json()["changes"]}
+    assert {"algorithm.advantage_fn", "algorithm.advantage_fn_args.mu"} <= changed, changed
 
 
 def test_a_kl_penalty_takes_its_kind_and_coefficient(render):

@@ -1,5 +1,7 @@
 """A train step on real trainer ranks: a bf16 LoRA update with a KL loss, the environment's tokens kept out of the
-loss, and advantages computed over the whole batch when a task's rollouts sit on several ranks."""
+loss, and advantages computed over the whole batch when a task's rollouts sit on several ranks; Clip_B's entropy taken
+in the old policy's forward pass only where the advantage reads it, and its mask over every rank's tokens multiplied
+into the response mask."""
 
 import pytest
 
@@ -235,3 +237,135 @@ def test_two_trainer_ranks_get_about_the_same_tokens_with_balance_batch(balance)
         "global_seqlen/balanced_max": 94,
         "global_seqlen/mean": 93.0,
     }
+
+
+# --- Clip_B: the entropy from the old-policy pass, the mask into the response mask ---------------------------------
+
+
+class ForwardPasses:
+    """The step's LogProbs without a model: each forward pass recorded; the actor's log-probs -0.5 and entropy 1 on
+    every token."""
+
+    def __init__(self):
+        self.calls = []
+
+    def actor(self, tensors):
+        self.calls.append("actor")
+        return tensors["response_mask"].float() * 0 - 0.5
+
+    def actor_and_entropy(self, tensors):
+        self.calls.append("actor_and_entropy")
+        return tensors["response_mask"].float() * 0 - 0.5, tensors["response_mask"].float() * 0 + 1.0
+
+
+def clipb_step(*overrides: str, rank: int = 0, world_size: int = 1):
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.trainer.step import Step
+
+    config = resolve(Request(None, ("hardware=cpu", *(f"+stages.1.{o}" for o in overrides)))).stage("grpo")
+    step = Step(config, rank, world_size, workers=None, sampler=None)
+    step.logprobs = ForwardPasses()
+    return step
+
+
+def padded_tensors(rows: int = 2):
+    import torch
+
+    mask = torch.ones(rows, 2, dtype=torch.long)
+    return {"response_mask": mask, "old_log_probs": torch.full((rows, 2), -1.0), "responses": mask.clone()}
+
+
+@pytest.mark.parametrize(
+    "overrides, calls, entropy",
+    [
+        ((), [], False),  # grpo under bypass_old_logprobs: no forward pass at all
+        (("algorithm.bypass_old_logprobs=false",), ["actor"], False),  # the old policy's, no entropy
+        (("algorithm.advantage_fn=clipb",), ["actor_and_entropy"], True),  # a pass for the entropy alone
+        # the recomputation's own pass gives the entropy too: still one forward pass
+        (("algorithm.advantage_fn=clipb", "algorithm.bypass_old_logprobs=false"), ["actor_and_entropy"], True),
+    ],
+)
+def test_the_entropy_is_computed_only_for_an_advantage_that_reads_it_in_the_old_policys_pass(overrides, calls, entropy):
+    step = clipb_step(*overrides)
+    tensors = padded_tensors()
+    extra, found = step._old_policy(tensors)
+    assert step.logprobs.calls == calls and (found is not None) == entropy
+    recomputed = "algorithm.bypass_old_logprobs=false" in overrides
+    assert extra == ({"logprob_diff": 0.5} if recomputed else {})
+    assert tensors["old_log_probs"].tolist() == [[-0.5 if recomputed else -1.0] * 2] * 2
+    if entropy:
+        assert found.tolist() == [[1.0, 1.0]] * 2
+
+
+def test_clipbs_mask_multiplies_the_response_mask_and_reports_its_metrics():
+    """The rollout's log-probs (not the recomputed ones) and the entropy make the signal; the dropped token leaves the
+    response mask, which verl's update takes as its loss mask and token count."""
+    import torch
+
+    from trinity.runtime.experience import Experience
+
+    step = clipb_step("algorithm.advantage_fn=clipb", "algorithm.advantage_fn_args.mu=0.5")
+    exps = [Experience([1], [2, 3], [0.0, 0.0], 1.0, "a"), Experience([1], [2, 3], [0.0, 0.0], 0.0, "a")]
+    tensors = padded_tensors()
+    tensors["advantages"] = torch.tensor([[1.0, 1.0], [-1.0, -1.0]])
+    rollout = torch.zeros(2, 2)  # p = 1: the signal is the entropy, [1, 1 | 1, 5] (as test_clipb's first case)
+    metrics = step._token_mask(exps, tensors, rollout, torch.tensor([[1.0, 1.0], [1.0, 5.0]]))
+    assert tensors["response_mask"].tolist() == [[1, 1], [0, 1]] and tensors["response_mask"].dtype == torch.long
+    assert metrics == {
+        "advantage_metrics": pytest.approx(
+            {
+                "clipb_frac_clipped": 0.25,
+                "clipb_frac_clipped_pos": 0.0,
+                "clipb_frac_clipped_neg": 0.5,
+                "clipb_ES": 2.0,
+                "clipb_varS": 3.0,
+            }
+        )
+    }
+    grpo = clipb_step()  # an advantage without a token mask leaves the response mask as it is
+    assert grpo._token_mask(exps, tensors, rollout, None) == {} and tensors["response_mask"].tolist() == [
+        [1, 1],
+        [0, 1],
+    ]
+
+
+def shard_token_mask(rank: int, port: int, out) -> None:
+    """In a process of its own: trainer rank `rank` of 2 (gloo) takes Clip_B's mask of its shard, its rows half the
+    batch; rank 0 takes it over both ranks' rows."""
+    import torch
+    import torch.distributed as dist
+
+    from trinity.runtime.experience import Experience
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    step = clipb_step("algorithm.advantage_fn=clipb", "algorithm.advantage_fn_args.mu=0.5", rank=rank, world_size=2)
+    exps = [Experience([1], [2], [0.0], 0.0, "a")]
+    tensors = padded_tensors(1) | {"responses": torch.ones(1, 1, dtype=torch.long)}
+    tensors["response_mask"] = torch.ones(1, 1, dtype=torch.long)
+    tensors["advantages"] = torch.tensor([[-1.0]])
+    entropy = torch.tensor([[0.0 if rank == 0 else 4.0]])  # alone, each rank's signal is flat
+    metrics = step._token_mask(exps, tensors, torch.zeros(1, 1), entropy)
+    out.put((rank, (tensors["response_mask"].tolist(), metrics)))
+    dist.destroy_process_group()
+
+
+@pytest.mark.train  # two trainer processes in a gloo group
+def test_clipbs_mask_is_taken_over_every_ranks_tokens():
+    """Signal [0 | 4] across the ranks: mean 2, std 2; rank 0's token, 1 std below, goes at mu 0.5 (each rank alone
+    would keep its token: one value has no spread)."""
+    import multiprocessing
+
+    from trinity.runtime.sync.group import free_port
+
+    ctx, port = multiprocessing.get_context("spawn"), free_port()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=shard_token_mask, args=(rank, port, out)) for rank in (0, 1)]
+    for proc in procs:
+        proc.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    assert (got[0][0], got[1][0]) == ([[0]], [[1]])
+    assert got[0][1]["advantage_metrics"]["clipb_frac_clipped"] == 0.5 and got[1][1] == {}

@@ -5,6 +5,7 @@ from dataclasses import dataclass, field
 from ..schema._base import Section
 from .args import (
     AsymREAdvantageArgs,
+    ClipBAdvantageArgs,
     GiGPOAdvantageArgs,
     GRPOAdvantageArgs,
     JSDAdvantageArgs,
@@ -37,11 +38,19 @@ class Advantage:
     kwargs: dict[str, str] = field(default_factory=dict)  # our argument -> the estimator's keyword (or config.<field>)
     # compares the rollouts (episodes) of one task with each other (the estimator reads `index` or `episodes`)
     grouped: bool = False
-    module: str | None = None  # the trinity module that registers `estimator` with verl; None: verl's own
+    module: str | None = None  # the trinity module of its own functions (an `estimator` it registers with verl, a
+    # `token_mask`); None: verl's own
     critic: bool = False  # reads a critic model's values (the estimator's `values`): the trainer trains one
     teacher: bool = False  # reads a teacher model's log-probs (`teacher_log_probs`): the trainer keeps one
     selects: bool = False  # its values are 1/0 weights choosing the rollouts an SFT loss trains on (RAFT)
     greedy_baseline: bool = False  # reads the reward of each task's greedy rollout, which the explorer then makes
+    # reads the actor's per-token entropy of each response (`entropy`), which the trainer then computes in its
+    # old-policy forward pass
+    entropy: bool = False
+    # a function of `module` that takes tokens out of the loss after the advantages, over the whole batch (Clip_B's):
+    # fn(advantages, log_probs, entropy, masks, **args) -> (1/0 per token, metrics), from the rollout's own log-probs;
+    # the trainer multiplies it into the response mask, so the tokens it drops leave the loss and its token count
+    token_mask: str | None = None
 
 
 def _own(args: type[Section], module: str, names: tuple[str, ...] = (), **flags: bool) -> Advantage:
@@ -85,6 +94,17 @@ ADVANTAGES: dict[str, Advantage] = named(
             "gigpo",
             ("omega", "gamma", "fnorm", "epsilon"),  # the keys name where they are read
             grouped=True,
+        ),
+        # GRPO's advantages (verl's grpo), then Clip_B's entropy mask on the negative-advantage tokens (arXiv
+        # 2602.03392; Trinity-RFT's clipb_advantage.py)
+        "clipb": Advantage(
+            ClipBAdvantageArgs,
+            "grpo",
+            kwargs={"epsilon": "epsilon"},  # mu is the mask's
+            grouped=True,
+            module=OWN + "clipb",
+            entropy=True,
+            token_mask="clipb_mask",
         ),
         "on_policy_distill": _own(OnPolicyDistillAdvantageArgs, "distill", teacher=True),
         "jsd": _own(JSDAdvantageArgs, "distill", teacher=True),

@@ -132,6 +132,17 @@ class GRPOAdvantageArgs(_Args):
         return self
 
 
+class ClipBAdvantageArgs(_Args):
+    epsilon: float = Field(1e-6, gt=0, description="Added to the group's reward std before dividing (GRPO's).")
+    mu: float = Field(
+        2.5,
+        ge=0,
+        allow_inf_nan=False,
+        description="A negative-advantage token leaves the loss where its entropy signal p(H + log p) falls more "
+        "than mu standard deviations below the batch's mean.",
+    )
+
+
 class StepWiseGRPOAdvantageArgs(_Args):
     epsilon: float = Field(1e-6, gt=0, description="Added to the reward std before dividing.")
     enable_step_norm: bool = Field(

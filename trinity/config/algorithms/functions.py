@@ -24,9 +24,9 @@ FUNCTIONS: dict[str, dict[str, type[Section]]] = {
 # Upstream's names the runtime cannot run yet, with the reason.
 UNSUPPORTED: dict[str, dict[str, str]] = {
     "advantage_fn": {
-        name: "this advantage masks tokens by the trainer's per-token entropy, which the trainer does not hand to "
-        "advantage functions yet"
-        for name in ("clipb", "clipv")
+        # clipv_advantage.py reads exps.batch["necs"], which no module of Trinity-RFT 0.6.0 writes
+        "clipv": "beside the per-token entropy it reads a per-token column 'necs' that no trainer computes, "
+        "Trinity-RFT's included"
     },
     "kl_loss_fn": {"corrected_k3": "verl has no corrected k3 KL loss"},
 }

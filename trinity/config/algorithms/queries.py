@@ -74,3 +74,16 @@ def uses_critic(advantage_fn: str | None) -> bool:
     """Whether the trainer trains a critic (value) model: the advantage function reads its values."""
     entry = ADVANTAGES.get(advantage_fn)
     return entry is not None and entry.critic
+
+
+def uses_entropy(advantage_fn: str | None) -> bool:
+    """Whether the trainer computes the actor's per-token entropy of each response before the advantages (in its
+    old-policy forward pass): the advantage function reads it (Clip_B)."""
+    entry = ADVANTAGES.get(advantage_fn)
+    return entry is not None and entry.entropy
+
+
+def masks_tokens(advantage_fn: str | None) -> bool:
+    """Whether the advantage function also takes tokens out of the loss (its response mask) over the whole batch."""
+    entry = ADVANTAGES.get(advantage_fn)
+    return entry is not None and entry.token_mask is not None

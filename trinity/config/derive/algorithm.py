@@ -10,7 +10,7 @@ from ..algorithms.args import ONLY_DEFAULT, NoArgs
 from ..algorithms.functions import FUNCTIONS, UNSUPPORTED
 from ..algorithms.losses import POLICY_LOSSES
 from ..algorithms.presets import ALGORITHMS
-from ..algorithms.queries import fits_loss, is_rl_loss, uses_teacher
+from ..algorithms.queries import fits_loss, is_rl_loss, masks_tokens, uses_teacher
 from ..algorithms.sampling import SAMPLE_STRATEGIES
 from ..validate import validate
 from ._context import Context
@@ -57,6 +57,7 @@ def algorithm_preset(ctx: Context) -> None:
     for kind, default in preset.functions.items():
         _function(ctx, kind, default)
     _check_pairing(ctx, preset.data)
+    _check_token_mask(ctx)
     _check_penalty(ctx)
     _check_teacher(ctx)
     _check_sampling(ctx, preset.data)
@@ -107,6 +108,27 @@ def _check_pairing(ctx: Context, data: str) -> None:
         message,
         allowed=", ".join(n for n in POLICY_LOSSES if fits_loss(advantage, n)),
         hint="remove policy_loss_fn to take the algorithm's",
+    )
+
+
+def _check_token_mask(ctx: Context) -> None:
+    """An advantage function that takes tokens out of the loss (Clip_B) does so before the update, over the batch's
+    rollouts; a mixing loss averages its rollouts' part over their tokens counted before that, with SFT samples
+    among them (Trinity-RFT computes such advantages in the explorer, where clipb_advantage.py cannot run)."""
+    advantage, loss = ctx.get("algorithm.advantage_fn"), POLICY_LOSSES.get(ctx.get("algorithm.policy_loss_fn"))
+    if not masks_tokens(advantage) or loss is None or loss.batch != "mix":
+        return
+    ctx.report(
+        "error",
+        "algorithm.advantage_fn",
+        f"{advantage!r} takes tokens out of the loss over a batch of rollouts; policy_loss_fn "
+        f"{ctx.get('algorithm.policy_loss_fn')!r} mixes SFT samples into the batch and counts the rollouts' tokens "
+        "before that",
+        allowed=", ".join(
+            n for n in ADVANTAGES if fits_loss(n, ctx.get("algorithm.policy_loss_fn")) and not masks_tokens(n)
+        ),
+        hint="remove advantage_fn to take the preset's, or train with clipb in a stage of its own (algorithm_type "
+        "grpo_verl)",
     )
 
 

@@ -52,6 +52,9 @@ class TrainResult(TypedDict):
     preview: NotRequired[list[dict]]
     # only with a policy loss that masks the batch (M2PO): its own metrics, named after it; written flat
     loss_metrics: NotRequired[dict[str, float]]
+    # only with an advantage function that takes tokens out of the loss (Clip_B): its own metrics, named after it;
+    # written flat
+    advantage_metrics: NotRequired[dict[str, float]]
     # only where the run trains until the experiences stop coming (modes.trains_until_drained): why it ends, and then
     # this is the whole result (no step was taken)
     drained: NotRequired[str]

@@ -187,6 +187,16 @@ def prepare(algorithm: AlgorithmConfig) -> None:
     rollout's own log-probs, are refused at validate: derive/algorithm.py, derive/buffer.py batch_masked_loss.)"""
     loss_mode(algorithm.policy_loss_fn, algorithm.policy_loss_fn_args)
     estimator(algorithm.advantage_fn)
+    token_mask(algorithm.advantage_fn)
+
+
+def token_mask(advantage_fn: str) -> Callable | None:
+    """The function of the advantage's module that takes tokens out of the loss after the advantages (ADVANTAGES'
+    token_mask: Clip_B's); None where the advantage function takes none."""
+    entry = ADVANTAGES[advantage_fn]
+    if entry.token_mask is None:
+        return None
+    return import_path(f"{entry.module}:{entry.token_mask}", f"advantage function {advantage_fn!r}'s token mask")
 
 
 def _load(entry: Advantage | PolicyLoss) -> None:

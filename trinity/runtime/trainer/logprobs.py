@@ -1,5 +1,6 @@
 """The forward passes of a train step, before its update: the log-probs of the batch's responses under the reference
-model, the actor's own (the old policy, recomputed) and the distillation teacher's."""
+model, the actor's own (the old policy, recomputed; with its per-token entropy where the advantage function reads it)
+and the distillation teacher's."""
 
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,12 @@ class LogProbs:
         """The actor's own log-probs: the old policy as the trainer's numerics compute it."""
         return self._of(self.workers.actor.compute_log_prob, tensors)
 
+    def actor_and_entropy(self, tensors: dict[str, "torch.Tensor"]) -> tuple["torch.Tensor", "torch.Tensor"]:
+        """The actor's own log-probs and, from the same forward pass, its per-token entropy (verl's, of the
+        distribution at the step's temperature): for an advantage function that reads it (Clip_B)."""
+        found = self._forward(self.workers.actor.compute_log_prob, tensors, entropy=True)
+        return found["log_probs"], found["entropy"]
+
     def teacher(self, tensors: dict[str, "torch.Tensor"]) -> "torch.Tensor":
         """The distillation teacher's log-probs."""
         return self._of(self.workers.teacher.compute_ref_log_prob, tensors)
@@ -56,11 +63,24 @@ class LogProbs:
     ) -> "torch.Tensor":
         """Log-probs of the batch's responses under `infer` (a worker's forward; `flags` are verl's, such as
         no_lora_adapter)."""
+        return self._forward(infer, tensors, **flags)["log_probs"]
+
+    def _forward(
+        self,
+        infer: "Callable[[TensorDict], TensorDict]",
+        tensors: dict[str, "torch.Tensor"],
+        entropy: bool = False,
+        **flags: bool,
+    ) -> dict[str, "torch.Tensor"]:
+        """The log-probs of the batch's responses under `infer`, and with `entropy` the per-token entropy too, each
+        padded as the responses are."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
         from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
 
         rows = [tensors["input_ids"].shape[0]]
         td = left_right_2_no_padding(TensorDict({k: tensors[k].clone() for k in KEYS}, batch_size=rows))
-        tu.assign_non_tensor(td, calculate_entropy=False, compute_loss=False, temperature=self.temperature, **flags)
-        return no_padding_2_padding(tu.get(infer(td), "log_probs"), td).float()
+        tu.assign_non_tensor(td, calculate_entropy=entropy, compute_loss=False, temperature=self.temperature, **flags)
+        output = infer(td)
+        names = ("log_probs", "entropy") if entropy else ("log_probs",)
+        return {name: no_padding_2_padding(tu.get(output, name), td).float() for name in names}

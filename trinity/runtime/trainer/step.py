@@ -11,6 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from ...config.algorithms.losses import POLICY_LOSSES
+from ...config.algorithms.queries import masks_tokens, uses_entropy
 from ...config.schema import RunConfig
 from ...utils.imports import import_path, lazy_module
 from .logprobs import LogProbs
@@ -125,27 +126,67 @@ class Step:
         return self._rl_batch(exps, tensors, meta)
 
     def _rl_batch(self, exps: list["Experience"], tensors: Tensors, meta: dict) -> Built:
-        """The rest of an RL batch: the old policy, the critic's values and the advantages over the whole batch."""
-        extra = self._old_policy(tensors)
+        """The rest of an RL batch: the old policy, the critic's values, the advantages over the whole batch and the
+        tokens they take out of the loss (Clip_B's)."""
+        rollout = tensors["old_log_probs"]  # the engine's, before the trainer may recompute them
+        extra, entropy = self._old_policy(tensors)
         values = self.workers.critic.values(tensors) if self.workers.critic is not None else None
         columns = self._columns(tensors, exps, values)
         advantages, returns, metrics = self.advantages(self._kl(tensors, exps), columns)
         width = tensors["responses"].shape[1]
         tensors["advantages"] = batches.per_token(advantages, width)
+        metrics |= self._token_mask(exps, tensors, rollout, entropy)
         metrics |= self._batch_mask(exps, tensors)
         total = meta["global_batch_size"]
         critic_batch = None if values is None else (tensors, values, batches.per_token(returns, width), total)
         return self._actor_batch(tensors, meta), extra | metrics, critic_batch
 
-    def _old_policy(self, tensors: Tensors) -> dict:
+    def _old_policy(self, tensors: Tensors) -> tuple[dict, "torch.Tensor | None"]:
         """Unless algorithm.bypass_old_logprobs, the old policy's log-probs recomputed by the trainer (its numerics,
-        not the engine's) in place of the engine's, and how far apart they were."""
-        if self.config.algorithm.bypass_old_logprobs:
-            return {}
-        recomputed = self.logprobs.actor(tensors)
+        not the engine's) in place of the engine's, and how far apart they were; and where the advantage function
+        reads it (Clip_B), the actor's per-token entropy from that same forward pass (under bypass_old_logprobs, a
+        forward pass of its own: the same weights), else None."""
+        algorithm = self.config.algorithm
+        wants_entropy = uses_entropy(algorithm.advantage_fn)
+        if algorithm.bypass_old_logprobs:
+            return {}, self.logprobs.actor_and_entropy(tensors)[1] if wants_entropy else None
+        entropy = None
+        if wants_entropy:
+            recomputed, entropy = self.logprobs.actor_and_entropy(tensors)
+        else:
+            recomputed = self.logprobs.actor(tensors)
         diff = batches.masked_mean((recomputed - tensors["old_log_probs"]).abs(), tensors["response_mask"])
         tensors["old_log_probs"] = recomputed
-        return {"logprob_diff": diff}
+        return {"logprob_diff": diff}, entropy
+
+    def _token_mask(
+        self, exps: list["Experience"], tensors: Tensors, rollout: "torch.Tensor", entropy: "torch.Tensor | None"
+    ) -> dict:
+        """The tokens the advantage function takes out of the loss (ADVANTAGES' token_mask: Clip_B's), over the
+        whole batch, from the advantages, the rollout's own log-probs and the actor's per-token `entropy`: rank 0
+        takes the mask over every rank's rows, each rank multiplies its shard into the response mask (so the tokens
+        leave the loss and its token count, as upstream's). Rank 0 returns its metrics, named after the function
+        (TrainResult's advantage_metrics)."""
+        name = self.config.algorithm.advantage_fn
+        if not masks_tokens(name):
+            return {}
+        mine = {
+            "advantages": functions.rows(tensors["advantages"], exps),
+            "log_probs": functions.rows(rollout, exps),
+            "entropy": None if entropy is None else functions.rows(entropy, exps),
+            "masks": functions.rows(tensors["response_mask"], exps),
+        }
+        gathered = self._gather(mine)
+        shards, metrics = None, {}
+        if self.rank == 0:
+            whole = {key: [row for part in gathered for row in part[key]] for key in mine}
+            mask = functions.token_mask(name)
+            keep, found = mask(**whole, **(self.config.algorithm.advantage_fn_args or {}))
+            shards = batches.shards(keep, self.world_size)
+            metrics = {"advantage_metrics": {f"{name}_{k}": v for k, v in found.items()}}
+        keep = batches.per_token(self._scatter(shards), tensors["responses"].shape[1])
+        tensors["response_mask"] = tensors["response_mask"] * keep.to(tensors["response_mask"].dtype)
+        return metrics
 
     def _batch_mask(self, exps: list["Experience"], tensors: Tensors) -> dict:
         """A loss's token mask over the whole batch (POLICY_LOSSES' batch_mask: M2PO's), from the current policy's
