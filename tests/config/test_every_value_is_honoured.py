@@ -47,6 +47,8 @@ KEYS46_EXPLORE = (
 )
 # Trinity-RFT's judged math example: math_rm_workflow, its judge (a stand-in on loopback) and m2po, in one run
 JUDGED = "tests/cli/test_run_upstream_workflows.py::test_a_judged_math_run_trains_on_the_judges_grades_with_m2po"
+# Clip_B's entropy mask in a real update, on rollouts whose log-probs make the mask known
+CLIPB_RUN = "tests/cli/test_run_clipb.py::test_clipb_takes_the_negative_tokens_of_lowest_signal_out_of_a_real_update"
 MATH_FLOWS = "tests/runtime/workflows/test_math_workflows.py::"
 JUDGES = ("trajectory_accuracy_grader_reward",)  # rewards that ask a judge: run against one
 # the data selectors: two training tasksets (difficulty_based fed by pass_rate_calculator, offline_easy2hard) and an
@@ -277,6 +279,7 @@ RUNS = {
     "test_a_solved_game_is_one_experience_per_step_each_with_the_episodes_reward",
     ("algorithm.algorithm_type", "m2po"): JUDGED,
     ("algorithm.policy_loss_fn", "m2po"): JUDGED,
+    ("algorithm.advantage_fn", "clipb"): CLIPB_RUN,
     ("reward", "exact_match"): EVERY,
     ("reward", "math_reward"): EVERY,
     ("reward", "trajectory_accuracy_grader_reward"): JUDGED,
