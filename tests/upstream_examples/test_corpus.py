@@ -470,11 +470,6 @@ REFUSALS = {
         {"synchronizer.sync_style": "fully_async"},
         (("synchronizer.sync_style", "'fully_async' is not run by this version of trinity"),),
     ),
-    "clipb": Refusal(
-        "grpo_verl_math_evals",
-        {"algorithm.advantage_fn": "clipb", "algorithm.advantage_fn_args.mu": 2.5},
-        (("algorithm.advantage_fn", "masks tokens by the trainer's per-token entropy"),),
-    ),
     "verl_algorithm_section": Refusal(
         "grpo_verl_math_evals",
         {"trainer.trainer_config.algorithm.rollout_correction.bypass_mode": False},
@@ -540,12 +535,11 @@ def test_every_upstream_key_and_value_is_set_by_a_corpus_config_or_refused_by_a_
     assert sorted(wanted - written - set(tried)) == []
     assert set(tried) <= wanted  # a refusal tries upstream's values only
     assert set(tried).isdisjoint(written)  # and no corpus config writes one
-    assert (len(wanted & written), len(set(tried))) == (325, 15)
+    assert (len(wanted & written), len(set(tried))) == (327, 13)
     # every upstream key is written somewhere, but those whose every value trinity refuses: model.tinker's, and the
     # verl section trinity does not pass on
     keys_written = {key for key, _ in written}
     assert sorted(set(UPSTREAM) - keys_written) == [
-        "algorithm.advantage_fn_args.mu",
         "model.tinker.base_url",
         "model.tinker.enable",
         "model.tinker.forward_backward_chunk_bytes",
