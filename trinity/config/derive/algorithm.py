@@ -127,8 +127,8 @@ def _check_token_mask(ctx: Context) -> None:
         allowed=", ".join(
             n for n in ADVANTAGES if fits_loss(n, ctx.get("algorithm.policy_loss_fn")) and not masks_tokens(n)
         ),
-        hint="remove advantage_fn to take the preset's, or train with clipb in a stage of its own (algorithm_type "
-        "grpo_verl)",
+        hint=f"remove advantage_fn to take the preset's, or train with {advantage} in a stage of its own "
+        "(algorithm_type grpo_verl)",
     )
 
 
