@@ -219,7 +219,7 @@ class Explorer(Role):
         """Run the workflows of step `step`'s tasks, write their experiences; returns the step's metrics (engine
         calls counted while other steps ran count theirs too)."""
         started = time.perf_counter()
-        batch = self._batch(step)
+        batch = self._start(step)
         calls = self._engine_calls()
         try:
             exps, failed = self._run(batch, f"step {step}", step)
@@ -250,18 +250,22 @@ class Explorer(Role):
             ray.get(self.buffer.put.remote(written))
         return written, counted
 
-    def _batch(self, step: int) -> list:
-        """Tasks of explore step `step` (1-based), as the training tasksets' selectors choose them (schedule.py), once
-        the steps before it have chosen theirs; the step is then in flight."""
+    def _start(self, step: int) -> list:
+        """Explore step `step`'s tasks, chosen once the steps before it have chosen theirs (the driver starts them in
+        order, their threads may not); the step is then in flight."""
         with self._steps:
             self._steps.wait_for(lambda: self._next_batch >= step)
-            slots = self.schedule.batch(step)
+            batch = self._batch(step)
             self._next_batch = max(self._next_batch, step + 1)
             self._in_flight[step] = 0
             for other in self._in_flight:
                 self._in_flight[other] = max(self._in_flight[other], len(self._in_flight))
             self._steps.notify_all()
-        return [(self.train[t], self.train[t].tasks[row]) for t, row in slots]
+        return batch
+
+    def _batch(self, step: int) -> list:
+        """Tasks of explore step `step` (1-based), as the training tasksets' selectors choose them (schedule.py)."""
+        return [(self.train[t], self.train[t].tasks[row]) for t, row in self.schedule.batch(step)]
 
     def _learn(self, step: int, rates: dict[str, float]) -> None:
         """Each task's pass rate this step (pass_rate_calculator's, by task) to the selectors, and to the log a
