@@ -329,6 +329,29 @@ def test_separate_sync_intervals_the_trainer_offers_every_3_steps_the_explorer_t
     assert "explorer_sync_interval: 2" in saved and "trainer_sync_interval: 3" in saved
 
 
+@pytest.mark.train
+def test_fully_async_runs_two_explore_steps_at_once_and_syncs_beside_them(env, tmp_path):
+    """sync_style fully_async with explorer.max_inflight_batches 2: the first two explore steps run at once on the
+    explorer, every train step's weights reach the engines as offered, and no explore step starts more than
+    max_inflight_batches steps past the trainer (so none explores with weights older than step - 2)."""
+    proc = trinity(
+        env,
+        tmp_path,
+        *GRPO_ONLY,
+        "buffer.total_steps=5",
+        "synchronizer.sync_style=fully_async",
+        "explorer.max_inflight_batches=2",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    records = lines(tmp_path / RUN)
+    explored = [r for r in records if r["role"] == "explorer"]
+    assert sorted(r["step"] for r in explored) == [1, 2, 3, 4, 5]
+    assert [r["steps_in_flight"] for r in explored if r["step"] <= 2] == [2, 2]  # started together
+    assert all(r["weight_version"] >= r["step"] - 2 for r in explored)
+    assert [r["weight_version"] for r in records if r["role"] == "synchronizer"] == [1, 2, 3, 4, 5]
+    assert "sync_style: fully_async" in (tmp_path / RUN / "config.yaml").read_text()
+
+
 def test_colocate_stops_at_once_when_one_explore_step_cannot_fill_a_train_batch(env, tmp_path):
     """Trainer and engine take turns: a train step that waited for more experiences would hold the devices for
     synchronizer.sync_timeout while no explore step can run. The run ends at once, saying why."""

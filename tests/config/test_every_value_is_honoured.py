@@ -138,6 +138,8 @@ RUNS = {
     ("synchronizer.sync_style", "fixed"): BOTH,
     ("synchronizer.sync_style", "trainer_driven"): EVERY,
     ("synchronizer.sync_style", "explorer_driven"): EVERY,
+    ("synchronizer.sync_style", "fully_async"): RUN
+    + "test_fully_async_runs_two_explore_steps_at_once_and_syncs_beside_them",
     ("trainer.trainer_type", "verl"): BOTH,
     ("trainer.trainer_strategy", "fsdp2"): BOTH,
     ("trainer.trainer_strategy", "fsdp"): ON_DEVICE["fsdp2 path"],
@@ -482,7 +484,6 @@ def test_a_value_that_does_not_run_is_refused_by_name_on_every_profile(tmp_path,
 
 
 SAMPLES = [
-    ("synchronizer.sync_style", "fully_async"),
     ("monitor.monitor_type", "swanlab"),
     ("trainer.trainer_strategy", "megatron"),
     ("buffer.explorer_input.eval_tasksets[].format.prompt_type", "chatpair"),

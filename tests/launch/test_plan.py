@@ -9,7 +9,7 @@ import pytest
 from tests.conftest import MINIMAL, REFERENCE
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
-from trinity.launch.plan import PlacementGroupSpec, auxiliary_slot, beside_an_engine, build_plan
+from trinity.launch.plan import STEPS_GROUP, PlacementGroupSpec, auxiliary_slot, beside_an_engine, build_plan
 
 
 def plan_for(*overrides, config=REFERENCE, exported=None):
@@ -83,6 +83,20 @@ def test_train_mode_has_no_rollout_or_explorer():
     plan = plan_for("hardware=a100", "mode=train")
     assert [g.name for g in plan.placement_groups] == ["trainer_node0"]
     assert {a.role for a in plan.actors} == {"trainer", "buffer"}
+
+
+@pytest.mark.parametrize("profile", ["a100", "ascend910b"])
+def test_under_fully_async_the_explorer_runs_its_batches_in_flight_and_an_evaluation_in_a_group_of_their_own(profile):
+    explorer = {a.role: a for a in plan_for(f"hardware={profile}").actors}["explorer"]
+    assert "concurrency_groups" not in explorer.options  # one call at a time
+    for inflight in (1, 3):
+        overrides = (
+            f"hardware={profile}",
+            "synchronizer.sync_style=fully_async",
+            f"explorer.max_inflight_batches={inflight}",
+        )
+        explorer = {a.role: a for a in plan_for(*overrides).actors}["explorer"]
+        assert explorer.options["concurrency_groups"] == {STEPS_GROUP: inflight + 1}
 
 
 def test_explore_mode_has_no_trainer():

@@ -107,6 +107,7 @@ class Explorer:
             truncated_prompts=0,
             engine_calls=1,
             seconds=0.1,
+            steps_in_flight=1,
             workflow_metrics={"accuracy_mean": 0.5},
         )
 

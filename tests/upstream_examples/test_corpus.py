@@ -465,11 +465,6 @@ REFUSALS = {
     "tinker_lora32_speed": Refusal(
         "alfworld_lora32_speed", {**TINKER_KEYS, "model.tinker.server_loss_fn": "trinity_ppo"}, TINKER_ERRORS
     ),
-    "fully_async": Refusal(
-        "alfworld_lora32_speed",
-        {"synchronizer.sync_style": "fully_async"},
-        (("synchronizer.sync_style", "'fully_async' is not run by this version of trinity"),),
-    ),
     "verl_algorithm_section": Refusal(
         "grpo_verl_math_evals",
         {"trainer.trainer_config.algorithm.rollout_correction.bypass_mode": False},
@@ -535,7 +530,7 @@ def test_every_upstream_key_and_value_is_set_by_a_corpus_config_or_refused_by_a_
     assert sorted(wanted - written - set(tried)) == []
     assert set(tried) <= wanted  # a refusal tries upstream's values only
     assert set(tried).isdisjoint(written)  # and no corpus config writes one
-    assert (len(wanted & written), len(set(tried))) == (327, 13)
+    assert (len(wanted & written), len(set(tried))) == (328, 12)
     # every upstream key is written somewhere, but those whose every value trinity refuses: model.tinker's, and the
     # verl section trinity does not pass on
     keys_written = {key for key, _ in written}

@@ -239,7 +239,9 @@ class Launch:
             "runtime_env": {"env_vars": spec.env},
             **({"scheduling_strategy": strategy} if strategy else {}),
         }
-        actor = ray.remote(cls).options(**options).remote(**self._identity(spec), **kwargs)
+        groups = options.pop("concurrency_groups", None)  # Ray takes them only as the class is made remote
+        remote = ray.remote(concurrency_groups=groups)(cls) if groups else ray.remote(cls)
+        actor = remote.options(**options).remote(**self._identity(spec), **kwargs)
         if getattr(cls, "WARM", ()):  # heavy imports start now, beside the other roles' setup; setup waits for them
             actor.warm.remote()
         self.actors[spec.name], self.started[spec.name] = actor, (spec, cls)

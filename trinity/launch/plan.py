@@ -19,6 +19,17 @@ CPUS_PER_DEVICE = 1
 COLOCATE_SHARE = 0.5  # where they share devices, the trainer and a rollout engine each take half of a device
 
 
+STEPS_GROUP = "steps"  # the explorer's concurrency group of explore steps and evaluations
+
+
+def explorer_groups(config: RunConfig) -> dict[str, int]:
+    """The explorer's concurrency groups: under sync_style fully_async, STEPS_GROUP runs explorer.max_inflight_batches
+    explore steps and an evaluation at once (Trinity-RFT's batches in flight); otherwise none, one call at a time."""
+    if config.synchronizer.sync_style != "fully_async":
+        return {}
+    return {STEPS_GROUP: config.explorer.max_inflight_batches + 1}
+
+
 @dataclass(frozen=True)
 class PlacementGroupSpec:
     name: str
@@ -40,7 +51,7 @@ class ActorSpec:
     role: str  # its entry in the roles table (roles.py)
     placement_group: str | None
     bundle_index: int | None
-    options: dict[str, Any]  # keyword arguments of Ray's .options()
+    options: dict[str, Any]  # keyword arguments of Ray's .options() (concurrency_groups: of ray.remote())
     env: dict[str, str]  # runtime_env env vars
     env_exported: tuple[str, ...] = ()  # variables whose value came from the driver's environment
     devices: float = 0  # devices the actor holds (for checks and display)
@@ -94,7 +105,7 @@ def build_plan(config: RunConfig, exported: Mapping[str, str] | None = None) -> 
     for i, model in enumerate(auxiliary_models(config)):
         slot = builder.engines(f"{AUXILIARY}{i}", model, AUXILIARY, slot)
     if mode.explores:
-        builder.actor(EXPLORER, EXPLORER, None, None, 0, 1)
+        builder.actor(EXPLORER, EXPLORER, None, None, 0, 1, groups=explorer_groups(config))
     if mode.buffers:
         builder.actor(BUFFER, BUFFER, None, None, 0, 0)  # stores and forwards: no CPU slot of its own
     namespace = run_namespace(config.ray_namespace, config.project, config.name)
@@ -179,6 +190,7 @@ class _Builder:
         devices: float,
         cpus: float,
         rank: int = 0,
+        groups: dict[str, int] | None = None,
     ) -> None:
         if role not in self.envs:
             env = role_env(self.config, role, self.exported)
@@ -189,9 +201,8 @@ class _Builder:
             )
         env, exported, secret = self.envs[role]
         # one env dict per role, shared
-        self.actors.append(
-            ActorSpec(name, role, group, index, self.options(devices, cpus), env, exported, devices, rank, secret)
-        )
+        options = self.options(devices, cpus) | ({"concurrency_groups": groups} if groups else {})
+        self.actors.append(ActorSpec(name, role, group, index, options, env, exported, devices, rank, secret))
 
     def engines(self, name: str, model, role: str = ROLLOUT, first: int = 0) -> int:
         """One bundle per engine per node it spans (PACK); one actor per bundle holding all of it, ranked from

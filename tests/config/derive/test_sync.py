@@ -187,3 +187,31 @@ def test_config_diff_shows_the_separate_intervals(cli, write):
     result = cli("config", "diff", "-c", path, "hardware=cpu", "--vs", "synchronizer.explorer_sync_interval=3")
     assert result.code == 1 and "~ synchronizer.explorer_sync_interval: 1 -> 3" in result.out
     assert "trainer_sync_interval" not in result.out
+
+
+@pytest.mark.parametrize("profile", ["a100", "ascend910b"])
+def test_fully_async_runs_its_batches_in_flight_and_is_refused_where_the_roles_take_turns(cli, render, write, profile):
+    result, cfg = render(
+        "synchronizer:\n  sync_style: fully_async\nexplorer:\n  max_inflight_batches: 3\n", f"hardware={profile}"
+    )
+    assert result.code == 0, result.err
+    assert (cfg["synchronizer"]["sync_style"], cfg["explorer"]["max_inflight_batches"]) == ("fully_async", 3)
+    result, _ = render("mode: colocate\nsynchronizer:\n  sync_style: fully_async\n", f"hardware={profile}")
+    assert result.code == 2
+    assert (
+        "error: run.yaml:5:3: synchronizer.sync_style: 'fully_async' cannot run in mode 'colocate', where the engines "
+        "sleep while the trainer steps" in " ".join(result.err.split())
+    )
+    assert "allowed: fixed, trainer_driven, explorer_driven" in result.err
+    # read under fully_async only, as upstream: set under another style, a note says it changes nothing
+    result, _ = render("explorer:\n  max_inflight_batches: 4\n", f"hardware={profile}")
+    assert result.code == 0
+    assert "note: run.yaml:4:3: explorer.max_inflight_batches: changes nothing under sync_style 'fixed'" in result.err
+    assert render("explorer:\n  max_inflight_batches: 0\n", f"hardware={profile}")[0].code == 2
+    path = write("run.yaml", MINIMAL + "synchronizer:\n  sync_style: fully_async\n")
+    explained = cli("config", "render", "-c", path, "--explain", "explorer.max_inflight_batches").out
+    assert "explorer.max_inflight_batches = 2" in explained and "schema default" in explained
+    schema = cli("config", "schema").out
+    assert "fully_async: explore steps run at once" in schema and '"fully_async"' in schema
+    diff = cli("config", "diff", "-c", path, f"hardware={profile}", "--vs", "explorer.max_inflight_batches=4")
+    assert diff.code == 1 and "~ explorer.max_inflight_batches: 2 -> 4" in diff.out

@@ -19,8 +19,10 @@ def drive(scheduler: Scheduler, pick=lambda running: 0, experiences: int = 1) ->
             scheduler.started(job)
             if job.kind in (SYNC, EVALUATE):
                 busy = {j.kind for j, _ in running}
-                # a sync needs both sides between steps; an evaluation the engines (and, shared, the devices)
-                assert not busy if job.kind == SYNC or scheduler.shared else EXPLORE not in busy, (job, busy)
+                if scheduler.policy.overlaps_syncs:  # fully_async: the engines take weights while explore steps run
+                    assert "train" not in busy if job.kind == SYNC else not scheduler.shared, (job, busy)
+                else:  # a sync needs both sides between steps; an evaluation the engines (and, shared, the devices)
+                    assert not busy if job.kind == SYNC or scheduler.shared else EXPLORE not in busy, (job, busy)
                 log.append((job.kind, job.step))
                 scheduler.finished(job)
                 continue
@@ -239,3 +241,55 @@ def test_a_train_step_on_shared_devices_knows_as_it_starts_whether_a_sync_comes_
             scheduler.finished(job, 1)
     assert predicted == {step: after_train.get(step) == SYNC for step in predicted}
     assert predicted[total] and not scheduler.syncs_after(Scheduler(SyncPolicy(style, 1, 0), 1).next_jobs()[0])
+
+
+def test_fully_async_keeps_max_inflight_batches_explore_steps_running_and_syncs_beside_them():
+    policy = SyncPolicy("fully_async", 1, 0, inflight=2)
+    log = drive(Scheduler(policy, 4))
+    assert log[:2] == [("start", "explore", 1, ["explore"]), ("start", "explore", 2, ["explore", "explore"])]
+    # explore step 1 ends: train step 1 runs beside explore step 2, and its weights reach the engines beside it too
+    assert log[2:6] == [
+        ("explore", 1, 0),
+        ("start", "train", 1, ["explore", "train"]),
+        ("explore", 2, 0),
+        ("train", 1),
+    ]
+    assert log[6:8] == [("sync", 1), ("start", "explore", 3, ["explore"])]
+    assert events(log)[-2:] == [("sync", 4), ("evaluate", 4)]
+
+
+def test_fully_async_with_one_batch_in_flight_and_no_offset_is_on_policy():
+    log = events(drive(Scheduler(SyncPolicy("fully_async", 1, 0, inflight=1), 3)))
+    assert [e for e in log if e[0] == "explore"] == [("explore", 1, 0), ("explore", 2, 1), ("explore", 3, 2)]
+
+
+@given(
+    inflight=st.integers(1, 4),
+    trainer_interval=st.integers(1, 3),
+    offset=st.integers(0, 2),
+    total=st.integers(1, 10),
+    eval_interval=st.integers(0, 3),
+    data=st.data(),
+)
+def test_fully_async_finishes_in_any_order_within_its_inflight_and_staleness_bounds(
+    inflight, trainer_interval, offset, total, eval_interval, data
+):
+    """Explore steps end in any order: at most `inflight` run at once, each starts with weights at most offset +
+    inflight + trainer interval - 2 steps older than the step before it, and every offer is taken as it is made."""
+    policy = SyncPolicy("fully_async", 1, offset, trainer_interval=trainer_interval, inflight=inflight)
+    pick = lambda running: data.draw(st.integers(0, len(running) - 1))  # noqa: E731 - calls finish in any order
+    log = drive(Scheduler(policy, total, eval_interval=eval_interval), pick)
+    trained = version = 0
+    for event in log:
+        if event[0] == "start":
+            assert event[3].count("explore") <= inflight and event[3].count("train") <= 1
+        if event[0] == "start" and event[1] == "explore":
+            assert event[2] <= trained + offset + inflight
+            assert event[2] - 1 - version <= offset + inflight + trainer_interval - 2, (event, version)
+        if event[0] == "train":
+            trained = event[1]
+        if event[0] == "sync":
+            assert event[1] == trained and (event[1] % trainer_interval == 0 or event[1] == total)
+            version = event[1]
+    assert sorted(e[1] for e in log if e[0] == "explore") == list(range(1, total + 1))
+    assert events(log)[-1] == ("evaluate", total) and version == total

@@ -103,6 +103,7 @@ RULES = (
     batch_size.pairs_batch,
     sync.sync_method,
     sync.sync_intervals,
+    sync.fully_async,
     sync.eval_interval,
     threads.compute_threads,
     trainer.checkpoints_kept,

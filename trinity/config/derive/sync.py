@@ -162,3 +162,27 @@ def eval_interval(ctx: Context) -> None:
         "eval_interval",
         (ctx.input("explorer.eval_interval"), ctx.input("synchronizer.explorer_sync_interval")),
     )
+
+
+@rule(reads=("explorer.max_inflight_batches", "mode", "synchronizer.sync_style"))
+def fully_async(ctx: Context) -> None:
+    """sync_style fully_async runs explore steps beside each other and moves weights while they run (Trinity-RFT's
+    explorer/explorer.py; runtime/driver/sync_policy.py): not where explorer and trainer take turns on the devices;
+    explorer.max_inflight_batches is read under it only, as upstream."""
+    style, entry = ctx.get("synchronizer.sync_style"), modes.mode(ctx.get("mode"))
+    if style == "fully_async" and entry.explores and entry.trains and entry.shares_devices:
+        ctx.report(
+            "error",
+            "synchronizer.sync_style",
+            f"'fully_async' cannot run in mode {ctx.get('mode')!r}, where the engines sleep while the trainer steps: "
+            "nothing runs beside anything there",
+            allowed="fixed, trainer_driven, explorer_driven",
+            hint="use mode both to explore beside training, or sync_style fixed here",
+        )
+    if style != "fully_async" and ctx.user_set("explorer.max_inflight_batches"):
+        ctx.report(
+            "note",
+            "explorer.max_inflight_batches",
+            f"changes nothing under sync_style {style!r}: explore steps run one at a time",
+            hint="set synchronizer.sync_style=fully_async to run several at once, or remove it",
+        )

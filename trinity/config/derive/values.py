@@ -25,11 +25,6 @@ _TASKSET_FILE = (
 # dotted key (a taskset's keys start with 'taskset.', the SFT data set's with 'experience_buffer.', a data set mixed
 # into batches with 'auxiliary_buffer.') -> value -> why it is refused
 NOT_RUN: dict[str, dict[str, str]] = {
-    "synchronizer.sync_style": {
-        "fully_async": "the stage loop runs fixed, trainer_driven and explorer_driven "
-        "(trinity.runtime.driver.sync_policy.SyncPolicy); fully asynchronous explore and train is not "
-        "implemented, and it would run as trainer_driven"
-    },
     "monitor.monitor_type": {
         name: f"metrics go to metrics.jsonl, and to TensorBoard or wandb; no {name} logger is implemented "
         "(trinity.runtime.records.metrics)"

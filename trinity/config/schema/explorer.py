@@ -187,6 +187,12 @@ class ExplorerConfig(Section):
         description="Split each task's repeat_times rollouts into runs of at most this many, each on whichever "
         "runner is free; null: a task's rollouts run in one workflow.",
     )
+    max_inflight_batches: PositiveInt = Field(
+        2,
+        description="synchronizer.sync_style fully_async: explore steps run at once (Trinity-RFT's batches in "
+        "flight); the explorer also runs at most this many steps plus sync_offset ahead of the trainer. Not read "
+        "under the other sync styles.",
+    )
     eval_interval: PositiveInt = Field(100, description="Explore steps between evaluations.")
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")
     bench_on_latest_checkpoint: bool = Field(

@@ -2,7 +2,8 @@
 
 The stage asks `next_jobs()`, starts what it returns, and tells `finished()` when a job is done.
 Explore and train steps run beside each other (unless the mode shares the devices); a sync runs
-when neither is running, an evaluation beside a train step (never one that shares its devices).
+when neither is running (under fully_async, beside explore steps: up to `policy.inflight` of them run at
+once), an evaluation beside a train step (never one that shares its devices).
 The numbers follow `SyncPolicy` (sync_policy.py): train step t learns from explore step t's
 experiences, and version v is the weights after train step v.
 """
@@ -26,6 +27,11 @@ class Job:
     kind: str
     step: int
 
+    @property
+    def key(self) -> str:
+        """What names this job among those running (explore steps may run several at once)."""
+        return f"{self.kind} {self.step}"
+
 
 @dataclass
 class Scheduler:
@@ -42,14 +48,15 @@ class Scheduler:
     explored: int = field(init=False)
     trained: int = field(init=False)
     engine_version: int = field(init=False)
-    running: dict[str, Job] = field(default_factory=dict, init=False)  # kind -> the job of that kind now running
+    running: dict[str, Job] = field(default_factory=dict, init=False)  # Job.key -> the job, of those now running
+    started_explore: int = field(init=False)  # the last explore step started
     gathered: int = field(default=0, init=False)  # experiences this stage's explore steps wrote
     _last_asked: int = field(init=False)
     _queued: list[Job] = field(default_factory=list, init=False)  # syncs and evaluations, run in order
     _closing: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
-        self.explored = self.trained = self.engine_version = self._last_asked = self.done
+        self.explored = self.trained = self.engine_version = self._last_asked = self.started_explore = self.done
         if self.sync_first:
             self._queued.append(Job(SYNC, self.done))
         if self.eval_first:
@@ -74,10 +81,11 @@ class Scheduler:
         if self.policy.sync_due(
             self.trained, self.engine_version, self.explored, self._last_asked, self.explored >= self.total
         ):
-            return [Job(SYNC, self.trained)] if not self.running else []
-        jobs = [c for c in (self._explore(), self._train()) if c]
-        if self.shared and len(jobs) == 2:  # one holder of the devices at a time: rollout first
-            jobs = jobs[:1]
+            return [Job(SYNC, self.trained)] if not self._holds_sync() else []
+        jobs = self._explores()
+        train = self._train()
+        if train and not (self.shared and jobs):  # one holder of the devices at a time: rollout first
+            jobs.append(train)
         if not jobs and not self.running:
             raise Stalled(self._stalled())
         return jobs
@@ -102,11 +110,13 @@ class Scheduler:
 
     def started(self, job: Job) -> None:
         """`job` is now running (or, for a sync or an evaluation, being waited on)."""
-        self.running[job.kind] = job
+        self.running[job.key] = job
+        if job.kind == EXPLORE:
+            self.started_explore = job.step
 
     def finished(self, job: Job, experiences: int = 0) -> None:
         """`job` is done; an explore step reports how many experiences it wrote."""
-        self.running.pop(job.kind, None)
+        self.running.pop(job.key, None)
         if job.kind == EXPLORE:
             self.explored += 1
             self.gathered += experiences
@@ -117,19 +127,32 @@ class Scheduler:
         elif job.kind == SYNC:
             self.engine_version, self._last_asked = job.step, self.explored
 
-    def _explore(self) -> Job | None:
-        blocked = EXPLORE in self.running or (self.shared and TRAIN in self.running)
-        step = self.explored + 1
-        if (
-            blocked
-            or self.explored >= self.total
-            or not self.policy.may_explore(step, self.engine_version, self.trained)
-        ):
+    def runs(self, kind: str) -> int:
+        """How many jobs of `kind` run now."""
+        return sum(job.kind == kind for job in self.running.values())
+
+    def _holds_sync(self) -> bool:
+        """Whether what runs keeps a sync waiting: anything, or under fully_async a train step (the trainer's weights
+        must be whole; the engines take them between generation calls)."""
+        return bool(self.runs(TRAIN)) if self.policy.overlaps_syncs else bool(self.running)
+
+    def _explores(self) -> list[Job]:
+        """The explore steps that may start now: one at a time, or under fully_async up to `policy.inflight`."""
+        jobs: list[Job] = []
+        while job := self._explore(len(jobs)):
+            jobs.append(job)
+        return jobs
+
+    def _explore(self, asked: int) -> Job | None:
+        """The next explore step, `asked` steps past those started, if it may start now."""
+        blocked = self.runs(EXPLORE) + asked >= self.policy.inflight or (self.shared and self.runs(TRAIN))
+        step = self.started_explore + asked + 1
+        if blocked or step > self.total or not self.policy.may_explore(step, self.engine_version, self.trained):
             return None
         return Job(EXPLORE, step)
 
     def _train(self) -> Job | None:
-        blocked = TRAIN in self.running or (self.shared and EXPLORE in self.running)
+        blocked = self.runs(TRAIN) or (self.shared and self.runs(EXPLORE))
         # sharing devices, a train step that waits for more experiences would hold them from every explore step
         waiting = self.shared and self.buffered < self.batch_size
         offer_waits = not self.policy.may_train(self.trained, self.engine_version, self.explored >= self.total)

@@ -13,7 +13,7 @@ from ...config.algorithms.queries import data_kind, needs_rollout
 from ...config.modes import mode, trains_until_drained
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
-from ...launch.plan import ActorSpec, auxiliary_models, auxiliary_slot
+from ...launch.plan import STEPS_GROUP, ActorSpec, auxiliary_models, auxiliary_slot, explorer_groups
 from ...launch.roles import AUXILIARY, BUFFER, EXPLORER, ROLLOUT, TRAINER, role
 from ..records.metrics import MetricsLog
 from ..records.progress import Progress, StageSummary
@@ -250,6 +250,12 @@ class Stage:
         after `timeout_s`)."""
         self.driver_calls += len(refs)
         return self.watcher.wait(refs, timeout_s)
+
+    def on_explorer(self, method: str) -> Handle:
+        """The explorer's remote `method`, called in its steps group where it has one (fully_async: explore steps and
+        an evaluation run at once)."""
+        call = getattr(self.explorer, method)
+        return call.options(concurrency_group=STEPS_GROUP) if explorer_groups(self.config) else call
 
     def watch(self, kind: str, refs: list) -> None:
         """Start watching `refs` (each a call on a role) as one step of `kind`, not waiting for them."""

@@ -68,7 +68,7 @@ def evaluate(stage: "Stage", version: int) -> None:
     if not stage.explorer or not stage.config.buffer.explorer_input.eval_tasksets:
         return
     stage.devices.give(ROLLOUT, version - stage.start.offset)
-    records: list[EvalRecord] = stage.wait([stage.explorer.evaluate.remote(version)])[0]
+    records: list[EvalRecord] = stage.wait([stage.on_explorer("evaluate").remote(version)])[0]
     for record in records:
         stage.metrics.write("eval", version, stage.name, **_flat(record, EvalRecord))
         stage.summary.eval_first.setdefault(record["taskset"], record["accuracy"])

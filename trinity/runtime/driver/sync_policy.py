@@ -19,6 +19,13 @@ are taken.
   never waits for a version, takes the offer at its next check point.
 - `explorer_driven`: at each check point the explorer asks and takes whatever the trainer has (at
   the end of the train step under way); the trainer never waits and its interval is not read.
+- `fully_async` (Trinity-RFT's explorer/explorer.py FULLY_ASYNC): the explorer keeps up to
+  `explorer.max_inflight_batches` explore steps running at once and never stops at a check point;
+  the trainer offers every trainer interval steps and its weights reach the engines at once, while
+  explore steps run (each generation call runs whole on one version: the engines take new weights
+  between calls). Upstream bounds only the batches in flight; here explore step s also waits until
+  s <= trained + sync_offset + max_inflight_batches, so its weights are at most that many steps
+  old (one more trainer interval - 1 with a trainer interval above 1).
 In the two driven styles the explorer runs at most to the first check point at least
 `sync_offset + explorer interval + 1` steps past the trainer (below offset + 2 x explorer interval
 + 1), so the buffer stays bounded and every check point can be reached while the trainer waits.
@@ -34,6 +41,7 @@ class SyncPolicy:
     offset: int
     explorer_interval: int | None = None  # None: `interval` (synchronizer.explorer_sync_interval)
     trainer_interval: int | None = None  # None: `interval` (synchronizer.trainer_sync_interval)
+    inflight: int = 1  # fully_async: explore steps running at once (explorer.max_inflight_batches)
 
     def __post_init__(self) -> None:
         for name in ("explorer_interval", "trainer_interval"):
@@ -45,13 +53,21 @@ class SyncPolicy:
                 f"{self.trainer_interval}"
             )
 
+    @property
+    def overlaps_syncs(self) -> bool:
+        """Whether weights reach the engines while explore steps run (fully_async); else a sync runs between
+        steps."""
+        return self.style == "fully_async"
+
     def check_point(self, explored: int) -> bool:
         """Whether the explorer, `explored` steps in, looks for new weights before its next step."""
         return explored > self.offset and (explored - self.offset) % self.explorer_interval == 0
 
     def explore_limit(self, trained: int) -> int:
         """Driven styles: the last explore step that may run while the trainer has done `trained` steps (a check
-        point, so that a trainer waiting with an offer is always reached)."""
+        point, so that a trainer waiting with an offer is always reached); fully_async: `inflight` + offset past it."""
+        if self.overlaps_syncs:
+            return trained + self.offset + self.inflight
         least, every = trained + self.offset + self.explorer_interval + 1, self.explorer_interval
         return self.offset + -(-(least - self.offset) // every) * every
 
@@ -82,7 +98,7 @@ class SyncPolicy:
         `explorer_done`: every explore step of the stage has run)."""
         if trained <= engine_version:
             return False
-        if self.style == "fixed":
+        if self.style == "fixed" or self.overlaps_syncs:  # fully_async: an offer is taken as it is made
             return trained % self.trainer_interval == 0
         if not self.check_point(explored) or (explorer_done and explored <= last_asked):
             return False  # a finished explorer takes once, at its last step if that is a check point

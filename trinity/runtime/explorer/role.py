@@ -11,11 +11,15 @@ and its model client refuses further calls (runners.py). A workflow that plays o
 played repeat_times times as explorer.concurrent_mode says; every explorer.runner_state_report_interval seconds, what
 each runner runs goes to the explorer's log. What the engines said of each reply completes the workflow's experiences
 (replies.py); the experience operators (operators.py) then filter a step's experiences before they reach the buffer, and
-pass_rate_calculator's pass rates go back to the selectors that learn from them.
+pass_rate_calculator's pass rates go back to the selectors that learn from them. Under sync_style fully_async several
+explore steps (and an evaluation) run at once, each on a thread of the explorer's steps group (launch/plan.py): their
+tasks share the runners; each step's tasks are chosen in step order, and its experiences written whole, one step at a
+time.
 """
 
 import importlib
 import itertools
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
@@ -52,6 +56,11 @@ class Explorer(Role):
     def __init__(self, *, config: RunConfig, run_dir: str, **identity: Any) -> None:
         super().__init__(**identity)
         self.config, self.run_dir = config, Path(run_dir)
+        # explore steps running at once (fully_async): the batches are chosen in step order, and what a step writes
+        # (saved input, selector feedback, the buffer) is written one step at a time
+        self._steps = threading.Condition()
+        self._next_batch = 1  # the explore step whose batch is chosen next
+        self._in_flight: dict[int, int] = {}  # explore step running -> the most steps that ran at once meanwhile
 
     def warm(self) -> None:
         """As Role's; Hugging Face's tokenizer too where a taskset's prompts go through the chat template (what else
@@ -104,6 +113,7 @@ class Explorer(Role):
         self.schedule = Schedule([ts.selector for ts in self.train], self.config.buffer.batch_size)
         self.slots = {task.uid: (t, i) for t, ts in enumerate(self.train) for i, task in enumerate(ts.tasks)}
         self.feedback = FeedbackLog(Path(feedback)) if feedback and self.schedule.learns else None
+        self._next_batch = done + 1
         if self.feedback:
             self.feedback.replay(self.schedule, done)
         spec = ray.get(backend) if backend is not None else None
@@ -206,15 +216,30 @@ class Explorer(Role):
         return max(1, -(-total // self.config.buffer.batch_size))
 
     def explore_step(self, step: int) -> dict:
-        """Run the workflows of step `step`'s tasks, write their experiences; returns the step's metrics."""
+        """Run the workflows of step `step`'s tasks, write their experiences; returns the step's metrics (engine
+        calls counted while other steps ran count theirs too)."""
         started = time.perf_counter()
-        batch = self._batch(step)
+        batch = self._start(step)
         calls = self._engine_calls()
-        exps, failed = self._run(batch, f"step {step}", step)
+        try:
+            exps, failed = self._run(batch, f"step {step}", step)
+        finally:
+            with self._steps:
+                at_once = self._in_flight.pop(step)
         self.timeouts.step_done()  # every task of the step ended (done, failed or cut): Trinity-RFT's completed step
         calls = self._engine_calls() - calls
         for exp in exps:
             exp.step = step
+        with self._steps:
+            written, counted = self._write(step, exps)
+        summary = self._summary(exps, time.perf_counter() - started, failed, f"step {step}")
+        summary["workflow_metrics"] |= counted  # what the operators counted, on the explorer's line
+        extra = {"tasks": len(batch), "engine_calls": calls, "experiences": len(written), "steps_in_flight": at_once}
+        return summary | extra
+
+    def _write(self, step: int, exps: list[Experience]) -> tuple[list[Experience], dict]:
+        """Step `step`'s experiences through the operators into the buffer; returns those written and what the
+        operators counted."""
         if self.saved_input is not None:  # data_processor.experience_pipeline.save_input: as made, before operators
             self.saved_input.add(exps)
         written, counted = operators.apply(self.pipeline, exps)
@@ -223,9 +248,20 @@ class Explorer(Role):
             import ray
 
             ray.get(self.buffer.put.remote(written))
-        summary = self._summary(exps, time.perf_counter() - started, failed, f"step {step}")
-        summary["workflow_metrics"] |= counted  # what the operators counted, on the explorer's line
-        return summary | {"tasks": len(batch), "engine_calls": calls, "experiences": len(written)}
+        return written, counted
+
+    def _start(self, step: int) -> list:
+        """Explore step `step`'s tasks, chosen once the steps before it have chosen theirs (the driver starts them in
+        order, their threads may not); the step is then in flight."""
+        with self._steps:
+            self._steps.wait_for(lambda: self._next_batch >= step)
+            batch = self._batch(step)
+            self._next_batch = max(self._next_batch, step + 1)
+            self._in_flight[step] = 0
+            for other in self._in_flight:
+                self._in_flight[other] = max(self._in_flight[other], len(self._in_flight))
+            self._steps.notify_all()
+        return batch
 
     def _batch(self, step: int) -> list:
         """Tasks of explore step `step` (1-based), as the training tasksets' selectors choose them (schedule.py)."""

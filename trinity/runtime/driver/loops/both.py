@@ -33,8 +33,8 @@ def run(stage: "Stage") -> None:
                 step_results.evaluate(stage, stage.start.offset + job.step)
             scheduler.finished(job)
         if scheduler.running and not any(j.kind in (SYNC, EVALUATE) for j in jobs):
-            for kind, results in stage.watcher.next_done():
-                _step_done(stage, scheduler, scheduler.running[kind], results[0])
+            for key, results in stage.watcher.next_done():
+                _step_done(stage, scheduler, scheduler.running[key], results[0])
 
 
 def _scheduler(stage: "Stage") -> Scheduler:
@@ -47,6 +47,7 @@ def _scheduler(stage: "Stage") -> Scheduler:
             sync.sync_offset,
             sync.explorer_sync_interval,
             sync.trainer_sync_interval,
+            explorer.max_inflight_batches if sync.sync_style == "fully_async" else 1,
         ),
         stage.total,
         stage.start.done,
@@ -63,10 +64,10 @@ def _start_step(stage: "Stage", job: Job, sync_follows: bool) -> None:
     engines before they generate again); the stage does not wait."""
     if job.kind == EXPLORE:
         stage.devices.give(ROLLOUT, job.step)
-        stage.watch(EXPLORE, [stage.explorer.explore_step.remote(job.step)])
+        stage.watch(job.key, [stage.on_explorer("explore_step").remote(job.step)])
     else:
         stage.devices.give(TRAINER, job.step, sync_follows)
-        stage.watch(TRAIN, [r.train_step.remote(job.step) for r in stage.ranks])
+        stage.watch(job.key, [r.train_step.remote(job.step) for r in stage.ranks])
 
 
 def _step_done(stage: "Stage", scheduler: Scheduler, job: Job, result: dict) -> None:
