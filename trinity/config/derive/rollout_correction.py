@@ -12,7 +12,7 @@ import json
 from .. import modes
 from ..algorithms.losses import POLICY_LOSSES
 from ..algorithms.queries import needs_rollout
-from ..algorithms.rollout_correction import is_bounds, rejection_bounds, rejection_options
+from ..algorithms.rollout_correction import REJECTIONS, is_bounds, rejection_bounds, rejection_options
 from ..merge import get_path
 from ..schema.algorithm import RolloutCorrectionConfig
 from ._context import Context
@@ -205,7 +205,11 @@ def _values(ctx: Context, cfg: dict) -> None:
         except ValueError as exc:
             key = f"{SECTION}.{name}"
             ctx.report(
-                "error", key, str(exc), allowed=f"e.g. {example}", hint=f"set {key}: see docs/config.md (rollout)"
+                "error",
+                key,
+                str(exc),
+                allowed=f"e.g. {example}",
+                hint=f"set {key} as verl reads it (docs/config.md, Rollout correction)",
             )
 
 
@@ -216,8 +220,6 @@ def _options(ctx: Context, spec: object) -> list[str] | None:
     try:
         return rejection_options(spec)
     except ValueError as exc:
-        from ..algorithms.rollout_correction import REJECTIONS
-
         ctx.report("error", key, str(exc), allowed=", ".join(REJECTIONS), hint=f"name options of verl's in {key}")
         return None
 
