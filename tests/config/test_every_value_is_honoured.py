@@ -65,6 +65,7 @@ AUX_RUN = "tests/cli/test_run_auxiliary.py::test_a_workflow_asks_the_auxiliary_m
 AUX_VIEW = (
     "tests/config/test_auxiliary.py::test_each_setting_of_an_auxiliary_model_reaches_its_engines_as_the_rollout_models"
 )
+CORRECTED_RUN = "tests/cli/test_run_rollout_correction.py::test_a_corrected_run_trains_and_logs_verls_metrics"
 SELECTOR_NAMES = ("sequential", "shuffle", "random", "offline_easy2hard", "difficulty_based")
 
 # (key, value) -> the test that runs it end to end. Keys: a taskset's fields as taskset.*, the trainer's data set's
@@ -296,6 +297,11 @@ RUNS = {
     },
     ("operator", "pass_rate_calculator"): SELECTORS_RUN,
     **{("reward", name): REWARD_RUN for name in REWARDS if name not in ("exact_match", "math_reward", *JUDGES)},
+    # verl's rollout correction: token weights in a run; sequence weights in a real trainer rank's batch and update
+    ("algorithm.rollout_correction.rollout_is", "token"): CORRECTED_RUN,
+    ("algorithm.rollout_correction.loss_type", "ppo_clip"): CORRECTED_RUN,
+    ("algorithm.rollout_correction.rollout_is", "sequence"): "tests/runtime/trainer/test_step.py::"
+    "test_rollout_correction_weighs_and_masks_the_batch_verls_loss_trains_on",
 }
 
 # A schema value reached only through a key that is refused as a whole (the rule names the whole key): none now.

@@ -406,7 +406,12 @@ EXPECTED = {
     "grpo_verl_math_evals": Expected(
         warnings=(("model.max_model_len", "the KV cache for 128 sequences of 8192 tokens"),),
         ascend=(NCCL, TIGHT),
-        notes=("explorer.rollout_model.engine_type",),  # vllm_async, upstream's former name of its vLLM engine
+        notes=(
+            "explorer.rollout_model.engine_type",  # vllm_async, upstream's former name of its vLLM engine
+            # verl's rollout_correction section is trinity's, its bypass_mode algorithm.bypass_old_logprobs
+            "trainer.trainer_config.algorithm.rollout_correction",
+            "algorithm.rollout_correction.bypass_mode",
+        ),
     ),
     "gsm8k_grpo": GSM8K,
     "gsm8k_judge_grpo": GSM8K,
@@ -464,11 +469,6 @@ REFUSALS = {
     ),
     "tinker_lora32_speed": Refusal(
         "alfworld_lora32_speed", {**TINKER_KEYS, "model.tinker.server_loss_fn": "trinity_ppo"}, TINKER_ERRORS
-    ),
-    "verl_algorithm_section": Refusal(
-        "grpo_verl_math_evals",
-        {"trainer.trainer_config.algorithm.rollout_correction.bypass_mode": False},
-        (("trainer.trainer_config.algorithm", "not a verl section trinity passes on"),),
     ),
     # upstream's test template leaves the model to its tests; trinity needs one in the config
     "empty_model_path": Refusal(
@@ -530,9 +530,8 @@ def test_every_upstream_key_and_value_is_set_by_a_corpus_config_or_refused_by_a_
     assert sorted(wanted - written - set(tried)) == []
     assert set(tried) <= wanted  # a refusal tries upstream's values only
     assert set(tried).isdisjoint(written)  # and no corpus config writes one
-    assert (len(wanted & written), len(set(tried))) == (328, 12)
-    # every upstream key is written somewhere, but those whose every value trinity refuses: model.tinker's, and the
-    # verl section trinity does not pass on
+    assert (len(wanted & written), len(set(tried))) == (329, 11)
+    # every upstream key is written somewhere, but those whose every value trinity refuses: model.tinker's
     keys_written = {key for key, _ in written}
     assert sorted(set(UPSTREAM) - keys_written) == [
         "model.tinker.base_url",
@@ -541,7 +540,6 @@ def test_every_upstream_key_and_value_is_set_by_a_corpus_config_or_refused_by_a_
         "model.tinker.rank",
         "model.tinker.server_loss_fn",
         "model.tinker.train_unembed",
-        "trainer.trainer_config.algorithm.rollout_correction.bypass_mode",
     ]
 
 

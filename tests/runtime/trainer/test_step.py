@@ -1,7 +1,9 @@
 """A train step on real trainer ranks: a bf16 LoRA update with a KL loss, the environment's tokens kept out of the
 loss, and advantages computed over the whole batch when a task's rollouts sit on several ranks; Clip_B's entropy taken
 in the old policy's forward pass only where the advantage reads it, and its mask over every rank's tokens multiplied
-into the response mask."""
+into the response mask; the rollout correction's weights and mask in verl's batch, taken over the whole batch."""
+
+import math
 
 import pytest
 
@@ -369,3 +371,129 @@ def test_clipbs_mask_is_taken_over_every_ranks_tokens():
         assert proc.exitcode == 0
     assert (got[0][0], got[1][0]) == ([[0]], [[1]])
     assert got[0][1]["advantage_metrics"]["clipb_frac_clipped"] == 0.5 and got[1][1] == {}
+
+
+def _flat(rows: list[list[float]]) -> list[float]:
+    return [value for row in rows for value in row]
+
+
+# each experience's log-ratio, recomputed old policy against the engine's, per response token (2 tokens each)
+DELTAS = [[0.1, 0.1], [math.log(3.0), 0.0]] + [[0.0, 0.0]] * 6
+# the demo's GRPO stage (its SFT stage has no rollouts to correct)
+CORRECTION = tuple(
+    f"+stages.1.algorithm.{key}"
+    for key in (
+        "bypass_old_logprobs=false",
+        "rollout_correction.rollout_is=sequence",
+        "rollout_correction.rollout_is_threshold=1.5",
+        "rollout_correction.rollout_is_batch_normalize=true",
+        "rollout_correction.rollout_rs=token_k1",
+        "rollout_correction.rollout_rs_threshold=2.0",
+    )
+)
+
+
+def corrected_update(demo_dir: str, out) -> None:
+    """In a process of its own: a trainer rank builds verl's batch with sequence IS weights and token_k1 rejection from
+    experiences whose engine log-probs are its own recomputed ones less DELTAS, and takes an update on it."""
+    import os
+
+    os.environ["TRINITY_DEMO_DIR"] = demo_dir
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.platforms import get_platform
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer import batch as batches
+    from trinity.runtime.trainer.batch import metric_mean
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    config = resolve(Request(None, ("hardware=cpu", "buffer.train_batch_size=8", *CORRECTION))).stage("grpo")
+    os.environ.update(get_platform("cpu").verl_env())
+    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
+    rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 8, None)
+    from verl.utils import tensordict_utils as tu  # after the platform's env: verl reads it at import
+
+    exps = [Experience([3, 4, 5], [6, 7], [0.0, 0.0], float(i % 2), f"g{i // 4}") for i in range(8)]
+    own = rank.steps.logprobs.actor(batches.padded(exps, rank.steps._pad_id())).tolist()
+    for exp, mine, delta in zip(exps, own, DELTAS):
+        exp.logprobs = [m - d for m, d in zip(mine, delta)]
+    rank.steps.whole = exps  # rank 0's step batch, as taken from the buffer
+    batch, extra, _ = rank.steps.tensors(exps)
+    output = rank.workers.actor.update_actor(batch)
+    out.put(
+        {
+            "weights": batch["rollout_is_weights"].tolist(),
+            "mask": batch["response_mask"].tolist(),
+            "metrics": extra["rollout_corr"],
+            "logprob_diff": extra["logprob_diff"],
+            "loss": metric_mean(tu.get(output, "metrics").get("loss")),
+        }
+    )
+
+
+@pytest.mark.train  # a real verl trainer rank, in a process of its own
+def test_rollout_correction_weighs_and_masks_the_batch_verls_loss_trains_on(demo_assets):
+    """Sequence weights exp(sum of the log-ratios), truncated at 1.5 and divided by their batch mean; token_k1 with
+    2.0 rejects the one token whose ratio is 3; the update trains on it."""
+    seen = spawned(corrected_update, str(demo_assets))
+    raw = [math.exp(0.2), 1.5] + [1.0] * 6  # row 1: exp(log 3) = 3, truncated at 1.5
+    mean = sum(raw) / 8
+    assert _flat(seen["weights"]) == pytest.approx([w / mean for w in raw for _ in range(2)], rel=1e-4)
+    assert seen["mask"] == [[1, 1], [0, 1]] + [[1, 1]] * 6
+    metrics = seen["metrics"]
+    assert metrics["rollout_corr/rollout_rs_masked_fraction"] == pytest.approx(1 / 16)
+    assert metrics["rollout_corr/rollout_is_batch_norm_factor"] == pytest.approx(mean, rel=1e-4)
+    assert metrics["rollout_corr/kl"] == pytest.approx(-(0.2 + math.log(3)) / 16, rel=1e-3)
+    assert seen["logprob_diff"] == pytest.approx((0.2 + math.log(3)) / 16, rel=1e-3)
+    assert math.isfinite(seen["loss"])
+
+
+def shard_correction(rank: int, port: int, out) -> None:
+    """In a process of its own: trainer rank `rank` of 2 (gloo) corrects its shard of 4 rows; rank 0 computes the
+    correction over both ranks' rows (no model: the log-probs are given)."""
+    import torch
+    import torch.distributed as dist
+
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.runtime.trainer.step import Step
+
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    overrides = (*CORRECTION[:2], CORRECTION[3])  # sequence weights at the default threshold, normalised
+    config = resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
+    step = Step(config, rank, 2, workers=None, sampler=None)
+    deltas = DELTAS[rank * 4 : rank * 4 + 4]
+    width = 2 + rank  # each rank pads to its own longest response
+    old = torch.tensor([d + [5.0] * (width - 2) for d in deltas])
+    mask = torch.tensor([[1, 1] + [0] * (width - 2)] * 4)
+    tensors = {"old_log_probs": old, "response_mask": mask}
+    kept, metrics = step._rollout_correction(tensors, torch.zeros_like(old))
+    out.put((rank, kept, tensors["rollout_is_weights"].tolist(), metrics))
+    dist.destroy_process_group()
+
+
+@pytest.mark.train  # two trainer processes in a gloo group
+def test_rollout_correction_is_taken_over_the_whole_batch_across_ranks():
+    """The batch mean that normalises the weights is over both ranks' rows (the single-process answer), and each rank
+    gets its own rows back at its own width; rank 0 alone reports the metrics."""
+    import multiprocessing
+
+    from trinity.runtime.sync.group import free_port
+
+    ctx = multiprocessing.get_context("spawn")
+    queue, port = ctx.Queue(), free_port()
+    procs = [ctx.Process(target=shard_correction, args=(r, port, queue)) for r in range(2)]
+    for proc in procs:
+        proc.start()
+    seen = dict((r, rest) for r, *rest in (queue.get(timeout=120) for _ in procs))
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    raw = [math.exp(0.2), 2.0] + [1.0] * 6  # row 1's 3 truncated at the default threshold, 2.0
+    mean = sum(raw) / 8
+    assert _flat(seen[0][1]) == pytest.approx(_flat([[w / mean] * 2 for w in raw[:4]]), rel=1e-5)
+    assert _flat(seen[1][1]) == pytest.approx(_flat([[w / mean] * 2 + [0.0] for w in raw[4:]]), rel=1e-5)
+    assert seen[0][0] and seen[1][0]
+    assert seen[0][2]["rollout_corr"]["rollout_corr/rollout_is_batch_norm_factor"] == pytest.approx(mean, rel=1e-5)
+    assert seen[1][2] == {}

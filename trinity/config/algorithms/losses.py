@@ -49,6 +49,9 @@ class PolicyLoss:
     # policy's log-ratio to the rollout's and the advantages (M2PO): the trainer zeroes the masked tokens' advantages,
     # so they add nothing to the loss and still count in its denominator; it needs the rollout's own log-probs
     batch_mask: str | None = None
+    # whether the loss multiplies its per-token losses by verl's rollout importance-sampling weights (the batch's
+    # rollout_is_weights, algorithm.rollout_correction.rollout_is), as verl's own losses do
+    is_weights: bool = False
 
 
 def _own(args: type[Section], module: str, **kwargs: str) -> PolicyLoss:
@@ -58,10 +61,10 @@ def _own(args: type[Section], module: str, **kwargs: str) -> PolicyLoss:
 
 POLICY_LOSSES: dict[str, PolicyLoss] = named(
     {
-        "ppo": PolicyLoss(PPOPolicyLossArgs, "vanilla"),
+        "ppo": PolicyLoss(PPOPolicyLossArgs, "vanilla", is_weights=True),
         "sft": PolicyLoss(SFTLossArgs, batch="sft"),
-        "gspo": PolicyLoss(GSPOPolicyLossArgs, "gspo"),
-        "cispo": PolicyLoss(CISPOPolicyLossArgs, "cispo"),
+        "gspo": PolicyLoss(GSPOPolicyLossArgs, "gspo", is_weights=True),
+        "cispo": PolicyLoss(CISPOPolicyLossArgs, "cispo", is_weights=True),
         "opmd": _own(OPMDPolicyLossArgs, "opmd"),
         "topr": _own(TOPRPolicyLossArgs, "topr"),
         "rec": _own(RECPolicyLossArgs, "rec"),

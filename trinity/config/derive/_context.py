@@ -102,6 +102,15 @@ class Context:
         parent[undotted(key)[-1]] = value
         self.provenance.add(undotted(key), Contribution(written.layer, written.source, value, (origin,)))
 
+    def section_as_written(self, key: str, origin: str) -> None:
+        """Create the mapping `key` (null until now) as written where the mapping `origin` was: another spelling of
+        the same section, whose own keys are then set with set_as_written."""
+        parent = self.data
+        for part in undotted(key)[:-1]:
+            parent = parent.setdefault(part, {})
+        parent[undotted(key)[-1]] = {}
+        self.provenance.record_sections([undotted(key)], self.provenance.written_where(undotted(origin)))
+
     def report(self, severity: Severity, key: str, message: str, allowed: str = "", hint: str = "") -> None:
         """Add an error, warning or note about `key`, located where its value came from."""
         self.issues.append(

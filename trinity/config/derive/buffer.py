@@ -241,7 +241,9 @@ def engine_logprobs(ctx: Context) -> None:
     ):
         return
     found = [
-        (k, t["rollout_args"]) for k, t, is_eval in tasksets(ctx) if not is_eval and _shaped(ctx, t["rollout_args"])
+        (k, t["rollout_args"])
+        for k, t, is_eval in tasksets(ctx)
+        if not is_eval and shaped_sampling(ctx, t["rollout_args"])
     ]
     if not found:
         return
@@ -294,7 +296,7 @@ def batch_masked_loss(ctx: Context) -> None:
         )
 
 
-def _shaped(ctx: Context, args: dict) -> bool:
+def shaped_sampling(ctx: Context, args: dict) -> bool:
     """Whether sampling with `args` (and the engine's repetition penalty) draws from other than the logits' own
     distribution."""
     penalty = ctx.get("explorer.rollout_model.repetition_penalty")

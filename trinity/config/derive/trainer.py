@@ -7,6 +7,7 @@ from .. import modes
 from ..algorithms.losses import POLICY_LOSSES
 from ..algorithms.queries import uses_critic
 from ..merge import get_path
+from . import rollout_correction as correction
 from ._context import Context
 from ._rule import rule
 
@@ -49,15 +50,23 @@ VERL_TWINS = {
 ARR = "actor_rollout_ref"
 
 
+# verl's algorithm section: its rollout_correction is trinity's algorithm.rollout_correction (rollout_correction.py)
+TWIN_SECTIONS = (correction.SECTION, correction.BYPASS)
+
+
 @rule(
     reads=(PASSTHROUGH,),
-    writes=(PASSTHROUGH, *VERL_TWINS.values()),
-    before=tuple(VERL_TWINS.values()),
+    writes=(PASSTHROUGH, *VERL_TWINS.values(), *TWIN_SECTIONS),
+    before=(*VERL_TWINS.values(), *TWIN_SECTIONS),
 )
 def verl_twins(ctx: Context) -> None:
     """A verl key of VERL_TWINS in trainer.trainer_config (bare or under actor_rollout_ref) sets its trinity key as if
-    written there; that key written too, with another value, is an error."""
+    written there; that key written too, with another value, is an error. verl's algorithm.rollout_correction there is
+    trinity's algorithm.rollout_correction, whose bypass_mode is algorithm.bypass_old_logprobs
+    (rollout_correction.py)."""
     passthrough = copy.deepcopy(ctx.get(PASSTHROUGH))
+    correction.from_verl(ctx, passthrough, PASSTHROUGH)
+    correction.bypass_twin(ctx)
     for written, verl_key, value in _twins_written(passthrough):
         ours, key = VERL_TWINS[verl_key], f"{PASSTHROUGH}.{written}"
         if ctx.user_set(ours) and ctx.get(ours) != value:
@@ -166,7 +175,12 @@ def _only_value(ctx: Context, key: str, value: object, accepted: object, why: st
 
 
 def _refuse(ctx: Context, key: str, name: str, critic: bool) -> None:
-    if name == CRITIC:
+    if name == "algorithm":
+        reason = (
+            "trinity passes on verl's algorithm.rollout_correction alone (as algorithm.rollout_correction); the rest "
+            "of verl's algorithm section is trinity's algorithm section (advantage_fn_args, kl_penalty_fn, ...)"
+        )
+    elif name == CRITIC:
         reason = (
             "verl's critic section goes directly under trainer.trainer_config"
             if critic
@@ -177,7 +191,7 @@ def _refuse(ctx: Context, key: str, name: str, critic: bool) -> None:
             "trinity passes verl's actor_rollout_ref sections and, for a critic, critic (Trinity-RFT drops the "
             "rest silently)"
         )
-    allowed = ["actor_rollout_ref", *VERL_SECTIONS] + ([CRITIC] if critic else [])
+    allowed = ["actor_rollout_ref", *VERL_SECTIONS, "algorithm.rollout_correction"] + ([CRITIC] if critic else [])
     ctx.report(
         "error",
         key,

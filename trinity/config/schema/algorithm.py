@@ -30,6 +30,46 @@ class OptimizerConfig(Section):
     clip_grad: float = Field(1.0, gt=0, description="Gradient norm clip (trainer.grad_clip is the same value).")
 
 
+class RolloutCorrectionConfig(Section):
+    """verl's algorithm.rollout_correction (verl/trainer/config/algorithm.py RolloutCorrectionConfig, its YAML's
+    defaults): trinity/config/algorithms/rollout_correction.py says what each value means."""
+
+    rollout_is: Literal["token", "sequence"] | None = Field(
+        None,
+        description="Importance-sampling weights pi_old / pi_rollout on the policy loss: per token, per sequence (the "
+        "product of its tokens'), or null (none; the rollout_corr/* metrics alone).",
+    )
+    rollout_is_threshold: float | str = Field(
+        2.0,
+        description="A number truncates the IS weights at it (TIS); 'lower_upper' (e.g. '0.5_5.0') zeroes them "
+        "outside [lower, upper] (IcePop).",
+    )
+    rollout_is_batch_normalize: bool = Field(
+        False, description="Divide the IS weights by their mean over the batch (per token or per sequence)."
+    )
+    rollout_rs: str | None = Field(
+        None,
+        description="Rejection sampling: token_k1..3, seq_sum_k1..3, seq_mean_k1..3, seq_max_k2..3, or several "
+        "comma-separated (each must pass); rejected tokens leave the loss. null: none.",
+    )
+    rollout_rs_threshold: float | str | None = Field(
+        None,
+        description="Bounds of rollout_rs, one for all options or one each (comma-separated): 'lower_upper' ratio "
+        "bounds for k1 (a number u alone: 1/u_u), an upper bound for k2 and k3.",
+    )
+    bypass_mode: bool | None = Field(
+        None,
+        description="verl's name of algorithm.bypass_old_logprobs (true: the rollout's log-probs are the old "
+        "policy's; false: the trainer recomputes them, which IS and RS need); written, it sets that key. null: "
+        "that key's value.",
+    )
+    loss_type: Literal["ppo_clip", "reinforce"] = Field(
+        "ppo_clip",
+        description="verl's loss in bypass mode: ppo_clip (the policy loss's clipped ratio against the rollout); "
+        "reinforce is not run.",
+    )
+
+
 class AlgorithmConfig(Section):
     # Upstream's default is 'ppo', which trains a critic model beside the policy; GRPO needs none.
     algorithm_type: str = Field(
@@ -69,3 +109,8 @@ class AlgorithmConfig(Section):
         "trainer's weights before each update.",
     )
     loss_agg_mode: LossAggMode | None = Field(None, description="How token losses are aggregated; None is token-mean.")
+    rollout_correction: RolloutCorrectionConfig | None = Field(
+        None,
+        description="Correction of the gap between the rollout engine's log-probs and the trainer's (verl's "
+        "rollout_correction): IS weights and rejection sampling; null: none.",
+    )

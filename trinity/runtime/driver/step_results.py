@@ -26,7 +26,7 @@ def trained(stage: "Stage", step: int, result: TrainResult) -> None:
     """Record train step `step` (stage-local), and save a checkpoint when one is due (the last is the stage's own)."""
     # the NotRequired ones (logprob_diff, kl_penalty) only where the trainer computed them
     optional = TrainResult.__optional_keys__
-    flat = ("loss_metrics", "advantage_metrics", "seqlen_metrics")  # written as their own keys
+    flat = ("loss_metrics", "advantage_metrics", "seqlen_metrics", "rollout_corr")  # written as their own keys
     named = [k for k in TrainResult.__annotations__ if k not in flat and (k in result or k not in optional)]
     values = {k: v for part in flat for k, v in result.get(part, {}).items()}
     values |= {k: result.get(k) for k in named}  # the protocol's names win

@@ -3,7 +3,8 @@
 Contract (other tools read it): explorer lines carry reward_mean, response_length_mean,
 tokens_per_s, weight_version, and <name>_mean of each metric the workflows report; trainer lines
 loss, grad_norm, lr (and logprob_diff when the old log-probs are recomputed, kl_penalty with a
-KL penalty in the reward); synchronizer lines method, seconds, weight_version; eval lines
+KL penalty in the reward, verl's rollout_corr/* with algorithm.rollout_correction); synchronizer
+lines method, seconds, weight_version; eval lines
 taskset, accuracy; preview lines (trainer.enable_preview) table and rows (prompt, response, reward), also shown by
 the monitor: a wandb table as Trinity-RFT logs it, a TensorBoard text summary (a Markdown table; Trinity-RFT's
 TensorBoard monitor shows none). Each line is written with one append, so a reader never sees half a line.

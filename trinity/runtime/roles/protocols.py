@@ -61,6 +61,9 @@ class TrainResult(TypedDict):
     drained: NotRequired[str]
     # only with trainer.balance_batch: tokens per rank before and after balancing (global_seqlen/*); written flat
     seqlen_metrics: NotRequired[dict[str, float]]
+    # only with algorithm.rollout_correction where the trainer recomputes the old log-probs: verl's rollout_corr/*
+    # metrics (trainer/rollout_correction.py); written flat
+    rollout_corr: NotRequired[dict[str, float]]
 
 
 class SyncResult(TypedDict):  # the synchronizer's, in the driver

@@ -126,20 +126,30 @@ class Step:
         return self._rl_batch(exps, tensors, meta)
 
     def _rl_batch(self, exps: list["Experience"], tensors: Tensors, meta: dict) -> Built:
-        """The rest of an RL batch: the old policy, the critic's values, the advantages over the whole batch and the
-        tokens they take out of the loss (Clip_B's)."""
-        rollout = tensors["old_log_probs"]  # the engine's, before the trainer may recompute them
+        """The rest of an RL batch: the old policy, the rollout correction, the critic's values, the advantages over
+        the whole batch and the tokens they take out of the loss (Clip_B's). Neither verl's batch nor the critic's
+        where the correction rejected every token of it (their losses would divide by zero tokens)."""
+        engine = tensors["old_log_probs"]  # the engine's, before the trainer may recompute them
         extra, entropy = self._old_policy(tensors)
+        kept = True
+        if self.config.algorithm.rollout_correction is not None and not self.config.algorithm.bypass_old_logprobs:
+            kept, corrected = self._rollout_correction(tensors, engine)
+            extra |= corrected
         values = self.workers.critic.values(tensors) if self.workers.critic is not None else None
         columns = self._columns(tensors, exps, values)
         advantages, returns, metrics = self.advantages(self._kl(tensors, exps), columns)
         width = tensors["responses"].shape[1]
         tensors["advantages"] = batches.per_token(advantages, width)
-        metrics |= self._token_mask(exps, tensors, rollout, entropy)
+        metrics |= self._token_mask(exps, tensors, engine, entropy)
         metrics |= self._batch_mask(exps, tensors)
         total = meta["global_batch_size"]
-        critic_batch = None if values is None else (tensors, values, batches.per_token(returns, width), total)
-        return self._actor_batch(tensors, meta), extra | metrics, critic_batch
+        if values is None or not kept:
+            return (self._actor_batch(tensors, meta) if kept else None), extra | metrics, None
+        return (
+            self._actor_batch(tensors, meta),
+            extra | metrics,
+            (tensors, values, batches.per_token(returns, width), total),
+        )
 
     def _old_policy(self, tensors: Tensors) -> tuple[dict, "torch.Tensor | None"]:
         """Unless algorithm.bypass_old_logprobs, the old policy's log-probs recomputed by the trainer (its numerics,
@@ -187,6 +197,36 @@ class Step:
         keep = batches.per_token(self._scatter(shards), tensors["responses"].shape[1])
         tensors["response_mask"] = tensors["response_mask"] * keep.to(tensors["response_mask"].dtype)
         return metrics
+
+    def _rollout_correction(self, tensors: Tensors, engine: "torch.Tensor") -> tuple[bool, dict]:
+        """algorithm.rollout_correction over the whole batch (rollout_correction.py): rank 0 computes it from every
+        rank's rows of the recomputed old log-probs and the `engine`'s, each rank takes its rows' IS weights (verl's
+        rollout_is_weights, which its policy loss multiplies in) and leaves the rejected tokens out of its response
+        mask. Whether any token of the batch is kept, and (rank 0) the rollout_corr/* metrics."""
+        from . import rollout_correction
+
+        mask = tensors["response_mask"]
+        mine = {name: matrix.tolist() for name, matrix in (("old", tensors["old_log_probs"]), ("rollout", engine))}
+        mine["mask"] = mask.tolist()
+        gathered = self._gather(mine)
+        shards, metrics = None, {}
+        if self.rank == 0:
+            width = max(len(part["mask"][0]) for part in gathered)
+            whole = {key: batches.per_token([row for part in gathered for row in part[key]], width) for key in mine}
+            cfg = self.config.algorithm.rollout_correction
+            found = rollout_correction.correct(whole["old"], whole["rollout"], whole["mask"], cfg)
+            kept = bool((found.keep * whole["mask"]).any())
+            rows = len(whole["mask"])
+            weights = found.weights.tolist() if found.weights is not None else [None] * rows
+            parts = zip(batches.shards(weights, self.world_size), batches.shards(found.keep.tolist(), self.world_size))
+            shards = [(None if found.weights is None else w, k, kept) for w, k in parts]
+            metrics = {"rollout_corr": found.metrics}
+        weights, keep, kept = self._scatter(shards)
+        width = mask.shape[1]
+        tensors["response_mask"] = (mask * batches.per_token(keep, width)[:, :width]).to(mask.dtype)
+        if weights is not None:
+            tensors["rollout_is_weights"] = batches.per_token(weights, width)[:, :width]
+        return kept, metrics
 
     def _batch_mask(self, exps: list["Experience"], tensors: Tensors) -> dict:
         """A loss's token mask over the whole batch (POLICY_LOSSES' batch_mask: M2PO's), from the current policy's
