@@ -119,3 +119,67 @@ def test_a_hung_task_is_cut_at_its_dynamic_timeout_runners_report_and_rollouts_p
     # runner_state_report_interval: the runners' table in the explorer's log, the hung task running in it
     assert log.count("runner state (explorer.runner_state_report_interval=1s)") >= 1
     assert re.search(rf"\| {re.escape(cut[0])}\s+\| running\s+\|", log), log[-3000:]
+
+
+# explorer.over_rollout: each explore step's first task to start hangs until it is cut, asking the model once more
+# after (which a cut task's model client refuses); the step waits for 3 of its 4 tasks, then 1 s, and leaves it behind.
+LAGGARD = """
+import json, os, threading, time
+
+from trinity.runtime.workflows.arith import ArithWorkflow
+
+_seen, _lock = [], threading.Lock()
+
+
+class Laggard(ArithWorkflow):
+    def run(self):
+        start = time.time()
+        with _lock:
+            _seen.append(self.task.uid)
+            hang = len(_seen) % 4 == 1
+        ended = "done"
+        try:
+            if hang:
+                while time.time() - start < 120 and not self.model.cut.is_set():
+                    time.sleep(0.05)
+                ended = "cut" if self.model.cut.is_set() else "not cut"
+            return super().run()
+        except Exception as exc:
+            ended += f" then {type(exc).__name__}"
+            raise
+        finally:
+            with open(os.environ["W48_PLAYS"], "a") as out:
+                out.write(json.dumps([self.task.uid, start, time.time(), ended]) + "\\n")
+"""
+
+
+def test_over_rollout_leaves_each_steps_slowest_task_behind_once_the_others_have_ended(run_env, tmp_path):
+    (tmp_path / "w48_laggard.py").write_text(textwrap.dedent(LAGGARD))
+    plays = tmp_path / "plays.jsonl"
+    env = dict(run_env, W48_PLAYS=str(plays))
+    env["PYTHONPATH"] = ":".join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
+    proc = trinity(
+        env,
+        tmp_path,
+        *GRPO_ONLY,
+        "mode=explore",
+        "buffer.total_steps=2",
+        "buffer.trainer_input.experience_buffer.storage_type=file",
+        "buffer.explorer_input.taskset.default_workflow_type=w48_laggard:Laggard",
+        "explorer.max_retry_times=0",
+        "explorer.over_rollout.ratio=0.25",  # wait for ceil(4 x 0.75) = 3 tasks
+        "explorer.over_rollout.wait_after_min=1",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = tmp_path / RUN
+    explored = lines(run, "explorer")
+    assert [(r["step"], r["tasks_left_behind"], r["failed_tasks"]) for r in explored] == [(1, 1, 0), (2, 1, 0)]
+    records = [json.loads(line) for line in plays.read_text().splitlines()]
+    hung = [p for p in records if p[3] != "done"]
+    assert [p[3] for p in hung] == ["cut then TaskCut"] * 2  # each cut, its client refused the call after
+    assert all(p[2] - p[1] < 30 for p in hung)  # left behind about a second after the others, not after 120 s
+    experiences = [json.loads(line) for line in (run / "arith_experiences.jsonl").read_text().splitlines()]
+    assert {e["group"] for e in experiences} == {p[0] for p in records if p[3] == "done"}  # 3 tasks a step
+    assert len({e["group"] for e in experiences}) == 6
+    assert "2 of 4 tasks left behind" not in (run / "logs" / "explorer.log").read_text()
+    assert "1 of 4 tasks left behind (explorer.over_rollout)" in (run / "logs" / "explorer.log").read_text()

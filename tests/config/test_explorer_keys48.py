@@ -168,3 +168,66 @@ def test_the_dynamic_timeout_is_noted_in_bench_and_its_settings_while_it_is_off(
     ]
     on = cli("config", "validate", "-c", write("run.yaml", MINIMAL + GOOD), "hardware=cpu")
     assert on.code == 0 and _notes(on) == [], on.err  # in mode both every key is read
+
+
+OVER = "synchronizer:\n  sync_style: explorer_driven\nexplorer:\n  over_rollout:\n    ratio: 0.25\n"
+
+
+@pytest.mark.parametrize("profile", ["a100", "ascend910b"])
+def test_over_rollout_takes_upstreams_defaults_and_a_users_values_with_their_line(cli, write, profile):
+    result = cli("config", "render", "-c", write("run.yaml", MINIMAL), f"hardware={profile}", "--format", "json")
+    assert result.json()["explorer"]["over_rollout"] == {
+        "ratio": 0.0,
+        "wait_after_min": 30.0,
+        "return_partial_tasks": False,
+    }
+    path = write("run.yaml", MINIMAL + OVER + "    wait_after_min: 5\n    return_partial_tasks: true\n")
+    result = cli("config", "render", "-c", path, f"hardware={profile}", "--format", "json")
+    assert result.code == 0, result.err
+    assert result.json()["explorer"]["over_rollout"] == {
+        "ratio": 0.25,
+        "wait_after_min": 5.0,
+        "return_partial_tasks": True,
+    }
+    explained = cli("config", "render", "-c", path, f"hardware={profile}", "--explain", "explorer.over_rollout.ratio")
+    assert "run.yaml:7:5" in explained.out and "0.25" in explained.out
+    diff = cli("config", "diff", "-c", path, f"hardware={profile}", "--vs", "explorer.over_rollout.ratio=0.5")
+    assert diff.code == 1 and "~ explorer.over_rollout.ratio: 0.25 -> 0.5" in diff.out
+    schema = cli("config", "schema").out
+    assert "Share of a training explore step's tasks it need not wait for" in schema
+
+
+@pytest.mark.parametrize(
+    "text,where,message",
+    [
+        ("    ratio: 1.0\n", "run.yaml:7:5", "input should be less than 1 (got 1.0)"),
+        ("    ratio: -0.1\n", "run.yaml:7:5", "input should be greater than or equal to 0 (got -0.1)"),
+        ("    wait_after_min: -1\n", "run.yaml:7:5", "input should be greater than or equal to 0 (got -1)"),
+    ],
+)
+def test_a_bad_over_rollout_value_is_exit_2_at_its_line(cli, write, text, where, message):
+    path = write(
+        "run.yaml", MINIMAL + "synchronizer:\n  sync_style: explorer_driven\nexplorer:\n  over_rollout:\n" + text
+    )
+    result = cli("config", "validate", "-c", path, "hardware=cpu")
+    assert result.code == 2 and f"error: {where}: explorer.over_rollout." in result.err and message in result.err
+
+
+def test_over_rollout_under_fixed_is_refused_where_explorer_and_trainer_take_turns_and_noted_where_it_does_nothing(
+    cli, write
+):
+    fixed = write("run.yaml", MINIMAL + "explorer:\n  over_rollout:\n    ratio: 0.25\n")
+    result = cli("config", "validate", "-c", fixed, "hardware=cpu")
+    assert result.code == 2
+    assert "error: run.yaml:5:5: explorer.over_rollout.ratio: 0.25 leaves tasks of each explore step behind" in (
+        result.err
+    )
+    assert "allowed: 0 under sync_style fixed" in result.err and "explorer_driven or fully_async" in result.err
+    # an explore run has no trainer to wait: fixed is fine there
+    assert cli("config", "validate", "-c", fixed, "hardware=cpu", "mode=explore").code == 0
+    train = cli("config", "validate", "-c", fixed, "hardware=cpu", "mode=train")
+    assert train.code == 0 and "explorer.over_rollout.ratio: changes nothing in mode 'train'" in train.err
+    idle = write("run.yaml", MINIMAL + "explorer:\n  over_rollout:\n    return_partial_tasks: true\n")
+    result = cli("config", "validate", "-c", idle, "hardware=cpu")
+    assert result.code == 0
+    assert "note: run.yaml:5:5: explorer.over_rollout.return_partial_tasks: changes nothing: " in result.err

@@ -241,7 +241,12 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
         + "trainer:\n  megatron:\n    tensor_model_parallel_size: 2\n"
     )
     result = cli(
-        "config", "validate", "-c", write("run.yaml", text), "hardware=cpu", "+explorer.over_rollout.ratio=0.5"
+        "config",
+        "validate",
+        "-c",
+        write("run.yaml", text),
+        "hardware=cpu",
+        "+data_processor.task_pipeline.operators=[]",
     )
     assert result.code == 2 and "trinity: 3 problems in the config" in result.err
     assert (
@@ -254,8 +259,8 @@ def test_validate_names_a_not_yet_key_where_it_is_written(cli, write):
         "training is not supported yet" in result.err
     )
     assert (
-        "error: override '+explorer.over_rollout.ratio=0.5': explorer.over_rollout: known Trinity-RFT key, not "
-        "supported by trinity yet\n    hint: over-rollout (not waiting for the slowest tasks)" in result.err
+        "error: override '+data_processor.task_pipeline.operators=[]': data_processor.task_pipeline: known "
+        "Trinity-RFT key, not supported by trinity yet\n    hint: task pipelines (Data-Juicer operators" in result.err
     )
     assert "unknown key" not in result.err
 

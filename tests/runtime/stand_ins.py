@@ -108,6 +108,7 @@ class Explorer:
             engine_calls=1,
             seconds=0.1,
             steps_in_flight=1,
+            tasks_left_behind=0,
             workflow_metrics={"accuracy_mean": 0.5},
         )
 

@@ -1,6 +1,7 @@
 """The explorer's runners under Trinity-RFT's explorer keys: the dynamic timeout (explorer.dynamic_timeout), the
-runner state report (explorer.runner_state_report_interval) and the repeats of a one-rollout workflow
-(explorer.concurrent_mode); unit by unit, then through the explorer role's own task loop."""
+runner state report (explorer.runner_state_report_interval), the repeats of a one-rollout workflow
+(explorer.concurrent_mode) and over-rollout (explorer.over_rollout); unit by unit, then through the explorer role's
+own task loop."""
 
 import logging
 import threading
@@ -13,7 +14,17 @@ import pytest
 from trinity.config.schema.explorer import DynamicTimeoutConfig
 from trinity.runtime.experience import Experience
 from trinity.runtime.explorer import runners
-from trinity.runtime.explorer.runners import Board, Reporter, Run, TaskCut, Timeouts, repeats, wait
+from trinity.runtime.explorer.runners import (
+    Board,
+    Quorum,
+    Reporter,
+    Run,
+    TaskCut,
+    TaskLeftBehind,
+    Timeouts,
+    repeats,
+    wait,
+)
 from trinity.runtime.workflows.base import Workflow
 
 from .test_role import explorer  # noqa: F401 (the fixture)
@@ -315,13 +326,13 @@ def test_the_explorer_cuts_a_slow_task_at_its_dynamic_timeout_after_the_warmup_s
     step1 = [(ts, t) for t in ts.tasks[:2]]
     step2 = [(ts, t) for t in ts.tasks[2:4]]
     Napping.naps = {step2[1][1].uid: 20.0}  # far past 4 x 0.05 s, well within max_timeout
-    exps, failed = role._run(step1, "step 1", 1)
+    exps, failed, _ = role._run(step1, "step 1", 1)
     role.timeouts.step_done()
     assert failed == 0 and len(exps) == 2 * ts.tasks[0].repeat_times
     limit = role.timeouts.limit()
     assert 4 * 0.05 <= limit < 4.0
     started = time.monotonic()
-    exps, failed = role._run(step2, "step 2", 2)
+    exps, failed, _ = role._run(step2, "step 2", 2)
     assert time.monotonic() - started < limit + 4.0  # cut at 4 x the average, not after its 20 s
     assert failed == 1 and {e.group for e in exps} == {step2[0][1].uid}
     time.sleep(0.2)
@@ -337,7 +348,7 @@ def test_without_the_dynamic_timeout_the_same_slow_task_runs_to_its_end(explorer
     role._run([(ts, t) for t in ts.tasks[:2]], "step 1", 1)
     role.timeouts.step_done()
     Napping.naps = {ts.tasks[3].uid: 1.0}
-    exps, failed = role._run([(ts, t) for t in ts.tasks[2:4]], "step 2", 2)
+    exps, failed, _ = role._run([(ts, t) for t in ts.tasks[2:4]], "step 2", 2)
     assert failed == 0 and ("done", ts.tasks[3].uid) in Napping.played
     assert role.timeouts.limit() == 30.0
 
@@ -351,7 +362,7 @@ def test_a_one_rollout_workflow_is_played_repeat_times_as_concurrent_mode_says(e
     # multi-threading: the plays pass only when all of them play at once (one at a time, the barrier breaks)
     OneRollout.barrier = threading.Barrier(task.repeat_times, timeout=10) if mode == "multi-threading" else None
     try:
-        exps, failed = role._run([(ts, task)], "step 1", 1)
+        exps, failed, _ = role._run([(ts, task)], "step 1", 1)
     finally:
         OneRollout.barrier = None
         role.pools[0].shutdown()
@@ -406,3 +417,95 @@ def test_a_task_given_up_on_before_its_runner_took_it_plays_nothing_when_it_gets
         future.result(timeout=5)
     assert Napping.played == []
     role.pools[0].shutdown()
+
+
+# over-rollout: a step's tasks left behind once enough of them have ended
+
+
+def _ran(run: Run, release: threading.Event | None = None, result=("done",)):
+    """A runner's work: it takes `run`, waits for `release` (none: ends at once), ends."""
+
+    def work():
+        run.begin(100)
+        if release is not None:
+            release.wait(5)
+        run.end()
+        return list(result)
+
+    return work
+
+
+def test_the_quorum_gives_the_others_their_grace_once_enough_tasks_have_ended_then_leaves_them_behind():
+    timeouts = Timeouts(100, dynamic())
+    runs = [Run(f"1/{i}/0", counted=True) for i in range(3)]
+    release = threading.Event()
+    with ThreadPoolExecutor(3) as pool:
+        futures = [pool.submit(_ran(runs[0])), pool.submit(_ran(runs[1], release)), pool.submit(_ran(runs[2]))]
+        quorum = Quorum([[(f, r)] for f, r in zip(futures, runs)], least=2, grace=0.3)
+        assert wait(futures[0], runs[0], 100, timeouts, runs, quorum) == ["done"]
+        assert wait(futures[2], runs[2], 100, timeouts, runs, quorum) == ["done"]
+        assert quorum.deadline is not None  # 2 of 3 ended: the third has 0.3 s
+        started = time.monotonic()
+        with pytest.raises(TaskLeftBehind, match=r"task 1/1/0 was left behind 0.3 s after 2 tasks of its step ended"):
+            wait(futures[1], runs[1], 100, timeouts, runs, quorum)
+        assert time.monotonic() - started < 0.3 + 2 * runners.POLL_S
+        assert runs[1].cut.is_set() and not runs[0].cut.is_set()  # its model client now refuses further calls
+        release.set()
+    assert timeouts.tasks == 2  # one left behind is not timed: it did not overrun, it was not waited for
+
+
+def test_a_run_that_ended_before_the_grace_did_is_kept_even_when_it_is_waited_for_after():
+    runs = [Run(f"1/{i}/0", counted=False) for i in range(2)]
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(_ran(r)) for r in runs]
+        quorum = Quorum([[(f, r)] for f, r in zip(futures, runs)], least=1, grace=0.1)
+        time.sleep(0.3)  # both ended at once; the grace of 0.1 s after the first is over when they are waited for
+        assert quorum.passed(time.monotonic())
+        assert [wait(f, r, 100, Timeouts(100, dynamic()), runs, quorum) for f, r in zip(futures, runs)] == [
+            ["done"],
+            ["done"],
+        ]
+
+
+class Halves(Napping):
+    """Of each task's two runs (explorer.max_repeat_times_per_runner 2 of 4 rollouts), the first to start naps 20 s."""
+
+    started: dict = {}
+
+    def run(self):
+        with OneRollout.lock:
+            first = self.task.uid not in self.started
+            self.started[self.task.uid] = True
+        self.naps = {self.task.uid: 20.0 if first and self.task.uid == self.slow else 0.05}
+        return super().run()
+
+
+@pytest.mark.parametrize("partial", [False, True])
+def test_a_task_left_behind_gives_its_ended_runs_only_with_return_partial_tasks(explorer, monkeypatch, partial):
+    role = explorer(
+        "synchronizer.sync_style=explorer_driven",
+        "explorer.over_rollout.ratio=0.5",
+        "explorer.over_rollout.wait_after_min=0.2",
+        f"explorer.over_rollout.return_partial_tasks={str(partial).lower()}",
+        "explorer.max_repeat_times_per_runner=2",
+        "explorer.max_retry_times=0",
+        "algorithm.repeat_times=4",
+        "buffer.batch_size=2",
+    )
+    ts = _looping(role, Halves, monkeypatch, slots=4)
+    Halves.started, Halves.slow, Napping.played = {}, ts.tasks[1].uid, []
+    started = time.monotonic()
+    exps, failed, behind = role._run([(ts, t) for t in ts.tasks[:2]], "step 1", 1, over_rollout=True)
+    assert time.monotonic() - started < 5  # not the 20 s nap
+    assert (failed, behind) == (0, 1)
+    kept = sorted(e.group for e in exps)
+    assert kept == [ts.tasks[0].uid] * 4 + ([ts.tasks[1].uid] * 2 if partial else [])
+    time.sleep(0.2)
+    assert ("stopped", ts.tasks[1].uid) in Napping.played  # the left-behind run was cut: its runner is free
+    # an evaluation, or a step without over_rollout, waits for every task
+    Halves.started, Napping.played = {}, []
+    Halves.slow = None
+    exps, failed, behind = role._run([(ts, t) for t in ts.tasks[:2]], "step 2", 2)
+    assert (len(exps), behind) == (8, 0)
+    for pool in role.pools:
+        pool.shutdown()

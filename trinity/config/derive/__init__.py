@@ -71,6 +71,7 @@ RULES = (
     serve_proxy.serve_proxy,
     rollout.auxiliary_judges,
     runners.explorer_runners,
+    runners.over_rollout,
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,

@@ -1,4 +1,5 @@
-"""Rules for the explorer's runners (issue 48): dynamic_timeout, runner_state_report_interval, concurrent_mode."""
+"""Rules for the explorer's runners (issue 48): dynamic_timeout, runner_state_report_interval, concurrent_mode,
+over_rollout."""
 
 from .. import modes
 from ._context import Context
@@ -42,4 +43,41 @@ def explorer_runners(ctx: Context) -> None:
                 key,
                 f"changes nothing: {DYNAMIC}.enable is false (explorer.max_timeout applies)",
                 hint=f"set {DYNAMIC}.enable=true, or remove {key}",
+            )
+
+
+OVER = "explorer.over_rollout"
+
+
+@rule(
+    reads=(f"{OVER}.ratio", f"{OVER}.wait_after_min", f"{OVER}.return_partial_tasks", "mode", "synchronizer.sync_style")
+)
+def over_rollout(ctx: Context) -> None:
+    """explorer.over_rollout leaves a training step's slowest tasks behind (runners.Quorum): under sync_style fixed,
+    where explorer and trainer take turns, a step short of experiences would leave the trainer waiting for a batch
+    only the next explore step makes, which waits for the trainer (Trinity-RFT's validator refuses it there too).
+    Written where it changes nothing, a note: in a mode that runs no explore step, and its other keys with ratio 0."""
+    mode, run = ctx.get("mode"), modes.mode(ctx.get("mode"))
+    ratio, keys = ctx.get(f"{OVER}.ratio"), (f"{OVER}.wait_after_min", f"{OVER}.return_partial_tasks")
+    if not run.explores_steps:
+        for key in (f"{OVER}.ratio", *keys):
+            if ctx.user_set(key):
+                ctx.report(
+                    "note", key, f"changes nothing in mode {mode!r}: it runs no explore step", hint=f"remove {key}"
+                )
+        return
+    if ratio > 0 and run.trains and ctx.get("synchronizer.sync_style") == "fixed":
+        ctx.report(
+            "error",
+            f"{OVER}.ratio",
+            f"{ratio:g} leaves tasks of each explore step behind, and under sync_style 'fixed' the trainer would wait "
+            "for a full batch that only the next explore step makes, which waits for the trainer",
+            allowed="0 under sync_style fixed",
+            hint="use synchronizer.sync_style trainer_driven, explorer_driven or fully_async (the explorer runs "
+            "ahead), or set the ratio to 0",
+        )
+    for key in keys:
+        if ratio == 0 and ctx.user_set(key):
+            ctx.report(
+                "note", key, f"changes nothing: {OVER}.ratio is 0 (every task is waited for)", hint=f"remove {key}"
             )

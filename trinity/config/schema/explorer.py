@@ -2,7 +2,7 @@
 
 from typing import Any, Literal
 
-from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from ..engines import ALIASES, ENGINES
 from ._base import Section
@@ -154,6 +154,28 @@ class DynamicTimeoutConfig(Section):
     )
 
 
+class OverRolloutConfig(Section):
+    """Trinity-RFT's over-rollout (explorer/explorer.py min_wait_num, explorer/scheduler.py _wait_for_batch_results): a
+    training explore step waits for ceil(tasks x (1 - ratio)) of its tasks, then wait_after_min seconds more, and
+    leaves the others behind."""
+
+    ratio: float = Field(
+        0.0,
+        ge=0.0,
+        lt=1.0,
+        description="Share of a training explore step's tasks it need not wait for: once the others have ended, the "
+        "rest get wait_after_min seconds and are then left behind (cut); 0: wait for every task.",
+    )
+    wait_after_min: NonNegativeFloat = Field(
+        30.0, description="Seconds the tasks still going get once enough of the step's tasks have ended."
+    )
+    return_partial_tasks: bool = Field(
+        False,
+        description="A task left behind gives the experiences of its runs that ended (its split runs: "
+        "explorer.max_repeat_times_per_runner); false: none of them.",
+    )
+
+
 class ExplorerConfig(Section):
     name: str = Field("explorer", description="Name of the explorer actor.")
     runner_per_model: PositiveInt = Field(8, description="Workflow runners per engine.")
@@ -192,6 +214,10 @@ class ExplorerConfig(Section):
         description="synchronizer.sync_style fully_async: explore steps run at once (Trinity-RFT's batches in "
         "flight); the explorer also runs at most this many steps plus sync_offset ahead of the trainer. Not read "
         "under the other sync styles.",
+    )
+    over_rollout: OverRolloutConfig = Field(
+        default_factory=OverRolloutConfig,
+        description="Do not wait for a training step's slowest tasks (Trinity-RFT's over-rollout).",
     )
     eval_interval: PositiveInt = Field(100, description="Explore steps between evaluations.")
     eval_on_startup: bool = Field(True, description="Evaluate before the first step.")

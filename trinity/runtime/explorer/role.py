@@ -19,6 +19,7 @@ time.
 
 import importlib
 import itertools
+import math
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -222,7 +223,7 @@ class Explorer(Role):
         batch = self._start(step)
         calls = self._engine_calls()
         try:
-            exps, failed = self._run(batch, f"step {step}", step)
+            exps, failed, behind = self._run(batch, f"step {step}", step, over_rollout=True)
         finally:
             with self._steps:
                 at_once = self._in_flight.pop(step)
@@ -235,7 +236,7 @@ class Explorer(Role):
         summary = self._summary(exps, time.perf_counter() - started, failed, f"step {step}")
         summary["workflow_metrics"] |= counted  # what the operators counted, on the explorer's line
         extra = {"tasks": len(batch), "engine_calls": calls, "experiences": len(written), "steps_in_flight": at_once}
-        return summary | extra
+        return summary | extra | {"tasks_left_behind": behind}
 
     def _write(self, step: int, exps: list[Experience]) -> tuple[list[Experience], dict]:
         """Step `step`'s experiences through the operators into the buffer; returns those written and what the
@@ -286,7 +287,7 @@ class Explorer(Role):
             started = time.perf_counter()
             label = f"evaluation of {ts.name} at step {step}"
             tasks = [ts.tasks[i] for i in schedule.eval_rows(ts.selector, self.config.buffer.batch_size)]
-            exps, failed = self._run([(ts, t) for t in tasks], label, f"{step}/{ts.name}")
+            exps, failed, _ = self._run([(ts, t) for t in tasks], label, f"{step}/{ts.name}")
             accuracy = sum(e.metrics.get("accuracy", e.reward) for e in exps) / len(exps) if exps else 0.0
             record = {"taskset": ts.name, "accuracy": accuracy, "tasks": len(tasks), "failed": failed}
             record |= self._summary(exps, time.perf_counter() - started, failed, label)
@@ -294,10 +295,13 @@ class Explorer(Role):
             out.append(record)
         return out
 
-    def _run(self, batch: list, label: str, batch_id: int | str = 0) -> tuple[list[Experience], int]:
-        """Every task's rollouts (each split into runs: runs.split), and how many tasks lost some of theirs. A run's
-        workflow id is Trinity-RFT's: batch/task/first run (the batch an explore step, or step/taskset for an
-        evaluation)."""
+    def _run(
+        self, batch: list, label: str, batch_id: int | str = 0, over_rollout: bool = False
+    ) -> tuple[list[Experience], int, int]:
+        """Every task's rollouts (each split into runs: runs.split), how many tasks lost some of theirs, and, with
+        `over_rollout` (a training step's), how many explorer.over_rollout left behind: a task left behind gives its
+        ended runs' experiences only with return_partial_tasks. A run's workflow id is Trinity-RFT's: batch/task/first
+        run (the batch an explore step, or step/taskset for an evaluation)."""
         engines = itertools.cycle(range(len(self.pools)))
         most = self.config.explorer.max_repeat_times_per_runner
         tasks = []
@@ -307,20 +311,35 @@ class Explorer(Role):
                 run = runners.Run(f"{batch_id}/{i}/{base}", counted=not task.is_eval)
                 parts.append((self._submit(next(engines), ts, part, base, run), run))
             tasks.append(parts)
-        exps, errors, failed = [], [], 0
+        exps, errors, failed, behind = [], [], 0, 0
         every = [run for parts in tasks for _, run in parts]  # cut as soon as they overrun, whichever is waited for
+        quorum = self._quorum(tasks) if over_rollout else None
+        partial = self.config.explorer.over_rollout.return_partial_tasks
         for parts in tasks:  # one task's runs, gathered back in run order
-            found = len(errors)
+            found, got, left = len(errors), [], False
             for future, run in parts:
                 try:
-                    exps += runners.wait(future, run, self.config.explorer.max_timeout, self.timeouts, every)
+                    got += runners.wait(future, run, self.config.explorer.max_timeout, self.timeouts, every, quorum)
+                except runners.TaskLeftBehind:
+                    left = True
                 except (runners.TaskCut, TaskFailed) as exc:
                     errors.append(str(exc))
                     self.log.warning("%s: a task's runs were skipped: %s", label, errors[-1])
             failed += len(errors) > found
+            behind += left
+            exps += got if partial or not left else []
         if batch and not exps:  # nothing to train on would leave the trainer waiting: fail loudly instead
             raise TaskFailed(f"every task of {label} failed; the last: {errors[-1]}")
-        return exps, failed
+        if behind:
+            self.log.info("%s: %d of %d tasks left behind (explorer.over_rollout)", label, behind, len(tasks))
+        return exps, failed, behind
+
+    def _quorum(self, tasks: list) -> runners.Quorum | None:
+        """explorer.over_rollout's quorum for a training step of `tasks` (each its runs): ceil(tasks x (1 - ratio))
+        of them (upstream's min_wait_num); None with ratio 0, or where that is every task."""
+        over = self.config.explorer.over_rollout
+        least = math.ceil(len(tasks) * (1 - over.ratio))
+        return runners.Quorum(tasks, least, over.wait_after_min) if least < len(tasks) else None
 
     def _submit(
         self, engine: int, ts: TaskSet, task: "Task", base: int = 0, run: runners.Run | None = None

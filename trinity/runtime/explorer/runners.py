@@ -31,6 +31,10 @@ class TaskCut(RuntimeError):
     """A task that ran past its timeout: its runner gives up on it, and its model client refuses further calls."""
 
 
+class TaskLeftBehind(RuntimeError):
+    """A task still going when its step's over-rollout grace ended: cut as a TaskCut is, but not a failure."""
+
+
 class Timeouts:
     """The timeout of the next task to start, from the times of the training tasks run so far (thread-safe)."""
 
@@ -87,11 +91,53 @@ class Run:
         return self.started is not None and (self.ended or now) - self.started > self.limit
 
 
-def wait(future: "Future", run: Run, most: float, timeouts: Timeouts, others: Iterable[Run] = ()) -> Any:
+class Quorum:
+    """Trinity-RFT's over-rollout (explorer.over_rollout; its scheduler.py `_wait_for_batch_results`): once `least` of
+    a step's tasks have ended (done or failed), the others get `grace` seconds more; then every run still going is
+    left behind (cut: its model client refuses further calls, so its runner is free)."""
+
+    def __init__(self, tasks: list[list[tuple["Future", Run]]], least: int, grace: float) -> None:
+        self.least, self.grace = least, grace
+        self.runs = [run for parts in tasks for _, run in parts]
+        self.deadline: float | None = None  # time.monotonic() when the tasks still going are left behind
+        self._lock = threading.Lock()
+        self._going = [len(parts) for parts in tasks]  # each task's runs not ended
+        self._ended = 0
+        for task, parts in enumerate(tasks):
+            for future, _ in parts:
+                future.add_done_callback(lambda _, task=task: self._ran(task))
+
+    def _ran(self, task: int) -> None:
+        with self._lock:
+            self._going[task] -= 1
+            if self._going[task] == 0:
+                self._ended += 1
+                if self._ended == self.least:
+                    self.deadline = time.monotonic() + self.grace
+
+    def passed(self, now: float) -> bool:
+        """Whether the grace after the quorum is over: every run not ended is then cut."""
+        if self.deadline is None or now < self.deadline:
+            return False
+        for run in self.runs:
+            if run.ended is None:
+                run.cut.set()
+        return True
+
+
+def wait(
+    future: "Future",
+    run: Run,
+    most: float,
+    timeouts: Timeouts,
+    others: Iterable[Run] = (),
+    quorum: Quorum | None = None,
+) -> Any:
     """The future's result, if its task ended within its limit (counted from the moment its runner took it); else
-    TaskCut, as when `most` seconds were waited for a task that never started. While it waits, every run of `others`
-    past its limit is cut too (its model client refuses further calls at once, not when its turn to be waited for
-    comes). A counted task's time on its runner goes to `timeouts` (a cut one's: its limit)."""
+    TaskCut, as when `most` seconds were waited for a task that never started, or TaskLeftBehind where it was still
+    going when the `quorum`'s grace ended. While it waits, every run of `others` past its limit is cut too (its model
+    client refuses further calls at once, not when its turn to be waited for comes). A counted task's time on its
+    runner goes to `timeouts` (a cut one's: its limit; one left behind: none)."""
     others = [r for r in others if r is not run]
     give_up = time.monotonic() + most
     while True:
@@ -99,6 +145,8 @@ def wait(future: "Future", run: Run, most: float, timeouts: Timeouts, others: It
         for other in others:
             if not other.cut.is_set() and other.overdue(now):
                 other.cut.set()
+        if quorum is not None and quorum.passed(now):
+            _behind(run, quorum)
         deadline = give_up if run.started is None else min(give_up, run.started + run.limit)
         try:
             result = future.result(timeout=max(0.0, min(POLL_S, deadline - now)))
@@ -107,14 +155,26 @@ def wait(future: "Future", run: Run, most: float, timeouts: Timeouts, others: It
                 continue
             return _cut(run, most, timeouts)
         except BaseException:
+            _behind(run, quorum)
             if run.cut.is_set() or run.overdue(time.monotonic()):
                 return _cut(run, most, timeouts)
             _count(run, timeouts)
             raise
+        _behind(run, quorum)
         if run.cut.is_set() or run.overdue(time.monotonic()):
             return _cut(run, most, timeouts)
         _count(run, timeouts)
         return result
+
+
+def _behind(run: Run, quorum: Quorum | None) -> None:
+    """TaskLeftBehind where `run` had not ended when the quorum's grace did."""
+    if quorum is not None and quorum.deadline is not None and (run.ended or time.monotonic()) > quorum.deadline:
+        run.cut.set()
+        raise TaskLeftBehind(
+            f"task {run.workflow_id} was left behind {quorum.grace:g} s after {quorum.least} tasks of its step ended "
+            "(explorer.over_rollout)"
+        )
 
 
 def _cut(run: Run, most: float, timeouts: Timeouts) -> NoReturn:

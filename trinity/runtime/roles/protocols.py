@@ -20,6 +20,7 @@ class ExploreResult(TypedDict):
     engine_calls: int  # Ray calls to the engines (one per engine when every request of the step was gathered)
     seconds: float
     steps_in_flight: int  # the most explore steps the explorer ran at once while this one ran (fully_async: > 1)
+    tasks_left_behind: int  # tasks explorer.over_rollout cut once enough of the step's had ended (0 without it)
     # what the workflows measured beyond the reward (accuracy, turns, tool_calls, ...), as <name>_mean over the
     # rollouts; written flat on the explorer's line
     workflow_metrics: dict[str, float]
