@@ -22,6 +22,7 @@ from ...utils.atomic import write_text_atomic
 from ..records.metrics import MetricsLog
 from ..records.progress import StageSummary
 from ..records.run_dir import Checkpoint, RunDir
+from . import loops
 from .stage import RoleHandles, Stage, StageStart
 from .watcher import RoleFailed
 
@@ -182,7 +183,7 @@ def _launch(
     stage.summary.kept = (len(launch.kept), len(plan.actors))
     try:
         stage.summary.setup_s = time.monotonic() - started
-        summary = stage.run()
+        summary = stage.run(loops.loop(stage.mode))
         stage.finish()
     finally:  # the endpoints stop with the stage, however it ends
         stage.stop_proxy()
