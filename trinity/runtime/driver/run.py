@@ -47,6 +47,7 @@ RUN_CHANGING = (
 )
 
 
+FAILURE = "failure"  # the metrics line of a run that a role's failure ended (RoleFailed.record)
 EarlyLoads = dict[str, Any]  # engine name -> its early load (a Ray object ref), started by _prestart
 
 
@@ -130,7 +131,11 @@ def _stages(
             start = StageStart(model_path, offset, resume)
             stage = Stage(config, name, index, run_dir, metrics, start, options.quiet)
             following = stages[index + 1][1] if index + 1 < len(stages) else None
-            summary, early = _launch(stage, launch, show, following, early)
+            try:
+                summary, early = _launch(stage, launch, show, following, early)
+            except RoleFailed as failed:  # the run's records say what the user reads: the cause, then the rest
+                metrics.write(FAILURE, stage.reached(), stage.name, **failed.record())
+                raise
             summaries.append(summary)
             if stage.last_checkpoint:
                 model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step

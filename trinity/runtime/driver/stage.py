@@ -246,6 +246,11 @@ class Stage:
         self.summary.seconds = time.monotonic() - started
         return self.summary
 
+    def reached(self) -> int:
+        """The run's global step this stage has reached (where it resumed, before it runs)."""
+        progress = getattr(self, "progress", None)  # set as the stage runs
+        return self.start.offset + (progress.step if progress else self.start.done)
+
     def wait(self, refs: list, timeout_s: float | None = None) -> list:
         """Wait for `refs` (each a call on a role), made in turn; a failed role raises RoleFailed at once (TimeoutError
         after `timeout_s`)."""
