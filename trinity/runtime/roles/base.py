@@ -33,13 +33,15 @@ from ...utils import device
 from . import sentinel
 
 if TYPE_CHECKING:
+    import subprocess
+
     from ...config.schema import RunConfig
     from ...launch.plan import ActorSpec
 
 # set while a role method runs: a role method it calls leaves logging what they raise to it
 _in_role_call: ContextVar[bool] = ContextVar("trinity_in_role_call", default=False)
 _stderr_taken = False  # whether this process's fd 2 already goes to a role's log
-_sentinel: object | None = None  # the process that writes how this one ended into its log (sentinel.py)
+_sentinel: "subprocess.Popen | None" = None  # the process that writes how this one ended into its log (sentinel.py)
 
 
 class Role:

@@ -23,6 +23,10 @@ import select
 import signal
 import sys
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from subprocess import Popen
 
 # the line the sentinel writes, and the driver reads back
 ENDED = "process {pid} ended (trinity's sentinel, {at:.3f}): {how}"
@@ -34,7 +38,7 @@ PIDFD_GET_INFO = (3 << 30) | (PIDFD_INFO_SIZE << 16) | (0xFF << 8) | 11
 KERNEL_LOG = "/dev/kmsg"
 
 
-def start(log: str, ready_s: float = 5.0) -> object | None:
+def start(log: str, ready_s: float = 5.0) -> "Popen | None":
     """Start the sentinel of this process, writing into `log`, and wait (at most `ready_s`) until it watches: a process
     that ends sooner would end unseen. None where this system has no pidfd (not Linux 5.3+) or no process to spare:
     the driver then says what Ray says."""
