@@ -63,3 +63,76 @@ def test_every_top_level_module_has_a_rank():
         if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())
     }
     assert tops <= set(RANK), f"give {sorted(tops - set(RANK))} a place in RANK"
+
+
+MAX_LINES = 450  # a module longer than this does more than one thing: split it where its parts meet
+
+
+def _name(path: Path) -> str:
+    """The dotted name of a trinity module (a package by its __init__)."""
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(name: str) -> set[str]:
+    """The trinity modules module `name` imports, anywhere in it: at its top, under TYPE_CHECKING, inside a function (a
+    lazy import only delays a circle, it does not remove it). `from package import module` imports that module."""
+    path = MODULES[name]
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join([*base, *([node.module] if node.module else [])])
+            found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in MODULES else target for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return (found & set(MODULES)) - {name}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Each set of two or more modules that import one another, round and round (Tarjan's strongly connected
+    components), sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph[node]):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while not component or component[-1] != node:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(circles)
+
+
+def test_the_circle_finder_finds_a_circle_and_only_circles():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
+    assert _circles(graph) == [["a", "b", "c"]]
+
+
+def test_no_modules_import_one_another_in_a_circle():
+    circles = _circles({name: _imports(name) for name in MODULES})
+    assert circles == [], "move what they share to a module of its own: " + "; ".join(" <-> ".join(c) for c in circles)
+
+
+def test_no_module_is_longer_than_max_lines():
+    long = {name: n for name, path in MODULES.items() if (n := len(path.read_text().splitlines())) > MAX_LINES}
+    assert long == {}, f"split these modules (lines over {MAX_LINES}): {long}"

@@ -17,7 +17,8 @@ from trinity.config.schema.explorer import InferenceModelConfig
 from trinity.config.schema.hardware import HardwareFacts
 from trinity.errors import ConfigError
 from trinity.runtime.rollout import engine_class
-from trinity.runtime.rollout.base import RolloutEngine, Sample
+from trinity.runtime.rollout.base import RolloutEngine
+from trinity.runtime.rollout.samples import Sample
 from trinity.runtime.verl.config import overrides
 from trinity.utils.imports import import_path
 
@@ -139,7 +140,7 @@ def test_a_new_engine_is_found_by_the_runtime_preflight_the_memory_plan_and_verl
 def test_the_new_engine_generates_through_the_base_class():
     import asyncio
 
-    from trinity.runtime.rollout.base import Sampling
+    from trinity.runtime.rollout.samples import Sampling
 
     engine = TinyEngine(config=resolved("a100").config, index=0, name="rollout.engine0", role="rollout")
     info = asyncio.run(engine.setup("/models/m", 3))

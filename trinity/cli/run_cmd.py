@@ -335,6 +335,8 @@ def _train(args: argparse.Namespace, resolved: ResolvedConfig) -> int:
         summaries = train(resolved, RunOptions(args.timeout, args.quiet, args.force), show)
     except RoleFailed as exc:
         print(f"trinity run: {exc}; every actor and placement group was removed", file=sys.stderr)
+        if args.format == "json":  # the same failure as metrics.jsonl's line: the cause, then the rest
+            print(json.dumps({"run_dir": str(run_dir_of(resolved.config).root), "failure": exc.record()}, indent=2))
         return 1
     run_dir = run_dir_of(resolved.config).root
     if args.format == "json":

@@ -10,7 +10,6 @@ from . import modes
 from .algorithms.queries import data_kind, needs_rollout, uses_critic, uses_teacher
 
 if TYPE_CHECKING:
-    from .resolve import ResolvedConfig
     from .schema import RunConfig
 
 
@@ -21,12 +20,6 @@ class DataInput(NamedTuple):
     key: tuple
     storage: Any
     data: str
-
-
-def stage_configs(resolved: "ResolvedConfig") -> list[tuple[str, "RunConfig", Any]]:
-    """(label for a message, config, provenance) of each stage, or of the run when it has none (stages replace it)."""
-    staged = [(f" (in stage '{n}')", c, p) for (n, c), p in zip(resolved.stages, resolved.stage_provenance)]
-    return staged or [("", resolved.config, resolved.provenance)]
 
 
 def model_inputs(config: "RunConfig") -> list[tuple[tuple, str | None]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..errors import Issue, dotted
 from . import modes
 from .hub.names import hub_name
-from .inputs import data_inputs, stage_configs
+from .inputs import data_inputs
 from .model_folder import hf_config
 from .resolve import ResolvedConfig
 from .schema import RunConfig
@@ -21,7 +21,7 @@ MODEL_FOLDER = "a folder with the model's config.json and weights, or a model on
 def data_issues(resolved: ResolvedConfig) -> list[Issue]:
     """An error for every data set the run (or one of its stages) reads that is not on disk."""
     issues: list[Issue] = []
-    for label, config, provenance in stage_configs(resolved):
+    for label, config, provenance in resolved.labelled():
         for data_input in data_inputs(config):
             key, storage = (*data_input.key, "path"), data_input.storage
             path = storage.path
@@ -55,7 +55,7 @@ def auxiliary_issues(resolved: ResolvedConfig) -> list[Issue]:
     """An error for each auxiliary model whose engines would start that is not a local model folder (checked by `run`
     only; a hub repo's name is the driver's fetch's, and checked here on its folder)."""
     issues: list[Issue] = []
-    for label, config, provenance in stage_configs(resolved):
+    for label, config, provenance in resolved.labelled():
         if not modes.mode(config.mode).runs_engines:
             continue
         for i, auxiliary in enumerate(config.explorer.auxiliary_models):
@@ -80,7 +80,7 @@ def teacher_issues(resolved: ResolvedConfig) -> list[Issue]:
     policy model's: its log-probs are read at the student's token ids (checked by `run` only)."""
     policy = _vocab(Path(resolved.config.model.model_path))
     issues: list[Issue] = []
-    for _, config, provenance in stage_configs(resolved):
+    for _, config, provenance in resolved.labelled():
         teacher = config.model.teacher_model_path
         if not teacher or hub_name(teacher, "model"):  # a hub repo's name: checked once fetched
             continue

@@ -47,6 +47,12 @@ class ResolvedConfig:
         known = ", ".join(n for n, _ in self.stages) or "none"
         raise ConfigError([Issue(f"no stage named '{name}'", key="stages", allowed=known)])
 
+    def labelled(self) -> list[tuple[str, RunConfig, Provenance]]:
+        """(label for a message, config, provenance) of each stage, or of the run when it has none (stages replace
+        it)."""
+        staged = [(f" (in stage '{n}')", c, p) for (n, c), p in zip(self.stages, self.stage_provenance)]
+        return staged or [("", self.config, self.provenance)]
+
     def of(self, stage: str | None) -> tuple[RunConfig, Provenance]:
         """The config and provenance of one stage, or of the root config (None)."""
         if stage is None:

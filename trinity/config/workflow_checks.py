@@ -12,7 +12,6 @@ from typing import Any
 
 from ..errors import ConfigError, Issue, dotted
 from . import modes
-from .inputs import stage_configs
 from .provenance import WRITTEN
 from .resolve import ResolvedConfig
 from .rewards import REWARDS, UNSUPPORTED_REWARDS, reward_path
@@ -27,7 +26,7 @@ def workflow_issues(resolved: ResolvedConfig, missing: str = "error") -> list[Is
     """Every problem with the tasksets' workflows, in every stage that explores; a missing package is of severity
     `missing`."""
     issues: list[Issue] = []
-    for label, config, provenance in stage_configs(resolved):
+    for label, config, provenance in resolved.labelled():
         if not modes.mode(config.mode).explores:
             continue
         for key, taskset in _tasksets(config):

@@ -13,6 +13,7 @@ from tests.runtime.stand_ins import InlineWatcher, World, handles_for
 from trinity.config.compose import Request
 from trinity.config.resolve import resolve
 from trinity.launch.plan import build_plan
+from trinity.runtime.driver.loops import loop
 from trinity.runtime.driver.stage import RoleHandles, Stage, StageStart
 from trinity.runtime.driver.watcher import RoleFailed
 from trinity.runtime.records.metrics import MetricsLog
@@ -29,7 +30,7 @@ def stage_run(tmp_path, *overrides: str, pick=lambda kinds: 0, world: World | No
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
     stage = Stage(config, "grpo", 0, run_dir, metrics, start or StageStart("model", 0), quiet=True)
     stage.setup(RoleHandles.of(list(plan.actors), handles_for(plan.actors, world)), watcher or InlineWatcher(pick))
-    summary = stage.run()
+    summary = stage.run(loop(stage.mode))
     stage.finish()
     metrics.close()
     records = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
@@ -284,7 +285,7 @@ def test_an_auxiliary_models_engines_load_their_model_once_and_are_never_synced_
     metrics = MetricsLog(tmp_path / "metrics.jsonl")
     stage = Stage(config, "grpo", 0, RunDir(tmp_path / "run"), metrics, StageStart("model", 0), quiet=True)
     stage.setup(RoleHandles.of(list(plan.actors), handles), InlineWatcher())
-    stage.run()
+    stage.run(loop(stage.mode))
     stage.finish()
     metrics.close()
     assert judge.calls == [("/models/judge", 0)]

@@ -3,6 +3,7 @@ runs, a wait gives up after its timeout, a role that raises is named, and so is 
 fail. Without Ray: what is shown of an error (a device runtime's boilerplate left out)."""
 
 import threading
+import time
 
 import pytest
 
@@ -29,6 +30,17 @@ class Gate:
 
 
 @ray.remote(num_cpus=0)
+class Busy:
+    """A role busy with a long call: a call on it waits behind that one."""
+
+    def work(self) -> None:
+        time.sleep(30)
+
+    def peak_rss_mb(self) -> float:
+        return 1.0
+
+
+@ray.remote(num_cpus=0)
 class Quick:
     def answer(self, value: str) -> str:
         return value
@@ -43,6 +55,15 @@ class Quick:
         import os
 
         os._exit(1)
+
+    def die_after(self, seconds: float) -> None:
+        import time
+
+        time.sleep(seconds)
+        self.die()
+
+    def lose_peer(self) -> None:
+        raise RuntimeError("[gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:44183")
 
     def peak_rss_mb(self) -> float:
         return 1.0
@@ -98,6 +119,40 @@ def test_a_role_that_failed_because_another_died_names_the_one_that_died(actors)
     watcher = calls.RayWatcher({"quick": quick, "gone": gone})
     with pytest.raises(calls.RoleFailed, match=r"^gone died: Worker unexpectedly exits with a connection error code"):
         watcher.wait([quick.relay.remote(gone)])
+
+
+@pytest.mark.ray
+def test_a_peer_that_lost_its_connection_first_is_named_after_the_role_that_died(actors):
+    from trinity.runtime.driver import watcher as calls
+
+    peer, victim = Quick.remote(), Quick.remote()
+    ray.get([peer.answer.remote("up"), victim.answer.remote("up")])
+    watcher = calls.RayWatcher({"peer": peer, "victim": victim})
+    started = time.monotonic()
+    with pytest.raises(calls.RoleFailed) as failed:  # the peer's error comes 0.3 s before the death
+        watcher.wait([peer.lose_peer.remote(), victim.die_after.remote(0.3)])
+    first, *rest = str(failed.value).splitlines()
+    assert first.startswith("victim died: ") and rest == [
+        "then: peer failed: RuntimeError: [gloo/transport/tcp/pair.cc:553] Connection closed by peer [127.0.0.1]:44183"
+    ]
+    assert time.monotonic() - started < calls.CAUSE_WAIT_S + 2
+    assert failed.value.record()["cause_role"] == "victim" and failed.value.failures[0].died
+
+
+@pytest.mark.ray
+def test_a_roles_own_error_ends_the_wait_within_the_settling_time_while_another_role_is_busy(actors):
+    from trinity.runtime.driver import watcher as calls
+
+    _, quick = actors
+    busy = Busy.remote()
+    ray.get(busy.peak_rss_mb.remote())
+    watcher = calls.RayWatcher({"busy": busy, "quick": quick})
+    watcher.start("train", [busy.work.remote()])  # a call on it waits behind this one
+    started = time.monotonic()
+    with pytest.raises(calls.RoleFailed, match=r"^quick failed: ValueError: the role's own error$"):
+        watcher.wait([quick.fail.remote()])
+    assert time.monotonic() - started < calls.SETTLE_S + 2
+    ray.kill(busy)
 
 
 CUDA_ASSERT = """CUDA error: device-side assert triggered

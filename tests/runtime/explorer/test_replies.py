@@ -8,7 +8,7 @@ from tests.runtime.explorer.test_role import explorer  # noqa: F401 (the fixture
 from trinity.runtime.experience import Experience
 from trinity.runtime.explorer.model_client import ModelClient
 from trinity.runtime.explorer.replies import Replies
-from trinity.runtime.rollout.base import Sample
+from trinity.runtime.rollout.samples import Sample
 
 
 def top(*ids):

@@ -100,7 +100,7 @@ class Recorded:
         self.requests = []
 
     def generate(self, ids, n, sampling):
-        from trinity.runtime.rollout.base import Sample
+        from trinity.runtime.rollout.samples import Sample
 
         self.requests.append((ids, n))
         return 4, [Sample([7, 1], [-0.5, -0.5], "9", stopped=True)] * n
@@ -156,7 +156,7 @@ class Turns:
         self.calls = []
 
     def generate_each(self, requests):
-        from trinity.runtime.rollout.base import Sample
+        from trinity.runtime.rollout.samples import Sample
 
         self.calls.append(requests)
         return [

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from trinity.runtime.rollout.base import Sampling
 from trinity.runtime.rollout.gather import MAX_WAIT_S, Gatherer
+from trinity.runtime.rollout.samples import Sampling
 
 SAMPLING = Sampling(max_tokens=4)
 

@@ -14,8 +14,9 @@ openai = pytest.importorskip("openai")
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout import episodes  # noqa: E402
-from trinity.runtime.rollout.base import RolloutEngine, Sample  # noqa: E402
+from trinity.runtime.rollout.base import RolloutEngine  # noqa: E402
 from trinity.runtime.rollout.history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall  # noqa: E402
+from trinity.runtime.rollout.samples import Sample  # noqa: E402
 from trinity.runtime.rollout.transformers_engine import TransformersEngine  # noqa: E402
 from trinity.runtime.workflows.calculator import calculate  # noqa: E402
 from trinity.runtime.workflows.react import react  # noqa: E402

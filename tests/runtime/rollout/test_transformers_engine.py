@@ -10,7 +10,7 @@ from tests.lora_adapters import adapter_tensors, logprobs, peft_model  # noqa: E
 from tests.runtime.syncs import memory_sync  # noqa: E402
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
-from trinity.runtime.rollout.base import Sampling  # noqa: E402
+from trinity.runtime.rollout.samples import Sampling  # noqa: E402
 from trinity.runtime.rollout.transformers_engine import TransformersEngine  # noqa: E402
 
 

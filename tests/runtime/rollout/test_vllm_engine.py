@@ -26,7 +26,7 @@ from trinity.runtime.rollout import (  # noqa: E402
     vllm_parts,
     vllm_worker,
 )
-from trinity.runtime.rollout.base import Sampling  # noqa: E402
+from trinity.runtime.rollout.samples import Sampling  # noqa: E402
 from trinity.runtime.rollout.vllm_engine import VllmEngine  # noqa: E402
 from trinity.runtime.sync import device_ipc  # noqa: E402
 

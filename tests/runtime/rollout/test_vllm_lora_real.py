@@ -74,7 +74,7 @@ def tokenizer(demo_assets):
 
 def assert_generates_like(engine, reference, tokenizer, version: int):
     """Greedy tokens are the reference's argmax; sampled tokens' log-probs are its own."""
-    from trinity.runtime.rollout.base import Sampling
+    from trinity.runtime.rollout.samples import Sampling
 
     for text in PROMPTS:
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -44,7 +44,7 @@ def keyed(cluster, demo_assets, tmp_path_factory):  # noqa: F811
 def test_vllm_runs_the_changed_rope_and_every_reply_runs_to_max_tokens(keyed, demo_assets):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
 
-    from trinity.runtime.rollout.base import Sampling
+    from trinity.runtime.rollout.samples import Sampling
     from trinity.runtime.weights import model_config
 
     actor, config, _ = keyed
@@ -68,7 +68,7 @@ def test_vllm_runs_the_changed_rope_and_every_reply_runs_to_max_tokens(keyed, de
 
 
 def test_vllm_and_the_engine_log_each_request(keyed):
-    from trinity.runtime.rollout.base import Sampling
+    from trinity.runtime.rollout.samples import Sampling
 
     actor, _, logs = keyed
     ray.get(actor.generate.remote([3, 4, 5], 1, Sampling(max_tokens=2)), timeout=60)

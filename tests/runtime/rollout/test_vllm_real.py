@@ -125,7 +125,7 @@ def hf_logprobs(model, ids: list[int], response: list[int]) -> torch.Tensor:
 def assert_engine_matches(engine, model, tokenizer, version: int):
     """Greedy tokens are the HF model's argmax (token for token; a token within the tolerance of the top one
     counts, for ties that rounding decides); sampled tokens' log-probs equal its forward pass's."""
-    from trinity.runtime.rollout.base import Sampling
+    from trinity.runtime.rollout.samples import Sampling
 
     tol, _ = LOGPROB_TOL[str(model.rollout_dtype).removeprefix("torch.")]
     differences = []
@@ -167,7 +167,7 @@ def test_top_logprobs_are_the_k_likeliest_tokens_of_the_distribution_each_token_
 ):
     """rollout_args.logprobs k: vLLM's k most likely tokens at each position, most likely first, with the log-probs a
     forward pass of the same weights gives them; the sampled token's own stays what it was (what the trainer reads)."""
-    from trinity.runtime.rollout.base import Sampling
+    from trinity.runtime.rollout.samples import Sampling
 
     _, worst = LOGPROB_TOL[str(reference.rollout_dtype).removeprefix("torch.")]
     ids = tokenizer(PROMPTS[0], add_special_tokens=False)["input_ids"]

@@ -9,7 +9,7 @@ torch = pytest.importorskip("torch")
 
 from tests.runtime.rollout.test_vllm_engine import config, fake_vllm, started  # noqa: E402, F401 (fake_vllm: autouse)
 from tests.runtime.syncs import memory_sync  # noqa: E402
-from trinity.runtime.rollout.base import Sampling  # noqa: E402
+from trinity.runtime.rollout.samples import Sampling  # noqa: E402
 
 
 def test_colocated_engine_sleeps_and_wakes_before_it_generates():

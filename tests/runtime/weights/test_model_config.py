@@ -12,7 +12,7 @@ torch = pytest.importorskip("torch")
 from trinity.config.compose import Request  # noqa: E402
 from trinity.config.resolve import resolve  # noqa: E402
 from trinity.runtime.rollout import vllm_args, vllm_fields  # noqa: E402
-from trinity.runtime.rollout.base import Sampling  # noqa: E402
+from trinity.runtime.rollout.samples import Sampling  # noqa: E402
 from trinity.runtime.rollout.transformers_engine import TransformersEngine  # noqa: E402
 from trinity.runtime.weights import model_config  # noqa: E402
 

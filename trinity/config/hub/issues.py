@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 from ...errors import Issue, dotted
 from ..data_files import DataError, SubsetError, folder_layout, layout, split_files
-from ..inputs import stage_configs
 from .cache import COMMIT, DEFAULT_ENDPOINT, HubSettings, Snapshot, cached
 from .names import HubName, NamedInput, named_inputs
 from .remote import LOOKUP_TIMEOUT_S, HubProblem, Problem, RemoteRepo, look_up
@@ -82,7 +81,7 @@ def located_inputs(
     """Each hub name of `resolved` (each stage's) but those `pinned`, located at once (`run`: the hub asked which
     commit each names now), and the issues of the keys that name them: for `run` each an error, the hub out of reach
     too; for `config validate` that is said once, by the caller."""
-    named = [(label, item, p) for label, config, p in stage_configs(resolved) for item in named_inputs(config)]
+    named = [(label, item, p) for label, config, p in resolved.labelled() for item in named_inputs(config)]
     found = locate_all([item.name for _, item, _ in named if item.name not in pinned], settings, ask_hub=run)
     issues: list[Issue] = []
     for label, item, provenance in named:

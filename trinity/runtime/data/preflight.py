@@ -5,7 +5,7 @@ names, in the driver before Ray starts. The roles check the same row again at se
 from typing import Any
 
 from ...config.hub.names import hub_name
-from ...config.inputs import DataInput, data_inputs, stage_configs
+from ...config.inputs import DataInput, data_inputs
 from ...config.resolve import ResolvedConfig
 from ...config.workflows import OWN_PROMPTS
 from ...errors import Issue, dotted
@@ -16,7 +16,7 @@ from .tasksets import SUFFIXES, DataError, SplitError, first_row
 def column_issues(resolved: ResolvedConfig) -> list[Issue]:
     """An error for each data set that cannot be read, or whose first row lacks a column its format names."""
     issues: list[Issue] = []
-    for label, config, provenance in stage_configs(resolved):
+    for label, config, provenance in resolved.labelled():
         for data_input in data_inputs(config):
             issues += [i for i in _issues(data_input, provenance, label) if i not in issues]
     return issues

@@ -9,24 +9,36 @@ weights in host memory, which the wake would copy back only for the sync to over
 """
 
 import time
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
+from ...config.modes import Mode
+from ...config.schema import RunConfig
 from ...launch.roles import ROLLOUT, TRAINER
 from ...platforms import get_platform
 from ..rollout.base import WEIGHTS
 from ..weights import lora
 
-if TYPE_CHECKING:
-    from .stage import Stage
-
 SYNC = "sync"  # the holder while a sync runs: the engines' weights awake, their KV cache asleep
 KEEP_WEIGHTS = 1  # the sleep level that keeps the weights (in host memory)
+
+
+class Sharing(Protocol):
+    """What a handoff uses of its stage (stage.py's Stage, which builds the handoff): its config and mode, its engines
+    and trainer ranks, its watched calls and its metrics records."""
+
+    config: RunConfig
+    mode: Mode
+    engines: list
+    ranks: list
+
+    def wait(self, refs: list, timeout_s: float | None = None) -> list: ...
+    def record(self, role: str, step: int, **values: Any) -> None: ...
 
 
 class DeviceHandoff:
     """Who holds a stage's shared devices now, and the handoffs between them (nothing when its mode shares none)."""
 
-    def __init__(self, stage: "Stage"):
+    def __init__(self, stage: Sharing):
         self.stage = stage
         self.holder = ROLLOUT  # the engines start awake: they size their memory as they start
 
@@ -66,14 +78,6 @@ class DeviceHandoff:
         return {"trainer_reserved_mib": max(reserved, default=0.0)}
 
     def _record(self, holder: str, step: int, asleep: list, started: float, kept: dict) -> None:
-        stage = self.stage
         self.holder = holder
-        stage.metrics.write(
-            "devices",
-            stage.start.offset + step,
-            stage.name,
-            holder=holder,
-            engines_asleep=sum(asleep),
-            seconds=time.perf_counter() - started,
-            **kept,
-        )
+        seconds = time.perf_counter() - started
+        self.stage.record("devices", step, holder=holder, engines_asleep=sum(asleep), seconds=seconds, **kept)

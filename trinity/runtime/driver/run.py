@@ -22,6 +22,7 @@ from ...utils.atomic import write_text_atomic
 from ..records.metrics import MetricsLog
 from ..records.progress import StageSummary
 from ..records.run_dir import Checkpoint, RunDir
+from . import loops
 from .stage import RoleHandles, Stage, StageStart
 from .watcher import RoleFailed
 
@@ -46,6 +47,7 @@ RUN_CHANGING = (
 )
 
 
+FAILURE = "failure"  # the metrics line of a run that a role's failure ended (RoleFailed.record)
 EarlyLoads = dict[str, Any]  # engine name -> its early load (a Ray object ref), started by _prestart
 
 
@@ -129,7 +131,11 @@ def _stages(
             start = StageStart(model_path, offset, resume)
             stage = Stage(config, name, index, run_dir, metrics, start, options.quiet)
             following = stages[index + 1][1] if index + 1 < len(stages) else None
-            summary, early = _launch(stage, launch, show, following, early)
+            try:
+                summary, early = _launch(stage, launch, show, following, early)
+            except RoleFailed as failed:  # the run's records say what the user reads: the cause, then the rest
+                metrics.write(FAILURE, stage.reached(), stage.name, **failed.record())
+                raise
             summaries.append(summary)
             if stage.last_checkpoint:
                 model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
@@ -182,7 +188,7 @@ def _launch(
     stage.summary.kept = (len(launch.kept), len(plan.actors))
     try:
         stage.summary.setup_s = time.monotonic() - started
-        summary = stage.run()
+        summary = stage.run(loops.loop(stage.mode))
         stage.finish()
     finally:  # the endpoints stop with the stage, however it ends
         stage.stop_proxy()

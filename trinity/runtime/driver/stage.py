@@ -6,8 +6,10 @@ a role is watched (watcher.py): a role that raises or dies ends the stage at onc
 """
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ...config.algorithms.queries import data_kind, needs_rollout
 from ...config.modes import mode, trains_until_drained
@@ -21,7 +23,6 @@ from ..records.run_dir import Checkpoint, RunDir
 from ..roles.base import peak_rss_mb
 from ..sync.synchronizer import Synchronizer
 from ..weights import lora
-from . import loops
 from .device_handoff import DeviceHandoff
 from .watcher import RayWatcher, Watcher
 
@@ -233,17 +234,22 @@ class Stage:
 
     # --- running ---------------------------------------------------------------------------------------
 
-    def run(self) -> StageSummary:
-        """Drive the stage to its last step with the loop its mode names; returns what it did."""
+    def run(self, loop: Callable[["Stage"], None]) -> StageSummary:
+        """Drive the stage to its last step with `loop` (the one its mode names: loops.loop); returns what it did."""
         started = time.monotonic()
         self.progress = Progress(self.summary.name, self.total, self.quiet)
         self.progress.update(self.start.done)
         self.counted_calls = self.driver_calls  # a step's count leaves the setup's calls out
-        loops.loop(self.mode)(self)
+        loop(self)
         self.progress.close()
         self.summary.steps = self.total or self.progress.step  # serve mode without total_steps: what it served
         self.summary.seconds = time.monotonic() - started
         return self.summary
+
+    def reached(self) -> int:
+        """The run's global step this stage has reached (where it resumed, before it runs)."""
+        progress = getattr(self, "progress", None)  # set as the stage runs
+        return self.start.offset + (progress.step if progress else self.start.done)
 
     def wait(self, refs: list, timeout_s: float | None = None) -> list:
         """Wait for `refs` (each a call on a role), made in turn; a failed role raises RoleFailed at once (TimeoutError
@@ -261,6 +267,10 @@ class Stage:
         """Start watching `refs` (each a call on a role) as one step of `kind`, not waiting for them."""
         self.driver_calls += len(refs)
         self.watcher.start(kind, refs)
+
+    def record(self, role: str, step: int, **values: Any) -> None:
+        """A metrics line of `role` at stage step `step` (numbered as the run's global steps)."""
+        self.metrics.write(role, self.start.offset + step, self.name, **values)
 
     # --- finishing -------------------------------------------------------------------------------------
 

@@ -1,10 +1,13 @@
-"""The driver's outstanding calls to role actors on Ray: waiting on them, and naming the role that failed.
+"""The driver's outstanding calls to role actors on Ray: waiting on them, and naming the role whose failure ended them.
 
-A role that raises or dies ends the wait at once with a RoleFailed naming it and its cause: what it raised
-(the type and the message's meaningful lines, without a device runtime's boilerplate), or, when its process
-died, how and the last lines of its log (where its stderr goes: a device runtime's own message), with the
-log's path. Free text is shown as is: trinity has no masking helper for it (config/redact.py masks config
-trees and overrides). The stage decides what to call (scheduler.py); this module only watches.
+A role that raises or dies ends the wait with a RoleFailed whose first line names the cause: the calls still out and
+a call on each actor are watched for SETTLE_S more (a peer that lost its connection to a killed role often reports
+first), and blame.py orders what failed: a death first, with how its process ended (the signal or exit code its
+sentinel wrote into its log, roles/sentinel.py, else what Ray says) and the last lines of its log (where its stderr
+goes: a device runtime's own message), else what a role raised (the type and the message's meaningful lines, without
+a device runtime's boilerplate); the others follow, one line each ("then: ..."). Free text is shown as is: trinity
+has no masking helper for it (config/redact.py masks config trees and overrides). The stage decides what to call
+(scheduler.py); this module only watches.
 """
 
 import re
@@ -12,13 +15,21 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..roles import sentinel
 from ..roles.base import found_log
+from . import blame
+from .blame import Failure
 
 WAIT_S = 1.0  # how often the driver looks at its outstanding calls
 CAUSE_LINES = 3  # of an error's message, shown
 TAIL_LINES = 5  # of a dead role's log, shown
 LINE_CHARS = 240  # longer lines are cut
 MAX_LINES = 15  # of a RoleFailed message
+SETTLE_S = 0.5  # after a first failure, how long the others are gathered: the cause is not always the first seen
+CAUSE_WAIT_S = 2.0  # ... and at most, while every failure found says only that it lost a peer
+SENTINEL_WAIT_S = 0.5  # for a dead role's sentinel to write how it ended (milliseconds after the death)
+# Ray's words for a process that ended without a word to it: a signal or an exit code, which its sentinel gives
+GENERIC_EXIT = re.compile(r"Worker unexpectedly exits with a connection error code")
 # lines a device runtime adds to every error of its kind: the cause is on another line
 BOILERPLATE = re.compile(
     "|".join(
@@ -45,7 +56,21 @@ STACK_DUMP = re.compile(
 
 
 class RoleFailed(RuntimeError):
-    """A role actor raised or died; the message names it and carries its error."""
+    """A role actor raised or died; the message names the cause first and its consequences after it (blame.py)."""
+
+    def __init__(self, message: str, failures: tuple[Failure, ...] = ()):
+        super().__init__(message)
+        self.failures = failures  # the cause first; none where the failure is not a role's (a misplaced actor)
+
+    @classmethod
+    def of(cls, failures: list[Failure]) -> "RoleFailed":
+        """The failure of `failures`, worded and ordered by blame.py, in at most MAX_LINES lines."""
+        lines = blame.message(failures).splitlines()
+        return cls("\n".join(lines[:MAX_LINES]), tuple(blame.ordered(failures)))
+
+    def record(self) -> dict:
+        """What the run's records keep of it (blame.record); a failure that is no role's: its message's first line."""
+        return blame.record(list(self.failures)) if self.failures else {"cause": str(self).partition("\n")[0]}
 
 
 class Watcher(Protocol):
@@ -58,7 +83,7 @@ class Watcher(Protocol):
 
 class RayWatcher:
     """Calls in flight, by kind (explore, train, ...). A failure names the actor (of `actors`, by name) it came from,
-    and the others found dead; `log_dir`, the run's `logs` folder, holds their logs."""
+    and the others found failed or dead within SETTLE_S; `log_dir`, the run's `logs` folder, holds their logs."""
 
     def __init__(self, actors: dict[str, Any], log_dir: str | Path | None = None):
         self.actors, self.log_dir = actors, log_dir
@@ -99,51 +124,98 @@ class RayWatcher:
 
         ready, pending = ray.wait(refs, num_returns=num_returns, timeout=WAIT_S)
         for ref in ready:
-            self._get([ref])  # raises at once if that role failed
+            self._get([ref], pending)  # raises at once if that role failed
         return ready, pending
 
-    def _get(self, refs: list) -> list:
+    def _get(self, refs: list, others: list | None = None) -> list:
+        """The results of `refs`; where one failed, RoleFailed naming the cause among what failed with it (of `refs`,
+        `others` and every call started: the stage ends with the first failure, so each is one of its own)."""
         import ray
 
         try:
             return ray.get(refs)
         except (ray.exceptions.RayActorError, ray.exceptions.RayTaskError) as exc:
-            raise RoleFailed(self._who_failed(exc)) from None
+            seen = time.time()
+            caught = [(exc, None, seen), *self._settle([*refs, *(others or []), *self.refs], exc)]
+            raise RoleFailed.of([self._failure(error, pinged, at) for error, pinged, at in caught]) from None
 
-    def _who_failed(self, exc: Exception) -> str:
+    def _settle(self, calls: list, first: Exception) -> list[tuple[Exception, str | None, float]]:
+        """What else fails within SETTLE_S of the first failure (`first`), among `calls` and a call on each actor (one
+        that died answers with its death): a peer's error that it lost the role that failed can come first. While
+        every failure found only says it lost a peer, the cause is still to come: up to CAUSE_WAIT_S.
+        (error, the actor called where a call on it found its death, when) of each."""
         import ray
 
-        ids = {actor._actor_id.hex(): name for name, actor in self.actors.items()}  # a handle has no public id
-        name, error = _origin(exc, ids)
-        if isinstance(error, ray.exceptions.RayTaskError) or name is None:
-            lines = self._raised(name, getattr(error, "cause", None) or error)
-        else:
-            lines = self._died(name, error)
-        for other in self._dead():
-            if other != name:
-                lines += [f"{other} died too", *self._where(other, "log")]
-        return "\n".join(lines[:MAX_LINES])
+        watched: dict[Any, str | None] = {ref: None for ref in dict.fromkeys(calls)}
+        watched |= {actor.peak_rss_mb.remote(): name for name, actor in self.actors.items()}
+        started, caught = time.monotonic(), []
+        while watched:
+            causes = [first, *(error for error, _, _ in caught)]
+            left = (SETTLE_S if any(map(self._is_cause, causes)) else CAUSE_WAIT_S) - (time.monotonic() - started)
+            if left <= 0:
+                break
+            ready, _ = ray.wait(list(watched), num_returns=1, timeout=left)
+            for ref in ready:
+                pinged = watched.pop(ref)
+                try:
+                    ray.get(ref)
+                except ray.exceptions.RayError as error:
+                    caught.append((error, pinged, time.time()))
+        return caught
 
-    def _raised(self, name: str | None, cause: BaseException) -> list[str]:
-        first, *more = cause_of(cause)
-        return [f"{name or 'a role'} failed: {first}", *(f"  {line}" for line in more), *self._where(name, "traceback")]
+    def _is_cause(self, error: Exception) -> bool:
+        """Whether `error` is a death or an error of a role's own (not one saying it lost a peer)."""
+        import ray
 
-    def _died(self, name: str, error: Exception) -> list[str]:
-        tail = _tail(found_log(self.log_dir, name)) if self.log_dir else []
-        told = ["  its log ends:", *(f"    {line}" for line in tail)] if tail else []
-        return [f"{name} died: {_how(str(error))}", *told, *self._where(name, "log")]
+        _, origin = _origin(error, self._ids())
+        if not isinstance(origin, ray.exceptions.RayTaskError):
+            return isinstance(origin, ray.exceptions.RayActorError)
+        return not blame.PEER_LOST.search(cause_of(getattr(origin, "cause", None) or origin)[0])
+
+    def _ids(self) -> dict[str, str]:
+        return {actor._actor_id.hex(): name for name, actor in self.actors.items()}  # a handle has no public id
+
+    def _failure(self, error: Exception, pinged: str | None, seen: float) -> Failure:
+        """The Failure record of `error` (raised by a call, or by a call on actor `pinged`), seen at `seen`."""
+        import ray
+
+        name, origin = _origin(error, self._ids())
+        name = name or pinged
+        if isinstance(origin, ray.exceptions.RayTaskError) or name is None:
+            first, *more = cause_of(getattr(origin, "cause", None) or origin)
+            shown = (*(f"  {line}" for line in more), *self._where(name, "traceback"))
+            return Failure(name, False, first, seen, shown, self._log(name))
+        return self._death(name, origin, seen)
+
+    def _death(self, name: str, error: Exception, seen: float) -> Failure:
+        """Role `name` died: how (its sentinel's words, else Ray's), when, and the end of its log."""
+        pid = _pid(str(error))
+        lines = self._ended_lines(name, pid)
+        said = sentinel.ended(lines, pid) if pid else None
+        ray_says = _how(str(error))
+        how = ray_says
+        if said:
+            how = said[0] + ("" if GENERIC_EXIT.match(ray_says) else f"; Ray: {ray_says}")
+        tail = _tail(lines)
+        told = ("  its log ends:", *(f"    {line}" for line in tail)) if tail else ()
+        return Failure(name, True, how, said[1] if said else seen, (*told, *self._where(name, "log")), self._log(name))
+
+    def _ended_lines(self, name: str, pid: int | None) -> list[str]:
+        """The last lines of role `name`'s log, once its sentinel wrote how process `pid` ended (at most
+        SENTINEL_WAIT_S: the line follows the death by milliseconds); [] when the log is not on this machine."""
+        path = found_log(self.log_dir, name) if self.log_dir else None
+        deadline = time.monotonic() + SENTINEL_WAIT_S
+        while True:
+            lines = _last_lines(path) if path else []
+            if not (path and path.exists() and pid) or sentinel.ended(lines, pid) or time.monotonic() >= deadline:
+                return lines
+            time.sleep(0.05)
+
+    def _log(self, name: str | None) -> str | None:
+        return str(found_log(self.log_dir, name)) if name and self.log_dir else None
 
     def _where(self, name: str | None, what: str) -> list[str]:
         return [f"  {what}: {found_log(self.log_dir, name)}"] if name and self.log_dir else []
-
-    def _dead(self) -> list[str]:
-        """The roles whose process has ended: asked something, Ray answers that they died (a role busy elsewhere
-        does not answer in time, and is not named)."""
-        import ray
-
-        pings = {name: actor.peak_rss_mb.remote() for name, actor in self.actors.items()}
-        ready, _ = ray.wait(list(pings.values()), num_returns=len(pings), timeout=5)
-        return [name for name, ref in pings.items() if ref in ready and not _answers(ref)]
 
 
 def _origin(exc: Exception, ids: dict[str, str]) -> tuple[str | None, Exception]:
@@ -185,31 +257,31 @@ def _how(message: str) -> str:
     return _cut(detail.group(1)) if detail else (lines[-1] if lines else "its process ended")
 
 
-def _tail(path: Path) -> list[str]:
-    """The last meaningful lines of a role's log: what its process wrote last (a device runtime's message, a fatal
-    signal), without faulthandler's stacks. [] when the log is not on this machine."""
+def _pid(message: str) -> int | None:
+    """The process id Ray names in an actor's death (`pid: 1234`)."""
+    found = re.search(r"\bpid[:=] ?(\d+)", message)
+    return int(found.group(1)) if found else None
+
+
+def _last_lines(path: Path) -> list[str]:
+    """The lines of the last 64 KiB of a role's log; [] when the log is not on this machine."""
     try:
         with path.open("rb") as log:
             log.seek(max(0, log.seek(0, 2) - 64 * 1024))
-            text = log.read().decode(errors="replace")
+            return log.read().decode(errors="replace").splitlines()
     except OSError:
         return []
-    lines = [line for line in text.splitlines() if not STACK_DUMP.search(line)]
-    return _meaningful(lines)[-TAIL_LINES:]
+
+
+def _tail(lines: list[str]) -> list[str]:
+    """The last meaningful lines of a role's log: what its process wrote last (a device runtime's message, a fatal
+    signal), without faulthandler's stacks and its sentinel's line (the death's headline says it)."""
+    kept = [line for line in lines if not STACK_DUMP.search(line) and not sentinel.ENDED_LINE.match(line.strip())]
+    return _meaningful(kept)[-TAIL_LINES:]
 
 
 def _cut(line: str) -> str:
     return line if len(line) <= LINE_CHARS else line[: LINE_CHARS - 3] + "..."
-
-
-def _answers(ref: Any) -> bool:
-    import ray
-
-    try:
-        ray.get(ref)
-        return True
-    except ray.exceptions.RayError:  # whatever stops an actor answering: it is the one to name
-        return False
 
 
 def _done(ref: Any) -> bool:

@@ -24,7 +24,7 @@ from .replies import Replies
 
 if TYPE_CHECKING:
     from ...config.resolve import ResolvedConfig
-    from ..rollout.base import Sampling
+    from ..rollout.samples import Sampling
     from ..workflows.base import Task
 
 EMPTY_KEY = "EMPTY"  # the key sent where api_key_env is unset (Trinity-RFT's, and what a local vLLM server takes)

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:  # imported where they run: the explorer's process imports them as its setup needs them
     from ...config.schema.explorer import InferenceModelConfig
     from ..data.tokenizer import Tokenizer
-    from ..rollout.base import Sampling
     from ..rollout.gather import Gatherer
+    from ..rollout.samples import Sampling
     from ..workflows.base import Task
     from ..workflows.conversation import ChatTemplate, Conversation
 

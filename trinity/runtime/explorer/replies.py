@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..experience import Experience
 
 if TYPE_CHECKING:
-    from ..rollout.base import Sample
+    from ..rollout.samples import Sample
 
 
 class Replies:

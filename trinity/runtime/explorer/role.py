@@ -40,7 +40,7 @@ from .tasksets import TaskSet, load_taskset
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ..rollout.base import Sampling
+    from ..rollout.samples import Sampling
     from ..workflows.base import Task
 
 

@@ -12,7 +12,7 @@ from ...config.workflows import OWN_PROMPTS
 if TYPE_CHECKING:
     from ..data.selectors import Selector
     from ..rewards import BoundReward
-    from ..rollout.base import Sampling
+    from ..rollout.samples import Sampling
     from ..workflows.base import Task
 
 
@@ -32,7 +32,7 @@ def load_taskset(config: RunConfig, storage: TasksetConfig, is_eval: bool) -> Ta
     from ..data import selectors
     from ..data.prompts import check_columns
     from ..data.tasksets import load_rows
-    from ..rollout.base import Sampling
+    from ..rollout.samples import Sampling
     from ..workflows import Task
 
     explorer_input = config.buffer.explorer_input

@@ -7,7 +7,8 @@ KL penalty in the reward, verl's rollout_corr/* with algorithm.rollout_correctio
 lines method, seconds, weight_version; eval lines
 taskset, accuracy; preview lines (trainer.enable_preview) table and rows (prompt, response, reward), also shown by
 the monitor: a wandb table as Trinity-RFT logs it, a TensorBoard text summary (a Markdown table; Trinity-RFT's
-TensorBoard monitor shows none). Each line is written with one append, so a reader never sees half a line.
+TensorBoard monitor shows none); a failure line, where a role's failure ended the run, cause, cause_role, died, how and
+then (driver/blame.py). Each line is written with one append, so a reader never sees half a line.
 """
 
 import json

@@ -12,7 +12,8 @@ writes its stderr there. That
 is fd 2 itself, redirected, not teed through a pipe: a pipe's reader dies with the process, losing the
 last words of one that dies hard (a CUDA or NPU runtime's abort message, faulthandler's stacks), which
 are the ones needed; the redirect only takes those lines from Ray's session log of the worker, which
-trinity does not stream (`log_to_driver=False`)."""
+trinity does not stream (`log_to_driver=False`). The log's last line, once the process has ended, says how: the
+signal or exit code its sentinel (sentinel.py) read as it ended."""
 
 import faulthandler
 import functools
@@ -29,14 +30,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...utils import device
+from . import sentinel
 
 if TYPE_CHECKING:
+    import subprocess
+
     from ...config.schema import RunConfig
     from ...launch.plan import ActorSpec
 
 # set while a role method runs: a role method it calls leaves logging what they raise to it
 _in_role_call: ContextVar[bool] = ContextVar("trinity_in_role_call", default=False)
 _stderr_taken = False  # whether this process's fd 2 already goes to a role's log
+_sentinel: "subprocess.Popen | None" = None  # the process that writes how this one ended into its log (sentinel.py)
 
 
 class Role:
@@ -231,8 +236,8 @@ def _logger(name: str, log_dir: str | None, level: str = "INFO") -> logging.Logg
 def _stderr_into(path: Path) -> None:
     """Point this actor process's fd 2 and faulthandler (its threads' stacks on a fatal signal) at `path`, appending,
     once per process: a kept actor's restage keeps the first. Only in a Ray actor, which is the process's one role: a
-    role built in a test or the driver leaves that process's stderr alone."""
-    global _stderr_taken
+    role built in a test or the driver leaves that process's stderr alone. Its sentinel starts beside it."""
+    global _stderr_taken, _sentinel
     if _stderr_taken or not _in_actor():
         return
     sys.stderr.flush()
@@ -240,6 +245,7 @@ def _stderr_into(path: Path) -> None:
     os.dup2(fd, 2)
     os.close(fd)
     faulthandler.enable(file=2, all_threads=True)  # Ray's own registration (fd 2) is replaced, not doubled
+    _sentinel = sentinel.start(str(path))  # how this process ends goes into the same log
     _stderr_taken = True
 
 

@@ -11,7 +11,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import Sample, Sampling
+from .samples import Sample, Sampling
 
 MAX_WAIT_S = 0.05  # a workflow busy elsewhere (a slow reward, a tool) holds the others back at most this long
 

@@ -10,7 +10,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 SESSION_HEADER = "X-Trinity-Session"
-# a session's default sampling arguments (rollout.base.Sampling as JSON): its taskset's rollout_args
+# a session's default sampling arguments (rollout.samples.Sampling as JSON): its taskset's rollout_args
 SAMPLING_HEADER = "X-Trinity-Sampling"
 # sessions a crashed workflow never took (serve mode: calls never rewarded) are dropped, oldest first
 MAX_SESSIONS = 65536

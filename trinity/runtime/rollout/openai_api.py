@@ -24,10 +24,10 @@ from ...config.schema import RunConfig
 from ...config.schema.explorer import NO_API_KEY
 from ..data.prompts import render_chat
 from . import episodes
-from .base import Sample, Sampling
 from .history import SAMPLING_HEADER, SESSION_HEADER, History, RecordedCall
 from .openai_messages import for_template, reply_message
 from .openai_requests import ApiError, ChatRequest, CompletionRequest, FeedbackRequest, parse
+from .samples import Sample, Sampling
 
 PROXY_HEADER = "X-Trinity-Proxy"  # a call serve mode's proxy forwards (proxy.py): the proxy keeps it for /feedback
 

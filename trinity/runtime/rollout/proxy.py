@@ -23,52 +23,17 @@ import json
 import socket
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 
 from ...config.schema.explorer import NO_API_KEY
 from . import episodes
-from .history import RecordedCall
 from .openai_api import PROXY_HEADER
 from .openai_requests import ApiError
+from .proxy_engines import EngineState, EngineTurns
 from .proxy_records import CallRecords
-
-# headers that belong to one connection, not to the request (RFC 9110 7.6.1), and those httpx sets itself
-HOP_BY_HOP = {
-    "connection",
-    "keep-alive",
-    "proxy-authenticate",
-    "proxy-authorization",
-    "te",
-    "trailer",
-    "trailers",
-    "transfer-encoding",
-    "upgrade",
-    "host",
-    "content-length",
-    "accept-encoding",
-}
-HEALTH_TIMEOUT_S = 10.0  # an engine that does not answer /health within this is down until it does
-
-
-@dataclass
-class EngineState:
-    """What the proxy knows of one engine (one OpenAI endpoint)."""
-
-    index: int
-    url: str  # …/v1
-    healthy: bool = False
-    serving: bool = True  # False while it takes new weights
-    in_flight: int = 0
-    requests: int = 0
-    weight_version: int | None = None
-    problem: str = "not checked yet"
-
-    @property
-    def root(self) -> str:
-        return self.url.removesuffix("/v1")
+from .proxy_replies import HOP_BY_HOP, as_asked, asking_ids, recorded_calls
 
 
 class Feedback(BaseModel):
@@ -100,20 +65,30 @@ class Proxy:
         timeout_s: float = 1800,
         public_host: str | None = None,
     ) -> None:
-        self.engines = [EngineState(i, u) for i, u in enumerate(urls)]
+        self.turns = EngineTurns(urls, min_running)
+        self.engines = self.turns.engines
         self.host, self.port, self.records = host, port, records
-        self.min_running, self.check_interval_s = min_running, check_interval_s
+        self.check_interval_s = check_interval_s
         self.api_key, self.timeout_s = api_key, timeout_s
         self.public_host = public_host or host
         self.url: str | None = None
         self.rewarded: list = []  # experiences /feedback made, until the serve loop takes them
         self.accepting = True  # False once the serve loop took its last rewards
-        self._lock = threading.Lock()
-        self._next = 0
+        self._lock = threading.Lock()  # over `rewarded` and `accepting` (the engines have their own: self.turns)
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: Any = None
         self._failure: BaseException | None = None
+
+    @property
+    def min_running(self) -> int:
+        """explorer.min_running_model_num: fewer engines answering than this, and the proxy answers 503."""
+        return self.turns.min_running
+
+    @min_running.setter
+    def min_running(self, value: int) -> None:
+        with self.turns.lock:
+            self.turns.min_running = value
 
     # --- starting and stopping (the driver's thread) ----------------------------------------------------------
 
@@ -172,7 +147,7 @@ class Proxy:
         limits = httpx.Limits(max_connections=256, max_keepalive_connections=64)
         async with httpx.AsyncClient(timeout=httpx.Timeout(self.timeout_s, connect=10.0), limits=limits) as client:
             self._client = client
-            await self._check_all()
+            await self.turns.check_all(client)
             checks = asyncio.create_task(self._check_loop())
             self._server = Server(uvicorn.Config(self.app(), log_level="warning", lifespan="off", access_log=False))
             serving = asyncio.create_task(self._server.serve(sockets=[sock]))
@@ -184,90 +159,25 @@ class Proxy:
             finally:
                 checks.cancel()
 
-    # --- engines' health -----------------------------------------------------------------------------------
-
     async def _check_loop(self) -> None:
+        """Every check_interval_s: each engine's health (EngineTurns.check_all)."""
         while True:
             await asyncio.sleep(self.check_interval_s)
-            await self._check_all()
+            await self.turns.check_all(self._client)
 
-    async def _check_all(self) -> None:
-        await asyncio.gather(*(self._check(e) for e in self.engines))
-
-    async def _check(self, engine: EngineState) -> None:
-        try:
-            answer = await self._client.get(f"{engine.root}/health", timeout=HEALTH_TIMEOUT_S)
-            if answer.status_code != 200:
-                raise RuntimeError(f"/health answered {answer.status_code}")
-            version = answer.json().get("weight_version")
-        except Exception as exc:  # down, or answering nonsense: no requests until it answers again
-            with self._lock:
-                engine.healthy, engine.problem = False, f"{type(exc).__name__}: {exc}"
-            return
-        with self._lock:
-            engine.healthy, engine.problem, engine.weight_version = True, "", version
-
-    def _answering(self) -> list[EngineState]:
-        return [e for e in self.engines if e.healthy]
-
-    def _pick(self, tried: set[int]) -> EngineState:
-        """The next engine in turn that answers and serves (not one of `tried`), its request counted."""
-        with self._lock:
-            answering = self._answering()
-            if len(answering) < self.min_running:
-                down = "; ".join(f"engine {e.index}: {e.problem}" for e in self.engines if not e.healthy)
-                raise ApiError(
-                    503,
-                    f"{len(answering)} of {len(self.engines)} engines answer their health check, fewer than "
-                    f"explorer.min_running_model_num={self.min_running} ({down}); try again shortly",
-                )
-            n = len(self.engines)
-            for step in range(n):
-                engine = self.engines[(self._next + step) % n]
-                if engine.healthy and engine.serving and engine.index not in tried:
-                    self._next = (engine.index + 1) % n
-                    engine.in_flight += 1
-                    engine.requests += 1
-                    return engine
-        raise ApiError(503, "no engine is free to answer: they are taking new weights or down; try again shortly")
-
-    def _done(self, engine: EngineState) -> None:
-        with self._lock:
-            engine.in_flight -= 1
-
-    # --- weights, a few engines at a time (the serve loop's thread) -------------------------------------------
+    # --- weights, a few engines at a time (the serve loop's thread): the engines' turns (proxy_engines.py) ----
 
     def withdraw(self, pending: list[int]) -> list[int]:
-        """Take engines of `pending` out of turn (they finish what they answer and get no new requests) while
-        `min_running_model_num` answering engines keep serving; returns those taken ([]: none can be spared). An
-        engine that does not answer is taken at once."""
-        with self._lock:
-            serving = [e.index for e in self.engines if e.healthy and e.serving]
-            spare = len(serving) - self.min_running
-            taken = [i for i in pending if not self.engines[i].healthy]
-            for i in pending:
-                if i in serving and spare > 0:
-                    taken.append(i)
-                    spare -= 1
-            for i in taken:
-                self.engines[i].serving = False
-            return sorted(taken)
+        """EngineTurns.withdraw: engines of `pending` out of turn, as many as can be spared; returns those taken."""
+        return self.turns.withdraw(pending)
 
     def drained(self, taken: list[int], timeout_s: float) -> bool:
-        """Wait until engines `taken` answered every request the proxy sent them (at most `timeout_s`)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if all(self.engines[i].in_flight == 0 for i in taken):
-                    return True
-            time.sleep(0.05)
-        return False
+        """EngineTurns.drained: whether engines `taken` answered all they were sent, within `timeout_s`."""
+        return self.turns.drained(taken, timeout_s)
 
     def restore(self, taken: list[int], version: int) -> None:
-        """Engines `taken` serve again, holding weight version `version`."""
-        with self._lock:
-            for i in taken:
-                self.engines[i].serving, self.engines[i].weight_version = True, version
+        """EngineTurns.restore: engines `taken` serve again, holding weight version `version`."""
+        self.turns.restore(taken, version)
 
     def take_experiences(self, final: bool = False) -> list:
         """The experiences /feedback made since the last call; `final`: /feedback refuses what would come after."""
@@ -278,21 +188,7 @@ class Proxy:
 
     def metrics(self) -> dict:
         """Requests per engine and the calls recorded (GET /metrics)."""
-        with self._lock:
-            engines = [
-                {
-                    "engine": e.index,
-                    "url": e.url,
-                    "healthy": e.healthy,
-                    "serving": e.serving,
-                    "requests": e.requests,
-                    "in_flight": e.in_flight,
-                    "weight_version": e.weight_version,
-                    "problem": e.problem,
-                }
-                for e in self.engines
-            ]
-        return {"engines": engines, **self.records.counts()}
+        return {"engines": self.turns.table(), **self.records.counts()}
 
     # --- the application ----------------------------------------------------------------------------------
 
@@ -325,9 +221,8 @@ class Proxy:
     async def _health(self, request: Any) -> Any:
         from starlette.responses import JSONResponse
 
-        with self._lock:
-            answering = len(self._answering())
-        ok = answering >= self.min_running
+        answering = self.turns.answering()
+        ok = answering >= self.turns.min_running
         body = {"status": "ok" if ok else "unavailable", "engines": len(self.engines), "answering": answering}
         return JSONResponse(body, status_code=200 if ok else 503)
 
@@ -348,7 +243,7 @@ class Proxy:
             answer, engine = await self._send(request, "GET", "/models", None)
         except ApiError as exc:
             return self._error(exc)
-        self._done(engine)
+        self.turns.done(engine)
         return Response(answer.content, status_code=answer.status_code, media_type="application/json")
 
     async def _send(self, request: Any, method: str, path: str, body: object) -> tuple[Any, EngineState]:
@@ -360,22 +255,21 @@ class Proxy:
         headers[PROXY_HEADER] = "1"
         tried: set[int] = set()
         while True:
-            engine = self._pick(tried)
+            engine = self.turns.pick(tried)
             try:
                 answer = await self._client.request(method, engine.url + path, json=body, headers=headers)
                 return answer, engine
             except httpx.ConnectError as exc:  # nothing reached it: mark it down, try the next
-                self._done(engine)
-                with self._lock:
-                    engine.healthy, engine.problem = False, f"ConnectError: {exc}"
+                self.turns.done(engine)
+                self.turns.down(engine, f"ConnectError: {exc}")
                 tried.add(engine.index)
             except httpx.TimeoutException:
-                self._done(engine)
+                self.turns.done(engine)
                 raise ApiError(
                     503, f"engine {engine.index} did not answer within {self.timeout_s:g} s (explorer.max_timeout)"
                 ) from None
             except httpx.HTTPError as exc:
-                self._done(engine)
+                self.turns.done(engine)
                 raise ApiError(503, f"engine {engine.index} failed: {type(exc).__name__}: {exc}") from None
 
     async def _forward(self, request: Any) -> Any:
@@ -390,7 +284,7 @@ class Proxy:
                 raise ApiError(400, f"the request body is not JSON: {exc}") from None
             if not isinstance(body, dict):
                 raise ApiError(400, "the request body is not a JSON object")
-            answer, engine = await self._send(request, "POST", path.removeprefix("/v1"), _asking_ids(path, body))
+            answer, engine = await self._send(request, "POST", path.removeprefix("/v1"), asking_ids(path, body))
         except ApiError as exc:
             return self._error(exc)
         try:
@@ -398,8 +292,8 @@ class Proxy:
                 reply = answer.json()
             except ValueError:
                 reply = None
-            calls = _calls(reply, engine) if answer.status_code == 200 and isinstance(reply, dict) else None
-            shown = _as_asked(path, body, reply) if calls is not None else reply
+            calls = recorded_calls(reply, engine) if answer.status_code == 200 and isinstance(reply, dict) else None
+            shown = as_asked(path, body, reply) if calls is not None else reply
             recorded = shown if shown is not None else answer.text
             self.records.record(
                 path,
@@ -413,7 +307,7 @@ class Proxy:
                 calls,
             )
         finally:
-            self._done(engine)
+            self.turns.done(engine)
         if shown is None:
             return Response(
                 answer.content, status_code=answer.status_code, media_type=answer.headers.get("content-type")
@@ -457,56 +351,6 @@ class Proxy:
         except ApiError as exc:
             return self._error(exc)
         return JSONResponse({"experiences": len(made)})
-
-
-def _asking_ids(path: str, body: dict) -> dict:
-    """The request as sent to the engine: asking for the token ids and log-probs an experience needs."""
-    sent = dict(body)
-    sent["return_token_ids"] = True
-    if path.endswith("/chat/completions"):
-        sent["logprobs"] = True
-    elif body.get("logprobs") is None:
-        sent["logprobs"] = 0
-    return sent
-
-
-def _as_asked(path: str, body: dict, reply: dict) -> dict:
-    """The engine's answer without the ids and log-probs the client did not ask for."""
-    shown = json.loads(json.dumps(reply))
-    if not body.get("return_token_ids"):
-        shown.pop("prompt_token_ids", None)
-        for choice in shown.get("choices", []):
-            choice.pop("token_ids", None)
-    chat = path.endswith("/chat/completions")
-    if (chat and not body.get("logprobs")) or (not chat and body.get("logprobs") is None):
-        for choice in shown.get("choices", []):
-            if chat:
-                choice.pop("logprobs", None)
-            else:
-                choice["logprobs"] = None
-    return shown
-
-
-def _calls(reply: dict, engine: EngineState) -> list[RecordedCall] | None:
-    """The answer's choices as the engine generated them (None: it did not give the ids, not trinity's engine)."""
-    prompt = reply.get("prompt_token_ids")
-    if not isinstance(prompt, list):
-        return None
-    version = reply.get("weight_version", engine.weight_version or 0)
-    calls = []
-    for choice in reply.get("choices", []):
-        ids, logprobs = choice.get("token_ids"), choice.get("logprobs") or {}
-        if not isinstance(ids, list):
-            return None
-        if "content" in logprobs:  # chat
-            values = [t["logprob"] for t in logprobs["content"] or []]
-            text = (choice.get("message") or {}).get("content") or ""
-        else:
-            values, text = list(logprobs.get("token_logprobs") or []), choice.get("text", "")
-        if len(values) != len(ids):  # not what trinity's engine answers: kept, not rewardable
-            return None
-        calls.append(RecordedCall(reply["id"], prompt, ids, values, text, version, choice.get("finish_reason", "")))
-    return calls
 
 
 DEFAULT_DB = "proxy_history.db"  # in the run directory, where Trinity-RFT's is in the buffer's cache folder

@@ -9,7 +9,8 @@ import asyncio
 from typing import Any
 
 from ..weights import lora, model_config
-from .base import WEIGHTS, RolloutEngine, Sample, Sampling
+from .base import WEIGHTS, RolloutEngine
+from .samples import Sample, Sampling
 
 MAX_SEQUENCES = 512  # per generate call: bounds activation memory on large batches
 # Model types whose `generate` builds a plain DynamicCache from the model's config and continues one computed by a

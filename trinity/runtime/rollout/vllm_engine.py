@@ -25,7 +25,8 @@ from typing import Any
 from ...config.schema import RunConfig
 from ..weights import lora
 from . import vllm_parts
-from .base import WEIGHTS, RolloutEngine, Sample, Sampling, WeightSpec
+from .base import WEIGHTS, RolloutEngine, WeightSpec
+from .samples import Sample, Sampling
 from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
 from .vllm_turns import Turns
 from .vllm_worker import piece_roots
