@@ -12,6 +12,7 @@ from .cluster import ClusterConfig
 from .data_processor import DataProcessorConfig
 from .env import EnvConfig
 from .explorer import ExplorerConfig
+from .fault_tolerance import FaultToleranceConfig
 from .hardware import HardwareSection
 from .log import LogConfig
 from .model import ModelConfig
@@ -70,6 +71,9 @@ class RunConfig(Section):
         default_factory=DataProcessorConfig, description="Operators on the experiences before the buffer."
     )
     log: LogConfig = Field(default_factory=LogConfig, description="The roles' log files.")
+    fault_tolerance: FaultToleranceConfig = Field(
+        default_factory=FaultToleranceConfig, description="Failed roles brought back before a failure ends the run."
+    )
     ignore_validator_suggestions: bool = Field(
         False,
         description="Report a role that does not fit its devices' memory as a warning, not an error (Trinity-RFT's "
