@@ -17,10 +17,10 @@ pytest.importorskip("ray")
 
 pytestmark = pytest.mark.ray
 
-# The user's workflow: the demo's arithmetic, one rollout a play. Each play writes (task, thread, start, end, how it
-# ended) to $W48_PLAYS; it goes on only once the task's 4 plays are all playing. The first play of the 5th task to
-# start (one of step 2's: step 1 has 4) hangs until its runner cuts it, then asks the model once more, which a cut
-# task's model client refuses.
+# The user's workflows: the demo's arithmetic. Each play writes (task, repeat_times, thread, start, end, how it ended)
+# to $W48_PLAYS; a play that hangs waits until its runner cuts it, then asks the model once more, which a cut task's
+# model client refuses. OneRollout plays one rollout a play, going on only once the task's 4 plays are all playing; the
+# first play of the 5th task to start (one of step 2's: step 1 has 4) hangs. Laggard's first task of each step hangs.
 WORKFLOW = """
 import json, os, threading, time
 
@@ -29,11 +29,29 @@ from trinity.runtime.workflows.arith import ArithWorkflow
 _seen, _barriers, _lock = [], {}, threading.Lock()
 
 
+def _played(workflow, hang, first=lambda: None):
+    start, ended = time.time(), "done"
+    try:
+        first()
+        if hang:
+            while time.time() - start < 120 and not workflow.model.cut.is_set():
+                time.sleep(0.05)
+            ended = "cut" if workflow.model.cut.is_set() else "not cut"
+        return ArithWorkflow.run(workflow)
+    except Exception as exc:
+        ended += f" then {type(exc).__name__}"
+        raise
+    finally:
+        task = workflow.task
+        play = [task.uid, task.repeat_times, threading.current_thread().name, start, time.time(), ended]
+        with open(os.environ["W48_PLAYS"], "a") as out:
+            out.write(json.dumps(play) + "\\n")
+
+
 class OneRollout(ArithWorkflow):
     can_repeat = False
 
     def run(self):
-        start = time.time()
         with _lock:
             first = self.task.uid not in _seen
             if first:
@@ -41,21 +59,15 @@ class OneRollout(ArithWorkflow):
             hang = first and len(_seen) == 5
             # a task's plays go on together only once all its repeat_times are playing: one at a time never would
             barrier = _barriers.setdefault(self.task.uid, threading.Barrier(4, timeout=30))
-        ended = "done"
-        try:
-            barrier.wait()
-            if hang:
-                while time.time() - start < 120 and not self.model.cut.is_set():
-                    time.sleep(0.05)
-                ended = "cut" if self.model.cut.is_set() else "not cut"
-            return super().run()
-        except Exception as exc:
-            ended += f" then {type(exc).__name__}"
-            raise
-        finally:
-            play = [self.task.uid, self.task.repeat_times, threading.current_thread().name, start, time.time(), ended]
-            with open(os.environ["W48_PLAYS"], "a") as out:
-                out.write(json.dumps(play) + "\\n")
+        return _played(self, hang, barrier.wait)
+
+
+class Laggard(ArithWorkflow):
+    def run(self):
+        with _lock:
+            _seen.append(self.task.uid)
+            hang = len(_seen) % 4 == 1
+        return _played(self, hang)
 """
 
 KEYS = (
@@ -72,15 +84,21 @@ KEYS = (
 )
 
 
-@pytest.fixture
-def run48(run_env, tmp_path):
+def played(run_env, tmp_path, *keys):
+    """`trinity run` of the shortened demo with `keys`, the workflows above importable: (the process, the run
+    directory, the plays the workflows recorded)."""
     (tmp_path / "w48_workflow.py").write_text(textwrap.dedent(WORKFLOW))
     plays = tmp_path / "plays.jsonl"
     env = dict(run_env, W48_PLAYS=str(plays))
     env["PYTHONPATH"] = ":".join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
-    proc = trinity(env, tmp_path, *GRPO_ONLY, *KEYS)
+    proc = trinity(env, tmp_path, *GRPO_ONLY, *keys)
     records = [json.loads(line) for line in plays.read_text().splitlines()] if plays.exists() else []
     return proc, tmp_path / RUN, records
+
+
+@pytest.fixture
+def run48(run_env, tmp_path):
+    return played(run_env, tmp_path, *KEYS)
 
 
 def test_a_hung_task_is_cut_at_its_dynamic_timeout_runners_report_and_rollouts_play_at_once(run48):
@@ -121,65 +139,30 @@ def test_a_hung_task_is_cut_at_its_dynamic_timeout_runners_report_and_rollouts_p
     assert re.search(rf"\| {re.escape(cut[0])}\s+\| running\s+\|", log), log[-3000:]
 
 
-# explorer.over_rollout: each explore step's first task to start hangs until it is cut, asking the model once more
-# after (which a cut task's model client refuses); the step waits for 3 of its 4 tasks, then 1 s, and leaves it behind.
-LAGGARD = """
-import json, os, threading, time
-
-from trinity.runtime.workflows.arith import ArithWorkflow
-
-_seen, _lock = [], threading.Lock()
-
-
-class Laggard(ArithWorkflow):
-    def run(self):
-        start = time.time()
-        with _lock:
-            _seen.append(self.task.uid)
-            hang = len(_seen) % 4 == 1
-        ended = "done"
-        try:
-            if hang:
-                while time.time() - start < 120 and not self.model.cut.is_set():
-                    time.sleep(0.05)
-                ended = "cut" if self.model.cut.is_set() else "not cut"
-            return super().run()
-        except Exception as exc:
-            ended += f" then {type(exc).__name__}"
-            raise
-        finally:
-            with open(os.environ["W48_PLAYS"], "a") as out:
-                out.write(json.dumps([self.task.uid, start, time.time(), ended]) + "\\n")
-"""
+# explorer.over_rollout: Laggard's first task of each step hangs; the step waits for 3 of its 4 tasks, then 1 s,
+# and leaves it behind.
 
 
 def test_over_rollout_leaves_each_steps_slowest_task_behind_once_the_others_have_ended(run_env, tmp_path):
-    (tmp_path / "w48_laggard.py").write_text(textwrap.dedent(LAGGARD))
-    plays = tmp_path / "plays.jsonl"
-    env = dict(run_env, W48_PLAYS=str(plays))
-    env["PYTHONPATH"] = ":".join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
-    proc = trinity(
-        env,
+    proc, run, records = played(
+        run_env,
         tmp_path,
-        *GRPO_ONLY,
         "mode=explore",
         "buffer.total_steps=2",
         "buffer.trainer_input.experience_buffer.storage_type=file",
-        "buffer.explorer_input.taskset.default_workflow_type=w48_laggard:Laggard",
+        "buffer.explorer_input.taskset.default_workflow_type=w48_workflow:Laggard",
         "explorer.max_retry_times=0",
         "explorer.over_rollout.ratio=0.25",  # wait for ceil(4 x 0.75) = 3 tasks
         "explorer.over_rollout.wait_after_min=1",
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    run = tmp_path / RUN
     explored = lines(run, "explorer")
     assert [(r["step"], r["tasks_left_behind"], r["failed_tasks"]) for r in explored] == [(1, 1, 0), (2, 1, 0)]
-    records = [json.loads(line) for line in plays.read_text().splitlines()]
-    hung = [p for p in records if p[3] != "done"]
-    assert [p[3] for p in hung] == ["cut then TaskCut"] * 2  # each cut, its client refused the call after
-    assert all(p[2] - p[1] < 30 for p in hung)  # left behind about a second after the others, not after 120 s
+    hung = [p for p in records if p[5] != "done"]
+    assert [p[5] for p in hung] == ["cut then TaskCut"] * 2  # each cut, its client refused the call after
+    assert all(p[4] - p[3] < 30 for p in hung)  # left behind about a second after the others, not after 120 s
     experiences = [json.loads(line) for line in (run / "arith_experiences.jsonl").read_text().splitlines()]
-    assert {e["group"] for e in experiences} == {p[0] for p in records if p[3] == "done"}  # 3 tasks a step
+    assert {e["group"] for e in experiences} == {p[0] for p in records if p[5] == "done"}  # 3 tasks a step
     assert len({e["group"] for e in experiences}) == 6
     assert "2 of 4 tasks left behind" not in (run / "logs" / "explorer.log").read_text()
     assert "1 of 4 tasks left behind (explorer.over_rollout)" in (run / "logs" / "explorer.log").read_text()

@@ -14,3 +14,22 @@ def spawned(target, *args):
     proc.join(60)
     assert proc.exitcode == 0
     return seen
+
+
+def two_ranks(target, *args) -> dict:
+    """{rank: what it put} of two trainer ranks in one gloo group, each spawned in a process of its own that must exit
+    cleanly: `target(rank, port, *args, out)` puts (rank, what) on its queue."""
+    import multiprocessing
+
+    from trinity.runtime.sync.group import free_port
+
+    ctx, port = multiprocessing.get_context("spawn"), free_port()
+    out = ctx.Queue()
+    procs = [ctx.Process(target=target, args=(rank, port, *args, out)) for rank in (0, 1)]
+    for proc in procs:
+        proc.start()
+    got = dict(out.get(timeout=120) for _ in procs)
+    for proc in procs:
+        proc.join(60)
+        assert proc.exitcode == 0
+    return got

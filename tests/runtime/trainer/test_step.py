@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tests.runtime.trainer.spawn import spawned
+from tests.runtime.trainer.spawn import spawned, two_ranks
 
 
 def lora_update(demo_dir: str, out) -> None:
@@ -143,22 +143,12 @@ def test_advantages_are_computed_over_the_whole_batch_when_a_task_spans_ranks():
     """Task 'b' has rollouts on both ranks: rank 0 gathers every rank's KL rows, takes kl_coef x KL off the rewards,
     computes the group advantages once, and hands each rank its shard, which equals the single-process computation;
     the KL metric is the whole batch's."""
-    import multiprocessing
     from types import SimpleNamespace
 
     from trinity.runtime.experience import Experience
-    from trinity.runtime.sync.group import free_port
     from trinity.runtime.trainer import functions
 
-    ctx, port = multiprocessing.get_context("spawn"), free_port()
-    out = ctx.Queue()
-    procs = [ctx.Process(target=shard_advantages, args=(rank, port, out)) for rank in (0, 1)]
-    for proc in procs:
-        proc.start()
-    got = dict(out.get(timeout=120) for _ in procs)
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
+    got = two_ranks(shard_advantages)
     exps = [Experience([1], [2], [-1.0], reward, group) for reward, group in GROUPS]
     whole, _ = functions.advantages_and_returns(
         exps, SimpleNamespace(advantage_fn="rloo", advantage_fn_args={}), PENALTIES
@@ -210,19 +200,8 @@ def test_two_trainer_ranks_get_about_the_same_tokens_with_balance_batch(balance)
     """trainer.balance_batch: rank 0 reorders the step's batch before scattering it, so that each rank trains on
     about as many tokens (with rollouts that come back short first, in order one rank gets 4 short and the other 4
     long); each rank keeps 4 rows and every rollout is trained once; rank 0 reports the metrics verl's trainer logs."""
-    import multiprocessing
 
-    from trinity.runtime.sync.group import free_port
-
-    ctx, port = multiprocessing.get_context("spawn"), free_port()
-    out = ctx.Queue()
-    procs = [ctx.Process(target=deal, args=(rank, port, balance, out)) for rank in (0, 1)]
-    for proc in procs:
-        proc.start()
-    got = dict(out.get(timeout=120) for _ in procs)
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
+    got = two_ranks(deal, balance)
     (tokens0, rows0, sampled, counts), (tokens1, rows1, _, _) = got[0], got[1]
     assert len(rows0) == len(rows1) == 4
     assert sorted(rows0 + rows1) == sorted(r for _, r in SORTED_ROLLOUTS)  # every rollout once, on one rank
@@ -356,19 +335,8 @@ def shard_token_mask(rank: int, port: int, out) -> None:
 def test_clipbs_mask_is_taken_over_every_ranks_tokens():
     """Signal [0 | 4] across the ranks: mean 2, std 2; rank 0's token, 1 std below, goes at mu 0.5 (each rank alone
     would keep its token: one value has no spread)."""
-    import multiprocessing
 
-    from trinity.runtime.sync.group import free_port
-
-    ctx, port = multiprocessing.get_context("spawn"), free_port()
-    out = ctx.Queue()
-    procs = [ctx.Process(target=shard_token_mask, args=(rank, port, out)) for rank in (0, 1)]
-    for proc in procs:
-        proc.start()
-    got = dict(out.get(timeout=120) for _ in procs)
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
+    got = two_ranks(shard_token_mask)
     assert (got[0][0], got[1][0]) == ([[0]], [[1]])
     assert got[0][1]["advantage_metrics"]["clipb_frac_clipped"] == 0.5 and got[1][1] == {}
 
@@ -469,7 +437,7 @@ def shard_correction(rank: int, port: int, out) -> None:
     mask = torch.tensor([[1, 1] + [0] * (width - 2)] * 4)
     tensors = {"old_log_probs": old, "response_mask": mask}
     kept, metrics = step._rollout_correction(tensors, torch.zeros_like(old))
-    out.put((rank, kept, tensors["rollout_is_weights"].tolist(), metrics))
+    out.put((rank, (kept, tensors["rollout_is_weights"].tolist(), metrics)))
     dist.destroy_process_group()
 
 
@@ -477,19 +445,8 @@ def shard_correction(rank: int, port: int, out) -> None:
 def test_rollout_correction_is_taken_over_the_whole_batch_across_ranks():
     """The batch mean that normalises the weights is over both ranks' rows (the single-process answer), and each rank
     gets its own rows back at its own width; rank 0 alone reports the metrics."""
-    import multiprocessing
 
-    from trinity.runtime.sync.group import free_port
-
-    ctx = multiprocessing.get_context("spawn")
-    queue, port = ctx.Queue(), free_port()
-    procs = [ctx.Process(target=shard_correction, args=(r, port, queue)) for r in range(2)]
-    for proc in procs:
-        proc.start()
-    seen = dict((r, rest) for r, *rest in (queue.get(timeout=120) for _ in procs))
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
+    seen = two_ranks(shard_correction)
     raw = [math.exp(0.2), 2.0] + [1.0] * 6  # row 1's 3 truncated at the default threshold, 2.0
     mean = sum(raw) / 8
     assert _flat(seen[0][1]) == pytest.approx(_flat([[w / mean] * 2 for w in raw[:4]]), rel=1e-5)
