@@ -1,7 +1,7 @@
 """The trainer resumes itself (issue 49, parts 2 and 4): `kill -9` of a trainer rank or the buffer at a drawn step of
 a real `trinity run` restarts the stage from its last complete checkpoint by itself, and the run finishes as an
 uninterrupted one does; the restart is in metrics.jsonl, on stderr and in the summary. A spent budget ends the run
-with the cause and says so; SIGTERM after a restart still exits 143 and leaves nothing in Ray.
+with the cause and says so; SIGTERM after a restart still exits 143 and leaves no process of the run's Ray.
 
 The kill lands after a step drawn per role (seeded: TRINITY_RESTART_SEED=n tries others). TRINITY_RESTART_FULL=1 runs
 the whole demo (SFT, then GRPO with trainer.save_interval=20, the kill in GRPO) where held-out accuracy means
@@ -35,7 +35,8 @@ pytestmark = [pytest.mark.ray, pytest.mark.train, pytest.mark.timeout(2 * TIMEOU
 
 def started(env: dict, cwd: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen(
-        [sys.executable, "-m", "trinity", "run", *ARGS, *args, "--format", "json"],
+        # --timeout: actors that start slowly on 2 busy cores are not a failure of the run
+        [sys.executable, "-m", "trinity", "run", *ARGS, *args, "--format", "json", "--timeout", "300"],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
@@ -137,27 +138,22 @@ def test_a_spent_budget_ends_the_run_with_the_cause_and_says_so(run_env, tmp_pat
     assert_nothing_half_written(run)
 
 
-def test_sigterm_after_a_restart_exits_143_and_leaves_nothing_in_ray(run_env, tmp_path):
-    import ray
-    from ray.util.state import list_actors, list_placement_groups
-
-    from tests.conftest import ray_cluster
-
-    with ray_cluster({"num_cpus": 4}) as cluster:
-        ray.init(address=cluster.address)
+def test_sigterm_after_a_restart_exits_143_and_leaves_nothing_running(run_env, tmp_path):
+    proc = started(run_env, tmp_path, "buffer.total_steps=200")
+    reached(proc, tmp_path, 1)
+    kill(run_env, "buffer")
+    reached(proc, tmp_path, 1, restarts=1)  # the restarted stage trains
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    assert_nothing_half_written(tmp_path / RUN)
+    time.sleep(3)  # Ray's processes end a moment after the driver
+    mine = f"TRINITY_CHECKPOINT_ROOT_DIR={run_env['TRINITY_CHECKPOINT_ROOT_DIR']}\0".encode()
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            env = {**run_env, "RAY_ADDRESS": cluster.address}
-            proc = started(env, tmp_path, "buffer.total_steps=200", "cluster.ray_address=auto")
-            reached(proc, tmp_path, 1)
-            (buffer,) = list_actors(filters=[("class_name", "=", "ExperienceBuffer"), ("state", "=", "ALIVE")])
-            kill(env, "buffer", buffer.pid)
-            reached(proc, tmp_path, 1, restarts=1)  # the restarted stage trains
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)
-            assert proc.returncode == 143, err[-3000:]
-            assert_nothing_half_written(tmp_path / RUN)
-            ours = ("TrainerRank", "Explorer", "ExperienceBuffer", "TransformersEngine")
-            assert [a for a in list_actors(filters=[("state", "=", "ALIVE")]) if a.class_name in ours] == []
-            assert [g for g in list_placement_groups() if g.state != "REMOVED"] == []
-        finally:
-            ray.shutdown()
+            if mine in Path(f"/proc/{pid}/environ").read_bytes():
+                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
+        except OSError:
+            continue
+    assert left == []  # no role actor, raylet or worker of the run's Ray
