@@ -71,6 +71,8 @@ def kill(env: dict, role: str, pid: int | None = None) -> float:
 
 def assert_nothing_half_written(run: Path) -> None:
     checkpoints = run / "checkpoints"
+    if not checkpoints.exists():  # stopped before the first checkpoint
+        return
     assert not [p for p in os.listdir(checkpoints) if p.startswith(".")]
     assert all((c / "state.json").exists() for c in checkpoints.iterdir())
     lines(run)  # every line parses
@@ -98,13 +100,15 @@ def test_a_killed_trainer_rank_or_buffer_restarts_its_stage_from_the_last_checkp
     (restart,) = lines(run, "restart")
     assert restart["cause_role"] == role and restart["cause"].startswith(f"{role} died: killed by SIGKILL")
     # it resumed from the last checkpoint complete at the kill: the steps after it were trained again, each once
-    resumed = json.loads((run / "checkpoints" / restart["from_checkpoint"] / "state.json").read_text())["stage_step"]
+    saved = restart["from_checkpoint"]  # None: killed before the stage's first checkpoint, it restarted from its start
+    resumed = json.loads((run / "checkpoints" / saved / "state.json").read_text())["stage_step"] if saved else 0
     assert resumed <= restart["step"] - (400 if FULL else 0) and resumed % (20 if FULL else 2) == 0
     again = [r["step"] for r in trained(run) if r["time"] > restart["time"]]
     assert again == [s + (400 if FULL else 0) for s in range(resumed + 1, STEPS + 1)]
     first_again = min(r["time"] for r in trained(run) if r["time"] > restart["time"])
-    print(f"{role}: killed after step {step}, restarted from {restart['from_checkpoint']} {first_again - killed:.1f} s")
-    line = f"restarting stage {STAGE or 'run'} from checkpoint {restart['from_checkpoint']} after {role} died"
+    print(f"{role}: killed after step {step}, restarted from {saved} {first_again - killed:.1f} s")
+    where = f"checkpoint {saved}" if saved else "its start (no complete checkpoint yet)"
+    line = f"restarting stage {STAGE or 'run'} from {where} after {role} died"
     assert line in err and "(restart 1 of 3)" in err and "Traceback" not in err
     (summary,) = [
         s
