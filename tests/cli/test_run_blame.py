@@ -1,7 +1,8 @@
 """Blame is exact (issue 49): a role killed with SIGKILL in the middle of a run ends `trinity run` within seconds with
-exit 1, and the failure's first line names that role and the signal, not a peer that lost its connection to it (the
-trainer rank's gloo error used to come first now and then when an engine was killed); the peers that failed because
-of it follow ("then: ..."). metrics.jsonl's failure line and the JSON output say the same.
+exit 1 where no restart is allowed (fault_tolerance.max_restarts=0: the fail-stop of before), and the failure's first
+line names that role and the signal, not a peer that lost its connection to it (the trainer rank's gloo error used to
+come first now and then when an engine was killed); the peers that failed because of it follow ("then: ...").
+metrics.jsonl's failure line and the JSON output say the same.
 
 The kill lands at a step and a moment drawn for each role (a seeded draw: rerun with another seed to try others).
 """
@@ -22,7 +23,7 @@ from tests.cli.test_run import GRPO_ONLY, RUN, lines
 pytestmark = [pytest.mark.ray, pytest.mark.train]
 
 # role -> its actor's class, as Ray names its process (ray::<class>)
-KILLED = {"rollout.engine0": "TransformersEngine", "trainer_node0.rank0": "TrainerRank"}
+KILLED = {"rollout.engine0": "TransformersEngine", "trainer_node0.rank0": "TrainerRank", "buffer": "ExperienceBuffer"}
 SEED = int(os.environ.get("TRINITY_BLAME_SEED", "0"))
 
 
@@ -47,7 +48,8 @@ def test_a_role_killed_mid_run_is_named_first_with_its_signal(run_env, tmp_path,
     env = run_env
     draw = random.Random(f"{role}/{SEED}")
     step, delay = draw.randint(1, 3), draw.uniform(0.0, 1.5)
-    args = (*GRPO_ONLY, "buffer.total_steps=200", "--quiet", "--format", "json")
+    # no restarts: a trainer rank's or the buffer's death would restart the stage (test_run_restarts.py)
+    args = (*GRPO_ONLY, "buffer.total_steps=200", "fault_tolerance.max_restarts=0", "--quiet", "--format", "json")
     proc = subprocess.Popen(
         [sys.executable, "-m", "trinity", "run", *args],
         cwd=tmp_path,
@@ -71,6 +73,7 @@ def test_a_role_killed_mid_run_is_named_first_with_its_signal(run_env, tmp_path,
     assert first.startswith(f"{role} died: killed by SIGKILL"), err[-3000:]
     assert "Traceback" not in err
     (record,) = lines(run, "failure")  # the run's record says what the user read, in the same order
+    assert lines(run, "restart") == [] and "not restarted" not in err  # the fail-stop of before
     assert first.startswith(record["cause"]) and (record["cause_role"], record["died"]) == (role, True)
     then = [line.removeprefix("then: ").split("; every actor")[0] for line in rest if line.startswith("then: ")]
     assert then == record["then"][: len(then)]  # a long message is cut, the record is whole

@@ -122,3 +122,17 @@ def test_a_preview_table_is_a_wandb_table(tmp_path, monkeypatch):
     table = json.loads(saved.read_text())
     assert table["columns"] == ["prompt", "response", "reward"]
     assert table["data"] == [[r["prompt"], r["response"], r["reward"]] for r in ROWS]
+
+
+def test_a_restart_is_a_jsonl_line_a_scalar_and_a_text_event_with_its_cause(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl", SimpleNamespace(monitor_type="tensorboard"), "run", tmp_path / "tb")
+    cause = "trainer_node0.rank0 died: killed by SIGKILL"
+    log.event("restart", 7, "grpo", cause, cause_role="trainer_node0.rank0", cause=cause, attempt=1)
+    log.close()
+    line = json.loads((tmp_path / "metrics.jsonl").read_text())
+    assert (line["role"], line["step"], line["cause"], line["attempt"]) == ("restart", 7, cause, 1)
+    events = event_accumulator.EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0})
+    events.Reload()
+    assert events.Tags()["scalars"] == ["restart/attempt"]
+    [shown] = events.Tensors("restart")
+    assert (shown.step, shown.tensor_proto.string_val[0].decode()) == (7, cause)

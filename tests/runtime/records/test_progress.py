@@ -64,6 +64,7 @@ def test_summary_has_a_row_per_stage_with_eval_start_and_end():
             seconds=119.0,
             setup_s=0.84,
             kept=(5, 5),
+            restarts=1,
             peak_rss_mb={"trainer_node0.rank0": 800.0, "rollout.engine0": 600.0, "explorer": 520.0},
             reward=0.281,
             eval_first={"arith-heldout": 0.63},
@@ -73,13 +74,14 @@ def test_summary_has_a_row_per_stage_with_eval_start_and_end():
     ]
     table = summary_table(rows).splitlines()
     assert table[0].split() == [
-        "STAGE", "MODE", "STEPS", "TIME", "SETUP", "KEPT", "MEMORY", "REWARD", "EVAL", "START", "->", "END",
+        "STAGE", "MODE", "STEPS", "RESTARTS", "TIME", "SETUP", "KEPT", "MEMORY", "REWARD", "EVAL", "START", "->", "END",
         "CHECKPOINT",
     ]  # fmt: skip
     assert table[2].split() == [
         "grpo",
         "both",
         "300",
+        "1",  # a trainer rank's crash restarted it from a checkpoint
         "119s",
         "0.8s",
         "5/5",
@@ -91,9 +93,9 @@ def test_summary_has_a_row_per_stage_with_eval_start_and_end():
         "0.875",
         "ckpt/global_step_700",
     ]
-    assert table[1].split()[:8] == ["sft_warmup", "train", "400", "113s", "21.0s", "0/3", "-", "-"]
+    assert table[1].split()[:9] == ["sft_warmup", "train", "400", "0", "113s", "21.0s", "0/3", "-", "-"]
 
 
 def test_a_stage_done_earlier_has_no_setup():
     table = summary_table([StageSummary("sft", "train", note="done earlier (global_step_4)")]).splitlines()
-    assert table[1].split()[:7] == ["sft", "train", "0", "0s", "-", "-", "-"]
+    assert table[1].split()[:8] == ["sft", "train", "0", "0", "0s", "-", "-", "-"]

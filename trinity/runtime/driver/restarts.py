@@ -5,6 +5,10 @@ spent, so the failure then ends the run with its cause."""
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...config.schema import RunConfig
 
 
 @dataclass(frozen=True)
@@ -45,3 +49,10 @@ class RestartBudget:
     def spent(self) -> str:
         """Why the budget refuses: how many restarts in how long."""
         return f"{self.most} restarts within fault_tolerance.restart_window_s={self.window_s:g} s already"
+
+
+def restart_budget(config: "RunConfig") -> RestartBudget:
+    """The run's one budget, from its fault_tolerance section: made once per run (driver/run.py) and shared by every
+    kind of restart, so that engine replacements and stage restarts count together."""
+    tolerance = config.fault_tolerance
+    return RestartBudget(tolerance.max_restarts, tolerance.restart_window_s)

@@ -7,7 +7,7 @@ checkpoints say are done and continues the one that is not from its last complet
 import json
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -23,7 +23,9 @@ from ..records.metrics import MetricsLog
 from ..records.progress import StageSummary
 from ..records.run_dir import Checkpoint, RunDir
 from . import loops
+from .restarts import RestartBudget, restart_budget
 from .stage import RoleHandles, Stage, StageStart
+from .stage_restart import StageRestarts
 from .watcher import RoleFailed
 
 if TYPE_CHECKING:
@@ -77,14 +79,15 @@ def train(resolved: ResolvedConfig, options: RunOptions, show: Show) -> list[Sta
     stages = list(resolved.runs)
     run_dir = run_dir_of(config)
     with run_dir.lock(_lock_mode({c.mode for _, c in stages})):
-        latest = _resume_point(run_dir, config, resolved.provenance, options.force)
+        _resume_point(run_dir, config, resolved.provenance, options.force)  # each stage finds its own checkpoint
         # credentials never reach the disk; `fetched`: the hub names the run read, and the commit of each
         run_dir.write_config(redact(config.model_dump(mode="json")) | _fetched(resolved))
         metrics = MetricsLog(
             run_dir.metrics, config.monitor, f"{config.project}/{config.name}", run_dir.root / "tensorboard"
         )
+        budget = restart_budget(config)  # the run's one budget: every restart of any role counts against it
         try:
-            return _stages(stages, run_dir, metrics, latest, options, show)
+            return _stages(stages, _Run(run_dir, metrics, budget, options, show))
         finally:
             metrics.close()
             if config.monitor.enable_ray_timeline:
@@ -113,33 +116,80 @@ def _lock_mode(modes: set) -> tuple[str, ...]:
     return tuple(sorted(modes))
 
 
-def _stages(
-    stages: list, run_dir: RunDir, metrics: MetricsLog, latest: Checkpoint | None, options: RunOptions, show: Show
-) -> list[StageSummary]:
+@dataclass(frozen=True)
+class _Run:
+    """What every stage of a run shares: its directory and records, its restart budget, how it was asked to run."""
+
+    run_dir: RunDir
+    metrics: MetricsLog
+    budget: RestartBudget
+    options: RunOptions
+    show: Show
+
+
+def _stages(stages: list, run: _Run) -> list[StageSummary]:
     from ...launch.launcher import Launch
 
     summaries, model_path, offset, early = [], stages[0][1].model.model_path, 0, {}
-    with Launch(None, options.timeout_s) as launch:  # the run's actors: a stage keeps those its plan names alike
+    with Launch(None, run.options.timeout_s) as launch:  # the run's actors: a stage keeps those its plan names alike
         for index, (name, config) in enumerate(stages):
-            own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
-            latest = own[-1] if own else None
-            if latest and latest.stage_done:
-                model_path, offset = str(latest.path), latest.global_step
-                summaries.append(StageSummary(name or "run", config.mode, note=f"done earlier ({latest.path.name})"))
-                continue
-            resume = latest if latest and not latest.stage_done else None
-            start = StageStart(model_path, offset, resume)
-            stage = Stage(config, name, index, run_dir, metrics, start, options.quiet)
             following = stages[index + 1][1] if index + 1 < len(stages) else None
-            try:
-                summary, early = _launch(stage, launch, show, following, early)
-            except RoleFailed as failed:  # the run's records say what the user reads: the cause, then the rest
-                metrics.write(FAILURE, stage.reached(), stage.name, **failed.record())
-                raise
+            summary, last, early = _stage(
+                index, name, config, StageStart(model_path, offset), run, launch, following, early
+            )
             summaries.append(summary)
-            if stage.last_checkpoint:
-                model_path, offset = str(stage.last_checkpoint.path), stage.last_checkpoint.global_step
+            if last:
+                model_path, offset = str(last.path), last.global_step
     return summaries
+
+
+def _own_checkpoint(run_dir: RunDir, index: int, config: RunConfig) -> Checkpoint | None:
+    """The last complete checkpoint of stage `index` (run in `config`'s mode), if it saved one."""
+    own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
+    return own[-1] if own else None
+
+
+def _stage(
+    index: int,
+    name: str | None,
+    config: RunConfig,
+    first: StageStart,
+    run: _Run,
+    launch: "Launch",
+    following: RunConfig | None,
+    early: EarlyLoads,
+) -> tuple[StageSummary, Checkpoint | None, EarlyLoads]:
+    """Run stage `index` from where it stands (done earlier: skipped; begun: from its last complete checkpoint; else
+    from `first`), again from its last checkpoint after each failure that restarts it (stage_restart.py). Returns its
+    summary, its last checkpoint (the next stage's start) and the next stage's early loads."""
+    restarts, before = StageRestarts(run.budget, run.metrics, name, name or "run"), len(run.budget.restarts)
+    while True:
+        latest = _own_checkpoint(run.run_dir, index, config)
+        if latest and latest.stage_done:
+            note = f"done {'before its restart' if restarts.count else 'earlier'} ({latest.path.name})"
+            summary = StageSummary(name or "run", config.mode, note=note, restarts=restarts.count)
+            return summary, latest, early
+        start = replace(first, resume=latest, restarted=restarts.count > 0)
+        stage = Stage(config, name, index, run.run_dir, run.metrics, start, run.options.quiet)
+        try:
+            summary, early = _launch(stage, launch, run.show, following, early)
+            summary.restarts = len(run.budget.restarts) - before  # every role brought back while it ran
+            return summary, stage.last_checkpoint, early
+        except RoleFailed as failed:  # the run's records say what the user reads: the cause, then the rest
+            resume = _own_checkpoint(run.run_dir, index, config)
+            ended = restarts.after(failed, _roles(config), stage.reached(), resume.path.name if resume else None)
+            if ended is not None:
+                run.metrics.write(FAILURE, stage.reached(), stage.name, **ended.record())
+                raise ended from None
+        launch.teardown()  # the stage's actors (and the next stage's started early) end; the restart starts anew
+        early = {}
+
+
+def _roles(config: RunConfig) -> dict[str, str]:
+    """The stage's actor names -> their role (launch/roles.py)."""
+    from ...launch.plan import build_plan
+
+    return {spec.name: spec.role for spec in build_plan(config).actors}
 
 
 def _launch(

@@ -37,6 +37,7 @@ class StageStart:
     model_path: str
     offset: int  # global steps done before this stage
     resume: Checkpoint | None = None
+    restarted: bool = False  # run again after a failure (stage_restart.py): what it consumed is given back
 
     @property
     def done(self) -> int:
@@ -199,7 +200,7 @@ class Stage:
         data = data_kind(self.config.algorithm.algorithm_type)
         sft = {"tokenizer": self.start.model_path, "model": self.config.model, "data": data}
         info = self.wait([self.buffer.setup.remote(None if self.learns_from_rollout() else sft)])[0]
-        if resume:
+        if resume or self.start.restarted:  # a restart without a checkpoint gives back all the stage consumed
             self.wait([self.buffer.rewind.remote(self.start.done)])
         return info.get("samples", 0)
 

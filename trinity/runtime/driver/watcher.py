@@ -58,9 +58,10 @@ STACK_DUMP = re.compile(
 class RoleFailed(RuntimeError):
     """A role actor raised or died; the message names the cause first and its consequences after it (blame.py)."""
 
-    def __init__(self, message: str, failures: tuple[Failure, ...] = ()):
+    def __init__(self, message: str, failures: tuple[Failure, ...] = (), not_restarted: str = ""):
         super().__init__(message)
         self.failures = failures  # the cause first; none where the failure is not a role's (a misplaced actor)
+        self.not_restarted = not_restarted  # why the run did not restart past it (driver/stage_restart.py)
 
     @classmethod
     def of(cls, failures: list[Failure]) -> "RoleFailed":
@@ -68,9 +69,15 @@ class RoleFailed(RuntimeError):
         lines = blame.message(failures).splitlines()
         return cls("\n".join(lines[:MAX_LINES]), tuple(blame.ordered(failures)))
 
+    def refused(self, why: str) -> "RoleFailed":
+        """This failure, saying under its first line `why` the run was not restarted past it."""
+        first, _, rest = str(self).partition("\n")
+        return RoleFailed("\n".join(filter(None, (first, f"not restarted: {why}", rest))), self.failures, why)
+
     def record(self) -> dict:
         """What the run's records keep of it (blame.record); a failure that is no role's: its message's first line."""
-        return blame.record(list(self.failures)) if self.failures else {"cause": str(self).partition("\n")[0]}
+        kept = blame.record(list(self.failures)) if self.failures else {"cause": str(self).partition("\n")[0]}
+        return kept | ({"not_restarted": self.not_restarted} if self.not_restarted else {})
 
 
 class Watcher(Protocol):

@@ -8,7 +8,10 @@ lines method, seconds, weight_version; eval lines
 taskset, accuracy; preview lines (trainer.enable_preview) table and rows (prompt, response, reward), also shown by
 the monitor: a wandb table as Trinity-RFT logs it, a TensorBoard text summary (a Markdown table; Trinity-RFT's
 TensorBoard monitor shows none); a failure line, where a role's failure ended the run, cause, cause_role, died, how and
-then (driver/blame.py). Each line is written with one append, so a reader never sees half a line.
+then (driver/blame.py), and not_restarted where the run was not restarted past it; a restart line, where a trainer rank
+or the buffer failed and the stage restarted (driver/stage_restart.py), cause_role, cause, attempt (k of
+max_restarts), from_checkpoint (None: the stage's start) and max_restarts, the cause also a text event in the monitor.
+Each line is written with one append, so a reader never sees half a line.
 """
 
 import json
@@ -37,6 +40,14 @@ class MetricsLog:
         os.write(self.fd, (json.dumps(record, default=float) + "\n").encode())
         for sink in self.sinks:
             sink(role, step, values)
+        return record
+
+    def event(self, role: str, step: int, stage: str | None, text: str, **values: Any) -> dict:
+        """Append one line of something that happened to the run (a restart), and show `text` in the monitor beside
+        its numbers; returns the record."""
+        record = self.write(role, step, stage, **values)
+        for sink in self.sinks:
+            sink.text(role, step, text)
         return record
 
     def table(self, name: str, step: int, stage: str | None, rows: list[dict]) -> dict:
@@ -82,6 +93,9 @@ class _TensorBoard:
         if scalars:
             self.writer.add_scalars(step, scalars)
 
+    def text(self, tag: str, step: int, text: str) -> None:
+        self.writer.add_text(step, tag, text)
+
     def table(self, name: str, step: int, rows: list[dict]) -> None:
         """The rows as a Markdown table in a text summary (TensorBoard shows no tables)."""
         self.writer.add_text(step, name, markdown_table(rows))
@@ -100,6 +114,9 @@ class _Wandb:
             {f"{prefix}/{k}": v for k, v in values.items() if isinstance(v, (int, float)) and not isinstance(v, bool)},
             step=step,
         )
+
+    def text(self, tag: str, step: int, text: str) -> None:
+        self.run.log({tag: text}, step=step)
 
     def table(self, name: str, step: int, rows: list[dict]) -> None:
         """The rows as a wandb table, as Trinity-RFT's WandbMonitor.log_table logs them."""

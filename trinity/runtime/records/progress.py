@@ -84,12 +84,31 @@ class StageSummary:
     # from the previous stage's end (or the run's launch) to this stage's first step: placement and setup
     setup_s: float | None = None
     kept: tuple[int, int] = (0, 0)  # actors kept running from the previous stage, of the stage's actors
+    restarts: int = 0  # roles brought back while it ran (its own restarts from a checkpoint included)
+
+
+def restart_line(stage: str, checkpoint: str | None, cause: str, attempt: int, most: int) -> str:
+    """The line a stage's restart prints: from which checkpoint, after what, and how much of the budget it took."""
+    start = f"checkpoint {checkpoint}" if checkpoint else "its start (no complete checkpoint yet)"
+    return f"restarting stage {stage} from {start} after {cause} (restart {attempt} of {most})"
 
 
 def summary_table(stages: list[StageSummary]) -> str:
-    """One row per stage: steps, time, setup time and actors kept, peak memory summed over its role processes and the
-    driver, last reward, eval accuracy at its start and end, last checkpoint."""
-    head = ["STAGE", "MODE", "STEPS", "TIME", "SETUP", "KEPT", "MEMORY", "REWARD", "EVAL START -> END", "CHECKPOINT"]
+    """One row per stage: steps, restarts, time, setup time and actors kept, peak memory summed over its role processes
+    and the driver, last reward, eval accuracy at its start and end, last checkpoint."""
+    head = [
+        "STAGE",
+        "MODE",
+        "STEPS",
+        "RESTARTS",
+        "TIME",
+        "SETUP",
+        "KEPT",
+        "MEMORY",
+        "REWARD",
+        "EVAL START -> END",
+        "CHECKPOINT",
+    ]
     rows = [head]
     for s in stages:
         evals = (
@@ -104,6 +123,7 @@ def summary_table(stages: list[StageSummary]) -> str:
                 s.name,
                 s.mode,
                 str(s.steps),
+                str(s.restarts),
                 f"{s.seconds:.0f}s",
                 setup,
                 kept,
