@@ -5,6 +5,10 @@ spent, so the failure then ends the run with its cause."""
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ...config.schema import RunConfig
 
 
 @dataclass(frozen=True)
@@ -42,6 +46,17 @@ class RestartBudget:
         self.restarts.append(restart)
         return restart
 
+    def recent(self) -> int:
+        """Restarts granted within the window up to now (the last one granted included): "restart k of most"."""
+        now = self.clock() - self._start
+        return sum(now - r.at_s < self.window_s for r in self.restarts)
+
     def spent(self) -> str:
         """Why the budget refuses: how many restarts in how long."""
         return f"{self.most} restarts within fault_tolerance.restart_window_s={self.window_s:g} s already"
+
+
+def restart_budget(config: "RunConfig") -> RestartBudget:
+    """The run's one budget, from its fault_tolerance section: created once per run, asked by every restart."""
+    section = config.fault_tolerance
+    return RestartBudget(section.max_restarts, section.restart_window_s)

@@ -23,6 +23,7 @@ from ..records.metrics import MetricsLog
 from ..records.progress import StageSummary
 from ..records.run_dir import Checkpoint, RunDir
 from . import loops
+from .restarts import restart_budget
 from .stage import RoleHandles, Stage, StageStart
 from .watcher import RoleFailed
 
@@ -119,6 +120,7 @@ def _stages(
     from ...launch.launcher import Launch
 
     summaries, model_path, offset, early = [], stages[0][1].model.model_path, 0, {}
+    budget = restart_budget(stages[0][1])  # one per run: every restart of a failed role, in any stage, asks it
     with Launch(None, options.timeout_s) as launch:  # the run's actors: a stage keeps those its plan names alike
         for index, (name, config) in enumerate(stages):
             own = [c for c in run_dir.complete_checkpoints() if c.stage_index == index and c.mode == config.mode]
@@ -130,6 +132,7 @@ def _stages(
             resume = latest if latest and not latest.stage_done else None
             start = StageStart(model_path, offset, resume)
             stage = Stage(config, name, index, run_dir, metrics, start, options.quiet)
+            stage.budget = budget
             following = stages[index + 1][1] if index + 1 < len(stages) else None
             try:
                 summary, early = _launch(stage, launch, show, following, early)
@@ -170,7 +173,9 @@ def _launch(
             ]
         )
     launch.create_groups()
-    actors = _started(launch, role_factory(stage.config, stage.run_dir.root))
+    make = role_factory(stage.config, stage.run_dir.root)
+    actors = _started(launch, make)
+    stage.restart_actor = lambda name: launch.restart(name, make)  # a dead engine or explorer's replacement
     placements = _placements(launch)
     show.placements(placements, launch.kept)
     misplaced = [p for p in placements if p.problem]

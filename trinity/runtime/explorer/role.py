@@ -35,6 +35,7 @@ from ..roles.base import Role
 from . import operators, runners, runs
 from .model_client import ModelClient
 from .results import EVAL_STATS, batch_metrics, task_spread
+from .runners import TaskFailed, is_engine_death
 from .tasksets import TaskSet, load_taskset
 
 if TYPE_CHECKING:
@@ -199,6 +200,16 @@ class Explorer(Role):
     def _auxiliary_for(self, lane: int) -> list[Any]:
         """The auxiliary models' clients of the workflows on lane `lane`: one engine of each model, in turn."""
         return [clients[lane % len(clients)] for clients in self.auxiliary]
+
+    def replace_engines(self, engines: list, replaced: list[int]) -> None:
+        """The engines at `replaced` were replaced (a dead one's, by the driver): the next tasks reach the new ones;
+        the tasks of the failed step still on a dead one fail at once and are not waited for."""
+        from ..rollout.gather import Gatherer
+
+        self.engines = engines
+        for i in replaced:
+            self.gatherers[i] = Gatherer(engines[i], self.config.explorer.runner_per_model)
+            self.endpoints[i] = self._endpoints([engines[i]])[0]
 
     def release(self) -> None:
         """Stop the workflow threads (the next stage's setup starts its own)."""
@@ -413,7 +424,7 @@ class Explorer(Role):
                 # a workflow that plays one rollout: repeat_times of them, as explorer.concurrent_mode says
                 return runners.repeats(self.config.explorer.concurrent_mode, task, lambda t: workflow(t, client).run())
             except Exception as exc:  # a workflow is user code: any error is retried, then reported
-                if _is_engine_death(exc) or isinstance(exc, runners.TaskCut):
+                if is_engine_death(exc) or isinstance(exc, runners.TaskCut):
                     raise
                 errors.append(f"{type(exc).__name__}: {exc}")
                 # the whole traceback in the explorer's log (the run's error carries its last line only)
@@ -434,13 +445,3 @@ class Explorer(Role):
             raise TaskFailed(f"task {task.uid}: its greedy rollout (ReMax's baseline) returned no experience")
         baseline = sum(rewards) / len(rewards)  # one rollout; a workflow that returns several is averaged
         return [replace(e, baseline=baseline) for e in exps]
-
-
-class TaskFailed(RuntimeError):
-    """A task that failed every retry."""
-
-
-def _is_engine_death(exc: Exception) -> bool:
-    import ray
-
-    return isinstance(exc, ray.exceptions.RayActorError)

@@ -8,7 +8,9 @@ lines method, seconds, weight_version; eval lines
 taskset, accuracy; preview lines (trainer.enable_preview) table and rows (prompt, response, reward), also shown by
 the monitor: a wandb table as Trinity-RFT logs it, a TensorBoard text summary (a Markdown table; Trinity-RFT's
 TensorBoard monitor shows none); a failure line, where a role's failure ended the run, cause, cause_role, died, how and
-then (driver/blame.py). Each line is written with one append, so a reader never sees half a line.
+then (driver/blame.py); a restart line, where a dead rollout engine or explorer was replaced and the run went on,
+restarted (the role), cause, restart (k of max_restarts), max_restarts, seconds and, for an engine, sync
+(driver/replace.py). Each line is written with one append, so a reader never sees half a line.
 """
 
 import json
@@ -48,6 +50,12 @@ class MetricsLog:
             sink.table(name, step, rows)
         return record
 
+    def note(self, tag: str, step: int, text: str) -> None:
+        """A line of text under `tag` at `step` for the monitors that show text (TensorBoard: a text event, as a
+        restart's cause); metrics.jsonl has the line it belongs to."""
+        for sink in self.sinks:
+            getattr(sink, "note", lambda *_: None)(tag, step, text)
+
     def close(self) -> None:
         """Close the file and the monitors."""
         os.close(self.fd)
@@ -85,6 +93,9 @@ class _TensorBoard:
     def table(self, name: str, step: int, rows: list[dict]) -> None:
         """The rows as a Markdown table in a text summary (TensorBoard shows no tables)."""
         self.writer.add_text(step, name, markdown_table(rows))
+
+    def note(self, tag: str, step: int, text: str) -> None:
+        self.writer.add_text(step, tag, text)
 
     def close(self) -> None:
         self.writer.close()

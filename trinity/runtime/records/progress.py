@@ -84,6 +84,7 @@ class StageSummary:
     # from the previous stage's end (or the run's launch) to this stage's first step: placement and setup
     setup_s: float | None = None
     kept: tuple[int, int] = (0, 0)  # actors kept running from the previous stage, of the stage's actors
+    restarts: list[dict] = field(default_factory=list)  # each dead role replaced: role, cause, step (driver/replace.py)
 
 
 def summary_table(stages: list[StageSummary]) -> str:
@@ -114,4 +115,14 @@ def summary_table(stages: list[StageSummary]) -> str:
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+    return table + "".join(_restarts(s) for s in stages)
+
+
+def _restarts(stage: StageSummary) -> str:
+    """A stage's restarts under the table: how many, and each role replaced, at which step, after what."""
+    if not stage.restarts:
+        return ""
+    count = len(stage.restarts)
+    each = "; ".join(f"{r['role']} at step {r['step']} after {r['cause']}" for r in stage.restarts)
+    return f"{stage.name}: {count} restart{'s' if count > 1 else ''}: {each}\n"
