@@ -122,3 +122,18 @@ def test_a_preview_table_is_a_wandb_table(tmp_path, monkeypatch):
     table = json.loads(saved.read_text())
     assert table["columns"] == ["prompt", "response", "reward"]
     assert table["data"] == [[r["prompt"], r["response"], r["reward"]] for r in ROWS]
+
+
+def test_a_restarts_cause_is_a_tensorboard_text_event_beside_its_line(tmp_path):
+    log = MetricsLog(tmp_path / "metrics.jsonl", SimpleNamespace(monitor_type="tensorboard"), "run", tmp_path / "tb")
+    log.write("restart", 3, "grpo", restarted="rollout.engine0", cause="died", restart=1, max_restarts=3)
+    log.note("restart", 3, "replaced rollout.engine0 after died (restart 1 of 3)")
+    log.close()
+    events = event_accumulator.EventAccumulator(str(tmp_path / "tb"), size_guidance={"tensors": 0})
+    events.Reload()
+    assert "restart/restart" in events.Tags()["scalars"]
+    [shown] = events.Tensors("restart")
+    assert (shown.step, shown.tensor_proto.string_val[0].decode()) == (
+        3,
+        "replaced rollout.engine0 after died (restart 1 of 3)",
+    )

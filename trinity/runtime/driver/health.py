@@ -48,6 +48,6 @@ class EngineHealth:
 
     def _hung(self, waited_s: float) -> str:
         return (
-            f"hung: no answer to a health check in {waited_s:.0f} s (fault_tolerance.engine_health_timeout_s="
-            f"{self.timeout_s:g}); killed"
+            f"killed, hung: no answer to a health check in {waited_s:.0f} s (fault_tolerance.engine_health_timeout_s="
+            f"{self.timeout_s:g})"
         )

@@ -71,6 +71,14 @@ def dead_roles(stage: "Stage", failed: RoleFailed) -> list[str]:
     return dead if all(role_of(stage, name) in REPLACED for name in dead) else []
 
 
+def say_why_not(stage: "Stage", failed: RoleFailed) -> None:
+    """A progress line where the failure is the death of an engine or the explorer that the stage does not replace."""
+    cause = failed.failures[0] if failed.failures else None
+    why = refusal(stage)
+    if cause and cause.died and why and role_of(stage, cause.role) in REPLACED:
+        stage.progress.note(f"{cause.role} not restarted: {why}")
+
+
 def role_of(stage: "Stage", name: str | None) -> str | None:
     """The role (launch/roles.py) of actor `name` of the stage; None for no actor of it."""
     handle = stage.handles.actors.get(name) if name else None
@@ -84,7 +92,8 @@ def grant(stage: "Stage", names: list[str], failed: RoleFailed, step: int) -> li
     for name in names:
         restart = stage.budget.grant(name, causes.get(name, str(failed).partition("\n")[0]), step)
         if restart is None:
-            stage.progress.note(f"{name} not restarted: {stage.budget.spent()}")
+            if stage.budget.most:  # 0: fail-stop asked for, the failure alone says it
+                stage.progress.note(f"{name} not restarted: {stage.budget.spent()}")
             raise failed
         granted.append(restart)
     return granted

@@ -57,6 +57,7 @@ def _recover(stage: "Stage", scheduler: Scheduler, failed: RoleFailed, health: "
     reached the buffer), then the new actors are set up and, for an engine, given the trainer's current weights."""
     names = replace.dead_roles(stage, failed)
     if not names:
+        replace.say_why_not(stage, failed)
         raise failed
     started = time.monotonic()
     restarts = replace.grant(stage, names, failed, scheduler.started_explore)
