@@ -64,7 +64,12 @@ def _recover(stage: "Stage", scheduler: Scheduler, failed: RoleFailed, health: "
     if health is not None:
         health.forget()
     again = _settle(stage, scheduler)
-    replace.replace(stage, names, min(again, default=scheduler.started_explore + 1) - 1)
+    try:
+        replace.replace(stage, names, min(again, default=scheduler.started_explore + 1) - 1)
+    except Exception as exc:  # noqa: BLE001 (the run ends with the death that needed it; why it failed, on a line)
+        said = str(exc).strip().splitlines()
+        stage.progress.note(f"replacing {', '.join(names)} failed: {said[-1] if said else type(exc).__name__}")
+        raise failed from None
     sync = None
     if stage.synchronizer and any(replace.role_of(stage, n) == ROLLOUT for n in names):
         step_results.sync(stage, scheduler.trained)  # the trainer's weights now, to every engine
