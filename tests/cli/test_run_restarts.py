@@ -29,8 +29,9 @@ CLASSES = {"rollout.engine0": "TransformersEngine", "explorer": "Explorer"}
 
 
 def started(env, cwd: Path, *args) -> subprocess.Popen:
+    """`trinity run` with `args`, given 180 s to place and start each actor (a replacement too) on a loaded machine."""
     return subprocess.Popen(
-        [sys.executable, "-m", "trinity", "run", *args],
+        [sys.executable, "-m", "trinity", "run", "--timeout", "180", *args],
         cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,

@@ -39,7 +39,9 @@ class EngineHealth:
                 ray.kill(handle, no_restart=True)
                 raise RoleFailed.of([Failure(name, True, self._hung(now - asked_at), time.time())])
         if not self.asked and now >= self.next_at:
-            self.asked = {name: (h, h.weight_version.remote(), now) for name, h in self.engines().items()}
+            self.asked = {
+                name: (engine, engine.weight_version.remote(), now) for name, engine in self.engines().items()
+            }
             self.next_at = now + self.interval_s
 
     def forget(self) -> None:

@@ -108,7 +108,7 @@ def replace(stage: "Stage", names: list[str], done: int) -> None:
         _swap(stage, name, handle)
     engines = [name for name in names if role_of(stage, name) == ROLLOUT]
     version = stage.start.offset + stage.start.done
-    stage.wait([new[name].setup.remote(stage.engine_weights, version) for name in engines])
+    stage.wait([engine.setup.remote(stage.engine_weights, version) for engine in (new[n] for n in engines)])
     if EXPLORER in {role_of(stage, name) for name in names}:
         stage.wait([stage.setup_explorer(done)])
     elif engines:
