@@ -22,6 +22,7 @@ class EngineHealth:
     ):
         self.engines, self.interval_s, self.timeout_s, self.clock = engines, interval_s, timeout_s, clock
         self.asked: dict[str, tuple[Any, Any, float]] = {}  # name -> (handle, its question's ref, when asked)
+        self.paused = False  # while engines are replaced: a new one may be slow to answer as it starts, not hung
         self.next_at = clock() + interval_s
 
     def poll(self) -> None:
@@ -30,6 +31,8 @@ class EngineHealth:
         import ray
 
         now = self.clock()
+        if self.paused:
+            return
         for name, (handle, ref, asked_at) in list(self.asked.items()):
             ready, _ = ray.wait([ref], timeout=0)
             if ready:  # answered, or failed: a dead engine's death is reported by the calls on it
@@ -44,9 +47,13 @@ class EngineHealth:
             }
             self.next_at = now + self.interval_s
 
-    def forget(self) -> None:
-        """Drop the questions out (their engines are being replaced); the next check asks after a full interval."""
-        self.asked, self.next_at = {}, self.clock() + self.interval_s
+    def pause(self) -> None:
+        """No checks while engines are replaced (`resume` starts them again); the questions out are dropped."""
+        self.asked, self.paused = {}, True
+
+    def resume(self) -> None:
+        """Check again, the first time after a full interval."""
+        self.paused, self.next_at = False, self.clock() + self.interval_s
 
     def _hung(self, waited_s: float) -> str:
         return (

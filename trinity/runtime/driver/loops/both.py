@@ -62,7 +62,7 @@ def _recover(stage: "Stage", scheduler: Scheduler, failed: RoleFailed, health: "
     started = time.monotonic()
     restarts = replace.grant(stage, names, failed, scheduler.started_explore)
     if health is not None:
-        health.forget()
+        health.pause()  # until the new actors are set up and synced: starting, they may be slow to answer
     again = _settle(stage, scheduler)
     try:
         replace.replace(stage, names, min(again, default=scheduler.started_explore + 1) - 1)
@@ -78,6 +78,8 @@ def _recover(stage: "Stage", scheduler: Scheduler, failed: RoleFailed, health: "
         if stage.synchronizer.method.collective:
             sync += " over the weight-sync group formed anew"
     replace.recorded(stage, restarts, time.monotonic() - started, sync)
+    if health is not None:
+        health.resume()
 
 
 def _settle(stage: "Stage", scheduler: Scheduler) -> list[int]:
