@@ -484,7 +484,8 @@ def test_a_killed_rollout_engine_ends_the_run_with_its_name_and_leaves_nothing(e
     try:
         ray.init(address=cluster.address)
         cluster_env = {**env, "RAY_ADDRESS": cluster.address}
-        args = (*GRPO_ONLY, "buffer.total_steps=200", "cluster.ray_address=auto")
+        # fail-stop: no restart allowed (tests/cli/test_run_replacements.py has the engine replaced)
+        args = (*GRPO_ONLY, "buffer.total_steps=200", "cluster.ray_address=auto", "fault_tolerance.max_restarts=0")
         proc = subprocess.Popen(
             [sys.executable, "-m", "trinity", "run", *args],
             cwd=tmp_path,

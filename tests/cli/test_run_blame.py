@@ -48,7 +48,8 @@ def test_a_role_killed_mid_run_is_named_first_with_its_signal(run_env, tmp_path,
     env = run_env
     draw = random.Random(f"{role}/{SEED}")
     step, delay = draw.randint(1, 3), draw.uniform(0.0, 1.5)
-    # no restarts: a trainer rank's or the buffer's death would restart the stage (test_run_restarts.py)
+    # fail-stop (fault_tolerance.max_restarts=0): the stage would restart, or an engine be replaced, otherwise
+    # (test_run_restarts.py, test_run_replacements.py)
     args = (*GRPO_ONLY, "buffer.total_steps=200", "fault_tolerance.max_restarts=0", "--quiet", "--format", "json")
     proc = subprocess.Popen(
         [sys.executable, "-m", "trinity", "run", *args],

@@ -93,6 +93,9 @@ class Explorer:
     def steps_per_epoch(self) -> int:
         return 3
 
+    def replace_engines(self, engines: list, replaced: list[int]) -> None:
+        self.world.log.append(("replace_engines", tuple(replaced)))
+
     def explore_step(self, step: int) -> dict:
         assert not self.world.asleep, "explored on sleeping engines"
         self.world.log.append(("explore", step, self.world.version))
@@ -185,6 +188,9 @@ class Engine:
 
     def peak_device_mb(self) -> float | None:
         return None
+
+    def weight_version(self) -> int:
+        return self.world.version
 
     async def setup(self, model_path: str, version: int) -> dict:
         return {}

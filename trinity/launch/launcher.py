@@ -249,6 +249,18 @@ class Launch:
         if hasattr(cls, "close"):
             self.closing.append(spec.name)
 
+    def restart(self, name: str, make: Callable[[ActorSpec], tuple[type, dict[str, Any]]]) -> object:
+        """Replace actor `name` (dead, or hung: it is killed) by a new one of the same spec on its own bundle, freed
+        once the old process is gone; returns the new handle, set up by the caller. Waits until it answers."""
+        import ray
+
+        spec, _ = self.started[name]
+        ray.kill(self.actors.pop(name), no_restart=True)
+        self.closing = [n for n in self.closing if n != name]
+        self._start(spec, *make(spec))
+        ray.get(self.actors[name].report.remote(), timeout=self.timeout_s)  # placed and alive
+        return self.actors[name]
+
     def _identity(self, spec: ActorSpec) -> dict[str, Any]:
         return {"name": spec.name, "role": spec.role, "visible_devices_env": self.plan.visible_devices_env}
 

@@ -46,3 +46,20 @@ def test_no_window_ever_holds_more_than_max_restarts(most, window, gaps):
         budget.grant("rollout.engine0", "died", 1)
     times = [r.at_s for r in budget.restarts]
     assert all(sum(1 for u in times if t - window < u <= t) <= most for t in times)
+
+
+def test_recent_counts_the_restarts_within_the_window_and_the_run_config_makes_the_budget():
+    from types import SimpleNamespace
+
+    from trinity.config.schema.fault_tolerance import FaultToleranceConfig
+    from trinity.runtime.driver.restarts import restart_budget
+
+    clock = Clock()
+    budget = RestartBudget(3, 60.0, clock)
+    budget.grant("explorer", "died", 1)
+    clock.now += 61
+    budget.grant("rollout.engine0", "died", 2)
+    assert budget.recent() == 1
+    section = FaultToleranceConfig(max_restarts=5, restart_window_s=10.0)
+    made = restart_budget(SimpleNamespace(fault_tolerance=section))  # a RunConfig's section
+    assert (made.most, made.window_s, made.restarts) == (5, 10.0, [])

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from trinity.runtime.driver.scheduler import EVALUATE, EXPLORE, SYNC, Scheduler, Stalled
+from trinity.runtime.driver.scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Job, Scheduler, Stalled
 from trinity.runtime.driver.sync_policy import SyncPolicy
 
 
@@ -293,3 +293,45 @@ def test_fully_async_finishes_in_any_order_within_its_inflight_and_staleness_bou
             version = event[1]
     assert sorted(e[1] for e in log if e[0] == "explore") == list(range(1, total + 1))
     assert events(log)[-1] == ("evaluate", total) and version == total
+
+
+@given(
+    style=st.sampled_from(["fixed", "trainer_driven", "explorer_driven", "fully_async"]),
+    offset=st.integers(0, 2),
+    total=st.integers(1, 8),
+    failures=st.lists(st.integers(0, 30), max_size=6),
+)
+def test_a_retried_explore_step_runs_again_before_the_next_and_every_step_is_explored_once(
+    style, offset, total, failures
+):
+    """A replaced engine's failed explore steps (scheduler.retry, loops/both.py) run again, first: every step still
+    ends explored exactly once, in any order of failures, and the stage finishes."""
+    scheduler = Scheduler(SyncPolicy(style, 1, offset, inflight=2), total)
+    explored, running, turn, fails = [], [], 0, list(failures)
+    while not scheduler.finished_all:
+        for job in scheduler.next_jobs():
+            scheduler.started(job)
+            if job.kind in (SYNC, EVALUATE):
+                scheduler.finished(job)
+            else:
+                running.append(job)
+        if running:
+            turn += 1
+            job = running.pop(0)
+            if job.kind == EXPLORE and fails and fails[0] <= turn:
+                fails.pop(0)
+                scheduler.retry(job)  # its engine died: nothing of it was written
+                continue
+            scheduler.finished(job, 1)
+            explored += [job.step] if job.kind == EXPLORE else []
+    assert sorted(explored) == list(range(1, total + 1))
+
+
+def test_a_retried_evaluation_runs_next_and_a_train_step_is_never_retried():
+    scheduler = Scheduler(SyncPolicy("fixed", 1, 0), 2, eval_first=True)
+    (evaluation,) = scheduler.next_jobs()
+    scheduler.started(evaluation)
+    scheduler.retry(evaluation)
+    assert scheduler.next_jobs() == [evaluation] and not scheduler.running
+    with pytest.raises(ValueError, match="not retried"):
+        scheduler.retry(Job(TRAIN, 1))

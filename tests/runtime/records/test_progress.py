@@ -64,7 +64,7 @@ def test_summary_has_a_row_per_stage_with_eval_start_and_end():
             seconds=119.0,
             setup_s=0.84,
             kept=(5, 5),
-            restarts=1,
+            restarts=[{"role": "rollout.engine0", "cause": "rollout.engine0 died", "step": 3}],
             peak_rss_mb={"trainer_node0.rank0": 800.0, "rollout.engine0": 600.0, "explorer": 520.0},
             reward=0.281,
             eval_first={"arith-heldout": 0.63},
@@ -99,3 +99,16 @@ def test_summary_has_a_row_per_stage_with_eval_start_and_end():
 def test_a_stage_done_earlier_has_no_setup():
     table = summary_table([StageSummary("sft", "train", note="done earlier (global_step_4)")]).splitlines()
     assert table[1].split()[:8] == ["sft", "train", "0", "0", "0s", "-", "-", "-"]
+
+
+def test_a_stages_restarts_are_counted_in_its_row_and_follow_the_table():
+    replaced = [
+        {"role": "rollout.engine0", "cause": "rollout.engine0 died: killed by SIGKILL", "step": 3},
+        {"role": "explorer", "cause": "explorer died: exit code 1", "step": 7},
+    ]
+    table = summary_table([StageSummary("grpo", "both", restarts=replaced), StageSummary("sft", "train")])
+    assert table.splitlines()[1].split()[:4] == ["grpo", "both", "0", "2"]
+    assert table.splitlines()[3:] == [
+        "grpo: 2 restarts: rollout.engine0 at step 3 after rollout.engine0 died: killed by SIGKILL; explorer at step 7 "
+        "after explorer died: exit code 1"
+    ]

@@ -1,5 +1,5 @@
 """`fault_tolerance:` section (trinity's own): how many times a run brings a failed role back before the failure
-ends it (trinity.runtime.driver.restarts)."""
+ends it (trinity.runtime.driver.restarts), and how a hung rollout engine is found (trinity.runtime.driver.health)."""
 
 from pydantic import Field, NonNegativeInt, PositiveFloat
 
@@ -15,4 +15,15 @@ class FaultToleranceConfig(Section):
     )
     restart_window_s: PositiveFloat = Field(
         3600.0, description="Seconds over which max_restarts counts: restarts longer ago no longer count."
+    )
+    engine_health_interval_s: PositiveFloat = Field(
+        30.0,
+        description="Seconds between health checks of the rollout engines while a stage runs: the driver asks each "
+        "engine a trivial question (its weight version), which a live engine answers at once, even mid-generation.",
+    )
+    engine_health_timeout_s: PositiveFloat = Field(
+        120.0,
+        description="Seconds an engine may leave a health check unanswered: past them it counts as hung, is killed and "
+        "replaced as a dead one is (a restart of the budget). A hung engine is found within engine_health_interval_s "
+        "+ engine_health_timeout_s.",
     )

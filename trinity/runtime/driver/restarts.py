@@ -38,17 +38,20 @@ class RestartBudget:
     def grant(self, role: str, cause: str, step: int) -> Restart | None:
         """A restart of `role`, recorded, if the budget has one left; None once `most` restarts fall within the
         window (the caller then ends the run with `cause`)."""
-        now = self.clock() - self._start
-        recent = [r for r in self.restarts if now - r.at_s < self.window_s]
-        if len(recent) >= self.most:
+        if self.recent() >= self.most:
             return None
-        restart = Restart(role, cause, step, now)
+        restart = Restart(role, cause, step, self.clock() - self._start)
         self.restarts.append(restart)
         return restart
 
     def spent(self) -> str:
         """Why the budget refuses: how many restarts in how long."""
         return f"{self.most} restarts within fault_tolerance.restart_window_s={self.window_s:g} s already"
+
+    def recent(self) -> int:
+        """Restarts granted within the window up to now (the last one granted included): "restart k of most"."""
+        now = self.clock() - self._start
+        return sum(now - r.at_s < self.window_s for r in self.restarts)
 
 
 def restart_budget(config: "RunConfig") -> RestartBudget:

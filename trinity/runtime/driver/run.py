@@ -167,13 +167,14 @@ def _stage(
         latest = _own_checkpoint(run.run_dir, index, config)
         if latest and latest.stage_done:
             note = f"done {'before its restart' if restarts.count else 'earlier'} ({latest.path.name})"
-            summary = StageSummary(name or "run", config.mode, note=note, restarts=restarts.count)
+            summary = StageSummary(name or "run", config.mode, note=note, restarts=_since(run.budget, before))
             return summary, latest, early
         start = replace(first, resume=latest, restarted=restarts.count > 0)
         stage = Stage(config, name, index, run.run_dir, run.metrics, start, run.options.quiet)
+        stage.budget = run.budget  # the run's one budget: an engine or explorer replaced in the stage asks it too
         try:
             summary, early = _launch(stage, launch, run.show, following, early)
-            summary.restarts = len(run.budget.restarts) - before  # every role brought back while it ran
+            summary.restarts = _since(run.budget, before)  # every role brought back while it ran
             return summary, stage.last_checkpoint, early
         except RoleFailed as failed:  # the run's records say what the user reads: the cause, then the rest
             resume = _own_checkpoint(run.run_dir, index, config)
@@ -183,6 +184,11 @@ def _stage(
                 raise ended from None
         launch.teardown()  # the stage's actors (and the next stage's started early) end; the restart starts anew
         early = {}
+
+
+def _since(budget: RestartBudget, before: int) -> list[dict]:
+    """The restarts granted since the budget held `before` of them, as the summary lists them."""
+    return [{"role": r.role, "cause": r.cause, "step": r.step} for r in budget.restarts[before:]]
 
 
 def _roles(config: RunConfig) -> dict[str, str]:
@@ -220,7 +226,9 @@ def _launch(
             ]
         )
     launch.create_groups()
-    actors = _started(launch, role_factory(stage.config, stage.run_dir.root))
+    make = role_factory(stage.config, stage.run_dir.root)
+    actors = _started(launch, make)
+    stage.restart_actor = lambda name: launch.restart(name, make)  # a dead engine or explorer's replacement
     placements = _placements(launch)
     show.placements(placements, launch.kept)
     misplaced = [p for p in placements if p.problem]

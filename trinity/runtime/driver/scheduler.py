@@ -53,6 +53,7 @@ class Scheduler:
     gathered: int = field(default=0, init=False)  # experiences this stage's explore steps wrote
     _last_asked: int = field(init=False)
     _queued: list[Job] = field(default_factory=list, init=False)  # syncs and evaluations, run in order
+    _again: list[int] = field(default_factory=list, init=False)  # explore steps to run again (`retry`), in order
     _closing: bool = field(default=False, init=False)
 
     def __post_init__(self) -> None:
@@ -112,7 +113,20 @@ class Scheduler:
         """`job` is now running (or, for a sync or an evaluation, being waited on)."""
         self.running[job.key] = job
         if job.kind == EXPLORE:
-            self.started_explore = job.step
+            self.started_explore = max(self.started_explore, job.step)
+            self._again = [step for step in self._again if step != job.step]
+
+    def retry(self, job: Job) -> None:
+        """`job` failed with a role that was then replaced (driver/replace.py): it is no longer running, and an explore
+        step (which wrote nothing) or an evaluation runs again before what would come next. A sync is not queued:
+        the replacement's own sync moves the trainer's weights. A train step is never retried here."""
+        self.running.pop(job.key, None)
+        if job.kind == EXPLORE:
+            self._again = sorted({*self._again, job.step})
+        elif job.kind == EVALUATE:
+            self._queued.insert(0, job)
+        elif job.kind == TRAIN:
+            raise ValueError(f"{job.key} is not retried: a failed train step is the trainer's")
 
     def finished(self, job: Job, experiences: int = 0) -> None:
         """`job` is done; an explore step reports how many experiences it wrote."""
@@ -146,7 +160,8 @@ class Scheduler:
     def _explore(self, asked: int) -> Job | None:
         """The next explore step, `asked` steps past those started, if it may start now."""
         blocked = self.runs(EXPLORE) + asked >= self.policy.inflight or (self.shared and self.runs(TRAIN))
-        step = self.started_explore + asked + 1
+        again = len(self._again)  # steps to run again come first
+        step = self._again[asked] if asked < again else self.started_explore + asked - again + 1
         if blocked or step > self.total or not self.policy.may_explore(step, self.engine_version, self.trained):
             return None
         return Job(EXPLORE, step)

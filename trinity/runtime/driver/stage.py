@@ -24,6 +24,7 @@ from ..roles.base import peak_rss_mb
 from ..sync.synchronizer import Synchronizer
 from ..weights import lora
 from .device_handoff import DeviceHandoff
+from .restarts import RestartBudget
 from .watcher import RayWatcher, Watcher
 
 DRIVER = "driver"  # the run's own process, beside the roles in a stage's peak memory
@@ -92,6 +93,9 @@ class Stage:
         self.last_checkpoint: Checkpoint | None = None
         self.proxy = None  # serve mode's proxy in front of the engines (rollout/proxy.py), while the stage runs
         self.engine_actors: list[list[int]] = []  # with a proxy: each of its engines' actors (indices of engines)
+        # replacing a dead engine or explorer (restart.py): the run's budget, and how the launch starts a new actor
+        self.budget: RestartBudget | None = None
+        self.restart_actor: Callable[[str], Handle] | None = None
 
     # --- setting up ----------------------------------------------------------------------------------
 
@@ -111,16 +115,14 @@ class Stage:
         version = self.start.offset + self.start.done
         if self.buffer:
             self.data_size = self._setup_buffer(resume)
+        self.engine_weights = weights  # what an engine loads as it starts (a replaced one too: restart.py)
         rollout = [e.setup.remote(weights, version) for e in self.engines]
         auxiliary = self._auxiliary(handles.all(AUXILIARY))
         # an auxiliary model's engines load its own model, once: no weight sync ever reaches them (version 0)
         rollout += [e.setup.remote(m.model_path, 0) for m, group in auxiliary for e in group]
+        self.auxiliary_groups = [group for _, group in auxiliary]
         if self.explorer:
-            feedback = str(self.run_dir.selector_feedback(self.index))
-            groups = [group for _, group in auxiliary]
-            rollout.append(
-                self.explorer.setup.remote(self.engines, self.buffer, weights, feedback, self.start.done, groups)
-            )
+            rollout.append(self.setup_explorer(self.start.done))
         # the trainer sets up beside the rollout side, unless it needs the explorer's count of tasks, or shares the
         # devices (an engine sizes its memory from what the device has free as it starts)
         if self._steps_from_tasks() or self.mode.shares_devices:
@@ -131,6 +133,14 @@ class Stage:
         if self.synchronizer:
             self.synchronizer.setup(self.ranks, self.engines)
         self.endpoints = self._endpoints()
+
+    def setup_explorer(self, done: int) -> Any:
+        """Start the explorer's setup (its engines, the buffer, its selectors given back the pass rates of steps 1 ..
+        `done`); returns the call. A replaced explorer is set up the same way (restart.py)."""
+        feedback = str(self.run_dir.selector_feedback(self.index))
+        return self.explorer.setup.remote(
+            self.engines, self.buffer, self.engine_weights, feedback, done, self.auxiliary_groups
+        )
 
     def _auxiliary(self, engines: list[Handle]) -> list[tuple]:
         """(auxiliary model, its engines' actors in slot order) of each auxiliary model whose engines run: the role's

@@ -12,6 +12,7 @@ has no masking helper for it (config/redact.py masks config trees and overrides)
 
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -95,6 +96,7 @@ class RayWatcher:
     def __init__(self, actors: dict[str, Any], log_dir: str | Path | None = None):
         self.actors, self.log_dir = actors, log_dir
         self.refs: dict[Any, str] = {}  # ref -> kind
+        self.on_poll: Callable[[], None] | None = None  # called between waits (the engines' health check: health.py)
 
     def start(self, kind: str, refs: list) -> None:
         """Track `refs` (one call per actor) as one call of `kind`; `next_done` reports it."""
@@ -126,9 +128,30 @@ class RayWatcher:
             if finished:
                 return finished
 
+    def forget(self, kind: str) -> list:
+        """Stop watching the calls of `kind` (a step to run again after a role was replaced); returns their refs."""
+        mine = [r for r, k in self.refs.items() if k == kind]
+        for ref in mine:
+            self.refs.pop(ref)
+        return mine
+
+    def settle(self, kind: str) -> tuple[list, list | None]:
+        """Stop watching the calls of `kind` once every one has ended: their refs, and their results (None where one
+        failed: the caller knows why, a role it replaces)."""
+        import ray
+
+        refs = self.forget(kind)
+        ray.wait(refs, num_returns=len(refs))
+        try:
+            return refs, ray.get(refs)
+        except ray.exceptions.RayError:
+            return refs, None
+
     def _wait(self, refs: list, num_returns: int) -> tuple[list, list]:
         import ray
 
+        if self.on_poll is not None:
+            self.on_poll()
         ready, pending = ray.wait(refs, num_returns=num_returns, timeout=WAIT_S)
         for ref in ready:
             self._get([ref], pending)  # raises at once if that role failed

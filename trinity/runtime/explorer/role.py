@@ -35,6 +35,7 @@ from ..roles.base import Role
 from . import operators, runners, runs
 from .model_client import ModelClient
 from .results import EVAL_STATS, batch_metrics, task_spread
+from .runners import TaskFailed, is_engine_death
 from .tasksets import TaskSet, load_taskset
 
 if TYPE_CHECKING:
@@ -42,6 +43,9 @@ if TYPE_CHECKING:
 
     from ..rollout.samples import Sampling
     from ..workflows.base import Task
+
+
+ORDER_WAIT_S = 2.0  # an explore step's wait for those before it to choose (their threads start milliseconds apart)
 
 
 class Explorer(Role):
@@ -200,6 +204,16 @@ class Explorer(Role):
         """The auxiliary models' clients of the workflows on lane `lane`: one engine of each model, in turn."""
         return [clients[lane % len(clients)] for clients in self.auxiliary]
 
+    def replace_engines(self, engines: list, replaced: list[int]) -> None:
+        """The engines at `replaced` were replaced (a dead one's, by the driver): the next tasks reach the new ones;
+        the tasks of the failed step still on a dead one fail at once and are not waited for."""
+        from ..rollout.gather import Gatherer
+
+        self.engines = engines
+        for i in replaced:
+            self.gatherers[i] = Gatherer(engines[i], self.config.explorer.runner_per_model)
+            self.endpoints[i] = self._endpoints([engines[i]])[0]
+
     def release(self) -> None:
         """Stop the workflow threads (the next stage's setup starts its own)."""
         for pool in getattr(self, "pools", ()):
@@ -252,10 +266,10 @@ class Explorer(Role):
         return written, counted
 
     def _start(self, step: int) -> list:
-        """Explore step `step`'s tasks, chosen once the steps before it have chosen theirs (the driver starts them in
-        order, their threads may not); the step is then in flight."""
+        """Step `step`'s tasks, chosen once the steps before it chose theirs (started in order, their threads may not),
+        or after ORDER_WAIT_S (a step done before a replaced explorer took over never comes); it is then in flight."""
         with self._steps:
-            self._steps.wait_for(lambda: self._next_batch >= step)
+            self._steps.wait_for(lambda: self._next_batch >= step, timeout=ORDER_WAIT_S)
             batch = self._batch(step)
             self._next_batch = max(self._next_batch, step + 1)
             self._in_flight[step] = 0
@@ -413,7 +427,7 @@ class Explorer(Role):
                 # a workflow that plays one rollout: repeat_times of them, as explorer.concurrent_mode says
                 return runners.repeats(self.config.explorer.concurrent_mode, task, lambda t: workflow(t, client).run())
             except Exception as exc:  # a workflow is user code: any error is retried, then reported
-                if _is_engine_death(exc) or isinstance(exc, runners.TaskCut):
+                if is_engine_death(exc) or isinstance(exc, runners.TaskCut):
                     raise
                 errors.append(f"{type(exc).__name__}: {exc}")
                 # the whole traceback in the explorer's log (the run's error carries its last line only)
@@ -434,13 +448,3 @@ class Explorer(Role):
             raise TaskFailed(f"task {task.uid}: its greedy rollout (ReMax's baseline) returned no experience")
         baseline = sum(rewards) / len(rewards)  # one rollout; a workflow that returns several is averaged
         return [replace(e, baseline=baseline) for e in exps]
-
-
-class TaskFailed(RuntimeError):
-    """A task that failed every retry."""
-
-
-def _is_engine_death(exc: Exception) -> bool:
-    import ray
-
-    return isinstance(exc, ray.exceptions.RayActorError)

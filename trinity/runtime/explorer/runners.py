@@ -31,6 +31,18 @@ class TaskCut(RuntimeError):
     """A task that ran past its timeout: its runner gives up on it, and its model client refuses further calls."""
 
 
+class TaskFailed(RuntimeError):
+    """A task that failed every retry."""
+
+
+def is_engine_death(exc: Exception) -> bool:
+    """Whether a workflow's error is its engine's death: not retried here, it fails the step, which the driver runs
+    again once the engine is replaced (driver/replace.py)."""
+    import ray
+
+    return isinstance(exc, ray.exceptions.RayActorError)
+
+
 class TaskLeftBehind(RuntimeError):
     """A task still going when its step's over-rollout grace ended: cut as a TaskCut is, but not a failure."""
 

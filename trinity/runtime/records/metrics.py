@@ -8,9 +8,11 @@ lines method, seconds, weight_version; eval lines
 taskset, accuracy; preview lines (trainer.enable_preview) table and rows (prompt, response, reward), also shown by
 the monitor: a wandb table as Trinity-RFT logs it, a TensorBoard text summary (a Markdown table; Trinity-RFT's
 TensorBoard monitor shows none); a failure line, where a role's failure ended the run, cause, cause_role, died, how and
-then (driver/blame.py), and not_restarted where the run was not restarted past it; a restart line, where a trainer rank
-or the buffer failed and the stage restarted (driver/stage_restart.py), cause_role, cause, attempt (k of
-max_restarts), from_checkpoint (None: the stage's start) and max_restarts, the cause also a text event in the monitor.
+then (driver/blame.py), and not_restarted where the run was not restarted past it; a restart line, where a failed role
+was brought back: cause_role, cause, attempt (k of max_restarts) and max_restarts, and where a trainer rank or the
+buffer failed and the stage restarted (driver/stage_restart.py) from_checkpoint (None: the stage's start), where a
+rollout engine or the explorer was replaced in place (driver/replace.py) seconds and, for an engine, sync; the cause
+also a text event in the monitor.
 Each line is written with one append, so a reader never sees half a line.
 """
 

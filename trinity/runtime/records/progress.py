@@ -84,7 +84,8 @@ class StageSummary:
     # from the previous stage's end (or the run's launch) to this stage's first step: placement and setup
     setup_s: float | None = None
     kept: tuple[int, int] = (0, 0)  # actors kept running from the previous stage, of the stage's actors
-    restarts: int = 0  # roles brought back while it ran (its own restarts from a checkpoint included)
+    # each role brought back while it ran (an engine or explorer replaced, the stage resumed): role, cause, step
+    restarts: list[dict] = field(default_factory=list)
 
 
 def restart_line(stage: str, checkpoint: str | None, cause: str, attempt: int, most: int) -> str:
@@ -123,7 +124,7 @@ def summary_table(stages: list[StageSummary]) -> str:
                 s.name,
                 s.mode,
                 str(s.steps),
-                str(s.restarts),
+                str(len(s.restarts)),
                 f"{s.seconds:.0f}s",
                 setup,
                 kept,
@@ -134,4 +135,14 @@ def summary_table(stages: list[StageSummary]) -> str:
             ]
         )
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
-    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+    table = "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows) + "\n"
+    return table + "".join(_restarts(s) for s in stages)
+
+
+def _restarts(stage: StageSummary) -> str:
+    """A stage's restarts under the table: how many, and each role brought back, at which step, after what."""
+    if not stage.restarts:
+        return ""
+    count = len(stage.restarts)
+    each = "; ".join(f"{r['role']} at step {r['step']} after {r['cause']}" for r in stage.restarts)
+    return f"{stage.name}: {count} restart{'s' if count > 1 else ''}: {each}\n"

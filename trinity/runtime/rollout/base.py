@@ -218,9 +218,12 @@ class RolloutEngine(Role):
     async def join_sync_group(
         self, backend: str, host: str, port: int, rank: int, world_size: int, timeout_s: float
     ) -> None:
-        """Join the weight-sync group as `rank`."""
+        """Join the weight-sync group as `rank` (leaving one it held: the group is formed anew after an engine was
+        replaced)."""
         from ..sync import group
 
+        group.leave(self._group)
+        self._group = None
         name = self.config.synchronizer.group_name
         self._group = await asyncio.to_thread(group.join, backend, host, port, rank, world_size, timeout_s, name)
 

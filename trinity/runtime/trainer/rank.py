@@ -132,9 +132,12 @@ class TrainerRank(Role):
         return self.weights.specs()
 
     def join_sync_group(self, backend: str, host: str, port: int, world_size: int, timeout_s: float) -> None:
-        """Rank 0 hosts the weight-sync group and is its sender."""
+        """Rank 0 hosts the weight-sync group and is its sender; a group it held is left first (formed anew once a
+        replaced engine joins: driver/replace.py)."""
         from ..sync import group
 
+        group.leave(self.sync_group)
+        self.sync_group = None
         self.sync_group = group.join(backend, host, port, 0, world_size, timeout_s, self.config.synchronizer.group_name)
 
     def broadcast_weights(self) -> float:
