@@ -13,7 +13,8 @@ held-out problems) at its start, every --eval-every steps and at its end (trinit
 in explore steps, on the weights the engine holds; TRL and the plain loop: every so many train steps, from a
 callback), and its clock runs from the end of the first evaluation and stops while any evaluation runs, the same
 for all five (trinity's driver waits for an evaluation and writes no line meanwhile: one began as the line before
-its own was written). Start-up (Ray, actors, model loading) is left out of the clock and reported beside it.
+its own was written; where a train step runs beside an evaluation, as one step off and async may, its work there is
+off the clock too). Start-up (Ray, actors, model loading) is left out of the clock and reported beside it.
 
 Reported for each mode and size: wall time to TRL's final held-out accuracy (the mean over seeds of TRL's last
 evaluation) on the seeds' mean accuracy curve (the k-th evaluations averaged, in time and accuracy), and on how many
@@ -24,7 +25,8 @@ means"): trinity's best mode reaches TRL's final accuracy in <= 0.8x TRL's wall 
 the demo's size.
 
     python benchmarks/time_to_accuracy.py [--steps 100] [--seeds 3] [--sizes demo,4.2m] [--eval-every 10]
-        [--modes on-policy,one-off,async,trl,plain] [--trl-python .venv-trl/bin/python] [--out results.json]
+        [--modes on-policy,one-off,async,trl,plain] [--trl-python .venv-trl/bin/python] [--threads 1]
+        [--out results.json]
 
 Sizes: `demo` is the demo's model (hidden 128, 2 layers: 0.53 M parameters), `4.2m` the same task at hidden 256,
 4 layers (MLP 4x: 4.2 M parameters). A smoke run: --steps 10 --seeds 1 --eval-every 5 --sft-steps 50. The JSON
@@ -240,12 +242,22 @@ def main() -> None:
         default=str(default_trl) if default_trl.exists() else None,
         help="an interpreter with TRL (default: .venv-trl's, where there is one); without one TRL is skipped",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        help="OMP_NUM_THREADS for every process of every run (trinity's roles take an exported value over their "
+        "derived one); unset: each its own (trinity's roles 1, or 2 where they take turns; TRL and the plain loop one "
+        "per core). On a machine busy with other work a process computing with 2 threads slows far more than one "
+        "with 1 (each waits for the other's turn on a core)",
+    )
     parser.add_argument("--out", type=Path, help="write the results as JSON here (after every run)")
     args = parser.parse_args()
     sizes, modes = args.sizes.split(","), args.modes.split(",")
     for name, known in ((sizes, SIZES), (modes, MODES)):
         if unknown := [n for n in name if n not in known]:
             parser.error(f"unknown: {', '.join(unknown)} (known: {', '.join(known)})")
+    if args.threads:
+        os.environ["OMP_NUM_THREADS"] = str(args.threads)
     work = Path(tempfile.mkdtemp(prefix="time-to-accuracy-"))
     report = {
         "settings": {k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
