@@ -70,27 +70,47 @@ def sft_checkpoint(work: Path, demo: Path, steps: int) -> Path:
     return work / "ckpt" / "trinity-demo" / "arith" / "checkpoints" / f"global_step_{steps}"
 
 
-def steady_s(times: list[float]) -> float:
-    """Seconds per step from the first step's end to the last's (start-up and evaluations left out)."""
+def unpaused(t: float, pauses: list[tuple[float, float]]) -> float:
+    """Time `t` less the time spent in those `pauses` (start, end) that began before it: a clock stopped while
+    evaluating."""
+    return t - sum(min(end, t) - start for start, end in pauses if start < t)
+
+
+def steady_s(times: list[float], pauses: list[tuple[float, float]] = ()) -> float:
+    """Seconds per step from the first step's end to the last's (start-up and the `pauses`, evaluations, left out)."""
+    times = [unpaused(t, pauses) for t in times]
     return (times[-1] - times[0]) / (len(times) - 1)
 
 
-def trinity_grpo(work: Path, demo: Path, start: Path, steps: int, overrides: tuple[str, ...]) -> dict:
-    """The demo's GRPO stage from `start`, `steps` steps."""
+def trinity_grpo(
+    work: Path, demo: Path, start: Path, steps: int, overrides: tuple[str, ...], eval_every: int = 0
+) -> dict:
+    """The demo's GRPO stage from `start`, `steps` steps, evaluated at the start, every `eval_every` explore steps
+    (0: none between) and at the end."""
     config = demo_config()
     config.pop("stages")
     config["model"]["model_path"] = str(start)
     config["buffer"]["total_steps"] = steps
     config["trainer"]["save_interval"] = 0
-    config["explorer"]["eval_interval"] = steps  # evaluations at the start and the end only, as the other two
+    config["explorer"]["eval_interval"] = eval_every or steps  # steps: at the start and the end only
+    launched = time.time()
     report = trinity(config, work, demo, overrides)
     records = [json.loads(line) for line in (work / "ckpt/trinity-demo/arith/metrics.jsonl").read_text().splitlines()]
-    evals = [r["accuracy"] for r in records if r["role"] == "eval"]
+    # the driver waits for an evaluation and writes nothing meanwhile: it began as the line before its own was written
+    evals = [
+        (records[i - 1]["time"] if i else r["time"], r["time"], r["step"], r["accuracy"])
+        for i, r in enumerate(records)
+        if r["role"] == "eval"
+    ]
+    step_times = [r["time"] for r in records if r["role"] == "trainer"]
     peaks = report["stages"][0]["peak_rss_mb"]  # every role's process and the driver's
     roles = {"explore": "explorer", "train": "trainer", "sync": "synchronizer"}  # part -> its metrics lines' role
     return {
-        "s_per_step": steady_s([r["time"] for r in records if r["role"] == "trainer"]),
-        "accuracy": (evals[0], evals[-1]),
+        "s_per_step": steady_s(step_times, [e[:2] for e in evals]),
+        "accuracy": (evals[0][3], evals[-1][3]),
+        "evals": evals,  # (start, end, weight version, accuracy), wall-clock seconds
+        "step_times": step_times,  # each train step's end
+        "launched": launched,
         "memory_mb": sum(peaks.values()),
         "processes": peaks,
         "parts": {part: median([r["seconds"] for r in records if r["role"] == role]) for part, role in roles.items()},
@@ -104,8 +124,9 @@ def median(values: list[float]) -> float | None:
 # --- the plain loop -------------------------------------------------------------------------------------------------
 
 
-def plain_grpo(demo: Path, start: Path, steps: int, seed: int) -> dict:
-    """The same GRPO in one process: Hugging Face generate, then the loss and AdamW on the same model."""
+def plain_grpo(demo: Path, start: Path, steps: int, seed: int, eval_every: int = 0) -> dict:
+    """The same GRPO in one process: Hugging Face generate, then the loss and AdamW on the same model; evaluated at
+    the start, every `eval_every` steps (0: none between) and at the end."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -115,24 +136,50 @@ def plain_grpo(demo: Path, start: Path, steps: int, seed: int) -> dict:
     rows, held_out = problems(demo)
     optimizer = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.999), weight_decay=0.01)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: _cosine(s, steps))
-    first = accuracy(model, tokenizer, held_out)
+    evals = Evals(model, tokenizer, held_out, steps, eval_every)
+    evals.run(0)
     times, explore, train = [], [], []
     for step in range(steps):
         batch = [rows[(step * PROMPTS + i) % len(rows)] for i in range(PROMPTS)]
         seconds = update(model, tokenizer, optimizer, batch)
         schedule.step()
-        times.append(time.perf_counter())
+        times.append(time.time())
         explore.append(seconds[0])
         train.append(seconds[1])
-    last = accuracy(model, tokenizer, held_out)
+        evals.due(step + 1)
     rss = peak_rss_mb()
     return {
-        "s_per_step": steady_s(times),
-        "accuracy": (first, last),
+        "s_per_step": steady_s(times, evals.pauses),
+        "accuracy": (evals.done[0][3], evals.done[-1][3]),
+        "evals": evals.done,
+        "step_times": times,
         "memory_mb": rss,
         "processes": {"loop": rss},
         "parts": {"explore": median(explore), "train": median(train), "sync": None},
     }
+
+
+class Evals:
+    """Held-out accuracy at step 0, every `every` steps (0: none between) and after the last, each timed."""
+
+    def __init__(self, model, tokenizer, rows: list[dict], steps: int, every: int):
+        self.model, self.tokenizer, self.rows, self.steps, self.every = model, tokenizer, rows, steps, every
+        self.done: list[tuple[float, float, int, float]] = []  # (start, end, step, accuracy), wall-clock seconds
+
+    def due(self, step: int) -> None:
+        if step == self.steps or (self.every and step % self.every == 0):
+            self.run(step)
+
+    def run(self, step: int) -> None:
+        training = self.model.training
+        started = time.time()
+        value = accuracy(self.model, self.tokenizer, self.rows)
+        self.done.append((started, time.time(), step, value))
+        self.model.train(training)
+
+    @property
+    def pauses(self) -> list[tuple[float, float]]:
+        return [e[:2] for e in self.done]
 
 
 def problems(demo: Path) -> tuple[list[dict], list[dict]]:
@@ -214,8 +261,9 @@ def update(model, tokenizer, optimizer, batch: list[dict]) -> tuple[float, float
 # --- TRL ------------------------------------------------------------------------------------------------------------
 
 
-def trl_grpo(demo: Path, start: Path, steps: int, seed: int, work: Path) -> dict | None:
-    """TRL's GRPOTrainer on the same work, or None when TRL is not installed."""
+def trl_grpo(demo: Path, start: Path, steps: int, seed: int, work: Path, eval_every: int = 0) -> dict | None:
+    """TRL's GRPOTrainer on the same work, or None when TRL is not installed; evaluated at the start, every
+    `eval_every` steps (0: none between) and at the end."""
     try:
         import trl
     except ImportError:
@@ -259,20 +307,23 @@ def trl_grpo(demo: Path, start: Path, steps: int, seed: int, work: Path) -> dict
     trainer = trl.GRPOTrainer(
         model=model, reward_funcs=exact, args=args, train_dataset=data, processing_class=tokenizer
     )
-    first = accuracy(model, tokenizer, held_out)
+    evals = Evals(model, tokenizer, held_out, steps, eval_every)
+    evals.run(0)
     times = []
 
     class Clock(TrainerCallback):
-        def on_step_end(self, *_, **__):
-            times.append(time.perf_counter())
+        def on_step_end(self, _args, state, *_, **__):
+            times.append(time.time())
+            evals.due(state.global_step)
 
     trainer.add_callback(Clock())
     trainer.train()
-    last = accuracy(model, tokenizer, held_out)
     rss = peak_rss_mb()
     return {
-        "s_per_step": steady_s(times),
-        "accuracy": (first, last),
+        "s_per_step": steady_s(times, evals.pauses),
+        "accuracy": (evals.done[0][3], evals.done[-1][3]),
+        "evals": evals.done,
+        "step_times": times,
         "memory_mb": rss,
         "processes": {"trl": rss},
         "version": trl.__version__,
@@ -280,15 +331,24 @@ def trl_grpo(demo: Path, start: Path, steps: int, seed: int, work: Path) -> dict
 
 
 def in_subprocess(
-    which: str, demo: Path, start: Path, steps: int, seed: int, work: Path, python: str = sys.executable
+    which: str,
+    demo: Path,
+    start: Path,
+    steps: int,
+    seed: int,
+    work: Path,
+    python: str = sys.executable,
+    eval_every: int = 0,
 ) -> dict | None:
     """The plain loop or TRL in a process of its own (its peak memory is its own), run by `python`."""
     command = [python, __file__, "--worker", which, "--demo", str(demo), "--start", str(start)]
-    command += ["--steps", str(steps), "--seed", str(seed), "--work", str(work)]
+    command += ["--steps", str(steps), "--seed", str(seed), "--work", str(work), "--eval-every", str(eval_every)]
+    launched = time.time()
     proc = subprocess.run(command, capture_output=True, text=True, timeout=7200)
     if proc.returncode != 0:
         raise SystemExit(f"{which} failed:\n{proc.stderr[-3000:]}")
-    return json.loads(proc.stdout.splitlines()[-1])
+    result = json.loads(proc.stdout.splitlines()[-1])
+    return result and {**result, "launched": launched}
 
 
 def table(results: dict[str, dict | None]) -> str:
@@ -321,6 +381,23 @@ def table(results: dict[str, dict | None]) -> str:
     return "\n".join(lines)
 
 
+def prepare(work: Path, seed: int, sft_steps: int, width: int | None = None, layers: int | None = None) -> Path:
+    """The demo's assets in `work`/demo (its model `width` wide and `layers` deep where given: a larger model of the
+    same task, to see how the overheads weigh beside more compute) and the SFT checkpoint that GRPO starts from."""
+    from trinity import demo
+
+    demo.build(work / "demo", seed)
+    if width or layers:
+        from transformers import AutoTokenizer
+
+        width = width or demo.MODEL_SHAPE["hidden_size"]
+        layers = layers or demo.MODEL_SHAPE["num_hidden_layers"]
+        shape = demo.MODEL_SHAPE | {"hidden_size": width, "intermediate_size": 4 * width, "num_hidden_layers": layers}
+        folder = work / "demo" / "model"
+        demo.save_model(folder, AutoTokenizer.from_pretrained(folder), shape, seed)
+    return sft_checkpoint(work / "sft", work / "demo", sft_steps)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=300)
@@ -336,27 +413,17 @@ def main() -> None:
     parser.add_argument("--demo", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--start", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--work", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--eval-every", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         if args.worker == "plain":
-            result = plain_grpo(args.demo, args.start, args.steps, args.seed)
+            result = plain_grpo(args.demo, args.start, args.steps, args.seed, args.eval_every)
         else:
-            result = trl_grpo(args.demo, args.start, args.steps, args.seed, args.work)
+            result = trl_grpo(args.demo, args.start, args.steps, args.seed, args.work, args.eval_every)
         print(json.dumps(result))
         return
-    from trinity import demo
-
     work = Path(tempfile.mkdtemp(prefix="grpo-step-"))
-    demo.build(work / "demo", args.seed)
-    if args.width or args.layers:  # a larger model of the same task: how the overheads weigh beside more compute
-        from transformers import AutoTokenizer
-
-        width = args.width or demo.MODEL_SHAPE["hidden_size"]
-        layers = args.layers or demo.MODEL_SHAPE["num_hidden_layers"]
-        shape = demo.MODEL_SHAPE | {"hidden_size": width, "intermediate_size": 4 * width, "num_hidden_layers": layers}
-        folder = work / "demo" / "model"
-        demo.save_model(folder, AutoTokenizer.from_pretrained(folder), shape, args.seed)
-    start = sft_checkpoint(work / "sft", work / "demo", args.sft_steps)
+    start = prepare(work, args.seed, args.sft_steps, args.width, args.layers)
     results = {"trinity": trinity_grpo(work / "grpo", work / "demo", start, args.steps, tuple(args.override))}
     results["plain"] = in_subprocess("plain", work / "demo", start, args.steps, args.seed, work)
     results["trl"] = (
