@@ -74,6 +74,14 @@ def stopped_after_checkpoint(env, cwd: Path, *args, step: int = 2) -> int:
     return max(int(p.split("_")[-1]) for p in os.listdir(checkpoints) if p.startswith("global_step_"))
 
 
+def summary_column(stdout: str, column: str) -> dict[str, str]:
+    """Each stage's value in `column` (one before EVAL) of the summary table a run printed."""
+    rows = [line.split() for line in stdout.splitlines()]
+    header = next(row for row in rows if row[:2] == ["STAGE", "MODE"])
+    at = header.index(column)
+    return {row[0]: row[at] for row in rows[rows.index(header) + 1 :] if len(row) > at and not row[0].endswith(":")}
+
+
 def lines(run_dir: Path, role=None) -> list[dict]:
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     return [r for r in records if role is None or r["role"] == role]
@@ -165,12 +173,10 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
     assert proc.stderr.count("kept running from the previous stage:") == 1
     kept = "trainer_node0.rank0, rollout.engine0, explorer, buffer"
     assert f"kept running from the previous stage: {kept}\n" in proc.stderr
-    sft, grpo = (
-        next(line.split() for line in proc.stdout.splitlines() if line.startswith(f"{name} "))
-        for name in ("sft_warmup", "grpo")
-    )
-    assert (sft[5], grpo[5]) == ("0/2", "4/4") and float(grpo[4].rstrip("s")) > 0  # KEPT and SETUP
-    assert 0.5 < float(grpo[6].removesuffix("GiB")) < 8  # MEMORY: four role processes and the driver
+    kept, setup = summary_column(proc.stdout, "KEPT"), summary_column(proc.stdout, "SETUP")
+    assert summary_column(proc.stdout, "RESTARTS") == {"sft_warmup": "0", "grpo": "0"}
+    assert kept == {"sft_warmup": "0/2", "grpo": "4/4"} and float(setup["grpo"].rstrip("s")) > 0
+    assert 0.5 < float(summary_column(proc.stdout, "MEMORY")["grpo"].removesuffix("GiB")) < 8  # four roles + driver
 
 
 @pytest.mark.train

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.cli.test_run import summary_column
 from tests.conftest import REPO
 
 pytest.importorskip("verl")
@@ -140,8 +141,7 @@ def test_every_algorithm_type_trains_the_demo_model(run_env, tmp_path):
     # every stage runs in the processes of the one before where its plan is the same: the RL stages keep all 4
     # actors; the data-set stages train on the RL stages' trainer slot (the cpu profile's train_stage_devices), so
     # the first keeps the trainer rank and the buffer
-    rows = [line.split() for line in proc.stdout.splitlines()]
-    kept = {row[0]: row[5] for row in rows if row and row[0] in {*ALGORITHMS, *DATA_SETS}}
+    kept = {name: v for name, v in summary_column(proc.stdout, "KEPT").items() if name in {*ALGORITHMS, *DATA_SETS}}
     assert kept == {name: "0/4" if i == 0 else "4/4" for i, name in enumerate(ALGORITHMS)} | {
         "dpo": "2/2",
         "cpt": "2/2",

@@ -10,6 +10,7 @@ import sys
 import pytest
 import yaml
 
+from tests.cli.test_run import summary_column
 from tests.conftest import REPO
 
 pytest.importorskip("verl")
@@ -110,7 +111,7 @@ def test_a_staged_run_through_the_values_no_other_run_takes(env, tmp_path):
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     trained = {(r["stage"], r["step"]) for r in records if r["role"] == "trainer"}
     assert {s["stage_name"] for s in STAGES} == {stage for stage, _ in trained}, trained
-    kept = {line.split()[0]: line.split()[5] for line in proc.stdout.splitlines() if line.startswith(("sft_", "gspo_"))}
+    kept = {name: v for name, v in summary_column(proc.stdout, "KEPT").items() if name.startswith(("sft_", "gspo_"))}
     assert kept == {"sft_messages": "0/3", "gspo_sgd_trainer_driven": "1/4"}  # 2 ranks; then the buffer only
     synced = {r["stage"] for r in records if r["role"] == "synchronizer"}
     assert {s["stage_name"] for s in STAGES[1:]} <= synced  # every RL stage moved weights to the engine
