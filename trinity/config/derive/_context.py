@@ -1,5 +1,6 @@
 """What a derivation rule sees: the validated tree, the profile, provenance, and where to report."""
 
+import json
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -91,6 +92,20 @@ class Context:
             parent = parent[part] if isinstance(parent, list) else parent.setdefault(part, {})
         parent[parts[-1]] = value
         self.provenance.add(parts, Contribution("rule", f"rule {rule}", value, inputs))
+
+    def contradicts(self, ours: str, theirs: str, value: Any, what: str) -> bool:
+        """Whether `value`, written at verl passthrough key `theirs`, contradicts trinity's `ours` as the user set it
+        (verl's `what` is that setting): then an error names both."""
+        if not self.user_set(ours) or self.get(ours) == value:
+            return False
+        self.report(
+            "error",
+            theirs,
+            f"{json.dumps(value)} contradicts {ours}={json.dumps(self.get(ours))} ({self.where(ours)}): verl's {what}",
+            allowed=json.dumps(self.get(ours)),
+            hint=f"write only {ours}",
+        )
+        return True
 
     def set_as_written(self, key: str, value: Any, origin: str) -> None:
         """Set `key` to what a person wrote at `origin`, another spelling of the same setting: it counts as written

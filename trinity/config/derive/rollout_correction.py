@@ -55,15 +55,7 @@ def from_verl(ctx: Context, passthrough: dict, at: str) -> None:
         ctx.section_as_written(SECTION, verl_key)
     for name, value in written.items():
         ours, theirs = f"{SECTION}.{name}", f"{verl_key}.{name}"
-        if ctx.user_set(ours) and ctx.get(ours) != value:
-            ctx.report(
-                "error",
-                theirs,
-                f"{json.dumps(value)} contradicts {ours}={json.dumps(ctx.get(ours))} ({ctx.where(ours)}): verl's "
-                f"algorithm.rollout_correction is that section",
-                allowed=json.dumps(ctx.get(ours)),
-                hint=f"write only {ours}",
-            )
+        if ctx.contradicts(ours, theirs, value, "algorithm.rollout_correction is that section"):
             continue
         ctx.set_as_written(ours, value, theirs)
     ctx.report(
@@ -81,15 +73,7 @@ def bypass_twin(ctx: Context) -> None:
     value = get_path(ctx.get(SECTION), ("bypass_mode",))
     if value is None:
         return
-    if ctx.user_set(BYPASS) and ctx.get(BYPASS) != value:
-        ctx.report(
-            "error",
-            BYPASS_MODE,
-            f"{json.dumps(value)} contradicts {BYPASS}={json.dumps(ctx.get(BYPASS))} ({ctx.where(BYPASS)}): "
-            "verl's bypass_mode is that setting",
-            allowed=json.dumps(ctx.get(BYPASS)),
-            hint=f"write only {BYPASS}",
-        )
+    if ctx.contradicts(BYPASS, BYPASS_MODE, value, "bypass_mode is that setting"):
         return
     if not isinstance(value, bool):
         return  # validation names the value

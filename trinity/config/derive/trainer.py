@@ -69,15 +69,7 @@ def verl_twins(ctx: Context) -> None:
     correction.bypass_twin(ctx)
     for written, verl_key, value in _twins_written(passthrough):
         ours, key = VERL_TWINS[verl_key], f"{PASSTHROUGH}.{written}"
-        if ctx.user_set(ours) and ctx.get(ours) != value:
-            ctx.report(
-                "error",
-                key,
-                f"{json.dumps(value)} contradicts {ours}={json.dumps(ctx.get(ours))} ({ctx.where(ours)}): verl's "
-                f"{ARR}.{verl_key} is that setting",
-                allowed=json.dumps(ctx.get(ours)),
-                hint=f"write only {ours}",
-            )
+        if ctx.contradicts(ours, key, value, f"{ARR}.{verl_key} is that setting"):
             continue
         ctx.report(
             "note",
