@@ -22,12 +22,18 @@ COLOCATE_SHARE = 0.5  # where they share devices, the trainer and a rollout engi
 STEPS_GROUP = "steps"  # the explorer's concurrency group of explore steps and evaluations
 
 
+def inflight_batches(config: RunConfig) -> int:
+    """Explore steps the explorer runs at once: explorer.max_inflight_batches under sync_style fully_async
+    (Trinity-RFT's batches in flight), else 1."""
+    return config.explorer.max_inflight_batches if config.synchronizer.sync_style == "fully_async" else 1
+
+
 def explorer_groups(config: RunConfig) -> dict[str, int]:
-    """The explorer's concurrency groups: under sync_style fully_async, STEPS_GROUP runs explorer.max_inflight_batches
-    explore steps and an evaluation at once (Trinity-RFT's batches in flight); otherwise none, one call at a time."""
+    """The explorer's concurrency groups: under sync_style fully_async, STEPS_GROUP runs its batches in flight and an
+    evaluation at once; otherwise none, one call at a time."""
     if config.synchronizer.sync_style != "fully_async":
         return {}
-    return {STEPS_GROUP: config.explorer.max_inflight_batches + 1}
+    return {STEPS_GROUP: inflight_batches(config) + 1}
 
 
 @dataclass(frozen=True)

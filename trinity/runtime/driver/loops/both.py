@@ -5,6 +5,7 @@ every one is watched until the stage's last step is trained, synced and evaluate
 import time
 from typing import TYPE_CHECKING
 
+from ....launch.plan import inflight_batches
 from ....launch.roles import ROLLOUT, TRAINER
 from .. import replace, step_results
 from ..scheduler import EVALUATE, EXPLORE, SYNC, TRAIN, Job, Scheduler, Stalled
@@ -110,7 +111,7 @@ def _scheduler(stage: "Stage") -> Scheduler:
             sync.sync_offset,
             sync.explorer_sync_interval,
             sync.trainer_sync_interval,
-            explorer.max_inflight_batches if sync.sync_style == "fully_async" else 1,
+            inflight_batches(stage.config),
         ),
         stage.total,
         stage.start.done,
