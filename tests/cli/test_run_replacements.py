@@ -40,14 +40,18 @@ def started(env, cwd: Path, *args) -> subprocess.Popen:
     )
 
 
-def signalled_at(proc: subprocess.Popen, env, cwd: Path, role: str, trained: int, delay: float, sig=signal.SIGKILL):
-    """Send `sig` to the run's `role` actor `delay` s after its `trained`-th train step's line; returns when (epoch)."""
+def signalled_at(proc: subprocess.Popen, env, cwd: Path, role: str, trained: int, into: float, sig=signal.SIGKILL):
+    """Send `sig` to the run's `role` actor `into` (a fraction) of a train step's time after its `trained`-th train
+    step's line (a step's time: the gap between the last two trainer lines, 0 after the first: a fixed delay would
+    outlast the run on a fast machine); returns when (epoch)."""
     run = cwd / RUN
     deadline = time.monotonic() + 600
     while not ((run / "metrics.jsonl").exists() and len(lines(run, "trainer")) >= trained):
         assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "no step"
         time.sleep(0.05)
-    time.sleep(delay)  # somewhere in the next step: exploring, training or syncing
+    at = [r["time"] for r in lines(run, "trainer")][max(trained - 2, 0) : trained]
+    time.sleep(max(0.0, at[-1] + into * (at[-1] - at[0]) - time.time()))  # in the next step: explore, train or sync
+    assert proc.poll() is None, f"the run ended before {role} was signalled: {proc.stderr.read()[-3000:]}"
     os.kill(role_pid(CLASSES[role], Path(env["TRINITY_CHECKPOINT_ROOT_DIR"])), sig)
     return time.time()
 
@@ -69,9 +73,9 @@ def finished(proc: subprocess.Popen, run: Path, role: str, steps: int) -> tuple[
 @pytest.mark.parametrize("role", list(CLASSES))
 def test_a_killed_engine_or_explorer_is_replaced_and_the_run_finishes(run_env, tmp_path, role):
     draw = random.Random(f"{role}/{SEED}")
-    trained, delay = draw.randint(1, STEPS - 3), draw.uniform(0.0, 1.5)
+    trained, into = draw.randint(2, STEPS - 3), draw.random()
     proc = started(run_env, tmp_path, *GRPO_ONLY, f"buffer.total_steps={STEPS}")
-    signalled_at(proc, run_env, tmp_path, role, trained, delay)
+    signalled_at(proc, run_env, tmp_path, role, trained, into)
     _, restart = finished(proc, tmp_path / RUN, role, STEPS)
     assert restart["seconds"] < 60
     if role != "explorer":  # the new engine took the trainer's weights over a group formed anew with it

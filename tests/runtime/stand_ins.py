@@ -105,6 +105,7 @@ class Explorer:
             response_length_mean=3.0,
             tokens_per_s=10.0,
             weight_version=self.world.version,
+            tasks=4,
             experiences=n,
             failed_tasks=0,
             truncated_prompts=0,

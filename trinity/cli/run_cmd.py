@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -332,7 +333,8 @@ def _train(args: argparse.Namespace, resolved: ResolvedConfig) -> int:
 
     show = _Shown(args.format, args.quiet, args.show_secrets)
     try:
-        summaries = train(resolved, RunOptions(args.timeout, args.quiet, args.force), show)
+        with _stdout_to_stderr(args.format == "json"):
+            summaries = train(resolved, RunOptions(args.timeout, args.quiet, args.force), show)
     except RoleFailed as exc:
         print(f"trinity run: {exc}; every actor and placement group was removed", file=sys.stderr)
         if args.format == "json":  # the same failure as metrics.jsonl's line: the cause, then the rest
@@ -350,6 +352,25 @@ def _train(args: argparse.Namespace, resolved: ResolvedConfig) -> int:
     else:
         print(summary_table(summaries) + f"run directory: {run_dir}")
     return 0
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(json_out: bool):
+    """With --format json, stdout is the one JSON document: while the run runs, what is printed there (Ray's
+    "(raylet) A worker died ..." line, printed by a thread of its driver, a library's own print) goes to stderr, at
+    the file descriptor, so a C library's writes too."""
+    if not json_out:
+        yield
+        return
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(kept, 1)
+        os.close(kept)
 
 
 class _Shown:

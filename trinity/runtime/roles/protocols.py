@@ -14,6 +14,7 @@ class ExploreResult(TypedDict):
     response_length_mean: float
     tokens_per_s: float
     weight_version: int
+    tasks: int  # the step's tasks (0 in mode serve: outside agents made its experiences)
     experiences: int
     failed_tasks: int
     truncated_prompts: int

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from ..stage import Stage
 
 POLL_S = 0.5  # how often the stage takes the engines' rewarded experiences and published weights
+# an ExploreResult's counts of the explorer's own step: outside agents made these experiences, no explorer ran
+NO_EXPLORE_STEP = {"tasks": 0, "engine_calls": 0, "steps_in_flight": 0, "tasks_left_behind": 0}
 
 
 def run(stage: "Stage") -> None:
@@ -26,7 +28,7 @@ def run(stage: "Stage") -> None:
             while len(pending) >= size and (not stage.total or served < stage.total):
                 served, step, pending = served + 1, pending[:size], pending[size:]
                 _store(stage, step, served)
-                result = batch_metrics(step, time.perf_counter() - started) | {"tasks": 0, "engine_calls": 0}
+                result = batch_metrics(step, time.perf_counter() - started) | NO_EXPLORE_STEP
                 step_results.explored(stage, served, result)
                 started = time.perf_counter()
             time.sleep(POLL_S)
