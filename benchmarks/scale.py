@@ -134,6 +134,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--engine", choices=["transformers", "vllm"], default="transformers")
     parser.add_argument("--modes", default="colocate,both", help="trinity's modes to run, comma-separated")
     parser.add_argument("--skip-plain", action="store_true", help="leave the plain loop out")
+    parser.add_argument(
+        "--set", action="append", default=[], metavar="KEY=VALUE", help="an override of trinity's runs (repeatable)"
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--work", type=Path, help="the folder to work in (default: a new temporary folder)")
     parser.add_argument("--worker", choices=["build", "plain", "peak"], help=argparse.SUPPRESS)
@@ -288,7 +291,8 @@ def trinity_mode(args: argparse.Namespace, work: Path, mode: str) -> dict:
     (folder / "run.yaml").write_text(yaml.safe_dump(run_config(args, work, mode)))
     started = time.perf_counter()
     out = child(
-        [sys.executable, "-m", "trinity", "run", "-c", "run.yaml", "cluster.ray_address=local", "--format", "json"],
+        [sys.executable, "-m", "trinity", "run", "-c", "run.yaml", "cluster.ray_address=local", *args.set]
+        + ["--format", "json"],
         f"trinity run ({mode})",
         cwd=folder,
     )

@@ -1,10 +1,10 @@
-"""Engines and the explorer come back (issue 49, parts 1 and 4): `kill -9` of the rollout engine or the explorer at a
-step drawn for it (a seeded draw: TRINITY_CHAOS_SEED picks others) mid-GRPO, and the run goes on: the dead actor is
-replaced on its bundle, the failed explore step runs again, and the run finishes with exit 0, no stage restarted (one
-stage, no second launch), every step explored and trained once, and the summary, metrics.jsonl and the progress line
-saying 1 restart. A stopped engine (SIGSTOP: hung, not dead) is found by the health check within its bound and
-replaced the same way; a budget spent ends the run with the cause. fault_tolerance.max_restarts=0 keeps the fail-stop
-(test_run.py, test_run_blame.py).
+"""Engines and the explorer come back (issue 49, parts 1 and 4): `kill -9` of the rollout engine, then a stop of the
+new one (SIGSTOP: hung, not dead: found by the health check within its bound), then `kill -9` of the explorer, each at
+a step drawn for it (a seeded draw: TRINITY_CHAOS_SEED picks others) mid-GRPO in one run, and the run goes on: each
+actor is replaced on its bundle, the failed explore step runs again, and the run finishes with exit 0, no stage
+restarted (one stage, no second launch), every step explored and trained once, and the summary, metrics.jsonl and
+the stderr lines saying each restart; a budget spent ends the run with the cause. fault_tolerance.max_restarts=0
+keeps the fail-stop (test_run.py, test_run_blame.py).
 """
 
 import json
@@ -24,7 +24,7 @@ from tests.cli.test_run_blame import role_pid
 pytestmark = [pytest.mark.ray, pytest.mark.train, pytest.mark.timeout(900)]  # a replacement starts a process
 
 SEED = int(os.environ.get("TRINITY_CHAOS_SEED", "0"))
-STEPS = 8
+STEPS = 12
 CLASSES = {"rollout.engine0": "TransformersEngine", "explorer": "Explorer"}
 
 
@@ -56,53 +56,71 @@ def signalled_at(proc: subprocess.Popen, env, cwd: Path, role: str, trained: int
     return time.time()
 
 
-def finished(proc: subprocess.Popen, run: Path, role: str, steps: int) -> tuple[str, dict]:
-    """The run ended 0 having replaced `role` once and explored and trained each step once; (stdout, its restart)."""
+def finished(proc: subprocess.Popen, run: Path, roles: list[str], steps: int) -> tuple[str, list[dict]]:
+    """The run ended 0 having replaced `roles` in turn and explored and trained each step once; (stdout, its
+    restarts)."""
     out, err = proc.communicate(timeout=900)
     assert proc.returncode == 0, err[-4000:]
-    (restart,) = lines(run, "restart")
-    assert restart["cause_role"] == role and restart["attempt"] == 1 and restart["max_restarts"] == 3
-    assert f"replaced {role} after {role} died: " in err and "(restart 1 of 3)" in err
-    assert f"run: 1 restart: {role} at step {restart['step']} after {role} died" in out
-    assert [r["step"] for r in lines(run, "explorer")] == list(range(1, steps + 1))  # the failed step once, again
+    restarts = lines(run, "restart")
+    assert [(r["cause_role"], r["attempt"], r["max_restarts"]) for r in restarts] == [
+        (role, n, 3) for n, role in enumerate(roles, 1)
+    ]
+    for n, (role, restart) in enumerate(zip(roles, restarts), 1):
+        assert f"replaced {role} after {role} " in err and f"(restart {n} of 3)" in err
+        assert f"{role} at step {restart['step']} after {role} " in out
+    count = len(roles)
+    assert f"run: {count} restart{'s' if count > 1 else ''}: " in out
+    assert [r["step"] for r in lines(run, "explorer")] == list(range(1, steps + 1))  # each failed step once, again
     assert [r["step"] for r in lines(run, "trainer")] == list(range(1, steps + 1))
     assert "failure" not in {r["role"] for r in lines(run)} and "Traceback" not in err
-    return out, restart
+    return out, restarts
 
 
-@pytest.mark.parametrize("role", list(CLASSES))
-def test_a_killed_engine_or_explorer_is_replaced_and_the_run_finishes(run_env, tmp_path, role):
-    draw = random.Random(f"{role}/{SEED}")
-    trained, into = draw.randint(2, STEPS - 3), draw.random()
-    proc = started(run_env, tmp_path, *GRPO_ONLY, f"buffer.total_steps={STEPS}")
-    signalled_at(proc, run_env, tmp_path, role, trained, into)
-    _, restart = finished(proc, tmp_path / RUN, role, STEPS)
-    assert restart["seconds"] < 60
-    if role != "explorer":  # the new engine took the trainer's weights over a group formed anew with it
-        assert restart["sync"].endswith("synced to the new engine over the weight-sync group formed anew")
-
-
-def test_a_hung_engine_is_found_by_the_health_check_within_its_bound_and_replaced(run_env, tmp_path):
+def test_a_killed_engine_a_hung_engine_and_a_killed_explorer_are_each_replaced_and_the_run_finishes(run_env, tmp_path):
+    """One run, the budget's three replacements, each at a step and a moment drawn for it: the engine killed, the new
+    engine stopped (hung, not dead: found by the health check within its bound), the explorer killed."""
+    draw = random.Random(f"replacements/{SEED}")
+    first = draw.randint(2, 3)
+    second = first + 2 + draw.randint(0, 1)
+    third = second + 2 + draw.randint(0, 1)
     interval, timeout = 1, 10  # room for a live engine on a loaded 2-core machine to answer
     health = (
         f"fault_tolerance.engine_health_interval_s={interval}",
         f"fault_tolerance.engine_health_timeout_s={timeout}",
     )
     proc = started(run_env, tmp_path, *GRPO_ONLY, f"buffer.total_steps={STEPS}", *health)
-    stopped = signalled_at(proc, run_env, tmp_path, "rollout.engine0", 2, 0.3, signal.SIGSTOP)
-    _, restart = finished(proc, tmp_path / RUN, "rollout.engine0", STEPS)
-    assert "hung: no answer to a health check" in restart["cause"]
-    found_s = restart["time"] - restart["seconds"] - stopped  # from the stop to the restart's start
+    run = tmp_path / RUN
+    signalled_at(proc, run_env, tmp_path, "rollout.engine0", first, draw.random())
+    replaced(proc, run, 1)
+    stopped = signalled_at(proc, run_env, tmp_path, "rollout.engine0", second, draw.random(), signal.SIGSTOP)
+    replaced(proc, run, 2)
+    signalled_at(proc, run_env, tmp_path, "explorer", third, draw.random())
+    _, restarts = finished(proc, run, ["rollout.engine0", "rollout.engine0", "explorer"], STEPS)
+    assert restarts[0]["cause"].startswith("rollout.engine0 died: ")
+    assert "hung: no answer to a health check" in restarts[1]["cause"]
+    found_s = restarts[1]["time"] - restarts[1]["seconds"] - stopped  # from the stop to the restart's start
     assert found_s < interval + timeout + 5, found_s  # a poll's second and a loaded machine's slack
+    assert restarts[2]["cause"].startswith("explorer died: ")
+    assert all(r["seconds"] < 60 for r in restarts)
+    # each new engine took the trainer's weights over a group formed anew with it
+    assert all(
+        r["sync"].endswith("synced to the new engine over the weight-sync group formed anew") for r in restarts[:2]
+    )
+
+
+def replaced(proc: subprocess.Popen, run: Path, count: int) -> None:
+    """Wait for the run's `count`-th restart record."""
+    deadline = time.monotonic() + 300
+    while not ((run / "metrics.jsonl").exists() and len(lines(run, "restart")) >= count):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "no restart"
+        time.sleep(0.1)
 
 
 def test_a_spent_budget_ends_the_run_with_the_cause(run_env, tmp_path):
     proc = started(run_env, tmp_path, *GRPO_ONLY, "buffer.total_steps=40", "fault_tolerance.max_restarts=1")
     run = tmp_path / RUN
     signalled_at(proc, run_env, tmp_path, "rollout.engine0", 1, 0.0)
-    while not (run / "metrics.jsonl").exists() or not lines(run, "restart"):
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.1)
+    replaced(proc, run, 1)
     signalled_at(proc, run_env, tmp_path, "rollout.engine0", len(lines(run, "trainer")) + 1, 0.0)
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err[-3000:]
