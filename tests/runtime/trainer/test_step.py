@@ -116,6 +116,65 @@ def test_the_environments_tokens_add_nothing_to_the_loss(demo_assets):
     assert abs(seen["trained"] - seen["masked"]) > 1e-3, seen
 
 
+def old_policy_update(demo_dir: str, in_update: bool, out) -> None:
+    """In a process of its own: two updates of a trainer rank that recomputes the old policy (bypass_old_logprobs
+    false), taking it from the update's forward pass (`in_update`) or from a forward pass before; each update's loss,
+    grad_norm and logprob_diff, and the weights after."""
+    import os
+
+    os.environ["TRINITY_DEMO_DIR"] = demo_dir
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+    from trinity.platforms import get_platform
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.trainer.batch import counts
+    from trinity.runtime.trainer.rank import TrainerRank
+
+    overrides = ("algorithm.bypass_old_logprobs=false", "buffer.train_batch_size=8", "algorithm.optimizer.lr=1e-3")
+    config = resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
+    os.environ.update(get_platform("cpu").verl_env())
+    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
+    rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 4, None)
+    assert rank.steps.old_in_update  # what the run would do
+    rank.steps.old_in_update = in_update
+    forwards = []
+    compute = rank.workers.actor.compute_log_prob
+    rank.workers.actor.compute_log_prob = lambda *a, **k: forwards.append(1) or compute(*a, **k)
+    seen = []
+    for step in (1, 2):
+        exps = [
+            Experience([3, 4, 5], [6 + i % 3, 7, 8], [-1.5, -2.0, -2.5], float(i % 2), f"g{i // 4}") for i in range(8)
+        ]
+        rank.steps.whole = exps  # rank 0's step batch, as taken from the buffer
+        rank.steps.bind_loss(step, counts(exps))
+        batch, extra, _ = rank.steps.tensors(exps)
+        seen.append(rank.steps._metrics(rank.workers.actor.update_actor(batch), len(exps), 0.0) | extra)
+    weights = rank.engine_weights()
+    out.put(
+        {
+            "steps": seen,
+            "forwards": len(forwards),
+            "weights": sum(float(t.double().abs().sum()) for t in weights.values()),
+        }
+    )
+
+
+@pytest.mark.train  # two real verl trainer ranks, each in a process of its own
+def test_the_old_policy_from_the_updates_own_forward_pass_trains_as_the_one_computed_before(demo_assets):
+    """One mini-batch of one epoch: the update's forward pass runs at the old policy's weights, so its log-probs are
+    the old policy's: the same losses, gradient norms, logprob_diff and weights after two updates, with no forward
+    pass before the update."""
+    taken = spawned(old_policy_update, str(demo_assets), True)
+    before = spawned(old_policy_update, str(demo_assets), False)
+    assert (taken["forwards"], before["forwards"]) == (0, 2)
+    for ours, theirs in zip(taken["steps"], before["steps"], strict=True):
+        for key in ("loss", "grad_norm", "logprob_diff"):
+            assert ours[key] == pytest.approx(theirs[key], rel=1e-5, abs=1e-7), (key, ours, theirs)
+    assert all(0.0 < s["logprob_diff"] < 5.0 and s["grad_norm"] > 0 for s in taken["steps"]), taken
+    assert taken["weights"] == pytest.approx(before["weights"], rel=1e-6)
+
+
 def shard_advantages(rank: int, port: int, out) -> None:
     """In a process of its own: trainer rank `rank` of 2 (gloo) computes its shard's advantages from its own KL rows;
     rank 0 holds the step's whole batch, as after taking it from the buffer."""
@@ -261,7 +320,10 @@ def padded_tensors(rows: int = 2):
     "overrides, calls, entropy",
     [
         ((), [], False),  # grpo under bypass_old_logprobs: no forward pass at all
-        (("algorithm.bypass_old_logprobs=false",), ["actor"], False),  # the old policy's, no entropy
+        # recomputed, but nothing reads it before the update: the update's own forward pass gives it (old_policy.py)
+        (("algorithm.bypass_old_logprobs=false",), [], False),
+        # a KL penalty in the reward reads it before: the old policy's pass, no entropy
+        (("algorithm.bypass_old_logprobs=false", "algorithm.kl_penalty_fn=k2"), ["actor"], False),
         (("algorithm.advantage_fn=clipb",), ["actor_and_entropy"], True),  # a pass for the entropy alone
         # the recomputation's own pass gives the entropy too: still one forward pass
         (("algorithm.advantage_fn=clipb", "algorithm.bypass_old_logprobs=false"), ["actor_and_entropy"], True),
@@ -272,7 +334,7 @@ def test_the_entropy_is_computed_only_for_an_advantage_that_reads_it_in_the_old_
     tensors = padded_tensors()
     extra, found = step._old_policy(tensors)
     assert step.logprobs.calls == calls and (found is not None) == entropy
-    recomputed = "algorithm.bypass_old_logprobs=false" in overrides
+    recomputed = calls != [] and "algorithm.bypass_old_logprobs=false" in overrides
     assert extra == ({"logprob_diff": 0.5} if recomputed else {})
     assert tensors["old_log_probs"].tolist() == [[-0.5 if recomputed else -1.0] * 2] * 2
     if entropy:

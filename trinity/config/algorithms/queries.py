@@ -87,3 +87,17 @@ def masks_tokens(advantage_fn: str | None) -> bool:
     """Whether the advantage function also takes tokens out of the loss (its response mask) over the whole batch."""
     entry = ADVANTAGES.get(advantage_fn)
     return entry is not None and entry.token_mask is not None
+
+
+def reads_old_policy_before_update(algorithm: Any) -> bool:
+    """Whether a train step reads the old policy's log-probs before its update: a KL penalty in the reward, the
+    rollout correction, the actor's entropy (Clip_B), a teacher's advantage (distillation), a batch-masked loss (M2PO).
+    Where none does, the update's own forward pass gives them (trainer/old_policy.py)."""
+    loss = POLICY_LOSSES.get(algorithm.policy_loss_fn)
+    return (
+        algorithm.kl_penalty_fn not in (None, "none")
+        or algorithm.rollout_correction is not None
+        or uses_entropy(algorithm.advantage_fn)
+        or uses_teacher(algorithm.advantage_fn)
+        or (loss is not None and loss.batch_mask is not None)
+    )

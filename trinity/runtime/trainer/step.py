@@ -14,6 +14,7 @@ from ...config.algorithms.losses import POLICY_LOSSES
 from ...config.algorithms.queries import masks_tokens, uses_entropy
 from ...config.schema import RunConfig
 from ...utils.imports import import_path, lazy_module
+from . import old_policy
 from .logprobs import LogProbs
 
 if TYPE_CHECKING:
@@ -47,6 +48,7 @@ class Step:
         self.whole: list[Experience] = []  # rank 0: the step's whole batch
         self.sampled: dict = {}  # rank 0: what sampling dropped or added this step
         self.logprobs = LogProbs(config, workers, temperature(config))
+        self.old_in_update = old_policy.taken_in_update(config)  # no forward pass of its own before the update
 
     def train(self, step: int) -> dict | None:
         """One update on `train_batch_size` experiences (the critic's first, with one); rank 0 returns loss,
@@ -57,10 +59,7 @@ class Step:
         started = time.perf_counter()
         if not exps:  # sampling dropped every group: nothing to train on this step
             return None if self.rank else NOTHING_TRAINED | self.sampled
-        # trinity's own loss is bound anew each step: it may read the step and the whole batch's counts
-        own = functions.actor_loss(self.config.algorithm, self.workers.verl_loss.keywords["config"], step, info)
-        if own is not None:
-            self.workers.actor.actor.set_loss_fn(own)
+        self.bind_loss(step, info)
         batch, extra, critic_batch = self.tensors(exps)
         if critic_batch is not None:  # the critic first, as upstream's trainer
             extra |= self.workers.critic.update(*critic_batch)
@@ -69,6 +68,16 @@ class Step:
         if self.rank != 0:
             return None
         return self._metrics(output, len(exps), started) | self.sampled | extra | self._preview(step)
+
+    def bind_loss(self, step: int, info: dict) -> None:
+        """The actor's loss for train step `step`: trinity's own where the algorithm has one (bound anew each step: it
+        may read the step and the whole batch's counts `info`), else verl's; taking the old policy from its own
+        forward pass where the step computes it nowhere else (old_policy.py)."""
+        own = functions.actor_loss(self.config.algorithm, self.workers.verl_loss.keywords["config"], step, info)
+        if self.old_in_update:
+            self.workers.actor.actor.set_loss_fn(old_policy.in_update(own or self.workers.verl_loss))
+        elif own is not None:
+            self.workers.actor.actor.set_loss_fn(own)
 
     def shard(self, step: int) -> tuple[list["Experience"], dict]:
         """This rank's experiences and the batch's global counts (batches.counts): rank 0 assembles the batch
@@ -152,12 +161,14 @@ class Step:
         )
 
     def _old_policy(self, tensors: Tensors) -> tuple[dict, "torch.Tensor | None"]:
-        """Unless algorithm.bypass_old_logprobs, the old policy's log-probs recomputed by the trainer (its numerics,
-        not the engine's) in place of the engine's, and how far apart they were; and where the advantage function
-        reads it (Clip_B), the actor's per-token entropy from that same forward pass (under bypass_old_logprobs, a
-        forward pass of its own: the same weights), else None."""
+        """Unless algorithm.bypass_old_logprobs or the update's forward pass gives them (old_policy.py), the old
+        policy's log-probs recomputed by the trainer (its numerics, not the engine's) in place of the engine's, and how
+        far apart they were; and where the advantage function reads it (Clip_B), the actor's per-token entropy from
+        that same forward pass (under bypass_old_logprobs, a forward pass of its own: the same weights), else None."""
         algorithm = self.config.algorithm
         wants_entropy = uses_entropy(algorithm.advantage_fn)
+        if self.old_in_update:  # the update's forward pass gives them, and logprob_diff (old_policy.py)
+            return {}, None
         if algorithm.bypass_old_logprobs:
             return {}, self.logprobs.actor_and_entropy(tensors)[1] if wants_entropy else None
         entropy = None
@@ -337,7 +348,8 @@ class Step:
         from verl.utils import tensordict_utils as tu
 
         metrics = tu.get(output, "metrics") if output is not None else {}
-        return {
+        diff = {old_policy.DIFF: batches.metric_mean(metrics[old_policy.DIFF])} if old_policy.DIFF in metrics else {}
+        return diff | {
             "loss": batches.metric_mean(metrics.get("loss")),
             "grad_norm": batches.metric_mean(metrics.get("grad_norm")),
             "lr": _last(metrics.get("lr")),
