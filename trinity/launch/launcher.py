@@ -43,6 +43,7 @@ def join(target: RunTarget) -> bool:
     why = target.address and unreachable(target.address)
     if why:
         raise _unreachable(target, why)
+    quiet_abandoned_results()
     try:
         ray.init(
             address=target.address or "auto",
@@ -79,6 +80,7 @@ def start_local(target: RunTarget, cpus: int) -> None:
     """The embedded default: a local Ray with CPU slots enough for the plan (the cpu profile's devices)."""
     import ray
 
+    quiet_abandoned_results()
     ray.init(
         namespace=target.namespace,
         num_cpus=max(os.cpu_count() or 1, cpus),
@@ -88,6 +90,13 @@ def start_local(target: RunTarget, cpus: int) -> None:
         runtime_env=JOB_ENV,
     )
     serialize_without_arrow()
+
+
+def quiet_abandoned_results() -> None:
+    """Where a role fails, the driver leaves the other calls in flight (a peer's broadcast to the dead engine ends in
+    its own error a moment later): the watcher names the cause, each role's log has its traceback, and Ray would print
+    an abandoned call's error again, traceback and all, on the user's stderr when the driver drops it."""
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
 
 
 def check_live(plan: LaunchPlan, settle_s: float = 5.0):

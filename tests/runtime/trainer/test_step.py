@@ -68,25 +68,33 @@ GROUPS = [(1.0, "a"), (0.0, "a"), (1.0, "b"), (0.0, "b"), (0.0, "b"), (1.0, "b")
 PENALTIES = [[0.1], [0.0], [0.2], [0.0], [0.05], [0.0], [0.0], [0.3]]
 
 
-def masked_losses(demo_dir: str, out) -> None:
-    """In a process of its own: one update's loss on episodes whose environment turns come after the model's (masked),
-    on the same episodes without those turns, and on them with the turns trained; lr 1e-20 leaves the weights."""
+def grpo_rank(demo_dir: str, *overrides: str, batch: int):
+    """In a process of its own: the demo's GRPO trainer rank (one, on the CPU) with `overrides`, set up to take
+    updates of `batch` experiences."""
     import os
 
     os.environ["TRINITY_DEMO_DIR"] = demo_dir
     from trinity.config.compose import Request
     from trinity.config.resolve import resolve
     from trinity.platforms import get_platform
-    from trinity.runtime.experience import Experience
     from trinity.runtime.sync.group import free_port
-    from trinity.runtime.trainer.batch import metric_mean
     from trinity.runtime.trainer.rank import TrainerRank
 
-    overrides = ("algorithm.optimizer.lr=1e-20", "algorithm.bypass_old_logprobs=true", "buffer.train_batch_size=4")
-    config = resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
+    request = Request(None, ("hardware=cpu", *overrides, f"buffer.train_batch_size={batch}"))
+    config = resolve(request).stage("grpo")
     os.environ.update(get_platform("cpu").verl_env())
     rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
     rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 4, None)
+    return rank
+
+
+def masked_losses(demo_dir: str, out) -> None:
+    """In a process of its own: one update's loss on episodes whose environment turns come after the model's (masked),
+    on the same episodes without those turns, and on them with the turns trained; lr 1e-20 leaves the weights."""
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.trainer.batch import metric_mean
+
+    rank = grpo_rank(demo_dir, "algorithm.optimizer.lr=1e-20", "algorithm.bypass_old_logprobs=true", batch=4)
     from verl.utils import tensordict_utils as tu  # after the platform's env: verl reads it at import
 
     def loss(response, mask):
@@ -120,22 +128,10 @@ def old_policy_update(demo_dir: str, in_update: bool, out) -> None:
     """In a process of its own: two updates of a trainer rank that recomputes the old policy (bypass_old_logprobs
     false), taking it from the update's forward pass (`in_update`) or from a forward pass before; each update's loss,
     grad_norm and logprob_diff, and the weights after."""
-    import os
-
-    os.environ["TRINITY_DEMO_DIR"] = demo_dir
-    from trinity.config.compose import Request
-    from trinity.config.resolve import resolve
-    from trinity.platforms import get_platform
     from trinity.runtime.experience import Experience
-    from trinity.runtime.sync.group import free_port
     from trinity.runtime.trainer.batch import counts
-    from trinity.runtime.trainer.rank import TrainerRank
 
-    overrides = ("algorithm.bypass_old_logprobs=false", "buffer.train_batch_size=8", "algorithm.optimizer.lr=1e-3")
-    config = resolve(Request(None, ("hardware=cpu", *overrides))).stage("grpo")
-    os.environ.update(get_platform("cpu").verl_env())
-    rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
-    rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 4, None)
+    rank = grpo_rank(demo_dir, "algorithm.bypass_old_logprobs=false", "algorithm.optimizer.lr=1e-3", batch=8)
     assert rank.steps.old_in_update  # what the run would do
     rank.steps.old_in_update = in_update
     forwards = []
