@@ -4,7 +4,7 @@ a step drawn for it (a seeded draw: TRINITY_CHAOS_SEED picks others) mid-GRPO in
 actor is replaced on its bundle, the failed explore step runs again, and the run finishes with exit 0, no stage
 restarted (one stage, no second launch), every step explored and trained once, and the summary, metrics.jsonl and
 the stderr lines saying each restart; a budget spent ends the run with the cause. fault_tolerance.max_restarts=0
-keeps the fail-stop (test_run.py, test_run_blame.py).
+keeps the fail-stop (test_run_blame.py).
 """
 
 import json
