@@ -253,7 +253,7 @@ class Buffer:
     def rewind(self, after_step: int | None) -> int:
         return 0
 
-    def put(self, experiences: list) -> int:
+    def put(self, experiences: list, step: int | None = None) -> int:
         return len(experiences)
 
 

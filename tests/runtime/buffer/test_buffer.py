@@ -290,3 +290,28 @@ def test_the_experience_buffer_gives_its_sqlite_store_its_retries(tmp_path):
     buffer = ExperienceBuffer(storage=storage, run_dir=str(tmp_path), name="buffer", role="buffer")
     buffer.setup()
     assert (buffer.store.attempts, buffer.store.interval) == (5, 2)
+
+
+def test_an_explore_step_is_stored_once_and_a_new_stage_numbers_its_steps_anew(tmp_path):
+    """An explorer that died after the buffer took its step's put, before the call returned, is replaced and runs the
+    step again: the second put of that step stores nothing (0), and the buffer's log says so. Puts without a step (the
+    serve loop's) are stored as they come; setup (each stage's) starts the steps anew."""
+    import asyncio
+
+    from trinity.config.schema.buffer import ExperienceBufferConfig
+    from trinity.runtime.buffer.actor import ExperienceBuffer
+
+    storage = ExperienceBufferConfig(name="e", storage_type="queue")
+    buffer = ExperienceBuffer(
+        storage=storage, run_dir=str(tmp_path), name="buffer", role="buffer", log_dir=str(tmp_path)
+    )
+    buffer.setup()
+    assert buffer.put(exps(0, 2), step=1) == 2
+    assert buffer.put(exps(10, 2), step=1) == 0  # the step's second run
+    assert buffer.put(exps(20, 1)) == 1 and buffer.put(exps(30, 1)) == 1  # no step: each stored
+    assert buffer.put(exps(40, 2), step=2) == 2
+    taken = asyncio.run(buffer.get(6, 1, 1.0))
+    assert rewards(taken) == rewards(exps(0, 2) + exps(20, 1) + exps(30, 1) + exps(40, 2))
+    assert "explore step 1 was stored already" in (tmp_path / "buffer.log").read_text()
+    buffer.setup()  # the next stage
+    assert buffer.put(exps(50, 2), step=1) == 2

@@ -36,6 +36,7 @@ class ExperienceBuffer(Role):
         self.store = None
         self.changed = asyncio.Event()
         self.stale = 0  # experiences dropped as too old (sample strategy staleness_control)
+        self.explored: set[int] = set()  # the stage's explore steps whose experiences were stored (one put a step)
 
     def warm(self) -> None:
         """The tokenizer's imports only for a stage that serves a data set: they hold torch, ~350 MiB."""
@@ -45,7 +46,7 @@ class ExperienceBuffer(Role):
     def setup(self, sft: dict | None = None) -> dict:
         """Open the store; `sft` = {tokenizer path, model section, data kind} makes it serve a data set's
         samples instead (SFT samples, DPO pairs or raw text)."""
-        storage = self.storage
+        storage, self.explored = self.storage, set()  # a stage numbers its explore steps from 1
         if sft is not None:
             self.store = data_set(storage, sft)
         elif storage.storage_type == "file":
@@ -68,8 +69,15 @@ class ExperienceBuffer(Role):
             "samples": len(getattr(self.store, "samples", ())),
         }
 
-    def put(self, experiences: list[Experience]) -> int:
-        """Store experiences; returns how many were stored."""
+    def put(self, experiences: list[Experience], step: int | None = None) -> int:
+        """Store experiences; returns how many were stored. `step`: the explore step they are (the explorer's put):
+        a step stored already is not stored again, so each is stored once even when an explorer that died after its
+        put was taken, before the call returned, is replaced and the step runs again."""
+        if step is not None:
+            if step in self.explored:
+                self.log.warning("explore step %d was stored already: its experiences of a second run are not", step)
+                return 0
+            self.explored.add(step)
         self.store.add(experiences)
         self.changed.set()
         return len(experiences)

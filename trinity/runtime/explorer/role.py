@@ -253,8 +253,8 @@ class Explorer(Role):
         return summary | extra | {"tasks_left_behind": behind}
 
     def _write(self, step: int, exps: list[Experience]) -> tuple[list[Experience], dict]:
-        """Step `step`'s experiences through the operators into the buffer; returns those written and what the
-        operators counted."""
+        """Step `step`'s experiences through the operators into the buffer; returns those written (none where its
+        predecessor, replaced since, had stored the step) and what the operators counted."""
         if self.saved_input is not None:  # data_processor.experience_pipeline.save_input: as made, before operators
             self.saved_input.add(exps)
         written, counted = operators.apply(self.pipeline, exps)
@@ -262,7 +262,7 @@ class Explorer(Role):
         if written:
             import ray
 
-            ray.get(self.buffer.put.remote(written))
+            written = written if ray.get(self.buffer.put.remote(written, step)) else []
         return written, counted
 
     def _start(self, step: int) -> list:
