@@ -8,13 +8,14 @@ with the held-out accuracy measured along the way:
     plain       a plain PyTorch loop (generate and update in one process)
 
 and, asked for with --modes, `async-over` (async, and explorer.over_rollout.ratio 0.25 with no wait after the
-quorum). The work, its pieces and its settings are grpo_step.py's. Every run is evaluated (greedy, the demo's 200
-held-out problems) at its start, every --eval-every steps and at its end (trinity: explorer.eval_interval, counted
-in explore steps, on the weights the engine holds; TRL and the plain loop: every so many train steps, from a
-callback), and its clock runs from the end of the first evaluation and stops while any evaluation runs, the same
-for all five (trinity's driver waits for an evaluation and writes no line meanwhile: one began as the line before
-its own was written; where a train step runs beside an evaluation, as one step off and async may, its work there is
-off the clock too). Start-up (Ray, actors, model loading) is left out of the clock and reported beside it.
+quorum; train batches of 96, what the quorum of a step writes). The work, its pieces and its settings are
+grpo_step.py's. Every run is evaluated (greedy, the demo's 200 held-out problems) at its start, every --eval-every
+steps and at its end (trinity: explorer.eval_interval, counted in explore steps, on the weights the engine holds;
+TRL and the plain loop: every so many train steps, from a callback), and its clock runs from the end of the first
+evaluation and stops while any evaluation runs, the same for all five (trinity's driver waits for an evaluation and
+writes no line meanwhile: one began as the line before its own was written; where a train step runs beside an
+evaluation, as one step off and async may, its work there is off the clock too). Start-up (Ray, actors, model
+loading) is left out of the clock and reported beside it.
 
 Reported for each mode and size: wall time to TRL's final held-out accuracy (the mean over seeds of TRL's last
 evaluation) on the seeds' mean accuracy curve (the k-th evaluations averaged, in time and accuracy), and on how many
@@ -57,6 +58,7 @@ TRINITY = {
         "explorer.max_inflight_batches=2",
         "explorer.over_rollout.ratio=0.25",
         "explorer.over_rollout.wait_after_min=0",
+        "buffer.train_batch_size=96",  # what a step's quorum writes: 12 of its 16 tasks x 8 (validate asks for it)
     ),
 }
 MODES = [*TRINITY, "trl", "plain"]

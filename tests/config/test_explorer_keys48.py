@@ -231,3 +231,22 @@ def test_over_rollout_under_fixed_is_refused_where_explorer_and_trainer_take_tur
     result = cli("config", "validate", "-c", idle, "hardware=cpu")
     assert result.code == 0
     assert "note: run.yaml:5:5: explorer.over_rollout.return_partial_tasks: changes nothing: " in result.err
+
+
+@pytest.mark.parametrize("style", ["explorer_driven", "fully_async"])
+def test_a_train_batch_larger_than_what_a_steps_quorum_writes_is_refused(cli, write, style):
+    """ratio 0.25 of 16 tasks: a step waits for 12, whose 8 rollouts each are 96 experiences; the derived train batch
+    (16 x 8 = 128) would leave the stage's last train steps waiting for experiences no explore step makes."""
+    path = write("run.yaml", MINIMAL + OVER.replace("explorer_driven", style))
+    sized = ("hardware=cpu", "buffer.batch_size=16", "algorithm.repeat_times=8")
+    result = cli("config", "validate", "-c", path, *sized)
+    assert result.code == 2
+    assert (
+        "error: run.yaml:7:5: explorer.over_rollout.ratio: 0.25 leaves up to 4 of buffer.batch_size=16 tasks of each "
+        "explore step behind: a step may write 12 x algorithm.repeat_times=8 = 96 experiences, fewer than "
+        "buffer.train_batch_size=128"
+    ) in result.err
+    assert "allowed: buffer.train_batch_size <= 96 with this ratio" in result.err
+    assert "hint: set buffer.train_batch_size=96" in result.err
+    assert cli("config", "validate", "-c", path, *sized, "buffer.train_batch_size=96").code == 0
+    assert cli("config", "validate", "-c", path, *sized, "mode=explore").code == 0  # no trainer to wait

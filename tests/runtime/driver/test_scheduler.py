@@ -335,3 +335,29 @@ def test_a_retried_evaluation_runs_next_and_a_train_step_is_never_retried():
     assert scheduler.next_jobs() == [evaluation] and not scheduler.running
     with pytest.raises(ValueError, match="not retried"):
         scheduler.retry(Job(TRAIN, 1))
+
+
+def test_fully_async_explores_past_its_bound_only_while_the_trainers_next_batch_is_short():
+    """Explore steps that write fewer experiences than a train step takes (3 of 4: an operator filters): a train step
+    ends only once its batch is in the buffer. Within the run-ahead bound the trainer would wait at train step 4 for
+    a batch only explore step 6 makes, which waits for the trainer; one step past the bound starts instead, and only
+    while no explore step runs and the buffer is short."""
+    scheduler = Scheduler(SyncPolicy("fully_async", 1, 0, inflight=2), 8, batch_size=4)
+    running, past = [], []
+    while True:
+        while jobs := scheduler.next_jobs():  # start all it asks for (a sync or an evaluation ends at once)
+            for job in jobs:
+                scheduler.started(job)
+                if job.kind in (SYNC, EVALUATE):
+                    scheduler.finished(job)
+                    continue
+                if job.kind == EXPLORE and job.step > scheduler.trained + 2:  # past offset + inflight
+                    past.append((job.step, scheduler.buffered, scheduler.runs(EXPLORE)))
+                running.append(job)
+        ready = [j for j in running if j.kind == EXPLORE or scheduler.buffered >= 4]  # a train step waits for its batch
+        if not ready:
+            break
+        running.remove(ready[0])
+        scheduler.finished(ready[0], 3 if ready[0].kind == EXPLORE else 0)
+    assert scheduler.explored == 8 and scheduler.trained == 6  # 24 experiences: six batches of 4, none stalled
+    assert past and all(buffered < 4 and explores == 1 for _, buffered, explores in past), past

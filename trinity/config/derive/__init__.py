@@ -71,10 +71,10 @@ RULES = (
     serve_proxy.serve_proxy,
     rollout.auxiliary_judges,
     runners.explorer_runners,
-    runners.over_rollout,
     buffer.taskset_repeat_times,
     batch_size.mix_batch,
     buffer.train_batch_size,
+    runners.over_rollout,  # after the train batch it is checked against
     pipeline.experience_operators,
     pipeline.saved_input,
     selectors.data_selectors,

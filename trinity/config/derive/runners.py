@@ -1,6 +1,8 @@
 """Rules for the explorer's runners (issue 48): dynamic_timeout, runner_state_report_interval, concurrent_mode,
 over_rollout."""
 
+import math
+
 from .. import modes
 from ._context import Context
 from ._rule import rule
@@ -50,13 +52,25 @@ OVER = "explorer.over_rollout"
 
 
 @rule(
-    reads=(f"{OVER}.ratio", f"{OVER}.wait_after_min", f"{OVER}.return_partial_tasks", "mode", "synchronizer.sync_style")
+    reads=(
+        f"{OVER}.ratio",
+        f"{OVER}.wait_after_min",
+        f"{OVER}.return_partial_tasks",
+        "mode",
+        "synchronizer.sync_style",
+        "buffer.batch_size",
+        "buffer.train_batch_size",
+        "algorithm.repeat_times",
+    )
 )
 def over_rollout(ctx: Context) -> None:
     """explorer.over_rollout leaves a training step's slowest tasks behind (runners.Quorum): under sync_style fixed,
     where explorer and trainer take turns, a step short of experiences would leave the trainer waiting for a batch
     only the next explore step makes, which waits for the trainer (Trinity-RFT's validator refuses it there too).
-    Written where it changes nothing, a note: in a mode that runs no explore step, and its other keys with ratio 0."""
+    Under another style a train batch larger than what a step's quorum writes is refused: the stage explores
+    buffer.total_steps steps (upstream's explorer reads on until its taskset ends), so its last train steps would wait
+    for experiences no step makes. Written where it changes nothing, a note: in a mode that runs no explore step, and
+    its other keys with ratio 0."""
     mode, run = ctx.get("mode"), modes.mode(ctx.get("mode"))
     ratio, keys = ctx.get(f"{OVER}.ratio"), (f"{OVER}.wait_after_min", f"{OVER}.return_partial_tasks")
     if not run.explores_steps:
@@ -76,8 +90,29 @@ def over_rollout(ctx: Context) -> None:
             hint="use synchronizer.sync_style trainer_driven, explorer_driven or fully_async (the explorer runs "
             "ahead), or set the ratio to 0",
         )
+    elif ratio > 0 and run.trains:
+        _quorum_fills_a_batch(ctx, ratio)
     for key in keys:
         if ratio == 0 and ctx.user_set(key):
             ctx.report(
                 "note", key, f"changes nothing: {OVER}.ratio is 0 (every task is waited for)", hint=f"remove {key}"
             )
+
+
+def _quorum_fills_a_batch(ctx: Context, ratio: float) -> None:
+    """buffer.train_batch_size at most the experiences of the tasks an explore step waits for."""
+    tasks, repeat = ctx.get("buffer.batch_size"), ctx.get("algorithm.repeat_times")
+    quorum = math.ceil(tasks * (1 - ratio))
+    least, batch = quorum * repeat, ctx.get("buffer.train_batch_size")
+    if batch <= least:
+        return
+    ctx.report(
+        "error",
+        f"{OVER}.ratio",
+        f"{ratio:g} leaves up to {tasks - quorum} of buffer.batch_size={tasks} tasks of each explore step behind: a "
+        f"step may write {quorum} x algorithm.repeat_times={repeat} = {least} experiences, fewer than "
+        f"buffer.train_batch_size={batch}; the stage explores buffer.total_steps steps, so its last train steps "
+        "would wait for experiences no step makes",
+        allowed=f"buffer.train_batch_size <= {least} with this ratio",
+        hint=f"set buffer.train_batch_size={least}, or a smaller {OVER}.ratio",
+    )

@@ -162,9 +162,17 @@ class Scheduler:
         blocked = self.runs(EXPLORE) + asked >= self.policy.inflight or (self.shared and self.runs(TRAIN))
         again = len(self._again)  # steps to run again come first
         step = self._again[asked] if asked < again else self.started_explore + asked - again + 1
-        if blocked or step > self.total or not self.policy.may_explore(step, self.engine_version, self.trained):
+        may = self.policy.may_explore(step, self.engine_version, self.trained) or self._short(asked)
+        if blocked or step > self.total or not may:
             return None
         return Job(EXPLORE, step)
+
+    def _short(self, asked: int) -> bool:
+        """fully_async: whether the trainer's next batch is not in the buffer while no explore step runs, so one more
+        step starts past the run-ahead bound: explore steps that write fewer experiences than a train step takes
+        (explorer.over_rollout leaves tasks behind; operators filter) would otherwise stall the stage there."""
+        idle = not self.runs(EXPLORE) and asked == 0
+        return self.policy.overlaps_syncs and idle and self.buffered < self.batch_size
 
     def _train(self) -> Job | None:
         blocked = self.runs(TRAIN) or (self.shared and self.runs(EXPLORE))

@@ -25,7 +25,9 @@ are taken.
   explore steps run (each generation call runs whole on one version: the engines take new weights
   between calls). Upstream bounds only the batches in flight; here explore step s also waits until
   s <= trained + sync_offset + max_inflight_batches, so its weights are at most that many steps
-  old (one more trainer interval - 1 with a trainer interval above 1).
+  old (one more trainer interval - 1 with a trainer interval above 1), unless steps write fewer
+  experiences than a train step takes: then one more starts while the trainer's batch is short
+  (the scheduler's `_short`), or the trainer would wait for a batch the bound keeps from being made.
 In the two driven styles the explorer runs at most to the first check point at least
 `sync_offset + explorer interval + 1` steps past the trainer (below offset + 2 x explorer interval
 + 1), so the buffer stays bounded and every check point can be reached while the trainer waits.
