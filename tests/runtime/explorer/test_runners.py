@@ -485,6 +485,7 @@ def test_a_task_left_behind_gives_its_ended_runs_only_with_return_partial_tasks(
     role = explorer(
         "synchronizer.sync_style=explorer_driven",
         "explorer.over_rollout.ratio=0.5",
+        "buffer.train_batch_size=4",  # what a step's quorum writes: 1 of its 2 tasks x 4
         "explorer.over_rollout.wait_after_min=0.2",
         f"explorer.over_rollout.return_partial_tasks={str(partial).lower()}",
         "explorer.max_repeat_times_per_runner=2",
