@@ -16,9 +16,9 @@ def spawned(target, *args):
     return seen
 
 
-def two_ranks(target, *args) -> dict:
+def two_ranks(target, *args, timeout: float = 120) -> dict:
     """{rank: what it put} of two trainer ranks in one gloo group, each spawned in a process of its own that must exit
-    cleanly: `target(rank, port, *args, out)` puts (rank, what) on its queue."""
+    cleanly: `target(rank, port, *args, out)` puts (rank, what) on its queue within `timeout` s."""
     import multiprocessing
 
     from trinity.runtime.sync.group import free_port
@@ -28,7 +28,7 @@ def two_ranks(target, *args) -> dict:
     procs = [ctx.Process(target=target, args=(rank, port, *args, out)) for rank in (0, 1)]
     for proc in procs:
         proc.start()
-    got = dict(out.get(timeout=120) for _ in procs)
+    got = dict(out.get(timeout=timeout) for _ in procs)
     for proc in procs:
         proc.join(60)
         assert proc.exitcode == 0

@@ -3,7 +3,7 @@ that split back into the same weights."""
 
 import pytest
 
-from tests.runtime.trainer.spawn import spawned
+from tests.runtime.trainer.spawn import spawned, two_ranks
 
 
 def weights_as_sent(demo_dir: str, rollout_dtype: str, out) -> None:
@@ -90,7 +90,7 @@ def test_a_sync_moves_the_adapter_in_the_dtype_the_engines_keep_it_in(demo_asset
     assert rollout_dtype(config) == getattr(torch, dtype)
 
 
-def colocated_sync(demo_dir: str, engines: int, rank: int, port: int, out) -> None:
+def colocated_sync(rank: int, port: int, demo_dir: str, engines: int, out) -> None:
     """In a process of its own: trainer rank `rank` of 2 (gloo), beside `engines` rollout devices (colocate), runs one
     device_ipc sync, its allocator started with the GPU profiles' expandable segments. What cannot exist here is faked
     behind the real interface: the device IPC handle (`device_ipc.export`, which records what it was given), and the
@@ -156,23 +156,6 @@ def colocated_sync(demo_dir: str, engines: int, rank: int, port: int, out) -> No
     out.put((rank, {"handles": handles, "exported": exported, "after": after, "pieces": len(plan), "sums": sums}))
 
 
-def two_ranks(demo_dir: str, engines: int) -> dict:
-    import multiprocessing
-
-    from trinity.runtime.sync.group import free_port
-
-    ctx, port = multiprocessing.get_context("spawn"), free_port()
-    out = ctx.Queue()
-    procs = [ctx.Process(target=colocated_sync, args=(demo_dir, engines, rank, port, out)) for rank in (0, 1)]
-    for proc in procs:
-        proc.start()
-    seen = dict(out.get(timeout=240) for _ in procs)
-    for proc in procs:
-        proc.join(60)
-        assert proc.exitcode == 0
-    return seen
-
-
 @pytest.mark.train  # two real verl trainer ranks, each in a process of its own
 def test_a_colocated_sync_exports_from_ranks_beside_an_engine_in_ordinary_segments_and_the_rollout_dtype(demo_assets):
     """One engine device beside two trainer ranks (engine_num 1, the default): only rank 0 exports; rank 1 takes part
@@ -180,7 +163,7 @@ def test_a_colocated_sync_exports_from_ranks_beside_an_engine_in_ordinary_segmen
     export. Every buffer is in the rollout dtype (bf16 from an fp32 trainer) and holds the engines' weights, filled a
     weight at a time (what the rank still holds of the gathered weights at the export is the one its gather holds
     until the next); the allocator runs ordinary segments while the sync exports and expandable ones again after."""
-    one, two = two_ranks(str(demo_assets), 1), two_ranks(str(demo_assets), 2)
+    one, two = (two_ranks(colocated_sync, str(demo_assets), n, timeout=240) for n in (1, 2))
     assert one[1]["handles"] == [{}] * one[1]["pieces"] and one[1]["exported"] == []
     assert [list(h) for h in one[0]["handles"]] == [["node-a:0"]] * one[0]["pieces"]
     for rank in (one[0], two[0], two[1]):
