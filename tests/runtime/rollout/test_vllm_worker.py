@@ -12,7 +12,7 @@ LIMIT = 256 * 2**20
 SENT = {"embed.weight": [[float(i + 3 * j) for i in range(3)] for j in range(4)], "head.weight": [[2.0] * 3] * 4}
 
 
-def worker(first_rank, tp_rank, port, world, out):
+def worker(first_rank, tp_rank, port, world, out, leave):
 
     from tests.fakes_vllm import Worker
     from trinity.runtime.rollout.base import WeightSpec
@@ -21,9 +21,11 @@ def worker(first_rank, tp_rank, port, world, out):
     rank = w.trinity_join("gloo", "127.0.0.1", port, first_rank, world, 60, "rollout_weight_sync")
     count = w.trinity_receive([WeightSpec(name, (4, 3), "float32").plain() for name in SENT], LIMIT)
     out.put((rank, count, {name: p.tolist() for name, p in w.get_model().named_parameters()}, w.get_model().loaded))
+    leave.wait(60)  # a group torn down by the interpreter's exit aborts the process: leave it first
+    w.trinity_leave()
 
 
-def trainer(port, world, out, timeout_s=60, limit=LIMIT):
+def trainer(port, world, out, timeout_s=60, limit=LIMIT, leave=None):
     import torch
 
     from trinity.runtime.sync import group
@@ -35,6 +37,9 @@ def trainer(port, world, out, timeout_s=60, limit=LIMIT):
         out.put(("trainer", "failed", str(exc)[-200:], None))
         return
     out.put(("trainer", 0, None, None))
+    if leave is not None:  # the store's host leaves last
+        leave.wait(60)
+        group.leave(pg)
 
 
 def test_two_tp2_engines_receive_the_trainers_broadcast_on_ranks_1_to_4(tmp_path):
@@ -43,16 +48,18 @@ def test_two_tp2_engines_receive_the_trainers_broadcast_on_ranks_1_to_4(tmp_path
 
     ctx = multiprocessing.get_context("spawn")
     out, port, world = ctx.Queue(), free_port(), 5
-    procs = [ctx.Process(target=trainer, args=(port, world, out))]
+    leave = [ctx.Event() for _ in range(world)]
+    procs = [ctx.Process(target=trainer, args=(port, world, out, 60, LIMIT, leave[0]))]
     for position in (1, 2):  # what the synchronizer passes each engine actor: its position + 1
         first = Topology(position - 1, 0, 1, 2, 2).first_sync_rank(position)
-        procs += [ctx.Process(target=worker, args=(first, tp, port, world, out)) for tp in (0, 1)]
+        procs += [ctx.Process(target=worker, args=(first, tp, port, world, out, leave[first + tp])) for tp in (0, 1)]
     for p in procs:
         p.start()
     results = [out.get(timeout=180) for _ in procs]
-    for p in procs:
-        p.join(30)
-    assert all(p.exitcode == 0 for p in procs)
+    for i in [*range(1, world), 0]:  # the store's host last
+        leave[i].set()
+        procs[i].join(30)
+    assert [p.exitcode for p in procs] == [0] * world
     ranks = sorted(r for r, *_ in results if r != "trainer")
     assert ranks == [1, 2, 3, 4]
     for rank, count, params, loaded in results:
