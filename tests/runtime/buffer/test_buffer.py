@@ -315,3 +315,44 @@ def test_an_explore_step_is_stored_once_and_a_new_stage_numbers_its_steps_anew(t
     assert "explore step 1 was stored already" in (tmp_path / "buffer.log").read_text()
     buffer.setup()  # the next stage
     assert buffer.put(exps(50, 2), step=1) == 2
+
+
+def explored(step, n, start):
+    """What explore step `step` stores: `n` experiences, rewards from `start`."""
+    made = exps(start, n)
+    for e in made:
+        e.step = step
+    return made
+
+
+@pytest.mark.parametrize("store", ["sql", "queue", "file"])
+def test_a_restart_that_explores_again_trains_each_explore_step_once(tmp_path, store):
+    """Explore steps 1-3 stored (one ahead of the trainer), train steps 1 and 2 taken, a crash, the checkpoint of
+    train step 1: the explorer explores steps 2 and 3 again, and the store forgets what they stored before (trained on
+    beside what replaces them otherwise); steps 1's are kept."""
+
+    def opened():
+        if store == "file":
+            return stores.JsonlFile(tmp_path / "b.jsonl")
+        persist = SqliteStore(tmp_path / "b.db")
+        return persist if store == "sql" else stores.MemoryQueue(persist)
+
+    first = opened()
+    for step in (1, 2, 3):
+        first.add(explored(step, 2, 10 * step))
+    assert rewards(first.take(2, step=1)) == [10, 11] and rewards(first.take(2, step=2)) == [20, 21]
+    restarted = opened()  # the stage's new buffer
+    restarted.rewind(after_step=1, explored_again=True)
+    restarted.add(explored(2, 2, 200))
+    restarted.add(explored(3, 2, 300))
+    assert rewards(restarted.take(2, step=2)) == [200, 201] and rewards(restarted.take(2, step=3)) == [300, 301]
+    assert restarted.take(2, step=4) == []  # nothing of the first run's steps 2 and 3 is left to train on
+
+
+def test_a_rewind_without_exploring_again_keeps_every_stored_step(tmp_path):
+    """A stage that only trains (another run explores) gives back what it consumed and deletes nothing."""
+    store = SqliteStore(tmp_path / "b.db")
+    for step in (1, 2):
+        store.add(explored(step, 2, 10 * step))
+    store.take(2, step=1), store.take(2, step=2)
+    assert store.rewind(after_step=1) == 2 and rewards(store.take(2, step=2)) == [20, 21]

@@ -34,7 +34,8 @@ During the actor's update:
                           transformers 5.10 (sdpa) in both dtypes by counting the tensors autograd saves;
                           tests/config/memory checks it.
     logits                4C bytes x T x V: the logits, their temperature-scaled copy, the entropy's softmax, and
-                          their gradient
+                          their gradient (every token's: a bound; an RL batch's unfused logits are its responses' rows,
+                          runtime/verl/response_logits.py)
 During a weight sync: what the sync holds at once (sync.py).
 During the reference model's log-probs (when the algorithm needs one):
     verl forces CPU offload on forward-only models, so its weights live in host memory and only

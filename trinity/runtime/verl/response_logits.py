@@ -1,0 +1,127 @@
+"""verl's policy engine, computing the vocabulary's logits at the response positions only.
+
+verl 0.9.1's FSDP engine (unfused path) computes the logits and log-probs of every token of a batch, prompts included
+(and in padded rows the padding too), though every RL consumer reads the responses' alone (`no_padding_2_padding`:
+verl's ppo_loss, trinity's losses and forward passes). The vocabulary is the widest matmul of a small model
+(Qwen2.5-0.5B: 151,936 x 896): on the 0.5 B scale benchmark's batch (416 tokens, 256 of them responses) one fp32
+forward and backward of the vocabulary took 2.2 s for every row and 1.4 s for the responses' on this 2-core machine
+(verl's fused kernel, which computes the logits again in its backward: 3.8 s). The model is asked for the rows the
+responses' log-probs come from (transformers' `logits_to_keep`: in a packed batch the positions, in padded rows the
+columns from the first response log-prob of any row to the last), and the log-probs (and the entropy, where asked for)
+are spread back to verl's packed layout, 0 where nothing reads them.
+
+A batch asks for this with `RESPONSES_ONLY` (trinity sets it where its consumer reads the responses only: not an SFT
+batch, whose loss mask may cover any token). Everything else verl's engine does as it would: the fused kernels, a
+packed sequence padded to a bucket or split for sequence parallelism, multi-modal inputs, top-k distillation, a model
+whose forward takes no `logits_to_keep`.
+"""
+
+import inspect
+
+import torch
+from tensordict import TensorDict
+from verl.utils import tensordict_utils as tu
+from verl.utils.torch_functional import logprobs_from_logits
+from verl.workers.engine import EngineRegistry
+from verl.workers.engine.fsdp import transformer_impl
+
+RESPONSES_ONLY = "trinity_responses_only"  # a batch's flag: its consumer reads the responses' log-probs alone
+_KEEP = "trinity_keep"  # output_args: (packed positions, where their logits are in the model's output, temperatures)
+# what verl's own path must compute: the flags' defaults are verl's
+_VERL_ONLY = {
+    "use_fused_kernels": False,
+    "distillation_use_topk": False,
+    "distillation_only": False,
+    "calculate_sum_pi_squared": False,
+}
+
+
+def response_positions(data: TensorDict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Where the responses' log-probs are (a position's log-prob is the next token's), as `no_padding_2_padding`
+    reads them: each one's position in the packed sequence, its row and its column within the row."""
+    if data["prompts"].is_nested:
+        responses = data["responses"].offsets().diff()
+        lengths = data["prompts"].offsets().diff() + responses
+    else:
+        width = data["prompts"].shape[1]
+        responses = data["attention_mask"][:, width:].sum(dim=1)
+        lengths = data["attention_mask"].sum(dim=1)
+    rows = torch.repeat_interleave(torch.arange(len(lengths)), responses)
+    columns = torch.cat([torch.arange(n - r - 1, n - 1) for n, r in zip(lengths.tolist(), responses.tolist())])
+    return lengths.cumsum(dim=0)[rows] - lengths[rows] + columns, rows, columns
+
+
+class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
+    """verl's FSDP policy engine; a batch flagged RESPONSES_ONLY gets its responses' logits alone."""
+
+    def prepare_model_inputs(self, micro_batch: TensorDict):
+        model_inputs, output_args = super().prepare_model_inputs(micro_batch)
+        if self._responses_only(micro_batch, output_args):
+            device = output_args["input_ids_rmpad_rolled"].device
+            packed, rows, columns = (t.to(device) for t in response_positions(micro_batch))
+            if "temperature_rmpad" in output_args:  # packed: one row of every token, the responses' asked for
+                model_inputs["logits_to_keep"], picks = packed, (0, torch.arange(len(packed), device=device))
+                temperature = output_args["temperature_rmpad"][packed]
+            else:  # padded rows: the columns any response spans, then each row's own
+                low = int(columns.min())
+                model_inputs["logits_to_keep"] = torch.arange(low, int(columns.max()) + 1, device=device)
+                picks, temperature = (rows, columns - low), output_args["temperature"][rows]
+            output_args[_KEEP] = (packed, picks, temperature)
+        return model_inputs, output_args
+
+    def prepare_model_outputs(self, output, output_args, micro_batch: TensorDict, logits_processor_func):
+        if _KEEP not in output_args:
+            return super().prepare_model_outputs(output, output_args, micro_batch, logits_processor_func)
+        packed, picks, temperature = output_args[_KEEP]
+        logits = transformer_impl._scale_logits_by_temperature(
+            output.logits[picks],
+            temperature.unsqueeze(-1),
+            is_unit_temperature=output_args.get("temperature_is_one", False),
+        )
+        entropy = tu.get_non_tensor_data(data=micro_batch, key="calculate_entropy", default=False)
+        labels = output_args["input_ids_rmpad_rolled"]
+        found = {"log_probs": logprobs_from_logits(logits, labels[packed], inplace_backward=not entropy)}
+        if entropy:
+            found["entropy"] = self._entropy(logits)
+        offsets = micro_batch["input_ids"].offsets()
+        return {  # verl's packed layout: 0 where no response is
+            name: torch.nested.nested_tensor_from_jagged(
+                values.new_zeros(labels.shape[0]).index_copy(0, packed, values), offsets
+            )
+            for name, values in found.items()
+        }
+
+    def _entropy(self, logits: torch.Tensor) -> torch.Tensor:
+        """Each row's entropy, as verl's engine computes it (its chunking and checkpointing settings)."""
+        config = self.engine_config
+        if config.entropy_checkpointing:
+            return torch.utils.checkpoint.checkpoint(self.compute_entropy_from_logits, logits, use_reentrant=False)
+        if config.entropy_from_logits_with_chunking:
+            return self.compute_entropy_from_logits(logits, chunk_size=config.entropy_from_logits_chunk_size)
+        return self.compute_entropy_from_logits(logits)
+
+    def _responses_only(self, micro_batch: TensorDict, output_args: dict) -> bool:
+        flags = {key: tu.get_non_tensor_data(data=micro_batch, key=key, default=d) for key, d in _VERL_ONLY.items()}
+        return (
+            tu.get_non_tensor_data(data=micro_batch, key=RESPONSES_ONLY, default=False)
+            and flags == _VERL_ONLY
+            and not output_args.get("pad_size")  # a packed sequence padded to a bucket or for sequence parallelism
+            and not self.use_ulysses_sp
+            and "multi_modal_inputs" not in micro_batch.keys()
+            and _keeps_logits(self.module)
+        )
+
+
+def _keeps_logits(module: torch.nn.Module) -> bool:
+    """Whether the model's forward takes `logits_to_keep` (transformers' causal LMs; a PEFT model passes it on)."""
+    model = module.get_base_model() if hasattr(module, "get_base_model") else module
+    return "logits_to_keep" in inspect.signature(model.forward).parameters
+
+
+def install() -> None:
+    """Put ResponseLogitsEngine wherever verl's registry holds its FSDP policy engine (every device, both backends):
+    verl builds a rank's actor, reference and teacher from the registry."""
+    for entries in EngineRegistry._engines.get("language_model", {}).values():
+        for key, engine in entries.items():
+            if engine is transformer_impl.FSDPEngineWithLMHead:
+                entries[key] = ResponseLogitsEngine
