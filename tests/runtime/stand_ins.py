@@ -67,7 +67,6 @@ class World:
     asleep_memory: set = field(default_factory=set)  # which of it: weights, kv_cache
     log: list = field(default_factory=list)
     preview: bool = False  # train steps return preview rows, as with trainer.enable_preview
-    rewinds: list = field(default_factory=list)  # the buffer's rewinds: (after_step, explored_again)
 
 
 class Explorer:
@@ -242,9 +241,6 @@ class Engine:
 
 
 class Buffer:
-    def __init__(self, world: World):
-        self.world = world
-
     def peak_rss_mb(self) -> float:
         return 1.0
 
@@ -254,8 +250,7 @@ class Buffer:
     def setup(self, sft: dict | None = None) -> dict:
         return {"samples": 0}
 
-    def rewind(self, after_step: int | None, explored_again: bool = False) -> int:
-        self.world.rewinds.append((after_step, explored_again))
+    def rewind(self, after_step: int | None) -> int:
         return 0
 
     def put(self, experiences: list, step: int | None = None) -> int:
@@ -276,6 +271,6 @@ def handles_for(specs: list, world: World) -> dict:
     made = {}
     for spec in specs:
         kind = STAND_INS[spec.role]
-        role = kind(world, spec.rank) if spec.role == "trainer" else kind(world)
+        role = kind(world, spec.rank) if spec.role == "trainer" else kind() if kind is Buffer else kind(world)
         made[spec.name] = Handle(role)
     return made

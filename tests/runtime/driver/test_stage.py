@@ -178,7 +178,6 @@ def test_a_resume_without_hugging_face_weights_first_gives_the_engines_the_train
     world, records, _ = stage_run(tmp_path, "trainer.total_steps=4", start=StageStart("model", 0, resume))
     assert world.log[:3] == [("sync", 2), ("evaluate", 2, 2), ("explore", 3, 2)]
     assert [r["step"] for r in records if r["role"] == "trainer"] == [3, 4]
-    assert world.rewinds == [(2, True)]  # the explorer explores from step 3 again: a persisted store forgets 3 on
 
 
 def test_checkpoints_follow_save_interval_and_hf_weights_the_policy(tmp_path):

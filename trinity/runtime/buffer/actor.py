@@ -116,11 +116,9 @@ class ExperienceBuffer(Role):
         """Experiences dropped as too old so far."""
         return self.stale
 
-    def rewind(self, after_step: int | None, explored_again: bool = False) -> int:
-        """Give back what train steps after `after_step` consumed (a resume from that step's checkpoint).
-        `explored_again`: this stage's explorer explores the steps after `after_step` again, so a persisted store
-        forgets what those steps stored before (each step's experiences are trained on once)."""
-        return self.store.rewind(after_step, explored_again)
+    def rewind(self, after_step: int | None) -> int:
+        """Give back what train steps after `after_step` consumed (a resume from that step's checkpoint)."""
+        return self.store.rewind(after_step)
 
 
 def data_set(storage: Any, sft: dict) -> stores.DataSet:

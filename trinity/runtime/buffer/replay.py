@@ -108,7 +108,7 @@ class ReplayQueue:
             self._set_level(priority, kept)
         return dropped
 
-    def rewind(self, after_step: int | None, explored_again: bool = False) -> int:
+    def rewind(self, after_step: int | None) -> int:
         return 0  # priorities and uses live in memory: a restarted trainer starts an empty queue
 
     def _queue(self, item: Item) -> None:

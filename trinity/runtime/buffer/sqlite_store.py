@@ -91,16 +91,8 @@ class SqliteStore:
         query = "SELECT COUNT(*) FROM experiences WHERE consumed_step IS NULL"
         return self._retried(lambda: self.db.execute(query).fetchone()[0])
 
-    def rewind(self, after_step: int | None, explored_again: bool = False) -> int:
-        """Give back what steps after `after_step` consumed (None: everything); returns how many. `explored_again`:
-        the explorer explores the steps after `after_step` again, so what they made before and no step up to
-        `after_step` consumed is deleted first (it would be trained on beside what replaces it)."""
-        if explored_again:
-            self._update(
-                "DELETE FROM experiences WHERE json_extract(body, '$.step') > ? "
-                "AND (consumed_step IS NULL OR consumed_step > ?)",
-                (after_step or 0, after_step or 0),
-            )
+    def rewind(self, after_step: int | None) -> int:
+        """Give back what steps after `after_step` consumed (None: everything); returns how many."""
         return self._update(
             "UPDATE experiences SET consumed_step = NULL WHERE consumed_step > ?",
             (after_step if after_step is not None else -1,),

@@ -1,5 +1,4 @@
-"""The storage types of the experience buffer behind one interface: add, take(n, step), rewind(after_step,
-explored_again).
+"""The storage types of the experience buffer behind one interface: add, take(n, step), rewind.
 
 - `queue`: in memory; with `path: sqlite:///x.db` every experience is also in SQLite, so a
   restarted trainer loses nothing;
@@ -51,10 +50,10 @@ class MemoryQueue:
             self.persist.drop_stale(min_version, step)
         return dropped
 
-    def rewind(self, after_step: int | None, explored_again: bool = False) -> int:
+    def rewind(self, after_step: int | None) -> int:
         if not self.persist:
-            return 0  # a restarted buffer's queue starts empty
-        count = self.persist.rewind(after_step, explored_again)
+            return 0
+        count = self.persist.rewind(after_step)
         self.items = deque(self.persist.pending())
         return count
 
@@ -74,18 +73,8 @@ class JsonlFile:
             lines = [line for line in fh if line.endswith("\n")][(step - 1) * n : step * n]
         return [Experience.from_json(line) for line in lines] if len(lines) == n else []
 
-    def rewind(self, after_step: int | None, explored_again: bool = False) -> int:
-        """Reading by position needs no bookkeeping; where the explorer explores the steps after `after_step` again,
-        their lines are taken out (the file replaced whole), so its new lines are read where they were."""
-        if explored_again:
-            with self.path.open(encoding="utf-8") as fh:
-                lines = [line for line in fh if line.endswith("\n")]
-            kept = [line for line in lines if Experience.from_json(line).step <= (after_step or 0)]
-            if len(kept) < len(lines):
-                partial = self.path.with_name(self.path.name + ".partial")
-                partial.write_text("".join(kept), encoding="utf-8")
-                partial.replace(self.path)
-        return 0
+    def rewind(self, after_step: int | None) -> int:
+        return 0  # reading by position needs no bookkeeping
 
 
 class DataSet:
@@ -124,7 +113,7 @@ class DataSet:
         picked = [self.samples[i] for i in self.selector.pick((step - 1) * count, count)]
         return [exp for sample in picked for exp in sample]
 
-    def rewind(self, after_step: int | None, explored_again: bool = False) -> int:
+    def rewind(self, after_step: int | None) -> int:
         return 0
 
 

@@ -211,9 +211,7 @@ class Stage:
         sft = {"tokenizer": self.start.model_path, "model": self.config.model, "data": data}
         info = self.wait([self.buffer.setup.remote(None if self.learns_from_rollout() else sft)])[0]
         if resume or self.start.restarted:  # a restart without a checkpoint gives back all the stage consumed
-            # the explorer goes on from the checkpoint's step: what the steps after it stored is made again
-            again = self.mode.explores_steps and self.mode.trains
-            self.wait([self.buffer.rewind.remote(self.start.done, again)])
+            self.wait([self.buffer.rewind.remote(self.start.done)])
         return info.get("samples", 0)
 
     def learns_from_rollout(self) -> bool:

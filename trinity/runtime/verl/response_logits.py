@@ -12,13 +12,15 @@ are spread back to verl's packed layout, 0 where nothing reads them.
 
 A batch asks for this with `RESPONSES_ONLY` (trinity sets it where its consumer reads the responses only: not an SFT
 batch, whose loss mask may cover any token). Everything else verl's engine does as it would: the fused kernels, a
-packed sequence padded to a bucket or split for sequence parallelism, multi-modal inputs, top-k distillation, a model
-whose forward takes no `logits_to_keep`.
+packed sequence padded to a bucket or split for sequence parallelism, multi-modal inputs, top-k distillation, a
+micro-batch without a response token, and a model not of transformers' own classes (a model's own code may read
+`logits_to_keep` as a count) or whose forward takes no `logits_to_keep`.
 """
 
 import inspect
 
 import torch
+import verl.utils.torch_functional as verl_F
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
 from verl.utils.torch_functional import logprobs_from_logits
@@ -38,7 +40,8 @@ _VERL_ONLY = {
 
 def response_positions(data: TensorDict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Where the responses' log-probs are (a position's log-prob is the next token's), as `no_padding_2_padding`
-    reads them: each one's position in the packed sequence, its row and its column within the row."""
+    reads them: each one's position in the packed sequence, its row and its column within the row; on the batch's
+    device (verl moves a micro-batch there before it asks for the model's inputs)."""
     if data["prompts"].is_nested:
         responses = data["responses"].offsets().diff()
         lengths = data["prompts"].offsets().diff() + responses
@@ -46,9 +49,11 @@ def response_positions(data: TensorDict) -> tuple[torch.Tensor, torch.Tensor, to
         width = data["prompts"].shape[1]
         responses = data["attention_mask"][:, width:].sum(dim=1)
         lengths = data["attention_mask"].sum(dim=1)
-    rows = torch.repeat_interleave(torch.arange(len(lengths)), responses)
-    columns = torch.cat([torch.arange(n - r - 1, n - 1) for n, r in zip(lengths.tolist(), responses.tolist())])
-    return lengths.cumsum(dim=0)[rows] - lengths[rows] + columns, rows, columns
+    rows = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), responses)
+    # a response's k-th log-prob: its sequence's column (length - response - 1) + k
+    nth = torch.arange(len(rows), device=lengths.device) - (responses.cumsum(dim=0) - responses)[rows]
+    columns = (lengths - responses - 1)[rows] + nth
+    return (lengths.cumsum(dim=0) - lengths)[rows] + columns, rows, columns
 
 
 class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
@@ -56,18 +61,23 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
 
     def prepare_model_inputs(self, micro_batch: TensorDict):
         model_inputs, output_args = super().prepare_model_inputs(micro_batch)
-        if self._responses_only(micro_batch, output_args):
-            device = output_args["input_ids_rmpad_rolled"].device
-            packed, rows, columns = (t.to(device) for t in response_positions(micro_batch))
-            if "temperature_rmpad" in output_args:  # packed: one row of every token, the responses' asked for
-                model_inputs["logits_to_keep"], picks = packed, (0, torch.arange(len(packed), device=device))
-                temperature = output_args["temperature_rmpad"][packed]
-            else:  # padded rows: the columns any response spans, then each row's own
-                low = int(columns.min())
-                model_inputs["logits_to_keep"] = torch.arange(low, int(columns.max()) + 1, device=device)
-                picks, temperature = (rows, columns - low), output_args["temperature"][rows]
-            output_args[_KEEP] = (packed, picks, temperature)
+        kept = self._kept_rows(micro_batch, output_args) if self._responses_only(micro_batch, output_args) else None
+        if kept is not None:  # None: verl's way (a micro-batch without a response token too)
+            model_inputs["logits_to_keep"], output_args[_KEEP] = kept
         return model_inputs, output_args
+
+    def _kept_rows(self, micro_batch: TensorDict, output_args: dict) -> tuple | None:
+        """What the model is asked to keep, and (the packed positions, where their logits are in its output, their
+        temperatures)."""
+        packed, rows, columns = response_positions(micro_batch)
+        if not len(packed):
+            return None
+        if "temperature_rmpad" in output_args:  # packed: one row of every token, the responses' asked for
+            everyone = torch.arange(len(packed), device=packed.device)
+            return packed, (packed, (0, everyone), output_args["temperature_rmpad"][packed])
+        low = int(columns.min())  # padded rows: the columns any response spans, then each row's own
+        keep = torch.arange(low, int(columns.max()) + 1, device=packed.device)
+        return keep, (packed, (rows, columns - low), output_args["temperature"][rows])
 
     def prepare_model_outputs(self, output, output_args, micro_batch: TensorDict, logits_processor_func):
         if _KEEP not in output_args:
@@ -82,7 +92,7 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
         labels = output_args["input_ids_rmpad_rolled"]
         found = {"log_probs": logprobs_from_logits(logits, labels[packed], inplace_backward=not entropy)}
         if entropy:
-            found["entropy"] = self._entropy(logits)
+            found["entropy"] = self._entropy(logits, packed="temperature_rmpad" in output_args)
         offsets = micro_batch["input_ids"].offsets()
         return {  # verl's packed layout: 0 where no response is
             name: torch.nested.nested_tensor_from_jagged(
@@ -91,14 +101,16 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
             for name, values in found.items()
         }
 
-    def _entropy(self, logits: torch.Tensor) -> torch.Tensor:
-        """Each row's entropy, as verl's engine computes it (its chunking and checkpointing settings)."""
+    def _entropy(self, logits: torch.Tensor, packed: bool) -> torch.Tensor:
+        """Each row's entropy, as verl's engine computes it for the batch's layout (packed: its compiled or chunked
+        function; padded rows: the plain one), checkpointed where it checkpoints."""
         config = self.engine_config
-        if config.entropy_checkpointing:
-            return torch.utils.checkpoint.checkpoint(self.compute_entropy_from_logits, logits, use_reentrant=False)
-        if config.entropy_from_logits_with_chunking:
+        if packed and config.entropy_from_logits_with_chunking and not config.entropy_checkpointing:
             return self.compute_entropy_from_logits(logits, chunk_size=config.entropy_from_logits_chunk_size)
-        return self.compute_entropy_from_logits(logits)
+        compute = self.compute_entropy_from_logits if packed else verl_F.entropy_from_logits
+        if config.entropy_checkpointing:
+            return torch.utils.checkpoint.checkpoint(compute, logits, use_reentrant=False)
+        return compute(logits)
 
     def _responses_only(self, micro_batch: TensorDict, output_args: dict) -> bool:
         flags = {key: tu.get_non_tensor_data(data=micro_batch, key=key, default=d) for key, d in _VERL_ONLY.items()}
@@ -108,14 +120,23 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
             and not output_args.get("pad_size")  # a packed sequence padded to a bucket or for sequence parallelism
             and not self.use_ulysses_sp
             and "multi_modal_inputs" not in micro_batch.keys()
-            and _keeps_logits(self.module)
+            and self._keeps_logits()
         )
+
+    def _keeps_logits(self) -> bool:
+        if not hasattr(self, "_trinity_keeps_logits"):  # the model does not change: asked once
+            self._trinity_keeps_logits = _keeps_logits(self.module)
+        return self._trinity_keeps_logits
 
 
 def _keeps_logits(module: torch.nn.Module) -> bool:
-    """Whether the model's forward takes `logits_to_keep` (transformers' causal LMs; a PEFT model passes it on)."""
+    """Whether the model is one of transformers' own whose forward takes `logits_to_keep` as the positions to keep (a
+    model's own code may read it as a count), under FSDP1's wrapper or PEFT's (each passes it on)."""
+    while hasattr(module, "_fsdp_wrapped_module"):
+        module = module._fsdp_wrapped_module
     model = module.get_base_model() if hasattr(module, "get_base_model") else module
-    return "logits_to_keep" in inspect.signature(model.forward).parameters
+    forward = model.forward
+    return forward.__module__.startswith("transformers.") and "logits_to_keep" in inspect.signature(forward).parameters
 
 
 def install() -> None:
