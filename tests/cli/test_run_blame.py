@@ -28,9 +28,9 @@ KILLED = {"rollout.engine0": "TransformersEngine", "trainer_node0.rank0": "Train
 SEED = int(os.environ.get("TRINITY_BLAME_SEED", "0"))
 
 
-def role_pid(actor_class: str, checkpoints: Path) -> int:
-    """The process of the run's `actor_class` actor: Ray titles it ray::<class>, and it inherited the run's
-    TRINITY_CHECKPOINT_ROOT_DIR (another session's runs on this machine have their own)."""
+def role_pids(actor_class: str, checkpoints: Path) -> list[int]:
+    """The processes of the run's `actor_class` actors, oldest first: Ray titles each ray::<class>, and it inherited the
+    run's TRINITY_CHECKPOINT_ROOT_DIR (another session's runs on this machine have their own)."""
     mine = f"TRINITY_CHECKPOINT_ROOT_DIR={checkpoints}\0".encode()
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
@@ -40,6 +40,12 @@ def role_pid(actor_class: str, checkpoints: Path) -> int:
                 found.append(int(pid))
         except OSError:  # ended meanwhile, or not ours to read
             continue
+    return sorted(found)
+
+
+def role_pid(actor_class: str, checkpoints: Path) -> int:
+    """The process of the run's one `actor_class` actor."""
+    found = role_pids(actor_class, checkpoints)
     assert len(found) == 1, f"{len(found)} processes of {actor_class}"
     return found[0]
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_run import GRPO_ONLY, RUN, lines
-from tests.cli.test_run_blame import role_pid
+from tests.cli.test_run_blame import role_pid, role_pids
 
 pytestmark = [pytest.mark.ray, pytest.mark.train, pytest.mark.timeout(900)]  # a replacement starts a process
 
@@ -40,10 +40,13 @@ def started(env, cwd: Path, *args) -> subprocess.Popen:
     )
 
 
-def signalled_at(proc: subprocess.Popen, env, cwd: Path, role: str, trained: int, into: float, sig=signal.SIGKILL):
-    """Send `sig` to the run's `role` actor `into` (a fraction) of a train step's time after its `trained`-th train
-    step's line (a step's time: the shortest gap between trainer lines so far, 0 after the first: a fixed delay would
-    outlast the run on a fast machine); returns when (epoch)."""
+def signalled_at(
+    proc: subprocess.Popen, env, cwd: Path, role: str, trained: int, into: float, sig=signal.SIGKILL, of: int = 0
+):
+    """Send `sig` to the run's `role` actor (where the run has several of its class, the `of`-th process, oldest
+    first) `into` (a fraction) of a train step's time after its `trained`-th train step's line (a step's time: the
+    shortest gap between trainer lines so far, 0 after the first: a fixed delay would outlast the run on a fast
+    machine); returns when (epoch)."""
     run = cwd / RUN
     deadline = time.monotonic() + 600
     while not ((run / "metrics.jsonl").exists() and len(lines(run, "trainer")) >= trained):
@@ -53,7 +56,7 @@ def signalled_at(proc: subprocess.Popen, env, cwd: Path, role: str, trained: int
     step_s = min((b - a for a, b in zip(at, at[1:])), default=0.0)  # the fastest: a gap may hold a restart
     time.sleep(max(0.0, at[-1] + into * step_s - time.time()))  # in the next step: explore, train or sync
     assert proc.poll() is None, f"the run ended before {role} was signalled: {proc.stderr.read()[-3000:]}"
-    os.kill(role_pid(CLASSES[role], Path(env["TRINITY_CHECKPOINT_ROOT_DIR"])), sig)
+    os.kill(role_pids(CLASSES[role], Path(env["TRINITY_CHECKPOINT_ROOT_DIR"]))[of], sig)
     return time.time()
 
 
@@ -107,6 +110,21 @@ def test_a_killed_engine_a_hung_engine_and_a_killed_explorer_are_each_replaced_a
     assert all(
         r["sync"].endswith("synced to the new engine over the weight-sync group formed anew") for r in restarts[:2]
     )
+
+
+def test_one_of_two_engines_killed_is_replaced_and_their_weight_sync_group_formed_anew(run_env, tmp_path):
+    """Two engines in one weight-sync group: the one killed at a drawn moment is replaced, the group (which included
+    the dead engine) is formed again with the survivor and the new engine, and the run finishes with every step."""
+    draw = random.Random(f"two-engines/{SEED}")
+    two = ("explorer.rollout_model.engine_num=2", "cluster.gpu_per_node=3")  # a slot each, one for the trainer
+    proc = started(run_env, tmp_path, *GRPO_ONLY, "buffer.total_steps=8", *two)
+    run = tmp_path / RUN
+    signalled_at(proc, run_env, tmp_path, "rollout.engine0", draw.randint(1, 3), draw.random(), of=draw.randint(0, 1))
+    replaced(proc, run, 1)
+    role = lines(run, "restart")[0]["cause_role"]
+    assert role in ("rollout.engine0", "rollout.engine1"), role  # either may be the older process
+    _, [restart] = finished(proc, run, [role], 8)
+    assert restart["sync"].endswith("synced to the new engine over the weight-sync group formed anew"), restart
 
 
 def replaced(proc: subprocess.Popen, run: Path, count: int) -> None:
