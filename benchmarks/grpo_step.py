@@ -34,14 +34,9 @@ import time
 from pathlib import Path
 
 import yaml
+from this_checkout import REPO  # first: trinity from this checkout, in this process and every one it starts
 
-# trinity from this checkout in every process started here: `trinity run` and its Ray workers start in the run's own
-# folder, where a relative PYTHONPATH (or none) finds the installed trinity, which in an A/B of a worktree is the other
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-
-from trinity.runtime.roles.base import peak_rss_mb  # noqa: E402  (after the path above)
+from trinity.runtime.roles.base import peak_rss_mb  # each process's own peak, as the run reports its roles'
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")

@@ -88,15 +88,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+import this_checkout  # noqa: F401  (trinity from this checkout in every process started here)
 import yaml
 
 os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-# trinity from this checkout in every process started here: `trinity run` and its Ray workers start in the run's own
-# folder, where a relative PYTHONPATH (or none) finds the installed trinity, which in an A/B of a worktree is the other
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
 MIB = 1 << 20
 CLIP, EPS, LR = 0.2, 1e-6, 1e-6
 

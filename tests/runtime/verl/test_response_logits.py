@@ -46,8 +46,8 @@ def updates(demo_dir: str, responses_only: bool, extra: tuple, out) -> None:
     for step in (1, 2):
         rank.steps.whole = exps
         rank.steps.bind_loss(step, batches.counts(exps))
-        batch, extra, _ = rank.steps.tensors(exps)
-        seen.append(rank.steps._metrics(rank.workers.actor.update_actor(batch), len(exps), 0.0) | extra)
+        batch, built, _ = rank.steps.tensors(exps)
+        seen.append(rank.steps._metrics(rank.workers.actor.update_actor(batch), len(exps), 0.0) | built)
     log_probs, entropy = rank.steps.logprobs.actor_and_entropy(batches.padded(exps, 0))
     weights = sum(float(t.double().abs().sum()) for t in rank.engine_weights().values())
     flat = {"log_probs": log_probs.flatten().tolist(), "entropy": entropy.flatten().tolist()}

@@ -18,6 +18,7 @@ micro-batch without a response token, and a model not of transformers' own class
 """
 
 import inspect
+from functools import cached_property
 
 import torch
 import verl.utils.torch_functional as verl_F
@@ -120,13 +121,12 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
             and not output_args.get("pad_size")  # a packed sequence padded to a bucket or for sequence parallelism
             and not self.use_ulysses_sp
             and "multi_modal_inputs" not in micro_batch.keys()
-            and self._keeps_logits()
+            and self._keeps_logits
         )
 
+    @cached_property
     def _keeps_logits(self) -> bool:
-        if not hasattr(self, "_trinity_keeps_logits"):  # the model does not change: asked once
-            self._trinity_keeps_logits = _keeps_logits(self.module)
-        return self._trinity_keeps_logits
+        return _keeps_logits(self.module)  # the model does not change: asked once
 
 
 def _keeps_logits(module: torch.nn.Module) -> bool:
