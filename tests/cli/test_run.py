@@ -94,20 +94,41 @@ def shared_run(shared_run_env, tmp_path_factory, name, *args):
     return SimpleNamespace(proc=trinity(env, folder, *args), folder=folder, env=env, args=args)
 
 
-# GRPO for 2 steps, saving Hugging Face weights at every step, with the old log-probs recomputed by the trainer:
-# the bench test reads the checkpoints, the log-prob test the trainer's records.
+# GRPO for 2 steps, saving Hugging Face weights at every step, with the old log-probs recomputed by the trainer, the
+# weights synced through memory: the bench test reads the checkpoints, the log-prob test the trainer's records, the
+# sync test the synchronizer's.
 HF_EVERY_STEP_RECOMPUTED = (
     *GRPO_ONLY,
     "buffer.total_steps=2",
     "trainer.save_interval=1",
     "trainer.save_hf_checkpoint=always",
     "algorithm.bypass_old_logprobs=false",
+    "synchronizer.sync_method=memory",
 )
 
 
 @pytest.fixture(scope="module")
 def hf_every_step(shared_run_env, tmp_path_factory):
     return shared_run(shared_run_env, tmp_path_factory, "hf_every_step", *HF_EVERY_STEP_RECOMPUTED)
+
+
+@pytest.fixture(scope="module")
+def short_prompts(shared_run_env, tmp_path_factory):
+    """One GRPO step whose prompts (the demo's are 4 to 6 tokens) a budget of 3 cuts, reported as JSON: the prompt test
+    reads its experiences (kept in the run directory by a file store) and logs, the JSON test its report."""
+    return shared_run(
+        shared_run_env,
+        tmp_path_factory,
+        "short_prompts",
+        *GRPO_ONLY,
+        "buffer.total_steps=1",
+        "model.max_prompt_tokens=3",
+        "model.repetition_penalty=1.2",
+        "buffer.trainer_input.experience_buffer.storage_type=file",
+        "--format",
+        "json",
+        "--quiet",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -180,8 +201,8 @@ def test_both_mode_trains_through_a_stage_transition_with_gloo_sync(env, tmp_pat
 
 
 @pytest.mark.train
-def test_the_json_report_gives_each_processs_peak_and_the_explorer_holds_no_model_library(env, tmp_path):
-    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=1", "--format", "json", "--quiet")
+def test_the_json_report_gives_each_processs_peak_and_the_explorer_holds_no_model_library(short_prompts):
+    proc = short_prompts.proc
     assert proc.returncode == 0, proc.stderr[-3000:]
     [stage] = json.loads(proc.stdout)["stages"]
     peaks = stage["peak_rss_mb"]
@@ -239,15 +260,28 @@ def test_bench_on_the_latest_checkpoint_evaluates_that_one_only(hf_every_step):
 
 
 @pytest.mark.train
-@pytest.mark.parametrize("method,extra", [("memory", ()), ("checkpoint", ("algorithm.kl_loss_fn=low_var_kl",))])
-def test_memory_and_checkpoint_sync_in_one_run(env, tmp_path, method, extra):
-    proc = trinity(env, tmp_path, *GRPO_ONLY, "buffer.total_steps=2", f"synchronizer.sync_method={method}", *extra)
+def test_memory_sync_moves_each_steps_weights(hf_every_step):
+    assert hf_every_step.proc.returncode == 0, hf_every_step.proc.stderr[-3000:]
+    run = hf_every_step.folder / RUN
+    assert [(s["method"], s["weight_version"]) for s in lines(run, "synchronizer")] == [("memory", 1), ("memory", 2)]
+    assert [r["weight_version"] for r in lines(run, "explorer")] == [0, 1]
+
+
+@pytest.mark.train
+def test_checkpoint_sync_in_one_run(env, tmp_path):
+    proc = trinity(
+        env,
+        tmp_path,
+        *GRPO_ONLY,
+        "buffer.total_steps=2",
+        "synchronizer.sync_method=checkpoint",
+        "algorithm.kl_loss_fn=low_var_kl",
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     syncs = lines(tmp_path / RUN, "synchronizer")
-    assert [(s["method"], s["weight_version"]) for s in syncs] == [(method, 1), (method, 2)]
+    assert [(s["method"], s["weight_version"]) for s in syncs] == [("checkpoint", 1), ("checkpoint", 2)]
     assert [r["weight_version"] for r in lines(tmp_path / RUN, "explorer")] == [0, 1]
-    # sync files are removed once loaded
-    assert not list((tmp_path / RUN / "sync").glob("*")) if method == "checkpoint" else True
+    assert not list((tmp_path / RUN / "sync").glob("*"))  # sync files are removed once loaded
 
 
 @pytest.mark.train
@@ -371,20 +405,8 @@ def test_colocate_stops_at_once_when_one_explore_step_cannot_fill_a_train_batch(
 
 
 @pytest.mark.train
-def test_long_prompts_keep_their_end_and_are_counted(env, tmp_path):
-    # the demo's prompts are 4 to 6 tokens: a budget of 3 cuts every one of them
-    kept = (
-        "buffer.trainer_input.experience_buffer.storage_type=file"  # the experiences stay readable in the run directory
-    )
-    proc = trinity(
-        env,
-        tmp_path,
-        *GRPO_ONLY,
-        "buffer.total_steps=1",
-        "model.max_prompt_tokens=3",
-        "model.repetition_penalty=1.2",
-        kept,
-    )
+def test_long_prompts_keep_their_end_and_are_counted(short_prompts):
+    proc, tmp_path = short_prompts.proc, short_prompts.folder
     assert proc.returncode == 0, proc.stderr[-3000:]
     [explorer] = lines(tmp_path / RUN, "explorer")
     assert explorer["truncated_prompts"] == explorer["experiences"] == 16 and explorer["failed_tasks"] == 0

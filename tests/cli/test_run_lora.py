@@ -1,8 +1,8 @@
 """`trinity run` with a LoRA adapter, as a user runs it: the shortened demo trains the adapter through a stage
 transition (the next stage goes on training the first stage's adapter), syncs only the adapter to the engines,
 checkpoints it in PEFT's layout (and the merged model on request), and bench evaluates those checkpoints; on the
-real vLLM too. tests/runtime/weights/test_lora.py, test_transformers_engine.py and test_vllm_lora_real.py check the
-tensors; this checks what a run leaves behind."""
+real vLLM too, its engine killed mid-run and replaced. tests/runtime/weights/test_lora.py, test_transformers_engine.py
+and test_vllm_lora_real.py check the tensors; this checks what a run leaves behind."""
 
 import importlib.util
 import os
@@ -10,6 +10,7 @@ import os
 import pytest
 
 from tests.cli.test_run import GRPO_ONLY, RUN, SHORT, lines, shared_run, trinity
+from tests.cli.test_run_replacements import finished, signalled_at, started
 from tests.runtime.rollout.test_vllm_real import NO_VLLM
 
 torch = pytest.importorskip("torch")
@@ -117,26 +118,30 @@ def test_merged_sync_hands_the_engines_full_weights_and_bench_evaluates_the_merg
 
 @pytest.mark.train
 @pytest.mark.vllm
+@pytest.mark.timeout(1200)  # two vLLM starts: the engine's and its replacement's
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason=NO_VLLM)  # looked up: importing it here would
-def test_a_lora_run_on_the_real_vllm_applies_each_synced_adapter(run_env, tmp_path):  # put vLLM in this process
-    proc = trinity(
+def test_a_lora_run_on_the_real_vllm_applies_each_synced_adapter_also_on_an_engine_replaced_mid_run(run_env, tmp_path):
+    """The vLLM engine is killed (SIGKILL) mid-run (issue 49): a new one starts on its bundle with the base model,
+    joins the weight-sync group formed anew, takes the current adapter, and the failed explore step runs again on it;
+    every step is explored and trained once, each on the adapter version it would have had."""
+    proc = started(
         run_env,
         tmp_path,
         *GRPO_ONLY,
         LORA,
         "explorer.rollout_model.engine_type=vllm",
-        "trainer.save_interval=3",
-        timeout=900,
+        "buffer.total_steps=4",
+        "trainer.save_interval=4",
     )
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    signalled_at(proc, run_env, tmp_path, "rollout.engine0", 1, 0.5, actor_class="VllmEngine")
+    _, [restart] = finished(proc, tmp_path / RUN, ["rollout.engine0"], 4)
+    assert restart["sync"].endswith("synced to the new engine over the weight-sync group formed anew"), restart
     run = tmp_path / RUN
     assert [(s["method"], s["weight_version"]) for s in lines(run, "synchronizer")] == [
-        ("gloo", 1),
-        ("gloo", 2),
-        ("gloo", 3),
+        ("gloo", v) for v in (1, 2, 3, 4)
     ]
     explorer = lines(run, "explorer")
-    assert [(r["step"], r["weight_version"]) for r in explorer] == [(1, 0), (2, 1), (3, 2)]
+    assert [(r["step"], r["weight_version"]) for r in explorer] == [(1, 0), (2, 1), (3, 2), (4, 3)]
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(
-        os.listdir(run / "checkpoints" / "global_step_3")
+        os.listdir(run / "checkpoints" / "global_step_4")
     )

@@ -1,7 +1,8 @@
 """The trainer resumes itself (issue 49, parts 2 and 4): `kill -9` of a trainer rank or the buffer at a drawn step of
 a real `trinity run` restarts the stage from its last complete checkpoint by itself, and the run finishes as an
-uninterrupted one does; the restart is in metrics.jsonl, on stderr and in the summary. A spent budget ends the run
-with the cause and says so; SIGTERM after a restart still exits 143 and leaves no process of the run's Ray.
+uninterrupted one does; the restart is in metrics.jsonl, on stderr and in the summary. One budget serves every kind
+of restart (the stage's and an engine's replacement); a spent one ends the run with the cause and says so; SIGTERM
+after a restart still exits 143 and leaves no process of the run's Ray.
 
 The kill lands after a step drawn per role (seeded: TRINITY_RESTART_SEED=n tries others). TRINITY_RESTART_FULL=1 runs
 the whole demo (SFT, then GRPO with trainer.save_interval=20, the kill in GRPO) where held-out accuracy means
@@ -123,22 +124,25 @@ def test_a_killed_trainer_rank_or_buffer_restarts_its_stage_from_the_last_checkp
     assert_nothing_half_written(run)
 
 
-def test_a_spent_budget_ends_the_run_with_the_cause_and_says_so(run_env, tmp_path):
-    role = "trainer_node0.rank0"
+def test_every_kind_of_restart_draws_on_one_budget_and_a_spent_one_ends_the_run_with_the_cause(run_env, tmp_path):
+    """max_restarts 1: a trainer rank's death restarts the stage; the engine's death after it finds the budget spent
+    (the replacement's refusal, driver/replace.py; the stage restart's own is tests/runtime/driver/
+    test_stage_restart.py's) and ends the run naming the engine, the budget's words on the line after."""
     proc = started(run_env, tmp_path, "fault_tolerance.max_restarts=1", "buffer.total_steps=200")
     reached(proc, tmp_path, 1)
-    kill(run_env, role)
+    kill(run_env, "trainer_node0.rank0")
     reached(proc, tmp_path, 1, restarts=1)
-    killed = kill(run_env, role)
-    out, err = proc.communicate(timeout=120)
+    killed = kill(
+        run_env, "rollout.engine0", role_pid("TransformersEngine", Path(run_env["TRINITY_CHECKPOINT_ROOT_DIR"]))
+    )
+    _, err = proc.communicate(timeout=120)
     assert proc.returncode == 1 and time.time() - killed < 30, err[-3000:]
-    first, second, *_ = err[err.index("trinity run: ") :].removeprefix("trinity run: ").splitlines()
-    assert first.startswith(f"{role} died: killed by SIGKILL"), err[-3000:]
-    assert second.startswith("not restarted: the restart budget is spent (1 restarts within"), err[-3000:]
+    first = err[err.index("trinity run: ") :].removeprefix("trinity run: ").splitlines()[0]
+    assert first.startswith("rollout.engine0 died: killed by SIGKILL"), err[-3000:]
+    assert "rollout.engine0 not restarted: 1 restarts within fault_tolerance.restart_window_s=3600 s already" in err
     run = tmp_path / RUN
-    (failure,) = lines(run, "failure")
-    assert failure["cause_role"] == role and failure["not_restarted"].startswith("the restart budget is spent")
-    assert len(lines(run, "restart")) == 1
+    assert [r["cause_role"] for r in lines(run, "restart")] == ["trainer_node0.rank0"]
+    assert [f["cause_role"] for f in lines(run, "failure")] == ["rollout.engine0"]
     assert_nothing_half_written(run)
 
 

@@ -29,7 +29,8 @@ RUN = "tests/cli/test_run.py::"
 BOTH = RUN + "test_both_mode_trains_through_a_stage_transition_with_gloo_sync"  # the demo: SFT, then GRPO
 EVERY = "tests/cli/test_run_every_value.py::test_a_staged_run_through_the_values_no_other_run_takes"
 SPLIT = RUN + "test_explore_and_train_runs_share_experiences_and_weights_through_files"
-SYNCS = RUN + "test_memory_and_checkpoint_sync_in_one_run"
+MEMORY_SYNC = RUN + "test_memory_sync_moves_each_steps_weights"
+CHECKPOINT_SYNC = RUN + "test_checkpoint_sync_in_one_run"
 # A value only a device this machine lacks runs (nccl, hccl, cuda, npu, fsdp, float16) is NOT run here: the test named
 # runs the same code path with the CPU profile's value, and the value itself is profile data (a collective's name, a
 # torch device, a dtype) that only a GPU or NPU run exercises. The CPU profile corrects or refuses the value itself.
@@ -125,13 +126,13 @@ RUNS = {
     ("synchronizer.sync_method", "gloo"): BOTH,
     ("synchronizer.sync_method", "nccl"): ON_DEVICE["gloo path"],
     ("synchronizer.sync_method", "hccl"): ON_DEVICE["gloo path"],
-    ("synchronizer.sync_method", "memory"): SYNCS,
-    ("synchronizer.sync_method", "checkpoint"): SYNCS,
+    ("synchronizer.sync_method", "memory"): MEMORY_SYNC,
+    ("synchronizer.sync_method", "checkpoint"): CHECKPOINT_SYNC,
     ("synchronizer.sync_method", "offline"): EVERY,
     # derived from the method, the mode and the platform (config/sync_methods.py); a user's value is refused
     ("synchronizer.sync_channel", "process_group"): BOTH,
-    ("synchronizer.sync_channel", "files"): SYNCS,
-    ("synchronizer.sync_channel", "object_store"): SYNCS,
+    ("synchronizer.sync_channel", "files"): CHECKPOINT_SYNC,
+    ("synchronizer.sync_channel", "object_store"): MEMORY_SYNC,
     # a colocated engine maps the trainer's device buffers: CUDA or torch_npu IPC, which no CPU has; the routing by
     # device and the loads around it run with the mapping stood in for
     ("synchronizer.sync_channel", "device_ipc"): "tests/runtime/rollout/test_vllm_engine.py::"
@@ -189,7 +190,7 @@ RUNS = {
     ("algorithm.advantage_fn", "none"): BOTH,
     ("algorithm.kl_penalty_fn", "none"): BOTH,
     ("algorithm.kl_loss_fn", "none"): BOTH,
-    ("algorithm.kl_loss_fn", "low_var_kl"): SYNCS,
+    ("algorithm.kl_loss_fn", "low_var_kl"): CHECKPOINT_SYNC,
     **{("algorithm.kl_loss_fn", kind): EVERY for kind in ("k1", "k2", "k3", "abs", "mse")},
     ("algorithm.entropy_loss_fn", "default"): BOTH,
     ("algorithm.entropy_loss_fn", "none"): BOTH,

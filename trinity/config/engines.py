@@ -43,9 +43,6 @@ class EngineEntry:
     lora_ranks: tuple[int, ...] = ()
     # The lora_dtype values it keeps adapters in; empty: any
     lora_dtypes: tuple[str, ...] = ()
-    # A dead or hung engine of this type is replaced mid-stage (runtime/driver/replace.py); False: its death ends the
-    # run (vLLM's: an engine spanning devices and nodes, its worker processes, are not restarted yet)
-    restarts: bool = False
     # "module:function" that `trinity run` calls before Ray starts: (stage configs running this engine, resolved)
     # -> issues; None: preflight checks only that `needs` is importable.
     preflight: str | None = None
@@ -87,7 +84,6 @@ _ENTRIES = (
         engine_args=False,
         verl_name="hf",
         lora_args=("lora_dtype",),
-        restarts=True,
     ),
 )
 ENGINES: dict[str, EngineEntry] = {e.name: e for e in _ENTRIES}

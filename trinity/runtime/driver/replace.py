@@ -6,14 +6,16 @@ on). The loop (loops/both.py) settles the jobs in flight, has the roles replaced
 and runs the failed jobs again. Each restart is asked of the run's budget (restarts.py) and recorded: a metrics line
 (role "restart"), a text event in the monitor, a progress line and the stage's summary.
 
-Not replaced (the failure ends the run, as before): an engine type whose entry says so (vLLM's: config/engines.py),
-an auxiliary model's engine, engines sharing the trainer's devices (colocate), a stage its launch did not give a way
-to start actors (in-process tests), and a failure whose cause is no such death.
+Not replaced (the failure ends the run, as before): an engine spanning several nodes (one actor per node, started
+together: launch/plan.py engine_parts), an auxiliary model's engine, engines sharing the trainer's devices (colocate),
+a stage its launch did not give a way to start actors (in-process tests), and a failure whose cause is no such death.
+A vLLM engine's own processes (its EngineCore, its workers) are in its actor's process group, which the raylet sends
+SIGTERM when the actor dies (they were gone 2 s after a SIGKILL here): the new engine starts on devices they left.
 """
 
 from typing import TYPE_CHECKING, Any
 
-from ...config.engines import engine
+from ...launch.plan import engine_parts
 from ...launch.roles import EXPLORER, ROLLOUT
 from .blame import LOST_PEER, Failure
 from .health import EngineHealth
@@ -32,9 +34,9 @@ def refusal(stage: "Stage") -> str | None:
         return "its launch starts no replacement"
     if stage.mode.shares_devices:
         return f"mode {stage.config.mode}: the engines share the trainer's devices"
-    kind = stage.config.explorer.rollout_model.engine_type
-    if stage.engines and not engine(kind).restarts:
-        return f"engine_type {kind} is not restarted"
+    parts, _ = engine_parts(stage.config.explorer.rollout_model, stage.config.cluster.gpu_per_node, colocate=False)
+    if stage.engines and parts > 1:
+        return f"an engine spans {parts} nodes, whose parts start together (not one part anew)"
     return None
 
 

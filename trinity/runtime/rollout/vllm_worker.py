@@ -56,9 +56,11 @@ class WeightSyncWorker:
     def trinity_join(
         self, backend: str, host: str, port: int, first_rank: int, world_size: int, timeout_s: float, group_name: str
     ) -> int:
-        """Join the weight-sync group named `group_name` (synchronizer.group_name); returns the rank taken."""
+        """Join the weight-sync group named `group_name` (synchronizer.group_name), leaving one it held (the group is
+        formed anew after an engine was replaced); returns the rank taken."""
         from ..sync import group
 
+        self.trinity_leave()
         rank = self.trinity_sync_rank(first_rank)
         self.trinity_group = group.join(backend, host, port, rank, world_size, timeout_s, group_name)
         return rank
