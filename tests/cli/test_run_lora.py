@@ -121,9 +121,11 @@ def test_merged_sync_hands_the_engines_full_weights_and_bench_evaluates_the_merg
 @pytest.mark.timeout(1200)  # two vLLM starts: the engine's and its replacement's
 @pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason=NO_VLLM)  # looked up: importing it here would
 def test_a_lora_run_on_the_real_vllm_applies_each_synced_adapter_also_on_an_engine_replaced_mid_run(run_env, tmp_path):
-    """The vLLM engine is killed (SIGKILL) mid-run (issue 49): a new one starts on its bundle with the base model,
-    joins the weight-sync group formed anew, takes the current adapter, and the failed explore step runs again on it;
-    every step is explored and trained once, each on the adapter version it would have had."""
+    """vLLM's engine core (the process vLLM runs the model in, under the engine's actor) is killed (SIGKILL) mid-run
+    (issue 49): the actor, left with a dead engine, ends its process (rollout/vllm_core_watch.py), and a new engine
+    starts on its bundle with the base model, joins the weight-sync group formed anew, takes the current adapter, and
+    the failed explore step runs again on it; every step is explored and trained once, each on the adapter version it
+    would have had. (A kill of the actor itself is the transformers engine's test_run_replacements.py case.)"""
     proc = started(
         run_env,
         tmp_path,
@@ -133,7 +135,7 @@ def test_a_lora_run_on_the_real_vllm_applies_each_synced_adapter_also_on_an_engi
         "buffer.total_steps=4",
         "trainer.save_interval=4",
     )
-    signalled_at(proc, run_env, tmp_path, "rollout.engine0", 1, 0.5, actor_class="VllmEngine")
+    signalled_at(proc, run_env, tmp_path, "rollout.engine0", 1, 0.5, actor_class="VllmEngine", child="VLLM::EngineCor")
     _, [restart] = finished(proc, tmp_path / RUN, ["rollout.engine0"], 4)
     assert restart["sync"].endswith("synced to the new engine over the weight-sync group formed anew"), restart
     run = tmp_path / RUN

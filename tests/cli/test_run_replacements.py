@@ -50,11 +50,13 @@ def signalled_at(
     sig=signal.SIGKILL,
     of: int = 0,
     actor_class: str | None = None,
+    child: str | None = None,
 ):
     """Send `sig` to the run's `role` actor (of class `actor_class`, by default CLASSES'; where the run has several of
-    its class, the `of`-th process, oldest first) `into` (a fraction) of a train step's time after its `trained`-th
-    train step's line (a step's time: the shortest gap between trainer lines so far, 0 after the first: a fixed delay
-    would outlast the run on a fast machine); returns when (epoch)."""
+    its class, the `of`-th process, oldest first; or to its child process named `child`, as /proc's comm says) `into`
+    (a fraction) of a train step's time after its `trained`-th train step's line (a step's time: the shortest gap
+    between trainer lines so far, 0 after the first: a fixed delay would outlast the run on a fast machine); returns
+    when (epoch)."""
     run = cwd / RUN
     deadline = time.monotonic() + 600
     while not ((run / "metrics.jsonl").exists() and len(lines(run, "trainer")) >= trained):
@@ -64,8 +66,22 @@ def signalled_at(
     step_s = min((b - a for a, b in zip(at, at[1:])), default=0.0)  # the fastest: a gap may hold a restart
     time.sleep(max(0.0, at[-1] + into * step_s - time.time()))  # in the next step: explore, train or sync
     assert proc.poll() is None, f"the run ended before {role} was signalled: {proc.stderr.read()[-3000:]}"
-    os.kill(role_pids(actor_class or CLASSES[role], Path(env["TRINITY_CHECKPOINT_ROOT_DIR"]))[of], sig)
+    pid = role_pids(actor_class or CLASSES[role], Path(env["TRINITY_CHECKPOINT_ROOT_DIR"]))[of]
+    os.kill(child_named(pid, child) if child else pid, sig)
     return time.time()
+
+
+def child_named(parent: int, comm: str) -> int:
+    """The child process of `parent` whose name (/proc's comm) is `comm`."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        name, ppid = stat[stat.index("(") + 1 : stat.rindex(")")], int(stat[stat.rindex(")") + 2 :].split()[1])
+        if ppid == parent and name == comm:
+            return int(pid)
+    raise AssertionError(f"no child {comm!r} of process {parent}")
 
 
 def finished(proc: subprocess.Popen, run: Path, roles: list[str], steps: int) -> tuple[str, list[dict]]:

@@ -127,7 +127,7 @@ def test_a_killed_trainer_rank_or_buffer_restarts_its_stage_from_the_last_checkp
 def test_every_kind_of_restart_draws_on_one_budget_and_a_spent_one_ends_the_run_with_the_cause(run_env, tmp_path):
     """max_restarts 1: a trainer rank's death restarts the stage; the engine's death after it finds the budget spent
     (the replacement's refusal, driver/replace.py; the stage restart's own is tests/runtime/driver/
-    test_stage_restart.py's) and ends the run naming the engine, the budget's words on the line after."""
+    test_stage_restart.py's) and ends the run naming the engine first, the budget's words in a progress line."""
     proc = started(run_env, tmp_path, "fault_tolerance.max_restarts=1", "buffer.total_steps=200")
     reached(proc, tmp_path, 1)
     kill(run_env, "trainer_node0.rank0")

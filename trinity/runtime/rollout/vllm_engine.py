@@ -24,7 +24,7 @@ from typing import Any
 
 from ...config.schema import RunConfig
 from ..weights import lora
-from . import vllm_parts
+from . import vllm_core_watch, vllm_parts
 from .base import WEIGHTS, RolloutEngine, WeightSpec
 from .samples import Sample, Sampling
 from .vllm_args import ENGINE_ENV, Topology, engine_env, engine_kwargs, sleep_mode, topology
@@ -98,6 +98,8 @@ class VllmEngine(RolloutEngine):
             )
             kwargs = engine_kwargs(self.config, base, topo, address)
             self.workers = await asyncio.to_thread(self._start_workers, kwargs)
+        if self.llm is not None:
+            self._core_watch = asyncio.create_task(vllm_core_watch.watch(self))  # held: the loop keeps weak refs
         if (
             self.llm is not None and self.adapter is not None
         ):  # loaded now: an adapter that fails at generate kills vLLM

@@ -1,0 +1,26 @@
+"""A vLLM engine whose engine core died ends its own actor's process.
+
+vLLM runs its scheduler and model in a process of its own (EngineCore, with a TP engine's workers under it). When that
+process dies (an OOM kill, a device fault, a crash) while the engine's actor lives, the actor still answers: health
+checks (driver/health.py ask its weight version) pass, a weight sync waits on the dead workers up to
+synchronizer.sync_timeout, and the run hangs. vLLM marks its client dead as soon as it sees the core process end
+(AsyncLLM.errored), so the actor watches that mark and, once it is set, writes why into its log and exits: a dead
+actor is what the driver replaces (driver/replace.py) or names as the failure's cause.
+"""
+
+import asyncio
+import os
+from typing import Any
+
+WATCH_S = 0.5  # how often the mark is read: the driver learns of the death about this long after vLLM does
+
+
+async def watch(engine: Any) -> None:
+    """Exit this process once `engine.llm` (vLLM's AsyncLLM) says its core died; return when the engine closes it."""
+    while (llm := engine.llm) is not None and not llm.errored:
+        await asyncio.sleep(WATCH_S)
+    if llm is not None and engine.llm is llm:  # died under us, not closed by close()
+        engine.log.error("vLLM's engine core of %s died (see vLLM's lines above): this process exits", engine.name)
+        for handler in engine.log.handlers:
+            handler.flush()
+        os._exit(1)
