@@ -5,7 +5,8 @@ process dies (an OOM kill, a device fault, a crash) while the engine's actor liv
 checks (driver/health.py ask its weight version) pass, a weight sync waits on the dead workers up to
 synchronizer.sync_timeout, and the run hangs. vLLM marks its client dead as soon as it sees the core process end
 (AsyncLLM.errored), so the actor watches that mark and, once it is set, writes why into its log and exits: a dead
-actor is what the driver replaces (driver/replace.py) or names as the failure's cause.
+actor is what the driver replaces (driver/replace.py) or names as the failure's cause. A watch reads whatever
+AsyncLLM the engine holds at each read, so it goes on across a kept engine's next stage.
 """
 
 import asyncio
@@ -19,7 +20,7 @@ async def watch(engine: Any) -> None:
     """Exit this process once `engine.llm` (vLLM's AsyncLLM) says its core died; return when the engine closes it."""
     while (llm := engine.llm) is not None and not llm.errored:
         await asyncio.sleep(WATCH_S)
-    if llm is not None and engine.llm is llm:  # died under us, not closed by close()
+    if llm is not None:  # died under it (close() drops it before the next read)
         engine.log.error("vLLM's engine core of %s died (see vLLM's lines above): this process exits", engine.name)
         for handler in engine.log.handlers:
             handler.flush()
