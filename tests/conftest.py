@@ -42,6 +42,11 @@ for _file in ("main/train.jsonl", "main/test.jsonl", "socratic/train.jsonl", "so
 (_GSM8K / "refs").mkdir()
 (_GSM8K / "refs" / "main").write_text("0" * 40)
 
+# trinity's cache (paths.cache_dir: verl's remembered acceptances, runtime/verl/accepted.py): one folder for the
+# session, shared by every `trinity run` it starts, never the user's own; a test of a first check: `cold_verl_cache`.
+TRINITY_CACHE = tempfile.mkdtemp(prefix="trinity-cache")
+os.environ["TRINITY_CACHE_DIR"] = TRINITY_CACHE
+
 # Property tests: 150 examples each; scripts/mutation.sh runs every surviving mutant against them, so it asks for fewer.
 settings.register_profile("trinity", max_examples=150, deadline=None)
 settings.register_profile("mutation", max_examples=25, deadline=None)
@@ -83,6 +88,7 @@ def pytest_configure(config):
 
 def pytest_unconfigure(config):
     shutil.rmtree(HF_HOME, ignore_errors=True)
+    shutil.rmtree(TRINITY_CACHE, ignore_errors=True)
     if _RAY_TMPDIR not in config.stash:
         return
     previous, ours = config.stash[_RAY_TMPDIR]
@@ -164,6 +170,14 @@ def cli(capsys, monkeypatch, tmp_path):
         return Result(code, captured.out, captured.err)
 
     return run
+
+
+@pytest.fixture
+def cold_verl_cache(monkeypatch, tmp_path):
+    """A cache that remembers no acceptance of verl's: this test's checks start verl's child."""
+    folder = tmp_path / "cold-cache"
+    monkeypatch.setenv("TRINITY_CACHE_DIR", str(folder))
+    return folder
 
 
 @pytest.fixture

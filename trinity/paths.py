@@ -33,3 +33,15 @@ def profile_dirs(extra: tuple[str, ...] = ()) -> tuple[Path, ...]:
     """Profile folders, highest priority first: --profile-dir flags, $TRINITY_PROFILE_PATH, built-in."""
     from_env = [p for p in os.environ.get(PROFILE_PATH_ENV, "").split(os.pathsep) if p]
     return tuple(Path(p).expanduser() for p in (*extra, *from_env)) + (data_dir("profiles"),)
+
+
+CACHE_ENV = "TRINITY_CACHE_DIR"
+
+
+def cache_dir() -> Path:
+    """What trinity keeps between runs and may lose (a deleted folder costs only time): $TRINITY_CACHE_DIR, else
+    $XDG_CACHE_HOME/trinity, else ~/.cache/trinity."""
+    explicit = os.environ.get(CACHE_ENV)
+    if explicit:
+        return Path(os.path.expanduser(explicit))
+    return Path(os.path.expanduser(os.environ.get("XDG_CACHE_HOME") or "~/.cache")) / "trinity"  # no home: as written

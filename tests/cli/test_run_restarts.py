@@ -1,8 +1,9 @@
 """The trainer resumes itself (issue 49, parts 2 and 4): `kill -9` of a trainer rank or the buffer at a drawn step of
 a real `trinity run` restarts the stage from its last complete checkpoint by itself, and the run finishes as an
 uninterrupted one does; the restart is in metrics.jsonl, on stderr and in the summary. One budget serves every kind
-of restart (the stage's and an engine's replacement); a spent one ends the run with the cause and says so; SIGTERM
-after a restart still exits 143 and leaves no process of the run's Ray.
+of restart (the stage's and an engine's replacement); a spent one ends the run with the cause and says so; an engine
+not replaced in place (colocate) restarts its stage; SIGTERM after a restart still exits 143 and leaves no process of
+the run's Ray.
 
 The kill lands after a step drawn per role (seeded: TRINITY_RESTART_SEED=n tries others). TRINITY_RESTART_FULL=1 runs
 the whole demo (SFT, then GRPO with trainer.save_interval=20, the kill in GRPO) where held-out accuracy means
@@ -127,7 +128,7 @@ def test_a_killed_trainer_rank_or_buffer_restarts_its_stage_from_the_last_checkp
 def test_every_kind_of_restart_draws_on_one_budget_and_a_spent_one_ends_the_run_with_the_cause(run_env, tmp_path):
     """max_restarts 1: a trainer rank's death restarts the stage; the engine's death after it finds the budget spent
     (the replacement's refusal, driver/replace.py; the stage restart's own is tests/runtime/driver/
-    test_stage_restart.py's) and ends the run naming the engine first, the budget's words in a progress line."""
+    test_stage_restart.py's) and ends the run naming the engine first, the budget's words under it and in its record."""
     proc = started(run_env, tmp_path, "fault_tolerance.max_restarts=1", "buffer.total_steps=200")
     reached(proc, tmp_path, 1)
     kill(run_env, "trainer_node0.rank0")
@@ -139,21 +140,29 @@ def test_every_kind_of_restart_draws_on_one_budget_and_a_spent_one_ends_the_run_
     assert proc.returncode == 1 and time.time() - killed < 30, err[-3000:]
     first = err[err.index("trinity run: ") :].removeprefix("trinity run: ").splitlines()[0]
     assert first.startswith("rollout.engine0 died: killed by SIGKILL"), err[-3000:]
-    assert "rollout.engine0 not restarted: 1 restarts within fault_tolerance.restart_window_s=3600 s already" in err
+    spent = "the restart budget is spent (1 restarts within fault_tolerance.restart_window_s=3600 s already)"
+    assert err[err.index("trinity run: ") :].splitlines()[1] == f"not restarted: {spent}", err[-3000:]
     run = tmp_path / RUN
     assert [r["cause_role"] for r in lines(run, "restart")] == ["trainer_node0.rank0"]
-    assert [f["cause_role"] for f in lines(run, "failure")] == ["rollout.engine0"]
+    assert [(f["cause_role"], f["not_restarted"]) for f in lines(run, "failure")] == [("rollout.engine0", spent)]
     assert_nothing_half_written(run)
 
 
-def test_sigterm_after_a_restart_exits_143_and_leaves_nothing_running(run_env, tmp_path):
-    proc = started(run_env, tmp_path, "buffer.total_steps=200")
-    reached(proc, tmp_path, 1)
-    kill(run_env, "buffer")
+def test_an_engine_sharing_the_trainers_devices_restarts_its_stage_and_sigterm_after_it_exits_143_cleanly(
+    run_env, tmp_path
+):
+    """mode colocate: a dead engine is not replaced in place (it shares the trainer's devices), so the stage restarts
+    from its last checkpoint and trains on; SIGTERM after that restart still ends the run 143, nothing left running."""
+    proc = started(run_env, tmp_path, "mode=colocate", "buffer.total_steps=200")
+    reached(proc, tmp_path, 3)
+    kill(run_env, "rollout.engine0", role_pid("TransformersEngine", Path(run_env["TRINITY_CHECKPOINT_ROOT_DIR"])))
     reached(proc, tmp_path, 1, restarts=1)  # the restarted stage trains
     proc.send_signal(signal.SIGTERM)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 143, err[-3000:]
+    (restart,) = lines(tmp_path / RUN, "restart")
+    assert restart["cause"].startswith("rollout.engine0 died: killed by SIGKILL") and restart["from_checkpoint"]
+    assert f"restarting stage run from checkpoint {restart['from_checkpoint']} after rollout.engine0 died" in err
     assert_nothing_half_written(tmp_path / RUN)
     time.sleep(3)  # Ray's processes end a moment after the driver
     mine = f"TRINITY_CHECKPOINT_ROOT_DIR={run_env['TRINITY_CHECKPOINT_ROOT_DIR']}\0".encode()

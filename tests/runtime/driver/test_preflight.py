@@ -19,6 +19,8 @@ from trinity.config.resolve import resolve  # noqa: E402
 from trinity.errors import ConfigError  # noqa: E402
 from trinity.runtime.driver import preflight  # noqa: E402
 
+REFUSED = ("+trainer.trainer_config.actor.clip_ratio_cc=2.0",)  # a key verl's actor dataclass does not take
+
 
 def passes_the_drivers_checks(resolved) -> None:
     """The model-folder checks run in the driver, before verl's child starts; that child is not waited for here."""
@@ -255,14 +257,14 @@ def test_flash_attention_with_flash_attn_installed_passes(local_gsm8k, demo_asse
     assert attention_issues("trainer.attn_implementation=flash_attention_2") == []
 
 
-def test_the_driver_keeps_no_verl_or_torch_after_checking_the_trainer_config(demo_assets):
+def test_the_driver_keeps_no_verl_or_torch_after_checking_the_trainer_config(demo_assets, cold_verl_cache):
     """verl's check runs in a child process: the driver lives as long as the run."""
     code = (
         "import sys; from trinity.config.compose import Request; from trinity.config.resolve import resolve; "
         "from trinity.runtime.driver import preflight; preflight.check(resolve(Request(None, ('hardware=cpu',)))); "
         "print([m for m in ('torch', 'verl', 'transformers') if m in sys.modules])"
     )
-    env = {**os.environ, "TRINITY_DEMO_DIR": str(demo_assets)}
+    env = {**os.environ, "TRINITY_DEMO_DIR": str(demo_assets)}  # a cold cache: verl's child answers
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert (proc.returncode, proc.stdout.strip()) == (0, "[]"), proc.stderr[-2000:]
 
@@ -296,10 +298,14 @@ def test_a_check_that_crashes_is_one_line_with_the_childs_traceback_behind_it(de
     assert "\n" not in str(err.value) and "Traceback" in str(err.value.__cause__)
 
 
-def test_the_check_imports_the_drivers_own_trinity_not_one_in_the_working_directory(demo_assets, monkeypatch, tmp_path):
-    """A Trinity-RFT checkout is a folder with a `trinity` package of its own."""
-    (tmp_path / "trinity").mkdir()
-    (tmp_path / "trinity" / "__init__.py").write_text("raise ImportError('the wrong trinity')\n")
+def test_the_check_imports_the_drivers_own_trinity_not_one_in_the_working_directory(
+    demo_assets, monkeypatch, tmp_path, cold_verl_cache
+):
+    """A Trinity-RFT checkout is a folder with a `trinity` package of its own (a `verl` folder beside it: not
+    imported either)."""
+    for package in ("trinity", "verl"):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text(f"raise ImportError('the wrong {package}')\n")
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ConfigError) as err:
@@ -321,7 +327,7 @@ def test_verls_refusal_of_the_critics_section_crosses_from_the_child(demo_assets
     assert [i.key for i in err.value.issues] == ["trainer.trainer_config.critic"]
 
 
-def test_a_check_cancelled_before_its_answer_leaves_no_process_and_no_file(demo_assets, monkeypatch):
+def test_a_check_cancelled_before_its_answer_leaves_no_process_and_no_file(demo_assets, monkeypatch, cold_verl_cache):
     """`trinity run` cancels verl's check when the run ends first (a cluster it cannot reach, Ctrl-C)."""
     monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
     with preflight.start(resolve(Request(None, ("hardware=cpu",)))) as check:  # as `trinity run` holds it
@@ -329,7 +335,7 @@ def test_a_check_cancelled_before_its_answer_leaves_no_process_and_no_file(demo_
     assert check.proc.returncode is not None and not check.folder.exists()
 
 
-def test_verl_is_imported_before_the_stages_are_given(demo_assets, monkeypatch, tmp_path):
+def test_verl_is_imported_before_the_stages_are_given(demo_assets, monkeypatch, tmp_path, cold_verl_cache):
     """`trinity run` starts verl's check before it builds the demo's assets and runs its own checks: the child's
     import (seconds) happens meanwhile. A planted `verl` marks its import; nobody has asked the check anything yet."""
     marker = tmp_path / "imported"
@@ -345,7 +351,7 @@ def test_verl_is_imported_before_the_stages_are_given(demo_assets, monkeypatch, 
     assert check.proc.returncode is not None and not check.folder.exists()
 
 
-def test_a_run_that_trains_nothing_starts_no_check():
+def test_a_run_that_trains_nothing_starts_no_check(cold_verl_cache):
     check = preflight.early(resolve(Request(REFERENCE, ("hardware=a100", "mode=bench"))))
     assert check.proc is None
     check.wait()  # nothing to answer
@@ -353,7 +359,7 @@ def test_a_run_that_trains_nothing_starts_no_check():
         assert training.proc is not None
 
 
-def test_a_wandb_monitor_without_wandb_is_refused_before_ray(demo_assets, monkeypatch):
+def test_a_wandb_monitor_without_wandb_is_refused_before_ray(demo_assets, monkeypatch, cold_verl_cache):
     """The driver writes the metrics: a monitor whose package it cannot import would log nothing there."""
     import importlib.util
 
@@ -373,7 +379,9 @@ def test_a_wandb_monitor_without_wandb_is_refused_before_ray(demo_assets, monkey
         assert check.proc is not None  # installed: the driver's checks pass and verl's starts
 
 
-def test_stages_of_any_size_are_given_while_verl_is_still_importing(demo_assets, monkeypatch, tmp_path):
+def test_stages_of_any_size_are_given_while_verl_is_still_importing(
+    demo_assets, monkeypatch, tmp_path, cold_verl_cache
+):
     """The driver gives the stages and starts Ray while the child imports verl: giving them never waits for the
     import, however many stages (a pipe would hold 64 KiB of them). A planted `verl` that never finishes importing."""
     plant_verl(tmp_path, monkeypatch, demo_assets, "import time\ntime.sleep(600)\n")
@@ -417,3 +425,35 @@ def test_an_external_models_bench_run_needs_no_engine_package_and_no_model_folde
     found = [i.render() for i in err.value.issues]
     assert any("'qwen3-max' is not a model folder" in i for i in found), found
     assert any("engine type 'transformers' needs the no_such_engine_package package" in i for i in found), found
+
+
+def test_an_acceptance_is_remembered_and_a_refusal_asked_again(demo_assets, monkeypatch, cold_verl_cache):
+    """The same stages checked again start no child (runtime/verl/accepted.py); a refused config starts one each
+    time, and stages that differ from those `early` expected start one when asked."""
+    monkeypatch.setenv("TRINITY_DEMO_DIR", str(demo_assets))
+    accepted, refused = (resolve(Request(None, ("hardware=cpu", *extra))) for extra in ((), REFUSED))
+    first = preflight.start(accepted)
+    assert first.proc is not None
+    first.wait()
+    assert len(list((cold_verl_cache / "verl-accepted").iterdir())) == 1
+    with preflight.early(accepted) as again:
+        assert again.proc is None
+        again.ask(preflight.training_stages(accepted))
+        assert again.proc is None
+        again.wait()
+    for _ in range(2):
+        with pytest.raises(ConfigError, match="clip_ratio_cc"):
+            preflight.start(refused).wait()
+    assert len(list((cold_verl_cache / "verl-accepted").iterdir())) == 1
+    with preflight.early(accepted) as changed:  # expected as accepted, then asked of stages verl has not seen
+        changed.ask(preflight.training_stages(refused))
+        assert changed.proc is not None
+        with pytest.raises(ConfigError, match="clip_ratio_cc"):
+            changed.wait()
+    with preflight.early(refused) as known:  # expected as refused (a child starts), then asked of accepted ones
+        child, folder = known.proc, known.folder
+        known.ask(preflight.training_stages(accepted))
+        assert known.proc is None and child.poll() is not None and not folder.exists()  # stopped, its files gone
+        known.wait()
+    with preflight.early(accepted) as unasked, pytest.raises(RuntimeError, match="never given the stages"):
+        unasked.wait()

@@ -63,3 +63,12 @@ def test_recent_counts_the_restarts_within_the_window_and_the_run_config_makes_t
     section = FaultToleranceConfig(max_restarts=5, restart_window_s=10.0)
     made = restart_budget(SimpleNamespace(fault_tolerance=section))  # a RunConfig's section
     assert (made.most, made.window_s, made.restarts) == (5, 10.0, [])
+
+
+def test_restarts_taken_back_no_longer_count():
+    """A replacement that did not happen gives its restarts back (loops/both.py): the stage's restart asks anew."""
+    budget = RestartBudget(2, 3600.0)
+    first, second = budget.grant("rollout.engine0", "died", 3), budget.grant("rollout.engine1", "died", 3)
+    budget.take_back([second])
+    assert budget.restarts == [first] and budget.recent() == 1
+    assert budget.grant("buffer", "died", 4) is not None

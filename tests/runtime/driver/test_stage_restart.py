@@ -1,7 +1,8 @@
 """Which failures restart a stage from its last checkpoint (a trainer rank's or the buffer's crash, a device or a
-collective failing under them) and which end the run at once (an error of their own code that would recur, another
-role's failure), and how a restart is recorded and refused once the budget is spent: on failures made by hand.
-tests/cli/test_run_restarts.py kills the roles of a real run."""
+collective failing under them, an engine or the explorer dead where it is not replaced in place) and which end the run
+at once (an error of their own code that would recur, a failure that is no role's), and how a restart is recorded and
+refused once the budget is spent: on failures made by hand. tests/cli/test_run_restarts.py kills the roles of a real
+run."""
 
 import json
 
@@ -19,6 +20,7 @@ ROLES = {
     "buffer": "buffer",
     "explorer": "explorer",
     "rollout.engine0": "rollout",
+    "judge.engine0": "auxiliary",
 }
 RANK_KILLED = Failure("trainer_node0.rank1", True, "killed by SIGKILL (not by the kernel's OOM killer)", at=1.0)
 
@@ -69,17 +71,25 @@ def test_an_error_of_the_roles_own_ends_the_run_and_says_why(cause):
     assert not judged.restart and "not a crash" in judged.why and cause.role in judged.why
 
 
+@pytest.mark.parametrize("role", ["rollout.engine0", "explorer", "judge.engine0"])
+def test_an_engine_or_the_explorer_dead_and_not_replaced_in_place_restarts_a_stage_that_trains(role):
+    """The failure reaches the stage only where replace.py did not replace the role in place (colocate, an engine
+    spanning nodes, an auxiliary model's engine, a replacement that failed); a stage that only explores has no
+    checkpoint to go on from."""
+    died = Failure(role, True, "killed by SIGKILL", at=1.0)
+    assert verdict(died, ROLES).restart and not verdict(died, ROLES, trains=False).restart
+    assert verdict(Failure(role, False, "ValueError: a reward raised", at=1.0), ROLES) == Verdict(False)
+
+
 @pytest.mark.parametrize(
     "cause",
     [
-        Failure("rollout.engine0", True, "killed by SIGKILL", at=1.0),  # replaced in place, not by the stage
-        Failure("explorer", True, "killed by SIGKILL", at=1.0),
         Failure(None, False, "RayError: a role actor failed to start", at=1.0),
         None,  # a misplaced actor: no role's failure
     ],
-    ids=["engine", "explorer", "no-role", "misplaced"],
+    ids=["no-role", "misplaced"],
 )
-def test_another_roles_failure_is_not_the_stages_to_restart(cause):
+def test_a_failure_that_is_no_roles_is_not_the_stages_to_restart(cause):
     assert verdict(cause, ROLES) == Verdict(False)  # no note: its own failure, as before
 
 
@@ -138,11 +148,28 @@ def test_no_restarts_allowed_is_the_fail_stop_of_before(tmp_path):
     assert "not_restarted" not in original.record() and not (tmp_path / "metrics.jsonl").read_text()
 
 
+def test_a_failure_that_already_says_why_it_was_not_restarted_spends_nothing(tmp_path):
+    """An engine whose replacement found the budget spent (replace.py grant) is not restarted by the stage either."""
+    stage = restarts(tmp_path, 3)
+    spent = failed(Failure("rollout.engine0", True, "killed by SIGKILL", at=1.0)).refused("the restart budget is spent")
+    assert stage.after(spent, ROLES, 5, None) is spent and stage.budget.restarts == []
+
+
 def test_an_error_that_would_recur_spends_nothing(tmp_path):
     stage = restarts(tmp_path, 3)
     ended = stage.after(failed(Failure("buffer", False, "KeyError: 'reward'", at=1.0)), ROLES, 2, None)
     assert str(ended).splitlines()[1].startswith("not restarted: buffer raised an error of its own (KeyError)")
     assert stage.budget.restarts == [] and stage.count == 0
+
+
+@pytest.mark.parametrize(("mode", "trains"), [("both", True), ("colocate", True), ("train", True), ("explore", False)])
+def test_a_stages_restarts_know_whether_its_mode_trains(tmp_path, mode, trains):
+    from trinity.config.compose import Request
+    from trinity.config.resolve import resolve
+
+    config = resolve(Request(None, ("hardware=cpu", "~stages", f"mode={mode}"))).config
+    stage = StageRestarts.of(RestartBudget(3, 3600.0), MetricsLog(tmp_path / "metrics.jsonl"), None, config)
+    assert (stage.trains, stage.shown) == (trains, "run")
 
 
 def test_the_runs_budget_comes_from_its_fault_tolerance_section():

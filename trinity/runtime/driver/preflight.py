@@ -32,9 +32,10 @@ from ...utils.imports import import_path
 from ..data.preflight import column_issues
 from ..explorer import external
 from ..records.metrics import PACKAGES
+from ..verl import accepted
 
 ENGINE = ("explorer", "rollout_model", "engine_type")
-CHILD_TIMEOUT_S = 300  # importing verl takes 10 to 15 s on a 2-core machine; a hung one would hold a started Ray
+CHILD_TIMEOUT_S = 300  # importing verl takes 5 to 15 s on a 2-core machine; a hung one would hold a started Ray
 
 
 def check(resolved: ResolvedConfig) -> None:
@@ -63,9 +64,10 @@ def input_issues(resolved: ResolvedConfig) -> list[Issue]:
 
 def early(resolved: ResolvedConfig) -> "VerlCheck":
     """verl's check of `resolved`'s training stages, importing verl from now on (while the demo's assets are built
-    and Ray starts); `start` gives it the stages. A run that trains nothing gets a check that finds nothing."""
-    trains = bool(training_stages(resolved))
-    return VerlCheck(get_platform(resolved.config.hardware.device_type).verl_env() if trains else None)
+    and Ray starts) unless verl accepted them before; `start` gives it the stages. A run that trains nothing gets a
+    check that finds nothing."""
+    stages = training_stages(resolved)
+    return VerlCheck(get_platform(resolved.config.hardware.device_type).verl_env() if stages else None, stages)
 
 
 def start(resolved: ResolvedConfig, verl: "VerlCheck | None" = None) -> "VerlCheck":
@@ -110,15 +112,23 @@ def training_stages(resolved: ResolvedConfig) -> list[RunConfig]:
 class VerlCheck:
     """What verl refuses in the stages' trainer sections, asked of a child process (runtime/verl/refusals.py): the
     driver, which lives as long as the run, keeps no verl and no torch. The child imports verl from construction on,
-    takes the stages in `ask()` and answers in `wait()`; leaving a `with` block, or `cancel()`, stops it."""
+    takes the stages in `ask()` and answers in `wait()`; leaving a `with` block, or `cancel()`, stops it. Stages verl
+    accepted before (runtime/verl/accepted.py) start no child, or stop it when asked."""
 
-    def __init__(self, verl_env: dict[str, str] | None) -> None:
-        """Start the child with `verl_env` (verl reads its platform at import); None: nothing to check."""
+    def __init__(self, verl_env: dict[str, str] | None, expected: list[RunConfig] | None = None) -> None:
+        """Start the child with `verl_env` (verl reads its platform at import), unless verl accepted the `expected`
+        stages before (runtime/verl/accepted.py); None: nothing to check."""
         self.proc: subprocess.Popen | None = None
         self.folder: Path | None = None
         self.asked = False
-        if verl_env is None:
+        self.verl_env = verl_env
+        self.key: str | None = None  # what ask() was given, named; known before: no child
+        if verl_env is None or (expected is not None and accepted.known(accepted.key(expected, verl_env))):
             return
+        self._start()
+
+    def _start(self) -> None:
+        assert self.verl_env is not None
         self.folder = Path(tempfile.mkdtemp(prefix="trinity-preflight-"))
         try:
             with (self.folder / "stderr").open("wb") as stderr:  # a file: a pipe nobody reads could fill and stall it
@@ -127,7 +137,7 @@ class VerlCheck:
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL,
                     stderr=stderr,
-                    env={**os.environ, **verl_env},
+                    env={**os.environ, **self.verl_env},
                 )
         except BaseException:
             self.cancel()
@@ -143,19 +153,30 @@ class VerlCheck:
         """Give the child the stages to check (none: it finds nothing): written to its folder, then its stdin closed.
         Not through the pipe, which holds 64 KiB: a run of many stages would wait there for verl's import."""
         self.asked = True
-        if self.proc is None or self.proc.stdin is None or self.folder is None:
+        if self.verl_env is None:
             return
+        self.key = accepted.key(stages, self.verl_env)
+        if accepted.known(self.key):  # verl accepted these before: nothing to ask, wait() finds nothing
+            self.cancel()
+            self.proc = self.folder = None
+            return
+        if self.proc is None:  # the stages differ from those expected, which verl had accepted
+            self._start()
+        assert self.proc is not None and self.proc.stdin is not None and self.folder is not None
         (self.folder / "stages.pickle").write_bytes(pickle.dumps(stages))
         self.proc.stdin.close()  # nothing buffered to flush: a child that died already is wait()'s to report
 
     def wait(self) -> None:
-        """Raise one ConfigError listing what verl refused; a child that failed is a RuntimeError of one line."""
+        """Raise one ConfigError listing what verl refused (an acceptance is remembered: accepted.py); a child that
+        failed is a RuntimeError of one line."""
         try:
             issues = self._issues()
         finally:
             self.cancel()
         if issues:
             raise ConfigError(issues)
+        if self.key is not None:
+            accepted.remember(self.key)
 
     def cancel(self) -> None:
         """Stop the child if it still runs and remove its files (wait() does this; so does a run that ends first)."""
@@ -168,10 +189,12 @@ class VerlCheck:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def _issues(self) -> list[Issue]:
-        if self.proc is None or self.folder is None:
+        if self.verl_env is None:
             return []
         if not self.asked:
             raise RuntimeError("verl's check was never given the stages to check")
+        if self.proc is None or self.folder is None:  # verl accepted the stages asked before
+            return []
         try:
             code = self.proc.wait(timeout=CHILD_TIMEOUT_S)
         except subprocess.TimeoutExpired:

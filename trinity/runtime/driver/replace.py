@@ -6,9 +6,10 @@ on). The loop (loops/both.py) settles the jobs in flight, has the roles replaced
 and runs the failed jobs again. Each restart is asked of the run's budget (restarts.py) and recorded: a metrics line
 (role "restart"), a text event in the monitor, a progress line and the stage's summary.
 
-Not replaced (the failure ends the run, as before): an engine spanning several nodes (one actor per node, started
-together: launch/plan.py engine_parts), an auxiliary model's engine, engines sharing the trainer's devices (colocate),
-a stage its launch did not give a way to start actors (in-process tests), and a failure whose cause is no such death.
+Not replaced in place (their death restarts a stage that trains from its last checkpoint: stage_restart.py; else it
+ends the run): an engine spanning several nodes (one actor per node, started together: launch/plan.py engine_parts),
+an auxiliary model's engine, engines sharing the trainer's devices (colocate), a stage its launch did not give a way
+to start actors (in-process tests), and a failure whose cause is no such death.
 A vLLM engine's own processes (its EngineCore, its workers) are in its actor's process group, which the raylet sends
 SIGTERM when the actor dies (they were gone 2 s after a SIGKILL here): the new engine starts on devices they left.
 """
@@ -16,7 +17,7 @@ SIGTERM when the actor dies (they were gone 2 s after a SIGKILL here): the new e
 from typing import TYPE_CHECKING, Any
 
 from ...launch.plan import engine_parts
-from ...launch.roles import EXPLORER, ROLLOUT
+from ...launch.roles import AUXILIARY, EXPLORER, ROLLOUT
 from .blame import LOST_PEER, Failure
 from .health import EngineHealth
 from .restarts import Restart
@@ -73,14 +74,6 @@ def dead_roles(stage: "Stage", failed: RoleFailed) -> list[str]:
     return dead if all(role_of(stage, name) in REPLACED for name in dead) else []
 
 
-def say_why_not(stage: "Stage", failed: RoleFailed) -> None:
-    """A progress line where the failure is the death of an engine or the explorer that the stage does not replace."""
-    cause = failed.failures[0] if failed.failures else None
-    why = refusal(stage)
-    if cause and cause.died and why and role_of(stage, cause.role) in REPLACED:
-        stage.progress.note(f"{cause.role} not restarted: {why}")
-
-
 def role_of(stage: "Stage", name: str | None) -> str | None:
     """The role (launch/roles.py) of actor `name` of the stage; None for no actor of it."""
     handle = stage.handles.actors.get(name) if name else None
@@ -88,17 +81,28 @@ def role_of(stage: "Stage", name: str | None) -> str | None:
 
 
 def grant(stage: "Stage", names: list[str], failed: RoleFailed, step: int) -> list[Restart]:
-    """A restart of each of `names` from the run's budget; raises `failed` when the budget has none left."""
+    """A restart of each of `names` from the run's budget; where it has none left for one, none is granted and
+    `failed` is raised, saying the budget is spent (as is, where max_restarts 0 asked for the fail-stop)."""
     causes = {f.role: f.headline for f in failed.failures}
     granted = []
     for name in names:
         restart = stage.budget.grant(name, causes.get(name, str(failed).partition("\n")[0]), step)
         if restart is None:
-            if stage.budget.most:  # 0: fail-stop asked for, the failure alone says it
-                stage.progress.note(f"{name} not restarted: {stage.budget.spent()}")
-            raise failed
+            stage.budget.take_back(granted)
+            spent = f"the restart budget is spent ({stage.budget.spent()})"
+            raise failed.refused(spent) if stage.budget.most else failed
         granted.append(restart)
     return granted
+
+
+def say_why_not(stage: "Stage", failed: RoleFailed) -> None:
+    """A progress line where the failure is the death of an engine or the explorer that the stage does not replace
+    in place (the stage may restart from its last checkpoint instead: stage_restart.py)."""
+    cause = failed.failures[0] if failed.failures else None
+    role = role_of(stage, cause.role) if cause and cause.died else None
+    why = "it is an auxiliary model's engine" if role == AUXILIARY else refusal(stage) if role in REPLACED else None
+    if cause and why:
+        stage.progress.note(f"{cause.role} is not replaced in place: {why}")
 
 
 def replace(stage: "Stage", names: list[str], done: int) -> None:

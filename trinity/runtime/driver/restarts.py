@@ -44,6 +44,10 @@ class RestartBudget:
         self.restarts.append(restart)
         return restart
 
+    def take_back(self, granted: list[Restart]) -> None:
+        """Forget restarts granted for a replacement that did not happen (a stage's restart, if any, asks its own)."""
+        self.restarts = [r for r in self.restarts if all(r is not g for g in granted)]
+
     def spent(self) -> str:
         """Why the budget refuses: how many restarts in how long."""
         return f"{self.most} restarts within fault_tolerance.restart_window_s={self.window_s:g} s already"

@@ -162,7 +162,7 @@ def _stage(
     """Run stage `index` from where it stands (done earlier: skipped; begun: from its last complete checkpoint; else
     from `first`), again from its last checkpoint after each failure that restarts it (stage_restart.py). Returns its
     summary, its last checkpoint (the next stage's start) and the next stage's early loads."""
-    restarts, before = StageRestarts(run.budget, run.metrics, name, name or "run"), len(run.budget.restarts)
+    restarts, before = StageRestarts.of(run.budget, run.metrics, name, config), len(run.budget.restarts)
     while True:
         latest = _own_checkpoint(run.run_dir, index, config)
         if latest and latest.stage_done:

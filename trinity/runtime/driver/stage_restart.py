@@ -8,7 +8,10 @@ and an error of theirs that says a device or a collective failed under them (a C
 HCCL error, a lost connection): what a new process on a fresh start may well not meet again. An error a role raised
 of its own (a ValueError of a reward, a TimeoutError of a buffer that waited too long, a device's out-of-memory on the
 same batch sizes, a ConfigError) comes back on the same step: restarting would spend the budget and end the same way,
-so it ends the run at once. The failure of an engine or the explorer is not the stage's to restart.
+so it ends the run at once. A rollout engine, an auxiliary model's engine or the explorer that dies where the stage
+does not replace it in place (replace.py: colocate, an engine spanning nodes, an auxiliary engine, a replacement
+that failed) restarts a stage that trains too; their errors, and their death in a stage that only explores (which
+writes no checkpoint to go on from), end the run as before.
 
 The decision is made on the blame's records (blame.Failure), without Ray, so that it is tested on values made by hand.
 """
@@ -17,14 +20,18 @@ import re
 import sys
 from dataclasses import dataclass
 
-from ...launch.roles import BUFFER, TRAINER
+from ...config import modes
+from ...config.schema import RunConfig
+from ...launch.roles import AUXILIARY, BUFFER, EXPLORER, ROLLOUT, TRAINER
 from ..records.metrics import MetricsLog
 from ..records.progress import restart_line
 from .blame import PEER_LOST, Failure
 from .restarts import RestartBudget
 from .watcher import RoleFailed
 
-RESTARTS_STAGE = (TRAINER, BUFFER)  # the roles whose failure restarts the stage (the others are replaced in place)
+RESTARTS_STAGE = (TRAINER, BUFFER)  # the roles whose crash restarts the stage
+# the roles whose death restarts a stage that trains where it is not replaced in place (replace.py)
+RESTARTS_STAGE_WHEN_DEAD = (ROLLOUT, AUXILIARY, EXPLORER)
 RESTART = "restart"  # the metrics line of a restart
 # what an error says when the device or the collective failed under it, not the role's own code: a fresh process may
 # not meet it again (a device-side assert is left out: a bad index asserts again on the same batch)
@@ -53,10 +60,12 @@ class Verdict:
     why: str = ""
 
 
-def verdict(cause: Failure | None, roles: dict[str, str]) -> Verdict:
+def verdict(cause: Failure | None, roles: dict[str, str], trains: bool = True) -> Verdict:
     """Whether `cause` (the failure blame put first; None: one that is no role's, a misplaced actor) restarts the
-    stage; `roles`: the stage's actor names -> their role (launch/roles.py)."""
+    stage; `roles`: the stage's actor names -> their role (launch/roles.py); `trains`: the stage's mode trains."""
     role = roles.get(cause.role or "") if cause else None
+    if cause is not None and cause.died and role in RESTARTS_STAGE_WHEN_DEAD:
+        return Verdict(trains)
     if cause is None or role not in RESTARTS_STAGE:
         return Verdict(False)
     if cause.died or PEER_LOST.search(cause.how) or DEVICE_FAULT.search(cause.how):
@@ -76,14 +85,22 @@ class StageRestarts:
     metrics: MetricsLog
     stage: str | None  # its name in the records (None: a run of one stage)
     shown: str  # its name as the user reads it
+    trains: bool = True  # the stage's mode trains (writes the checkpoints a restart goes on from)
     count: int = 0  # restarts of this stage granted
+
+    @classmethod
+    def of(cls, budget: RestartBudget, metrics: MetricsLog, name: str | None, config: RunConfig) -> "StageRestarts":
+        """The restarts of stage `name` (None: a run of one stage), which runs `config`."""
+        return cls(budget, metrics, name, name or "run", modes.mode(config.mode).trains)
 
     def after(self, failed: RoleFailed, roles: dict[str, str], step: int, resume: str | None) -> RoleFailed | None:
         """A restart of the stage after `failed` at global step `step`, from checkpoint `resume` (None: the stage's
         start), recorded; None when it restarts, else the failure that ends the run (saying why it was not
         restarted, where the stage's own role failed)."""
+        if failed.not_restarted:  # a replacement the spent budget refused, which says so (replace.py grant)
+            return failed
         cause = failed.failures[0] if failed.failures else None
-        judged = verdict(cause, roles)
+        judged = verdict(cause, roles, self.trains)
         if not judged.restart:
             return failed.refused(judged.why) if judged.why and self.budget.most else failed
         granted = self.budget.grant(cause.role, cause.headline, step)

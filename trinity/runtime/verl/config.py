@@ -39,7 +39,7 @@ def overrides(config: RunConfig, model_path: str, total_steps: int, adapter: str
 
 
 def _settings(
-    config: RunConfig, model_path: str, total_steps: int, adapter: str | None, hf_config: str | None
+    config: RunConfig, model_path: str, total_steps: int, adapter: str | None = None, hf_config: str | None = None
 ) -> dict[str, tuple[Any, str]]:
     """verl key -> (value, the trinity key it comes from); `hf_config`: a folder of the model's config as the run
     changes it (weights/model_config.py), None where it changes nothing."""
@@ -250,7 +250,7 @@ def build_critic(config: RunConfig, model_path: str, total_steps: int, hf_config
 
 
 def _critic_settings(
-    config: RunConfig, model_path: str, total_steps: int, hf_config: str | None
+    config: RunConfig, model_path: str, total_steps: int, hf_config: str | None = None
 ) -> dict[str, tuple[Any, str]]:
     """verl key -> (value, the trinity key it comes from), for the critic: the actor's engine and budgets, verl's
     (and Trinity-RFT's) critic optimizer defaults with the run's total steps."""
@@ -284,6 +284,9 @@ def _critic_settings(
         f"{critic}.optim.total_training_steps": (total_steps, "trainer.total_steps"),
         **_fused_optimizer(trainer, critic),
     }
+
+
+SETTINGS = {build: _settings, build_critic: _critic_settings}  # builder -> what it composes verl's config from
 
 
 def _compose(settings: dict[str, tuple[Any, str]]) -> Any:

@@ -18,6 +18,7 @@ from typing import Any
 from ...config.algorithms.queries import uses_critic
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
+from .config import build, build_critic
 
 WARM = ("verl.utils.config", "verl.workers.config.optimizer", "hydra")  # what `refusals` imports: ~8 s on 2 cores
 INSTALL = "install trinity's extra for this machine: pip install 'trinity[cpu]' (or [gpu], [npu])"
@@ -33,15 +34,22 @@ def refusals(stages: list[RunConfig]) -> list[Issue]:
     # verl warns about every optional engine it lacks (torchtitan, megatron, ...) as build imports it
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UserWarning)
-        from .config import build, build_critic
-
         for config in stages:
-            lora = config.model.lora_configs
-            found = _refused(build, config, str(config.model.model_path), 1, lora[0].path if lora else None)
-            if uses_critic(config.algorithm.advantage_fn):
-                found += _refused(build_critic, config, str(config.model.critic_model_path), 1)
+            found = [issue for builder, args in questions(config) for issue in _refused(builder, *args)]
             issues += [i for i in found if i not in issues]
     return issues
+
+
+def questions(config: RunConfig) -> list[tuple[Callable[..., Any], tuple]]:
+    """What verl is asked of one stage, as (builder, its arguments): the actor's section and, for an algorithm that
+    trains one, the critic's (accepted.py keys verl's answers by them)."""
+    lora = config.model.lora_configs
+    asked: list[tuple[Callable[..., Any], tuple]] = [
+        (build, (config, str(config.model.model_path), 1, lora[0].path if lora else None))
+    ]
+    if uses_critic(config.algorithm.advantage_fn):
+        asked.append((build_critic, (config, str(config.model.critic_model_path), 1)))
+    return asked
 
 
 def _refused(build: Callable[..., Any], *args: Any) -> list[Issue]:

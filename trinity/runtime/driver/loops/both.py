@@ -57,17 +57,22 @@ def _recover(stage: "Stage", scheduler: Scheduler, failed: RoleFailed, health: "
     spent): every job in flight ends first (a step that ended well counts, one that failed runs again: nothing of it
     reached the buffer), then the new actors are set up and, for an engine, given the trainer's current weights."""
     names = replace.dead_roles(stage, failed)
-    if not names:
+    if not names:  # the stage may restart from its last checkpoint instead (stage_restart.py)
         replace.say_why_not(stage, failed)
         raise failed
     started = time.monotonic()
     restarts = replace.grant(stage, names, failed, scheduler.started_explore)
     if health is not None:
         health.pause()  # until the new actors are set up and synced: starting, they may be slow to answer
-    again = _settle(stage, scheduler)
+    try:
+        again = _settle(stage, scheduler)
+    except RoleFailed:  # a train step in flight failed: the run goes on (or ends) with that, nothing replaced
+        stage.budget.take_back(restarts)
+        raise
     try:
         replace.replace(stage, names, min(again, default=scheduler.started_explore + 1) - 1)
-    except Exception as exc:  # noqa: BLE001 (the run ends with the death that needed it; why it failed, on a line)
+    except Exception as exc:  # noqa: BLE001 (the death that needed it stands; why it failed, on a line)
+        stage.budget.take_back(restarts)
         said = str(exc).strip().splitlines()
         stage.progress.note(f"replacing {', '.join(names)} failed: {said[-1] if said else type(exc).__name__}")
         raise failed from None
