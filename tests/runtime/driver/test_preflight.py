@@ -441,15 +441,14 @@ def test_an_acceptance_is_remembered_and_a_refusal_asked_again(demo_assets, monk
         again.ask(preflight.training_stages(accepted))
         assert again.proc is None
         again.wait()
-    for _ in range(2):
-        with pytest.raises(ConfigError, match="clip_ratio_cc"):
-            preflight.start(refused).wait()
-    assert len(list((cold_verl_cache / "verl-accepted").iterdir())) == 1
     with preflight.early(accepted) as changed:  # expected as accepted, then asked of stages verl has not seen
         changed.ask(preflight.training_stages(refused))
         assert changed.proc is not None
         with pytest.raises(ConfigError, match="clip_ratio_cc"):
             changed.wait()
+    assert len(list((cold_verl_cache / "verl-accepted").iterdir())) == 1  # the refusal is not kept: asked again
+    with preflight.start(refused) as again_refused:
+        assert again_refused.proc is not None
     with preflight.early(refused) as known:  # expected as refused (a child starts), then asked of accepted ones
         child, folder = known.proc, known.folder
         known.ask(preflight.training_stages(accepted))
