@@ -14,3 +14,16 @@ def test_the_cache_folder_is_the_named_one_else_the_xdg_one_else_the_homes(monke
     assert cache_dir() == tmp_path / "xdg" / "trinity"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert cache_dir() == Path(tmp_path / "home" / ".cache" / "trinity")
+
+
+def test_without_a_home_the_cache_is_this_users_folder_in_the_temporary_one(monkeypatch):
+    """A container's uid with no home: `~` does not expand, and no folder named `~` appears where the run starts."""
+    import os
+    import tempfile
+
+    from trinity import paths
+
+    monkeypatch.delenv("TRINITY_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(paths.os.path, "expanduser", lambda path: path)
+    assert cache_dir() == Path(tempfile.gettempdir()) / f"trinity-cache-{os.getuid()}"

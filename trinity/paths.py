@@ -1,6 +1,7 @@
 """Where trinity's data lives: in the package of a wheel, or at the top of a checkout."""
 
 import os
+import tempfile
 from functools import cache
 from pathlib import Path
 
@@ -40,8 +41,12 @@ CACHE_ENV = "TRINITY_CACHE_DIR"
 
 def cache_dir() -> Path:
     """What trinity keeps between runs and may lose (a deleted folder costs only time): $TRINITY_CACHE_DIR, else
-    $XDG_CACHE_HOME/trinity, else ~/.cache/trinity."""
+    $XDG_CACHE_HOME/trinity, else ~/.cache/trinity (no home: a folder of this user's in the temporary folder)."""
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(os.path.expanduser(explicit))
-    return Path(os.path.expanduser(os.environ.get("XDG_CACHE_HOME") or "~/.cache")) / "trinity"  # no home: as written
+    base = os.path.expanduser(os.environ.get("XDG_CACHE_HOME") or "~/.cache")
+    if base.startswith("~"):  # no home to expand (a container's uid without one): not a folder named ~ here
+        base = os.path.join(tempfile.gettempdir(), f"trinity-cache-{os.getuid()}")
+        return Path(base)
+    return Path(base) / "trinity"

@@ -64,7 +64,7 @@ def _import_folders() -> list[tuple[str, int]]:
     """The folders the check's child imports from, beside trinity's own, and when each last changed."""
     extra = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     folders = [*extra, *site.getsitepackages(), site.getusersitepackages()]
-    return [(folder, _mtime(folder)) for folder in folders]
+    return [(folder, _entry(folder)) for folder in folders]
 
 
 def _code() -> str:
@@ -92,15 +92,9 @@ def _stamp(value: Any) -> Any:
 
 
 def _entry(path: str) -> tuple[int, int]:
+    """(size, modification time) of a file or folder; (-1, -1) where it cannot be read."""
     try:
         stat = os.stat(path)
     except OSError:
         return -1, -1
     return stat.st_size, stat.st_mtime_ns
-
-
-def _mtime(folder: str) -> int:
-    try:
-        return os.stat(folder).st_mtime_ns
-    except OSError:
-        return -1
