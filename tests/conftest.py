@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from hypothesis import settings
 
+from tests.session_ray import SessionRay, assert_no_role_left
 from trinity.cli.main import main
 
 # Real Ray in tests: no auth token files, no usage reporting.
@@ -57,8 +58,9 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "trinity"))
 # fast tier. The markers themselves are listed, with their meanings, in pyproject.toml.
 TIERS = ("vllm", "train", "ray")
 # Fixtures that start Ray: a test using one (directly or through another fixture) is marked `ray` here, at collection.
-# run_env, shared_run_env: the environment of `trinity run` subprocesses, which start Ray
-RAY_FIXTURES = frozenset({"run_env", "shared_run_env"})
+# run_env, shared_run_env: the environment of `trinity run` subprocesses, which join the session's Ray (session_ray) or
+# start one
+RAY_FIXTURES = frozenset({"run_env", "shared_run_env", "session_ray"})
 _RAY_TMPDIR = pytest.StashKey[tuple]()  # (RAY_TMPDIR before this session, this session's own)
 _RAY_BEFORE = pytest.StashKey[tuple]()  # a test's _ray_state() before its setup
 
@@ -244,36 +246,56 @@ def run_process(*args: str, cwd: Path, env: dict | None = None, timeout: float =
     return Result(proc.returncode, proc.stdout, proc.stderr)
 
 
-def _run_env(demo_assets: Path, folder: Path, ray_tmps: list) -> dict:
+def _run_env(demo_assets: Path, folder: Path, ray_tmps: list, ray_address: str) -> dict:
     ray_tmp = tempfile.mkdtemp(prefix="r", dir="/tmp")  # short: Ray's socket paths must fit
     ray_tmps.append(ray_tmp)
     return {
-        **{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"},
+        **os.environ,
         "TRINITY_DEMO_DIR": str(demo_assets),
         "TRINITY_CHECKPOINT_ROOT_DIR": str(folder / "ckpt"),
+        "RAY_ADDRESS": ray_address,  # wins over cluster.ray_address=local; own_ray(env) drops it
         "RAY_TMPDIR": ray_tmp,
         "PYTHONUNBUFFERED": "1",
     }
 
 
 @pytest.fixture
-def run_env(demo_assets, tmp_path):
-    """The environment of a `trinity run` subprocess: the demo's assets, checkpoints under the test's folder, a Ray temp
-    dir of its own."""
+def run_env(demo_assets, tmp_path, session_ray):
+    """The environment of a `trinity run` subprocess: the demo's assets, checkpoints under the test's folder, the
+    session's Ray (`own_ray(run_env)`: a Ray of the run's own, in a temp dir of its own). Its roles' processes are gone
+    once the test ends (role_processes)."""
     ray_tmps = []
-    yield _run_env(demo_assets, tmp_path, ray_tmps)
+    yield _run_env(demo_assets, tmp_path, ray_tmps, session_ray.address())
     for folder in ray_tmps:
         shutil.rmtree(folder, ignore_errors=True)
+    assert_no_role_left(tmp_path)
 
 
 @pytest.fixture(scope="module")
-def shared_run_env(demo_assets):
+def shared_run_env(demo_assets, session_ray, tmp_path_factory):
     """run_env for a run that a module-scoped fixture shares between tests: `shared_run_env(folder)` is the
-    environment of a `trinity run` with checkpoints under `folder`, with a Ray temp dir of its own."""
-    ray_tmps = []
-    yield lambda folder: _run_env(demo_assets, folder, ray_tmps)
+    environment of a `trinity run` with checkpoints under `folder`, on the session's Ray."""
+    ray_tmps, folders = [], []
+
+    def env(folder: Path) -> dict:
+        folders.append(folder)
+        return _run_env(demo_assets, folder, ray_tmps, session_ray.address())
+
+    yield env
     for folder in ray_tmps:
         shutil.rmtree(folder, ignore_errors=True)
+    for folder in folders:
+        assert_no_role_left(folder)
+
+
+@pytest.fixture(scope="session")
+def session_ray():
+    """One Ray head for the session's `trinity run`s to join (RAY_ADDRESS in run_env), as a user joins a running
+    cluster: a run that starts a local Ray of its own takes ~9 s longer on 2 cores (Ray's start and stop beside the
+    roles' imports). Started on first use; started again if a test ended it."""
+    head = SessionRay()
+    yield head
+    head.stop()
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 
@@ -46,7 +47,7 @@ LOGPROB_DIFF_BOUND = 0.05
 @pytest.mark.vllm
 @pytest.mark.ray
 @pytest.mark.train
-def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
+def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path, demo_assets, session_ray):
     """--train through the CPU path on a real vLLM (its CPU build): SFT, then GRPO whose weights move over gloo
     into vLLM's worker; every step's weights reach the engine, and the trainer's recomputed old log-probs agree
     with the engine's."""
@@ -63,7 +64,9 @@ def test_smoke_train_step_runs_the_staged_demo_on_vllm_with_gloo_sync(tmp_path):
         "--steps",
         "3",
     ]
-    proc = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    # the demo built once, the session's Ray joined (the script's check of Ray's device view starts a Ray of its own)
+    env = {**os.environ, "TRINITY_DEMO_DIR": str(demo_assets), "RAY_ADDRESS": session_ray.address()}
+    proc = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     train = json.loads(proc.stdout)["train"]
     assert train["exit_code"] == 0 and "explorer.rollout_model.engine_type=vllm" in train["command"]

@@ -83,7 +83,9 @@ def summary_column(stdout: str, column: str) -> dict[str, str]:
 
 
 def lines(run_dir: Path, role=None) -> list[dict]:
-    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    """metrics.jsonl's records (of `role`); a last line without its newline is still being written, and is left out."""
+    text = (run_dir / "metrics.jsonl").read_text()
+    records = [json.loads(line) for line in text.splitlines(keepends=True) if line.endswith("\n")]
     return [r for r in records if role is None or r["role"] == role]
 
 

@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from tests.cli.test_run import RUN, lines, trinity
+from tests.session_ray import own_ray
 
 pytest.importorskip("ray")
 
@@ -62,8 +63,8 @@ VLLM = pytest.param(
 def test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run(run_env, tmp_path, engine):
     (tmp_path / "judged_flow.py").write_text(WORKFLOW)
     replies = tmp_path / "replies.jsonl"
-    env = {
-        **run_env,
+    env = {  # the workflow's module and its file are the run's own: a Ray of its own, its workers in its environment
+        **own_ray(run_env),
         "PYTHONPATH": os.pathsep.join([str(tmp_path), run_env.get("PYTHONPATH", "")]),
         "JUDGE_REPLIES": str(replies),
     }
@@ -80,7 +81,7 @@ def test_a_workflow_asks_the_auxiliary_models_engine_which_starts_with_the_run(r
         "buffer.trainer_input.experience_buffer.storage_type=file",
         "buffer.explorer_input.default_workflow_type=judged_flow:AgreeWithTheJudge",
         f"explorer.auxiliary_models=[{yaml.safe_dump(judge, default_flow_style=True).strip()}]",
-        "cluster.ray_address=local",  # a Ray of its own
+        "cluster.ray_address=local",
     )
     proc = trinity(env, tmp_path, *args, timeout=900)
     assert proc.returncode == 0, proc.stderr[-4000:]

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_run import GRPO_ONLY, RUN, lines
+from tests.session_ray import role_processes
 
 pytestmark = [pytest.mark.ray, pytest.mark.train]
 
@@ -31,18 +32,16 @@ SEED = int(os.environ.get("TRINITY_BLAME_SEED", "0"))
 
 
 def role_pids(actor_class: str, checkpoints: Path) -> list[int]:
-    """The processes of the run's `actor_class` actors, oldest first: Ray titles each ray::<class>, and it inherited the
-    run's TRINITY_CHECKPOINT_ROOT_DIR (another session's runs on this machine have their own)."""
-    mine = f"TRINITY_CHECKPOINT_ROOT_DIR={checkpoints}\0".encode()
+    """The processes of the run's `actor_class` actors, oldest first: Ray titles each ray::<class>, and each writes its
+    stderr into its log under the run's checkpoint root (another test's runs on this Ray have their own)."""
     found = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
+    for pid in role_processes(checkpoints):
         try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes()
-            if title.startswith(f"ray::{actor_class}".encode()) and mine in Path(f"/proc/{pid}/environ").read_bytes():
-                found.append(int(pid))
-        except OSError:  # ended meanwhile, or not ours to read
+            if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(f"ray::{actor_class}".encode()):
+                found.append(pid)
+        except OSError:  # ended meanwhile
             continue
-    return sorted(found)
+    return found
 
 
 def role_pid(actor_class: str, checkpoints: Path) -> int:

@@ -11,6 +11,7 @@ import textwrap
 import pytest
 
 from tests.cli.test_run import GRPO_ONLY, RUN, lines, trinity
+from tests.session_ray import own_ray
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
@@ -89,7 +90,7 @@ def played(run_env, tmp_path, *keys):
     directory, the plays the workflows recorded)."""
     (tmp_path / "w48_workflow.py").write_text(textwrap.dedent(WORKFLOW))
     plays = tmp_path / "plays.jsonl"
-    env = dict(run_env, W48_PLAYS=str(plays))
+    env = dict(own_ray(run_env), W48_PLAYS=str(plays))  # the run's own module and file: a Ray with its environment
     env["PYTHONPATH"] = ":".join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
     proc = trinity(env, tmp_path, *GRPO_ONLY, *keys)
     records = [json.loads(line) for line in plays.read_text().splitlines()] if plays.exists() else []

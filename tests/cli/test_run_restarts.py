@@ -23,6 +23,7 @@ import pytest
 
 from tests.cli.test_run import GRPO_ONLY, RUN, lines, shared_run
 from tests.cli.test_run_blame import role_pid
+from tests.session_ray import assert_no_role_left
 
 SEED = int(os.environ.get("TRINITY_RESTART_SEED", "0"))
 FULL = os.environ.get("TRINITY_RESTART_FULL") == "1"
@@ -164,13 +165,4 @@ def test_an_engine_sharing_the_trainers_devices_restarts_its_stage_and_sigterm_a
     assert restart["cause"].startswith("rollout.engine0 died: killed by SIGKILL") and restart["from_checkpoint"]
     assert f"restarting stage run from checkpoint {restart['from_checkpoint']} after rollout.engine0 died" in err
     assert_nothing_half_written(tmp_path / RUN)
-    time.sleep(3)  # Ray's processes end a moment after the driver
-    mine = f"TRINITY_CHECKPOINT_ROOT_DIR={run_env['TRINITY_CHECKPOINT_ROOT_DIR']}\0".encode()
-    left = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            if mine in Path(f"/proc/{pid}/environ").read_bytes():
-                left.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80])
-        except OSError:
-            continue
-    assert left == []  # no role actor, raylet or worker of the run's Ray
+    assert_no_role_left(tmp_path)  # no role actor of the run, nor a process one started, is left on the Ray

@@ -42,6 +42,20 @@ def test_tensorboard_gets_every_number_under_its_role_and_taskset(tmp_path):
     assert lines[0]["note"] == "text" and lines[0]["warm"] is True
 
 
+def test_a_write_that_takes_part_of_a_line_is_carried_on_until_the_line_is_whole(tmp_path, monkeypatch):
+    """os.write may take fewer bytes than asked (a signal, a nearly full disk): the rest follows, in order."""
+    import os
+
+    real = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: real(fd, data[:7]))
+    log = MetricsLog(tmp_path / "metrics.jsonl")
+    log.write("trainer", 1, "grpo", loss=0.5)
+    log.table("preview", 1, "grpo", [{"prompt": "1+1", "response": "2", "reward": 1.0}])
+    log.close()
+    first, second = (json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines())
+    assert first["loss"] == 0.5 and second["rows"] == [{"prompt": "1+1", "response": "2", "reward": 1.0}]
+
+
 def test_without_a_monitor_only_the_jsonl_is_written(tmp_path):
     log = MetricsLog(tmp_path / "metrics.jsonl", SimpleNamespace(monitor_type="mlflow"), "run", tmp_path / "tb")
     log.write("trainer", 1, None, loss=0.5)

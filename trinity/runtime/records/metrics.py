@@ -13,7 +13,8 @@ was brought back: cause_role, cause, attempt (k of max_restarts) and max_restart
 buffer failed and the stage restarted (driver/stage_restart.py) from_checkpoint (None: the stage's start), where a
 rollout engine or the explorer was replaced in place (driver/replace.py) seconds and, for an engine, sync; the cause
 also a text event in the monitor.
-Each line is written with one append, so a reader never sees half a line.
+Each line is one append of its own (never interleaved with another's); a reader that polls the file while the run
+writes it may find the last line unfinished: a line without its newline is one still being written.
 """
 
 import json
@@ -39,7 +40,7 @@ class MetricsLog:
     def write(self, role: str, step: int, stage: str | None, **values: Any) -> dict:
         """Append one line; returns the record."""
         record = {"step": step, "role": role, "time": time.time(), "stage": stage, **values}
-        os.write(self.fd, (json.dumps(record, default=float) + "\n").encode())
+        self._append(record)
         for sink in self.sinks:
             sink(role, step, values)
         return record
@@ -56,10 +57,15 @@ class MetricsLog:
         """Append a table of `rows` (each a dict of the same columns) as a preview line, and show it in the monitor;
         returns the record."""
         record = {"step": step, "role": "preview", "time": time.time(), "stage": stage, "table": name, "rows": rows}
-        os.write(self.fd, (json.dumps(record, default=float) + "\n").encode())
+        self._append(record)
         for sink in self.sinks:
             sink.table(name, step, rows)
         return record
+
+    def _append(self, record: dict) -> None:
+        line = (json.dumps(record, default=float) + "\n").encode()
+        while line:  # a write may take less than all of it (a signal, a full disk short of failing)
+            line = line[os.write(self.fd, line) :]
 
     def close(self) -> None:
         """Close the file and the monitors."""

@@ -1,0 +1,130 @@
+"""The test session's own Ray head (`ray start --head --block`), which its `trinity run`s join through RAY_ADDRESS.
+
+Every port Ray would otherwise take at a fixed number (GCS 6379, the client server's 10001, the dashboard agent's
+52365, ...) is a free one, so the simulated clusters other tests start (ray.cluster_utils.Cluster) and the local Rays
+of runs that start their own come up beside it. Its temporary folder is its own: the tier guard (conftest.py) watches
+the session's RAY_TMPDIR for Rays a fast test started.
+"""
+
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+PORTS = (
+    "--port",
+    "--ray-client-server-port",
+    "--dashboard-port",
+    "--dashboard-agent-listen-port",
+    "--dashboard-agent-grpc-port",
+    "--metrics-export-port",
+    "--runtime-env-agent-port",
+    "--node-manager-port",
+    "--object-manager-port",
+)
+CPUS = 16  # as many as the largest plan a test runs asks for (a local Ray has max(cores, the plan's))
+START_S = 90
+STARTED = "Ray runtime started"
+
+
+def free_ports(count: int) -> list[int]:
+    """`count` distinct ports nothing listens on now."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+class SessionRay:
+    """A Ray head started on first `address()`, and again where it has ended; `stop()` ends it and its processes."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.folder = ""
+        self.gcs = ""
+
+    def address(self) -> str:
+        if self.proc is None or self.proc.poll() is not None:
+            self.stop()
+            self._start()
+        return self.gcs
+
+    def _start(self) -> None:
+        self.folder = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Ray's socket paths must fit
+        ports = free_ports(len(PORTS))
+        ray = Path(sys.executable).with_name("ray")
+        command = [str(ray), "start", "--head", "--block", f"--num-cpus={CPUS}", f"--temp-dir={self.folder}"]
+        command += ["--include-dashboard=false", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+        command += [f"{flag}={port}" for flag, port in zip(PORTS, ports)]
+        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
+        log = Path(self.folder) / "start.log"
+        with log.open("w") as out:
+            self.proc = subprocess.Popen(
+                command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.folder, start_new_session=True
+            )
+        self.gcs = f"127.0.0.1:{ports[0]}"
+        deadline = time.monotonic() + START_S
+        while STARTED not in log.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                text = log.read_text()
+                self.stop()
+                raise RuntimeError(f"the session's Ray did not start:\n{text[-3000:]}")
+            time.sleep(0.2)
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)  # --block: `ray start` stops the node's processes, then exits
+                try:
+                    self.proc.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    pass
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)  # whatever of its session is left
+            except OSError:
+                pass
+            self.proc = None
+        if self.folder:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            self.folder = ""
+
+
+def role_processes(root: Path) -> list[int]:
+    """The processes whose stderr goes to a log under `root`: a run's role actors (each writes into its log in the run
+    directory, runtime/roles/base.py) and what they started (vLLM's EngineCore), on whichever Ray they ran."""
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/2").startswith(f"{root}{os.sep}"):
+                found.append(int(pid))
+        except OSError:  # ended meanwhile, or not ours to read
+            continue
+    return sorted(found)
+
+
+def assert_no_role_left(root: Path, wait_s: float = 15) -> None:
+    """Nothing of a run under `root` is left running once it ended (the session's Ray outlives it): what is, is
+    killed, and the test fails."""
+    deadline = time.monotonic() + wait_s
+    while (left := role_processes(root)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    for pid in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    assert not left, f"processes of a run under {root} outlived it: {left}"
+
+
+def own_ray(env: dict) -> dict:
+    """`env` for a run that starts a Ray of its own (cluster.ray_address=local), not the session's: one whose roles read
+    the run's own environment (a module on its PYTHONPATH, a variable the test sets), or a test of that Ray's end."""
+    return {k: v for k, v in env.items() if k != "RAY_ADDRESS"}
