@@ -135,6 +135,7 @@ class Launch:
         self.started: dict[str, tuple[ActorSpec, type]] = {}  # name -> the spec and class each running actor has
         self.closing: list[str] = []  # actors whose class has close()
         self.kept: tuple[str, ...] = ()  # actors the last replan kept running
+        self.workdir = os.getcwd()  # where the roles work, on a cluster the run joined as on a Ray of its own
 
     def __enter__(self) -> "Launch":
         return self
@@ -271,7 +272,12 @@ class Launch:
         return self.actors[name]
 
     def _identity(self, spec: ActorSpec) -> dict[str, Any]:
-        return {"name": spec.name, "role": spec.role, "visible_devices_env": self.plan.visible_devices_env}
+        return {
+            "name": spec.name,
+            "role": spec.role,
+            "visible_devices_env": self.plan.visible_devices_env,
+            "workdir": self.workdir,
+        }
 
     def placements(self) -> list[Placement]:
         """Every actor's report, checked against the plan: node of its bundle, number of visible devices, device."""

@@ -170,3 +170,29 @@ def test_a_fatal_signal_leaves_the_threads_stacks_in_the_log_and_its_first_line_
     assert "\n    Fatal Python error: Segmentation fault\n  log: " in shown and "SIGSEGV received" in shown
     assert 'File "' not in shown and "@ " not in shown and len(shown.splitlines()) <= 15  # the stacks stay in the log
     assert re.search(r"Fatal Python error: Segmentation fault\n.*, line \d+ in crash\n", log.read_text(), re.DOTALL)
+
+
+class Where(Role):
+    def cwd(self) -> str:
+        return os.getcwd()
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("there", [True, False])
+def test_a_role_works_in_the_folder_trinity_runs_in_or_logs_where_it_reads_instead(session, tmp_path, there):
+    """A cluster the run joined starts its workers elsewhere: the role moves to `workdir`, where the config's relative
+    paths point; a node without that folder keeps Ray's and says so in the role's log."""
+    workdir = tmp_path / "work"
+    if there:
+        workdir.mkdir()
+    identity = {"name": NAME, "role": "trainer", "log_dir": str(tmp_path / "logs"), "workdir": str(workdir)}
+    actor = ray.remote(Where).options(num_cpus=0).remote(**identity)
+    try:
+        cwd = ray.get(actor.cwd.remote())
+    finally:
+        ray.kill(actor)
+    log = (tmp_path / "logs" / f"{NAME}.log").read_text()
+    if there:
+        assert cwd == str(workdir) and "relative paths" not in log
+    else:
+        assert cwd != str(workdir) and f"relative paths are read from {cwd}: the folder trinity runs in" in log

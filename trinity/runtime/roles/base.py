@@ -66,13 +66,17 @@ class Role:
         log_dir: str | None = None,
         log_level: str = "INFO",
         log_by_node: bool = False,
+        workdir: str | None = None,
     ) -> None:
+        moved = _work_in(workdir) if workdir else None
         self.name, self.role, self.visible_devices_env = name, role, visible_devices_env
         if log_dir and log_by_node:  # log.group_by_node: a folder per node, named by its IP
             log_dir = str(Path(log_dir) / node_ip())
         self.log = _logger(name, log_dir, log_level)
         if log_dir:
             _stderr_into(log_file(log_dir, name))
+        if moved:
+            self.log.warning(moved)
 
     @classmethod
     def plan_arguments(cls, config: "RunConfig", spec: "ActorSpec", run_dir: Path) -> dict[str, Any]:
@@ -231,6 +235,19 @@ def _logger(name: str, log_dir: str | None, level: str = "INFO") -> logging.Logg
         log.addHandler(handler)
         log.propagate = False  # a root handler on stderr would write each record into this file a second time
     return log
+
+
+def _work_in(folder: str) -> str | None:
+    """Work in the folder trinity runs in (`workdir`), where a Ray of the run's own starts its workers anyway: the
+    run directory and the config's relative paths are read there on a cluster the run joined as well. Only in a Ray
+    actor. Returns why not, for the log, where a node lacks the folder (no shared file system): Ray's stays."""
+    if not _in_actor() or os.getcwd() == folder:
+        return None
+    try:
+        os.chdir(folder)
+    except OSError as exc:
+        return f"relative paths are read from {os.getcwd()}: the folder trinity runs in, {folder}, is not here ({exc})"
+    return None
 
 
 def _stderr_into(path: Path) -> None:
