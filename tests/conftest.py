@@ -262,8 +262,8 @@ def _run_env(demo_assets: Path, folder: Path, ray_tmps: list, ray_address: str) 
 @pytest.fixture
 def run_env(demo_assets, tmp_path, session_ray):
     """The environment of a `trinity run` subprocess: the demo's assets, checkpoints under the test's folder, the
-    session's Ray (`own_ray(run_env)`: a Ray of the run's own, in a temp dir of its own). Its roles' processes are gone
-    once the test ends (role_processes)."""
+    session's Ray (`own_ray(run_env)`: a Ray of the run's own, in a temp dir of its own). No process of its runs is
+    left once the test ends (assert_no_role_left)."""
     ray_tmps = []
     yield _run_env(demo_assets, tmp_path, ray_tmps, session_ray.address())
     for folder in ray_tmps:
@@ -272,7 +272,7 @@ def run_env(demo_assets, tmp_path, session_ray):
 
 
 @pytest.fixture(scope="module")
-def shared_run_env(demo_assets, session_ray, tmp_path_factory):
+def shared_run_env(demo_assets, session_ray):
     """run_env for a run that a module-scoped fixture shares between tests: `shared_run_env(folder)` is the
     environment of a `trinity run` with checkpoints under `folder`, on the session's Ray."""
     ray_tmps, folders = [], []

@@ -83,16 +83,11 @@ class SessionRay:
 
     def stop(self) -> None:
         if self.proc is not None:
-            if self.proc.poll() is None:
-                self.proc.send_signal(signal.SIGTERM)  # --block: `ray start` stops the node's processes, then exits
-                try:
-                    self.proc.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    pass
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)  # whatever of its session is left
-            except OSError:
-                pass
+            self.proc.send_signal(signal.SIGTERM)  # --block: `ray start` stops the node's processes, then exits
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(timeout=30)
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pid, signal.SIGKILL)  # whatever of its process group is left
             self.proc = None
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)

@@ -12,6 +12,7 @@ import yaml
 
 from tests.cli.test_run import summary_column
 from tests.conftest import REPO
+from tests.session_ray import own_ray
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
@@ -91,7 +92,10 @@ STAGES = [
 
 @pytest.fixture
 def env(run_env, tmp_path):
-    return {**run_env, "WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb"), "WANDB_SILENT": "true"}
+    """A Ray of the run's own, as many CPUs as this machine has: what a stage keeps for the next one (KEPT) is what that
+    Ray has room for beside it."""
+    wandb = {"WANDB_MODE": "offline", "WANDB_DIR": str(tmp_path / "wandb"), "WANDB_SILENT": "true"}
+    return {**own_ray(run_env), **wandb}
 
 
 def test_a_staged_run_through_the_values_no_other_run_takes(env, tmp_path):

@@ -13,6 +13,7 @@ import yaml
 
 from tests.conftest import REPO, run_process
 from tests.runtime.rewards.judge_standin import judge_standin
+from tests.session_ray import own_ray
 
 pytest.importorskip("verl")
 pytest.importorskip("ray")
@@ -67,8 +68,8 @@ def test_a_judged_math_run_trains_on_the_judges_grades_with_m2po(run_env, tmp_pa
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run_config()))
     GIVEN.clear()
     with judge_standin(judge) as (url, seen):
-        env = {**run_env, URL_ENV: url}
-        args = ("run", "-c", "run.yaml", "hardware=cpu", "cluster.ray_address=local")  # a Ray of its own
+        env = {**own_ray(run_env), URL_ENV: url}  # the reward reads the variable in its role: a Ray of the run's own
+        args = ("run", "-c", "run.yaml", "hardware=cpu", "cluster.ray_address=local")
         result = run_process(*args, cwd=tmp_path, env=env, timeout=600)
     assert result.code == 0, result.err[-6000:]
     judged = [json.loads(line) for line in (tmp_path / "judged.jsonl").read_text().splitlines()]

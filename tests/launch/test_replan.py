@@ -32,7 +32,7 @@ def classes() -> tuple[type, type]:
     class Stand:
         """A role that reports its process and the stage it was given; it refuses a restage when told to."""
 
-        def __init__(self, *, name, role, visible_devices_env, stage, refuse=()):
+        def __init__(self, *, name, role, visible_devices_env, workdir, stage, refuse=()):
             self.name, self.stage, self.refuse = name, stage, refuse
 
         def restage(self, **kwargs):

@@ -87,7 +87,7 @@ def test_teardown_closes_the_actors_that_can_close_before_killing_them(node, tmp
     from trinity.launch.plan import build_plan
 
     class Plain:  # defined here: Ray ships it by value (the tests folder is not importable in its workers)
-        def __init__(self, *, name, role, visible_devices_env, folder):
+        def __init__(self, *, name, role, visible_devices_env, workdir, folder):
             self.name, self.folder = name, folder
 
         def report(self):

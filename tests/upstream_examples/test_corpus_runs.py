@@ -24,6 +24,7 @@ import pytest
 import yaml
 
 from tests.runtime.rewards.judge_standin import judge_standin
+from tests.session_ray import own_ray
 from tests.upstream_examples.conftest import HERE, jsonl
 from tests.upstream_examples.test_corpus import READS
 
@@ -168,7 +169,7 @@ def test_grpo_on_gsm8k_with_an_llm_judge(env_of, site, tmp_path):
     endpoint and with the key the variables it names hold; the grade, normalised, added to the reward."""
     GRADES.clear()
     with judge_standin(grade) as (url, seen):
-        env = env_of(tmp_path, OPENAI_BASE_URL=url, OPENAI_API_KEY=JUDGE_KEY)
+        env = own_ray(env_of(tmp_path, OPENAI_BASE_URL=url, OPENAI_API_KEY=JUDGE_KEY))  # read by the judging role
         result = run(env, site, "gsm8k_judge_grpo", *GSM8K)
     assert result.proc.returncode == 0, result.proc.stderr[-4000:]
     explored, evals = records(result.dir, "explorer"), records(result.dir, "eval")
@@ -314,7 +315,9 @@ def test_the_frozen_lake_agent_judged_by_an_llm(env_of, site, tmp_path):
     """frozen_lake_judge.yaml on upstream's FrozenLake tasks: one lake, two episodes of up to 10 turns, each judged
     once (its grade replacing the lake's reward); the evaluations (4 episodes of the test lake) take the lake's own."""
     with judge_standin(lambda request: json.dumps({"reason": "stand-in", "score": 2})) as (url, seen):
-        env = env_of(tmp_path, TRINITY_TASKSET_PATH="data/frozenlake", OPENAI_BASE_URL=url, OPENAI_API_KEY=JUDGE_KEY)
+        env = own_ray(  # the judge's variables are read by the role that judges: a Ray of the run's own
+            env_of(tmp_path, TRINITY_TASKSET_PATH="data/frozenlake", OPENAI_BASE_URL=url, OPENAI_API_KEY=JUDGE_KEY)
+        )
         result = run(
             env,
             site,
