@@ -24,7 +24,7 @@ def overrides(engine: str, sft_steps: int, steps: int) -> list[str]:
     """The demo, shortened: a short SFT warm-up, then `steps` GRPO steps on `engine`."""
     return [
         "hardware=auto",
-        "cluster.ray_address=local",  # a Ray of its own, even where another one runs
+        "cluster.ray_address=local",  # a Ray of its own, even where another one runs ($RAY_ADDRESS, where set, wins)
         f"explorer.rollout_model.engine_type={engine}",
         f"stages.0.buffer.total_steps={sft_steps}",
         f"buffer.total_steps={steps}",

@@ -48,6 +48,10 @@ for _file in ("main/train.jsonl", "main/test.jsonl", "socratic/train.jsonl", "so
 TRINITY_CACHE = tempfile.mkdtemp(prefix="trinity-cache")
 os.environ["TRINITY_CACHE_DIR"] = TRINITY_CACHE
 
+# The environment the session's Ray starts in (session_ray), whichever test first asks for it: this one, before any
+# test's fixtures change it.
+SESSION_ENV = dict(os.environ)
+
 # Property tests: 150 examples each; scripts/mutation.sh runs every surviving mutant against them, so it asks for fewer.
 settings.register_profile("trinity", max_examples=150, deadline=None)
 settings.register_profile("mutation", max_examples=25, deadline=None)
@@ -266,9 +270,11 @@ def run_env(demo_assets, tmp_path, session_ray):
     left once the test ends (assert_no_role_left)."""
     ray_tmps = []
     yield _run_env(demo_assets, tmp_path, ray_tmps, session_ray.address())
-    for folder in ray_tmps:
-        shutil.rmtree(folder, ignore_errors=True)
-    assert_no_role_left(tmp_path)
+    try:
+        assert_no_role_left(tmp_path)
+    finally:
+        for folder in ray_tmps:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="module")
@@ -282,10 +288,12 @@ def shared_run_env(demo_assets, session_ray):
         return _run_env(demo_assets, folder, ray_tmps, session_ray.address())
 
     yield env
-    for folder in ray_tmps:
-        shutil.rmtree(folder, ignore_errors=True)
-    for folder in folders:
-        assert_no_role_left(folder)
+    try:
+        for folder in folders:
+            assert_no_role_left(folder)
+    finally:
+        for folder in ray_tmps:
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
@@ -293,7 +301,7 @@ def session_ray():
     """One Ray head for the session's `trinity run`s to join (RAY_ADDRESS in run_env), as a user joins a running
     cluster: a run that starts a local Ray of its own takes ~9 s longer on 2 cores (Ray's start and stop beside the
     roles' imports). Started on first use; started again if a test ended it."""
-    head = SessionRay()
+    head = SessionRay(SESSION_ENV)
     yield head
     head.stop()
 

@@ -3,10 +3,12 @@
 Every port Ray would otherwise take at a fixed number (GCS 6379, the client server's 10001, the dashboard agent's
 52365, ...) is a free one, so the simulated clusters other tests start (ray.cluster_utils.Cluster) and the local Rays
 of runs that start their own come up beside it. Its temporary folder is its own: the tier guard (conftest.py) watches
-the session's RAY_TMPDIR for Rays a fast test started.
+the session's RAY_TMPDIR for Rays a fast test started. It ends with the test session, however that ends (the kernel
+signals it when pytest's process is gone), and starts in the environment the session had before any test changed it.
 """
 
 import contextlib
+import ctypes
 import os
 import shutil
 import signal
@@ -34,21 +36,28 @@ STARTED = "Ray runtime started"
 
 
 def free_ports(count: int) -> list[int]:
-    """`count` distinct ports nothing listens on now."""
+    """`count` distinct ports nothing listens on now, on any address."""
     sockets = [socket.socket() for _ in range(count)]
     try:
         for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
+            sock.bind(("", 0))
         return [sock.getsockname()[1] for sock in sockets]
     finally:
         for sock in sockets:
             sock.close()
 
 
-class SessionRay:
-    """A Ray head started on first `address()`, and again where it has ended; `stop()` ends it and its processes."""
+def _ends_with_parent() -> None:
+    """In the child before it runs `ray start`: SIGTERM when the process that started it is gone (PR_SET_PDEATHSIG)."""
+    ctypes.CDLL(None).prctl(1, signal.SIGTERM)
 
-    def __init__(self) -> None:
+
+class SessionRay:
+    """A Ray head in environment `env`, started on first `address()`, and again where it has ended; `stop()` ends it
+    and its processes."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = {k: v for k, v in env.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
         self.proc: subprocess.Popen | None = None
         self.folder = ""
         self.gcs = ""
@@ -62,15 +71,20 @@ class SessionRay:
     def _start(self) -> None:
         self.folder = tempfile.mkdtemp(prefix="rs", dir="/tmp")  # short: Ray's socket paths must fit
         ports = free_ports(len(PORTS))
-        ray = Path(sys.executable).with_name("ray")
-        command = [str(ray), "start", "--head", "--block", f"--num-cpus={CPUS}", f"--temp-dir={self.folder}"]
-        command += ["--include-dashboard=false", "--disable-usage-stats", "--node-ip-address=127.0.0.1"]
+        command = [sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", f"--num-cpus={CPUS}"]
+        command += [f"--temp-dir={self.folder}", "--include-dashboard=false", "--disable-usage-stats"]
         command += [f"{flag}={port}" for flag, port in zip(PORTS, ports)]
-        env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "RAY_TMPDIR")}
         log = Path(self.folder) / "start.log"
         with log.open("w") as out:
             self.proc = subprocess.Popen(
-                command, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=self.folder, start_new_session=True
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.folder,
+                start_new_session=True,
+                preexec_fn=_ends_with_parent,
             )
         self.gcs = f"127.0.0.1:{ports[0]}"
         deadline = time.monotonic() + START_S
@@ -87,7 +101,9 @@ class SessionRay:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(timeout=30)
             with contextlib.suppress(OSError):
-                os.killpg(self.proc.pid, signal.SIGKILL)  # whatever of its process group is left
+                os.killpg(
+                    self.proc.pid, signal.SIGKILL
+                )  # what of its process group is left (its workers have their own)
             self.proc = None
         if self.folder:
             shutil.rmtree(self.folder, ignore_errors=True)
@@ -95,15 +111,17 @@ class SessionRay:
 
 
 def role_processes(root: Path) -> list[int]:
-    """The processes whose stderr goes to a log under `root`: a run's role actors (each writes into its log in the run
-    directory, runtime/roles/base.py) and what they started (vLLM's EngineCore), on whichever Ray they ran."""
+    """The processes of the runs under `root`, this one aside: those whose stderr goes to a log there (a role actor
+    writes into its log in the run directory, runtime/roles/base.py, and what it starts inherits that: vLLM's
+    EngineCore) and those that work there (a `trinity run` started in it, and its roles), on whichever Ray they ran."""
     found = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
-            if os.readlink(f"/proc/{pid}/fd/2").startswith(f"{root}{os.sep}"):
-                found.append(int(pid))
+            places = (os.readlink(f"/proc/{pid}/fd/2"), os.readlink(f"/proc/{pid}/cwd") + os.sep)
         except OSError:  # ended meanwhile, or not ours to read
             continue
+        if int(pid) != os.getpid() and any(place.startswith(f"{root}{os.sep}") for place in places):
+            found.append(int(pid))
     return sorted(found)
 
 
@@ -113,10 +131,12 @@ def assert_no_role_left(root: Path, wait_s: float = 15) -> None:
     deadline = time.monotonic() + wait_s
     while (left := role_processes(root)) and time.monotonic() < deadline:
         time.sleep(0.5)
+    titles = []
     for pid in left:
         with contextlib.suppress(OSError):
+            titles.append(Path(f"/proc/{pid}/cmdline").read_bytes()[:80].replace(b"\0", b" ").decode(errors="replace"))
             os.kill(pid, signal.SIGKILL)
-    assert not left, f"processes of a run under {root} outlived it: {left}"
+    assert not left, f"processes of a run under {root} outlived it: {titles}"
 
 
 def own_ray(env: dict) -> dict:

@@ -19,9 +19,10 @@ import pytest
 pytest.importorskip("verl")
 pytest.importorskip("ray")
 
-pytestmark = pytest.mark.ray  # each test starts a local Ray through trinity run; `train` marks those that train
+pytestmark = pytest.mark.ray  # each test runs trinity run on the session's Ray; `train` marks those that train
 
-# The demo, shortened: 3 SFT steps, then 3 GRPO steps of 4 tasks x 4 rollouts; a Ray of its own.
+# The demo, shortened: 3 SFT steps, then 3 GRPO steps of 4 tasks x 4 rollouts; a Ray of its own where run_env names
+# none (own_ray): $RAY_ADDRESS, the session's, wins over the key.
 SHORT = (
     "stages.0.buffer.total_steps=3",
     "stages.0.buffer.train_batch_size=16",

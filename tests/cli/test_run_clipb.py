@@ -56,7 +56,7 @@ def run_config() -> dict:
 def test_clipb_takes_the_negative_tokens_of_lowest_signal_out_of_a_real_update(run_env, tmp_path):
     (tmp_path / "run.yaml").write_text(yaml.safe_dump(run_config()))
     (tmp_path / "rollouts.jsonl").write_text("".join(e.to_json() + "\n" for e in rollouts()))
-    args = ("run", "-c", "run.yaml", "hardware=cpu", "cluster.ray_address=local")  # a Ray of its own
+    args = ("run", "-c", "run.yaml", "hardware=cpu", "cluster.ray_address=local")  # run_env's RAY_ADDRESS wins
     result = run_process(*args, cwd=tmp_path, env=run_env, timeout=600)
     assert result.code == 0, result.err[-6000:]
     run_dir = tmp_path / "ckpt" / "trinity-demo" / "clipb"

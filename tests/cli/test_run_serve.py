@@ -20,7 +20,7 @@ openai = pytest.importorskip("openai")
 httpx = pytest.importorskip("httpx")
 
 KEY = "sk-serve-secret"
-LOCAL = "cluster.ray_address=local"  # a Ray of its own, never one another process runs on this machine
+LOCAL = "cluster.ray_address=local"  # never a Ray another process runs on this machine (run_env's RAY_ADDRESS wins)
 TEMPLATE = (  # examples/arith_tools': each message's text, a tool's result after "="; replies end with <eos>
     "{% for m in messages %}{% if m['role'] == 'tool' %}={% endif %}{{ m['content'] }}"
     "{% if m['role'] == 'assistant' %}<eos>{% endif %}{% endfor %}"

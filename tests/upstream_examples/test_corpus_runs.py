@@ -215,11 +215,13 @@ def test_the_tuft_alfworld_agent_on_trinitys_engine_and_trainer(env_of, run_cach
     """alfworld_lora32_speed.yaml, the smallest step: one game played once, its 30 turns each an experience
     (max_env_steps 30, one engine call a turn), 4 of them trained with the rank-32 LoRA, the adapter handed to the
     engine by memory; the step's best and worst rollouts previewed; staleness control dropped none."""
-    env = env_of(
-        tmp_path,
-        TRINITY_MACHINE_ID="cpu0",
-        ALFWORLD_DATA=str(site / "alfworld"),
-        TRINITY_RAY_ADDRESS="local",  # the variable the config reads its cluster from: a Ray of the run's own
+    env = own_ray(  # the games' folder (ALFWORLD_DATA) is read by the role that plays: a Ray of the run's own
+        env_of(
+            tmp_path,
+            TRINITY_MACHINE_ID="cpu0",
+            ALFWORLD_DATA=str(site / "alfworld"),
+            TRINITY_RAY_ADDRESS="local",  # the variable the config reads its cluster from
+        )
     )
     result = run(
         env,

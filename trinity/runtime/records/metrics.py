@@ -13,7 +13,7 @@ was brought back: cause_role, cause, attempt (k of max_restarts) and max_restart
 buffer failed and the stage restarted (driver/stage_restart.py) from_checkpoint (None: the stage's start), where a
 rollout engine or the explorer was replaced in place (driver/replace.py) seconds and, for an engine, sync; the cause
 also a text event in the monitor.
-Each line is one append of its own (never interleaved with another's); a reader that polls the file while the run
+Each line is one append (the rest of a short write follows at once); a reader that polls the file while the run
 writes it may find the last line unfinished: a line without its newline is one still being written.
 """
 

@@ -246,7 +246,8 @@ def _work_in(folder: str) -> str | None:
     try:
         os.chdir(folder)
     except OSError as exc:
-        return f"relative paths are read from {os.getcwd()}: the folder trinity runs in, {folder}, is not here ({exc})"
+        here = os.getcwd()
+        return f"relative paths are read from {here}: the folder trinity runs in, {folder}, cannot be entered ({exc})"
     return None
 
 
