@@ -47,6 +47,5 @@ def cache_dir() -> Path:
         return Path(os.path.expanduser(explicit))
     base = os.path.expanduser(os.environ.get("XDG_CACHE_HOME") or "~/.cache")
     if base.startswith("~"):  # no home to expand (a container's uid without one): not a folder named ~ here
-        base = os.path.join(tempfile.gettempdir(), f"trinity-cache-{os.getuid()}")
-        return Path(base)
+        return Path(tempfile.gettempdir()) / f"trinity-cache-{os.getuid()}"
     return Path(base) / "trinity"

@@ -169,9 +169,8 @@ def test_an_engine_sharing_the_trainers_devices_restarts_its_stage_and_sigterm_a
     assert f"restarting stage run from checkpoint {restart['from_checkpoint']} after rollout.engine0 died" in err
     assert_nothing_half_written(tmp_path / RUN)
     time.sleep(3)  # Ray's processes end a moment after the driver
-    mine = (
-        f"TRINITY_CHECKPOINT_ROOT_DIR={run_env['TRINITY_CHECKPOINT_ROOT_DIR']}\0".encode()
-    )  # the run's Ray inherits it
+    # the Ray the run started inherits its environment: its raylet and workers carry the run's checkpoint root
+    mine = f"TRINITY_CHECKPOINT_ROOT_DIR={run_env['TRINITY_CHECKPOINT_ROOT_DIR']}\0".encode()
     left = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
