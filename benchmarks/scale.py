@@ -164,6 +164,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     parser.add_argument("--dtype", default="float32", help=argparse.SUPPRESS)  # the trainer's compute dtype
     parser.add_argument("--rollout-dtype", default="float32", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, help=argparse.SUPPRESS)  # the plain loop's; default: torch's
     return parser.parse_args(argv)
 
 
@@ -180,7 +181,7 @@ def main() -> None:
     compute = results[next(iter(results))]["compute"]  # the device and dtypes the resolved config names
     peak = worker(args, "peak", work, compute)
     if not args.skip_plain:
-        results["plain"] = worker(args, "plain", work, compute)
+        results |= plain_runs(args, work, results)
     report = {"size": args.size, "model": model, "peak": peak, "results": results, "load": [load, os.getloadavg()]}
     report |= {"tokens_per_update": update_tokens(args, work), "minutes": (time.perf_counter() - started) / 60}
     add_rates(report)
@@ -205,7 +206,8 @@ def worker(args: argparse.Namespace, which: str, work: Path, compute: dict | Non
     command += ["--seed", str(args.seed), "--steps", str(args.steps), "--prompts", str(args.prompts)]
     command += ["--samples", str(args.samples), "--max-tokens", str(args.max_tokens)]
     for key, value in (compute or {}).items():
-        command += [f"--{key.replace('_', '-')}", value]
+        if value is not None:
+            command += [f"--{key.replace('_', '-')}", str(value)]
     return json.loads(child(command, f"the {which} worker").splitlines()[-1])
 
 
@@ -372,10 +374,12 @@ def predicted(run_yaml: Path) -> dict:
     need: dict[str, float] = {}
     for check in plan.checks:
         need.setdefault(check.role, check.need / MIB)  # a role's first check is its peak; later ones are derived
+    threads = config.hardware.compute_threads  # where the devices are host cores: a slot is a core
     compute = {
         "device": config.trainer.device,
         "dtype": config.trainer.param_dtype,
         "rollout_dtype": config.explorer.rollout_model.dtype,
+        "threads": int(config.env.trainer[threads.env]) if threads else None,  # the trainer rank's
     }
     return {
         "predicted_mb": {role: need.get(role) for role in ROLES},
@@ -397,6 +401,23 @@ def host_memory_gb() -> float:
 # --- the plain loop ---------------------------------------------------------------------------------------------------
 
 
+def plain_runs(args: argparse.Namespace, work: Path, results: dict) -> dict:
+    """The plain loop on the devices each mode's trainer has: on the CPU a device slot is a core, so with as many
+    threads as the trainer rank computes with (colocate's one slot: 1; both's two, taken in turns: 2), once per count;
+    keyed `plain` where every mode has the same, `plain/<threads>` otherwise."""
+    counts = {r["compute"]["threads"]: r["compute"] for r in results.values()}
+    runs = {}
+    for threads, compute in counts.items():
+        key = plain_key(threads, len(counts))
+        runs[key] = worker(args, "plain", work, compute)
+        runs[key]["measured_rss_mb"] = {key: runs[key]["measured_rss_mb"]["plain"]}
+    return runs
+
+
+def plain_key(threads: int | None, counts: int) -> str:
+    return "plain" if counts == 1 else f"plain/{threads}"
+
+
 def plain_worker(args: argparse.Namespace) -> dict:
     """The same steps in one process: Hugging Face `generate`, the rewards, GRPO's clipped loss averaged over tokens
     and a fused AdamW step, on fp32 weights computing in the trainer's dtype (autocast where it is narrower), as
@@ -408,6 +429,8 @@ def plain_worker(args: argparse.Namespace) -> dict:
     from trinity.runtime.roles.base import peak_rss_mb
 
     torch.manual_seed(args.seed)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     folder, device = args.work / "model", torch.device(args.device)
     tokenizer = AutoTokenizer.from_pretrained(folder)
     model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="sdpa").to(device)
@@ -568,18 +591,21 @@ def table(args: argparse.Namespace, report: dict) -> str:
             f"{mode:10} {r['update_s']:9.2f} {r['mfu']:7.1%} {_num(r['step_s'], 8, 2)} {r['tokens_per_s']:10.1f} "
             f"{r['sync_s']:8.2f} {_num(r.get('minutes'), 8, 1)}"
         )
-    plain = results.get("plain")
-    if plain:
-        lines += ["", *[ratio_line(mode, r, plain) for mode, r in results.items() if mode != "plain"]]
+    modes = {mode: r for mode, r in results.items() if not mode.startswith("plain")}
+    counts = len({r["compute"]["threads"] for r in modes.values()})
+    plains = {mode: plain_key(r["compute"]["threads"], counts) for mode, r in modes.items()}
+    lines += ["", *[ratio_line(mode, r, plains[mode], results) for mode, r in modes.items() if plains[mode] in results]]
     return "\n".join(lines)
 
 
-def ratio_line(mode: str, ours: dict, plain: dict) -> str:
-    """trinity over the plain loop: the update, the step, generation's tokens/s, memory (trainer + engine)."""
-    memory = sum(ours["measured_rss_mb"].values()) / plain["measured_rss_mb"]["plain"]
+def ratio_line(mode: str, ours: dict, key: str, results: dict) -> str:
+    """trinity over the plain loop on the same devices (`key`): the update, the step, generation's tokens/s, memory
+    (trainer + engine)."""
+    plain = results[key]
+    memory = sum(ours["measured_rss_mb"].values()) / sum(plain["measured_rss_mb"].values())
     update, step = ours["update_s"] / plain["update_s"], _ratio(ours["step_s"], plain["step_s"])
     tokens = ours["tokens_per_s"] / plain["tokens_per_s"]
-    return f"{mode}/plain: update {update:.2f}x, step {step}, tokens/s {tokens:.2f}x, memory {memory:.2f}x"
+    return f"{mode}/{key}: update {update:.2f}x, step {step}, tokens/s {tokens:.2f}x, memory {memory:.2f}x"
 
 
 def memory_rows(mode: str, result: dict) -> list[str]:

@@ -23,7 +23,8 @@ During the actor's update:
                           (verl's train mode zeroes them on exit: `zero_grad_on_exit`)
     FSDP working set      unsharded weights and gradients (C + C bytes) of the root unit (embeddings, final norm,
                           an untied lm_head) and of two decoder layers (the one computing and the one prefetched).
-                          FSDP2 gathers into buffers of their own on one device too.
+                          FSDP2 gathers into buffers of their own on one device too; none where the trainer trains
+                          its models unsharded (one rank computing in fp32: config/unsharded.py).
     activations           T x (L x Ch + A + 4h + 2Ch) with gradient checkpointing (each layer keeps its input; one
                           layer is recomputed at a time), T x (L x A + 4h + 2Ch) without;
                           A = 8h + 4Ch + 2C(q + kv) + 4Ci bytes per token and layer, + (4 + C)(q + kv) with q/k norms
@@ -115,6 +116,7 @@ class TrainerSetup(NamedTuple):
     device_type: str = "cuda"  # hardware.device_type: which runtime the process holds (estimate.py RUNTIMES)
     sync: SyncSetup | None = None  # the weight sync it sends, where the stage has one
     expandable_segments: bool = False  # its allocator maps device memory in pages (the profiles' *_ALLOC_CONF)
+    unsharded: bool = False  # its trained models are not wrapped in FSDP2 (config/unsharded.py): no working set
 
 
 def trainer_estimate(setup: TrainerSetup) -> Estimate:
@@ -248,27 +250,29 @@ def _update(
 
 def _full_update(shape: ModelShape, setup: TrainerSetup, phase: str) -> list[Item]:
     n, dtype = setup.devices, _short(setup)
-    return [
-        Item(f"gradients (fp32, 1/{n} shard)", 4 * shape.params // n, phase),
-        Item(
-            f"FSDP working set ({dtype} weights and gradients of embeddings + 2 layers)",
-            2 * param_bytes(setup) * _unit_params(shape),
-            phase,
-        ),
-    ]
+    working = Item(
+        f"FSDP working set ({dtype} weights and gradients of embeddings + 2 layers)",
+        2 * param_bytes(setup) * _unit_params(shape),
+        phase,
+    )
+    return [Item(f"gradients (fp32, 1/{n} shard)", 4 * shape.params // n, phase), *_sharded(setup, working)]
 
 
 def _lora_update(setup: TrainerSetup, phase: str) -> list[Item]:
     n, b, shape, lora = setup.devices, param_bytes(setup), setup.actor, setup.lora
     adapter = _unit_adapter_params(shape, lora)
-    return [
-        Item(f"LoRA adapter gradients (fp32, 1/{n} shard)", 4 * adapter_params(shape, lora) // n, phase),
-        Item(
-            f"FSDP working set ({_short(setup)} weights of embeddings + 2 layers; adapter grads)",
-            b * (_unit_params(shape) + 2 * adapter),
-            phase,
-        ),
-    ]
+    working = Item(
+        f"FSDP working set ({_short(setup)} weights of embeddings + 2 layers; adapter grads)",
+        b * (_unit_params(shape) + 2 * adapter),
+        phase,
+    )
+    gradients = Item(f"LoRA adapter gradients (fp32, 1/{n} shard)", 4 * adapter_params(shape, lora) // n, phase)
+    return [gradients, *_sharded(setup, working)]
+
+
+def _sharded(setup: TrainerSetup, working: Item) -> list[Item]:
+    """FSDP's working set, where the trained models are wrapped in FSDP2 (an unsharded model computes in place)."""
+    return [] if setup.unsharded else [working]
 
 
 def _reference(shape: ModelShape, setup: TrainerSetup) -> list[Item]:

@@ -73,10 +73,10 @@ def group_timeout(config: RunConfig) -> datetime.timedelta:
 
 def build(config: RunConfig, model_path: str, total_steps: int, log: logging.Logger) -> Workers:
     """verl's workers for a stage that starts from `model_path` (a model folder or a checkpoint)."""
-    from ..verl import response_logits
+    from ..verl import engines
     from ..verl.workers import ActorRolloutRefWorker  # first: verl's own imports without vLLM
 
-    response_logits.install()
+    engines.install(config, log)
     functions.prepare(config.algorithm)  # trinity's own functions registered with verl in this process
     from ..verl.config import build as verl_section
 

@@ -25,7 +25,6 @@ import verl.utils.torch_functional as verl_F
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
 from verl.utils.torch_functional import logprobs_from_logits
-from verl.workers.engine import EngineRegistry
 from verl.workers.engine.fsdp import transformer_impl
 
 RESPONSES_ONLY = "trinity_responses_only"  # a batch's flag: its consumer reads the responses' log-probs alone
@@ -137,12 +136,3 @@ def _keeps_logits(module: torch.nn.Module) -> bool:
     model = module.get_base_model() if hasattr(module, "get_base_model") else module
     forward = model.forward
     return forward.__module__.startswith("transformers.") and "logits_to_keep" in inspect.signature(forward).parameters
-
-
-def install() -> None:
-    """Put ResponseLogitsEngine wherever verl's registry holds its FSDP policy engine (every device, both backends):
-    verl builds a rank's actor, reference and teacher from the registry."""
-    for entries in EngineRegistry._engines.get("language_model", {}).values():
-        for key, engine in entries.items():
-            if engine is transformer_impl.FSDPEngineWithLMHead:
-                entries[key] = ResponseLogitsEngine

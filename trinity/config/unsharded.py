@@ -1,0 +1,23 @@
+"""Whether the trainer trains its model as it is, without FSDP2: one rank that computes in its weights' dtype.
+
+FSDP2 on one rank shards nothing and, where the trainer computes in the dtype its weights are kept in, casts nothing,
+yet copies every weight into a buffer of its own before each unit's forward (and before its backward) and every
+gradient into a reduce-scatter buffer and out again. The weights are fp32 (full fine-tuning's masters; LoRA's frozen
+base is kept in trainer.param_dtype and its adapter in fp32), so that is a trainer of one rank with param_dtype
+float32: the cpu profile's. A narrower param_dtype keeps FSDP2, which casts a unit at a time (autocast would keep a
+narrow copy of every weight through the forward). FSDP2's CPU offload policy (trainer.offload_policy) is FSDP2's own.
+The memory plan (memory/trainer.py) and the trainer rank (runtime/verl/one_rank.py) both read this.
+"""
+
+from .schema import RunConfig
+
+
+def trains_unsharded(config: RunConfig) -> bool:
+    """The trainer's model is trained without FSDP2 (verl's engine runs it as transformers built it)."""
+    trainer = config.trainer
+    return (
+        config.cluster.trainer_gpu_num == 1
+        and trainer.trainer_strategy == "fsdp2"
+        and trainer.param_dtype == "float32"
+        and not trainer.offload_policy
+    )
