@@ -29,7 +29,9 @@ this machine's RAM as the device's: on the CPU a role's tensors live in its resi
 (median of the steps) and MFU (6 x parameters x the tokens the update computes on, prompts and responses, padding left
 out, over the update's seconds and the peak FLOP/s of a square matmul in the trainer's dtype measured in the same
 invocation); generation's tokens/s; the sync's seconds; the step's seconds (first to last train step); the ratios
-trinity/plain. Medians of 3 steps: the first includes each role's warm-up.
+trinity/plain on the same devices: on the CPU a device slot is a core, so the plain loop runs with as many threads as
+the mode's trainer rank computes with (colocate's one slot: 1, reported as plain/1; both's two, taken in turns: 2,
+plain/2), once per count. Medians of 3 steps: the first includes each role's warm-up.
 
 On a GPU: `--size 1.5b` computes in bf16 (the profile's trainer and rollout dtype; `--engine vllm` for vLLM); the plain
 loop reports `torch.cuda.max_memory_allocated`, and the memory ratio is taken against the device peak trinity's summary
@@ -68,6 +70,15 @@ trainer rank after its first step, two updates; the plain worker likewise) share
       before the forward 4.7 % and again before the backward 3.4 %                                18.2 %
     the layers' forward                                                                            10.7 %
     the fused AdamW step 2.1 %, gradient clipping 0.2 %, the rest 1.4 %                            3.7 %
+
+Since 2026-12-06 a trainer of one rank computing in fp32 trains unsharded (trinity/config/unsharded.py): FSDP2's
+copies are gone. Measured that day (a quiet machine, 4 steps; the first two rows with `--set
+trainer.use_fused_kernels=false`):
+
+    update s          trinity   plain loop (threads)   ratio     before, with FSDP2
+    both                 7.46        6.59 (2)           1.13x     14.86 / 9.25 = 1.61x
+    colocate            11.77       11.22 (1)           1.05x
+    both, the default   13.28        9.40 (2)           1.41x     16.39 / 8.96 = 1.83x (the fused log-probs)
 
 The plain loop spends about 2 s on its vocabulary (log_softmax and gather on the response tokens alone) where verl's
 kernels, fused or not, spend about 5; FSDP2's copies (about 3 s) have no counterpart in it. The forward pass before
@@ -410,7 +421,9 @@ def plain_runs(args: argparse.Namespace, work: Path, results: dict) -> dict:
     for threads, compute in counts.items():
         key = plain_key(threads, len(counts))
         runs[key] = worker(args, "plain", work, compute)
-        runs[key]["measured_rss_mb"] = {key: runs[key]["measured_rss_mb"]["plain"]}
+        for measure in ("measured_rss_mb", "measured_device_mb"):  # the plain loop's peaks, under its key
+            if isinstance(runs[key][measure], dict):
+                runs[key][measure] = {key: runs[key][measure]["plain"]}
     return runs
 
 

@@ -5,9 +5,13 @@ yet copies every weight into a buffer of its own before each unit's forward (and
 gradient into a reduce-scatter buffer and out again. The weights are fp32 (full fine-tuning's masters; LoRA's frozen
 base is kept in trainer.param_dtype and its adapter in fp32), so that is a trainer of one rank with param_dtype
 float32: the cpu profile's. A narrower param_dtype keeps FSDP2, which casts a unit at a time (autocast would keep a
-narrow copy of every weight through the forward). FSDP2's CPU offload policy (trainer.offload_policy) is FSDP2's own.
-The memory plan (memory/trainer.py) and the trainer rank (runtime/verl/one_rank.py) both read this.
+narrow copy of every weight through the forward). FSDP2's CPU offload policy (trainer.offload_policy) is FSDP2's own,
+and verl's activation offload (`enable_activation_offload` in the passthrough's actor or critic model section) groups
+activations by FSDP unit. The memory plan (memory/trainer.py) and the trainer rank (runtime/verl/one_rank.py) both
+read this.
 """
+
+from typing import Any
 
 from .schema import RunConfig
 
@@ -20,4 +24,12 @@ def trains_unsharded(config: RunConfig) -> bool:
         and trainer.trainer_strategy == "fsdp2"
         and trainer.param_dtype == "float32"
         and not trainer.offload_policy
+        and not activation_offload(trainer.trainer_config)
     )
+
+
+def activation_offload(passthrough: dict[str, Any]) -> bool:
+    """Whether trainer.trainer_config turns on verl's activation offload for the actor (its model section, bare or
+    under actor_rollout_ref) or the critic."""
+    sections = (passthrough.get("actor_rollout_ref", passthrough), passthrough.get("critic") or {})
+    return any((section.get("model") or {}).get("enable_activation_offload") for section in sections)

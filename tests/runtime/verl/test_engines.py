@@ -1,6 +1,7 @@
 """trinity's engines take the places of verl's FSDP engines in verl's registry, for every device and backend, set
 for the run they are installed for."""
 
+import copy
 import logging
 
 import pytest
@@ -8,12 +9,16 @@ import pytest
 pytest.importorskip("verl")
 
 
-def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(caplog):
+def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(caplog, monkeypatch):
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
     from tests.config.test_unsharded import config
     from trinity.runtime.verl import engines
+
+    # this process's registry and flag as they were, after the test
+    monkeypatch.setattr(EngineRegistry, "_engines", copy.deepcopy(EngineRegistry._engines))
+    monkeypatch.setattr(engines.Unsharded, "enabled", engines.Unsharded.enabled)
 
     log = logging.getLogger("trinity.test")
 

@@ -59,3 +59,66 @@ def test_an_unsharded_model_trains_and_resumes_as_fsdp2s_does(demo_assets, tmp_p
     assert (plain_from_fsdp2["fsdp"], fsdp2_from_plain["fsdp"]) == (False, True)
     assert_same_updates(plain_from_fsdp2, fsdp2)
     assert_same_updates(fsdp2_from_plain, plain)
+
+
+def reloaded(out) -> None:
+    """In a process of its own (a one-rank gloo group): a small model built unsharded or with FSDP2 on one rank, one
+    AdamW step, its model and optimizer state saved (torch.save, as verl's checkpoints are), one more step; the same
+    state loaded into a model built the other way, one step there: whether the weights after agree, each way."""
+    import io
+    import os
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.verl.one_rank import _module_state_as_here, _optimizer_state_as_here
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo")
+
+    def built(sharded: bool):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+        if sharded:
+            fully_shard(model[0])
+            fully_shard(model)
+        model.register_load_state_dict_pre_hook(_module_state_as_here)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=0.1)
+        optimizer.register_load_state_dict_pre_hook(_optimizer_state_as_here)
+        return model, optimizer
+
+    def step(model, optimizer) -> list:
+        model(torch.ones(2, 4)).square().sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return [(p.full_tensor() if isinstance(p, DTensor) else p).detach().clone() for p in model.parameters()]
+
+    def saved(state: dict) -> dict:
+        buffer = io.BytesIO()
+        torch.save(state, buffer)
+        buffer.seek(0)
+        return torch.load(buffer, weights_only=False)
+
+    def resumed(sharded: bool) -> bool | str:
+        model, optimizer = built(sharded)
+        step(model, optimizer)
+        state, moments = saved(model.state_dict()), saved(optimizer.state_dict())
+        expected = step(model, optimizer)
+        other, its_optimizer = built(not sharded)
+        try:
+            other.load_state_dict(state)
+            its_optimizer.load_state_dict(moments)
+            got = step(other, its_optimizer)
+        except Exception as error:  # what the test shows, rather than a process that never answers
+            return repr(error)
+        return all(torch.allclose(a, b, rtol=0, atol=1e-7) for a, b in zip(expected, got, strict=True))
+
+    agree = {"fsdp2 -> unsharded": resumed(True), "unsharded -> fsdp2": resumed(False)}
+    dist.destroy_process_group()
+    out.put(agree)
+
+
+def test_fsdp2s_state_on_one_rank_and_an_unsharded_models_load_each_other():
+    assert spawned(reloaded) == {"fsdp2 -> unsharded": True, "unsharded -> fsdp2": True}

@@ -54,8 +54,9 @@ def updates(demo_dir: str, responses_only: bool, extra: tuple, out) -> None:
     out.put({"steps": seen, "rows": rows, "w": weights, **flat})
 
 
-# a LoRA adapter (its base a PEFT model's) with a KL loss: the reference's forward pass is the adapter switched off
-LORA = ("+model.lora_configs=[{lora_rank: 8}]", "algorithm.kl_loss_fn=low_var_kl")
+# a LoRA adapter (its base a PEFT model's) with a KL loss: the reference's forward pass is the adapter switched off;
+# wrapped in FSDP2 as on a GPU, with FSDP2's CPU offload (a one-rank fp32 trainer is unsharded otherwise)
+LORA = ("+model.lora_configs=[{lora_rank: 8}]", "algorithm.kl_loss_fn=low_var_kl", "trainer.offload_policy=true")
 PACKED = ("trainer.use_remove_padding=true",)  # one packed row, as with a GPU's variable-length attention
 LENGTHS = [(len(p) + len(r), len(r)) for p, r, _, _ in EXPERIENCES]  # (sequence, response)
 

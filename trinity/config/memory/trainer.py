@@ -283,7 +283,7 @@ def _reference(shape: ModelShape, setup: TrainerSetup) -> list[Item]:
         param_bytes(setup) * (_unit_params(shape) + _unit_adapter_params(shape, setup.lora)),
         REFERENCE,
     )
-    return [working, *_forward_only(shape, setup, "reference", REFERENCE)[1:]]
+    return [*_sharded(setup, working), *_forward_only(shape, setup, "reference", REFERENCE)[1:]]
 
 
 def _forward_only(shape: ModelShape, setup: TrainerSetup, name: str, phase: str) -> list[Item]:

@@ -5,9 +5,9 @@ On that rank FSDP2 copies every weight into a buffer of its own before each unit
 backward) and every gradient into a reduce-scatter buffer and back: at Qwen2.5-0.5B on 2 CPU cores about 3 s of a 15 s
 update, and a unit's weights and gradients twice in memory (benchmarks/scale.py). Here a trained model (the actor, a
 critic) is kept as transformers (and PEFT) built it; verl's engine runs such a module on its own paths already
-(`fsdp_version(module) == 0`: clipping, offload, gradient sync, weight export). Forward-only models (the reference, a
-teacher) keep verl's CPU-offloaded FSDP2, which holds their weights in host memory, and so does a model with verl's
-activation offload, which works by FSDP unit.
+(`fsdp_version(module) == 0`: clipping, offload, gradient sync, the full weights' export; verl's merged-LoRA export
+asserts FSDP, and trinity exports LoRA weights its own way: trainer/weights_out.py). Forward-only models (the
+reference, a teacher) keep verl's CPU-offloaded FSDP2, which holds their weights in host memory.
 
 Checkpoints: FSDP2's state holds DTensors (on one rank, each the whole tensor), an unsharded model's plain tensors.
 Each loads the other's, so a run resumes from a checkpoint whichever way its trainer was built when it was saved.
@@ -17,6 +17,9 @@ from typing import Any
 
 import torch
 from torch.distributed.tensor import DTensor
+from verl.utils.device import get_device_id
+from verl.utils.fsdp_utils import fsdp_version
+from verl.utils.torch_dtypes import PrecisionType
 
 
 class Unsharded:
@@ -25,32 +28,34 @@ class Unsharded:
     enabled = False  # engines.install sets it from the run's config (verl builds its engines with no way to pass it)
 
     def _build_fsdp_module(self, module: torch.nn.Module) -> torch.nn.Module:
-        # verl's activation offload groups the activations by FSDP unit: it keeps FSDP2
-        if not self.enabled or self.engine_config.forward_only or self.model_config.enable_activation_offload:
-            built = super()._build_fsdp_module(module)
-        else:
-            built = self._unsharded(module)
-        built.register_load_state_dict_pre_hook(_module_state_as_here)
+        if self.enabled and not self.engine_config.forward_only:
+            return self._unsharded(module)
+        built = super()._build_fsdp_module(module)
+        if self._one_rank_fsdp2(built):  # its checkpoints and an unsharded model's load each other
+            built.register_load_state_dict_pre_hook(_module_state_as_here)
         return built
 
     def _unsharded(self, module: torch.nn.Module) -> torch.nn.Module:
-        from verl.utils.device import get_device_id
-        from verl.utils.torch_dtypes import PrecisionType
-
         if (ranks := torch.distributed.get_world_size()) != 1:
             raise RuntimeError(f"an unsharded model is trained by one rank, and this trainer has {ranks}")
-        dtype = PrecisionType.to_dtype((self.engine_config.mixed_precision or {}).get("param_dtype", "bf16"))
+        dtype = PrecisionType.to_dtype(self.engine_config.mixed_precision["param_dtype"])  # trinity always sets it
         held = {p.dtype for p in module.parameters()}
         if held != {dtype}:  # config/unsharded.py's rule: nothing is cast
             raise RuntimeError(f"an unsharded model computes in its weights' dtype: weights {held}, compute {dtype}")
         self._autocast_dtype = dtype  # verl's forward autocasts to it where narrower than fp32: never here
-        self.scaler = None  # fp16's loss scaling: fp16 weights are never trained unsharded
+        module.register_load_state_dict_pre_hook(_module_state_as_here)
         return module.to(get_device_id())
 
     def _build_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer:
         optimizer = super()._build_optimizer(module)
-        optimizer.register_load_state_dict_pre_hook(_optimizer_state_as_here)
+        if fsdp_version(module) == 0 or self._one_rank_fsdp2(module):
+            optimizer.register_load_state_dict_pre_hook(_optimizer_state_as_here)
         return optimizer
+
+    @staticmethod
+    def _one_rank_fsdp2(module: torch.nn.Module) -> bool:
+        """FSDP2 on one rank, whose DTensors are whole tensors (FSDP1 renames and shards its state its own way)."""
+        return fsdp_version(module) == 2 and torch.distributed.get_world_size() == 1
 
 
 def as_layout(value: Any, like: torch.Tensor) -> Any:
@@ -65,10 +70,9 @@ def as_layout(value: Any, like: torch.Tensor) -> Any:
     return value
 
 
-def _module_state_as_here(module: torch.nn.Module, state: dict, prefix: str, *_: Any) -> None:
-    """A load_state_dict pre-hook of the root module: the saved tensors in the layout of the module's own."""
-    if prefix:
-        return  # the root's call sees the whole state
+def _module_state_as_here(module: torch.nn.Module, state: dict, *_: Any) -> None:
+    """A load_state_dict pre-hook of the root module (which sees the whole state): the saved tensors in the layout of
+    the module's own."""
     own = module.state_dict(keep_vars=True)
     for key in state.keys() & own.keys():
         state[key] = as_layout(state[key], own[key])
