@@ -415,20 +415,20 @@ def host_memory_gb() -> float:
 def plain_runs(args: argparse.Namespace, work: Path, results: dict) -> dict:
     """The plain loop on the devices each mode's trainer has: on the CPU a device slot is a core, so with as many
     threads as the trainer rank computes with (colocate's one slot: 1; both's two, taken in turns: 2), once per count;
-    keyed `plain` where every mode has the same, `plain/<threads>` otherwise."""
+    keyed `plain` where every mode has the same, `plain/<threads>` otherwise; each mode's result names its run
+    (`plain_run`)."""
     counts = {r["compute"]["threads"]: r["compute"] for r in results.values()}
     runs = {}
     for threads, compute in counts.items():
-        key = plain_key(threads, len(counts))
+        key = "plain" if len(counts) == 1 else f"plain/{threads}"
         runs[key] = worker(args, "plain", work, compute)
         for measure in ("measured_rss_mb", "measured_device_mb"):  # the plain loop's peaks, under its key
             if isinstance(runs[key][measure], dict):
                 runs[key][measure] = {key: runs[key][measure]["plain"]}
+        for result in results.values():
+            if result["compute"]["threads"] == threads:
+                result["plain_run"] = key
     return runs
-
-
-def plain_key(threads: int | None, counts: int) -> str:
-    return "plain" if counts == 1 else f"plain/{threads}"
 
 
 def plain_worker(args: argparse.Namespace) -> dict:
@@ -604,10 +604,7 @@ def table(args: argparse.Namespace, report: dict) -> str:
             f"{mode:10} {r['update_s']:9.2f} {r['mfu']:7.1%} {_num(r['step_s'], 8, 2)} {r['tokens_per_s']:10.1f} "
             f"{r['sync_s']:8.2f} {_num(r.get('minutes'), 8, 1)}"
         )
-    modes = {mode: r for mode, r in results.items() if not mode.startswith("plain")}
-    counts = len({r["compute"]["threads"] for r in modes.values()})
-    plains = {mode: plain_key(r["compute"]["threads"], counts) for mode, r in modes.items()}
-    lines += ["", *[ratio_line(mode, r, plains[mode], results) for mode, r in modes.items() if plains[mode] in results]]
+    lines += ["", *[ratio_line(mode, r, r["plain_run"], results) for mode, r in results.items() if "plain_run" in r]]
     return "\n".join(lines)
 
 

@@ -13,15 +13,29 @@ read this.
 
 from typing import Any
 
+from .merge import get_path
 from .schema import RunConfig
+
+# where verl reads its activation offload in trainer.trainer_config: the actor's model section (bare, as Trinity-RFT
+# writes its sections, or under actor_rollout_ref) and the critic's
+ACTIVATION_OFFLOAD = (
+    ("model", "enable_activation_offload"),
+    ("actor_rollout_ref", "model", "enable_activation_offload"),
+    ("critic", "model", "enable_activation_offload"),
+)
 
 
 def trains_unsharded(config: RunConfig) -> bool:
     """The trainer's model is trained without FSDP2 (verl's engine runs it as transformers built it)."""
+    return config.cluster.trainer_gpu_num == 1 and only_copies_on_one_rank(config)
+
+
+def only_copies_on_one_rank(config: RunConfig) -> bool:
+    """Whether FSDP2 on one rank of this trainer would only copy: it computes in its weights' dtype, and none of
+    FSDP2's own offloads is asked for. Whatever its device count (the memory plan asks for other counts)."""
     trainer = config.trainer
     return (
-        config.cluster.trainer_gpu_num == 1
-        and trainer.trainer_strategy == "fsdp2"
+        trainer.trainer_strategy == "fsdp2"
         and trainer.param_dtype == "float32"
         and not trainer.offload_policy
         and not activation_offload(trainer.trainer_config)
@@ -29,7 +43,5 @@ def trains_unsharded(config: RunConfig) -> bool:
 
 
 def activation_offload(passthrough: dict[str, Any]) -> bool:
-    """Whether trainer.trainer_config turns on verl's activation offload for the actor (its model section, bare or
-    under actor_rollout_ref) or the critic."""
-    sections = (passthrough.get("actor_rollout_ref", passthrough), passthrough.get("critic") or {})
-    return any((section.get("model") or {}).get("enable_activation_offload") for section in sections)
+    """Whether trainer.trainer_config turns on verl's activation offload for the actor or the critic."""
+    return any(get_path(passthrough, path) for path in ACTIVATION_OFFLOAD)

@@ -14,7 +14,7 @@ from ..algorithms.queries import uses_critic, uses_reference
 from ..lora import adapter_of, moves_adapter
 from ..schema import RunConfig
 from ..schema.explorer import InferenceModelConfig
-from ..unsharded import trains_unsharded
+from ..unsharded import only_copies_on_one_rank
 from .estimate import DTYPE_BYTES, GIB, Estimate, Item, runtime
 from .generate import GenerateSetup, generate_estimate
 from .lora import Adapter, adapter, adapter_params, linear_features
@@ -111,7 +111,7 @@ def trainer_setup(
         device_type=config.hardware.device_type,
         sync=sync_setup(config, shape),
         expandable_segments=expandable_segments(config),
-        unsharded=trains_unsharded(config),
+        copies_only=only_copies_on_one_rank(config),
     )
 
 

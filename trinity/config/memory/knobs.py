@@ -28,18 +28,13 @@ def trainer_knobs(config: RunConfig, setup: TrainerSetup, memory: int) -> tuple[
         return trainer_estimate(s).peak
 
     kinds = [
-        [(change, _on_devices(setup, n), f"{n} trainer devices") for change, n in kind]
+        [(change, setup._replace(devices=n), f"{n} trainer devices") for change, n in kind]
         for kind in _device_changes(config, setup.devices)
     ]
     kinds.append(_token_changes(config, setup))
     if not setup.checkpointing:
         kinds.append([("trainer.enable_gradient_checkpointing=true", setup._replace(checkpointing=True), "")])
     return _first_of_each(kinds, need, capacity)
-
-
-def _on_devices(setup: TrainerSetup, devices: int) -> TrainerSetup:
-    """The trainer on `devices` devices: more than one shards its models (config/unsharded.py)."""
-    return setup._replace(devices=devices, unsharded=setup.unsharded and devices == 1)
 
 
 def engine_knobs(

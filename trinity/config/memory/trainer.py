@@ -116,7 +116,12 @@ class TrainerSetup(NamedTuple):
     device_type: str = "cuda"  # hardware.device_type: which runtime the process holds (estimate.py RUNTIMES)
     sync: SyncSetup | None = None  # the weight sync it sends, where the stage has one
     expandable_segments: bool = False  # its allocator maps device memory in pages (the profiles' *_ALLOC_CONF)
-    unsharded: bool = False  # its trained models are not wrapped in FSDP2 (config/unsharded.py): no working set
+    copies_only: bool = False  # FSDP2 on one device would only copy (config/unsharded.py): one device trains unsharded
+
+    @property
+    def unsharded(self) -> bool:
+        """Its trained models are not wrapped in FSDP2: no working set."""
+        return self.copies_only and self.devices == 1
 
 
 def trainer_estimate(setup: TrainerSetup) -> Estimate:

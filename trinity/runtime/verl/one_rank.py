@@ -29,9 +29,10 @@ class Unsharded:
 
     def _build_fsdp_module(self, module: torch.nn.Module) -> torch.nn.Module:
         if self.enabled and not self.engine_config.forward_only:
-            return self._unsharded(module)
-        built = super()._build_fsdp_module(module)
-        if self._one_rank_fsdp2(built):  # its checkpoints and an unsharded model's load each other
+            built = self._unsharded(module)
+        else:
+            built = super()._build_fsdp_module(module)
+        if _whole_tensors(built):
             built.register_load_state_dict_pre_hook(_module_state_as_here)
         return built
 
@@ -43,19 +44,20 @@ class Unsharded:
         if held != {dtype}:  # config/unsharded.py's rule: nothing is cast
             raise RuntimeError(f"an unsharded model computes in its weights' dtype: weights {held}, compute {dtype}")
         self._autocast_dtype = dtype  # verl's forward autocasts to it where narrower than fp32: never here
-        module.register_load_state_dict_pre_hook(_module_state_as_here)
         return module.to(get_device_id())
 
     def _build_optimizer(self, module: torch.nn.Module) -> torch.optim.Optimizer:
         optimizer = super()._build_optimizer(module)
-        if fsdp_version(module) == 0 or self._one_rank_fsdp2(module):
+        if _whole_tensors(module):
             optimizer.register_load_state_dict_pre_hook(_optimizer_state_as_here)
         return optimizer
 
-    @staticmethod
-    def _one_rank_fsdp2(module: torch.nn.Module) -> bool:
-        """FSDP2 on one rank, whose DTensors are whole tensors (FSDP1 renames and shards its state its own way)."""
-        return fsdp_version(module) == 2 and torch.distributed.get_world_size() == 1
+
+def _whole_tensors(module: torch.nn.Module) -> bool:
+    """Whether the module's state is whole tensors, plain or DTensors: unsharded, or FSDP2 on one rank. Such states
+    load each other (FSDP1 renames and shards its state its own way)."""
+    version = fsdp_version(module)
+    return version == 0 or (version == 2 and torch.distributed.get_world_size() == 1)
 
 
 def as_layout(value: Any, like: torch.Tensor) -> Any:
