@@ -111,7 +111,10 @@ setups = st.builds(
 def test_more_devices_or_fewer_tokens_never_need_more(setup, more, critic):
     setup = setup._replace(critic=setup.actor if critic else None)  # a critic is the actor's model
     need = trainer_estimate(setup).peak
-    assert trainer_estimate(setup._replace(devices=setup.devices + more)).peak <= need
+    sharded = trainer_estimate(setup._replace(copies_only=False)).peak  # FSDP2 on the same devices
+    assert need <= sharded  # one device unsharded (copies_only) never needs more than FSDP2 there
+    # more devices shard; a 1-layer model gathers nearly all of itself, so compare with FSDP2's plan, not unsharded's
+    assert trainer_estimate(setup._replace(devices=setup.devices + more)).peak <= sharded
     assert trainer_estimate(setup._replace(tokens=max(1, setup.tokens // 2))).peak <= need
     if setup.actor.layers > 1:  # one layer checkpointed keeps its input besides recomputing it
         assert trainer_estimate(setup._replace(checkpointing=True)).peak <= need
