@@ -28,6 +28,9 @@ from tests.session_ray import own_ray
 SEED = int(os.environ.get("TRINITY_RESTART_SEED", "0"))
 FULL = os.environ.get("TRINITY_RESTART_FULL") == "1"
 KILLED = {"trainer_node0.rank0": "TrainerRank", "buffer": "ExperienceBuffer"}  # role -> its actor's class
+# the buffer's run keeps its experiences in SQLite (buffer/scope.py: what the restart gives back and drops)
+SQL = "buffer.trainer_input.experience_buffer.storage_type=sql"
+STORED = {"buffer": (SQL,)}  # role -> the killed run's own settings
 # the shortened demo: 6 GRPO steps, a checkpoint every 2; or the whole demo, a checkpoint every 20 GRPO steps
 ARGS = ("trainer.save_interval=20",) if FULL else (*GRPO_ONLY, "buffer.total_steps=6", "trainer.save_interval=2")
 STAGE, STEPS = ("grpo", 100) if FULL else (None, 6)  # the stage killed, and its steps
@@ -95,7 +98,7 @@ def test_a_killed_trainer_rank_or_buffer_restarts_its_stage_from_the_last_checkp
     run_env, tmp_path, role, uninterrupted
 ):
     step = random.Random(f"{role}/{SEED}").randint(1, STEPS - 2)
-    proc = started(run_env, tmp_path)
+    proc = started(run_env, tmp_path, *STORED.get(role, ()))
     reached(proc, tmp_path, step)
     killed = kill(run_env, role)
     out, err = proc.communicate(timeout=TIMEOUT_S)
@@ -125,6 +128,25 @@ def test_a_killed_trainer_rank_or_buffer_restarts_its_stage_from_the_last_checkp
     print(f"{role}: held-out accuracy {final['accuracy']:.3f}, uninterrupted {uninterrupted['accuracy']:.3f}")
     assert abs(final["accuracy"] - uninterrupted["accuracy"]) <= 0.06  # timing varies GRPO's batches (docs/runtime.md)
     assert_nothing_half_written(run)
+    if SQL in STORED.get(role, ()):
+        assert_each_explore_step_stored_and_trained_once(run, restart["time"], resumed)
+
+
+def assert_each_explore_step_stored_and_trained_once(run: Path, restarted: float, resumed: int) -> None:
+    """The SQLite store after a restart from train step `resumed`: each explore step's experiences once, those of the
+    steps after it made again after the restart (seed 0 kills after train step 3: explore step 3 was stored before),
+    each train step's batch once, none left over (1:1 in the shortened demo)."""
+    import sqlite3
+
+    batch = 16  # 4 tasks x 4 rollouts
+    again = [(r["step"], r["experiences"]) for r in lines(run, "explorer") if r["time"] > restarted]
+    assert again == [(s, batch) for s in range(resumed + 1, STEPS + 1)]  # none found stored already
+    db = sqlite3.connect(str(run / "arith_experiences.db"))
+    per_step = db.execute("SELECT explore_step, COUNT(*) FROM experiences GROUP BY explore_step").fetchall()
+    assert per_step == [(s, batch) for s in range(1, STEPS + 1)]
+    taken = db.execute("SELECT consumed_step, COUNT(*) FROM experiences GROUP BY consumed_step").fetchall()
+    assert taken == [(s, batch) for s in range(1, STEPS + 1)]
+    assert db.execute("SELECT DISTINCT stage, consumed_by FROM experiences").fetchall() == [(f"{run}#run",) * 2]
 
 
 def test_every_kind_of_restart_draws_on_one_budget_and_a_spent_one_ends_the_run_with_the_cause(run_env, tmp_path):

@@ -67,6 +67,8 @@ class World:
     asleep_memory: set = field(default_factory=set)  # which of it: weights, kv_cache
     log: list = field(default_factory=list)
     preview: bool = False  # train steps return preview rows, as with trainer.enable_preview
+    buffer_setups: list = field(default_factory=list)  # (scope, trained, resumed) of each Buffer.setup
+    waiting: int = 0  # experiences the buffer says wait as a stage sets up (a resume kept them)
 
 
 class Explorer:
@@ -241,17 +243,18 @@ class Engine:
 
 
 class Buffer:
+    def __init__(self, world: World):
+        self.world = world
+
     def peak_rss_mb(self) -> float:
         return 1.0
 
     def peak_device_mb(self) -> float | None:
         return None
 
-    def setup(self, sft: dict | None = None) -> dict:
-        return {"samples": 0}
-
-    def rewind(self, after_step: int | None) -> int:
-        return 0
+    def setup(self, sft: dict | None = None, scope=None, trained: int | None = None, resumed: bool = False) -> dict:
+        self.world.buffer_setups.append((scope, trained, resumed))
+        return {"samples": 0, "waiting": self.world.waiting}
 
     def put(self, experiences: list, step: int | None = None) -> int:
         return len(experiences)
@@ -271,6 +274,6 @@ def handles_for(specs: list, world: World) -> dict:
     made = {}
     for spec in specs:
         kind = STAND_INS[spec.role]
-        role = kind(world, spec.rank) if spec.role == "trainer" else kind() if kind is Buffer else kind(world)
+        role = kind(world, spec.rank) if spec.role == "trainer" else kind(world)
         made[spec.name] = Handle(role)
     return made

@@ -87,14 +87,18 @@ class Experience:
         """1 on each response token the model produced (the ones trained), 0 on the environment's."""
         return list(self.action_mask) if self.action_mask is not None else [1] * len(self.response_ids)
 
-    def to_json(self) -> str:
-        """One line of JSON."""
-        return json.dumps(asdict(self), separators=(",", ":"))
+    def to_json(self, **before: object) -> str:
+        """One line of JSON (led by the keys `before`, as a store marks a line: a reader can pick lines by prefix)."""
+        return json.dumps(before | asdict(self), separators=(",", ":"))
 
     @classmethod
     def from_json(cls, text: str) -> "Experience":
-        """The inverse of to_json (JSON writes the token ids of top_logprobs as text)."""
-        fields = json.loads(text)
+        """The inverse of to_json."""
+        return cls.from_dict(json.loads(text))
+
+    @classmethod
+    def from_dict(cls, fields: dict) -> "Experience":
+        """An experience of its JSON's fields (JSON writes the token ids of top_logprobs as text)."""
         if fields.get("top_logprobs") is not None:
             fields["top_logprobs"] = [{int(t): lp for t, lp in top.items()} for top in fields["top_logprobs"]]
         return cls(**fields)

@@ -61,7 +61,7 @@ def test_rewind_gives_back_what_steps_after_the_checkpoint_took(tmp_path):
     store.add(exps(0, 6))
     store.take(2, step=1)
     store.take(2, step=2)
-    assert store.rewind(after_step=1) == 2  # the run resumes from the checkpoint of step 1
+    assert store.rewind(after_step=1).given_back == 2  # the run resumes from the checkpoint of step 1
     assert rewards(store.take(4, step=2)) == [2, 3, 4, 5]
 
 
@@ -233,7 +233,7 @@ def test_stale_experiences_are_dropped_and_a_rewind_gives_them_back_to_be_judged
     assert queue.drop_stale(min_version=1, step=3) == 2  # made by weights 0, older than 1
     assert rewards(queue.take(3, step=3)) == [1, 2, 4] and queue.drop_stale(1, step=4) == 0
     restarted = stores.MemoryQueue(SqliteStore(path))
-    assert restarted.persist.rewind(after_step=2) == 5  # dropped ones count as the step's too
+    assert restarted.persist.rewind(after_step=2).given_back == 5  # dropped ones count as the step's too
     restarted = stores.MemoryQueue(SqliteStore(path))
     assert restarted.drop_stale(min_version=2, step=3) == 3 and rewards(restarted.take(2, step=3)) == [2, 4]
 

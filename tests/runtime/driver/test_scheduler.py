@@ -108,6 +108,18 @@ def test_sharing_devices_stops_when_one_turn_cannot_fill_a_batch():
     assert scheduler.explored == 1 and scheduler.trained == 0
 
 
+def test_sharing_devices_counts_what_a_resume_kept_in_the_buffer():
+    """A resumed stage's buffer kept explore step 3 whole (train step 2 took part of it), so its second run stores
+    nothing; the experiences it kept fill train step 3's batch."""
+    scheduler = Scheduler(SyncPolicy("fixed", 1, 0), 4, done=2, shared=True, batch_size=4, waiting=4)
+    assert scheduler.next_jobs() == [Job(EXPLORE, 3)]
+    scheduler.started(Job(EXPLORE, 3))
+    scheduler.finished(Job(EXPLORE, 3), experiences=0)
+    assert scheduler.next_jobs() == [Job(TRAIN, 3)]
+    with pytest.raises(Stalled, match="holds 0 experiences"):  # without them
+        drive(Scheduler(SyncPolicy("fixed", 1, 0), 4, done=2, shared=True, batch_size=4), experiences=0)
+
+
 def test_trainer_driven_never_blocks_on_a_version():
     policy = SyncPolicy("trainer_driven", 2, 0)
     # runs ahead to the first check point at least offset + interval + 1 past the trainer

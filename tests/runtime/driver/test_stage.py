@@ -180,6 +180,24 @@ def test_a_resume_without_hugging_face_weights_first_gives_the_engines_the_train
     assert [r["step"] for r in records if r["role"] == "trainer"] == [3, 4]
 
 
+@pytest.mark.parametrize(
+    "mode, own_rows, trained", [("both", True, 2), ("colocate", True, 2), ("train", False, 2), ("explore", False, None)]
+)
+def test_the_buffer_is_set_back_to_the_stages_checkpoint_in_the_stages_own_scope(tmp_path, mode, own_rows, trained):
+    """Where the stage trains, the buffer hears the stage's scope (its run directory and name; whether it reads only
+    what it explored), the train steps its checkpoint holds and that it resumed (buffer/scope.py)."""
+    saved = tmp_path / "global_step_2"
+    saved.mkdir()
+    resume = Checkpoint(saved, 2, "grpo", 0, 2, 4)
+    world = World(experiences=8, waiting=8)
+    overrides = ("trainer.total_steps=4", f"mode={mode}", "buffer.train_batch_size=8")
+    if mode == "train":
+        overrides += ("buffer.trainer_input.experience_buffer.storage_type=sql",)
+    stage_run(tmp_path, *overrides, world=world, start=StageStart("model", 0, resume))
+    [(scope, steps, resumed)] = world.buffer_setups
+    assert scope == (f"{tmp_path / 'run'}#grpo", own_rows, 8) and (steps, resumed) == (trained, True)
+
+
 def test_checkpoints_follow_save_interval_and_hf_weights_the_policy(tmp_path):
     world, _, summary = stage_run(
         tmp_path, "trainer.total_steps=5", "trainer.save_interval=2", "trainer.save_hf_checkpoint=last"

@@ -11,6 +11,7 @@ from ...launch.plan import ActorSpec
 from ..experience import Experience
 from ..roles.base import Role
 from . import replay, stores
+from .scope import NOTHING, Scope
 
 POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process puts wake the waiter at once
 
@@ -43,31 +44,46 @@ class ExperienceBuffer(Role):
         if self.data_set:
             super().warm()
 
-    def setup(self, sft: dict | None = None) -> dict:
+    def setup(
+        self, sft: dict | None = None, scope: Scope | None = None, trained: int | None = None, resumed: bool = False
+    ) -> dict:
         """Open the store; `sft` = {tokenizer path, model section, data kind} makes it serve a data set's
-        samples instead (SFT samples, DPO pairs or raw text)."""
-        storage, self.explored = self.storage, set()  # a stage numbers its explore steps from 1
+        samples instead (SFT samples, DPO pairs or raw text). `scope`: the stage that stores and reads through it;
+        `trained`: where a stage that trains resumes (its train steps a checkpoint holds, 0 at its start): a persisted
+        store gives back and drops what scope.py says, and `resumed` says whether that checkpoint or a restart came
+        first (rows consumed by no stage then count as the stage's)."""
+        self.store = self._store(sft, scope)
+        done = self.store.rewind(trained, resumed) if trained is not None else NOTHING
+        self.explored = set(done.kept_steps)  # a stage numbers its explore steps from 1; kept ones are not stored again
+        if done.given_back or done.dropped:
+            self.log.info(
+                "resumed after train step %d: %d experiences given back, %d of explore steps after it dropped "
+                "(explored again)", trained, done.given_back, done.dropped,
+            )  # fmt: skip
+        return {
+            "storage": self.storage.storage_type,
+            "store": type(self.store).__name__,
+            "samples": len(getattr(self.store, "samples", ())),
+            "waiting": done.waiting,
+        }
+
+    def _store(self, sft: dict | None, scope: Scope | None) -> Any:
+        storage = self.storage
         if sft is not None:
-            self.store = data_set(storage, sft)
-        elif storage.storage_type == "file":
-            self.store = stores.JsonlFile(
-                Path(storage.path) if storage.path else self.run_dir / f"{storage.name}.jsonl"
-            )
-        elif storage.storage_type == "sql" or (storage.path or "").startswith(stores.SQLITE_PREFIX):
+            return data_set(storage, sft)
+        if storage.storage_type == "file":
+            path = Path(storage.path) if storage.path else self.run_dir / f"{storage.name}.jsonl"
+            return stores.JsonlFile(path, scope)
+        if storage.storage_type == "sql" or (storage.path or "").startswith(stores.SQLITE_PREFIX):
             store = stores.SqliteStore(
                 stores.sqlite_path(storage.path or f"{stores.SQLITE_PREFIX}{storage.name}.db", self.run_dir),
                 (storage.max_retry_times, storage.max_retry_interval),
+                scope=scope,
             )
-            self.store = store if storage.storage_type == "sql" else stores.MemoryQueue(store)
-        elif storage.replay_buffer.enable:  # served by priority (derive/replay.py: only the in-memory queue)
-            self.store = replay.ReplayQueue.of(storage)
-        else:
-            self.store = stores.MemoryQueue()
-        return {
-            "storage": storage.storage_type,
-            "store": type(self.store).__name__,
-            "samples": len(getattr(self.store, "samples", ())),
-        }
+            return store if storage.storage_type == "sql" else stores.MemoryQueue(store)
+        if storage.replay_buffer.enable:  # served by priority (derive/replay.py: only the in-memory queue)
+            return replay.ReplayQueue.of(storage)
+        return stores.MemoryQueue()
 
     def put(self, experiences: list[Experience], step: int | None = None) -> int:
         """Store experiences; returns how many were stored. `step`: the explore step they are (the explorer's put):
@@ -78,7 +94,7 @@ class ExperienceBuffer(Role):
                 self.log.warning("explore step %d was stored already: its experiences of a second run are not", step)
                 return 0
             self.explored.add(step)
-        self.store.add(experiences)
+        self.store.add(experiences, step)
         self.changed.set()
         return len(experiences)
 
@@ -115,10 +131,6 @@ class ExperienceBuffer(Role):
     def dropped(self) -> int:
         """Experiences dropped as too old so far."""
         return self.stale
-
-    def rewind(self, after_step: int | None) -> int:
-        """Give back what train steps after `after_step` consumed (a resume from that step's checkpoint)."""
-        return self.store.rewind(after_step)
 
 
 def data_set(storage: Any, sft: dict) -> stores.DataSet:

@@ -25,6 +25,7 @@ from typing import Any
 from ...config.replay import PRIORITY_FUNCTIONS
 from ...utils.imports import import_path
 from ..experience import Experience
+from .scope import NOTHING, Resumed
 
 Priority = Callable[[int, int, dict[str, Any], random.Random], tuple[float, bool]]
 
@@ -78,7 +79,7 @@ class ReplayQueue:
         """Items queued (not the pool's, nor those cooling down)."""
         return sum(len(items) for items in self.levels.values())
 
-    def add(self, experiences: list[Experience]) -> None:
+    def add(self, experiences: list[Experience], step: int | None = None) -> None:
         """Queue each task's experiences (one item per group, in order of first appearance), after the served items
         whose cooldown has passed (upstream queues them again at that moment)."""
         self._requeue()
@@ -108,8 +109,8 @@ class ReplayQueue:
             self._set_level(priority, kept)
         return dropped
 
-    def rewind(self, after_step: int | None) -> int:
-        return 0  # priorities and uses live in memory: a restarted trainer starts an empty queue
+    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
+        return NOTHING  # priorities and uses live in memory: a restarted trainer starts an empty queue
 
     def _queue(self, item: Item) -> None:
         """Insert by priority; a full queue evicts its lowest for an item of at least that priority."""

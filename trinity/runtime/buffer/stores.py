@@ -1,18 +1,25 @@
-"""The storage types of the experience buffer behind one interface: add, take(n, step), rewind.
+"""The storage types of the experience buffer behind one interface: add(experiences, step), take(n, step),
+rewind(after_step, resumed) (scope.py: what a stage's setup gives back and drops).
 
 - `queue`: in memory; with `path: sqlite:///x.db` every experience is also in SQLite, so a
   restarted trainer loses nothing;
 - `sql`: SQLite only (an explorer and a trainer process can share it);
-- `file`: JSONL, read by position: step s consumes lines (s-1)*n .. s*n-1, so a resume needs no state;
+- `file`: JSONL, read by position: step s consumes the lines it may read (s-1)*n .. s*n-1, so a resume
+  needs no state;
 - a data set (SFT): rows of a local data set, tokenised, served by position like `file`.
 """
 
+import json
+import os
 from collections import deque
 from pathlib import Path
 from typing import Any
 
 from ..experience import Experience
+from .scope import NOTHING, Resumed, Scope
 from .sqlite_store import SqliteStore
+
+STORED_BY, EXPLORE_STEP = "_stored_by", "_explore_step"  # a JSONL line's keys beside its experience's fields
 
 SQLITE_PREFIX = "sqlite:///"
 
@@ -30,9 +37,9 @@ class MemoryQueue:
         if persist:  # a restarted run picks up what was produced and not consumed
             self.items.extend(persist.pending())
 
-    def add(self, experiences: list[Experience]) -> None:
+    def add(self, experiences: list[Experience], step: int | None = None) -> None:
         if self.persist:
-            self.persist.add(experiences)
+            self.persist.add(experiences, step)
         self.items.extend(experiences)
 
     def take(self, n: int, step: int) -> list[Experience]:
@@ -50,31 +57,74 @@ class MemoryQueue:
             self.persist.drop_stale(min_version, step)
         return dropped
 
-    def rewind(self, after_step: int | None) -> int:
+    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
         if not self.persist:
-            return 0
-        count = self.persist.rewind(after_step)
+            return NOTHING  # a new queue: what an earlier setup held is gone with its process
+        done = self.persist.rewind(after_step, resumed)
         self.items = deque(self.persist.pending())
-        return count
+        return done
 
 
 class JsonlFile:
-    def __init__(self, path: Path):
-        self.path = path
+    """One experience a line, read by position; where a stage writes or reads it (`scope`), each line starts with the
+    stage that stored it and its explore step, and the stage reads the lines scope.py gives it."""
+
+    def __init__(self, path: Path, scope: Scope | None = None):
+        self.path, self.scope = path, scope
         path.parent.mkdir(parents=True, exist_ok=True)
         path.touch()
+        # a line this stage stored starts with its mark; a line of no stage with its experience's first field
+        self.own = None if scope is None else "{" + json.dumps(STORED_BY) + ":" + json.dumps(scope.name) + ","
+        self.marked = "{" + json.dumps(STORED_BY) + ":"
 
-    def add(self, experiences: list[Experience]) -> None:
+    def add(self, experiences: list[Experience], step: int | None = None) -> None:
+        mark = {STORED_BY: self.scope.name, EXPLORE_STEP: step} if self.scope else {}
         with self.path.open("a", encoding="utf-8") as fh:
-            fh.write("".join(e.to_json() + "\n" for e in experiences))
+            fh.write("".join(e.to_json(**mark) + "\n" for e in experiences))
 
     def take(self, n: int, step: int) -> list[Experience]:
-        with self.path.open(encoding="utf-8") as fh:
-            lines = [line for line in fh if line.endswith("\n")][(step - 1) * n : step * n]
-        return [Experience.from_json(line) for line in lines] if len(lines) == n else []
+        lines = self._readable(self._lines())[(step - 1) * n : step * n]
+        return [Experience.from_dict(_fields(json.loads(line))) for line in lines] if len(lines) == n else []
 
-    def rewind(self, after_step: int | None) -> int:
-        return 0  # reading by position needs no bookkeeping
+    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
+        """Reading by position gives back by itself; a stage that explores drops the lines of its explore steps
+        after `after_step` that no kept step read (rewritten whole: a reader never sees half of it)."""
+        lines = self._lines()
+        readable = self._readable(lines)
+        read = after_step * (self.scope.batch_size if self.scope else 0)  # the lines kept train steps consumed
+        if self.scope is None or not self.scope.own_rows:
+            return Resumed(0, 0, frozenset(), max(0, len(readable) - read))
+        steps = {i: json.loads(line)[EXPLORE_STEP] for i, line in enumerate(lines) if line.startswith(self.own)}
+        positions = [i for i, line in enumerate(lines) if not line.startswith(self.marked) or i in steps]
+        consumed = {steps.get(i) for i in positions[:read]}
+        dropped = {i for i in positions[read:] if (steps.get(i) or 0) > after_step and steps[i] not in consumed}
+        if dropped:
+            self._write([line for i, line in enumerate(lines) if i not in dropped])
+        kept = frozenset(step for i, step in steps.items() if i not in dropped) - {None}
+        return Resumed(0, len(dropped), kept, max(0, len(readable) - len(dropped) - read))
+
+    def _lines(self) -> list[str]:
+        with self.path.open(encoding="utf-8") as fh:
+            return [line for line in fh if line.endswith("\n")]  # a line still being written waits
+
+    def _readable(self, lines: list[str]) -> list[str]:
+        """A stage that explores and trains reads its own lines (and lines of no stage); another reads every line."""
+        if self.scope is None or not self.scope.own_rows:
+            return lines
+        return [line for line in lines if line.startswith(self.own) or not line.startswith(self.marked)]
+
+    def _write(self, lines: list[str]) -> None:
+        temporary = self.path.with_name(f".{self.path.name}.tmp")
+        with temporary.open("w", encoding="utf-8") as fh:
+            fh.write("".join(lines))
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temporary, self.path)
+
+
+def _fields(row: dict) -> dict:
+    """An experience's own fields of a JSONL line."""
+    return {key: value for key, value in row.items() if key not in (STORED_BY, EXPLORE_STEP)}
 
 
 class DataSet:
@@ -113,8 +163,8 @@ class DataSet:
         picked = [self.samples[i] for i in self.selector.pick((step - 1) * count, count)]
         return [exp for sample in picked for exp in sample]
 
-    def rewind(self, after_step: int | None) -> int:
-        return 0
+    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
+        return NOTHING  # read by position through the selector
 
 
 def _tokens(text: str, tokenizer: Any) -> list[int]:

@@ -45,12 +45,13 @@ class Scheduler:
     eval_interval: int = 0  # evaluate after every eval_interval-th explore step (0: only at the end)
     sync_first: bool = False  # the engines hold older weights than the trainer (a resume without HF weights)
     eval_first: bool = False  # explorer.eval_on_startup
+    waiting: int = 0  # experiences in the buffer before the first explore step (a resumed stage's kept ones)
     explored: int = field(init=False)
     trained: int = field(init=False)
     engine_version: int = field(init=False)
     running: dict[str, Job] = field(default_factory=dict, init=False)  # Job.key -> the job, of those now running
     started_explore: int = field(init=False)  # the last explore step started
-    gathered: int = field(default=0, init=False)  # experiences this stage's explore steps wrote
+    gathered: int = field(default=0, init=False)  # experiences this stage's explore steps wrote, and `waiting`
     _last_asked: int = field(init=False)
     _queued: list[Job] = field(default_factory=list, init=False)  # syncs and evaluations, run in order
     _again: list[int] = field(default_factory=list, init=False)  # explore steps to run again (`retry`), in order
@@ -58,6 +59,7 @@ class Scheduler:
 
     def __post_init__(self) -> None:
         self.explored = self.trained = self.engine_version = self._last_asked = self.started_explore = self.done
+        self.gathered = self.waiting
         if self.sync_first:
             self._queued.append(Job(SYNC, self.done))
         if self.eval_first:
@@ -70,7 +72,8 @@ class Scheduler:
 
     @property
     def buffered(self) -> int:
-        """Experiences written by this stage's explore steps that its train steps have not taken yet."""
+        """Experiences in the buffer (`waiting`, and what this stage's explore steps wrote) that its train steps have
+        not taken yet."""
         return self.gathered - (self.trained - self.done) * self.batch_size
 
     def next_jobs(self) -> list[Job]:

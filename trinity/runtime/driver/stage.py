@@ -17,6 +17,7 @@ from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
 from ...launch.plan import STEPS_GROUP, ActorSpec, auxiliary_models, auxiliary_slot, explorer_groups
 from ...launch.roles import AUXILIARY, BUFFER, EXPLORER, ROLLOUT, TRAINER, role
+from ..buffer.scope import Scope, scope_name
 from ..records.metrics import MetricsLog
 from ..records.progress import Progress, StageSummary
 from ..records.run_dir import Checkpoint, RunDir
@@ -91,6 +92,7 @@ class Stage:
         self.mode = mode(config.mode)
         self.summary = StageSummary(name or "run", config.mode)
         self.last_checkpoint: Checkpoint | None = None
+        self.waiting = 0  # experiences in the buffer before the stage's first explore step (kept by a resume)
         self.proxy = None  # serve mode's proxy in front of the engines (rollout/proxy.py), while the stage runs
         self.engine_actors: list[list[int]] = []  # with a proxy: each of its engines' actors (indices of engines)
         # replacing a dead engine or explorer (restart.py): the run's budget, and how the launch starts a new actor
@@ -206,13 +208,22 @@ class Stage:
         return weights, behind or (bool(resume) and not hf)
 
     def _setup_buffer(self, resume: Checkpoint | None) -> int:
-        """The buffer's store (an SFT data set, or the experience queue); returns how many samples it holds."""
+        """The buffer's store (an SFT data set, or the experience queue), set back to where the stage resumes where it
+        trains (buffer/scope.py); returns how many samples it holds, and keeps how many experiences wait in it."""
         data = data_kind(self.config.algorithm.algorithm_type)
         sft = {"tokenizer": self.start.model_path, "model": self.config.model, "data": data}
-        info = self.wait([self.buffer.setup.remote(None if self.learns_from_rollout() else sft)])[0]
-        if resume or self.start.restarted:  # a restart without a checkpoint gives back all the stage consumed
-            self.wait([self.buffer.rewind.remote(self.start.done)])
-        return info.get("samples", 0)
+        scope = Scope(
+            scope_name(str(self.run_dir.root), self.summary.name),
+            self.mode.explores_steps and self.mode.trains,
+            self.config.buffer.train_batch_size,
+        )
+        trained = self.start.done if self.mode.trains else None
+        resumed = bool(resume) or self.start.restarted
+        info = self.wait(
+            [self.buffer.setup.remote(None if self.learns_from_rollout() else sft, scope, trained, resumed)]
+        )
+        self.waiting = info[0].get("waiting", 0)
+        return info[0].get("samples", 0)
 
     def learns_from_rollout(self) -> bool:
         """RL: the trainer learns from experiences (else from a data set: SFT, DPO)."""

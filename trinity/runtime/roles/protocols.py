@@ -6,6 +6,7 @@ holds each class to its methods' names and parameters); the driver reaches roles
 
 from typing import Any, NotRequired, Protocol, TypedDict
 
+from ..buffer.scope import Scope
 from ..experience import Experience
 
 
@@ -132,6 +133,7 @@ class EngineCalls(AnyRole, Protocol):
 
 
 class BufferCalls(AnyRole, Protocol):
-    def setup(self, sft: dict | None = None) -> dict: ...
-    def rewind(self, after_step: int | None) -> int: ...
+    def setup(
+        self, sft: dict | None = None, scope: Scope | None = None, trained: int | None = None, resumed: bool = False
+    ) -> dict: ...
     def put(self, experiences: list[Experience], step: int | None = None) -> int: ...

@@ -125,6 +125,7 @@ def _scheduler(stage: "Stage") -> Scheduler:
         eval_interval=explorer.eval_interval,
         sync_first=stage.engines_behind,  # resumed from a checkpoint without Hugging Face weights
         eval_first=explorer.eval_on_startup,
+        waiting=stage.waiting,
     )
 
 
