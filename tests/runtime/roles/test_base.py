@@ -57,6 +57,11 @@ class Faulty(Role):
     def crash(self) -> None:
         faulthandler._sigsegv()
 
+    def give_up(self) -> None:
+        from trinity.runtime.roles import sentinel
+
+        sentinel.end_itself(self.log, "its engine core died")
+
 
 @pytest.fixture(scope="module")
 def session(tmp_path_factory):
@@ -158,6 +163,14 @@ def test_a_role_that_dies_hard_shows_what_it_wrote_to_stderr(role):
     *said, ended = log.read_text().splitlines()
     assert said[-3:] == ["loading shard 5", "", "device says: out of memory"]
     assert re.fullmatch(r"process \d+ ended \(trinity's sentinel, [\d.]+\): exited with code 1", ended)
+
+
+@pytest.mark.ray
+def test_a_role_that_ends_itself_is_named_with_why_it_did(role):
+    actor, watcher, log, _ = role
+    with pytest.raises(RoleFailed) as failed:
+        watcher.wait([actor.give_up.remote()])
+    assert str(failed.value).startswith(f"{NAME} died: exited with code 1 (it ended itself: its engine core died)\n")
 
 
 @pytest.mark.ray

@@ -89,4 +89,13 @@ def test_the_line_of_the_process_asked_is_read_back():
     assert sentinel.ended(lines, 8) == ("killed by SIGKILL (not by the kernel's OOM killer)", 2.25)
     assert sentinel.ended(lines, 7) == ("exited with code 1", 1.5)
     assert sentinel.ended(lines, 9) is None
+
+
+def test_why_a_process_ended_itself_is_read_back_for_that_process():
+    lines = [
+        "2026-12-06 14:00:00 ERROR process 7 ends itself: its engine core died",
+        "process 7 ended (trinity's sentinel, 1.500): exited with code 1",
+    ]
+    assert sentinel.ends_itself(lines, 7) == "its engine core died"
+    assert sentinel.ends_itself(lines, 8) is None and sentinel.ends_itself(lines[1:], 7) is None
     assert sentinel.how(None, 7) == "ended; its exit status was gone before it could be read"

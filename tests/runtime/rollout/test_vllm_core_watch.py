@@ -4,8 +4,10 @@ a real vLLM: tests/cli/test_run_lora.py."""
 
 import asyncio
 import logging
+import os
 from types import SimpleNamespace
 
+from trinity.runtime.roles import sentinel
 from trinity.runtime.rollout import vllm_core_watch
 
 
@@ -17,7 +19,7 @@ def run_watch(monkeypatch, eng, then) -> list[int]:
     """Watch `eng` while `then(eng)` runs after a few of the watch's reads; the exit codes it took."""
     exits: list[int] = []
     monkeypatch.setattr(vllm_core_watch, "WATCH_S", 0.01)
-    monkeypatch.setattr(vllm_core_watch.os, "_exit", exits.append)
+    monkeypatch.setattr(sentinel.os, "_exit", exits.append)
 
     async def main():
         watching = asyncio.create_task(vllm_core_watch.watch(eng))
@@ -30,10 +32,11 @@ def run_watch(monkeypatch, eng, then) -> list[int]:
     return exits
 
 
-def test_a_core_marked_dead_ends_the_process_with_exit_code_1(monkeypatch, caplog):
+def test_a_core_marked_dead_ends_the_process_with_exit_code_1_saying_why(monkeypatch, caplog):
     exits = run_watch(monkeypatch, engine(SimpleNamespace(errored=False)), lambda e: setattr(e.llm, "errored", True))
     assert exits == [1]
-    assert "vLLM's engine core of rollout.engine0 died" in caplog.text
+    why = "vLLM's engine core of rollout.engine0 died (vLLM's own lines are in this log)"
+    assert sentinel.ends_itself(caplog.text.splitlines(), os.getpid()) == why  # the driver's cause names it
 
 
 def test_an_engine_closed_ends_the_watch_and_not_the_process(monkeypatch):

@@ -222,10 +222,11 @@ class RayWatcher:
         pid = _pid(str(error))
         lines = self._ended_lines(name, pid)
         said = sentinel.ended(lines, pid) if pid else None
+        itself = sentinel.ends_itself(lines, pid) if pid else None
         ray_says = _how(str(error))
-        how = ray_says
-        if said:
-            how = said[0] + ("" if GENERIC_EXIT.match(ray_says) else f"; Ray: {ray_says}")
+        how = (said[0] if said else ray_says) + (f" (it ended itself: {itself})" if itself else "")
+        if said and not GENERIC_EXIT.match(ray_says):
+            how += f"; Ray: {ray_says}"
         tail = _tail(lines)
         told = ("  its log ends:", *(f"    {line}" for line in tail)) if tail else ()
         return Failure(name, True, how, said[1] if said else seen, (*told, *self._where(name, "log")), self._log(name))

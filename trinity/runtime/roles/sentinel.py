@@ -23,7 +23,7 @@ import select
 import signal
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from subprocess import Popen
@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 # the line the sentinel writes, and the driver reads back
 ENDED = "process {pid} ended (trinity's sentinel, {at:.3f}): {how}"
 ENDED_LINE = re.compile(r"^process (\d+) ended \(trinity's sentinel, ([\d.]+)\): (.+)$")
+# the line a role writes as it ends its own process (end_itself), which the driver adds to the death's cause
+ENDS_ITSELF = "process {pid} ends itself: {why}"
+ENDS_ITSELF_LINE = re.compile(r"process (\d+) ends itself: (.+)$")
 EXIT_CODE_FIELD = 52  # of /proc/<pid>/stat: the wait status (proc(5))
 # linux/pidfd.h: ioctl PIDFD_GET_INFO = _IOWR(0xFF, 11, struct pidfd_info) of its first version's size
 PIDFD_INFO_SIZE, PIDFD_INFO_EXIT = 64, 1 << 3
@@ -73,6 +76,24 @@ def ended(lines: list[str], pid: int) -> tuple[str, float] | None:
         found = ENDED_LINE.match(line.strip())
         if found and int(found.group(1)) == pid:
             return found.group(3), float(found.group(2))
+    return None
+
+
+def end_itself(log: Any, why: str) -> None:
+    """End this process at once (exit code 1) from a state it cannot go on from, saying `why` in its log (`log`: the
+    role's logger) for the driver to name in the cause: the exit code alone says nothing."""
+    log.error(ENDS_ITSELF.format(pid=os.getpid(), why=why))
+    for handler in log.handlers:
+        handler.flush()
+    os._exit(1)
+
+
+def ends_itself(lines: list[str], pid: int) -> str | None:
+    """Why process `pid` ended itself, as it wrote among `lines` (a log's); None where it did not say."""
+    for line in reversed(lines):
+        found = ENDS_ITSELF_LINE.search(line.strip())
+        if found and int(found.group(1)) == pid:
+            return found.group(2)
     return None
 
 
