@@ -177,3 +177,28 @@ def test_the_demo_learns_as_an_uninterrupted_run_with_its_engine_killed_mid_grpo
     assert len(lines(run, "restart")) == 1 and "grpo: 1 restart: rollout.engine0" in out
     grpo = [r for r in lines(run, "eval") if r["stage"] == "grpo"]
     assert 0.62 <= grpo[-1]["accuracy"] <= 0.9 and grpo[-1]["accuracy"] > grpo[0]["accuracy"], json.dumps(grpo)
+
+
+def test_an_explore_runs_killed_engine_is_replaced_and_each_explore_step_stored_once(run_env, tmp_path):
+    """mode explore (no trainer in the run; its experiences in SQLite for a train run, weights by checkpoint): the
+    engine killed after a drawn explore step is replaced, the step it failed runs again, and the run ends 0 with each
+    explore step explored and stored once."""
+    import sqlite3
+
+    steps, killed_after = 30, random.Random(f"explore/{SEED}").randint(2, 4)
+    stored = ("buffer.trainer_input.experience_buffer.storage_type=sql", "synchronizer.sync_method=checkpoint")
+    proc = started(run_env, tmp_path, *GRPO_ONLY, "mode=explore", *stored, f"buffer.total_steps={steps}")
+    run = tmp_path / RUN
+    while not ((run / "metrics.jsonl").exists() and len(lines(run, "explorer")) >= killed_after):
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    os.kill(role_pid("TransformersEngine", Path(run_env["TRINITY_CHECKPOINT_ROOT_DIR"])), signal.SIGKILL)
+    out, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err[-4000:]
+    [restart] = lines(run, "restart")
+    assert (restart["cause_role"], restart["attempt"]) == ("rollout.engine0", 1), restart
+    assert "replaced rollout.engine0 after rollout.engine0 died: killed by SIGKILL" in err and "run: 1 restart: " in out
+    assert [r["step"] for r in lines(run, "explorer")] == list(range(1, steps + 1))
+    db = sqlite3.connect(str(run / "arith_experiences.db"))
+    per_step = db.execute("SELECT explore_step, COUNT(*) FROM experiences GROUP BY explore_step").fetchall()
+    assert per_step == [(s, 16) for s in range(1, steps + 1)]  # 4 tasks x 4 rollouts

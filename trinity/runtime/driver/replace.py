@@ -6,10 +6,12 @@ on). The loop (loops/both.py) settles the jobs in flight, has the roles replaced
 and runs the failed jobs again. Each restart is asked of the run's budget (restarts.py) and recorded: a metrics line
 (role "restart"), a text event in the monitor, a progress line and the stage's summary.
 
-Not replaced in place (their death restarts a stage that trains from its last checkpoint: stage_restart.py; else it
-ends the run): an engine spanning several nodes (one actor per node, started together: launch/plan.py engine_parts),
-an auxiliary model's engine, engines sharing the trainer's devices (colocate), a stage its launch did not give a way
-to start actors (in-process tests), and a failure whose cause is no such death.
+The loop of a stage that only explores (loops/explore.py) replaces them alike and runs the failed explore step or
+evaluation again, the engines then loading the newest weights a train run published. Not replaced in place (their
+death restarts a stage that trains from its last checkpoint: stage_restart.py; else it ends the run): an engine
+spanning several nodes (one actor per node, started together: launch/plan.py engine_parts), an auxiliary model's
+engine, engines sharing the trainer's devices (colocate), a stage its launch did not give a way to start actors
+(in-process tests), and a failure whose cause is no such death.
 A vLLM engine's own processes (its EngineCore, its workers) are in its actor's process group, which the raylet sends
 SIGTERM when the actor dies (they were gone 2 s after a SIGKILL here): the new engine starts on devices they left.
 """
@@ -122,6 +124,18 @@ def replace(stage: "Stage", names: list[str], done: int) -> None:
         stage.wait([stage.explorer.replace_engines.remote(stage.engines, replaced)])
     if engines and stage.synchronizer:
         stage.synchronizer.setup(stage.ranks, stage.engines)  # a collective's group is formed anew, every member in it
+
+
+def replace_or_raise(stage: "Stage", names: list[str], restarts: list[Restart], failed: RoleFailed, done: int) -> None:
+    """`replace`, or where it fails, its restarts given back to the budget, why on a line, and the death that needed it
+    raised."""
+    try:
+        replace(stage, names, done)
+    except Exception as exc:  # noqa: BLE001 (the death that needed it stands; why it failed, on a line)
+        stage.budget.take_back(restarts)
+        said = str(exc).strip().splitlines()
+        stage.progress.note(f"replacing {', '.join(names)} failed: {said[-1] if said else type(exc).__name__}")
+        raise failed from None
 
 
 def _swap(stage: "Stage", name: str, new: Any) -> None:

@@ -69,13 +69,7 @@ def _recover(stage: "Stage", scheduler: Scheduler, failed: RoleFailed, health: "
     except RoleFailed:  # a train step in flight failed: the run goes on (or ends) with that, nothing replaced
         stage.budget.take_back(restarts)
         raise
-    try:
-        replace.replace(stage, names, min(again, default=scheduler.started_explore + 1) - 1)
-    except Exception as exc:  # noqa: BLE001 (the death that needed it stands; why it failed, on a line)
-        stage.budget.take_back(restarts)
-        said = str(exc).strip().splitlines()
-        stage.progress.note(f"replacing {', '.join(names)} failed: {said[-1] if said else type(exc).__name__}")
-        raise failed from None
+    replace.replace_or_raise(stage, names, restarts, failed, min(again, default=scheduler.started_explore + 1) - 1)
     sync = None
     if stage.synchronizer and any(replace.role_of(stage, n) == ROLLOUT for n in names):
         step_results.sync(stage, scheduler.trained)  # the trainer's weights now, to every engine
