@@ -146,7 +146,8 @@ def assert_each_explore_step_stored_and_trained_once(run: Path, restarted: float
     assert per_step == [(s, batch) for s in range(1, STEPS + 1)]
     taken = db.execute("SELECT consumed_step, COUNT(*) FROM experiences GROUP BY consumed_step").fetchall()
     assert taken == [(s, batch) for s in range(1, STEPS + 1)]
-    assert db.execute("SELECT DISTINCT stage, consumed_by FROM experiences").fetchall() == [(f"{run}#run",) * 2]
+    scope = f"{(run / 'run_id').read_text().strip()}#run#explores+trains"  # buffer/scope.py scope_name
+    assert db.execute("SELECT DISTINCT stage, consumed_by FROM experiences").fetchall() == [(scope, scope)]
 
 
 def test_every_kind_of_restart_draws_on_one_budget_and_a_spent_one_ends_the_run_with_the_cause(run_env, tmp_path):

@@ -22,6 +22,25 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
+def write_once(path: Path, text: str) -> str:
+    """`path`'s text, written as `text` first where it is absent: of processes making it at once, one's text wins
+    (a hard link fails where the name exists) and each reads that one."""
+    path = Path(path)
+    if not path.exists():
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(tmp, path)
+        except FileExistsError:
+            pass
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+    return path.read_text(encoding="utf-8")
+
+
 def _mode(path: Path) -> int:
     """The replaced file's permissions, or what a plain open() would give a new file."""
     try:

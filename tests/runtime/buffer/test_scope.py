@@ -26,7 +26,8 @@ N = 2  # experiences a train step takes
 
 def buffer(folder, storage: str) -> ExperienceBuffer:
     config = ExperienceBufferConfig(name="e", **PERSISTED[storage])
-    return ExperienceBuffer(storage=config, run_dir=str(folder), name="buffer", role="buffer", log_dir=str(folder))
+    # a name of its own: a role's logger keeps the file of the first test that made it (test_buffer.py reads "buffer")
+    return ExperienceBuffer(storage=config, run_dir=str(folder), name="scoped", role="buffer", log_dir=str(folder))
 
 
 def scope(stage: str, explores: bool = True) -> Scope:
@@ -102,10 +103,27 @@ def test_a_resumed_stage_drops_its_later_explore_steps_and_keeps_a_step_a_kept_t
     resumed = buffer(tmp_path, storage)
     info = resumed.setup(scope=scope("grpo"), trained=1, resumed=True)
     assert info["waiting"] == 2 and resumed.explored == {1, 2}
+    # train step 2's two given back (a JSONL store, read by position, needs no record of it); 3.0-4.1 dropped
+    assert (info["given_back"], info["dropped"]) == (0 if storage == "file" else 2, 4)
     assert resumed.put(exps(2, 3, "again"), step=2) == 0  # explore step 2 runs again: stored once
     assert resumed.put(exps(3, 2, "new"), step=3) == 2
     assert take(resumed, 2) == ["2.1", "2.2"] and take(resumed, 3) == ["new3.0", "new3.1"]
     assert [g for g in waiting_groups(tmp_path, storage) if g.startswith("o")] == ["o1.0", "o2.0", "o3.0", "o4.0"]
+
+
+@pytest.mark.parametrize("storage", PERSISTED)
+def test_an_explore_step_up_to_the_checkpoint_that_no_kept_step_took_stays(tmp_path, storage):
+    """Explore steps store 4 each, train steps take 2: resumed from the checkpoint of train step 2 (explore step 1
+    taken), explore step 2 waits whole (the explorer goes on at step 3, never making it again); step 3 is dropped."""
+    buf = buffer(tmp_path, storage)
+    buf.setup(scope=scope("grpo"), trained=0)
+    for step in (1, 2, 3):
+        buf.put(exps(step, 4), step=step)
+    assert [take(buf, step) for step in (1, 2, 3)] == [["1.0", "1.1"], ["1.2", "1.3"], ["2.0", "2.1"]]
+    resumed = buffer(tmp_path, storage)
+    info = resumed.setup(scope=scope("grpo"), trained=2, resumed=True)
+    assert (info["waiting"], info["dropped"], resumed.explored) == (4, 4, {1, 2})
+    assert take(resumed, 3) == ["2.0", "2.1"] and take(resumed, 4) == ["2.2", "2.3"]
 
 
 def test_a_database_of_an_earlier_trinity_gains_the_columns_and_its_rows_count_as_the_stages(tmp_path):
@@ -158,6 +176,7 @@ def test_across_crashes_each_explore_steps_rows_are_stored_once_and_trained_once
             lineage = {t: g for t, g in lineage.items() if t <= checkpoint}
             buf = buffer(folder, storage)
             buf.setup(scope=scope("grpo"), trained=checkpoint, resumed=True)
+            assert all(step in buf.explored for step in runs if step <= checkpoint)  # none a kept step made is lost
             runs = {step: run for step, run in runs.items() if step in buf.explored}
             assert all(version <= checkpoint for _, version in runs.values())  # no weights the crash lost
             explored = trained = checkpoint
@@ -166,5 +185,41 @@ def test_across_crashes_each_explore_steps_rows_are_stored_once_and_trained_once
     while (one := take(buf, position + 1, n=1)) is not None:
         kept += one
         position += 1
+    assert set(runs) == {s for s in range(1, explored + 1) if made[s - 1]}  # every step explored is stored
     assert len(kept) == len(set(kept))  # none twice
     assert set(kept) == {f"{run}{s}.{i}" for s, (run, _) in runs.items() for i in range(made[s - 1])}
+
+
+def test_a_jsonl_line_cut_off_by_a_killed_writer_is_dropped_before_the_next_is_written(tmp_path):
+    buf = buffer(tmp_path, "file")
+    buf.setup(scope=scope("grpo"), trained=0)
+    buf.put(exps(1, 2), step=1)
+    assert take(buf, 1) == ["1.0", "1.1"]
+    with (tmp_path / "e.jsonl").open("a") as fh:
+        fh.write(exps(2, 1)[0].to_json(_stored_by=scope("grpo").name, _explore_step=2)[:40])  # killed in its write
+    resumed = buffer(tmp_path, "file")
+    assert resumed.setup(scope=scope("grpo"), trained=1, resumed=True)["dropped"] == 0  # the file as it was
+    assert resumed.put(exps(2, 2, "again"), step=2) == 2
+    assert take(resumed, 2) == ["again2.0", "again2.1"]
+
+
+def test_an_sqlite_write_is_all_or_nothing(tmp_path):
+    """A put that fails inside its transaction (here the disk, on its second row) leaves none of its rows."""
+
+    class Failing:
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, *args):
+            return self.db.execute(*args)
+
+        def executemany(self, statement, rows):
+            first, *_ = rows
+            self.db.execute(statement, first)
+            raise sqlite3.OperationalError("disk I/O error")
+
+    store = SqliteStore(tmp_path / "e.db", retries=(1, 0.0), scope=scope("grpo"))
+    store.db = Failing(store.db)
+    with pytest.raises(sqlite3.OperationalError, match="disk I/O error"):
+        store.add(exps(1, 2), step=1)
+    assert SqliteStore(tmp_path / "e.db").pending() == []

@@ -180,22 +180,45 @@ def test_a_resume_without_hugging_face_weights_first_gives_the_engines_the_train
     assert [r["step"] for r in records if r["role"] == "trainer"] == [3, 4]
 
 
+MIX = ("algorithm.algorithm_type=mix", "+buffer.trainer_input.auxiliary_buffers.sft_dataset={path: /d.jsonl}")
+
+
 @pytest.mark.parametrize(
-    "mode, own_rows, trained", [("both", True, 2), ("colocate", True, 2), ("train", False, 2), ("explore", False, None)]
+    "mode, does, trained, rollouts, more",
+    [
+        ("both", "explores+trains", 2, 8, ()),
+        ("colocate", "explores+trains", 2, 8, ()),
+        ("train", "trains", 2, 8, ("buffer.trainer_input.experience_buffer.storage_type=sql",)),
+        ("explore", "explores", None, 8, ()),
+        ("both", "explores+trains", 2, 4, (*MIX, "buffer.batch_size=1", "algorithm.repeat_times=4")),  # 4 + 4 SFT
+    ],
 )
-def test_the_buffer_is_set_back_to_the_stages_checkpoint_in_the_stages_own_scope(tmp_path, mode, own_rows, trained):
-    """Where the stage trains, the buffer hears the stage's scope (its run directory and name; whether it reads only
-    what it explored), the train steps its checkpoint holds and that it resumed (buffer/scope.py)."""
+def test_the_buffer_is_set_back_to_the_stages_checkpoint_in_the_stages_own_scope(
+    tmp_path, mode, does, trained, rollouts, more
+):
+    """Where the stage trains, the buffer hears the stage's scope (the run's id, the stage's name, what it does;
+    whether it reads only what it explored; the rollouts a train step reads), the train steps its checkpoint holds
+    and that it resumed (buffer/scope.py)."""
     saved = tmp_path / "global_step_2"
     saved.mkdir()
     resume = Checkpoint(saved, 2, "grpo", 0, 2, 4)
-    world = World(experiences=8, waiting=8)
-    overrides = ("trainer.total_steps=4", f"mode={mode}", "buffer.train_batch_size=8")
-    if mode == "train":
-        overrides += ("buffer.trainer_input.experience_buffer.storage_type=sql",)
+    world = World(experiences=8)
+    overrides = ("trainer.total_steps=4", f"mode={mode}", "buffer.train_batch_size=8", *more)
     stage_run(tmp_path, *overrides, world=world, start=StageStart("model", 0, resume))
     [(scope, steps, resumed)] = world.buffer_setups
-    assert scope == (f"{tmp_path / 'run'}#grpo", own_rows, 8) and (steps, resumed) == (trained, True)
+    run_id = (tmp_path / "run" / "run_id").read_text().strip()
+    assert scope == (f"{run_id}#grpo#{does}", does == "explores+trains", rollouts) and (steps, resumed) == (
+        trained,
+        True,
+    )
+
+
+def test_a_colocated_stage_trains_on_what_its_resumed_buffer_kept(tmp_path):
+    """The buffer kept 8 experiences (an explore step a kept train step took part of, whose second run stores
+    nothing): colocate's next train step takes them rather than waiting for an explore step to store them; the one
+    after waits for experiences no step stores."""
+    with pytest.raises(RoleFailed, match=r"colocate stalled after explore step 2: the buffer holds 0 experiences"):
+        stage_run(tmp_path, "mode=colocate", "buffer.train_batch_size=8", world=World(experiences=0, waiting=8))
 
 
 def test_checkpoints_follow_save_interval_and_hf_weights_the_policy(tmp_path):

@@ -42,6 +42,30 @@ def test_explore_and_train_runs_may_share_a_run(tmp_path):
         pass
 
 
+def made_id(root, ready, go, out):
+    ready.set()
+    go.wait(30)
+    out.put(RunDir(root).run_id())
+
+
+def test_a_runs_id_is_made_once_and_read_the_same_by_any_path_and_by_runs_starting_at_once(tmp_path):
+    ctx = multiprocessing.get_context("spawn")
+    ready, go, out = [ctx.Event() for _ in range(4)], ctx.Event(), ctx.Queue()
+    racers = [ctx.Process(target=made_id, args=(tmp_path / "run", r, go, out)) for r in ready]
+    for racer in racers:
+        racer.start()
+    for r in ready:
+        r.wait(30)
+    go.set()  # four processes make it at once: one's id wins, and each reads that one
+    ids = {out.get(timeout=30) for _ in racers}
+    for racer in racers:
+        racer.join(30)
+    (tmp_path / "link").symlink_to(tmp_path / "run")
+    assert len(ids) == 1 and ids == {RunDir(tmp_path / "link").run_id()}
+    (tmp_path / "run").rename(tmp_path / "moved")
+    assert RunDir(tmp_path / "moved").run_id() in ids and not [p for p in os.listdir(tmp_path / "moved") if "." in p]
+
+
 def test_config_is_saved_with_its_hash(tmp_path):
     data = {"name": "x", "model": {"model_path": "m"}}
     run = RunDir(tmp_path)

@@ -1,7 +1,9 @@
 """The sample strategies: how the trainer takes each batch from the buffer."""
 
 from dataclasses import dataclass
+from math import ceil
 
+from ..schema import RunConfig
 from ..schema._base import Section
 from .args import MixSampleArgs, NoArgs, StalenessArgs
 
@@ -22,3 +24,11 @@ SAMPLE_STRATEGIES: dict[str, SampleStrategy] = {
     "staleness_control": SampleStrategy(StalenessArgs, drops_stale=True),
     "mix": SampleStrategy(MixSampleArgs, mixes=True),
 }
+
+
+def batch_split(config: RunConfig) -> tuple[int, int]:
+    """Rollouts and SFT samples per train batch (Trinity-RFT's split of mix: the samples rounded up)."""
+    algorithm, total = config.algorithm, config.buffer.train_batch_size
+    ratio = (algorithm.sample_strategy_args or {}).get("expert_data_ratio", 0.0)
+    samples = ceil(ratio * total) if SAMPLE_STRATEGIES[algorithm.sample_strategy].mixes else 0
+    return total - samples, samples

@@ -49,9 +49,9 @@ class ExperienceBuffer(Role):
     ) -> dict:
         """Open the store; `sft` = {tokenizer path, model section, data kind} makes it serve a data set's
         samples instead (SFT samples, DPO pairs or raw text). `scope`: the stage that stores and reads through it;
-        `trained`: where a stage that trains resumes (its train steps a checkpoint holds, 0 at its start): a persisted
-        store gives back and drops what scope.py says, and `resumed` says whether that checkpoint or a restart came
-        first (rows consumed by no stage then count as the stage's)."""
+        `trained`: where a stage that trains resumes (the train steps its checkpoint holds, 0 from its start): a
+        persisted store gives back and drops what scope.py says; `resumed`: the stage resumed from a checkpoint or
+        restarted (rows consumed by no stage then count as its own)."""
         self.store = self._store(sft, scope)
         done = self.store.rewind(trained, resumed) if trained is not None else NOTHING
         self.explored = set(done.kept_steps)  # a stage numbers its explore steps from 1; kept ones are not stored again
@@ -65,6 +65,8 @@ class ExperienceBuffer(Role):
             "store": type(self.store).__name__,
             "samples": len(getattr(self.store, "samples", ())),
             "waiting": done.waiting,
+            "given_back": done.given_back,
+            "dropped": done.dropped,
         }
 
     def _store(self, sft: dict | None, scope: Scope | None) -> Any:

@@ -2,8 +2,9 @@
 
 A store in a file (`sql`, a `queue` over SQLite, `file`) outlives a stage: every stage of a run defaults to the same
 file, and a train run may read what another run's explorer stored. So each row records the stage that stored it and
-its explore step, and each consumption the stage that consumed it (its `Scope`: the run directory and the stage's
-name). A stage that explores and trains reads only what it explored; a stage that only trains reads whatever waits.
+its explore step, and each consumption the stage that consumed it (its `Scope`: the run's identity, the stage's name
+and whether it explores and trains, so one config run as `explore`, `train` and `both` keeps three scopes). A stage
+that explores and trains reads only what it explored; a stage that only trains reads whatever waits.
 
 When a stage that trains sets up, resumed from the checkpoint of its train step k (k = 0: from its start), the store
 - gives back what the stage's train steps after k consumed (never another stage's consumption), and
@@ -19,7 +20,7 @@ from typing import NamedTuple
 class Scope(NamedTuple):
     """The stage that stores and consumes a store's rows."""
 
-    name: str  # "<run directory>#<stage name>"
+    name: str  # scope_name's
     own_rows: bool  # the stage explores and trains: it reads only what it explored
     batch_size: int = 0  # experiences one of its train steps takes (a store read by position counts in them)
 
@@ -36,5 +37,8 @@ class Resumed(NamedTuple):
 NOTHING = Resumed(0, 0, frozenset(), 0)
 
 
-def scope_name(run_dir: str, stage: str) -> str:
-    return f"{run_dir}#{stage}"
+def scope_name(run_id: str, stage: str, explores: bool, trains: bool) -> str:
+    """A stage's name in a store: its run's identity (records/run_dir.py run_id), its name and what it does, so a
+    `both` run never takes an `explore` or `train` run of the same directory for itself (their stages share a name)."""
+    does = "+".join(part for part, on in (("explores", explores), ("trains", trains)) if on)
+    return f"{run_id}#{stage}#{does}"

@@ -12,7 +12,8 @@ attempts in all, max_retry_interval seconds apart, then the last error stands.
 
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -51,8 +52,20 @@ class SqliteStore:
         self.readable = " AND (stage = :scope OR stage IS NULL)" if scope and scope.own_rows else ""
         self.names = {"scope": scope.name if scope else None}
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """One transaction, taking the write lock at its start (autocommit mode opens none by itself): another
+        process sees all of it or none, and one killed inside it leaves nothing."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
+
     def _create(self) -> None:
-        with self.db:
+        with self._transaction():
             self.db.execute(SCHEMA)
             have = {row[1] for row in self.db.execute("PRAGMA table_info(experiences)")}
             for column, kind in SCOPE_COLUMNS.items():
@@ -75,7 +88,7 @@ class SqliteStore:
         rows = [(e.to_json(), self.names["scope"], step) for e in experiences]
 
         def insert() -> None:
-            with self.db:
+            with self._transaction():
                 self.db.executemany("INSERT INTO experiences (body, stage, explore_step) VALUES (?, ?, ?)", rows)
 
         self._retried(insert)
@@ -84,7 +97,7 @@ class SqliteStore:
         """The `n` oldest unconsumed experiences, marked consumed by `step`; fewer if fewer wait."""
 
         def mark() -> list:
-            with self.db:
+            with self._transaction():
                 rows = self.db.execute(
                     f"SELECT id, body FROM experiences WHERE consumed_step IS NULL{self.readable} ORDER BY id LIMIT :n",
                     self.names | {"n": n},
@@ -114,34 +127,34 @@ class SqliteStore:
         return self._retried(lambda: self.db.execute(query, self.names).fetchone()[0])
 
     def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
-        """This stage set up from the checkpoint of its train step `after_step` (0: its start): what its steps after
-        it consumed given back, and where it explores, its own rows of explore steps after it that no kept step
-        consumed dropped (scope.py). Rows consumed by no stage (an earlier trinity's, or through a store of no scope)
-        count as its own where it `resumed` from a checkpoint or restarted, as they did."""
-        theirs = " OR consumed_by IS NULL" if resumed or self.scope is None else ""
+        """This stage set up from the checkpoint of its train step `after_step` (0: its start): where it explores, its
+        own rows of explore steps after it that no kept step took part of dropped, then what its steps after it
+        consumed given back (scope.py). Rows consumed by no stage (an earlier trinity's, or through a store of no
+        scope) count as its own where it `resumed` from a checkpoint or restarted, as they did."""
+        mine = f"(consumed_by = :scope{' OR consumed_by IS NULL' if resumed or self.scope is None else ''})"
+        values = self.names | {"k": after_step}
 
         def run() -> Resumed:
-            with self.db:
-                given = self.db.execute(
-                    "UPDATE experiences SET consumed_step = NULL, consumed_by = NULL "
-                    f"WHERE consumed_step > :k AND (consumed_by = :scope{theirs})",
-                    self.names | {"k": after_step},
-                ).rowcount
-                dropped = self.db.execute(DROP, self.names | {"k": after_step}).rowcount if self.readable else 0
+            with self._transaction():
+                dropped = self.db.execute(DROP.format(mine=mine), values).rowcount if self.readable else 0
+                give_back = (
+                    "UPDATE experiences SET consumed_step = NULL, consumed_by = NULL WHERE consumed_step > :k AND "
+                )
+                given = self.db.execute(give_back + mine, values).rowcount
                 kept = self.db.execute(
                     "SELECT DISTINCT explore_step FROM experiences WHERE stage = :scope AND explore_step IS NOT NULL",
                     self.names,
                 ).fetchall()
             return Resumed(given, dropped, frozenset(step for (step,) in kept), 0)
 
-        resumed = self._retried(run)
-        return resumed._replace(waiting=self.waiting())
+        done = self._retried(run)
+        return done._replace(waiting=self.waiting())
 
     def _update(self, statement: str, values: dict) -> int:
         """Rows an UPDATE changed, in one transaction."""
 
         def run() -> int:
-            with self.db:
+            with self._transaction():
                 return self.db.execute(statement, values).rowcount
 
         return self._retried(run)
@@ -154,11 +167,12 @@ class SqliteStore:
         ]
 
 
-# a stage's own rows of explore steps after the checkpoint that no kept train step consumed, of explore steps no kept
-# train step took any of (a step partly consumed stays whole: its second run stores nothing)
+# a stage's own rows of explore steps after the checkpoint that no kept train step took any of (a step partly taken
+# stays whole: its second run stores nothing), waiting or taken by its steps after the checkpoint ({mine})
 DROP = """
 DELETE FROM experiences
-WHERE stage = :scope AND explore_step > :k AND consumed_step IS NULL AND explore_step NOT IN (
-    SELECT explore_step FROM experiences WHERE stage = :scope AND consumed_step IS NOT NULL AND explore_step IS NOT NULL
+WHERE stage = :scope AND explore_step > :k AND (consumed_step IS NULL OR (consumed_step > :k AND {mine}))
+AND explore_step NOT IN (
+    SELECT explore_step FROM experiences WHERE stage = :scope AND explore_step IS NOT NULL AND consumed_step <= :k
 )
 """

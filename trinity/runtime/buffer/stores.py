@@ -4,8 +4,8 @@ rewind(after_step, resumed) (scope.py: what a stage's setup gives back and drops
 - `queue`: in memory; with `path: sqlite:///x.db` every experience is also in SQLite, so a
   restarted trainer loses nothing;
 - `sql`: SQLite only (an explorer and a trainer process can share it);
-- `file`: JSONL, read by position: step s consumes the lines it may read (s-1)*n .. s*n-1, so a resume
-  needs no state;
+- `file`: JSONL, read by position: step s consumes the lines it may read (s-1)*n .. s*n-1, so what a
+  resume gives back needs no record (what it drops is taken out of the file);
 - a data set (SFT): rows of a local data set, tokenised, served by position like `file`.
 """
 
@@ -15,6 +15,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from ...utils.atomic import write_text_atomic
 from ..experience import Experience
 from .scope import NOTHING, Resumed, Scope
 from .sqlite_store import SqliteStore
@@ -79,27 +80,29 @@ class JsonlFile:
 
     def add(self, experiences: list[Experience], step: int | None = None) -> None:
         mark = {STORED_BY: self.scope.name, EXPLORE_STEP: step} if self.scope else {}
-        with self.path.open("a", encoding="utf-8") as fh:
-            fh.write("".join(e.to_json(**mark) + "\n" for e in experiences))
+        with self.path.open("r+b") as fh:
+            _cut_torn_line(fh)
+            fh.seek(0, os.SEEK_END)
+            fh.write("".join(e.to_json(**mark) + "\n" for e in experiences).encode())
 
     def take(self, n: int, step: int) -> list[Experience]:
-        lines = self._readable(self._lines())[(step - 1) * n : step * n]
-        return [Experience.from_dict(_fields(json.loads(line))) for line in lines] if len(lines) == n else []
+        lines = self._lines()
+        read = [lines[i] for i in self._readable(lines)][(step - 1) * n : step * n]
+        return [Experience.from_dict(_fields(json.loads(line))) for line in read] if len(read) == n else []
 
     def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
         """Reading by position gives back by itself; a stage that explores drops the lines of its explore steps
-        after `after_step` that no kept step read (rewritten whole: a reader never sees half of it)."""
+        after `after_step` that no kept step read (the file replaced whole: a reader never sees half of it)."""
         lines = self._lines()
         readable = self._readable(lines)
         read = after_step * (self.scope.batch_size if self.scope else 0)  # the lines kept train steps consumed
         if self.scope is None or not self.scope.own_rows:
             return Resumed(0, 0, frozenset(), max(0, len(readable) - read))
-        steps = {i: json.loads(line)[EXPLORE_STEP] for i, line in enumerate(lines) if line.startswith(self.own)}
-        positions = [i for i, line in enumerate(lines) if not line.startswith(self.marked) or i in steps]
-        consumed = {steps.get(i) for i in positions[:read]}
-        dropped = {i for i in positions[read:] if (steps.get(i) or 0) > after_step and steps[i] not in consumed}
+        steps = {i: json.loads(lines[i])[EXPLORE_STEP] for i in readable if lines[i].startswith(self.own)}
+        consumed = {steps.get(i) for i in readable[:read]}
+        dropped = {i for i in readable[read:] if (steps.get(i) or 0) > after_step and steps[i] not in consumed}
         if dropped:
-            self._write([line for i, line in enumerate(lines) if i not in dropped])
+            write_text_atomic(self.path, "".join(line for i, line in enumerate(lines) if i not in dropped))
         kept = frozenset(step for i, step in steps.items() if i not in dropped) - {None}
         return Resumed(0, len(dropped), kept, max(0, len(readable) - len(dropped) - read))
 
@@ -107,19 +110,33 @@ class JsonlFile:
         with self.path.open(encoding="utf-8") as fh:
             return [line for line in fh if line.endswith("\n")]  # a line still being written waits
 
-    def _readable(self, lines: list[str]) -> list[str]:
-        """A stage that explores and trains reads its own lines (and lines of no stage); another reads every line."""
+    def _readable(self, lines: list[str]) -> list[int]:
+        """The positions of the lines this stage reads: a stage that explores and trains its own (and lines of no
+        stage), another every line."""
         if self.scope is None or not self.scope.own_rows:
-            return lines
-        return [line for line in lines if line.startswith(self.own) or not line.startswith(self.marked)]
+            return list(range(len(lines)))
+        return [i for i, line in enumerate(lines) if line.startswith(self.own) or not line.startswith(self.marked)]
 
-    def _write(self, lines: list[str]) -> None:
-        temporary = self.path.with_name(f".{self.path.name}.tmp")
-        with temporary.open("w", encoding="utf-8") as fh:
-            fh.write("".join(lines))
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temporary, self.path)
+
+def _cut_torn_line(fh: Any) -> None:
+    """Cut a last line without its end (a writer killed inside its write) off the file open in `fh` (binary): this
+    process writes the file now, and its next line would be glued to the fragment."""
+    end = fh.seek(0, os.SEEK_END)
+    if end == 0:
+        return
+    fh.seek(end - 1)
+    if fh.read(1) == b"\n":
+        return
+    block, at = 1 << 16, end
+    while at > 0:
+        at = max(0, at - block)
+        fh.seek(at)
+        chunk = fh.read(min(block, end - at))
+        cut = chunk.rfind(b"\n")
+        if cut >= 0:
+            fh.truncate(at + cut + 1)
+            return
+    fh.truncate(0)
 
 
 def _fields(row: dict) -> dict:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ...config.algorithms.queries import data_kind, needs_rollout
+from ...config.algorithms.sampling import batch_split
 from ...config.modes import mode, trains_until_drained
 from ...config.schema import RunConfig
 from ...errors import ConfigError, Issue
@@ -212,11 +213,9 @@ class Stage:
         trains (buffer/scope.py); returns how many samples it holds, and keeps how many experiences wait in it."""
         data = data_kind(self.config.algorithm.algorithm_type)
         sft = {"tokenizer": self.start.model_path, "model": self.config.model, "data": data}
-        scope = Scope(
-            scope_name(str(self.run_dir.root), self.summary.name),
-            self.mode.explores_steps and self.mode.trains,
-            self.config.buffer.train_batch_size,
-        )
+        explores, trains = self.mode.explores_steps or self.mode.serves, self.mode.trains
+        name = scope_name(self.run_dir.run_id(), self.summary.name, explores, trains)
+        scope = Scope(name, explores and trains, batch_split(self.config)[0])  # rollouts a train step reads
         trained = self.start.done if self.mode.trains else None
         resumed = bool(resume) or self.start.restarted
         info = self.wait(

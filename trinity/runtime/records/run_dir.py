@@ -8,6 +8,7 @@ import hashlib
 import json
 import os
 import shutil
+import uuid
 from collections.abc import Callable, Collection, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, fields, replace
@@ -18,7 +19,7 @@ import yaml
 from ...config import modes
 from ...config.schema.explorer import NO_API_KEY, InferenceModelConfig
 from ...errors import Issue, LockError
-from ...utils.atomic import publish_dir, write_text_atomic
+from ...utils.atomic import publish_dir, write_once, write_text_atomic
 from ..weights.lora import adapter_base
 
 STATE = "state.json"
@@ -53,6 +54,12 @@ class RunDir:
         self.config = self.root / "config.yaml"
         self.endpoints = self.root / "endpoints.json"
         self.timeline = self.root / "ray_timeline.json"  # monitor.enable_ray_timeline: Chrome trace of the run's calls
+
+    def run_id(self) -> str:
+        """The run's identity, made once (a random id in `run_id`): what a persisted experience store's rows name
+        their stage by, however the directory is reached or wherever it is moved (buffer/scope.py)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        return write_once(self.root / "run_id", uuid.uuid4().hex + "\n").strip()
 
     def selector_feedback(self, stage_index: int) -> Path:
         """The pass rates a stage's explorer fed back to its data selectors, one line per explore step, which a resumed

@@ -11,7 +11,7 @@ from dataclasses import replace
 from math import ceil
 from typing import TYPE_CHECKING
 
-from ...config.algorithms.sampling import SAMPLE_STRATEGIES
+from ...config.algorithms.sampling import SAMPLE_STRATEGIES, batch_split
 from ...config.modes import trains_until_drained
 from ...config.schema import RunConfig
 from ..experience import Experience
@@ -51,10 +51,8 @@ class Sampler:
         self.until_drained = trains_until_drained(config)
 
     def sizes(self) -> tuple[int, int]:
-        """Rollouts and SFT samples per train batch (Trinity-RFT's split: the samples rounded up)."""
-        total = self.config.buffer.train_batch_size
-        samples = ceil(self.args.get("expert_data_ratio", 0.0) * total) if self.strategy.mixes else 0
-        return total - samples, samples
+        """Rollouts and SFT samples per train batch."""
+        return batch_split(self.config)
 
     def min_version(self, step: int) -> int:
         """The oldest weights train step `step` takes experiences of (0: any)."""
