@@ -10,6 +10,7 @@ fault_tolerance.max_restarts=0 keeps the fail-stop (test_run_blame.py).
 import json
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
@@ -185,10 +186,16 @@ def test_an_explore_runs_killed_engine_is_replaced_and_each_explore_step_stored_
     explore step explored and stored once."""
     import sqlite3
 
+    from trinity.runtime.sync import files
+
     steps, killed_after = 30, random.Random(f"explore/{SEED}").randint(2, 4)
+    run = tmp_path / RUN
+    published = files.published_file(run)  # a train run's weights, as it publishes them (the demo model's, v5)
+    published.parent.mkdir(parents=True)
+    shutil.copy(Path(run_env["TRINITY_DEMO_DIR"]) / "model" / "model.safetensors", published)
+    files.mark(published, 5)
     stored = ("buffer.trainer_input.experience_buffer.storage_type=sql", "synchronizer.sync_method=checkpoint")
     proc = started(run_env, tmp_path, *GRPO_ONLY, "mode=explore", *stored, f"buffer.total_steps={steps}")
-    run = tmp_path / RUN
     while not ((run / "metrics.jsonl").exists() and len(lines(run, "explorer")) >= killed_after):
         assert proc.poll() is None, proc.stderr.read()
         time.sleep(0.05)
@@ -199,6 +206,10 @@ def test_an_explore_runs_killed_engine_is_replaced_and_each_explore_step_stored_
     assert (restart["cause_role"], restart["attempt"]) == ("rollout.engine0", 1), restart
     assert "replaced rollout.engine0 after rollout.engine0 died: killed by SIGKILL" in err and "run: 1 restart: " in out
     assert [r["step"] for r in lines(run, "explorer")] == list(range(1, steps + 1))
+    # the published weights loaded at the start and again after the replacement (the new engine held the stage's)
+    loads = [(r["method"], r["weight_version"], r["time"] > restart["time"]) for r in lines(run, "synchronizer")]
+    assert loads == [("checkpoint", 5, False), ("checkpoint", 5, True)], loads
+    assert {r["weight_version"] for r in lines(run, "explorer")} == {5}
     db = sqlite3.connect(str(run / "arith_experiences.db"))
     per_step = db.execute("SELECT explore_step, COUNT(*) FROM experiences GROUP BY explore_step").fetchall()
     assert per_step == [(s, 16) for s in range(1, steps + 1)]  # 4 tasks x 4 rollouts

@@ -22,23 +22,41 @@ def write_text_atomic(path: Path, text: str) -> None:
         raise
 
 
-def write_once(path: Path, text: str) -> str:
+def write_once(path: Path, text: str, wait_s: float = 5.0) -> str:
     """`path`'s text, written as `text` first where it is absent: of processes making it at once, one's text wins
-    (a hard link fails where the name exists) and each reads that one."""
+    (a hard link fails where the name exists; where links are not had, an exclusive create, whose text the others
+    wait for up to `wait_s`) and each reads that one."""
+    import time
+
     path = Path(path)
     if not path.exists():
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         try:
+            os.fchmod(fd, _mode(path))
             with os.fdopen(fd, "w", encoding="utf-8") as handle:
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.link(tmp, path)
-        except FileExistsError:
-            pass
+            _link_once(Path(tmp), path, text)
         finally:
             Path(tmp).unlink(missing_ok=True)
-    return path.read_text(encoding="utf-8")
+    deadline = time.monotonic() + wait_s
+    while not (said := path.read_text(encoding="utf-8")) and time.monotonic() < deadline:
+        time.sleep(0.05)  # an exclusive create's writer is still writing
+    return said
+
+
+def _link_once(tmp: Path, path: Path, text: str) -> None:
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        pass
+    except OSError:  # a file system without hard links (some network and object-store mounts)
+        try:
+            with path.open("x", encoding="utf-8") as handle:
+                handle.write(text)
+        except FileExistsError:
+            pass
 
 
 def _mode(path: Path) -> int:

@@ -66,6 +66,22 @@ def test_a_runs_id_is_made_once_and_read_the_same_by_any_path_and_by_runs_starti
     assert RunDir(tmp_path / "moved").run_id() in ids and not [p for p in os.listdir(tmp_path / "moved") if "." in p]
 
 
+def test_a_file_written_once_is_readable_as_a_plain_file_is_and_made_where_links_are_not_had(tmp_path, monkeypatch):
+    from trinity.utils import atomic
+
+    assert atomic.write_once(tmp_path / "a", "first\n") == "first\n" == atomic.write_once(tmp_path / "a", "second\n")
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (tmp_path / "a").stat().st_mode & 0o777 == 0o666 & ~umask  # a train run of another uid reads it
+
+    def no_links(*args):
+        raise OSError(1, "Operation not permitted")
+
+    monkeypatch.setattr(atomic.os, "link", no_links)
+    assert atomic.write_once(tmp_path / "b", "made\n") == "made\n" == atomic.write_once(tmp_path / "b", "other\n")
+    assert sorted(os.listdir(tmp_path)) == ["a", "b"]
+
+
 def test_config_is_saved_with_its_hash(tmp_path):
     data = {"name": "x", "model": {"model_path": "m"}}
     run = RunDir(tmp_path)

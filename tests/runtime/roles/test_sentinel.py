@@ -89,6 +89,7 @@ def test_the_line_of_the_process_asked_is_read_back():
     assert sentinel.ended(lines, 8) == ("killed by SIGKILL (not by the kernel's OOM killer)", 2.25)
     assert sentinel.ended(lines, 7) == ("exited with code 1", 1.5)
     assert sentinel.ended(lines, 9) is None
+    assert sentinel.how(None, 7) == "ended; its exit status was gone before it could be read"
 
 
 def test_why_a_process_ended_itself_is_read_back_for_that_process():
@@ -98,4 +99,3 @@ def test_why_a_process_ended_itself_is_read_back_for_that_process():
     ]
     assert sentinel.ends_itself(lines, 7) == "its engine core died"
     assert sentinel.ends_itself(lines, 8) is None and sentinel.ends_itself(lines[1:], 7) is None
-    assert sentinel.how(None, 7) == "ended; its exit status was gone before it could be read"

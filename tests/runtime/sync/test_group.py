@@ -95,3 +95,70 @@ def test_an_engine_joins_the_group_synchronizer_group_name_names(demo_assets, mo
     asyncio.run(engine.join_sync_group("gloo", "127.0.0.1", port, 0, 1, 30))
     assert dist.distributed_c10d._get_process_group_name(engine._group) == f"arith_sync-127.0.0.1-{port}"
     engine.release()
+
+
+PIECES = 200  # of 4 MiB each: the broadcast is still going when the killed member dies after its fourth
+
+
+def survivor_member(rank, ports, out, killed_at):
+    """Rank 0 sends; rank 2 dies inside the broadcast; rank 1's receive (a thread holding the weights' lock, as an
+    engine's receive_weights does) is pending. Then, as after an engine's replacement, rank 0 and rank 1 each leave
+    the old group and form a new one, which carries the next broadcast."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from trinity.runtime.sync import group
+
+    old = {"group": group.join("gloo", "127.0.0.1", ports[0], rank, 3, 60, "old")}
+    specs = [((1024, 1024), "float32")] * PIECES
+    if rank == 2:
+        for i, _ in enumerate(group.receive(old["group"], specs, "cpu", 4 << 20)):
+            if i == 3:
+                killed_at.value = time.time()
+                os.kill(os.getpid(), signal.SIGKILL)
+    lock = threading.Lock()
+    if rank == 0:
+        try:
+            group.send(old["group"], [torch.ones(1024, 1024)] * PIECES, 4 << 20)
+        except RuntimeError:  # the dead member's connection
+            pass
+    else:
+
+        def pending() -> None:
+            with lock:
+                try:
+                    list(group.receive(old["group"], specs, "cpu", 4 << 20))
+                except RuntimeError:
+                    out.put(("old receive failed", time.time()))
+
+        threading.Thread(target=pending, daemon=True).start()
+        while killed_at.value == 0:
+            time.sleep(0.05)
+    group.leave(old.pop("group"))  # the group formed anew: each member leaves the old one, holding no reference
+    new = group.join("gloo", "127.0.0.1", ports[1], rank, 2, 60, "new")
+    tensor = torch.full((4,), 7.0) if rank == 0 else torch.zeros(4)
+    with lock:  # a receive waits for the pending one, as receive_weights waits for the weights' lock
+        group.broadcast(new, tensor)
+    out.put((f"rank {rank} has the new weights", time.time(), tensor.tolist()))
+    group.broadcast(new, torch.zeros(1))
+    group.leave(new)
+
+
+def test_a_member_killed_inside_a_broadcast_frees_the_survivors_once_the_sender_leaves_the_group():
+    """Survivors of a death mid-broadcast do not wait out the group's timeout (60 s here; synchronizer.sync_timeout
+    in a run): their pending receive fails as the sender leaves the old group, and the group formed anew works."""
+    from trinity.runtime.sync.group import free_port
+
+    ctx = multiprocessing.get_context("spawn")
+    out, ports, killed_at = ctx.Queue(), (free_port(), free_port()), ctx.Value("d", 0.0)
+    procs = [ctx.Process(target=survivor_member, args=(rank, ports, out, killed_at)) for rank in range(3)]
+    for p in procs:
+        p.start()
+    said = dict((what, (at, rest)) for what, at, *rest in (out.get(timeout=50) for _ in range(3)))
+    for p in procs:
+        p.join(30)
+    assert said["rank 0 has the new weights"][1] == said["rank 1 has the new weights"][1] == [[7.0] * 4]
+    assert said["old receive failed"][0] - killed_at.value < 15  # not the group's 60 s
+    assert [p.exitcode for p in procs] == [0, 0, -9]

@@ -11,7 +11,7 @@ from ...launch.plan import ActorSpec
 from ..experience import Experience
 from ..roles.base import Role
 from . import replay, stores
-from .scope import NOTHING, Scope
+from .scope import Scope
 
 POLL_S = 0.2  # a store shared with another process (sql) is polled; in-process puts wake the waiter at once
 
@@ -49,11 +49,12 @@ class ExperienceBuffer(Role):
     ) -> dict:
         """Open the store; `sft` = {tokenizer path, model section, data kind} makes it serve a data set's
         samples instead (SFT samples, DPO pairs or raw text). `scope`: the stage that stores and reads through it;
-        `trained`: where a stage that trains resumes (the train steps its checkpoint holds, 0 from its start): a
-        persisted store gives back and drops what scope.py says; `resumed`: the stage resumed from a checkpoint or
-        restarted (rows consumed by no stage then count as its own)."""
+        `trained`: where a stage that trains resumes (the train steps its checkpoint holds, 0 from its start; None for
+        a stage that does not train): a persisted store gives back and drops what scope.py says, and the explore steps
+        it holds of the stage's are not stored again; `resumed`: the stage resumed from a checkpoint or restarted
+        (rows consumed by no stage then count as its own)."""
         self.store = self._store(sft, scope)
-        done = self.store.rewind(trained, resumed) if trained is not None else NOTHING
+        done = self.store.rewind(trained, resumed)
         self.explored = set(done.kept_steps)  # a stage numbers its explore steps from 1; kept ones are not stored again
         if done.given_back or done.dropped:
             self.log.info(
@@ -91,12 +92,12 @@ class ExperienceBuffer(Role):
         """Store experiences; returns how many were stored. `step`: the explore step they are (the explorer's put):
         a step stored already is not stored again, so each is stored once even when an explorer that died after its
         put was taken, before the call returned, is replaced and the step runs again."""
-        if step is not None:
-            if step in self.explored:
-                self.log.warning("explore step %d was stored already: its experiences of a second run are not", step)
-                return 0
-            self.explored.add(step)
+        if step in self.explored:
+            self.log.warning("explore step %d was stored already: its experiences of a second run are not", step)
+            return 0
         self.store.add(experiences, step)
+        if step is not None:
+            self.explored.add(step)  # once stored: a put that failed stores nothing, and its step's next run does
         self.changed.set()
         return len(experiences)
 

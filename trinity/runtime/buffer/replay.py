@@ -109,7 +109,7 @@ class ReplayQueue:
             self._set_level(priority, kept)
         return dropped
 
-    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
+    def rewind(self, after_step: int | None, resumed: bool = True) -> Resumed:
         return NOTHING  # priorities and uses live in memory: a restarted trainer starts an empty queue
 
     def _queue(self, item: Item) -> None:

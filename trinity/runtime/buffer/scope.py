@@ -3,7 +3,7 @@
 A store in a file (`sql`, a `queue` over SQLite, `file`) outlives a stage: every stage of a run defaults to the same
 file, and a train run may read what another run's explorer stored. So each row records the stage that stored it and
 its explore step, and each consumption the stage that consumed it (its `Scope`: the run's identity, the stage's name
-and whether it explores and trains, so one config run as `explore`, `train` and `both` keeps three scopes). A stage
+and what it does, so one config run as `explore`, `serve`, `train` and `both` keeps four scopes). A stage
 that explores and trains reads only what it explored; a stage that only trains reads whatever waits.
 
 When a stage that trains sets up, resumed from the checkpoint of its train step k (k = 0: from its start), the store
@@ -12,6 +12,8 @@ When a stage that trains sets up, resumed from the checkpoint of its train step 
   explorer resumes at explore step k + 1 and makes them again (their weights may be lost with the steps after k).
   An explore step after k of which a train step up to k consumed part (explore steps that stored fewer experiences
   than a train step takes) is kept whole, and its second run stores nothing: each row is trained once.
+A stage that does not train (explore, serve) gives back and drops nothing; an explore step it stored already is not
+stored again when its stage restarts.
 """
 
 from typing import NamedTuple
@@ -37,8 +39,9 @@ class Resumed(NamedTuple):
 NOTHING = Resumed(0, 0, frozenset(), 0)
 
 
-def scope_name(run_id: str, stage: str, explores: bool, trains: bool) -> str:
-    """A stage's name in a store: its run's identity (records/run_dir.py run_id), its name and what it does, so a
-    `both` run never takes an `explore` or `train` run of the same directory for itself (their stages share a name)."""
-    does = "+".join(part for part, on in (("explores", explores), ("trains", trains)) if on)
-    return f"{run_id}#{stage}#{does}"
+def scope_name(run_id: str, stage: str, does: dict[str, bool]) -> str:
+    """A stage's name in a store: its run's identity (records/run_dir.py run_id), its name and what it `does` (of
+    explores, serves, trains), so a `both` run never takes an `explore`, `serve` or `train` run of the same directory
+    for itself (their stages share a name), and a resume on hardware that turns `both` into `colocate` keeps its
+    rows."""
+    return f"{run_id}#{stage}#{'+'.join(part for part, on in does.items() if on)}"

@@ -59,10 +59,11 @@ class SqliteStore:
         self.db.execute("BEGIN IMMEDIATE")
         try:
             yield
+            self.db.execute("COMMIT")
         except BaseException:
-            self.db.execute("ROLLBACK")
+            if self.db.in_transaction:  # SQLite may have rolled it back itself (a full disk): its error stands
+                self.db.execute("ROLLBACK")
             raise
-        self.db.execute("COMMIT")
 
     def _create(self) -> None:
         with self._transaction():
@@ -126,21 +127,26 @@ class SqliteStore:
         query = f"SELECT COUNT(*) FROM experiences WHERE consumed_step IS NULL{self.readable}"
         return self._retried(lambda: self.db.execute(query, self.names).fetchone()[0])
 
-    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
-        """This stage set up from the checkpoint of its train step `after_step` (0: its start): where it explores, its
-        own rows of explore steps after it that no kept step took part of dropped, then what its steps after it
-        consumed given back (scope.py). Rows consumed by no stage (an earlier trinity's, or through a store of no
-        scope) count as its own where it `resumed` from a checkpoint or restarted, as they did."""
+    def rewind(self, after_step: int | None, resumed: bool = True) -> Resumed:
+        """This stage set up from the checkpoint of its train step `after_step` (0: its start; None: it does not
+        train, so nothing is given back or dropped): where it explores, its own rows of explore steps after it that no
+        kept step took part of dropped, then what its steps after it consumed given back (scope.py). Rows consumed by
+        no stage (an earlier trinity's, or through a store of no scope) count as its own where it `resumed` from a
+        checkpoint or restarted, as they did. Its explore steps with rows stored are kept: a second run of one stores
+        nothing."""
         mine = f"(consumed_by = :scope{' OR consumed_by IS NULL' if resumed or self.scope is None else ''})"
         values = self.names | {"k": after_step}
 
         def run() -> Resumed:
+            dropped = given = 0
             with self._transaction():
-                dropped = self.db.execute(DROP.format(mine=mine), values).rowcount if self.readable else 0
-                give_back = (
-                    "UPDATE experiences SET consumed_step = NULL, consumed_by = NULL WHERE consumed_step > :k AND "
-                )
-                given = self.db.execute(give_back + mine, values).rowcount
+                if after_step is not None and self.readable:
+                    dropped = self.db.execute(DROP.format(mine=mine), values).rowcount
+                if after_step is not None:
+                    give_back = (
+                        "UPDATE experiences SET consumed_step = NULL, consumed_by = NULL WHERE consumed_step > :k AND "
+                    )
+                    given = self.db.execute(give_back + mine, values).rowcount
                 kept = self.db.execute(
                     "SELECT DISTINCT explore_step FROM experiences WHERE stage = :scope AND explore_step IS NOT NULL",
                     self.names,

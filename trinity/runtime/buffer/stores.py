@@ -58,7 +58,7 @@ class MemoryQueue:
             self.persist.drop_stale(min_version, step)
         return dropped
 
-    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
+    def rewind(self, after_step: int | None, resumed: bool = True) -> Resumed:
         if not self.persist:
             return NOTHING  # a new queue: what an earlier setup held is gone with its process
         done = self.persist.rewind(after_step, resumed)
@@ -90,17 +90,20 @@ class JsonlFile:
         read = [lines[i] for i in self._readable(lines)][(step - 1) * n : step * n]
         return [Experience.from_dict(_fields(json.loads(line))) for line in read] if len(read) == n else []
 
-    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
-        """Reading by position gives back by itself; a stage that explores drops the lines of its explore steps
-        after `after_step` that no kept step read (the file replaced whole: a reader never sees half of it)."""
+    def rewind(self, after_step: int | None, resumed: bool = True) -> Resumed:
+        """Reading by position gives back by itself; a stage that explores and trains drops the lines of its explore
+        steps after `after_step` (None: it does not train) that no kept step read (the file replaced whole: a reader
+        never sees half of it). Its explore steps with lines stored are kept."""
         lines = self._lines()
         readable = self._readable(lines)
-        read = after_step * (self.scope.batch_size if self.scope else 0)  # the lines kept train steps consumed
-        if self.scope is None or not self.scope.own_rows:
-            return Resumed(0, 0, frozenset(), max(0, len(readable) - read))
-        steps = {i: json.loads(lines[i])[EXPLORE_STEP] for i in readable if lines[i].startswith(self.own)}
-        consumed = {steps.get(i) for i in readable[:read]}
-        dropped = {i for i in readable[read:] if (steps.get(i) or 0) > after_step and steps[i] not in consumed}
+        read = (after_step or 0) * (self.scope.batch_size if self.scope else 0)  # the lines kept train steps consumed
+        steps = {
+            i: json.loads(line)[EXPLORE_STEP] for i, line in enumerate(lines) if self.own and line.startswith(self.own)
+        }
+        dropped: set[int] = set()
+        if after_step is not None and self.scope is not None and self.scope.own_rows:
+            consumed = {steps.get(i) for i in readable[:read]}
+            dropped = {i for i in readable[read:] if (steps.get(i) or 0) > after_step and steps[i] not in consumed}
         if dropped:
             write_text_atomic(self.path, "".join(line for i, line in enumerate(lines) if i not in dropped))
         kept = frozenset(step for i, step in steps.items() if i not in dropped) - {None}
@@ -180,7 +183,7 @@ class DataSet:
         picked = [self.samples[i] for i in self.selector.pick((step - 1) * count, count)]
         return [exp for sample in picked for exp in sample]
 
-    def rewind(self, after_step: int, resumed: bool = True) -> Resumed:
+    def rewind(self, after_step: int | None, resumed: bool = True) -> Resumed:
         return NOTHING  # read by position through the selector
 
 

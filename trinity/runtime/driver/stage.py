@@ -213,9 +213,10 @@ class Stage:
         trains (buffer/scope.py); returns how many samples it holds, and keeps how many experiences wait in it."""
         data = data_kind(self.config.algorithm.algorithm_type)
         sft = {"tokenizer": self.start.model_path, "model": self.config.model, "data": data}
-        explores, trains = self.mode.explores_steps or self.mode.serves, self.mode.trains
-        name = scope_name(self.run_dir.run_id(), self.summary.name, explores, trains)
-        scope = Scope(name, explores and trains, batch_split(self.config)[0])  # rollouts a train step reads
+        mode = self.mode
+        does = {"explores": mode.explores_steps, "serves": mode.serves, "trains": mode.trains}
+        name = scope_name(self.run_dir.run_id(), self.summary.name, does)
+        scope = Scope(name, mode.explores_steps and mode.trains, batch_split(self.config)[0])  # rollouts a step reads
         trained = self.start.done if self.mode.trains else None
         resumed = bool(resume) or self.start.restarted
         info = self.wait(

@@ -10,8 +10,8 @@ of its own (a ValueError of a reward, a TimeoutError of a buffer that waited too
 same batch sizes, a ConfigError) comes back on the same step: restarting would spend the budget and end the same way,
 so it ends the run at once. A rollout engine, an auxiliary model's engine or the explorer that dies where the stage
 does not replace it in place (replace.py: colocate, an engine spanning nodes, an auxiliary engine, a replacement
-that failed) restarts a stage that trains too; their errors, and their death in a stage that only explores (which
-writes no checkpoint to go on from), end the run as before.
+that failed) restarts a stage that trains too; their errors, and a death not replaced in a stage that does not
+train (which writes no checkpoint to go on from), end the run as before.
 
 The decision is made on the blame's records (blame.Failure), without Ray, so that it is tested on values made by hand.
 """

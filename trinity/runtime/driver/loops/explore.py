@@ -1,8 +1,8 @@
 """Explore without a trainer in this run (mode explore); with checkpoint sync, the engines take the weights a
 `train` run of the same directory publishes, every synchronizer.explorer_sync_interval explore steps. A dead engine or
-explorer is replaced (driver/replace.py, as in a stage that trains), the engines then take the newest published
-weights, and the explore step or evaluation that failed runs again: nothing of a failed step reached the buffer, and
-the buffer stores each explore step once."""
+explorer is replaced (driver/replace.py, as in a stage that trains), every engine then takes the newest published
+weights (a new one starts from the stage's), and the explore step, weight load or evaluation that failed runs again;
+the buffer stores each explore step once (a step its explorer had stored before it died stores nothing again)."""
 
 import time
 from collections.abc import Callable
@@ -20,41 +20,44 @@ if TYPE_CHECKING:
 
 def run(stage: "Stage") -> None:
     explored = stage.start.done
-    version = stage.start.offset + explored  # the weights the engines hold
+    start = version = stage.start.offset + explored  # the weights the engines hold
     health = replace.watch_health(stage)
+    behind = False  # an engine was replaced: it holds the stage's weights, not the newest published
 
     def again(started: int, call: Callable[[], Any]) -> Any:
         """`call` (with explore step `started` the last one started), run again after each replacement of a dead
-        engine or explorer it failed on."""
-        nonlocal version
+        engine or explorer it failed on; a replaced engine first takes the newest published weights."""
+        nonlocal version, behind
         while True:
             try:
+                if behind:
+                    version, behind = take_published(stage, start), False
                 return call()
             except RoleFailed as failed:
-                version = _recover(stage, failed, health, (started, explored), version)
+                behind |= _recover(stage, failed, health, (started, explored))
+
+    def newest() -> int:
+        return take_published(stage, version)
 
     try:
         if stage.config.explorer.eval_on_startup:
             again(explored, lambda: step_results.evaluate(stage, version))
         while explored < stage.total:
             if explored % stage.config.synchronizer.explorer_sync_interval == 0:
-                version = take_published(stage, version)
+                version = again(explored, newest)
             step = explored + 1
             result = again(step, lambda s=step: stage.wait([stage.explorer.explore_step.remote(s)])[0])
             explored += 1
             step_results.explored(stage, explored, result)
-        version = take_published(stage, version)
+        version = again(explored, newest)
         again(explored, lambda: step_results.evaluate(stage, version))
     finally:
         replace.unwatch_health(stage)
 
 
-def _recover(
-    stage: "Stage", failed: RoleFailed, health: "EngineHealth | None", steps: tuple[int, int], version: int
-) -> int:
-    """Replace the dead engine(s) or explorer of `failed` (re-raised where replace.py refuses, or the budget is spent),
-    `steps`: the last explore step started and the steps done; a new engine loads the stage's weights, so every engine
-    then takes the newest published ones. Returns the version the engines hold."""
+def _recover(stage: "Stage", failed: RoleFailed, health: "EngineHealth | None", steps: tuple[int, int]) -> bool:
+    """Replace the dead engine(s) or explorer of `failed` (re-raised where replace.py refuses, or the budget is spent);
+    `steps`: the last explore step started and the steps done. Returns whether an engine was replaced."""
     names = replace.dead_roles(stage, failed)
     if not names:
         replace.say_why_not(stage, failed)
@@ -64,11 +67,10 @@ def _recover(
     if health is not None:
         health.pause()  # until the new actors are set up: starting, they may be slow to answer
     replace.replace_or_raise(stage, names, restarts, failed, steps[1])
-    loaded = None
-    if any(replace.role_of(stage, name) == ROLLOUT for name in names):
-        version = take_published(stage, stage.start.offset + stage.start.done)
-        loaded = f"the engines hold weights v{version}"
-    replace.recorded(stage, restarts, time.monotonic() - started, loaded)
+    engine = any(replace.role_of(stage, name) == ROLLOUT for name in names)
+    replace.recorded(
+        stage, restarts, time.monotonic() - started, "the engines take the newest weights" if engine else None
+    )
     if health is not None:
         health.resume()
-    return version
+    return engine
