@@ -9,16 +9,11 @@ from pathlib import Path
 def write_text_atomic(path: Path, text: str) -> None:
     """Write `text` to `path` through a temporary file in the same folder and an atomic rename."""
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = _written_beside(path, text)
     try:
-        os.fchmod(fd, _mode(path))
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         raise
 
 
@@ -30,20 +25,30 @@ def write_once(path: Path, text: str, wait_s: float = 5.0) -> str:
 
     path = Path(path)
     if not path.exists():
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        tmp = _written_beside(path, text)
         try:
-            os.fchmod(fd, _mode(path))
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-            _link_once(Path(tmp), path, text)
+            _link_once(tmp, path, text)
         finally:
-            Path(tmp).unlink(missing_ok=True)
+            tmp.unlink(missing_ok=True)
     deadline = time.monotonic() + wait_s
     while not (said := path.read_text(encoding="utf-8")) and time.monotonic() < deadline:
         time.sleep(0.05)  # an exclusive create's writer is still writing
     return said
+
+
+def _written_beside(path: Path, text: str) -> Path:
+    """A temporary file in `path`'s folder holding `text` on disk, with the permissions `path` has or would get."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, _mode(path))
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return Path(tmp)
 
 
 def _link_once(tmp: Path, path: Path, text: str) -> None:
