@@ -152,6 +152,14 @@ def test_one_of_two_engines_killed_is_replaced_and_their_weight_sync_group_forme
     assert restart["sync"].endswith("synced to the new engine over the weight-sync group formed anew"), restart
 
 
+def engine_killed_after(proc: subprocess.Popen, env, run: Path, explored: int) -> None:
+    """SIGKILL the run's transformers engine once `explored` explorer lines are written."""
+    while not ((run / "metrics.jsonl").exists() and len(lines(run, "explorer")) >= explored):
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    os.kill(role_pid("TransformersEngine", Path(env["TRINITY_CHECKPOINT_ROOT_DIR"])), signal.SIGKILL)
+
+
 def replaced(proc: subprocess.Popen, run: Path, count: int) -> None:
     """Wait for the run's `count`-th restart record."""
     deadline = time.monotonic() + 300
@@ -168,10 +176,7 @@ def test_the_demo_learns_as_an_uninterrupted_run_with_its_engine_killed_mid_grpo
     explored = draw.randint(5, 90)
     proc = started(run_env, tmp_path, "cluster.ray_address=local")
     run = tmp_path / RUN
-    while not ((run / "metrics.jsonl").exists() and len(lines(run, "explorer")) >= explored):
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.05)
-    os.kill(role_pid("TransformersEngine", Path(run_env["TRINITY_CHECKPOINT_ROOT_DIR"])), signal.SIGKILL)
+    engine_killed_after(proc, run_env, run, explored)
     out, err = proc.communicate(timeout=1500)
     assert proc.returncode == 0, err[-4000:]
     print(json.dumps([(r["stage"], r["step"], r["accuracy"]) for r in lines(run, "eval")]), lines(run, "restart"))
@@ -196,10 +201,7 @@ def test_an_explore_runs_killed_engine_is_replaced_and_each_explore_step_stored_
     files.mark(published, 5)
     stored = ("buffer.trainer_input.experience_buffer.storage_type=sql", "synchronizer.sync_method=checkpoint")
     proc = started(run_env, tmp_path, *GRPO_ONLY, "mode=explore", *stored, f"buffer.total_steps={steps}")
-    while not ((run / "metrics.jsonl").exists() and len(lines(run, "explorer")) >= killed_after):
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.05)
-    os.kill(role_pid("TransformersEngine", Path(run_env["TRINITY_CHECKPOINT_ROOT_DIR"])), signal.SIGKILL)
+    engine_killed_after(proc, run_env, run, killed_after)
     out, err = proc.communicate(timeout=600)
     assert proc.returncode == 0, err[-4000:]
     [restart] = lines(run, "restart")
