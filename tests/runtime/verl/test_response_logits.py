@@ -20,27 +20,22 @@ def experiences():
     return [Experience(p, r, [-1.5] * len(r), reward, group) for p, r, reward, group in EXPERIENCES]
 
 
-def updates(demo_dir: str, responses_only: bool, extra: tuple, out) -> None:
+def updates(demo_dir: str, responses_only: bool, extra: tuple, chunk: int | None, out) -> None:
     """In a process of its own: a demo trainer rank that recomputes the old policy before the update and trains with
-    an entropy bonus (and `extra` overrides), on verl's own path (`responses_only` false) or trinity's; what it
-    computes and how many rows of logits each forward pass had."""
+    an entropy bonus (and `extra` overrides), on verl's own path (`responses_only` false) or trinity's (with fused
+    kernels, at most `chunk` rows as logits); what it computes and how many rows each forward pass had."""
     from tests.runtime.trainer.test_step import grpo_rank
     from trinity.runtime.trainer import batch as batches
 
-    overrides = (
-        "algorithm.bypass_old_logprobs=false",
-        "algorithm.entropy_loss_fn_args.entropy_coef=0.01",
-        "trainer.use_fused_kernels=false",
-        *extra,
-    )
+    overrides = ("algorithm.bypass_old_logprobs=false", "algorithm.entropy_loss_fn_args.entropy_coef=0.01", *extra)
     rank = grpo_rank(demo_dir, *overrides, "algorithm.optimizer.lr=1e-3", batch=8)
+    from trinity.runtime.verl import fused_rows  # after the rank: verl reads the platform's env at import
     from trinity.runtime.verl.response_logits import ResponseLogitsEngine as Engine
 
+    fused_rows.CHUNK_ROWS = chunk or fused_rows.CHUNK_ROWS
     rows, decide, prepare = [], Engine._responses_only, Engine.prepare_model_outputs
     Engine._responses_only = lambda self, *a: responses_only and decide(self, *a)
-    Engine.prepare_model_outputs = lambda self, **kw: (
-        rows.append(kw["output"].logits[..., 0].numel()) or prepare(self, **kw)
-    )
+    Engine.prepare_model_outputs = lambda self, **kw: rows.append(_rows(kw["output"])) or prepare(self, **kw)
     rank.steps.old_in_update = False  # the forward pass before the update runs (LogProbs)
     exps, seen = experiences(), []
     for step in (1, 2):
@@ -52,6 +47,11 @@ def updates(demo_dir: str, responses_only: bool, extra: tuple, out) -> None:
     weights = sum(float(t.double().abs().sum()) for t in rank.engine_weights().values())
     flat = {"log_probs": log_probs.flatten().tolist(), "entropy": entropy.flatten().tolist()}
     out.put({"steps": seen, "rows": rows, "w": weights, **flat})
+
+
+def _rows(output) -> int:
+    """The rows a forward pass computed: of logits, or of log-probs where fused."""
+    return output.log_probs.numel() if output.logits is None else output.logits[..., 0].numel()
 
 
 # a LoRA adapter (its base a PEFT model's) with a KL loss: the reference's forward pass is the adapter switched off;
@@ -71,11 +71,20 @@ def rows_computed(overrides: tuple) -> tuple[int, int]:
     return 8 * (longest - 1 - min(n - r - 1 for n, r in LENGTHS)), 8 * longest
 
 
+UNFUSED, FUSED = ("trainer.use_fused_kernels=false",), ("trainer.use_fused_kernels=true",)
+
+
 @pytest.mark.train  # real verl trainer ranks, each in a process of its own
-@pytest.mark.parametrize("overrides", [(), (*PACKED, *LORA)], ids=["padded", "packed-lora"])
-def test_the_responses_logits_alone_train_as_every_tokens_do(demo_assets, overrides):
-    ours = spawned(updates, str(demo_assets), True, overrides)
-    verls = spawned(updates, str(demo_assets), False, overrides)
+@pytest.mark.parametrize(
+    ("overrides", "chunk"),
+    [(UNFUSED, None), ((*UNFUSED, *PACKED, *LORA), None), (FUSED, None), ((*FUSED, *PACKED), 4)],
+    ids=["padded", "packed-lora", "fused-padded", "fused-packed-chunked"],
+)
+def test_the_responses_logits_alone_train_as_every_tokens_do(demo_assets, overrides, chunk):
+    """Fused (the CPU's default): the rows as logits where at most a chunk of the fused kernel's (the demo's batch),
+    else fused (4 rows a chunk here)."""
+    ours = spawned(updates, str(demo_assets), True, overrides, chunk)
+    verls = spawned(updates, str(demo_assets), False, overrides, chunk)
     passes = len(verls["rows"])  # every forward pass: the old policy's, LoRA's reference, the update's, the last one
     rows = rows_computed(overrides)
     assert (ours["rows"], verls["rows"]) == ([rows[0]] * passes, [rows[1]] * passes)

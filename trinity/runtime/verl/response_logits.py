@@ -10,11 +10,15 @@ responses' log-probs come from (transformers' `logits_to_keep`: in a packed batc
 columns from the first response log-prob of any row to the last), and the log-probs (and the entropy, where asked for)
 are spread back to verl's packed layout, 0 where nothing reads them.
 
+With fused kernels (`trainer.use_fused_kernels`) the model's forward is verl's, made to keep those rows too
+(fused_rows.py): a few rows' logits plainly, more rows' log-probs fused.
+
 A batch asks for this with `RESPONSES_ONLY` (trinity sets it where its consumer reads the responses only: not an SFT
-batch, whose loss mask may cover any token). Everything else verl's engine does as it would: the fused kernels, a
-packed sequence padded to a bucket or split for sequence parallelism, multi-modal inputs, top-k distillation, a
-micro-batch without a response token, and a model not of transformers' own classes (a model's own code may read
-`logits_to_keep` as a count) or whose forward takes no `logits_to_keep`.
+batch, whose loss mask may cover any token). Everything else verl's engine does as it would: a packed sequence padded
+to a bucket or split for sequence parallelism, multi-modal inputs, top-k distillation, a micro-batch without a response
+token, fused kernels of another forward than verl's generic one (its triton backend, vision-language models), and a
+model not of transformers' own classes (a model's own code may read `logits_to_keep` as a count) or whose forward takes
+no `logits_to_keep`.
 """
 
 import inspect
@@ -27,11 +31,12 @@ from verl.utils import tensordict_utils as tu
 from verl.utils.torch_functional import logprobs_from_logits
 from verl.workers.engine.fsdp import transformer_impl
 
+from . import fused_rows
+
 RESPONSES_ONLY = "trinity_responses_only"  # a batch's flag: its consumer reads the responses' log-probs alone
 _KEEP = "trinity_keep"  # output_args: (packed positions, where their logits are in the model's output, temperatures)
 # what verl's own path must compute: the flags' defaults are verl's
 _VERL_ONLY = {
-    "use_fused_kernels": False,
     "distillation_use_topk": False,
     "distillation_only": False,
     "calculate_sum_pi_squared": False,
@@ -59,6 +64,11 @@ def response_positions(data: TensorDict) -> tuple[torch.Tensor, torch.Tensor, to
 class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
     """verl's FSDP policy engine; a batch flagged RESPONSES_ONLY gets its responses' logits alone."""
 
+    def _build_module(self):
+        module = super()._build_module()
+        fused_rows.keep_rows(module)  # after verl's patch of the class's forward, where fused kernels made one
+        return module
+
     def prepare_model_inputs(self, micro_batch: TensorDict):
         model_inputs, output_args = super().prepare_model_inputs(micro_batch)
         kept = self._kept_rows(micro_batch, output_args) if self._responses_only(micro_batch, output_args) else None
@@ -83,16 +93,19 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
         if _KEEP not in output_args:
             return super().prepare_model_outputs(output, output_args, micro_batch, logits_processor_func)
         packed, picks, temperature = output_args[_KEEP]
-        logits = transformer_impl._scale_logits_by_temperature(
-            output.logits[picks],
-            temperature.unsqueeze(-1),
-            is_unit_temperature=output_args.get("temperature_is_one", False),
-        )
         entropy = tu.get_non_tensor_data(data=micro_batch, key="calculate_entropy", default=False)
         labels = output_args["input_ids_rmpad_rolled"]
-        found = {"log_probs": logprobs_from_logits(logits, labels[packed], inplace_backward=not entropy)}
-        if entropy:
-            found["entropy"] = self._entropy(logits, packed="temperature_rmpad" in output_args)
+        if output.logits is None:  # fused at the kept rows (fused_rows.py), the temperature applied there
+            found = {"log_probs": output.log_probs[picks]} | ({"entropy": output.entropy[picks]} if entropy else {})
+        else:
+            logits = transformer_impl._scale_logits_by_temperature(
+                output.logits[picks],
+                temperature.unsqueeze(-1),
+                is_unit_temperature=output_args.get("temperature_is_one", False),
+            )
+            found = {"log_probs": logprobs_from_logits(logits, labels[packed], inplace_backward=not entropy)}
+            if entropy:
+                found["entropy"] = self._entropy(logits, packed="temperature_rmpad" in output_args)
         offsets = micro_batch["input_ids"].offsets()
         return {  # verl's packed layout: 0 where no response is
             name: torch.nested.nested_tensor_from_jagged(
@@ -114,25 +127,31 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
 
     def _responses_only(self, micro_batch: TensorDict, output_args: dict) -> bool:
         flags = {key: tu.get_non_tensor_data(data=micro_batch, key=key, default=d) for key, d in _VERL_ONLY.items()}
+        fused = tu.get_non_tensor_data(data=micro_batch, key="use_fused_kernels", default=False)
         return (
             tu.get_non_tensor_data(data=micro_batch, key=RESPONSES_ONLY, default=False)
             and flags == _VERL_ONLY
             and not output_args.get("pad_size")  # a packed sequence padded to a bucket or for sequence parallelism
             and not self.use_ulysses_sp
             and "multi_modal_inputs" not in micro_batch.keys()
-            and self._keeps_logits
+            and self._keeps_logits[bool(fused)]
         )
 
     @cached_property
-    def _keeps_logits(self) -> bool:
-        return _keeps_logits(self.module)  # the model does not change: asked once
+    def _keeps_logits(self) -> tuple[bool, bool]:
+        """Whether the model keeps the rows asked for: (unfused, fused). It does not change: asked once."""
+        forward = type(_model(self.module)).forward
+        return _transformers_keeps_logits(forward), fused_rows.keeps_rows(forward)
 
 
-def _keeps_logits(module: torch.nn.Module) -> bool:
-    """Whether the model is one of transformers' own whose forward takes `logits_to_keep` as the positions to keep (a
-    model's own code may read it as a count), under FSDP1's wrapper or PEFT's (each passes it on)."""
+def _model(module: torch.nn.Module) -> torch.nn.Module:
+    """The language model under FSDP1's wrapper or PEFT's (each passes `logits_to_keep` on)."""
     while hasattr(module, "_fsdp_wrapped_module"):
         module = module._fsdp_wrapped_module
-    model = module.get_base_model() if hasattr(module, "get_base_model") else module
-    forward = model.forward
+    return module.get_base_model() if hasattr(module, "get_base_model") else module
+
+
+def _transformers_keeps_logits(forward) -> bool:
+    """Whether the forward is one of transformers' own models' and takes `logits_to_keep` as the positions to keep (a
+    model's own code may read it as a count)."""
     return forward.__module__.startswith("transformers.") and "logits_to_keep" in inspect.signature(forward).parameters
