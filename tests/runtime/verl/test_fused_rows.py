@@ -1,9 +1,12 @@
 """verl's fused forward made to keep the rows asked for: at the kept positions the same log-probs, entropy and
-gradients as verl's fused forward over every row; a few rows as plain logits, more fused; any other call verl's own."""
+gradients as verl's fused forward over every row, packed or padded, with the engine's labels; at most a chunk of rows
+as plain logits (divided by the temperature as the kernel divides), more fused; any other call verl's own."""
 
 import pytest
 
 torch = pytest.importorskip("torch")
+
+TEMPERATURE = 0.7
 
 
 def tiny_config():
@@ -35,63 +38,96 @@ def fused_model():
     return model
 
 
-INPUT_IDS = torch.tensor([[1, 5, 7, 2, 9, 3, 4, 8, 6, 11]])
-KEPT = torch.tensor([2, 3, 4, 7, 8])
+# packed: one row of every token, the positions kept; padded: three left-padded rows, the columns kept in each
+PACKED = {"input_ids": torch.tensor([[1, 5, 7, 2, 9, 3, 4, 8, 6, 11]]), "position_ids": torch.arange(10)[None]}
+PADDED = {
+    "input_ids": torch.tensor([[0, 0, 5, 7, 2, 9], [0, 3, 4, 8, 6, 11], [1, 2, 3, 4, 5, 6]]),
+    "attention_mask": torch.tensor([[0, 0, 1, 1, 1, 1], [0, 1, 1, 1, 1, 1], [1, 1, 1, 1, 1, 1]]),
+}
+LAYOUTS = {"packed": (PACKED, torch.tensor([2, 3, 4, 7, 8])), "padded": (PADDED, torch.tensor([3, 4]))}
 
 
-def kept_log_probs(model, keep: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, dict]:
-    """The kept positions' log-probs and entropy (of every position's, where `keep` is None) and the gradients of
-    their log-probs' sum plus their entropy's."""
+def kept_log_probs(model, inputs: dict, keep: torch.Tensor, whole: bool) -> tuple[torch.Tensor, torch.Tensor, dict]:
+    """The log-probs and entropy at the kept columns (read from every position's, where `whole`) and the gradients
+    of their log-probs' sum plus their entropy's."""
     model.zero_grad()
-    inputs = {"input_ids": INPUT_IDS, "position_ids": torch.arange(10)[None], "return_dict": True, "temperature": 0.7}
-    if keep is None:
+    inputs = inputs | {"return_dict": True, "temperature": TEMPERATURE}
+    if whole:
         out = model(**inputs)
-        log_probs, entropy = out.log_probs[0, KEPT], out.entropy[0, KEPT]
+        log_probs, entropy = out.log_probs[:, keep], out.entropy[:, keep]
     else:
-        out = model(**inputs, logits_to_keep=keep)
-        log_probs, entropy = _from(out, KEPT)
+        log_probs, entropy = from_output(model(**inputs, logits_to_keep=keep), inputs, keep)
     (log_probs.sum() + entropy.sum()).backward()
     return log_probs.detach(), entropy.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-def _from(out, kept: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def from_output(out, inputs: dict, keep: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Log-probs and entropy as the engine reads them: fused, or from the logits (already at the temperature)."""
     if out.logits is None:
-        return out.log_probs[0], out.entropy[0]
-    logits = out.logits[0] / 0.7
-    labels = torch.roll(INPUT_IDS, -1, -1)[0, kept]
-    log_probs = logits.log_softmax(-1)
-    return log_probs.gather(-1, labels[:, None])[:, 0], -(log_probs.exp() * log_probs).sum(-1)
+        return out.log_probs, out.entropy
+    labels = inputs.get("shift_labels", torch.roll(inputs["input_ids"], -1, -1))[:, keep]
+    log_probs = out.logits.log_softmax(-1)
+    return log_probs.gather(-1, labels[..., None])[..., 0], -(log_probs.exp() * log_probs).sum(-1)
 
 
+@pytest.mark.parametrize("layout", ["packed", "padded"])
 @pytest.mark.parametrize("chunk", [None, 2], ids=["plain", "fused"])
-def test_the_kept_rows_log_probs_entropy_and_gradients_are_verls(fused_model, monkeypatch, chunk):
+@pytest.mark.parametrize("labels", ["rolled", "the engine's"])
+def test_the_kept_rows_log_probs_entropy_and_gradients_are_verls(fused_model, monkeypatch, layout, chunk, labels):
     from trinity.runtime.verl import fused_rows
 
-    whole = kept_log_probs(fused_model, None)
+    inputs, keep = LAYOUTS[layout]
+    if labels == "the engine's":  # verl's engine passes its own rolled labels (packed); they are the ones used
+        inputs = inputs | {"shift_labels": torch.randint(0, 40, inputs["input_ids"].shape, generator=_seeded())}
+    whole = kept_log_probs(fused_model, inputs, keep, whole=True)
     fused_rows.keep_rows(fused_model)
     if chunk:  # more rows than a chunk: verl's fused kernel on them
         monkeypatch.setattr(fused_rows, "CHUNK_ROWS", chunk)
-    out = fused_model(input_ids=INPUT_IDS, logits_to_keep=KEPT, return_dict=True, temperature=0.7)
+    out = fused_model(**inputs, logits_to_keep=keep, return_dict=True, temperature=TEMPERATURE)
     assert (out.logits is None) == bool(chunk)
-    assert (out.logits if out.logits is not None else out.log_probs).shape[:2] == (1, len(KEPT))
-    if out.logits is not None:
-        assert out.logits.dtype == torch.float32
-    kept = kept_log_probs(fused_model, KEPT)
+    rows = inputs["input_ids"].shape[0]
+    assert (out.logits if out.logits is not None else out.log_probs).shape[:2] == (rows, len(keep))
+    kept = kept_log_probs(fused_model, inputs, keep, whole=False)
     torch.testing.assert_close(kept[0], whole[0], atol=1e-6, rtol=1e-5)
     torch.testing.assert_close(kept[1], whole[1], atol=1e-6, rtol=1e-5)
     for name, grad in whole[2].items():
         torch.testing.assert_close(kept[2][name], grad, atol=1e-6, rtol=1e-5, msg=name)
 
 
+def _seeded() -> torch.Generator:
+    return torch.Generator().manual_seed(1)
+
+
+def test_a_chunk_of_rows_is_plain_one_more_fused_and_in_bf16_both_agree(fused_model, monkeypatch):
+    """The logits are divided by the temperature in bf16 and made fp32 as the kernel does: both ways agree."""
+    from trinity.runtime.verl import fused_rows
+
+    fused_rows.keep_rows(fused_model.to(torch.bfloat16))
+    inputs, keep = LAYOUTS["packed"]
+    found = {}
+    for chunk in (len(keep), len(keep) - 1):
+        monkeypatch.setattr(fused_rows, "CHUNK_ROWS", chunk)
+        out = fused_model(**inputs, logits_to_keep=keep, return_dict=True, temperature=TEMPERATURE)
+        if out.logits is not None:
+            assert out.logits.dtype == torch.float32
+        found[out.logits is None] = from_output(out, inputs, keep)[0]
+    torch.testing.assert_close(found[False], found[True], atol=1e-5, rtol=1e-5)
+
+
 def test_a_call_keeping_no_rows_is_verls_own_and_positional_inputs_are_named_as_verl_names_them(fused_model):
     from trinity.runtime.verl import fused_rows
 
-    before = fused_model(input_ids=INPUT_IDS, return_dict=True).log_probs
+    inputs, keep = LAYOUTS["packed"]
+    before = fused_model(**inputs, return_dict=True).log_probs
     fused_rows.keep_rows(fused_model)
     assert fused_rows.keeps_rows(type(fused_model).forward)
-    torch.testing.assert_close(fused_model(input_ids=INPUT_IDS, return_dict=True).log_probs, before)
-    positional = fused_model(INPUT_IDS, logits_to_keep=KEPT, return_dict=True)
-    torch.testing.assert_close(positional.logits, fused_model(input_ids=INPUT_IDS, logits_to_keep=KEPT).logits)
+    torch.testing.assert_close(fused_model(**inputs, return_dict=True).log_probs, before)
+    counted = fused_model(**inputs, return_dict=True, logits_to_keep=1)  # generate's count: verl's every position
+    torch.testing.assert_close(counted.log_probs, before)
+    positional = fused_model(inputs["input_ids"], logits_to_keep=keep, return_dict=True)
+    torch.testing.assert_close(
+        positional.logits, fused_model(input_ids=inputs["input_ids"], logits_to_keep=keep).logits
+    )
 
 
 def test_only_verls_fused_forward_is_replaced():
@@ -106,3 +142,55 @@ def test_only_verls_fused_forward_is_replaced():
     fused_rows.keep_rows(model)
     assert type(model).forward is Qwen2ForCausalLM.forward
     assert not fused_rows.keeps_rows(type(model).forward)
+
+
+def sharded_head(out) -> None:
+    """In a process of its own (one gloo rank): an untied model whose lm_head FSDP2 shards as a unit of its own, as
+    verl wraps one, asked for more rows than a chunk: what it returns, and its log-probs against the model unwrapped."""
+    import copy
+    import os
+
+    import torch.distributed as dist
+    from torch.distributed.fsdp import fully_shard
+    from transformers import Qwen2ForCausalLM
+    from verl.models.transformers.monkey_patch import patch_forward_with_backends
+
+    from trinity.runtime.sync.group import free_port
+    from trinity.runtime.verl import fused_rows
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), RANK="0", WORLD_SIZE="1")
+    dist.init_process_group("gloo")
+
+    class Untied(Qwen2ForCausalLM):
+        pass
+
+    torch.manual_seed(0)
+    config = tiny_config()
+    config.tie_word_embeddings = False
+    model = Untied(config)
+    patch_forward_with_backends(model, use_fused_kernels=True, fused_kernels_backend="torch")
+    fused_rows.keep_rows(model)
+    fused_rows.CHUNK_ROWS = 1
+    plain = copy.deepcopy(model)
+    fully_shard(model.lm_head)
+    fully_shard(model)
+    inputs, keep = LAYOUTS["packed"]
+    asked = inputs | {"logits_to_keep": keep, "return_dict": True, "temperature": TEMPERATURE}
+    expected = from_output(plain(**asked), inputs, keep)[0]
+    try:
+        got = model(**asked)
+        found = {
+            "plain logits": got.logits is not None,
+            "equal": torch.allclose(from_output(got, inputs, keep)[0], expected),
+        }
+    except Exception as error:  # what the test shows, rather than a process that never answers
+        found = {"error": repr(error)}
+    dist.destroy_process_group()
+    out.put(found)
+
+
+def test_an_lm_head_sharded_as_a_unit_of_its_own_is_read_through_its_module():
+    """verl's fused kernel would read the head's sharded weight (and fail): the rows are plain logits however many."""
+    from tests.runtime.trainer.spawn import spawned
+
+    assert spawned(sharded_head) == {"plain logits": True, "equal": True}

@@ -71,7 +71,9 @@ def rows_computed(overrides: tuple) -> tuple[int, int]:
     return 8 * (longest - 1 - min(n - r - 1 for n, r in LENGTHS)), 8 * longest
 
 
-UNFUSED, FUSED = ("trainer.use_fused_kernels=false",), ("trainer.use_fused_kernels=true",)
+UNFUSED = ("trainer.use_fused_kernels=false",)
+# sampled at 0.7: the fused forward's logits come divided by the temperature, the engine's own are divided after
+FUSED = ("trainer.use_fused_kernels=true", "buffer.explorer_input.taskset.rollout_args.temperature=0.7")
 
 
 @pytest.mark.train  # real verl trainer ranks, each in a process of its own
@@ -128,3 +130,13 @@ def test_the_positions_kept_are_those_verl_reads_the_responses_log_probs_at(rows
         taken = values[packed[row == r]]
         kept[r, : len(taken)] = taken
     assert torch.equal(kept, read)
+
+
+def test_an_output_of_another_width_than_the_positions_asked_for_is_refused():
+    """A forward that ignores `logits_to_keep` (its class patched again) returns every position: read at the kept
+    positions' places it would be wrong, so it is refused, saying why."""
+    from trinity.runtime.verl.response_logits import _check_kept
+
+    _check_kept(torch.zeros(2, 5, 7), 5)
+    with pytest.raises(RuntimeError, match="returned 9 positions a row where 5 were asked for"):
+        _check_kept(torch.zeros(2, 9), 5)

@@ -4,17 +4,22 @@ With fused kernels verl replaces the model class's forward (`dense_common.forwar
 liger backends): it computes the log-probs and the entropy of every token from the last hidden state, 512 rows at a
 time, recomputing each chunk's logits in the backward pass, and ignores `logits_to_keep`. An RL batch reads its
 responses' log-probs alone (response_logits.py), so the forward here computes those rows only:
-- at most one chunk of them (`CHUNK_ROWS`): their logits, plainly. They are no more than the fused kernel holds at once,
-  and fused it takes 1.8x as long (no recomputed logits, no entropy unless asked: Qwen2.5-0.5B's vocabulary on 256 rows,
-  fp32 on 2 CPU cores, forward and backward 1.11 s against 2.00 s fused, 3.0 s fused on the whole batch's 416 rows);
+- at most one chunk of them (`CHUNK_ROWS`): their logits, plainly, of the order of what the fused kernel holds at once
+  (they are kept for the backward pass, about 3 x rows x vocabulary in fp32 with what the log-probs keep, where the
+  kernel's backward holds 5-6 chunks' temporaries), and fused they take 1.8x as long (no recomputed logits, no entropy
+  unless asked: Qwen2.5-0.5B's vocabulary on 256 rows, fp32 on 2 CPU cores, forward and backward 1.11 s against 2.00 s
+  fused, 3.0 s fused on the whole batch's 416 rows);
 - more: verl's fused kernel, on the kept rows.
-Logits come back in fp32, as the fused kernel computes them. Any other call (no kept positions: an SFT batch, verl's own
-callers) is verl's forward unchanged.
+The logits are divided by the temperature in the model's dtype and then made fp32, as the kernel computes them, so both
+ways agree in bf16 too. An lm_head that FSDP2 shards as a unit of its own (untied embeddings) is reached through its
+module, whose hooks gather it: those rows are plain logits however many (verl's fused forward fails on such a model).
+Any other call (no kept positions: an SFT batch, verl's own callers, `generate`) is verl's forward unchanged.
 """
 
 import inspect
 
 import torch
+from torch.distributed.fsdp import FSDPModule
 from verl.models.transformers import dense_common
 from verl.utils.experimental.torch_functional import FusedLinearForPPO
 
@@ -38,16 +43,19 @@ def keeps_rows(forward) -> bool:
 
 def forward_keeping_rows(self, *args, logits_to_keep: int | torch.Tensor = 0, **inputs):
     """verl's fused forward; with `logits_to_keep` a tensor of sequence positions (every row's, as transformers reads
-    it), only those positions': their `logits` (at most CHUNK_ROWS in all) or their fused `log_probs` and `entropy`."""
+    it), only those positions': their `logits`, divided by the temperature (at most CHUNK_ROWS in all), or their fused
+    `log_probs` and `entropy`."""
     if not isinstance(logits_to_keep, torch.Tensor):
         return _VERLS(self, *args, logits_to_keep=logits_to_keep, **inputs)
     inputs |= dict(zip(_POSITIONAL, args, strict=False))  # as verl's forward names them
     hidden = dense_common.forward_base_model(self, **{k: v for k, v in inputs.items() if k in _BASE_INPUTS})[0]
     hidden, labels = hidden[:, logits_to_keep], _next_tokens(inputs)[:, logits_to_keep]
-    if labels.numel() <= CHUNK_ROWS:
-        return dense_common.CausalLMOutputForPPO(logits=self.lm_head(hidden).float())
+    temperature = inputs.get("temperature", 1.0)
+    if labels.numel() <= CHUNK_ROWS or isinstance(self.lm_head, FSDPModule):
+        logits = self.lm_head(hidden)
+        return dense_common.CausalLMOutputForPPO(logits=(logits if temperature == 1 else logits / temperature).float())
     fused = FusedLinearForPPO(impl_backend=getattr(self, "_verl_fused_kernels_backend", "torch"))
-    log_probs, entropy = fused(hidden, self.lm_head.weight, labels, inputs.get("temperature", 1.0))
+    log_probs, entropy = fused(hidden, self.lm_head.weight, labels, temperature)
     return dense_common.CausalLMOutputForPPO(log_probs=log_probs, entropy=entropy)
 
 

@@ -34,7 +34,8 @@ from verl.workers.engine.fsdp import transformer_impl
 from . import fused_rows
 
 RESPONSES_ONLY = "trinity_responses_only"  # a batch's flag: its consumer reads the responses' log-probs alone
-_KEEP = "trinity_keep"  # output_args: (packed positions, where their logits are in the model's output, temperatures)
+# output_args: (packed positions, where their logits are in the model's output, their temperatures, the output's width)
+_KEEP = "trinity_keep"
 # what verl's own path must compute: the flags' defaults are verl's
 _VERL_ONLY = {
     "distillation_use_topk": False,
@@ -83,26 +84,29 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
         if not len(packed):
             return None
         if "temperature_rmpad" in output_args:  # packed: one row of every token, the responses' asked for
-            everyone = torch.arange(len(packed), device=packed.device)
-            return packed, (packed, (0, everyone), output_args["temperature_rmpad"][packed])
+            return packed, (packed, 0, output_args["temperature_rmpad"][packed], len(packed))
         low = int(columns.min())  # padded rows: the columns any response spans, then each row's own
         keep = torch.arange(low, int(columns.max()) + 1, device=packed.device)
-        return keep, (packed, (rows, columns - low), output_args["temperature"][rows])
+        return keep, (packed, (rows, columns - low), output_args["temperature"][rows], len(keep))
 
     def prepare_model_outputs(self, output, output_args, micro_batch: TensorDict, logits_processor_func):
         if _KEEP not in output_args:
             return super().prepare_model_outputs(output, output_args, micro_batch, logits_processor_func)
-        packed, picks, temperature = output_args[_KEEP]
+        packed, picks, temperature, width = output_args[_KEEP]
         entropy = tu.get_non_tensor_data(data=micro_batch, key="calculate_entropy", default=False)
+        fused = tu.get_non_tensor_data(data=micro_batch, key="use_fused_kernels", default=False)
         labels = output_args["input_ids_rmpad_rolled"]
+        _check_kept(output.log_probs if output.logits is None else output.logits, width)
         if output.logits is None:  # fused at the kept rows (fused_rows.py), the temperature applied there
             found = {"log_probs": output.log_probs[picks]} | ({"entropy": output.entropy[picks]} if entropy else {})
         else:
-            logits = transformer_impl._scale_logits_by_temperature(
-                output.logits[picks],
-                temperature.unsqueeze(-1),
-                is_unit_temperature=output_args.get("temperature_is_one", False),
-            )
+            logits = output.logits[picks]
+            if not fused:  # fused_rows.py's logits are divided by the temperature already
+                logits = transformer_impl._scale_logits_by_temperature(
+                    logits,
+                    temperature.unsqueeze(-1),
+                    is_unit_temperature=output_args.get("temperature_is_one", False),
+                )
             found = {"log_probs": logprobs_from_logits(logits, labels[packed], inplace_backward=not entropy)}
             if entropy:
                 found["entropy"] = self._entropy(logits, packed="temperature_rmpad" in output_args)
@@ -142,6 +146,16 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
         """Whether the model keeps the rows asked for: (unfused, fused). It does not change: asked once."""
         forward = type(_model(self.module)).forward
         return _transformers_keeps_logits(forward), fused_rows.keeps_rows(forward)
+
+
+def _check_kept(output: torch.Tensor, width: int) -> None:
+    """A model asked for `width` positions a row that returned another count (its class's forward patched again after
+    trinity's, so that it ignores `logits_to_keep`) would be read at the wrong positions: refused instead."""
+    if output.shape[1] != width:
+        raise RuntimeError(
+            f"the model returned {output.shape[1]} positions a row where {width} were asked for (logits_to_keep): its "
+            "forward is no longer one that keeps them (was its class's forward patched again?)"
+        )
 
 
 def _model(module: torch.nn.Module) -> torch.nn.Module:
