@@ -258,3 +258,6 @@ def test_a_batch_sorted_by_length_is_dealt_evenly():
     assert per_rank(out, 2) == [208, 208]
     assert [batch.tokens(e) for e in out] == [4, 100, 100, 4] * 2
     assert metrics["global_seqlen/minmax_diff"] == 384 and metrics["global_seqlen/balanced_max"] == 208
+    alone, metrics = batch.balanced(items, 1)  # one rank: every row, lightest first, then heavier alternately
+    assert [batch.tokens(e) for e in alone] == [4, 4, 100, 100, 100, 100, 4, 4] and alone[0] is items[0]
+    assert metrics["global_seqlen/balanced_max"] == metrics["global_seqlen/max"] == 416

@@ -10,15 +10,18 @@ pytest.importorskip("verl")
 
 
 def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(caplog, monkeypatch):
+    from verl.utils import tensordict_utils as tu
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
 
     from tests.config.test_unsharded import config
-    from trinity.runtime.verl import engines
+    from trinity.runtime.verl import engines, whole_batch
 
     # this process's registry and flag as they were, after the test
     monkeypatch.setattr(EngineRegistry, "_engines", copy.deepcopy(EngineRegistry._engines))
     monkeypatch.setattr(engines.Unsharded, "enabled", engines.Unsharded.enabled)
+    monkeypatch.setattr(tu, "make_iterator", tu.make_iterator)
+    monkeypatch.setattr(transformer_impl, "prepare_micro_batches", transformer_impl.prepare_micro_batches)
 
     log = logging.getLogger("trinity.test")
 
@@ -30,6 +33,11 @@ def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(
         assert engines.Unsharded.enabled is False and not said()
         engines.install(config("hardware=cpu"), log)
     assert engines.Unsharded.enabled is True
+    # verl's batching, where it would select the whole batch, skipped (whole_batch.py)
+    assert (tu.make_iterator, transformer_impl.prepare_micro_batches) == (
+        whole_batch.make_iterator,
+        whole_batch.prepare_micro_batches,
+    )
     assert said() == [
         "the trained models are unsharded: one trainer rank computing in their weights' dtype, without FSDP2"
     ]

@@ -156,7 +156,8 @@ def balanced(items: list[Experience], world_size: int) -> tuple[list[Experience]
     dealt = items[: size * world_size]
     lengths = [tokens(e) for e in dealt]
     work = calculate_workload(torch.tensor(lengths, dtype=torch.int64)).tolist()
-    parts = get_seqlen_balanced_partitions(work, k_partitions=world_size, equal_size=True)
+    # one rank's part is every row (the balancer's Karmarkar-Karp would find just that, at a cost)
+    parts = [range(len(dealt))] if world_size == 1 else get_seqlen_balanced_partitions(work, world_size, True)
     order = []
     for part in parts:
         ranked = sorted(part, key=lambda i: (work[i], i))

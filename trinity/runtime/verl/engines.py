@@ -8,6 +8,7 @@ from verl.workers.engine.fsdp import transformer_impl
 
 from ...config.schema import RunConfig
 from ...config.unsharded import trains_unsharded
+from . import whole_batch
 from .one_rank import Unsharded
 from .response_logits import ResponseLogitsEngine
 
@@ -25,7 +26,9 @@ OURS = {transformer_impl.FSDPEngineWithLMHead: PolicyEngine, transformer_impl.FS
 
 
 def install(config: RunConfig, log: logging.Logger) -> None:
-    """Put trinity's engines where verl's registry holds its own, set for `config`'s run."""
+    """Put trinity's engines where verl's registry holds its own, set for `config`'s run, with verl's batching
+    skipped where it would select the whole batch (whole_batch.py)."""
+    whole_batch.install()
     Unsharded.enabled = trains_unsharded(config)
     if Unsharded.enabled:
         log.info("the trained models are unsharded: one trainer rank computing in their weights' dtype, without FSDP2")

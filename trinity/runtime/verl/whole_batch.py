@@ -1,0 +1,93 @@
+"""verl's mini- and micro-batch selection, skipped where it would select every row of the batch in order.
+
+trinity trains each step's batch as one mini-batch of one epoch, in order (trainer/step.py's `_meta`), and a small
+model's step often fits one micro-batch (trainer.max_token_len_per_gpu). verl 0.9.1 still selects both from the batch:
+its mini-batch iterator (`tensordict_utils.make_iterator`) and its micro-batch balancer (`prepare_micro_batches`, which
+first partitions the rows into one part by Karmarkar-Karp) each copy every column row by row, a nested column unbound
+into its rows and built again. On the demo's GRPO step (128 rows of ~10 tokens) that was 12 % of the update (py-spy,
+2026-12-06). Where the selection is every row in order, each hands on the batch itself instead: a copy of the
+TensorDict (keys set on it stay there) over the same tensors, which nothing in the update writes into. Anything else
+(a shuffled or smaller mini-batch, more than one micro-batch on any rank of the data-parallel group) is verl's.
+"""
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from tensordict import TensorDict
+from verl.utils import tensordict_utils as tu
+from verl.utils.device import get_device_name
+from verl.workers.engine import utils as engine_utils
+from verl.workers.engine.fsdp import transformer_impl
+
+_VERL_ITERATOR = tu.make_iterator
+_VERL_MICRO_BATCHES = engine_utils.prepare_micro_batches
+
+
+def install() -> None:
+    """verl's mini-batch iterator and its FSDP engine's micro-batching replaced by this module's (idempotent)."""
+    tu.make_iterator = make_iterator
+    transformer_impl.prepare_micro_batches = prepare_micro_batches
+
+
+def make_iterator(
+    tensordict: TensorDict, mini_batch_size: int, epochs: int, seed: int | None = None, dataloader_kwargs: Any = None
+) -> Iterator[TensorDict]:
+    """verl's `make_iterator`; where a mini-batch is the whole batch and not shuffled, the batch once per epoch."""
+    unshuffled = not dataloader_kwargs or dataloader_kwargs == {"shuffle": False}
+    if mini_batch_size != len(tensordict) or not unshuffled:
+        return _VERL_ITERATOR(tensordict, mini_batch_size, epochs, seed=seed, dataloader_kwargs=dataloader_kwargs)
+    return (tensordict.copy() for _ in range(epochs))
+
+
+def prepare_micro_batches(
+    data: TensorDict,
+    dp_group: Any = None,
+    num_batches_divided_by: int | None = None,
+    same_micro_num_in_dp: bool = True,
+    min_num_micro_batch: int | None = None,
+    use_dynamic_bsz_balance: bool = True,
+) -> tuple[list[TensorDict], list[list[int]] | None]:
+    """verl's `prepare_micro_batches`; where its balancer would make one micro-batch on every rank of `dp_group`
+    (their micro-batch count is the largest of theirs), the batch itself and the index list of its rows in order."""
+    one = _one_micro_batch(data, num_batches_divided_by, min_num_micro_batch)
+    if _everywhere(one, dp_group, same_micro_num_in_dp):
+        return [data.copy()], [list(range(len(data)))]
+    return _VERL_MICRO_BATCHES(
+        data,
+        dp_group=dp_group,
+        num_batches_divided_by=num_batches_divided_by,
+        same_micro_num_in_dp=same_micro_num_in_dp,
+        min_num_micro_batch=min_num_micro_batch,
+        use_dynamic_bsz_balance=use_dynamic_bsz_balance,
+    )
+
+
+def _one_micro_batch(data: TensorDict, divided_by: int | None, at_least: int | None) -> bool:
+    """Whether verl's balancer would make this rank's rows one micro-batch: dynamic batch sizes, every token within
+    max_token_len_per_gpu x the sequence-parallel size, no more micro-batches asked for, and rows to train (a rank
+    without any is verl's error)."""
+    if not tu.get_non_tensor_data(data=data, key="use_dynamic_bsz", default=True) or len(data) == 0:
+        return False
+    if (divided_by or 1) != 1 or (at_least or 1) != 1:
+        return False
+    if len(data) % tu.get_non_tensor_data(data=data, key="force_group_size", default=1):
+        return False  # verl's error
+    limit = data["max_token_len_per_gpu"] * tu.get_non_tensor_data(data=data, key="sp_size", default=1)
+    ids = data["input_ids"]
+    tokens = ids.offsets().diff().sum() if ids.is_nested else data["attention_mask"].sum()
+    return int(tokens) <= limit
+
+
+def _everywhere(one: bool, dp_group: Any, same_micro_num_in_dp: bool) -> bool:
+    """Whether every rank of `dp_group` makes one micro-batch (`one`: this rank's answer), where verl makes their
+    counts equal, else whether this rank does. Every rank asks before its batching, whatever its own answer, so the
+    collective always pairs, and all then take the same path (verl's own collectives pair in turn)."""
+    if not (dist.is_initialized() and same_micro_num_in_dp and dp_group is not None):
+        return one
+    if dist.get_world_size(dp_group) == 1:
+        return one
+    ones = torch.tensor([int(one)], device=get_device_name())
+    dist.all_reduce(ones, op=dist.ReduceOp.MIN, group=dp_group)
+    return bool(ones.item())
