@@ -1,5 +1,6 @@
 """trinity's engines in verl's registry, from which verl builds a rank's actor, reference, teacher and critic: its
-FSDP engines (every device, both backends) with what trinity adds to them, set for the run."""
+FSDP engines (every device, both backends) with what trinity adds to them, set for the run; and verl's batch selection,
+where it would select the whole batch, skipped (whole_batch.py)."""
 
 import logging
 

@@ -3,11 +3,14 @@
 trinity trains each step's batch as one mini-batch of one epoch, in order (trainer/step.py's `_meta`), and a small
 model's step often fits one micro-batch (trainer.max_token_len_per_gpu). verl 0.9.1 still selects both from the batch:
 its mini-batch iterator (`tensordict_utils.make_iterator`) and its micro-batch balancer (`prepare_micro_batches`, which
-first partitions the rows into one part by Karmarkar-Karp) each copy every column row by row, a nested column unbound
-into its rows and built again. On the demo's GRPO step (128 rows of ~10 tokens) that was 12 % of the update (py-spy,
-2026-12-06). Where the selection is every row in order, each hands on the batch itself instead: a copy of the
-TensorDict (keys set on it stay there) over the same tensors, which nothing in the update writes into. Anything else
-(a shuffled or smaller mini-batch, more than one micro-batch on any rank of the data-parallel group) is verl's.
+first partitions the rows into one part by Karmarkar-Karp) each gather every column, a nested column unbound into its
+rows and built again. On the demo's GRPO step (128 rows of ~10 tokens) the two took 12 % of the trainer rank's step
+(py-spy, 2026-12-06). Where the selection is every row in order, each hands on the batch as that selection would give
+it: a TensorDict of its own (keys set on it stay there) over the same values, which nothing in the update writes into,
+each nested column over int64 offsets as verl's gather builds them (the batch's own, from padding's `unpad_input`, are
+int32, which verl's engine never saw). Anything else (a shuffled or smaller mini-batch, fixed micro-batch sizes, more
+than one micro-batch on any rank of the data-parallel group, a nested column with holes or ragged in another dimension)
+is verl's.
 """
 
 from collections.abc import Iterator
@@ -35,10 +38,10 @@ def make_iterator(
     tensordict: TensorDict, mini_batch_size: int, epochs: int, seed: int | None = None, dataloader_kwargs: Any = None
 ) -> Iterator[TensorDict]:
     """verl's `make_iterator`; where a mini-batch is the whole batch and not shuffled, the batch once per epoch."""
-    unshuffled = not dataloader_kwargs or dataloader_kwargs == {"shuffle": False}
-    if mini_batch_size != len(tensordict) or not unshuffled:
+    whole = mini_batch_size == len(tensordict) and dataloader_kwargs in (None, {}, {"shuffle": False})
+    if not whole or not _plain_nested(tensordict):
         return _VERL_ITERATOR(tensordict, mini_batch_size, epochs, seed=seed, dataloader_kwargs=dataloader_kwargs)
-    return (tensordict.copy() for _ in range(epochs))
+    return (_as_selected(tensordict) for _ in range(epochs))
 
 
 def prepare_micro_batches(
@@ -53,7 +56,7 @@ def prepare_micro_batches(
     (their micro-batch count is the largest of theirs), the batch itself and the index list of its rows in order."""
     one = _one_micro_batch(data, num_batches_divided_by, min_num_micro_batch)
     if _everywhere(one, dp_group, same_micro_num_in_dp):
-        return [data.copy()], [list(range(len(data)))]
+        return [_as_selected(data)], [list(range(len(data)))]
     return _VERL_MICRO_BATCHES(
         data,
         dp_group=dp_group,
@@ -65,19 +68,37 @@ def prepare_micro_batches(
 
 
 def _one_micro_batch(data: TensorDict, divided_by: int | None, at_least: int | None) -> bool:
-    """Whether verl's balancer would make this rank's rows one micro-batch: dynamic batch sizes, every token within
-    max_token_len_per_gpu x the sequence-parallel size, no more micro-batches asked for, and rows to train (a rank
-    without any is verl's error)."""
-    if not tu.get_non_tensor_data(data=data, key="use_dynamic_bsz", default=True) or len(data) == 0:
+    """Whether verl's balancer would make this rank's rows one micro-batch: dynamic batch sizes, the rows' tokens
+    together within max_token_len_per_gpu x the sequence-parallel size, no more micro-batches asked for, and rows with
+    tokens (without, verl's error)."""
+    if not tu.get_non_tensor_data(data=data, key="use_dynamic_bsz", default=True) or not _plain_nested(data):
         return False
     if (divided_by or 1) != 1 or (at_least or 1) != 1:
         return False
     if len(data) % tu.get_non_tensor_data(data=data, key="force_group_size", default=1):
         return False  # verl's error
     limit = data["max_token_len_per_gpu"] * tu.get_non_tensor_data(data=data, key="sp_size", default=1)
-    ids = data["input_ids"]
-    tokens = ids.offsets().diff().sum() if ids.is_nested else data["attention_mask"].sum()
-    return int(tokens) <= limit
+    return 0 < int(data["input_ids"].offsets()[-1]) <= limit
+
+
+def _plain_nested(data: TensorDict) -> bool:
+    """Whether the batch has packed token ids and only nested columns without holes, ragged in their first
+    dimension after the rows (what `_as_selected` rebuilds as verl's gather would)."""
+    nested = [c for c in data.values() if isinstance(c, torch.Tensor) and c.is_nested]
+    ids = data.get("input_ids", None)
+    if ids is None or not ids.is_nested:
+        return False
+    return all(c.is_contiguous() and getattr(c, "_ragged_idx", 1) == 1 for c in nested)
+
+
+def _as_selected(data: TensorDict) -> TensorDict:
+    """The batch as verl's selection of every row in order gives it, without gathering: a TensorDict of its own over
+    the same values, each nested column a view of them over int64 offsets."""
+    out = data.copy()
+    for key, column in data.items():
+        if isinstance(column, torch.Tensor) and column.is_nested and column.offsets().dtype != torch.int64:
+            out[key] = torch.nested.nested_tensor_from_jagged(column.values(), column.offsets().long())
+    return out
 
 
 def _everywhere(one: bool, dp_group: Any, same_micro_num_in_dp: bool) -> bool:
