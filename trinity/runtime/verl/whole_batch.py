@@ -105,9 +105,10 @@ def _everywhere(one: bool, dp_group: Any, same_micro_num_in_dp: bool) -> bool:
     """Whether every rank of `dp_group` makes one micro-batch (`one`: this rank's answer), where verl makes their
     counts equal, else whether this rank does. Every rank asks before its batching, whatever its own answer, so the
     collective always pairs, and all then take the same path (verl's own collectives pair in turn)."""
-    if not (dist.is_initialized() and same_micro_num_in_dp and dp_group is not None):
-        return one
-    if dist.get_world_size(dp_group) == 1:
+    if (
+        not (dist.is_initialized() and same_micro_num_in_dp and dp_group is not None)
+        or dist.get_world_size(dp_group) == 1
+    ):
         return one
     ones = torch.tensor([int(one)], device=get_device_name())
     dist.all_reduce(ones, op=dist.ReduceOp.MIN, group=dp_group)
