@@ -68,9 +68,12 @@ GROUPS = [(1.0, "a"), (0.0, "a"), (1.0, "b"), (0.0, "b"), (0.0, "b"), (1.0, "b")
 PENALTIES = [[0.1], [0.0], [0.2], [0.0], [0.05], [0.0], [0.0], [0.3]]
 
 
-def grpo_rank(demo_dir: str, *overrides: str, batch: int, resume: str | None = None):
-    """In a process of its own: the demo's GRPO trainer rank (one, on the CPU) with `overrides`, set up to take
-    updates of `batch` experiences (from checkpoint folder `resume`'s trainer state where given)."""
+def grpo_rank(
+    demo_dir: str, *overrides: str, batch: int, resume: str | None = None, stage: str = "grpo", model: str | None = None
+):
+    """In a process of its own: the demo's GRPO trainer rank (one, on the CPU; its `stage` where given, on `model`
+    where given) with `overrides`, set up to take updates of `batch` experiences (from checkpoint folder `resume`'s
+    trainer state where given)."""
     import os
 
     os.environ["TRINITY_DEMO_DIR"] = demo_dir
@@ -81,10 +84,10 @@ def grpo_rank(demo_dir: str, *overrides: str, batch: int, resume: str | None = N
     from trinity.runtime.trainer.rank import TrainerRank
 
     request = Request(None, ("hardware=cpu", *overrides, f"buffer.train_batch_size={batch}"))
-    config = resolve(request).stage("grpo")
+    config = resolve(request).stage(stage)
     os.environ.update(get_platform("cpu").verl_env())
     rank = TrainerRank(name="trainer_node0.rank0", role="trainer", config=config, rank=0, world_size=1)
-    rank.setup("127.0.0.1", free_port(), f"{demo_dir}/model", 4, None, resume=resume)
+    rank.setup("127.0.0.1", free_port(), model or f"{demo_dir}/model", 4, None, resume=resume)
     return rank
 
 

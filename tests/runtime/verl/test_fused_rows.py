@@ -1,6 +1,9 @@
 """verl's fused forward made to keep the rows asked for: at the kept positions the same log-probs, entropy and
 gradients as verl's fused forward over every row, packed or padded, with the engine's labels; at most a chunk of rows
-as plain logits (divided by the temperature as the kernel divides), more fused; any other call verl's own."""
+as plain logits (divided by the temperature as the kernel divides), more fused; any other call verl's own, except on
+an lm_head FSDP2 shards on its own, read through its module (an SFT update there is the unfused one)."""
+
+import shutil
 
 import pytest
 
@@ -177,20 +180,91 @@ def sharded_head(out) -> None:
     inputs, keep = LAYOUTS["packed"]
     asked = inputs | {"logits_to_keep": keep, "return_dict": True, "temperature": TEMPERATURE}
     expected = from_output(plain(**asked), inputs, keep)[0]
+    found = {}
     try:
         got = model(**asked)
-        found = {
+        found |= {
             "plain logits": got.logits is not None,
             "equal": torch.allclose(from_output(got, inputs, keep)[0], expected),
         }
+        # every position (an SFT batch): verl's log-probs and entropy, and the head's gradient through its module
+        whole = inputs | {"return_dict": True, "temperature": TEMPERATURE}
+        ours, theirs = model(**whole), plain(**whole)
+        (ours.log_probs.sum() + ours.entropy.sum()).backward()
+        (theirs.log_probs.sum() + theirs.entropy.sum()).backward()
+        found["every position"] = [
+            torch.allclose(ours.log_probs, theirs.log_probs, atol=1e-6),
+            torch.allclose(ours.entropy, theirs.entropy, atol=1e-6),
+            torch.allclose(model.lm_head.weight.grad.full_tensor(), plain.lm_head.weight.grad, atol=1e-6),
+            torch.allclose(model.model.norm.weight.grad.full_tensor(), plain.model.norm.weight.grad, atol=1e-6),
+        ]
     except Exception as error:  # what the test shows, rather than a process that never answers
-        found = {"error": repr(error)}
+        found["error"] = repr(error)
     dist.destroy_process_group()
     out.put(found)
 
 
 def test_an_lm_head_sharded_as_a_unit_of_its_own_is_read_through_its_module():
-    """verl's fused kernel would read the head's sharded weight (and fail): the rows are plain logits however many."""
+    """verl's fused kernel would read the head's sharded weight (and fail, "mixed torch.Tensor and DTensor"): kept rows
+    are plain logits however many, and a call keeping every position (an SFT batch's) gives verl's log-probs, entropy
+    and gradients from the head's module."""
     from tests.runtime.trainer.spawn import spawned
 
-    assert spawned(sharded_head) == {"plain logits": True, "equal": True}
+    assert spawned(sharded_head) == {"plain logits": True, "equal": True, "every position": [True] * 4}
+
+
+def untied_sft_update(demo_dir: str, model_dir: str, fused: bool, out) -> None:
+    """In a process of its own: the demo's SFT trainer rank under FSDP2 on a copy of the demo model with its own
+    lm_head, fused kernels on or off; one update's loss and gradient norm, the weights after, and whether FSDP2
+    sharded the head as a unit of its own."""
+    import os
+
+    from tests.runtime.trainer.test_step import grpo_rank
+    from trinity.platforms import get_platform
+    from trinity.runtime.experience import Experience
+    from trinity.runtime.trainer import batch as batches
+
+    os.environ.update(get_platform("cpu").verl_env())  # before verl's first import, as grpo_rank sets it
+    from torch.distributed.fsdp import FSDPModule
+
+    from trinity.runtime.verl import engines
+
+    engines.trains_unsharded = lambda config: False  # FSDP2, as on more than one rank
+    overrides = (f"model.model_path={model_dir}", f"trainer.use_fused_kernels={str(fused).lower()}")
+    rank = grpo_rank(demo_dir, *overrides, batch=4, stage="sft_warmup", model=model_dir)
+    exps = [Experience([3, 4, 5, 6][: 2 + i % 3], [7, 8, 9, 10][: 1 + i], [], 0.0, "g") for i in range(4)]
+    rank.steps.whole = exps
+    rank.steps.bind_loss(1, batches.counts(exps))
+    batch, _, _ = rank.steps.tensors(exps)
+    found = rank.steps._metrics(rank.workers.actor.update_actor(batch), len(exps), 0.0)
+    module = rank.workers.actor.actor.engine.module
+    weights = {k: float(t.double().abs().sum()) for k, t in rank.full_weights().items()}
+    out.put(
+        {
+            "loss": found["loss"],
+            "grad_norm": found["grad_norm"],
+            "w": weights,
+            "head": isinstance(module.lm_head, FSDPModule),
+        }
+    )
+
+
+@pytest.mark.train  # real verl trainer ranks, each in a process of its own
+def test_an_sft_update_with_fused_kernels_on_an_untied_model_under_fsdp2_is_the_unfused_one(demo_assets, tmp_path):
+    """verl's own fused forward fails on this model's first SFT batch ("mixed torch.Tensor and DTensor")."""
+    from transformers import AutoModelForCausalLM
+
+    from tests.runtime.trainer.spawn import spawned
+
+    model_dir = tmp_path / "untied"
+    shutil.copytree(demo_assets / "model", model_dir)
+    model = AutoModelForCausalLM.from_pretrained(demo_assets / "model")
+    model.config.tie_word_embeddings = False
+    model.lm_head.weight = torch.nn.Parameter(model.get_input_embeddings().weight.detach().clone())
+    model.save_pretrained(model_dir)
+    fused = spawned(untied_sft_update, str(demo_assets), str(model_dir), True)
+    unfused = spawned(untied_sft_update, str(demo_assets), str(model_dir), False)
+    assert fused["head"] and unfused["head"]  # a unit of its own: the case verl's fused forward fails on
+    for key in ("loss", "grad_norm"):
+        assert fused[key] == pytest.approx(unfused[key], rel=1e-5), key
+    assert fused["w"] == pytest.approx(unfused["w"], rel=1e-6)
