@@ -76,12 +76,13 @@ class Experience:
                 spans.append((i, i + 1))
         return spans
 
-    def rewards_by_turn(self) -> list[float]:
-        """Each turn's reward: `turn_rewards`, else the whole reward on the last turn."""
+    def rewards_by_turn(self, turns: list[tuple[int, int]] | None = None) -> list[float]:
+        """Each turn's reward: `turn_rewards`, else the whole reward on the last turn (of `turns`, where the caller
+        has them: `self.turns()`)."""
         if self.turn_rewards is not None:
             return list(self.turn_rewards)
-        turns = len(self.turns())
-        return [0.0] * (turns - 1) + [self.reward] if turns else []
+        count = len(self.turns() if turns is None else turns)
+        return [0.0] * (count - 1) + [self.reward] if count else []
 
     def mask(self) -> list[int]:
         """1 on each response token the model produced (the ones trained), 0 on the environment's."""

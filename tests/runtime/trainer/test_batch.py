@@ -83,6 +83,35 @@ def test_an_experiences_turns_are_exactly_the_runs_of_the_models_tokens(mask):
     assert all(end < next_start for (_, end), (next_start, _) in zip(turns, turns[1:]))  # apart: one run each
 
 
+ROWS = st.lists(
+    st.tuples(st.lists(st.integers(1, 50), min_size=1, max_size=5), st.lists(st.integers(0, 1), max_size=5)),
+    min_size=1,
+    max_size=5,
+).filter(lambda rows: any(mask for _, mask in rows))
+
+
+@settings(max_examples=80, deadline=None)
+@given(ROWS)
+def test_every_row_is_padded_around_its_own_tokens_and_rewarded_at_its_turns_ends(rows):
+    """Any prompts and responses (a response of none too; its mask saying which tokens are the model's): each row's
+    tokens sit where its masks say, its positions count them, and its reward sits at its last turn's end."""
+    exps = [multi_turn(prompt, [7 + i for i in range(len(mask))], mask) for prompt, mask in rows]
+    for i, e in enumerate(exps):
+        e.reward = float(i + 1)
+    t = batch.padded(exps, pad_id=0)
+    width_p, rewards = t["prompts"].shape[1], batch.token_rewards(exps, t["response_mask"])
+    assert torch.equal(t["input_ids"], torch.cat([t["prompts"], t["responses"]], dim=1))
+    for row, (e, (prompt, mask)) in enumerate(zip(exps, rows)):
+        before, n = width_p - len(prompt), len(mask)
+        assert t["input_ids"][row, before : width_p + n].tolist() == prompt + e.response_ids
+        attended = t["attention_mask"][row].tolist()
+        assert attended == [0] * before + [1] * (len(prompt) + n) + [0] * (len(attended) - before - len(prompt) - n)
+        assert t["position_ids"][row, before : width_p + n].tolist() == list(range(len(prompt) + n))
+        assert t["response_mask"][row, :n].tolist() == mask and not t["response_mask"][row, n:].any()
+        at = [end - 1 for _, end in e.turns()][-1:] or [0]
+        assert rewards[row].nonzero().flatten().tolist() == at and rewards[row, at[0]] == e.reward
+
+
 def test_an_empty_response_keeps_its_reward_in_its_group():
     exps = [exp([1], [], reward=1.0), exp([1], [2], reward=0.0)]
     rewards = batch.token_rewards(exps, batch.padded(exps, 0)["response_mask"])

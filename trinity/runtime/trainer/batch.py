@@ -22,20 +22,27 @@ def padded(exps: list[Experience], pad_id: int) -> dict[str, torch.Tensor]:
     """prompts (left-padded), responses (right-padded), input_ids, attention_mask, position_ids, response_mask."""
     width_p = max(len(e.prompt_ids) for e in exps)
     width_r = max(len(e.response_ids) for e in exps)
-    prompts = torch.tensor([[pad_id] * (width_p - len(e.prompt_ids)) + e.prompt_ids for e in exps])
-    responses = torch.tensor([e.response_ids + [pad_id] * (width_r - len(e.response_ids)) for e in exps])
-    prompt_mask = torch.tensor([[0] * (width_p - len(e.prompt_ids)) + [1] * len(e.prompt_ids) for e in exps])
-    present = torch.tensor([[1] * len(e.response_ids) + [0] * (width_r - len(e.response_ids)) for e in exps])
-    response_mask = torch.tensor([e.mask() + [0] * (width_r - len(e.response_ids)) for e in exps])
-    attention_mask = torch.cat([prompt_mask, present], dim=1)
+    # each row whole, then the prompts' and responses' columns copied out: two conversions of lists, not five
+    ids, attention = [], []
+    for e in exps:
+        before, after = width_p - len(e.prompt_ids), width_r - len(e.response_ids)
+        ids.append([pad_id] * before + e.prompt_ids + e.response_ids + [pad_id] * after)
+        attention.append([0] * before + [1] * (len(e.prompt_ids) + len(e.response_ids)) + [0] * after)
+    input_ids, attention_mask = torch.tensor(ids), torch.tensor(attention)
     return {
-        "prompts": prompts,
-        "responses": responses,
-        "input_ids": torch.cat([prompts, responses], dim=1),
+        "prompts": input_ids[:, :width_p].clone(),
+        "responses": input_ids[:, width_p:].clone(),
+        "input_ids": input_ids,
         "attention_mask": attention_mask,
         "position_ids": torch.clamp(attention_mask.cumsum(dim=1) - 1, min=0),
-        "response_mask": response_mask,
+        "response_mask": response_mask(exps),
     }
+
+
+def response_mask(exps: list[Experience]) -> torch.Tensor:
+    """The model's own response tokens (1; the environment's and the padding 0), right-padded to the longest."""
+    width = max(len(e.response_ids) for e in exps)
+    return torch.tensor([e.mask() + [0] * (width - len(e.response_ids)) for e in exps])
 
 
 def token_rewards(
@@ -43,13 +50,15 @@ def token_rewards(
 ) -> torch.Tensor:
     """Each turn's reward on the turn's last token (a single turn's: the experience's reward on its last trained
     token), zeros elsewhere, less each token's KL penalty."""
-    rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
+    rows, columns, values = [], [], []  # where each reward goes: one write of them all
     for row, exp in enumerate(exps):
         turns = exp.turns()
-        for (_, end), reward in zip(turns, exp.rewards_by_turn()):
-            rewards[row, end - 1] = reward
-        if not turns:  # no token of the model's (an empty response): the reward still counts in its group
-            rewards[row, 0] = exp.reward
+        # no token of the model's (an empty response): the reward still counts in its group
+        placed = zip(turns, exp.rewards_by_turn(turns)) if turns else [((0, 1), exp.reward)]
+        for (_, end), reward in placed:
+            rows.append(row), columns.append(end - 1), values.append(reward)
+    rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
+    rewards[rows, columns] = torch.tensor(values, dtype=torch.float32)
     if penalties is not None:
         rewards -= per_token(penalties, response_mask.shape[1])
     return rewards

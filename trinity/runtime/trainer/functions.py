@@ -239,7 +239,7 @@ def estimator_kwargs(
     """The keywords `fn` is called with: the batch inputs its signature names, our arguments under its names,
     and verl's AlgoConfig (with the fields `entry` maps) where it takes a config."""
     params = inspect.signature(fn).parameters
-    mask = batches.padded(exps, 0)["response_mask"]
+    mask = batches.response_mask(exps)
     made = {name: make(exps, mask, extra) for name, make in INPUTS.items() if name in params}
     out = {name: value for name, value in made.items() if value is not None}
     config_fields = {}
@@ -317,4 +317,4 @@ def _token_mean(rows: list[list[float]], masks: list[list[int]]) -> float:
 
 def rows(matrix: torch.Tensor, exps: list[Experience]) -> list[list[float]]:
     """Each experience's row of a padded per-token matrix, its response tokens only."""
-    return [row[: len(e.response_ids)].tolist() for row, e in zip(matrix, exps)]
+    return [row[: len(e.response_ids)] for row, e in zip(matrix.tolist(), exps)]  # one conversion, then slices
