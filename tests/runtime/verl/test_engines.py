@@ -15,13 +15,14 @@ def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(
     from verl.workers.engine.fsdp import transformer_impl
 
     from tests.config.test_unsharded import config
-    from trinity.runtime.verl import engines, whole_batch
+    from trinity.runtime.verl import engines, log_probs, whole_batch
 
     # this process's registry and flag as they were, after the test
     monkeypatch.setattr(EngineRegistry, "_engines", copy.deepcopy(EngineRegistry._engines))
     monkeypatch.setattr(engines.Unsharded, "enabled", engines.Unsharded.enabled)
     monkeypatch.setattr(tu, "make_iterator", tu.make_iterator)
     monkeypatch.setattr(transformer_impl, "prepare_micro_batches", transformer_impl.prepare_micro_batches)
+    monkeypatch.setattr(transformer_impl, "logprobs_from_logits", transformer_impl.logprobs_from_logits)
 
     log = logging.getLogger("trinity.test")
 
@@ -38,6 +39,7 @@ def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(
         whole_batch.make_iterator,
         whole_batch.prepare_micro_batches,
     )
+    assert transformer_impl.logprobs_from_logits is log_probs.log_probs  # a block of rows per call (log_probs.py)
     assert said() == [
         "the trained models are unsharded: one trainer rank computing in their weights' dtype, without FSDP2"
     ]

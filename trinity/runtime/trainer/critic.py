@@ -97,10 +97,11 @@ class Critic:
 
     def _batch(self, tensors: dict[str, torch.Tensor], **extra: torch.Tensor) -> "TensorDict":
         from tensordict import TensorDict
-        from verl.workers.utils.padding import left_right_2_no_padding
+
+        from ..verl.unpadding import unpadded
 
         columns = {k: tensors[k].clone() for k in KEYS} | extra
-        return left_right_2_no_padding(TensorDict(columns, batch_size=[tensors["input_ids"].shape[0]]))
+        return unpadded(TensorDict(columns, batch_size=[tensors["input_ids"].shape[0]]))
 
     def save(self, folder: str, step: int) -> None:
         """verl's critic state (model, optimizer, schedule) of this rank under the checkpoint `folder`."""

@@ -76,12 +76,13 @@ class LogProbs:
         padded as the responses are."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import left_right_2_no_padding, no_padding_2_padding
+        from verl.workers.utils.padding import no_padding_2_padding
 
         from ..verl.response_logits import RESPONSES_ONLY
+        from ..verl.unpadding import unpadded
 
         rows = [tensors["input_ids"].shape[0]]
-        td = left_right_2_no_padding(TensorDict({k: tensors[k].clone() for k in KEYS}, batch_size=rows))
+        td = unpadded(TensorDict({k: tensors[k].clone() for k in KEYS}, batch_size=rows))
         flags[RESPONSES_ONLY] = True  # only the responses' are read (no_padding_2_padding below)
         tu.assign_non_tensor(td, calculate_entropy=entropy, compute_loss=False, temperature=self.temperature, **flags)
         output = infer(td)

@@ -310,11 +310,11 @@ class Step:
         """verl's unpadded batch of the padded `tensors`, with the update's settings."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import left_right_2_no_padding
 
         from ..verl import response_logits
+        from ..verl.unpadding import unpadded
 
-        td = left_right_2_no_padding(TensorDict(tensors, batch_size=[tensors["input_ids"].shape[0]]))
+        td = unpadded(TensorDict(tensors, batch_size=[tensors["input_ids"].shape[0]]))
         entropy = self.workers.actor.config.actor.entropy_coeff != 0
         # every RL loss reads the responses' log-probs alone (an SFT batch's loss mask may cover any token)
         tu.assign_non_tensor(td, calculate_entropy=entropy, **{response_logits.RESPONSES_ONLY: True}, **meta)

@@ -28,10 +28,10 @@ import torch
 import verl.utils.torch_functional as verl_F
 from tensordict import TensorDict
 from verl.utils import tensordict_utils as tu
-from verl.utils.torch_functional import logprobs_from_logits
 from verl.workers.engine.fsdp import transformer_impl
 
 from . import fused_rows
+from .log_probs import log_probs
 
 RESPONSES_ONLY = "trinity_responses_only"  # a batch's flag: its consumer reads the responses' log-probs alone
 # output_args: (packed positions, where their logits are in the model's output, their temperatures, the output's width)
@@ -107,7 +107,7 @@ class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):
                     temperature.unsqueeze(-1),
                     is_unit_temperature=output_args.get("temperature_is_one", False),
                 )
-            found = {"log_probs": logprobs_from_logits(logits, labels[packed], inplace_backward=not entropy)}
+            found = {"log_probs": log_probs(logits, labels[packed], inplace_backward=not entropy)}
             if entropy:
                 found["entropy"] = self._entropy(logits, packed="temperature_rmpad" in output_args)
         offsets = micro_batch["input_ids"].offsets()

@@ -1,0 +1,55 @@
+"""Log-probs a block of rows per call: verl's values and gradients, whatever the dtype and however the rows split into
+blocks; verl's own call where it uses a kernel."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("verl")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("row_elements", [1, 40, 1 << 24], ids=["a row a call", "two rows a call", "every row"])
+def test_the_log_probs_and_their_gradients_are_verls_row_by_row_ones(monkeypatch, dtype, row_elements):
+    from verl.utils.torch_functional import logprobs_from_logits_v2
+
+    from trinity.runtime.verl import log_probs
+
+    monkeypatch.setattr(log_probs, "ROW_ELEMENTS", row_elements)
+    monkeypatch.setattr(log_probs, "_verl_uses_a_kernel", lambda: False)  # this machine's case, pinned
+    torch.manual_seed(0)
+    logits = (torch.randn(7, 20) * 4).to(dtype).requires_grad_()
+    labels = torch.randint(20, (7,))
+    ours, verls = log_probs.log_probs(logits, labels), logprobs_from_logits_v2(logits, labels)
+    assert ours.dtype == verls.dtype and ours.shape == (7,)
+    assert torch.allclose(ours, verls, atol=1e-6 if dtype != torch.bfloat16 else 0)
+    (mine,) = torch.autograd.grad(ours.sum(), logits)
+    (theirs,) = torch.autograd.grad(verls.sum(), logits)
+    assert torch.allclose(mine, theirs, atol=1e-6 if dtype != torch.bfloat16 else 0)
+
+
+def test_where_verl_uses_a_kernel_it_is_verls_own_call(monkeypatch):
+    import verl.utils.torch_functional as verl_F
+
+    from trinity.runtime.verl import log_probs
+
+    calls = []
+    monkeypatch.setattr(verl_F, "NPU_CROSS_ENTROPY_LOSS_AVAILABLE", True)  # torch_npu's kernel, which cannot be here
+    monkeypatch.setattr(verl_F, "logprobs_from_logits", lambda *a, **k: calls.append((a, k)) or "verl's")
+    assert log_probs.log_probs(torch.zeros(2, 3), torch.zeros(2, dtype=torch.long), inplace_backward=False) == "verl's"
+    assert calls[0][1] == {"inplace_backward": False}
+
+
+def test_flash_attn_cross_entropy_is_verls_unless_verl_is_told_not_to(monkeypatch):
+    import verl.utils.torch_functional as verl_F
+
+    from trinity.runtime.verl import log_probs
+
+    monkeypatch.setattr(verl_F, "NPU_CROSS_ENTROPY_LOSS_AVAILABLE", False)
+    monkeypatch.setattr(verl_F, "FLAH_ATTN_CROSS_ENTROPY_LOSS_AVAILABLE", True)  # flash-attn's kernel: not here
+    monkeypatch.delenv("VERL_DISABLE_FLASH_ATTN_CE", raising=False)
+    assert log_probs._verl_uses_a_kernel()
+    monkeypatch.setenv("VERL_DISABLE_FLASH_ATTN_CE", "1")
+    assert not log_probs._verl_uses_a_kernel()
+    monkeypatch.setattr(verl_F, "FLAH_ATTN_CROSS_ENTROPY_LOSS_AVAILABLE", False)
+    monkeypatch.delenv("VERL_DISABLE_FLASH_ATTN_CE")
+    assert not log_probs._verl_uses_a_kernel()
