@@ -77,6 +77,8 @@ def plain_update(model, optimizer, batch: dict, advantages):
 def measure(demo: str, overrides: list[str], steps: int, threads: int, out) -> None:
     """In a process of its own (the rank initialises torch.distributed): both ways, interleaved."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
+    import logging
+
     import torch
     from transformers import Qwen2ForCausalLM
 
@@ -88,6 +90,7 @@ def measure(demo: str, overrides: list[str], steps: int, threads: int, out) -> N
         forward = Qwen2ForCausalLM.forward
 
     demo_dir = Path(demo)
+    logging.disable(logging.INFO)  # the rank's set-up log (verl's whole config)
     rank = trainer_rank(demo_dir, overrides)
     from trinity.runtime.trainer import batch as batches
 
