@@ -118,6 +118,21 @@ def measure(demo: str, overrides: list[str], steps: int, threads: int, out) -> N
     out.put({name: statistics.median(values[5:]) for name, values in times.items()})
 
 
+def answer(out, proc, timeout: float = 1800) -> dict:
+    """What the measuring process puts on `out`; a process that failed ends the benchmark at once (its traceback is
+    on stderr)."""
+    import queue
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return out.get(timeout=1)
+        except queue.Empty:
+            if proc.exitcode not in (None, 0) or time.monotonic() > deadline:
+                failed = f"the measuring process failed (exit code {proc.exitcode}) or took {timeout:g} s"
+                raise SystemExit(failed) from None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=60)
@@ -134,7 +149,7 @@ def main() -> None:
         out = ctx.Queue()
         proc = ctx.Process(target=measure, args=(folder, args.overrides, args.steps, args.threads, out))
         proc.start()
-        got = out.get(timeout=1800)
+        got = answer(out, proc)
         proc.join(60)
     print(f"medians of {args.steps} steps, s ({args.threads} threads; {' '.join(args.overrides) or 'the defaults'}):")
     print(f"  plain update {got['plain']:.4f}")

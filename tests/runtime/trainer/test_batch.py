@@ -98,8 +98,14 @@ def test_every_row_is_padded_around_its_own_tokens_and_rewarded_at_its_turns_end
     exps = [multi_turn(prompt, [7 + i for i in range(len(mask))], mask) for prompt, mask in rows]
     for i, e in enumerate(exps):
         e.reward = float(i + 1)
+        if i % 2 and len(e.turns()) > 1:  # each turn rewarded on its own
+            e.turn_rewards = [float(i + 1) / len(e.turns())] * len(e.turns())
     t = batch.padded(exps, pad_id=0)
     width_p, rewards = t["prompts"].shape[1], batch.token_rewards(exps, t["response_mask"])
+    assert {name: column.dtype for name, column in t.items()} == dict.fromkeys(t, torch.int64)
+    assert all(column.is_contiguous() for column in t.values()) and rewards.dtype == torch.float32
+    storages = [column.untyped_storage().data_ptr() for column in t.values()]
+    assert len(set(storages)) == len(storages)  # no column writes into another
     assert torch.equal(t["input_ids"], torch.cat([t["prompts"], t["responses"]], dim=1))
     for row, (e, (prompt, mask)) in enumerate(zip(exps, rows)):
         before, n = width_p - len(prompt), len(mask)
@@ -108,8 +114,11 @@ def test_every_row_is_padded_around_its_own_tokens_and_rewarded_at_its_turns_end
         assert attended == [0] * before + [1] * (len(prompt) + n) + [0] * (len(attended) - before - len(prompt) - n)
         assert t["position_ids"][row, before : width_p + n].tolist() == list(range(len(prompt) + n))
         assert t["response_mask"][row, :n].tolist() == mask and not t["response_mask"][row, n:].any()
-        at = [end - 1 for _, end in e.turns()][-1:] or [0]
-        assert rewards[row].nonzero().flatten().tolist() == at and rewards[row, at[0]] == e.reward
+        ends = [end - 1 for _, end in e.turns()]
+        placed = dict(zip(ends, e.rewards_by_turn())) if ends else {0: e.reward}
+        assert {int(c): float(rewards[row, c]) for c in rewards[row].nonzero().flatten()} == {
+            c: r for c, r in placed.items() if r
+        }  # a reward of 0 (a turn before the last, without turn_rewards) is no write to see
 
 
 def test_an_empty_response_keeps_its_reward_in_its_group():

@@ -7,24 +7,35 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("verl")
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.float16])
 @pytest.mark.parametrize("row_elements", [1, 40, 1 << 24], ids=["a row a call", "two rows a call", "every row"])
-def test_the_log_probs_and_their_gradients_are_verls_row_by_row_ones(monkeypatch, dtype, row_elements):
+@pytest.mark.parametrize("shape", [(7,), (1, 7), (3, 5)], ids=["rows", "one packed row", "padded rows"])
+def test_the_log_probs_and_their_gradients_are_verls_row_by_row_ones(monkeypatch, dtype, row_elements, shape):
+    """Bit for bit (verl's fp32 and fp64 way is the logsumexp, its narrower one the log-softmax), in blocks of at
+    most ROW_ELEMENTS logits whatever the shape."""
     from verl.utils.torch_functional import logprobs_from_logits_v2
 
     from trinity.runtime.verl import log_probs
 
     monkeypatch.setattr(log_probs, "ROW_ELEMENTS", row_elements)
     monkeypatch.setattr(log_probs, "_verl_uses_a_kernel", lambda: False)  # this machine's case, pinned
+    blocks = []
+    block = log_probs._block
+    monkeypatch.setattr(log_probs, "_block", lambda part, at: blocks.append(part.numel()) or block(part, at))
     torch.manual_seed(0)
-    logits = (torch.randn(7, 20) * 4).to(dtype).requires_grad_()
-    labels = torch.randint(20, (7,))
-    ours, verls = log_probs.log_probs(logits, labels), logprobs_from_logits_v2(logits, labels)
-    assert ours.dtype == verls.dtype and ours.shape == (7,)
-    assert torch.allclose(ours, verls, atol=1e-6 if dtype != torch.bfloat16 else 0)
+    logits = (torch.randn(*shape, 20) * 4).to(dtype).requires_grad_()
+    labels = torch.randint(20, shape)
+    ours = log_probs.log_probs(logits, labels)
+    verls = (
+        logprobs_from_logits_v2(logits, labels)
+        if len(shape) == 1
+        else torch.stack([logprobs_from_logits_v2(row, at) for row, at in zip(logits, labels)])
+    )  # verl's engine hands it rows x vocabulary; higher dimensions, row by row
+    assert ours.dtype == verls.dtype and ours.shape == shape and torch.equal(ours, verls)
+    assert max(blocks) <= max(row_elements, 20)  # a row at least
     (mine,) = torch.autograd.grad(ours.sum(), logits)
     (theirs,) = torch.autograd.grad(verls.sum(), logits)
-    assert torch.allclose(mine, theirs, atol=1e-6 if dtype != torch.bfloat16 else 0)
+    assert torch.equal(mine, theirs)
 
 
 def test_where_verl_uses_a_kernel_it_is_verls_own_call(monkeypatch):

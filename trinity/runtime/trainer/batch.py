@@ -56,7 +56,9 @@ def token_rewards(
         # no token of the model's (an empty response): the reward still counts in its group
         placed = zip(turns, exp.rewards_by_turn(turns)) if turns else [((0, 1), exp.reward)]
         for (_, end), reward in placed:
-            rows.append(row), columns.append(end - 1), values.append(reward)
+            rows.append(row)
+            columns.append(end - 1)
+            values.append(reward)
     rewards = torch.zeros(response_mask.shape, dtype=torch.float32)
     rewards[rows, columns] = torch.tensor(values, dtype=torch.float32)
     if penalties is not None:

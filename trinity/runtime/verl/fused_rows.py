@@ -14,9 +14,10 @@ The logits are divided by the temperature in the model's dtype and then made fp3
 ways agree in bf16 too. Any other call (no kept positions: an SFT batch, verl's own callers) is verl's forward
 unchanged, except on an lm_head that FSDP2 shards as a unit of its own (untied embeddings, as verl wraps them). verl's
 kernel reads that head's weight directly, a shard (DTensor) outside its module's forward, and fails ("mixed
-torch.Tensor and DTensor"). So such a head is always reached through its module, whose hooks gather its weight for the
-forward and reduce its gradient in the backward: kept rows are plain logits however many, and every position's
-log-probs and entropy (an SFT batch's) come from the logits of one call, as many as verl's unfused forward holds.
+torch.Tensor and DTensor"). There the kernel runs as the head module's forward for that one call: FSDP2's hooks around
+a module call gather its weight before and reduce its gradient in the backward pass, whatever the forward computes. So
+such a head gives every position's log-probs and entropy (an SFT batch's) and more than a chunk of kept rows' as verl's
+kernel computes them, holding what it holds.
 """
 
 import inspect
@@ -46,9 +47,9 @@ def keeps_rows(forward) -> bool:
 
 def forward_keeping_rows(self, *args, logits_to_keep: int | torch.Tensor = 0, **inputs):
     """verl's fused forward; with `logits_to_keep` a tensor of sequence positions (every row's, as transformers reads
-    it), only those positions': their `logits`, divided by the temperature (at most CHUNK_ROWS in all, or any number
-    through a sharded head), or their fused `log_probs` and `entropy`. Through a sharded head, a call keeping no
-    positions gives every position's `log_probs` and `entropy` from the head's logits."""
+    it), only those positions': their `logits`, divided by the temperature (at most CHUNK_ROWS in all), or their fused
+    `log_probs` and `entropy`. Through a head FSDP2 shards on its own, a call keeping no positions gives every
+    position's fused `log_probs` and `entropy`."""
     sharded = isinstance(self.lm_head, FSDPModule)
     keeps = isinstance(logits_to_keep, torch.Tensor)
     if not (keeps or sharded):
@@ -56,29 +57,29 @@ def forward_keeping_rows(self, *args, logits_to_keep: int | torch.Tensor = 0, **
     inputs |= dict(zip(_POSITIONAL, args, strict=False))  # as verl's forward names them
     hidden = dense_common.forward_base_model(self, **{k: v for k, v in inputs.items() if k in _BASE_INPUTS})[0]
     labels, temperature = _next_tokens(inputs), inputs.get("temperature", 1.0)
-    if not keeps:
-        return _every_position(self.lm_head(hidden), labels, temperature, hidden.dtype)
-    hidden, labels = hidden[:, logits_to_keep], labels[:, logits_to_keep]
-    if labels.numel() <= CHUNK_ROWS or sharded:
-        return dense_common.CausalLMOutputForPPO(logits=_scaled(self.lm_head(hidden), temperature))
+    if keeps:
+        hidden, labels = hidden[:, logits_to_keep], labels[:, logits_to_keep]
+        if labels.numel() <= CHUNK_ROWS:
+            logits = self.lm_head(hidden)
+            logits = (logits if temperature == 1 else logits / temperature).float()
+            return dense_common.CausalLMOutputForPPO(logits=logits)
     fused = FusedLinearForPPO(impl_backend=getattr(self, "_verl_fused_kernels_backend", "torch"))
-    log_probs, entropy = fused(hidden, self.lm_head.weight, labels, temperature)
+
+    def kernel(h: torch.Tensor, y: torch.Tensor):  # the head's weight read inside the call: gathered, where sharded
+        return fused(h, self.lm_head.weight, y, temperature)
+
+    log_probs, entropy = _as_forward_of(self.lm_head, kernel, hidden, labels) if sharded else kernel(hidden, labels)
     return dense_common.CausalLMOutputForPPO(log_probs=log_probs, entropy=entropy)
 
 
-def _scaled(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Logits divided by the temperature in their own dtype, then fp32: the fused kernel's order."""
-    return (logits if temperature == 1 else logits / temperature).float()
-
-
-def _every_position(logits: torch.Tensor, labels: torch.Tensor, temperature: float, dtype: torch.dtype):
-    """verl's fused outputs from the head's `logits`: each position's fp32 log-prob of its next token, and its entropy
-    in the model's `dtype`, as the kernel returns them."""
-    logits = _scaled(logits, temperature)
-    log_probs = logits.log_softmax(-1)
-    entropy = torch.logsumexp(logits, -1) - (log_probs.exp() * logits).sum(-1)
-    picked = log_probs.gather(-1, labels.to(torch.int64)[..., None])[..., 0]
-    return dense_common.CausalLMOutputForPPO(log_probs=picked, entropy=entropy.to(dtype))
+def _as_forward_of(module: torch.nn.Module, compute, *args):
+    """`compute(*args)` run as `module`'s forward, for one call: the module's hooks run around it (FSDP2's gather of
+    its weight before, and the reduction of the weight's gradient in the backward pass)."""
+    module.forward = compute
+    try:
+        return module(*args)
+    finally:
+        del module.forward  # the class's forward again
 
 
 def _next_tokens(inputs: dict) -> torch.Tensor:

@@ -6,7 +6,8 @@ time to bound its temporary to one row of the vocabulary. One call per row is th
 update asks for about 500 rows, and the loop took 7 of the update's 130 ms (cProfile, 2026-12-07). Here the rows go
 `ROW_ELEMENTS` elements of logits at a time (Qwen2.5-0.5B's 151,936-word vocabulary: 110 rows, a 64 MiB fp32
 temporary; the demo's: every row at once), computing the same: the label's logit less the logsumexp in fp32 and
-fp64, the log-softmax at the label otherwise. Where verl uses a kernel, this is verl's own call. `install` makes it the
+fp64, the log-softmax at the label otherwise (every position a row, whatever the shape: verl's loop takes the first
+dimension's rows, each whole). Where verl uses a kernel, this is verl's own call. `install` makes it the
 FSDP engine's (its own path, every token's log-probs: SFT batches and verl's forward passes); trinity's responses-only
 path (response_logits.py) calls it directly.
 """
@@ -26,11 +27,16 @@ def install() -> None:
 
 
 def log_probs(logits: torch.Tensor, labels: torch.Tensor, inplace_backward: bool = True) -> torch.Tensor:
-    """Each row's log-prob of its label (logits: rows x vocabulary, labels: rows)."""
+    """Each position's log-prob of its label (logits: positions... x vocabulary, labels: positions...)."""
     if _verl_uses_a_kernel():
         return verl_F.logprobs_from_logits(logits, labels, inplace_backward=inplace_backward)
-    rows = max(1, ROW_ELEMENTS // max(1, logits.shape[-1]))
-    return torch.cat([_block(part, at) for part, at in zip(logits.split(rows), labels.split(rows), strict=True)])
+    vocabulary = logits.shape[-1]
+    rows = max(
+        1, ROW_ELEMENTS // max(1, vocabulary)
+    )  # every position a row: blocks of ROW_ELEMENTS, whatever the shape
+    flat, at = logits.reshape(-1, vocabulary), labels.reshape(-1)
+    blocks = [_block(part, part_at) for part, part_at in zip(flat.split(rows), at.split(rows), strict=True)]
+    return torch.cat(blocks).view(labels.shape)
 
 
 def _block(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
