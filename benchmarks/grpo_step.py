@@ -245,7 +245,15 @@ def update(model, tokenizer, optimizer, batch: list[dict]) -> tuple[float, float
     advantages = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + EPS)).view(-1)
     explored = time.perf_counter()
     model.train()
-    attention = torch.cat([prompt_mask, mask.long()], 1)
+    policy_step(model, optimizer, sequences, torch.cat([prompt_mask, mask.long()], 1), width, mask, advantages)
+    return explored - started, time.perf_counter() - explored
+
+
+def policy_step(model, optimizer, sequences, attention, width: int, mask, advantages) -> None:
+    """One clipped policy-gradient update on left-padded prompts of `width` columns and their responses (`mask`: the
+    response tokens trained), averaged over tokens, gradients clipped at 1.0."""
+    import torch
+
     logits = model(sequences, attention_mask=attention).logits[:, width - 1 : -1]
     logp = torch.log_softmax(logits.float(), -1).gather(2, sequences[:, width:, None]).squeeze(2)
     ratio = torch.exp(logp - logp.detach())  # on-policy: 1, with the gradient of log p
@@ -255,7 +263,6 @@ def update(model, tokenizer, optimizer, batch: list[dict]) -> tuple[float, float
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()
-    return explored - started, time.perf_counter() - explored
 
 
 # --- TRL ------------------------------------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
 """The demo's GRPO update, two ways in one process on the same batch: trinity's trainer rank (the batch built from
-experiences, then verl's update through trinity's engines) and the plain PyTorch update a loop would write (one
-forward of the padded batch, log-softmax at the responses, the clipped loss, backward, clipping, fused AdamW).
+experiences, then verl's update through trinity's engines) and grpo_step.py's plain loop's update (`policy_step`: one
+forward of the padded batch, log-softmax at the responses, the clipped loss, backward, clipping; fused AdamW).
 Interleaved step by step, each way's median and the ratio: the update's cost beside the plain loop's without the rest
 of a run (other processes, Ray, generation), so without most of `grpo_step.py`'s noise.
 
@@ -19,9 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from this_checkout import REPO  # noqa: F401 (first: trinity from this checkout)
-
-PROMPTS, SAMPLES, CLIP = 16, 8, 0.2
+from grpo_step import PROMPTS, SAMPLES, policy_step  # first: trinity from this checkout (grpo_step's this_checkout)
 
 
 def experiences(demo: Path, seed: int) -> list:
@@ -57,23 +55,6 @@ def trainer_rank(demo: Path, overrides: list[str]):
     return rank
 
 
-def plain_update(model, optimizer, batch: dict, advantages):
-    """The plain loop's update of grpo_step.py, on the padded batch."""
-    import torch
-
-    width = batch["prompts"].shape[1]
-    logits = model(batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, width - 1 : -1]
-    logp = torch.log_softmax(logits.float(), -1).gather(2, batch["responses"][:, :, None]).squeeze(2)
-    ratio = torch.exp(logp - logp.detach())
-    per_token = torch.max(-advantages[:, None] * ratio, -advantages[:, None] * ratio.clamp(1 - CLIP, 1 + CLIP))
-    mask = batch["response_mask"]
-    loss = (per_token * mask).sum() / mask.sum()
-    optimizer.zero_grad()
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-
-
 def measure(demo: str, overrides: list[str], steps: int, threads: int, out) -> None:
     """In a process of its own (the rank initialises torch.distributed): both ways, interleaved."""
     os.environ["OMP_NUM_THREADS"] = str(threads)
@@ -84,9 +65,8 @@ def measure(demo: str, overrides: list[str], steps: int, threads: int, out) -> N
 
     torch.set_num_threads(threads)
 
-    class Plain(
-        Qwen2ForCausalLM
-    ):  # verl patches the trained model's class (fused kernels): the plain one keeps its own
+    # verl patches the trained model's class (fused kernels): the plain model keeps transformers' forward
+    class Plain(Qwen2ForCausalLM):
         forward = Qwen2ForCausalLM.forward
 
     demo_dir = Path(demo)
@@ -100,10 +80,13 @@ def measure(demo: str, overrides: list[str], steps: int, threads: int, out) -> N
     padded = batches.padded(exps, 0)
     groups = torch.tensor([e.reward for e in exps]).view(PROMPTS, SAMPLES)
     advantages = ((groups - groups.mean(1, keepdim=True)) / (groups.std(1, keepdim=True) + 1e-6)).view(-1)
+    width = padded["prompts"].shape[1]
     times = {"plain": [], "trinity": [], "batch": [], "update": []}
     for _ in range(steps + 5):  # the first 5 of each: warm-up
         started = time.perf_counter()
-        plain_update(plain, optimizer, padded, advantages)
+        policy_step(
+            plain, optimizer, padded["input_ids"], padded["attention_mask"], width, padded["response_mask"], advantages
+        )
         times["plain"].append(time.perf_counter() - started)
         started = time.perf_counter()
         rank.steps.whole = exps

@@ -31,9 +31,8 @@ def log_probs(logits: torch.Tensor, labels: torch.Tensor, inplace_backward: bool
     if _verl_uses_a_kernel():
         return verl_F.logprobs_from_logits(logits, labels, inplace_backward=inplace_backward)
     vocabulary = logits.shape[-1]
-    rows = max(
-        1, ROW_ELEMENTS // max(1, vocabulary)
-    )  # every position a row: blocks of ROW_ELEMENTS, whatever the shape
+    # every position a row: blocks of ROW_ELEMENTS logits, whatever the shape
+    rows = max(1, ROW_ELEMENTS // max(1, vocabulary))
     flat, at = logits.reshape(-1, vocabulary), labels.reshape(-1)
     blocks = [_block(part, part_at) for part, part_at in zip(flat.split(rows), at.split(rows), strict=True)]
     return torch.cat(blocks).view(labels.shape)
