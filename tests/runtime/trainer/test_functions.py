@@ -22,19 +22,19 @@ RUNNABLE = sorted(ALGORITHMS)
 # algorithm_type -> (verl's advantage estimator, verl's policy loss) it trains with, written out by hand: a change of
 # an entry's verl name fails here. None: no advantages (SFT), or verl's sft_loss instead of a registered policy loss.
 VERL_FUNCTIONS = {
-    "grpo": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
-    "grpo_verl": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
-    "dapo": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
-    "gspo": ("compute_grpo_outcome_advantage", "compute_policy_loss_gspo"),
-    "cispo": ("compute_grpo_outcome_advantage", "compute_policy_loss_cispo"),
+    "grpo": ("grpo_advantage", "compute_policy_loss_vanilla"),
+    "grpo_verl": ("grpo_advantage", "compute_policy_loss_vanilla"),
+    "dapo": ("grpo_advantage", "compute_policy_loss_vanilla"),
+    "gspo": ("grpo_advantage", "compute_policy_loss_gspo"),
+    "cispo": ("grpo_advantage", "compute_policy_loss_cispo"),
     "sft": (None, None),
     "reinforceplusplus": ("compute_reinforce_plus_plus_outcome_advantage", "compute_policy_loss_vanilla"),
     "rloo": ("compute_rloo_outcome_advantage", "compute_policy_loss_vanilla"),
     "opmd": ("opmd_advantage", "opmd_loss"),
     "asymre": ("asymre_advantage", "opmd_loss"),
     "topr": ("reinforce_advantage", "topr_loss"),
-    "sapo": ("compute_grpo_outcome_advantage", "sapo_loss"),
-    "m2po": ("compute_grpo_outcome_advantage", "m2po_loss"),
+    "sapo": ("grpo_advantage", "sapo_loss"),
+    "m2po": ("grpo_advantage", "m2po_loss"),
     "rec": ("rec_advantage", "rec_loss"),
     "sppo": ("opmd_advantage", "sppo_loss"),
     "ppo": ("compute_gae_advantage_return", "compute_policy_loss_vanilla"),
@@ -44,8 +44,8 @@ VERL_FUNCTIONS = {
     "on_policy_distill": ("on_policy_distill_advantage", "compute_policy_loss_vanilla"),
     "jsd": ("jsd_advantage", "compute_policy_loss_vanilla"),
     # verl's PPO loss is the rollouts' part of trinity's mixing loss (algos/mix.py), which replaces verl's actor loss
-    "mix": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
-    "mix_chord": ("compute_grpo_outcome_advantage", "compute_policy_loss_vanilla"),
+    "mix": ("grpo_advantage", "compute_policy_loss_vanilla"),
+    "mix_chord": ("grpo_advantage", "compute_policy_loss_vanilla"),
     "multi_step_grpo": ("step_wise_grpo_advantage", "compute_policy_loss_vanilla"),
     "gigpo": ("gigpo_advantage", "compute_policy_loss_vanilla"),
 }
@@ -125,12 +125,13 @@ def test_grpo_without_std_normalisation_through_the_registry_is_the_centred_rewa
     assert [a[0] for a in advantage_rows(exps, grpo(norm=False))] == pytest.approx([0.5, -0.5, -0.5, 0.5])
 
 
-def test_grpos_epsilon_reaches_verl():
+def test_grpos_epsilon_reaches_its_estimator():
     exps = [exp([2], r) for r in (1, 0, 0, 1)]
     assert advantage_rows(exps, grpo(epsilon=1.0))[0][0] == pytest.approx(0.5 / (math.sqrt(1 / 3) + 1))
 
 
 def test_a_keyword_the_estimator_does_not_take_is_an_error_not_dropped(monkeypatch):
+    # an entry naming verl's own grpo estimator, whose keyword is norm_adv_by_std_in_grpo
     wrong = Advantage(ADVANTAGES["grpo"].args, "grpo", kwargs={"norm_adv_by_std": "norm_adv_by_std"}, grouped=True)
     monkeypatch.setitem(ADVANTAGES, "grpo", wrong)
     with pytest.raises(TypeError, match="takes no argument 'norm_adv_by_std'"):
@@ -198,15 +199,15 @@ def test_registering_trinitys_functions_again_is_harmless(own):
 
 
 def test_a_name_verl_already_has_is_never_replaced():
-    def grpo_estimator(token_level_rewards, response_mask, index, config=None):
+    def rloo_estimator(token_level_rewards, response_mask, index, config=None):
         raise AssertionError("never registered")
 
     def vanilla(old_log_prob, log_prob, advantages, response_mask, loss_agg_mode="token-mean", config=None, **_):
         raise AssertionError("never registered")
 
-    with pytest.raises(ValueError, match="'grpo' is already registered with verl by verl.trainer.ppo.core_algos"):
-        functions.register_advantage("grpo")(grpo_estimator)
+    with pytest.raises(ValueError, match="'rloo' is already registered with verl by verl.trainer.ppo.core_algos"):
+        functions.register_advantage("rloo")(rloo_estimator)
     with pytest.raises(ValueError, match="'vanilla' is already registered with verl by verl.trainer.ppo.core_algos"):
         functions.register_loss("ppo")(vanilla)  # ppo's loss_mode
-    assert core_algos.get_adv_estimator_fn("grpo") is core_algos.compute_grpo_outcome_advantage
+    assert core_algos.get_adv_estimator_fn("rloo") is core_algos.compute_rloo_outcome_advantage
     assert core_algos.get_policy_loss_fn("vanilla") is core_algos.compute_policy_loss_vanilla

@@ -13,9 +13,10 @@ def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(
     from verl.utils import tensordict_utils as tu
     from verl.workers.engine import EngineRegistry
     from verl.workers.engine.fsdp import transformer_impl
+    from verl.workers.utils import losses
 
     from tests.config.test_unsharded import config
-    from trinity.runtime.verl import engines, log_probs, whole_batch
+    from trinity.runtime.verl import engines, log_probs, repadding, whole_batch
 
     # this process's registry and flag as they were, after the test
     monkeypatch.setattr(EngineRegistry, "_engines", copy.deepcopy(EngineRegistry._engines))
@@ -23,6 +24,7 @@ def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(
     monkeypatch.setattr(tu, "make_iterator", tu.make_iterator)
     monkeypatch.setattr(transformer_impl, "prepare_micro_batches", transformer_impl.prepare_micro_batches)
     monkeypatch.setattr(transformer_impl, "logprobs_from_logits", transformer_impl.logprobs_from_logits)
+    monkeypatch.setattr(losses, "no_padding_2_padding", losses.no_padding_2_padding)
 
     log = logging.getLogger("trinity.test")
 
@@ -40,6 +42,7 @@ def test_trinitys_engines_replace_verls_fsdp_engines_everywhere_set_for_the_run(
         whole_batch.prepare_micro_batches,
     )
     assert transformer_impl.logprobs_from_logits is log_probs.log_probs  # a block of rows per call (log_probs.py)
+    assert losses.no_padding_2_padding is repadding.padded_responses  # verl's losses: one gather (repadding.py)
     assert said() == [
         "the trained models are unsharded: one trainer rank computing in their weights' dtype, without FSDP2"
     ]

@@ -3,8 +3,6 @@ losses, gradient norms and weights after two updates as verl's own path, which c
 with as many rows of logits as response tokens."""
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from tests.runtime.trainer.spawn import spawned
 
@@ -96,40 +94,6 @@ def test_the_responses_logits_alone_train_as_every_tokens_do(demo_assets, overri
     assert ours["log_probs"] == pytest.approx(verls["log_probs"], abs=1e-5)
     assert ours["entropy"] == pytest.approx(verls["entropy"], abs=1e-5)
     assert ours["w"] == pytest.approx(verls["w"], rel=1e-6)
-
-
-@settings(max_examples=60, deadline=None)
-@given(
-    rows=st.lists(st.tuples(st.integers(1, 5), st.integers(0, 5)), min_size=1, max_size=6),
-    nested=st.booleans(),
-)
-def test_the_positions_kept_are_those_verl_reads_the_responses_log_probs_at(rows, nested):
-    """Every (prompt, response) length, a response of none too, packed or padded: the kept positions hold exactly what
-    `no_padding_2_padding` reads, row by row and in order."""
-    from tensordict import TensorDict
-    from verl.workers.utils.padding import no_padding_2_padding
-
-    from trinity.runtime.verl.response_logits import response_positions
-
-    if nested:
-        columns = {
-            name: torch.nested.nested_tensor([torch.ones(row[i]) for row in rows], layout=torch.jagged)
-            for i, name in enumerate(("prompts", "responses"))
-        }
-    else:  # left-padded prompts, right-padded responses, the attention mask saying which
-        width, longest = max(p for p, _ in rows), max(r for _, r in rows)
-        mask = [[0] * (width - p) + [1] * p + [1] * r + [0] * (longest - r) for p, r in rows]
-        columns = {"prompts": torch.zeros(len(rows), width), "attention_mask": torch.tensor(mask)}
-        columns["responses"] = torch.zeros(len(rows), longest)
-    data = TensorDict(columns, batch_size=[len(rows)])
-    values = torch.arange(sum(p + r for p, r in rows), dtype=torch.float32) + 1
-    read = no_padding_2_padding(values, data)
-    packed, row, _ = response_positions(data)
-    kept = torch.zeros_like(read)
-    for r in range(len(rows)):
-        taken = values[packed[row == r]]
-        kept[r, : len(taken)] = taken
-    assert torch.equal(kept, read)
 
 
 def test_an_output_of_another_width_than_the_positions_asked_for_is_refused():

@@ -18,7 +18,7 @@ from .args import (
     ReinforcePlusPlusAdvantageArgs,
     StepWiseGRPOAdvantageArgs,
 )
-from .own import BY_KEY, OWN, named
+from .own import BY_KEY, OWN, named, registry_name
 
 CONFIG = "config."  # an estimator keyword under this prefix is a field of the `config` (verl's AlgoConfig) it is given
 
@@ -62,12 +62,9 @@ def _own(args: type[Section], module: str, names: tuple[str, ...] = (), **flags:
 
 ADVANTAGES: dict[str, Advantage] = named(
     {
-        "grpo": Advantage(
-            GRPOAdvantageArgs,
-            "grpo",
-            kwargs={"epsilon": "epsilon", "norm_adv_by_std": "norm_adv_by_std_in_grpo"},
-            grouped=True,
-        ),
+        # verl's grpo estimator, without its loop over rows (algos/grpo.py); the sampler reads std_threshold and
+        # duplicate_experiences, and the other fields allow their defaults alone
+        "grpo": _own(GRPOAdvantageArgs, "grpo", ("epsilon", "norm_adv_by_std"), grouped=True),
         # GAE over a critic's values, whitened over the batch (verl's gae, Trinity-RFT's ppo)
         "ppo": Advantage(PPOAdvantageArgs, "gae", kwargs={"gamma": "gamma", "lam": "lam"}, critic=True),
         "reinforceplusplus": Advantage(
@@ -95,11 +92,11 @@ ADVANTAGES: dict[str, Advantage] = named(
             ("omega", "gamma", "fnorm", "epsilon"),  # the keys name where they are read
             grouped=True,
         ),
-        # GRPO's advantages (verl's grpo), then Clip_B's entropy mask on the negative-advantage tokens (arXiv
+        # GRPO's advantages (grpo's estimator), then Clip_B's entropy mask on the negative-advantage tokens (arXiv
         # 2602.03392; Trinity-RFT's clipb_advantage.py)
         "clipb": Advantage(
             ClipBAdvantageArgs,
-            "grpo",
+            registry_name("grpo"),
             kwargs={"epsilon": "epsilon"},  # mu is the mask's
             grouped=True,
             module=OWN + "clipb",

@@ -70,12 +70,13 @@ class Critic:
     def values(self, tensors: dict[str, torch.Tensor]) -> torch.Tensor:
         """The value of each response token of the padded batch `tensors` (zeros past each response)."""
         from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import no_padding_2_padding
+
+        from ..verl.repadding import padded_responses
 
         td = self._batch(tensors)
         tu.assign_non_tensor(td, compute_loss=False, temperature=1.0)
         out = self.worker.infer_batch(td)
-        return no_padding_2_padding(tu.get(out, "values"), td).float() * tensors["response_mask"]
+        return padded_responses(tu.get(out, "values"), td).float() * tensors["response_mask"]
 
     def update(
         self, tensors: dict[str, torch.Tensor], values: torch.Tensor, returns: torch.Tensor, total: int

@@ -76,15 +76,15 @@ class LogProbs:
         padded as the responses are."""
         from tensordict import TensorDict
         from verl.utils import tensordict_utils as tu
-        from verl.workers.utils.padding import no_padding_2_padding
 
+        from ..verl.repadding import padded_responses
         from ..verl.response_logits import RESPONSES_ONLY
         from ..verl.unpadding import unpadded
 
         rows = [tensors["input_ids"].shape[0]]
         td = unpadded(TensorDict({k: tensors[k].clone() for k in KEYS}, batch_size=rows))
-        flags[RESPONSES_ONLY] = True  # only the responses' are read (no_padding_2_padding below)
+        flags[RESPONSES_ONLY] = True  # only the responses' are read (padded_responses below)
         tu.assign_non_tensor(td, calculate_entropy=entropy, compute_loss=False, temperature=self.temperature, **flags)
         output = infer(td)
         names = ("log_probs", "entropy") if entropy else ("log_probs",)
-        return {name: no_padding_2_padding(tu.get(output, name), td).float() for name in names}
+        return {name: padded_responses(tu.get(output, name), td).float() for name in names}

@@ -36,9 +36,10 @@ def in_update(loss: Callable) -> Callable:
 
     def old_policy_loss(model_output: dict, data: "TensorDict", dp_group: Any = None) -> tuple[Any, dict]:
         from verl.utils.metric import AggregationType, Metric
-        from verl.workers.utils.padding import no_padding_2_padding
 
-        current = no_padding_2_padding(model_output["log_probs"], data).detach()
+        from ..verl.repadding import padded_responses
+
+        current = padded_responses(model_output["log_probs"], data).detach()
         engines = data["old_log_probs"]
         mask = data["response_mask"].to(current.dtype)
         # a share of the whole batch's mean: verl sums a SUM metric over micro-batches and averages it over ranks

@@ -1,7 +1,7 @@
 """trinity's engines in verl's registry, from which verl builds a rank's actor, reference, teacher and critic: its
 FSDP engines (every device, both backends) with what trinity adds to them, set for the run; verl's batch selection,
-where it would select the whole batch, skipped (whole_batch.py); and its log-probs without its row-by-row fallback
-(log_probs.py)."""
+where it would select the whole batch, skipped (whole_batch.py); its log-probs without its row-by-row fallback
+(log_probs.py); and its losses reading the responses' values without a loop over rows (repadding.py)."""
 
 import logging
 
@@ -10,7 +10,7 @@ from verl.workers.engine.fsdp import transformer_impl
 
 from ...config.schema import RunConfig
 from ...config.unsharded import trains_unsharded
-from . import log_probs, whole_batch
+from . import log_probs, repadding, whole_batch
 from .one_rank import Unsharded
 from .response_logits import ResponseLogitsEngine
 
@@ -29,10 +29,11 @@ OURS = {transformer_impl.FSDPEngineWithLMHead: PolicyEngine, transformer_impl.FS
 
 def install(config: RunConfig, log: logging.Logger) -> None:
     """Put trinity's engines where verl's registry holds its own, set for `config`'s run, with verl's batching
-    skipped where it would select the whole batch (whole_batch.py) and its log-probs a block of rows per call
-    (log_probs.py)."""
+    skipped where it would select the whole batch (whole_batch.py), its log-probs a block of rows per call
+    (log_probs.py) and its losses' responses read in one gather (repadding.py)."""
     whole_batch.install()
     log_probs.install()
+    repadding.install()
     Unsharded.enabled = trains_unsharded(config)
     if Unsharded.enabled:
         log.info("the trained models are unsharded: one trainer rank computing in their weights' dtype, without FSDP2")

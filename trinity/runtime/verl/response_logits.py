@@ -1,7 +1,7 @@
 """verl's policy engine, computing the vocabulary's logits at the response positions only.
 
 verl 0.9.1's FSDP engine (unfused path) computes the logits and log-probs of every token of a batch, prompts included
-(and in padded rows the padding too), though every RL consumer reads the responses' alone (`no_padding_2_padding`:
+(and in padded rows the padding too), though every RL consumer reads the responses' alone (repadding.py:
 verl's ppo_loss, trinity's losses and forward passes). The vocabulary is the widest matmul of a small model
 (Qwen2.5-0.5B: 151,936 x 896): on the 0.5 B scale benchmark's batch (416 tokens, 256 of them responses) one fp32
 forward and backward of the vocabulary took 2.2 s for every row and 1.4 s for the responses' on this 2-core machine
@@ -32,6 +32,7 @@ from verl.workers.engine.fsdp import transformer_impl
 
 from . import fused_rows
 from .log_probs import log_probs
+from .repadding import response_positions
 
 RESPONSES_ONLY = "trinity_responses_only"  # a batch's flag: its consumer reads the responses' log-probs alone
 # output_args: (packed positions, where their logits are in the model's output, their temperatures, the output's width)
@@ -42,24 +43,6 @@ _VERL_ONLY = {
     "distillation_only": False,
     "calculate_sum_pi_squared": False,
 }
-
-
-def response_positions(data: TensorDict) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Where the responses' log-probs are (a position's log-prob is the next token's), as `no_padding_2_padding`
-    reads them: each one's position in the packed sequence, its row and its column within the row; on the batch's
-    device (verl moves a micro-batch there before it asks for the model's inputs)."""
-    if data["prompts"].is_nested:
-        responses = data["responses"].offsets().diff()
-        lengths = data["prompts"].offsets().diff() + responses
-    else:
-        width = data["prompts"].shape[1]
-        responses = data["attention_mask"][:, width:].sum(dim=1)
-        lengths = data["attention_mask"].sum(dim=1)
-    rows = torch.repeat_interleave(torch.arange(len(lengths), device=lengths.device), responses)
-    # a response's k-th log-prob: its sequence's column (length - response - 1) + k
-    nth = torch.arange(len(rows), device=lengths.device) - (responses.cumsum(dim=0) - responses)[rows]
-    columns = (lengths - responses - 1)[rows] + nth
-    return (lengths.cumsum(dim=0) - lengths)[rows] + columns, rows, columns
 
 
 class ResponseLogitsEngine(transformer_impl.FSDPEngineWithLMHead):

@@ -45,7 +45,7 @@ def test_clipbs_advantages_are_grpos_normalised_within_each_task_on_every_token(
 
 def test_the_entry_reads_the_entropy_and_names_its_mask():
     entry = ADVANTAGES["clipb"]
-    assert (entry.estimator, entry.kwargs, entry.grouped) == ("grpo", {"epsilon": "epsilon"}, True)
+    assert (entry.estimator, entry.kwargs, entry.grouped) == ("trinity_grpo", {"epsilon": "epsilon"}, True)
     assert entry.entropy and functions.token_mask("clipb") is clipb_mask
     assert functions.token_mask("grpo") is None and not ADVANTAGES["grpo"].entropy
 

@@ -1,7 +1,7 @@
 """Clip_B (arXiv 2602.03392; Trinity-RFT's `clipb`, trinity/algorithm/advantage_fn/clipb_advantage.py of its 0.6.0
-wheel): GRPO's advantages (verl's grpo estimator: a task's rewards less their mean over their unbiased std plus
-epsilon, a task of one rollout mean 0 and std 1, on every response token), then an entropy mask on the tokens of
-negative advantage.
+wheel): GRPO's advantages (grpo.py, as verl's grpo estimator: a task's rewards less their mean over their unbiased
+std plus epsilon, a task of one rollout mean 0 and std 1, on every response token), then an entropy mask on the
+tokens of negative advantage.
 
 Per valid token, with p = exp(log-prob) of the token under the rollout (upstream's `rollout_log_probs`: the engine's
 log-probs, whatever algorithm.bypass_old_logprobs says) and H the actor's entropy of its distribution there (upstream's
@@ -14,6 +14,8 @@ the KL and entropy terms: the trainer does the same with this module's mask (ste
 """
 
 import torch
+
+from . import grpo  # noqa: F401  (registers GRPO's estimator: Clip_B's advantages are its)
 
 KEEP_ALL_BELOW_STD = 1e-12  # upstream's: a signal this flat masks nothing
 

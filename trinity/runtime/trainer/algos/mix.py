@@ -47,9 +47,10 @@ def chord_loss(config, model_output, data, dp_group=None, *, args: dict, step: i
 def _mixed(config, model_output, data, args: dict, info: dict, mu: float, weight: str):
     from verl.trainer.ppo.core_algos import agg_loss, get_policy_loss_fn, kl_penalty
     from verl.utils.metric import AggregationType, Metric
-    from verl.workers.utils.padding import no_padding_2_padding
 
-    log_prob = no_padding_2_padding(model_output["log_probs"], data)
+    from ...verl.repadding import padded_responses
+
+    log_prob = padded_responses(model_output["log_probs"], data)
     fields = ["response_mask", "old_log_probs", "advantages", "expert_mask"]
     padded = data.select(*fields, *(["ref_log_prob"] if config.use_kl_loss else [])).to_padded_tensor()
     mask = padded["response_mask"].bool()
@@ -82,7 +83,7 @@ def _mixed(config, model_output, data, args: dict, info: dict, mu: float, weight
     metrics["actor/pg_loss"] = Metric(value=pg_loss, aggregation=AggregationType.SUM)
     metrics["actor/sft_loss"] = Metric(value=sft_loss, aggregation=AggregationType.SUM)
     if config.entropy_coeff and "entropy" in model_output and info["rollout_tokens"]:  # entropy "mix": rollouts only
-        entropy = no_padding_2_padding(model_output["entropy"], data)
+        entropy = padded_responses(model_output["entropy"], data)
         bonus = agg_loss(loss_mat=entropy, loss_mask=rollouts, loss_agg_mode=config.loss_agg_mode, **over("rollout"))
         loss = loss - config.entropy_coeff * bonus
         metrics["actor/entropy_loss"] = Metric(value=bonus, aggregation=AggregationType.SUM)
