@@ -37,6 +37,13 @@ def turn(prompt, response, mask=None, reward=0.0, group="a", episode="", turn_re
 # --- step_wise_grpo ---------------------------------------------------------------------------------------------
 
 
+def test_episodes_whose_rewards_all_agree_have_nothing_to_learn():
+    """16 single-turn episodes of one task, each rewarded 0.7 (not a sum of powers of two): advantage 0 on each, as
+    grpo's, not float32's rounding of their mean divided by std + epsilon."""
+    exps = [turn([1], [2], reward=0.7, episode=f"e{i}") for i in range(16)]
+    assert advantages("step_wise_grpo", exps) == [[0.0]] * 16 == advantages("grpo", exps)
+
+
 @settings(max_examples=40, deadline=None)
 @given(st.lists(st.lists(st.sampled_from([0.0, 0.5, 1.0]), min_size=1, max_size=5), min_size=1, max_size=4))
 def test_step_wise_grpo_of_single_experience_episodes_is_grpo(groups):

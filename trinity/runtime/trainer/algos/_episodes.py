@@ -103,8 +103,8 @@ def by_group(episodes: list[Episode]) -> dict[str, list[Episode]]:
 
 def normalised(values: torch.Tensor, epsilon: float, divisor: float | torch.Tensor | None = None) -> torch.Tensor:
     """(values - their mean) / (divisor + epsilon), as GRPO does; the divisor is their std unless given. One value
-    alone has mean 0 and std 1."""
-    alone = len(values) == 1
+    alone has mean 0 and std 1. In float64, as grpo's statistics (_groups.row_mean_std): equal values give 0."""
+    alone, exact = len(values) == 1, values.double()
     if divisor is None:
-        divisor = 1.0 if alone else values.std()
-    return (values - (0.0 if alone else values.mean())) / (divisor + epsilon)
+        divisor = 1.0 if alone else exact.std()
+    return ((exact - (0.0 if alone else exact.mean())) / (divisor + epsilon)).to(values.dtype)
