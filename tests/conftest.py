@@ -85,6 +85,18 @@ def pytest_collection_modifyitems(config, items):
         item.user_properties.append(("markers", ",".join(sorted(marks & set(TIERS)))))
 
 
+WORKERS = 2  # the suite's tested concurrency: twice as many Rays, trainers and vLLM engines at once as one worker's
+WORKER_GIB = 8  # memory a worker's heaviest moments take (a real vLLM engine beside a `trinity run`), with headroom
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_auto_num_workers(config):
+    """`-n auto` (pyproject.toml's addopts): WORKERS, or fewer where the cores or the memory are fewer; `-n N` asks
+    for N."""
+    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return max(1, min(WORKERS, os.cpu_count() or 1, int(memory_gib // WORKER_GIB)))
+
+
 def pytest_configure(config):
     """Every Ray this session starts without a temporary directory of its own writes its session folder into one
     private folder (RAY_TMPDIR), watched by the guard below; other sessions' Rays on this machine stay out of it."""

@@ -51,6 +51,19 @@ def role_pid(actor_class: str, checkpoints: Path) -> int:
     return found[0]
 
 
+def state_api_answers(list_actors, within_s: float = 240) -> None:
+    """Wait for Ray's State API (`list_actors`), which asks the cluster's dashboard: the dashboard announces itself
+    within seconds on a quiet machine but took over the API's own 40 s wait on one under the load of a second test
+    worker (pyproject.toml's addopts), while the run started beside it."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            list_actors()
+            return
+        except Exception as exc:  # the State API's own: the dashboard's address not yet in the GCS
+            assert time.monotonic() < deadline, f"Ray's State API did not answer in {within_s} s: {exc}"
+
+
 @pytest.mark.parametrize("role", KILLED)
 def test_a_role_killed_mid_run_is_named_first_with_its_signal_and_nothing_is_left(run_env, tmp_path, role):
     """On a Ray cluster of the test's, which outlives the run: after the kill, no actor of the run is alive and no
@@ -77,6 +90,7 @@ def test_a_role_killed_mid_run_is_named_first_with_its_signal_and_nothing_is_lef
             text=True,
         )
         run = tmp_path / RUN
+        state_api_answers(list_actors)
         deadline = time.monotonic() + 400
         while not ((run / "metrics.jsonl").exists() and len(lines(run, "trainer")) >= step):
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() else "no step"
