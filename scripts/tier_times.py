@@ -1,4 +1,4 @@
-"""Wall seconds per test tier, from a pytest JUnit XML (docs/testing.md).
+"""Seconds per test tier, from a pytest JUnit XML (docs/testing.md).
 
     python -m pytest -q --junitxml=/tmp/j.xml
     python scripts/tier_times.py /tmp/j.xml [--files 5]
@@ -6,7 +6,8 @@
 tests/conftest.py writes each test's tier (the first of vllm, train, ray it is marked with, else fast) and its tier
 markers into the test's <properties>; a test's time in the XML is its setup, call and teardown together, so a
 module-scoped fixture counts in its module's first test. "by tier" sums every test once; "by marker" counts a test
-under each marker it carries (a vllm test that also starts Ray counts under both).
+under each marker it carries (a vllm test that also starts Ray counts under both). With pytest-xdist's workers the
+tests' seconds add up to about the wall time times the workers; the run's own wall time is printed last.
 """
 
 import argparse

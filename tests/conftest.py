@@ -15,6 +15,7 @@ import pytest
 from hypothesis import settings
 
 from tests.session_ray import SessionRay, assert_no_role_left
+from tests.workers import auto_workers
 from trinity.cli.main import main
 
 # Real Ray in tests: no auth token files, no usage reporting.
@@ -85,16 +86,10 @@ def pytest_collection_modifyitems(config, items):
         item.user_properties.append(("markers", ",".join(sorted(marks & set(TIERS)))))
 
 
-WORKERS = 2  # the suite's tested concurrency: twice as many Rays, trainers and vLLM engines at once as one worker's
-WORKER_GIB = 8  # memory a worker's heaviest moments take (a real vLLM engine beside a `trinity run`), with headroom
-
-
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_auto_num_workers(config):
-    """`-n auto` (pyproject.toml's addopts): WORKERS, or fewer where the cores or the memory are fewer; `-n N` asks
-    for N."""
-    memory_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    return max(1, min(WORKERS, os.cpu_count() or 1, int(memory_gib // WORKER_GIB)))
+    """`-n auto` (pyproject.toml's addopts): tests/workers.py counts them."""
+    return auto_workers(config)
 
 
 def pytest_configure(config):

@@ -65,7 +65,10 @@ class SessionRay:
     def address(self) -> str:
         if self.proc is None or self.proc.poll() is not None:
             self.stop()
-            self._start()
+            try:
+                self._start()
+            except RuntimeError:  # a port free when chosen was taken before Ray bound it (another test worker's Ray)
+                self._start()  # once more, on ports chosen anew
         return self.gcs
 
     def _start(self) -> None:

@@ -264,18 +264,3 @@ def test_an_unmarked_test_that_starts_a_real_ray_fails():
     assert "1 passed, 1 error" in out, out + proc.stderr[-3000:]
     assert "ERROR at teardown of test_in_a_subprocess" in out
     assert "test_inner.py::test_in_a_subprocess started Ray but is not marked `ray`" in out
-
-
-@pytest.mark.parametrize(
-    ("cores", "memory_gib", "workers"),
-    [(2, 24, 2), (16, 128, 2), (1, 24, 1), (None, 24, 1), (2, 15.9, 1), (2, 16, 2), (8, 4, 1)],
-)
-def test_the_suite_runs_on_two_workers_where_the_cores_and_the_memory_allow(monkeypatch, cores, memory_gib, workers):
-    """`-n auto` (pyproject.toml's addopts) asks tests/conftest.py how many workers: two, the measured concurrency
-    (docs/testing.md), fewer on one core or under two workers' memory; never none."""
-    from tests.conftest import pytest_xdist_auto_num_workers
-
-    page = 4096
-    monkeypatch.setattr(os, "cpu_count", lambda: cores)
-    monkeypatch.setattr(os, "sysconf", {"SC_PAGE_SIZE": page, "SC_PHYS_PAGES": int(memory_gib * 2**30 / page)}.get)
-    assert pytest_xdist_auto_num_workers(None) == workers

@@ -22,7 +22,8 @@ import pytest
 from tests.cli.test_run import GRPO_ONLY, RUN, lines
 from tests.session_ray import role_processes
 
-pytestmark = [pytest.mark.ray, pytest.mark.train]
+# its waits (the State API, a step, the end) outlast pytest's 300 s in the worst case: each says what it waited for
+pytestmark = [pytest.mark.ray, pytest.mark.train, pytest.mark.timeout(900)]
 
 # role -> its actor's class, as Ray names its process (ray::<class>): the engine, whose death the trainer rank's gloo
 # error used to be blamed for, and the trainer rank, whose peers fail alike; the buffer's death is named the same way
@@ -60,8 +61,9 @@ def state_api_answers(list_actors, within_s: float = 240) -> None:
         try:
             list_actors()
             return
-        except Exception as exc:  # the State API's own: the dashboard's address not yet in the GCS
+        except Exception as exc:  # the State API's own: the dashboard's address not yet in the GCS, or refused
             assert time.monotonic() < deadline, f"Ray's State API did not answer in {within_s} s: {exc}"
+            time.sleep(1)
 
 
 @pytest.mark.parametrize("role", KILLED)

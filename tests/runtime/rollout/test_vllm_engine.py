@@ -214,6 +214,17 @@ def test_a_sync_starting_clears_what_an_earlier_one_left_but_not_another_parts_d
     assert sorted(f.name for f in folder.iterdir()) == [".v5-0.999", "v5-0"]
 
 
+def test_runs_on_two_rays_of_one_machine_stage_their_pieces_and_adapters_apart():
+    """Each new Ray numbers its jobs from 01000000: two runs on one machine, each on a Ray of its own (two test files at
+    once, two users), would share the folders of their pieces and adapters by the job id alone, and one run's sync
+    would load the other's bytes, or lose them to its close. One cluster's job is one name, and one folder."""
+    name = vllm_engine.launch_name
+    assert name("10.0.0.5:6379", "01000000") != name("10.0.0.5:41227", "01000000")
+    assert name("10.0.0.5:6379", "01000000") != name("10.0.0.5:6379", "02000000")
+    assert name("10.0.0.5:6379", "01000000") == name("10.0.0.5:6379", "01000000")
+    assert name("[::1]:6379", "01000000") == "___1__6379-01000000"
+
+
 def test_a_sync_whose_start_fails_gives_the_engines_turn_back(monkeypatch):
     e = started(config())
 

@@ -289,7 +289,9 @@ def test_run_refuses_a_bad_passthrough_before_anything_runs_in_ray(demo_assets, 
         "RAY_TMPDIR": ray_tmp,
     }
     try:
-        result = run_process("run", "+trainer.trainer_config.actor.clip_ratio_cc=2.0", cwd=tmp_path, env=env)
+        # a Ray of its own: `auto` would join any Ray running on the machine (another test worker's)
+        args = ("+trainer.trainer_config.actor.clip_ratio_cc=2.0", "cluster.ray_address=local")
+        result = run_process("run", *args, cwd=tmp_path, env=env)
         assert result.code == 2 and "Traceback" not in result.err
         assert result.err == (
             "trinity: 1 problem in the config\n"

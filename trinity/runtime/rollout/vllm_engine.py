@@ -13,6 +13,7 @@ the resolved config only.
 
 import asyncio
 import os
+import re
 import shutil
 import tempfile
 import time
@@ -151,10 +152,15 @@ class VllmEngine(RolloutEngine):
 
     def _key(self, model_path: str, version: int) -> str:
         """Where the head of this engine publishes itself, unique to this launch of this run."""
+        return f"trinity/{self._launch()}/{model_path}/{version}"
+
+    def _launch(self) -> Path:
+        """This launch of this engine (every part of it): its run's Ray job on its cluster (`launch_name`), then the
+        engine's name."""
         import ray
 
-        engine = self.name.rsplit(".part", 1)[0]
-        return f"trinity/{ray.get_runtime_context().get_job_id()}/{engine}/{model_path}/{version}"
+        context = ray.get_runtime_context()
+        return Path(launch_name(context.gcs_address, context.get_job_id())) / self.name.rsplit(".part", 1)[0]
 
     # --- the OpenAI endpoint: the head serves it, for every part of its engine ---------------------------------
 
@@ -271,9 +277,7 @@ class VllmEngine(RolloutEngine):
     def _pieces_folder(self) -> Path:
         """This engine's folder of memory-sync pieces, under one of each node's piece roots (vllm_worker.piece_roots:
         every node chooses its own, and its workers look under each)."""
-        import ray
-
-        return Path("trinity-sync") / ray.get_runtime_context().get_job_id() / self.name.rsplit(".part", 1)[0]
+        return Path("trinity-sync") / self._launch()
 
     async def _rpc(self, method: str, *args: Any) -> list:
         return await self.llm.collective_rpc(method, timeout=self.config.synchronizer.sync_timeout, args=args)
@@ -321,10 +325,7 @@ class VllmEngine(RolloutEngine):
 
     def _adapter_root(self) -> Path:
         """This engine's folder for its adapters on each of its workers' nodes, unique to this launch."""
-        import ray
-
-        engine = self.name.rsplit(".part", 1)[0]
-        return Path(tempfile.gettempdir()) / "trinity-lora" / ray.get_runtime_context().get_job_id() / engine
+        return Path(tempfile.gettempdir()) / "trinity-lora" / self._launch()
 
     def _request_for(self, adapter_id: int, folder: str) -> Any:
         """The LoRARequest naming the adapter registered as `adapter_id` from `folder` (and its base_model_name, which
@@ -376,6 +377,13 @@ class VllmEngine(RolloutEngine):
             shutil.rmtree(root / self._pieces_folder(), ignore_errors=True)
         if lora.moves_adapter(self.config):  # the head's workers wrote them on this part's node too
             shutil.rmtree(self._adapter_root(), ignore_errors=True)
+
+
+def launch_name(gcs_address: str, job_id: str) -> str:
+    """A run's launch, unique on a machine as a folder name: its Ray job on its cluster. Every new cluster numbers its
+    jobs from 01000000 again, so two runs that each started a Ray of their own on one machine share a job id; no two
+    clusters on one machine share their GCS's host:port."""
+    return f"{re.sub(r'[^A-Za-z0-9.-]', '_', gcs_address)}-{job_id}"
 
 
 def _staged(piece: Any, folder: Path, version: int, index: int) -> str | dict:
