@@ -24,6 +24,7 @@ from trinity.runtime.rollout import (  # noqa: E402
     vllm_engine,
     vllm_fields,
     vllm_parts,
+    vllm_staging,
     vllm_worker,
 )
 from trinity.runtime.rollout.samples import Sampling  # noqa: E402
@@ -48,6 +49,7 @@ def fake_vllm(monkeypatch, tmp_path):
     roots[0].mkdir()
     monkeypatch.setattr(vllm_worker, "piece_roots", lambda: roots)
     monkeypatch.setattr(vllm_engine, "piece_roots", lambda: roots)
+    monkeypatch.setattr(vllm_staging, "piece_roots", lambda: roots)
     # the engine's actor records its Ray node for its vLLM workers, which build their device keys from it
     monkeypatch.setattr(vllm_parts, "announce_node", lambda: monkeypatch.setenv(device_ipc.NODE_ENV, "node-a"))
     monkeypatch.setattr(VllmEngine, "_pieces_folder", lambda self: Path("pieces") / self.name.split(".part")[0])
@@ -191,7 +193,7 @@ def test_a_piece_shared_memory_has_no_room_for_goes_to_the_temporary_folder_wher
     from types import SimpleNamespace as Usage
 
     e = started(config())
-    monkeypatch.setattr(vllm_engine.shutil, "disk_usage", lambda path: Usage(total=2**30, used=2**30, free=47))
+    monkeypatch.setattr(vllm_staging.shutil, "disk_usage", lambda path: Usage(total=2**30, used=2**30, free=47))
     weights = {"embed.weight": torch.full((4, 3), 2.0), "head.weight": torch.full((4, 3), 3.0)}  # 48 bytes each
     seen = []
     monkeypatch.setattr(
@@ -200,29 +202,6 @@ def test_a_piece_shared_memory_has_no_room_for_goes_to_the_temporary_folder_wher
     assert memory_sync(e, weights, 4, limit=48) == [4, 4]
     assert [p.parent.parent.parent for p in seen] == [tmp_path / "tmp"] * 2  # <root>/pieces/<engine>/<file>
     assert all(w.get_model().head.weight.eq(3).all() for w in e.llm.workers)
-
-
-def test_a_sync_starting_clears_what_an_earlier_one_left_but_not_another_parts_draft(tmp_path):
-    """Two parts of one engine on one node (colocate, TP 2) write piece 0 together: the one starting first must not
-    remove the other's draft; an older sync's pieces go."""
-    folder = tmp_path / "shm" / "pieces" / "rollout.engine0"
-    folder.mkdir(parents=True)
-    (folder / "v4-3").write_bytes(b"old")
-    (folder / ".v5-0.999").write_bytes(b"another part's draft")
-    source = vllm_engine._staged(torch.ones(3), Path("pieces/rollout.engine0"), 5, 0)
-    assert source == "pieces/rollout.engine0/v5-0"
-    assert sorted(f.name for f in folder.iterdir()) == [".v5-0.999", "v5-0"]
-
-
-def test_runs_on_two_rays_of_one_machine_stage_their_pieces_and_adapters_apart():
-    """Each new Ray numbers its jobs from 01000000: two runs on one machine, each on a Ray of its own (two test files at
-    once, two users), would share the folders of their pieces and adapters by the job id alone, and one run's sync
-    would load the other's bytes, or lose them to its close. One cluster's job is one name, and one folder."""
-    name = vllm_engine.launch_name
-    assert name("10.0.0.5:6379", "01000000") != name("10.0.0.5:41227", "01000000")
-    assert name("10.0.0.5:6379", "01000000") != name("10.0.0.5:6379", "02000000")
-    assert name("10.0.0.5:6379", "01000000") == name("10.0.0.5:6379", "01000000")
-    assert name("[::1]:6379", "01000000") == "___1__6379-01000000"
 
 
 def test_a_sync_whose_start_fails_gives_the_engines_turn_back(monkeypatch):
