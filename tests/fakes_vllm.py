@@ -112,6 +112,11 @@ class FakeAsyncLLM:
     workers at once (each in a thread, as each vLLM worker is a process of its own); sleeps and wakes."""
 
     instances: list = []
+    # vLLM's mark of a dead engine core (vllm_core_watch.py reads it): never set here. Without it each watch task died
+    # of an AttributeError nobody awaited, reported when the garbage collector dropped the task: once inside a later
+    # test (its captured log holds the report), during pytest's ast.parse of a module it imported, where CPython
+    # 3.11.7 then raised "AST constructor recursion depth mismatch"
+    errored = False
 
     def __init__(self, args: FakeEngineArgs):
         self.args = args.kwargs
