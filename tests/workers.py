@@ -12,9 +12,8 @@ import os
 from pathlib import Path
 
 WORKERS = 2
-WORKER_GIB = (
-    8  # a worker's heaviest moments (a real vLLM engine beside a `trinity run`) with headroom: two peaked at 7.2
-)
+# a worker's heaviest moments (a real vLLM engine beside a `trinity run`) with headroom: two workers peaked at 7.2 GiB
+WORKER_GIB = 8
 ENV = "PYTEST_XDIST_AUTO_NUM_WORKERS"  # xdist's own override of `-n auto`, honoured here too
 # cgroup v2, then v1: the CPU quota and period, and the memory limit, of the container this runs in
 CPU_MAX = (Path("/sys/fs/cgroup/cpu.max"), Path("/sys/fs/cgroup/cpu/cpu.cfs_quota_us"))
